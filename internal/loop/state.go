@@ -1,0 +1,216 @@
+package loop
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Phase is where a run stands between two steps. The caller may persist the
+// State at any phase boundary and resume from it later with the same code
+// path as a fresh start (a fresh start is the zero State).
+type Phase string
+
+// Phases of a turn.
+const (
+	// PhaseAdmit: the next turn has not been admitted yet. The zero State is
+	// in this phase.
+	PhaseAdmit Phase = ""
+	// PhaseModel: the turn is admitted and its reservation recorded; the
+	// model call is due (or in flight).
+	PhaseModel Phase = "Model"
+	// PhaseApproval: some calls of the batch wait for a person.
+	PhaseApproval Phase = "AwaitingApproval"
+	// PhaseAct: the batch is vetted and reserved; calls are being run.
+	PhaseAct Phase = "Acting"
+	// PhaseDone: the run has ended; Outcome is set.
+	PhaseDone Phase = "Done"
+)
+
+// Usage is a vector of consumed (or reserved) resources.
+type Usage struct {
+	Turns             int            `json:"turns"`
+	InputTokens       int64          `json:"inputTokens"`
+	OutputTokens      int64          `json:"outputTokens"`
+	CachedInputTokens int64          `json:"cachedInputTokens"`
+	Cost              Money          `json:"costUSD"`
+	ToolCalls         int            `json:"toolCalls"`
+	PerTool           map[string]int `json:"perTool,omitempty"`
+	// WallClock is the time the run has been working (waiting for a person
+	// does not count; approvalTimeout bounds that).
+	WallClock time.Duration `json:"wallClock"`
+}
+
+// Tokens is the tokens dimension: input plus output.
+func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+
+// CallState is the life of one proposed call inside a turn.
+type CallState string
+
+// Call states.
+const (
+	// CallProposed: vetted, not yet dispatched (approved, or awaiting a person).
+	CallProposed CallState = "Proposed"
+	// CallDispatched: handed to the toolbox; the result is not yet recorded.
+	CallDispatched CallState = "Dispatched"
+	// CallDone: the observation is recorded.
+	CallDone CallState = "Done"
+)
+
+// Call is one proposed call with its verdict, as recorded before anything runs.
+type Call struct {
+	ToolCall
+	// Verdict is the vetting decision: allow, deny or ask (then the answer
+	// decides), or block for a guardrail block.
+	Verdict Decision `json:"verdict"`
+	// Rule names what decided: "policy.rules[0]", "policy.default",
+	// "guardrail:<name>", "tool.irreversible", "grant".
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Answer is a person's answer to an ASK.
+	Answer Answer `json:"answer,omitempty"`
+	// Mutates is copied from the tool so acting order survives a reload.
+	Mutates bool      `json:"mutates,omitempty"`
+	State   CallState `json:"state"`
+	// Observation is what the model will see for this call, once known.
+	Observation string `json:"observation,omitempty"`
+	// ObsStatus is ok, failed, denied, blocked, declined or invalid.
+	ObsStatus string `json:"obsStatus,omitempty"`
+	// RequestedAt is when an ASK started waiting.
+	RequestedAt *time.Time `json:"requestedAt,omitempty"`
+}
+
+// Approved reports whether the call may run.
+func (c *Call) Approved() bool {
+	return c.Verdict == Allow || (c.Verdict == Ask && c.Answer == Approve)
+}
+
+// SigEntry is one proposed call in the loop detector's window.
+type SigEntry struct {
+	Hash string `json:"h"`
+	// Text is the signature, cut for display in reasons.
+	Text string `json:"t"`
+}
+
+// State is the whole resumable state of one run: a plain value that
+// marshals to JSON and back without loss.
+type State struct {
+	Phase Phase `json:"phase,omitempty"`
+	// Turn is the turn in progress or last finished (1-based).
+	Turn int `json:"turn"`
+	// Attempt counts model calls made for this turn (more than one only
+	// after a call was lost to a crash).
+	Attempt  int   `json:"attempt,omitempty"`
+	Usage    Usage `json:"usage"`
+	Reserved Usage `json:"reserved"`
+	// Calls is the current turn's batch, in proposal order.
+	Calls []Call `json:"calls,omitempty"`
+	// Transcript is every message after the goal, in order.
+	Transcript []Message `json:"transcript,omitempty"`
+	// Recent is the loop detector's window of proposed call signatures.
+	Recent []SigEntry `json:"recent,omitempty"`
+	// Depth counts signatures seen more than once (bounded); MaxDepth is the
+	// largest count seen in the run (the repeated-intent depth).
+	Depth    map[string]int `json:"depth,omitempty"`
+	MaxDepth int            `json:"maxDepth,omitempty"`
+	// Warned records soft-ceiling warnings already given: dimension -> 80 or 100.
+	Warned map[Dimension]int `json:"warned,omitempty"`
+	// StartedAt is when the first turn was admitted; ActiveSince is when the
+	// current stretch of work (not waiting for a person) began.
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	ActiveSince *time.Time `json:"activeSince,omitempty"`
+	// Outcome, Reason and Answer are set once the run has ended.
+	Outcome Outcome `json:"outcome,omitempty"`
+	Reason  string  `json:"reason,omitempty"`
+	Answer  string  `json:"answer,omitempty"`
+}
+
+// Done reports whether the run has ended.
+func (s *State) Done() bool { return s.Phase == PhaseDone }
+
+// Clone returns a deep copy of the state through its JSON form.
+func (s *State) Clone() *State {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	out := &State{}
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// Input is what the caller brings to a step. Exactly the fields that
+// answer the previous effect are set; an empty Input means "nothing new"
+// (after a restart, for instance).
+type Input struct {
+	// Reply answers EffectCallModel; ModelErr is set instead when the
+	// provider failed after its retries.
+	Reply    *Reply
+	ModelErr error
+	// Answers are the answers currently known for pending calls, by call id.
+	// Answers for ids that are not pending are reported back as stale.
+	Answers map[string]Answer
+	// Results answer EffectRunTools, by call id.
+	Results []Result
+	// Cancel asks the run to stop at this boundary (ApprovalDenied).
+	Cancel bool
+}
+
+// EffectKind says what the caller must do next.
+type EffectKind string
+
+// Effects.
+const (
+	// EffectCallModel: persist the state, then call the model with Request
+	// and come back with the Reply.
+	EffectCallModel EffectKind = "CallModel"
+	// EffectAsk: persist the state and wait for answers to Calls.
+	EffectAsk EffectKind = "AskPerson"
+	// EffectRunTools: persist the state, then run Calls (concurrently when
+	// Concurrent is set) and come back with their Results.
+	EffectRunTools EffectKind = "RunTools"
+	// EffectContinue: the state advanced without outside work; step again
+	// (persisting first is allowed, not required).
+	EffectContinue EffectKind = "Continue"
+	// EffectFinish: the run has ended; persist the final state.
+	EffectFinish EffectKind = "Finish"
+)
+
+// Effect is what a step asks of its caller, plus the notes that describe
+// what the step did (for events, logs and the terminal).
+type Effect struct {
+	Kind       EffectKind
+	Request    *Request
+	Calls      []Invocation
+	Concurrent bool
+	// Pending are the calls that wait for a person (EffectAsk).
+	Pending []Call
+	Notes   []Note
+}
+
+// NoteKind classifies a note.
+type NoteKind string
+
+// Note kinds. They double as event reasons.
+const (
+	NoteTurnStarted   NoteKind = "TurnStarted"
+	NoteModelAnswered NoteKind = "ModelAnswered"
+	NoteCallVetted    NoteKind = "CallVetted"
+	NoteCallFinished  NoteKind = "CallFinished"
+	NoteApproval      NoteKind = "ApprovalRecorded"
+	NoteStaleApproval NoteKind = "StaleApproval"
+	NoteBudgetWarning NoteKind = "BudgetWarning"
+	NoteModelLost     NoteKind = "ModelCallLost"
+	NoteFinished      NoteKind = "RunFinished"
+)
+
+// Note is a human-readable record of something a step did. Notes never
+// carry whole tool results or secrets.
+type Note struct {
+	Kind    NoteKind
+	CallID  string
+	Message string
+	// Warning marks notes a person should look at (budget warnings, denials).
+	Warning bool
+}

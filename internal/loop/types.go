@@ -1,0 +1,353 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Outcome is the single named reason a run ended. The set is closed: a
+// finished run carries exactly one of these, with a human-readable reason.
+type Outcome string
+
+// The eight terminal outcomes, in the spelling of the AgentRun API.
+const (
+	// Completed: the model gave a final, non-truncated answer.
+	Completed Outcome = "Completed"
+	// BudgetExhausted: admitting the next step would pass a hard ceiling.
+	BudgetExhausted Outcome = "BudgetExhausted"
+	// GuardrailStop: a guardrail with severity halt fired, or the model refused.
+	GuardrailStop Outcome = "GuardrailStop"
+	// LoopDetected: the same canonical call signature, or a short cycle of
+	// them, repeated past the configured threshold.
+	LoopDetected Outcome = "LoopDetected"
+	// ApprovalDenied: a person ended the run (cancel, or an approval answered stop).
+	ApprovalDenied Outcome = "ApprovalDenied"
+	// Escalated: an ASK waited past the approval timeout, or the model handed
+	// the task to a person.
+	Escalated Outcome = "Escalated"
+	// ToolFailure: the model provider stayed unavailable after its retries.
+	ToolFailure Outcome = "ToolFailure"
+	// Error: a defect in the harness itself.
+	Error Outcome = "Error"
+)
+
+// Outcomes lists every outcome, in the order of the API's table.
+var Outcomes = []Outcome{Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error}
+
+// Decision is a policy verdict for one proposed call.
+type Decision string
+
+// Policy decisions.
+const (
+	Allow Decision = "allow"
+	Deny  Decision = "deny"
+	Ask   Decision = "ask"
+)
+
+// Answer is a person's reply to an ASK.
+type Answer string
+
+// The answers a person can give to a pending call.
+const (
+	Approve    Answer = "approve"
+	DenyAnswer Answer = "deny"
+	Stop       Answer = "stop"
+)
+
+// Severity of a guardrail.
+type Severity string
+
+// Guardrail severities.
+const (
+	// Block refuses this call only; the model sees why.
+	Block Severity = "block"
+	// Halt ends the run before any call of the batch runs.
+	Halt Severity = "halt"
+)
+
+// Dimension names one budget ceiling, as used in the API's budget.soft list.
+type Dimension string
+
+// The budget dimensions, in the order admission checks them.
+const (
+	DimTurns     Dimension = "turns"
+	DimTokens    Dimension = "tokens"
+	DimWallClock Dimension = "wallClock"
+	DimCost      Dimension = "cost"
+	DimToolCalls Dimension = "toolCalls"
+	// DimPerTool is the per-tool call limit (perTool and defaultToolLimit).
+	DimPerTool Dimension = "perTool"
+)
+
+// Config is everything the engine needs to know about one run. It is built
+// once from the AgentRun's spec (or a manifest for agentrun local) and does
+// not change while the run lives.
+type Config struct {
+	Goal         string
+	Instructions string
+	Model        ModelConfig
+	Budget       Budget
+	Loop         LoopDetection
+	Tools        []ToolSpec
+	Policy       Policy
+	Guardrails   []Guardrail
+	// ApprovalTimeout ends the run Escalated when an ASK waits longer.
+	ApprovalTimeout time.Duration
+	// ToolAllowance is reserved for tools before the model call of every
+	// turn, and replaced by the approved batch's declared maxima after
+	// vetting. Zero by default.
+	ToolAllowance Allowance
+}
+
+// ModelConfig describes the model calls of a run.
+type ModelConfig struct {
+	Provider        string
+	Name            string
+	MaxOutputTokens int64
+	// Timeout bounds one model call; it is also the wall-clock reservation
+	// for that call.
+	Timeout time.Duration
+	Pricing Pricing
+}
+
+// Pricing is in US dollars per million tokens.
+type Pricing struct {
+	Input       Money
+	Output      Money
+	CachedInput Money
+}
+
+// Budget is the vector of ceilings. Zero values are replaced by the
+// documented defaults in Normalize.
+type Budget struct {
+	MaxTurns         int
+	MaxTokens        int64
+	MaxWallClock     time.Duration
+	MaxCost          Money
+	MaxToolCalls     int
+	PerTool          map[string]int
+	DefaultToolLimit int
+	// Soft names ceilings that only warn (at 80% and at 100%), never stop.
+	Soft []Dimension
+}
+
+// Allowance is a tool reservation: calls, money and time.
+type Allowance struct {
+	Calls     int
+	Cost      Money
+	WallClock time.Duration
+}
+
+// LoopDetection configures the repeat and cycle detector.
+type LoopDetection struct {
+	// Threshold: the same signature this many times within Window stops the run.
+	Threshold int
+	// Window is counted in proposed calls.
+	Window int
+	// MaxPeriod: cycles of period 2..MaxPeriod that fill the window stop it too.
+	MaxPeriod int
+	// IgnoreArguments are volatile argument names left out of signatures.
+	IgnoreArguments []string
+}
+
+// ToolSpec is what the engine knows of a tool: its schema for the model and
+// the metadata that vetting, budgeting and acting rely on. How the tool is
+// executed is the Toolbox's business.
+type ToolSpec struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments object.
+	Parameters json.RawMessage
+	Mutates    bool
+	Reversible bool
+	MaxCost    Money
+	Timeout    time.Duration
+	// MaxResultBytes cuts longer results; the cut is marked.
+	MaxResultBytes int
+	// Repeatable says a dispatched call whose result was lost (a crash) may
+	// be dispatched again: true for read-only tools and for executors that
+	// adopt the earlier attempt (a Job named after the call).
+	Repeatable bool
+}
+
+// Policy decides ALLOW, DENY or ASK per call.
+type Policy struct {
+	Default Decision
+	Rules   []Rule
+	// Grants waive the irreversible-mutation ASK for these tools.
+	Grants []string
+}
+
+// Rule is one policy rule; the first rule that matches decides.
+type Rule struct {
+	// Tools the rule applies to; "*" matches every tool.
+	Tools []string
+	// When is an optional CEL expression over `args` (the call's arguments).
+	When     string
+	Decision Decision
+	Reason   string
+}
+
+// Guardrail is an RE2 pattern over a call's canonical arguments.
+type Guardrail struct {
+	Name     string
+	Tools    []string
+	Pattern  string
+	Severity Severity
+	Reason   string
+}
+
+// Model is one model provider. Complete makes exactly one call (retries of
+// transport failures inside it are the provider's business and must stay
+// bounded). An error returned after retries ends the run as ToolFailure.
+type Model interface {
+	Complete(ctx context.Context, req *Request) (*Reply, error)
+}
+
+// TokenEstimator may be implemented by a Model to estimate a request's
+// input tokens for admission. The estimate must not be lower than what
+// the provider will report.
+type TokenEstimator interface {
+	EstimateInputTokens(req *Request) int64
+}
+
+// Request is what the engine sends to the model. System and Tools form a
+// byte-stable prefix across turns so provider prompt caches hit; Messages
+// start with the goal and then replay the transcript.
+type Request struct {
+	Model           string
+	System          string
+	Tools           []ToolSchema
+	Messages        []Message
+	MaxOutputTokens int64
+}
+
+// ToolSchema is how a tool is offered to the model.
+type ToolSchema struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// Role of a transcript message.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of the conversation the model sees.
+type Message struct {
+	Role    Role   `json:"role"`
+	Turn    int    `json:"turn,omitempty"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message proposed.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// CallID links a tool message to the call it answers.
+	CallID string `json:"callID,omitempty"`
+	// Tool is the name of the tool a tool message answers.
+	Tool string `json:"tool,omitempty"`
+	// Status of a tool message: ok, failed, denied, blocked, declined.
+	Status string `json:"status,omitempty"`
+}
+
+// ToolCall is one call proposed by the model. ID is the harness-made id
+// (t<turn>-c<index>), never the provider's.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Reply is the model's answer to one Request.
+type Reply struct {
+	// Content is the text of the answer.
+	Content string
+	// ToolCalls are the proposed calls; their ID fields are ignored.
+	ToolCalls []ToolCall
+	// Refusal is set when the model declined to answer.
+	Refusal string
+	// Truncated is set when the answer hit the output-token limit.
+	Truncated bool
+	Usage     TokenUsage
+}
+
+// TokenUsage is what the provider reported for one call.
+type TokenUsage struct {
+	InputTokens int64
+	// CachedInputTokens is the part of InputTokens read from the cache.
+	CachedInputTokens int64
+	// CacheWriteTokens is the part of InputTokens written to the cache.
+	CacheWriteTokens int64
+	OutputTokens     int64
+}
+
+// Invocation asks a Toolbox to run one approved call.
+type Invocation struct {
+	CallID string
+	Tool   string
+	// Arguments is the JSON object the model proposed.
+	Arguments json.RawMessage
+	// IdempotencyKey is unique to the call and stable across retries.
+	IdempotencyKey string
+	Timeout        time.Duration
+	MaxResultBytes int
+}
+
+// Toolbox runs approved calls. It must return a Result for every
+// invocation; failures are Results, not panics.
+type Toolbox interface {
+	Execute(ctx context.Context, inv Invocation) Result
+}
+
+// ToolboxFunc adapts a function to the Toolbox interface.
+type ToolboxFunc func(ctx context.Context, inv Invocation) Result
+
+// Execute calls f.
+func (f ToolboxFunc) Execute(ctx context.Context, inv Invocation) Result { return f(ctx, inv) }
+
+// FailureKind classifies a failed tool call so the observation can say what
+// happened and whether an unchanged retry can help.
+type FailureKind string
+
+// Failure kinds.
+const (
+	// FailTimeout: the deadline enforced outside the tool was hit.
+	FailTimeout FailureKind = "Timeout"
+	// FailExit: the tool's process exited non-zero.
+	FailExit FailureKind = "ExitCode"
+	// FailHTTP: an HTTP tool answered with a non-2xx status.
+	FailHTTP FailureKind = "HTTPStatus"
+	// FailUnavailable: the tool could not be reached or started.
+	FailUnavailable FailureKind = "Unavailable"
+	// FailInvalid: the call was malformed (bad arguments, template error).
+	FailInvalid FailureKind = "InvalidCall"
+	// FailUnknown: the outcome of a dispatched call is unknown (a crash).
+	FailUnknown FailureKind = "OutcomeUnknown"
+)
+
+// Result is what a tool returned.
+type Result struct {
+	CallID string `json:"callID"`
+	// Output is the tool's result text (stdout, response body ...).
+	Output []byte `json:"output,omitempty"`
+	// ContentType is the media type when known (HTTP tools).
+	ContentType string `json:"contentType,omitempty"`
+	// Failure is nil for a successful call.
+	Failure *Failure `json:"failure,omitempty"`
+	// Duration the call took.
+	Duration time.Duration `json:"duration,omitempty"`
+}
+
+// Failure describes why a tool call failed.
+type Failure struct {
+	Kind FailureKind `json:"kind"`
+	// Code is the exit code or HTTP status.
+	Code int `json:"code,omitempty"`
+	// Detail is a short description (the tail of stderr, the error text).
+	Detail string `json:"detail,omitempty"`
+}
