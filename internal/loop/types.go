@@ -339,8 +339,21 @@ type Result struct {
 	ContentType string `json:"contentType,omitempty"`
 	// Failure is nil for a successful call.
 	Failure *Failure `json:"failure,omitempty"`
+	// Truncated is set when the executor stopped reading output early
+	// (it keeps at most MaxResultBytes+1 bytes); Size is the whole output's
+	// length when the executor knows it.
+	Truncated bool  `json:"truncated,omitempty"`
+	Size      int64 `json:"size,omitempty"`
 	// Duration the call took.
 	Duration time.Duration `json:"duration,omitempty"`
+}
+
+// Preflighter may be implemented by a Toolbox (or one tool's executor) to
+// check, once at the start of a run, that every tool it was given exists
+// (an MCP server that does not list a declared tool, for instance). A run
+// never proceeds silently without a tool it was given.
+type Preflighter interface {
+	Preflight(ctx context.Context) error
 }
 
 // Failure describes why a tool call failed.
