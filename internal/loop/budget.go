@@ -1,0 +1,311 @@
+package loop
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Defaults for ceilings left unset. They are part of the API contract
+// (documented on the AgentRun's budget fields).
+const (
+	DefaultMaxTokens        = 100_000
+	DefaultMaxWallClock     = 15 * time.Minute
+	DefaultMaxToolCalls     = 50
+	DefaultToolLimit        = 10
+	DefaultMaxOutputTokens  = 4096
+	DefaultModelTimeout     = 60 * time.Second
+	DefaultToolTimeout      = 30 * time.Second
+	DefaultMaxResultBytes   = 16384
+	DefaultApprovalTimeout  = time.Hour
+	DefaultLoopThreshold    = 3
+	DefaultLoopWindow       = 6
+	DefaultLoopMaxPeriod    = 3
+	maxConcurrentReads      = 8
+	perMessageTokenOverhead = 8
+)
+
+// DefaultMaxCost is the cost ceiling when none is set: one dollar.
+var DefaultMaxCost = MustMoney("1")
+
+// Normalize fills unset fields with their defaults and returns the result.
+func (c Config) Normalize() Config {
+	b := &c.Budget
+	if b.MaxTokens <= 0 {
+		b.MaxTokens = DefaultMaxTokens
+	}
+	if b.MaxWallClock <= 0 {
+		b.MaxWallClock = DefaultMaxWallClock
+	}
+	if b.MaxCost <= 0 {
+		b.MaxCost = DefaultMaxCost
+	}
+	if b.MaxToolCalls <= 0 {
+		b.MaxToolCalls = DefaultMaxToolCalls
+	}
+	if b.DefaultToolLimit <= 0 {
+		b.DefaultToolLimit = DefaultToolLimit
+	}
+	if c.Model.MaxOutputTokens <= 0 {
+		c.Model.MaxOutputTokens = DefaultMaxOutputTokens
+	}
+	if c.Model.Timeout <= 0 {
+		c.Model.Timeout = DefaultModelTimeout
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if c.Loop.Threshold <= 0 {
+		c.Loop.Threshold = DefaultLoopThreshold
+	}
+	if c.Loop.Window <= 0 {
+		c.Loop.Window = DefaultLoopWindow
+	}
+	if c.Loop.Window < c.Loop.Threshold {
+		c.Loop.Window = c.Loop.Threshold
+	}
+	if c.Loop.MaxPeriod <= 0 {
+		c.Loop.MaxPeriod = DefaultLoopMaxPeriod
+	}
+	if c.Policy.Default == "" {
+		c.Policy.Default = Allow
+	}
+	tools := make([]ToolSpec, len(c.Tools))
+	for i, t := range c.Tools {
+		if t.Timeout <= 0 {
+			t.Timeout = DefaultToolTimeout
+		}
+		if t.MaxResultBytes <= 0 {
+			t.MaxResultBytes = DefaultMaxResultBytes
+		}
+		if !t.Mutates {
+			t.Repeatable = true
+		}
+		tools[i] = t
+	}
+	c.Tools = tools
+	return c
+}
+
+// toolLimit is the per-tool call limit for a tool.
+func (b *Budget) toolLimit(tool string) int {
+	if n, ok := b.PerTool[tool]; ok {
+		return n
+	}
+	return b.DefaultToolLimit
+}
+
+func (b *Budget) soft(d Dimension) bool { return slices.Contains(b.Soft, d) }
+
+// Rejection says which hard ceiling a projected step would pass.
+type Rejection struct {
+	Dimension Dimension
+	// Tool is set for the per-tool dimension.
+	Tool   string
+	Reason string
+}
+
+// Admit checks consumed + reserved <= ceiling in every hard dimension, in
+// the order turns, tokens, wall clock, cost, tool calls, per-tool limits
+// (by tool name). It returns the first rejection, or nil. Soft ceilings
+// never reject.
+func Admit(b *Budget, consumed, reserved Usage) *Rejection {
+	check := func(d Dimension, used, res, ceil int64, unit func(int64) string) *Rejection {
+		if b.soft(d) || used+res <= ceil {
+			return nil
+		}
+		return &Rejection{Dimension: d, Reason: fmt.Sprintf("admitting the next step would pass the %s ceiling: %s consumed + %s reserved = %s > %s",
+			d, unit(used), unit(res), unit(used+res), unit(ceil))}
+	}
+	count := func(n int64) string { return fmt.Sprint(n) }
+	secs := func(n int64) string { return fmt.Sprintf("%ds", n) }
+	money := func(n int64) string { return "$" + Money(n).String() }
+	if r := check(DimTurns, int64(consumed.Turns), int64(reserved.Turns), int64(b.MaxTurns), count); r != nil {
+		return r
+	}
+	if r := check(DimTokens, consumed.Tokens(), reserved.Tokens(), b.MaxTokens, count); r != nil {
+		return r
+	}
+	if r := check(DimWallClock, ceilSeconds(consumed.WallClock), ceilSeconds(reserved.WallClock), int64(b.MaxWallClock/time.Second), secs); r != nil {
+		return r
+	}
+	if r := check(DimCost, int64(consumed.Cost), int64(reserved.Cost), int64(b.MaxCost), money); r != nil {
+		return r
+	}
+	if r := check(DimToolCalls, int64(consumed.ToolCalls), int64(reserved.ToolCalls), int64(b.MaxToolCalls), count); r != nil {
+		return r
+	}
+	if len(reserved.PerTool) > 0 {
+		names := make([]string, 0, len(reserved.PerTool))
+		for n := range reserved.PerTool {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			used, res, limit := consumed.PerTool[n], reserved.PerTool[n], b.toolLimit(n)
+			if used+res > limit {
+				return &Rejection{Dimension: DimPerTool, Tool: n, Reason: fmt.Sprintf(
+					"admitting the next step would pass the per-tool limit of %s: %d calls made + %d in this batch = %d > %d",
+					n, used, res, used+res, limit)}
+			}
+		}
+	}
+	return nil
+}
+
+// ceilSeconds rounds a duration up to whole seconds (never under-count).
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// modelReservation is the exposure of one model call: its estimated input
+// at the input rate, the maximum output at the output rate, the model
+// deadline on the clock, plus the configured per-turn tool allowance.
+func (e *Engine) modelReservation(inputTokens int64) Usage {
+	p := e.cfg.Model.Pricing
+	out := e.cfg.Model.MaxOutputTokens
+	r := Usage{
+		Turns:        1,
+		InputTokens:  inputTokens,
+		OutputTokens: out,
+		Cost:         TokenCost(inputTokens, p.Input) + TokenCost(out, p.Output) + e.cfg.ToolAllowance.Cost,
+		ToolCalls:    e.cfg.ToolAllowance.Calls,
+		WallClock:    e.cfg.Model.Timeout + e.cfg.ToolAllowance.WallClock,
+	}
+	return r
+}
+
+// modelCost prices what a provider reported: cached input at the cached
+// rate (or the input rate when none is set), the rest at the input rate.
+func (e *Engine) modelCost(u TokenUsage) Money {
+	p := e.cfg.Model.Pricing
+	cachedRate := p.CachedInput
+	if cachedRate == 0 {
+		cachedRate = p.Input
+	}
+	cached := min(u.CachedInputTokens, u.InputTokens)
+	return TokenCost(u.InputTokens-cached, p.Input) + TokenCost(cached, cachedRate) + TokenCost(u.OutputTokens, p.Output)
+}
+
+// batchReservation is the approved batch's declared maxima: costs and call
+// counts summed; wall clock the longest concurrent read plus every serial
+// write's timeout.
+func (e *Engine) batchReservation(calls []Call) Usage {
+	r := Usage{PerTool: map[string]int{}}
+	var longestRead time.Duration
+	for i := range calls {
+		c := &calls[i]
+		if !c.Approved() || c.State == CallDone {
+			continue
+		}
+		t := e.tool(c.Name)
+		r.ToolCalls++
+		r.PerTool[c.Name]++
+		r.Cost += t.MaxCost
+		if t.Mutates {
+			r.WallClock += t.Timeout
+		} else {
+			longestRead = max(longestRead, t.Timeout)
+		}
+	}
+	r.WallClock += longestRead
+	return r
+}
+
+// softWarnings returns a note for each soft ceiling that consumption has
+// newly crossed 80% or 100% of; each level warns once per run.
+func (e *Engine) softWarnings(s *State) []Note {
+	b := &e.cfg.Budget
+	if len(b.Soft) == 0 {
+		return nil
+	}
+	var notes []Note
+	for _, d := range b.Soft {
+		var used, ceil int64
+		switch d {
+		case DimTurns:
+			used, ceil = int64(s.Usage.Turns), int64(b.MaxTurns)
+		case DimTokens:
+			used, ceil = s.Usage.Tokens(), b.MaxTokens
+		case DimWallClock:
+			used, ceil = int64(s.Usage.WallClock), int64(b.MaxWallClock)
+		case DimCost:
+			used, ceil = int64(s.Usage.Cost), int64(b.MaxCost)
+		case DimToolCalls:
+			used, ceil = int64(s.Usage.ToolCalls), int64(b.MaxToolCalls)
+		default:
+			continue
+		}
+		if ceil <= 0 {
+			continue
+		}
+		level := 0
+		switch {
+		case used >= ceil:
+			level = 100
+		case used*10 >= ceil*8:
+			level = 80
+		}
+		if level == 0 || s.Warned[d] >= level {
+			continue
+		}
+		if s.Warned == nil {
+			s.Warned = map[Dimension]int{}
+		}
+		s.Warned[d] = level
+		notes = append(notes, Note{Kind: NoteBudgetWarning, Warning: true,
+			Message: fmt.Sprintf("Soft ceiling %s reached %d%% (the run goes on: soft ceilings only warn)", d, level)})
+	}
+	return notes
+}
+
+// Convergence measures how a run converged.
+type Convergence struct {
+	// TurnsToCompletion is the model turns of a Completed run (0 otherwise).
+	TurnsToCompletion int
+	// RepeatedIntentDepth is the most times one call signature was proposed.
+	RepeatedIntentDepth int
+	// Headroom is (ceiling - consumed) / ceiling per dimension, two decimals.
+	Headroom map[Dimension]string
+}
+
+// Convergence computes the run's convergence measures from its state.
+func (e *Engine) Convergence(s *State) Convergence {
+	b := &e.cfg.Budget
+	u := s.Usage
+	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{
+		DimTurns:     ratio(int64(b.MaxTurns-u.Turns), int64(b.MaxTurns)),
+		DimTokens:    ratio(b.MaxTokens-u.Tokens(), b.MaxTokens),
+		DimWallClock: ratio(int64(b.MaxWallClock-u.WallClock), int64(b.MaxWallClock)),
+		DimCost:      ratio(int64(b.MaxCost-u.Cost), int64(b.MaxCost)),
+		DimToolCalls: ratio(int64(b.MaxToolCalls-u.ToolCalls), int64(b.MaxToolCalls)),
+	}}
+	if s.Outcome == Completed {
+		c.TurnsToCompletion = u.Turns
+	}
+	return c
+}
+
+// add returns u + v.
+func (u Usage) add(v Usage) Usage {
+	out := Usage{
+		Turns:             u.Turns + v.Turns,
+		InputTokens:       u.InputTokens + v.InputTokens,
+		OutputTokens:      u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
+		Cost:              u.Cost + v.Cost,
+		ToolCalls:         u.ToolCalls + v.ToolCalls,
+		WallClock:         u.WallClock + v.WallClock,
+	}
+	if len(u.PerTool)+len(v.PerTool) > 0 {
+		out.PerTool = make(map[string]int, len(u.PerTool)+len(v.PerTool))
+		for k, n := range u.PerTool {
+			out.PerTool[k] += n
+		}
+		for k, n := range v.PerTool {
+			out.PerTool[k] += n
+		}
+	}
+	return out
+}

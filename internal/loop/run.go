@@ -1,0 +1,139 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Approver asks a person about pending calls and returns the answers it
+// has (possibly none yet). Run calls it again until every call is
+// answered or the approval timeout passes.
+type Approver func(ctx context.Context, pending []Call) map[string]Answer
+
+// Runner drives an Engine synchronously: model calls, approvals and tools
+// happen in this process. `agentrun local`, tests and the examples use
+// it; the operator drives the same Engine one step per reconcile.
+type Runner struct {
+	Engine *Engine
+	Model  Model
+	Tools  Toolbox
+	// Approve answers ASKs; nil declines every ASK.
+	Approve Approver
+	// OnStep sees the state after every step and the effect it produced
+	// (persist here to checkpoint; print here to stream).
+	OnStep func(s *State, eff Effect)
+	// Cancelled is polled at each step; true ends the run ApprovalDenied.
+	Cancelled func() bool
+}
+
+// Run steps s until the run ends. It starts a new run from the zero State
+// and resumes a reloaded one the same way.
+func (r *Runner) Run(ctx context.Context, s *State) {
+	in := Input{}
+	if s.Phase == PhaseAdmit && s.Turn == 0 {
+		if p, ok := r.Tools.(Preflighter); ok && r.Tools != nil {
+			if err := p.Preflight(ctx); err != nil {
+				eff := r.Engine.Abort(s, ToolFailure, "a declared tool is not available: "+err.Error())
+				r.step(s, eff)
+				return
+			}
+		}
+	}
+	for {
+		if r.Cancelled != nil && r.Cancelled() {
+			in.Cancel = true
+		}
+		eff := r.Engine.Step(s, in)
+		r.step(s, eff)
+		in = Input{}
+		switch eff.Kind {
+		case EffectFinish:
+			return
+		case EffectCallModel:
+			cctx, cancel := context.WithTimeout(ctx, r.Engine.cfg.Model.Timeout)
+			reply, err := r.Model.Complete(cctx, eff.Request)
+			cancel()
+			if err != nil {
+				in.ModelErr = err
+			} else {
+				in.Reply = reply
+			}
+		case EffectAsk:
+			if r.Approve == nil {
+				in.Answers = map[string]Answer{}
+				for _, c := range eff.Pending {
+					in.Answers[c.ID] = DenyAnswer
+				}
+				continue
+			}
+			in.Answers = r.Approve(ctx, eff.Pending)
+		case EffectRunTools:
+			in.Results = ExecuteBatch(ctx, r.Tools, eff.Calls, eff.Concurrent)
+		}
+		if ctx.Err() != nil {
+			in = Input{Cancel: true}
+		}
+	}
+}
+
+func (r *Runner) step(s *State, eff Effect) {
+	if r.OnStep != nil {
+		r.OnStep(s, eff)
+	}
+}
+
+// Abort ends a run from outside the turn contract (a tool that is not
+// available at start, a defect found by the caller) with the given
+// outcome and reason.
+func (e *Engine) Abort(s *State, o Outcome, reason string) Effect {
+	var notes []Note
+	if !s.Done() {
+		e.finish(s, o, reason, &notes)
+	}
+	return Effect{Kind: EffectFinish, Notes: notes}
+}
+
+// ExecuteBatch runs one group of approved calls and returns their results
+// in the order of calls. Concurrent groups (reads) run at most eight at a
+// time; each call's context carries its deadline. A panicking executor
+// becomes a failed result, never a lost one.
+func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurrent bool) []Result {
+	out := make([]Result, len(calls))
+	one := func(i int) {
+		inv := calls[i]
+		defer func() {
+			if p := recover(); p != nil {
+				out[i] = Result{CallID: inv.CallID, Failure: &Failure{Kind: FailUnavailable, Detail: fmt.Sprintf("the tool executor failed internally: %v", p)}}
+			}
+		}()
+		cctx, cancel := context.WithTimeout(ctx, inv.Timeout+time.Second)
+		defer cancel()
+		start := time.Now()
+		res := tb.Execute(cctx, inv)
+		res.CallID = inv.CallID
+		if res.Duration == 0 {
+			res.Duration = time.Since(start)
+		}
+		out[i] = res
+	}
+	if !concurrent || len(calls) < 2 {
+		for i := range calls {
+			one(i)
+		}
+		return out
+	}
+	sem := make(chan struct{}, maxConcurrentReads)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			one(i)
+		}()
+	}
+	wg.Wait()
+	return out
+}

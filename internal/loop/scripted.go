@@ -1,0 +1,67 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ScriptEntry is one scripted model answer, in the shape of the API's
+// model.script entries.
+type ScriptEntry struct {
+	Content   string
+	ToolCalls []ToolCall
+	Usage     TokenUsage
+	// Refusal makes the model refuse with this text.
+	Refusal string
+	// Error makes the call fail with this text (as a provider would after
+	// its retries).
+	Error string
+	// Truncated marks the answer as cut at the output limit.
+	Truncated bool
+	// Delay is how long the call takes.
+	Delay time.Duration
+}
+
+// Scripted is a model that plays a script: one entry per model call, in
+// order. It keeps no position of its own: the position is the number of
+// answers already in the request's transcript, so it survives restarts
+// and serves any number of runs.
+type Scripted struct {
+	Entries []ScriptEntry
+}
+
+// ErrScriptExhausted is returned for a call past the last entry.
+var ErrScriptExhausted = errors.New("script exhausted")
+
+// Complete plays the entry for this call.
+func (m *Scripted) Complete(ctx context.Context, req *Request) (*Reply, error) {
+	i := 0
+	for _, msg := range req.Messages {
+		if msg.Role == RoleAssistant {
+			i++
+		}
+	}
+	if i >= len(m.Entries) {
+		return nil, fmt.Errorf("scripted model: %w (it has %d entries; this is call %d)", ErrScriptExhausted, len(m.Entries), i+1)
+	}
+	en := m.Entries[i]
+	if en.Delay > 0 {
+		t := time.NewTimer(en.Delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("scripted model: call %d: %w", i+1, ctx.Err())
+		case <-t.C:
+		}
+	}
+	if en.Error != "" {
+		return nil, fmt.Errorf("scripted model: %s", en.Error)
+	}
+	r := &Reply{Content: en.Content, Refusal: en.Refusal, Truncated: en.Truncated, Usage: en.Usage}
+	if len(en.ToolCalls) > 0 {
+		r.ToolCalls = append([]ToolCall(nil), en.ToolCalls...)
+	}
+	return r, nil
+}
