@@ -18,8 +18,18 @@ import (
 // out at every depth. Two proposals with the same intent produce the same
 // bytes whatever their key order, spacing or volatile ids.
 func Canonical(args json.RawMessage, ignore []string) ([]byte, error) {
+	v, err := decodeJSON(args)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalOf(v, ignore, len(args)), nil
+}
+
+// decodeJSON decodes one JSON value with numbers kept exact; empty input
+// is the empty object.
+func decodeJSON(args json.RawMessage) (any, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
-		return []byte("{}"), nil
+		return map[string]any{}, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
@@ -30,10 +40,14 @@ func Canonical(args json.RawMessage, ignore []string) ([]byte, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("arguments hold more than one JSON value")
 	}
+	return v, nil
+}
+
+func canonicalOf(v any, ignore []string, sizeHint int) []byte {
 	var buf bytes.Buffer
-	buf.Grow(len(args))
+	buf.Grow(sizeHint)
 	writeCanonical(&buf, v, ignore)
-	return buf.Bytes(), nil
+	return buf.Bytes()
 }
 
 func writeCanonical(buf *bytes.Buffer, v any, ignore []string) {

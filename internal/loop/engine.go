@@ -318,9 +318,21 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls})
 
+	// Decode every call's arguments once: the canonical form serves loop
+	// detection and guardrails, the value serves the schema and CEL.
+	decoded := make([]decodedArgs, len(calls))
+	for i, c := range calls {
+		d := &decoded[i]
+		d.canon, d.value, d.err = decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments)
+	}
+
 	// Loop detection names a stuck run before anything else can stop it.
-	for _, c := range calls {
-		if d := s.observeSignature(e.cfg.Loop, sigEntry(Signature(c.Name, c.Arguments, e.cfg.Loop.IgnoreArguments))); d != nil {
+	for i, c := range calls {
+		canon := decoded[i].canon
+		if canon == nil {
+			canon = bytes.TrimSpace(c.Arguments)
+		}
+		if d := s.observeSignature(e.cfg.Loop, sigEntry(c.Name+string(canon))); d != nil {
 			e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
 			return Effect{Kind: EffectFinish}
 		}
@@ -342,7 +354,7 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 			continue
 		}
 		bc.Mutates = tool.Mutates
-		canon, args, err := decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments)
+		canon, args, err := decoded[i].canon, decoded[i].value, decoded[i].err
 		if err != nil {
 			e.reject(bc, Deny, "invalid-arguments", ObsInvalid, fmt.Sprintf("The arguments of %s are not a JSON object (%v). Send an object that matches its parameters.", c.Name, err))
 			continue
@@ -409,19 +421,22 @@ func escalationReason(args json.RawMessage) string {
 	return cut(strings.TrimSpace(a.Reason), 400)
 }
 
+type decodedArgs struct {
+	canon []byte
+	value any
+	err   error
+}
+
+// decodeArgs parses a call's arguments once, returning their canonical
+// form (nil if they are not JSON) and the decoded object.
 func decodeArgs(raw json.RawMessage, ignore []string) ([]byte, any, error) {
-	canon, err := Canonical(raw, ignore)
+	v, err := decodeJSON(raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, nil, err
-	}
+	canon := canonicalOf(v, ignore, len(raw))
 	if _, ok := v.(map[string]any); !ok {
-		return nil, nil, errors.New("not an object")
+		return canon, nil, errors.New("not an object")
 	}
 	return canon, v, nil
 }
@@ -623,7 +638,7 @@ func (e *Engine) applyResults(s *State, results []Result, notes *[]Note) {
 				}
 				msg += ")"
 			}
-			if r.Duration > 0 {
+			if r.Duration >= 10*time.Millisecond {
 				msg += fmt.Sprintf(" in %s", r.Duration.Round(time.Millisecond))
 			}
 			*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: r.Failure != nil, Message: msg})

@@ -662,7 +662,7 @@ func TestPreflightFailureEndsTheRunBeforeAnyModelCall(t *testing.T) {
 
 type preflightFail struct{ recorder }
 
-func (preflightFail) Preflight(context.Context) error {
+func (*preflightFail) Preflight(context.Context) error {
 	return errors.New(`MCP server http://mcp:8080/mcp does not offer tool "lookup"`)
 }
 

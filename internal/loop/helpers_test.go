@@ -85,7 +85,10 @@ func (r *run) readTool(name string) *run { return r.tool(name, false, true) }
 
 func (r *run) then(entries ...ScriptEntry) *run { r.script = append(r.script, entries...); return r }
 
-func (r *run) output(tool string, f func(Invocation) Result) *run { r.tools.outputs[tool] = f; return r }
+func (r *run) output(tool string, f func(Invocation) Result) *run {
+	r.tools.outputs[tool] = f
+	return r
+}
 
 func (r *run) engine() *Engine {
 	r.t.Helper()
