@@ -616,7 +616,7 @@ func (e *Engine) endTurn(s *State) Effect {
 func (e *Engine) invocation(s *State, c *Call) Invocation {
 	t := e.tool(c.Name)
 	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: c.ID,
-		Timeout: t.Timeout, MaxResultBytes: t.MaxResultBytes}
+		Timeout: t.Timeout, StartupGrace: t.StartupGrace, MaxResultBytes: t.MaxResultBytes}
 }
 
 func (e *Engine) applyResults(s *State, results []Result, notes *[]Note) {

@@ -108,7 +108,8 @@ func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurren
 				out[i] = Result{CallID: inv.CallID, Failure: &Failure{Kind: FailUnavailable, Detail: fmt.Sprintf("the tool executor failed internally: %v", p)}}
 			}
 		}()
-		cctx, cancel := context.WithTimeout(ctx, inv.Timeout+time.Second)
+		// The executor enforces the tool's deadline; this is a backstop.
+		cctx, cancel := context.WithTimeout(ctx, inv.Timeout+inv.StartupGrace+5*time.Second)
 		defer cancel()
 		start := time.Now()
 		res := tb.Execute(cctx, inv)

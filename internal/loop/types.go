@@ -169,6 +169,10 @@ type ToolSpec struct {
 	// be dispatched again: true for read-only tools and for executors that
 	// adopt the earlier attempt (a Job named after the call).
 	Repeatable bool
+	// StartupGrace is time an executor may need before the tool's own
+	// deadline starts (scheduling a pod, pulling an image). It is not
+	// reserved on the wall clock; the executor bounds it itself.
+	StartupGrace time.Duration
 }
 
 // Policy decides ALLOW, DENY or ASK per call.
@@ -295,6 +299,8 @@ type Invocation struct {
 	// IdempotencyKey is unique to the call and stable across retries.
 	IdempotencyKey string
 	Timeout        time.Duration
+	// StartupGrace is added to Timeout for the caller's backstop deadline.
+	StartupGrace   time.Duration
 	MaxResultBytes int
 }
 
