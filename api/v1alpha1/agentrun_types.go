@@ -1,0 +1,283 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AgentRun runs one LLM agent towards a goal: the model proposes tool calls,
+// the harness vets them against budget, policy and guardrails, runs the
+// allowed ones and feeds the results back, until the run ends with exactly one
+// of eight outcomes.
+//
+// The spec cannot change once the run is created, except that spec.cancel may
+// be set to true to stop the run at the next turn boundary.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=agentruns,singular=agentrun,scope=Namespaced,shortName=ar,categories=agentrun
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Where the run stands"
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`,description="How the run ended; empty while it runs"
+// +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.status.turn`,description="The turn in progress or last finished"
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`,description="US dollars spent so far"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1,description="Why the run ended, or what it waits for"
+type AgentRun struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the run: goal, model, budget, tools and the rules that
+	// vet every proposed call.
+	// +required
+	Spec AgentRunSpec `json:"spec"`
+
+	// status is what the operator observed and decided; users read it,
+	// never write it.
+	// +optional
+	Status AgentRunStatus `json:"status,omitempty"`
+}
+
+// AgentRunList is a list of AgentRuns.
+//
+// +kubebuilder:object:root=true
+type AgentRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the AgentRuns.
+	Items []AgentRun `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentRun{}, &AgentRunList{})
+}
+
+// AgentRunSpec is the desired run. It is immutable once created, except for
+// cancel.
+//
+// +kubebuilder:validation:XValidation:rule=`self.goal == oldSelf.goal && self.model == oldSelf.model && self.budget == oldSelf.budget && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions) && has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection) && has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools) && has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy) && has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout) && has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+// +kubebuilder:validation:XValidation:rule=`!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)`,message="spec.cancel cannot go back to false: a cancelled run stays cancelled",fieldPath=`.cancel`
+// +kubebuilder:validation:XValidation:rule=`self.model.provider == 'scripted' || has(self.budget.maxCostUSD)`,message="budget.maxCostUSD is required with a real model provider (openai, anthropic): set the most this run may spend, for example \"1.00\"",messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`!has(self.budget.perTool) || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="budget.perTool names a tool that is not declared in spec.tools",messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
+// +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.rules) || self.policy.rules.all(r, r.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'policy.rules name a tool that is not declared in spec.tools ("*" means every tool): ' + self.policy.rules.filter(r, r.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.rules`
+// +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
+// +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
+type AgentRunSpec struct {
+	// goal is the task, in plain words, that the model works towards. It is
+	// the first user message of the conversation.
+	// +required
+	// +kubebuilder:validation:MaxLength=32768
+	// +kubebuilder:validation:XValidation:rule=`self.trim().size() > 0`,message="goal must not be empty: say what the agent should achieve"
+	Goal string `json:"goal"`
+
+	// instructions are added to the system prompt, for example the role the
+	// model plays or house rules it must follow.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Instructions string `json:"instructions,omitempty"`
+
+	// model selects the model provider and how each model call is made.
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// budget holds the ceilings of the run. Every ceiling is always active:
+	// those left unset take their documented defaults. Admitting a step that
+	// would pass a hard ceiling ends the run as BudgetExhausted.
+	// +required
+	Budget BudgetSpec `json:"budget"`
+
+	// loopDetection stops a run that keeps proposing the same call, or
+	// cycles through a few calls, as LoopDetected.
+	// +optional
+	// +kubebuilder:default={}
+	LoopDetection *LoopDetectionSpec `json:"loopDetection,omitempty"`
+
+	// tools are the tools the model may call. Tool names are unique.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule=`self.all(t, self.exists_one(u, u.name == t.name))`,message="tool names must be unique",messageExpression=`'tool names must be unique: %s is declared more than once'.format([self.filter(t, !self.exists_one(u, u.name == t.name))[0].name])`
+	Tools []ToolSpec `json:"tools,omitempty"`
+
+	// policy decides, per proposed call, whether it runs (allow), is refused
+	// (deny; the model is told) or waits for a person (ask).
+	// +optional
+	// +kubebuilder:default={}
+	Policy *PolicySpec `json:"policy,omitempty"`
+
+	// guardrails are patterns over a call's canonical arguments that block
+	// the call or halt the run.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule=`self.all(g, self.exists_one(h, h.name == g.name))`,message="guardrail names must be unique",messageExpression=`'guardrail names must be unique: %s is declared more than once'.format([self.filter(g, !self.exists_one(h, h.name == g.name))[0].name])`
+	Guardrails []GuardrailSpec `json:"guardrails,omitempty"`
+
+	// approvalTimeout is how long a call may wait for a person's answer.
+	// An ask left unanswered this long ends the run as Escalated.
+	// Defaults to 1h.
+	// +optional
+	// +kubebuilder:default="1h0m0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="approvalTimeout must be a positive duration such as 30m or 1h"
+	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
+
+	// serviceAccountName is the identity the tools act as: job tools run as
+	// this ServiceAccount and builtin tools impersonate it. Defaults to the
+	// namespace's default ServiceAccount.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// cancel, when set to true, stops the run at the next turn boundary with
+	// the outcome ApprovalDenied. It is the one field that may change after
+	// creation, and once true it stays true.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// BudgetSpec is the vector of ceilings of a run. Defaults: maxTokens 100000,
+// maxWallClock 15m, maxCostUSD "1.00", maxToolCalls 50, defaultToolLimit 10.
+// maxTurns has no default.
+type BudgetSpec struct {
+	// maxTurns is the most model calls the run may make. Required.
+	// +required
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="budget.maxTurns must be at least 1"
+	MaxTurns int32 `json:"maxTurns"`
+
+	// maxTokens is the most input plus output tokens the run may use, over
+	// all its model calls. Defaults to 100000.
+	// +optional
+	// +kubebuilder:default=100000
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// maxWallClock is how long the run may work. Time spent waiting for a
+	// person does not count (approvalTimeout bounds that). Defaults to 15m.
+	// +optional
+	// +kubebuilder:default="15m0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="budget.maxWallClock must be a positive duration such as 90s or 15m"
+	MaxWallClock *metav1.Duration `json:"maxWallClock,omitempty"`
+
+	// maxCostUSD is the most the run may spend, in US dollars, on model
+	// calls and tools' declared costs together. Required with the openai and
+	// anthropic providers; otherwise it defaults to "1.00". The default is
+	// applied by the operator, not stored in the object, so that a real
+	// provider can never run on a ceiling nobody chose.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxToolCalls is the most tool calls the run may make in total.
+	// Defaults to 50.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
+
+	// perTool limits the calls of single tools, by tool name. Every name
+	// must be a tool declared in spec.tools.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule=`self.all(n, self[n] >= 0)`,message="budget.perTool limits cannot be negative"
+	PerTool map[string]int32 `json:"perTool,omitempty"`
+
+	// defaultToolLimit is the per-tool call limit of tools not named in
+	// perTool. Defaults to 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	DefaultToolLimit *int32 `json:"defaultToolLimit,omitempty"`
+
+	// soft names ceilings that only warn (an event and a status reason at
+	// 80% and at 100%) instead of ending the run.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	Soft []BudgetDimension `json:"soft,omitempty"`
+}
+
+// BudgetDimension names one budget ceiling.
+// +kubebuilder:validation:Enum=turns;tokens;wallClock;cost;toolCalls
+type BudgetDimension string
+
+// The budget ceilings that budget.soft can name.
+const (
+	// BudgetTurns is budget.maxTurns.
+	BudgetTurns BudgetDimension = "turns"
+	// BudgetTokens is budget.maxTokens.
+	BudgetTokens BudgetDimension = "tokens"
+	// BudgetWallClock is budget.maxWallClock.
+	BudgetWallClock BudgetDimension = "wallClock"
+	// BudgetCost is budget.maxCostUSD.
+	BudgetCost BudgetDimension = "cost"
+	// BudgetToolCalls is budget.maxToolCalls.
+	BudgetToolCalls BudgetDimension = "toolCalls"
+)
+
+// LoopDetectionSpec configures the repeat and cycle detector. A call's
+// signature is its tool name and canonical arguments, without call ids and
+// without the arguments named in ignoreArguments.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.threshold) || !has(self.window) || self.window >= self.threshold`,message="loopDetection.window must be at least loopDetection.threshold"
+type LoopDetectionSpec struct {
+	// threshold is how many times the same signature may appear within the
+	// window before the run stops as LoopDetected. Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=100
+	Threshold *int32 `json:"threshold,omitempty"`
+
+	// window is the number of most recent proposed calls the detector looks
+	// at. Defaults to 6.
+	// +optional
+	// +kubebuilder:default=6
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=1000
+	Window *int32 `json:"window,omitempty"`
+
+	// maxPeriod is the longest cycle (A,B,A,B,... has period 2) that counts
+	// as a loop; cycles of period 2 to maxPeriod are detected. 1 turns cycle
+	// detection off. Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxPeriod *int32 `json:"maxPeriod,omitempty"`
+
+	// ignoreArguments are names of volatile arguments (a request id, a
+	// timestamp) left out of the signature, at any depth.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	IgnoreArguments []string `json:"ignoreArguments,omitempty"`
+}
+
+// USD is an amount of US dollars as a decimal string, such as "0.30" or
+// "15": digits, optionally a point and at most 12 decimals. Never a float.
+//
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:XValidation:rule=`self.matches('^[0-9]+(\\.[0-9]{1,12})?$')`,message="must be an amount of US dollars written as a decimal string, such as \"0.50\" or \"12\" (no sign, no exponent, at most 12 decimals)"
+type USD string
+
+// SecretKeySelector names one key of a Secret in the AgentRun's namespace.
+type SecretKeySelector struct {
+	// name is the name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the key within the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}

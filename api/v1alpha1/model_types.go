@@ -1,0 +1,185 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ModelProvider names the kind of model endpoint.
+// +kubebuilder:validation:Enum=scripted;openai;anthropic
+type ModelProvider string
+
+// The model providers.
+const (
+	// ProviderScripted replays model.script, one entry per model call. It
+	// needs no network and no key: for tests, demos and dry runs.
+	ProviderScripted ModelProvider = "scripted"
+	// ProviderOpenAI is any OpenAI-compatible chat endpoint (OpenAI, vLLM,
+	// Ollama, LiteLLM, Azure OpenAI ...).
+	ProviderOpenAI ModelProvider = "openai"
+	// ProviderAnthropic is the Anthropic Messages API.
+	ProviderAnthropic ModelProvider = "anthropic"
+)
+
+// ModelSpec selects the model and how each model call is made.
+//
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || (has(self.script) && size(self.script) > 0)`,message="provider scripted needs model.script: one entry per model call, in order",fieldPath=`.script`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || !has(self.script)`,message="model.script is only read by provider scripted: remove it, or set provider to scripted",fieldPath=`.script`,reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || (has(self.name) && self.name.size() > 0)`,message="model.name is required with a real model provider (openai, anthropic)",messageExpression=`'model.name is required with provider ' + self.provider + ': name the model to call, for example gpt-5.1'`,fieldPath=`.name`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || has(self.apiKeySecretRef)`,message="model.apiKeySecretRef is required with a real model provider (openai, anthropic)",messageExpression=`'model.apiKeySecretRef is required with provider ' + self.provider + ': name the Secret and key that hold the API key'`,fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
+type ModelSpec struct {
+	// provider is the kind of model endpoint: scripted (replays
+	// model.script), openai (any OpenAI-compatible endpoint) or anthropic.
+	// +required
+	Provider ModelProvider `json:"provider"`
+
+	// name is the model to call, as the provider spells it (gpt-5.1,
+	// claude-sonnet-4-5 ...). Required unless the provider is scripted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// baseURL overrides the provider's endpoint, for self-hosted or proxied
+	// models (vLLM, Ollama, LiteLLM, Azure ...).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`isURL(self) && url(self).getScheme() in ['http', 'https']`,message="model.baseURL must be an http:// or https:// URL"
+	BaseURL string `json:"baseURL,omitempty"`
+
+	// apiKeySecretRef names the Secret key that holds the provider's API
+	// key. Required for openai and anthropic. The key is never echoed in
+	// status, events or logs.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// maxOutputTokens caps the tokens of one model reply. Defaults to 4096.
+	// +optional
+	// +kubebuilder:default=4096
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
+
+	// timeout bounds one model call, enforced by the operator outside the
+	// call. It is also the wall-clock time reserved for each call.
+	// Defaults to 60s.
+	// +optional
+	// +kubebuilder:default="1m0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="model.timeout must be a positive duration such as 60s or 2m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// pricing is what the model costs, in US dollars per million tokens. It
+	// turns token usage into spend for budget.maxCostUSD. Prices left unset
+	// count as zero.
+	// +optional
+	Pricing *ModelPricing `json:"pricing,omitempty"`
+
+	// script is what provider scripted replies, one entry per model call, in
+	// order. A call after the last entry fails with "script exhausted".
+	// Only read by provider scripted.
+	// +optional
+	// +kubebuilder:validation:MaxItems=512
+	Script []ScriptStep `json:"script,omitempty"`
+}
+
+// ModelPricing is in US dollars per million tokens, as decimal strings.
+type ModelPricing struct {
+	// input is the price of a million input (prompt) tokens that were not
+	// served from the provider's cache.
+	// +optional
+	Input USD `json:"input,omitempty"`
+
+	// output is the price of a million output (completion) tokens.
+	// +optional
+	Output USD `json:"output,omitempty"`
+
+	// cachedInput is the price of a million input tokens served from the
+	// provider's prompt cache. Defaults to the input price when unset.
+	// +optional
+	CachedInput USD `json:"cachedInput,omitempty"`
+}
+
+// ScriptStep is one scripted model reply. It takes one of these forms:
+// content and/or toolCalls (an answer, tool calls, or both); refusal (the
+// model refuses); error (the call fails). truncated marks a reply that hit
+// the output limit.
+//
+// +kubebuilder:validation:XValidation:rule=`[has(self.content) || has(self.toolCalls), has(self.refusal), has(self.error)].filter(x, x).size() <= 1`,message="a script entry is one reply: content and/or toolCalls, or refusal, or error, not several of them"
+type ScriptStep struct {
+	// content is the text of the reply. A reply with content and no tool
+	// calls is the final answer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Content string `json:"content,omitempty"`
+
+	// toolCalls are the tool calls the model proposes in this reply.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	ToolCalls []ScriptToolCall `json:"toolCalls,omitempty"`
+
+	// usage is the token usage reported for this call. Tokens count against
+	// budget.maxTokens and, through model.pricing, budget.maxCostUSD.
+	// +optional
+	Usage *ScriptUsage `json:"usage,omitempty"`
+
+	// refusal makes the model refuse with this text; the run ends as
+	// GuardrailStop.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Refusal string `json:"refusal,omitempty"`
+
+	// error makes the model call fail with this message, as an unavailable
+	// provider would.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Error string `json:"error,omitempty"`
+
+	// truncated marks the reply as cut at the output limit; a truncated
+	// answer is never taken as final.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+
+	// delay is how long the scripted model waits before it replies, to
+	// exercise timeouts and the wall-clock ceiling.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$')`,message="script delay must be a duration such as 500ms or 2s"
+	Delay *metav1.Duration `json:"delay,omitempty"`
+}
+
+// ScriptToolCall is one tool call of a scripted reply.
+type ScriptToolCall struct {
+	// name is the tool to call. It is not checked against spec.tools, so
+	// that a script can exercise calls to unknown tools.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+
+	// arguments is the JSON object of the call's arguments.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Arguments *runtime.RawExtension `json:"arguments,omitempty"`
+}
+
+// ScriptUsage is the token usage a scripted reply reports.
+type ScriptUsage struct {
+	// inputTokens are the prompt tokens of the call.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InputTokens int64 `json:"inputTokens,omitempty"`
+
+	// outputTokens are the completion tokens of the call.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+
+	// cachedInputTokens are the part of inputTokens served from the
+	// provider's prompt cache.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
+}

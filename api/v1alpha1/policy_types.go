@@ -1,0 +1,119 @@
+package v1alpha1
+
+// PolicyDecision is what policy decides for one proposed call.
+// +kubebuilder:validation:Enum=allow;deny;ask
+type PolicyDecision string
+
+// The policy decisions.
+const (
+	// PolicyAllow lets the call run.
+	PolicyAllow PolicyDecision = "allow"
+	// PolicyDeny refuses the call; the model is told and may choose another
+	// route. The run goes on.
+	PolicyDeny PolicyDecision = "deny"
+	// PolicyAsk holds the call, and the rest of its turn's batch, until a
+	// person answers through an approval annotation.
+	PolicyAsk PolicyDecision = "ask"
+)
+
+// PolicySpec decides, per proposed call, allow, deny or ask. The first rule
+// that matches decides; when none does, default decides. Independently of
+// the rules, a call of a tool that mutates and is not reversible asks a
+// person unless grants names the tool.
+type PolicySpec struct {
+	// default is the decision for calls no rule matches. Defaults to allow.
+	// +optional
+	// +kubebuilder:default=allow
+	Default PolicyDecision `json:"default,omitempty"`
+
+	// rules are tried in order; the first that matches decides.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Rules []PolicyRule `json:"rules,omitempty"`
+
+	// grants are tools whose irreversible-mutation ask is waived for this
+	// run. Each is named explicitly: there is no wildcard.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	Grants []string `json:"grants,omitempty"`
+}
+
+// PolicyRule matches calls by tool name and, optionally, by a CEL condition
+// over the call's arguments.
+type PolicyRule struct {
+	// tools are the tool names the rule applies to; "*" matches every tool.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	Tools []string `json:"tools"`
+
+	// when is a CEL expression over args, the call's arguments; the rule
+	// matches only when it is true, for example "args.amount_minor > 5000".
+	// A condition that cannot be evaluated for a call (a missing argument,
+	// a wrong type) sends that call to a person, as ask.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+
+	// decision is what the rule decides: allow, deny or ask.
+	// +required
+	Decision PolicyDecision `json:"decision"`
+
+	// reason tells the model (on deny) or the person asked (on ask) why.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+}
+
+// GuardrailSeverity is what happens when a guardrail fires.
+// +kubebuilder:validation:Enum=block;halt
+type GuardrailSeverity string
+
+// The guardrail severities.
+const (
+	// GuardrailBlock refuses the matching call only; the model is told why.
+	GuardrailBlock GuardrailSeverity = "block"
+	// GuardrailHalt ends the run as GuardrailStop before any call of the
+	// batch runs.
+	GuardrailHalt GuardrailSeverity = "halt"
+)
+
+// GuardrailSpec is an RE2 pattern over a call's canonical arguments (the
+// arguments as compact JSON with sorted keys).
+type GuardrailSpec struct {
+	// name identifies the guardrail in status reasons and events.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// tools are the tool names the guardrail watches; "*" watches every
+	// tool. Defaults to ["*"].
+	// +optional
+	// +kubebuilder:default={"*"}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	Tools []string `json:"tools,omitempty"`
+
+	// pattern is an RE2 regular expression, for example "\\b\\d{13,19}\\b".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Pattern string `json:"pattern"`
+
+	// severity is block (refuse this call only) or halt (stop the run
+	// before any call of the batch runs). Defaults to block.
+	// +optional
+	// +kubebuilder:default=block
+	Severity GuardrailSeverity `json:"severity,omitempty"`
+
+	// reason says why the guardrail exists; it is shown to the model when a
+	// call is blocked and in the run's reason when it halts.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+}

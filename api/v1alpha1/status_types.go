@@ -1,0 +1,337 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ApprovalAnnotationPrefix starts the annotation a person sets to answer a
+// pending call: approval.agents.agentrun.dev/<callID> with the value
+// approve, deny or stop.
+const ApprovalAnnotationPrefix = "approval.agents.agentrun.dev/"
+
+// Condition types of an AgentRun.
+const (
+	// ConditionSucceeded is the run's one monotonic end condition: Unknown
+	// while the run has not ended (reason Pending, Running or
+	// AwaitingApproval), then True with reason Completed, or False with the
+	// outcome as reason, for good.
+	ConditionSucceeded = "Succeeded"
+
+	// ConditionAwaitingApproval is True (reason ApprovalRequested) while at
+	// least one call waits for a person, and False (reason NoApprovalPending)
+	// otherwise.
+	ConditionAwaitingApproval = "AwaitingApproval"
+)
+
+// Condition reasons that are not outcomes. Once a run has ended, the
+// reason of ConditionSucceeded is its Outcome.
+const (
+	// ReasonPending is the reason of Succeeded=Unknown before the first
+	// turn is admitted.
+	ReasonPending = "Pending"
+	// ReasonRunning is the reason of Succeeded=Unknown while the run works.
+	ReasonRunning = "Running"
+	// ReasonAwaitingApproval is the reason of Succeeded=Unknown while the
+	// run waits for a person.
+	ReasonAwaitingApproval = "AwaitingApproval"
+	// ReasonApprovalRequested is the reason of AwaitingApproval=True.
+	ReasonApprovalRequested = "ApprovalRequested"
+	// ReasonNoApprovalPending is the reason of AwaitingApproval=False.
+	ReasonNoApprovalPending = "NoApprovalPending"
+)
+
+// Phase is a display summary of where a run stands, derived from its
+// conditions and outcome. Read conditions, not the phase, to make decisions.
+// +kubebuilder:validation:Enum=Pending;Running;AwaitingApproval;Succeeded;Failed
+type Phase string
+
+// The phases of a run.
+const (
+	// PhasePending: accepted, the first turn not yet admitted.
+	PhasePending Phase = "Pending"
+	// PhaseRunning: turns are being made.
+	PhaseRunning Phase = "Running"
+	// PhaseAwaitingApproval: a call waits for a person's answer.
+	PhaseAwaitingApproval Phase = "AwaitingApproval"
+	// PhaseSucceeded: ended with the outcome Completed.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: ended with any other outcome.
+	PhaseFailed Phase = "Failed"
+)
+
+// Outcome is the single named reason a run ended. A finished run carries
+// exactly one, with a human-readable status.reason.
+// +kubebuilder:validation:Enum=Completed;BudgetExhausted;GuardrailStop;LoopDetected;ApprovalDenied;Escalated;ToolFailure;Error
+type Outcome string
+
+// The eight outcomes. Each is also the reason of the Succeeded condition
+// once the run has ended.
+const (
+	// OutcomeCompleted is set when the model gave a final answer that was
+	// not truncated. Succeeded is True.
+	OutcomeCompleted Outcome = "Completed"
+	// OutcomeBudgetExhausted is set when admitting the next step would pass
+	// a hard ceiling: turns, tokens, wall clock, cost, tool calls or a
+	// per-tool limit. The reason names the first rejecting ceiling and the
+	// projection.
+	OutcomeBudgetExhausted Outcome = "BudgetExhausted"
+	// OutcomeGuardrailStop is set when a guardrail with severity halt fired,
+	// or the model refused.
+	OutcomeGuardrailStop Outcome = "GuardrailStop"
+	// OutcomeLoopDetected is set when the same canonical call signature
+	// reached loopDetection.threshold within the window, or a cycle of
+	// period 2 to maxPeriod did. It is checked before the turn ceiling.
+	OutcomeLoopDetected Outcome = "LoopDetected"
+	// OutcomeApprovalDenied is set when a person ended the run: spec.cancel
+	// was set to true, or a pending call was answered stop.
+	OutcomeApprovalDenied Outcome = "ApprovalDenied"
+	// OutcomeEscalated is set when a call waited longer than
+	// approvalTimeout, or the model asked to hand over to a person.
+	OutcomeEscalated Outcome = "Escalated"
+	// OutcomeToolFailure is set when a tool or the model provider stayed
+	// unavailable after its retries.
+	OutcomeToolFailure Outcome = "ToolFailure"
+	// OutcomeError is set on a defect in the operator itself: an unexpected
+	// condition it cannot recover from.
+	OutcomeError Outcome = "Error"
+)
+
+// ApprovalDecision is a person's answer to a pending call.
+// +kubebuilder:validation:Enum=approve;deny;stop
+type ApprovalDecision string
+
+// The answers a person can give.
+const (
+	// ApprovalApprove lets the call run.
+	ApprovalApprove ApprovalDecision = "approve"
+	// ApprovalDeny refuses the call; the model sees "a person declined this
+	// call" and may choose another route.
+	ApprovalDeny ApprovalDecision = "deny"
+	// ApprovalStop refuses the call and ends the run as ApprovalDenied.
+	ApprovalStop ApprovalDecision = "stop"
+)
+
+// AgentRunStatus is what the operator observed and decided.
+type AgentRunStatus struct {
+	// phase is a display summary: Pending, Running, AwaitingApproval,
+	// Succeeded or Failed. It is derived from the conditions and outcome.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// outcome is empty until the run ends, then exactly one of Completed,
+	// BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied,
+	// Escalated, ToolFailure or Error.
+	// +optional
+	Outcome Outcome `json:"outcome,omitempty"`
+
+	// reason says, for people, why the run ended or what it waits for. It
+	// names the ceiling, tool, rule or call signature involved.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Reason string `json:"reason,omitempty"`
+
+	// answer is the model's final answer, cut at 32 KiB (the cut is marked).
+	// +optional
+	// +kubebuilder:validation:MaxLength=36864
+	Answer string `json:"answer,omitempty"`
+
+	// turn is the turn in progress, or the last one finished.
+	// +optional
+	Turn int32 `json:"turn,omitempty"`
+
+	// usage is what the run has consumed so far.
+	// +optional
+	Usage *UsageStatus `json:"usage,omitempty"`
+
+	// reserved is the outstanding reservation: what the step being taken may
+	// still consume at most. It has the same shape as usage.
+	// +optional
+	Reserved *UsageStatus `json:"reserved,omitempty"`
+
+	// pendingApprovals are the calls waiting for a person's answer. Nothing
+	// of their turn's batch runs until every one is answered.
+	// +optional
+	// +listType=map
+	// +listMapKey=callID
+	// +kubebuilder:validation:MaxItems=128
+	PendingApprovals []PendingApproval `json:"pendingApprovals,omitempty"`
+
+	// approvals records the answers people gave, oldest first (the most
+	// recent 256 are kept).
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Approvals []ApprovalRecord `json:"approvals,omitempty"`
+
+	// convergence describes how the run is progressing towards an answer.
+	// +optional
+	Convergence *ConvergenceStatus `json:"convergence,omitempty"`
+
+	// transcript says how much of the conversation has been saved. The
+	// transcript itself lives in ConfigMaps the AgentRun owns; read it with
+	// kubectl agentrun transcript.
+	// +optional
+	Transcript *TranscriptStatus `json:"transcript,omitempty"`
+
+	// checkpoint is the loop engine's resumable state. It is internal to the
+	// operator, not a stable interface: do not read or write it.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Checkpoint *runtime.RawExtension `json:"checkpoint,omitempty"`
+
+	// conditions are Succeeded (the run's end, monotonic) and
+	// AwaitingApproval.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec the status was
+	// computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// startTime is when the first turn was admitted.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the run ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// UsageStatus is a vector of consumed (or reserved) resources.
+type UsageStatus struct {
+	// turns is the number of model calls made.
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+
+	// inputTokens are the prompt tokens of all model calls.
+	// +optional
+	InputTokens int64 `json:"inputTokens,omitempty"`
+
+	// outputTokens are the completion tokens of all model calls.
+	// +optional
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+
+	// cachedInputTokens are the part of inputTokens served from the
+	// provider's prompt cache.
+	// +optional
+	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
+
+	// costUSD is the spend in US dollars, as a decimal string.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	CostUSD string `json:"costUSD,omitempty"`
+
+	// toolCalls is the number of tool calls dispatched.
+	// +optional
+	ToolCalls int32 `json:"toolCalls,omitempty"`
+
+	// perTool counts tool calls by tool name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	PerTool map[string]int32 `json:"perTool,omitempty"`
+
+	// wallClockSeconds is the time the run has been working, in seconds.
+	// Waiting for a person does not count.
+	// +optional
+	WallClockSeconds int64 `json:"wallClockSeconds,omitempty"`
+}
+
+// PendingApproval is one call waiting for a person's answer.
+type PendingApproval struct {
+	// callID identifies the call, t<turn>-c<index> (t3-c1). Answer it with
+	// the annotation approval.agents.agentrun.dev/<callID>.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	CallID string `json:"callID"`
+
+	// tool is the name of the tool the model wants to call.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Tool string `json:"tool"`
+
+	// arguments are the call's arguments, as a JSON object, cut at 16 KiB
+	// (the cut is marked).
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	Arguments string `json:"arguments,omitempty"`
+
+	// rule names what asked: a policy rule (policy.rules[0]),
+	// policy.default, or tool.irreversible.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Rule string `json:"rule,omitempty"`
+
+	// reason says why a person must decide.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+
+	// requestedAt is when the call started waiting; approvalTimeout counts
+	// from here.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+}
+
+// ApprovalRecord is one answer a person gave.
+type ApprovalRecord struct {
+	// callID is the call that was answered.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	CallID string `json:"callID"`
+
+	// decision is the answer: approve, deny or stop.
+	// +required
+	Decision ApprovalDecision `json:"decision"`
+
+	// at is when the operator saw the answer.
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+
+	// by is who answered, when the cluster can tell (from the managed
+	// fields of the annotation).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	By string `json:"by,omitempty"`
+
+	// stale marks an answer for a call that was not pending (already
+	// answered, timed out, or never asked). It is recorded, never applied.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
+}
+
+// ConvergenceStatus describes how a run is progressing towards an answer.
+type ConvergenceStatus struct {
+	// turnsToCompletion is the number of turns the run took to complete;
+	// set only when the outcome is Completed.
+	// +optional
+	TurnsToCompletion *int32 `json:"turnsToCompletion,omitempty"`
+
+	// repeatedIntentDepth is the most times any one call signature was
+	// proposed during the run. 1 means the model never repeated itself.
+	// +optional
+	RepeatedIntentDepth int32 `json:"repeatedIntentDepth,omitempty"`
+
+	// headroom is the fraction of each ceiling still unused, keyed by the
+	// ceiling's name as in budget.soft (turns, tokens, wallClock, cost,
+	// toolCalls), as decimal strings from "0.00" to "1.00".
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Headroom map[string]string `json:"headroom,omitempty"`
+}
+
+// TranscriptStatus says how much of the conversation has been saved to the
+// AgentRun's transcript ConfigMaps.
+type TranscriptStatus struct {
+	// chunks is the number of transcript ConfigMaps written.
+	// +optional
+	Chunks int32 `json:"chunks,omitempty"`
+
+	// messages is the number of messages saved across all chunks.
+	// +optional
+	Messages int32 `json:"messages,omitempty"`
+}

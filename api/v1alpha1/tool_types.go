@@ -1,0 +1,253 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ToolSpec declares one tool the model may call: its schema for the model,
+// the metadata that vetting and budgeting rely on, and exactly one executor
+// (http, job, mcp or builtin).
+//
+// +kubebuilder:validation:XValidation:rule=`has(self.http) || has(self.job) || has(self.mcp) || has(self.builtin)`,message="a tool needs an executor: set exactly one of http, job, mcp or builtin",messageExpression=`'tool ' + self.name + ' has no executor: set exactly one of http, job, mcp or builtin'`
+// +kubebuilder:validation:XValidation:rule=`[has(self.http), has(self.job), has(self.mcp), has(self.builtin)].filter(x, x).size() <= 1`,message="a tool has exactly one executor: set only one of http, job, mcp or builtin",messageExpression=`'tool ' + self.name + ' sets more than one executor: set only one of http, job, mcp or builtin'`
+type ToolSpec struct {
+	// name is how the model calls the tool: letters, digits, _ and -, at
+	// most 64 characters, as model providers require. Unique within the run.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[a-zA-Z0-9_-]{1,64}$')`,message="tool names use only letters, digits, _ and -, 1 to 64 characters (model providers require it)"
+	Name string `json:"name"`
+
+	// description tells the model what the tool does and when to use it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Description string `json:"description,omitempty"`
+
+	// parameters is the JSON Schema of the tool's arguments, an object
+	// schema. Calls whose arguments do not match it are refused and the
+	// model is told why.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Parameters *runtime.RawExtension `json:"parameters,omitempty"`
+
+	// mutates declares that the tool changes something outside the run.
+	// It is declared here, never inferred from the tool's name. Defaults to
+	// false.
+	// +optional
+	// +kubebuilder:default=false
+	Mutates *bool `json:"mutates,omitempty"`
+
+	// reversible declares that what the tool changes can be undone. A call
+	// of a mutating, irreversible tool asks a person first unless
+	// policy.grants names the tool. Defaults to true.
+	// +optional
+	// +kubebuilder:default=true
+	Reversible *bool `json:"reversible,omitempty"`
+
+	// maxCostUSD is the most one call may cost, in US dollars. It is
+	// reserved against budget.maxCostUSD before the call is dispatched.
+	// Defaults to "0".
+	// +optional
+	// +kubebuilder:default="0"
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// timeout bounds one call, enforced from outside the tool's process.
+	// Defaults to 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="tool timeout must be a positive duration such as 30s or 5m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maxResultBytes cuts longer results; the cut is marked so the model
+	// knows. Defaults to 16384.
+	// +optional
+	// +kubebuilder:default=16384
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=262144
+	MaxResultBytes *int32 `json:"maxResultBytes,omitempty"`
+
+	// http calls an HTTP endpoint.
+	// +optional
+	HTTP *HTTPTool `json:"http,omitempty"`
+
+	// job runs a container as a Kubernetes Job (or, where tools run as local
+	// processes, its command and args on the operator's machine). The call's
+	// arguments arrive as one JSON object on standard input and in
+	// AGENTRUN_TOOL_ARGS, an idempotency key in AGENTRUN_IDEMPOTENCY_KEY;
+	// standard output is the result, a non-zero exit a failed call.
+	// +optional
+	Job *JobTool `json:"job,omitempty"`
+
+	// mcp calls one tool of a Model Context Protocol server.
+	// +optional
+	MCP *MCPTool `json:"mcp,omitempty"`
+
+	// builtin is a tool the operator implements, acting as
+	// spec.serviceAccountName: kubernetes.get, kubernetes.list or
+	// kubernetes.events.
+	// +optional
+	Builtin BuiltinTool `json:"builtin,omitempty"`
+}
+
+// HTTPMethod is an HTTP request method.
+// +kubebuilder:validation:Enum=GET;POST;PUT;PATCH;DELETE
+type HTTPMethod string
+
+// The HTTP methods an http tool can use.
+const (
+	HTTPGet    HTTPMethod = "GET"
+	HTTPPost   HTTPMethod = "POST"
+	HTTPPut    HTTPMethod = "PUT"
+	HTTPPatch  HTTPMethod = "PATCH"
+	HTTPDelete HTTPMethod = "DELETE"
+)
+
+// HTTPTool calls an HTTP endpoint. The url and body are templates over the
+// call's arguments ({{.email}}); the response body is the result.
+type HTTPTool struct {
+	// url is the endpoint, a template over the call's arguments, for example
+	// http://billing.default.svc/accounts?email={{.email}}.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('http://') || self.startsWith('https://')`,message="http.url must start with http:// or https://"
+	URL string `json:"url"`
+
+	// method is the HTTP method. Defaults to GET.
+	// +optional
+	// +kubebuilder:default=GET
+	Method HTTPMethod `json:"method,omitempty"`
+
+	// headers are sent with every request; values can come from Secrets.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// body is the request body, a template over the call's arguments.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Body string `json:"body,omitempty"`
+}
+
+// HTTPHeader is one request header, with its value given inline or read
+// from a Secret.
+//
+// +kubebuilder:validation:XValidation:rule=`!(has(self.value) && has(self.valueFrom))`,message="a header sets value or valueFrom, not both"
+type HTTPHeader struct {
+	// name is the header name, for example Authorization.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+
+	// value is the header value. Use valueFrom for credentials.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Value string `json:"value,omitempty"`
+
+	// valueFrom reads the header value from a Secret. The value is never
+	// echoed in status, events or logs.
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource is where a header value comes from.
+type HeaderValueSource struct {
+	// secretKeyRef names a key of a Secret in the AgentRun's namespace.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// JobTool runs a container once per call.
+type JobTool struct {
+	// image is the container image. Not used where tools run as local
+	// processes.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+
+	// command is the entrypoint; the image's when unset.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	Command []string `json:"command,omitempty"`
+
+	// args are the arguments of the entrypoint.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	Args []string `json:"args,omitempty"`
+
+	// env are environment variables set in the container, besides
+	// AGENTRUN_TOOL_ARGS and AGENTRUN_IDEMPOTENCY_KEY.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Env []EnvVar `json:"env,omitempty"`
+
+	// resources are the container's compute resource requests and limits.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// automountServiceAccountToken mounts the ServiceAccount's API token in
+	// the tool's pod. Defaults to false: a tool gets no Kubernetes
+	// credentials unless it asks for them.
+	// +optional
+	// +kubebuilder:default=false
+	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+}
+
+// EnvVar is one environment variable of a job tool.
+type EnvVar struct {
+	// name is the variable's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('AGENTRUN_')`,message="env names starting with AGENTRUN_ are reserved for the tool process contract"
+	Name string `json:"name"`
+
+	// value is the variable's value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Value string `json:"value,omitempty"`
+}
+
+// MCPTool calls one tool of a Model Context Protocol server over the
+// streamable HTTP transport.
+type MCPTool struct {
+	// url is the server's MCP endpoint, for example http://mcp-billing:8080/mcp.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('http://') || self.startsWith('https://')`,message="mcp.url must start with http:// or https://"
+	URL string `json:"url"`
+
+	// tool is the tool's name on the server; the model sees spec.tools[].name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Tool string `json:"tool"`
+
+	// headers are sent with every request; values can come from Secrets.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HTTPHeader `json:"headers,omitempty"`
+}
+
+// BuiltinTool names a tool the operator implements.
+// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events
+type BuiltinTool string
+
+// The builtin tools. They impersonate spec.serviceAccountName, so they can
+// read only what that ServiceAccount may read.
+const (
+	// BuiltinKubernetesGet reads one object.
+	BuiltinKubernetesGet BuiltinTool = "kubernetes.get"
+	// BuiltinKubernetesList lists objects of a kind.
+	BuiltinKubernetesList BuiltinTool = "kubernetes.list"
+	// BuiltinKubernetesEvents lists the events about an object.
+	BuiltinKubernetesEvents BuiltinTool = "kubernetes.events"
+)

@@ -1,0 +1,168 @@
+// Package controller is the Kubernetes plumbing of AgentRun: it reads an
+// AgentRun, drives the loop engine one phase at a time, persists the
+// engine's state in status before acting on it, dispatches model and tool
+// calls outside the reconcile worker, and records events.
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// Kit is what one run needs to be driven: its engine, its model and its
+// tools.
+type Kit struct {
+	Engine *loop.Engine
+	Model  loop.Model
+	Tools  loop.Toolbox
+}
+
+// KitBuilder builds a run's Kit from its spec. An error is the user's: the
+// run ends with it as the reason.
+type KitBuilder interface {
+	Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error)
+}
+
+// AgentRunReconciler reconciles AgentRuns.
+type AgentRunReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	Kits     KitBuilder
+	// Clock is time.Now unless a test sets it.
+	Clock func() time.Time
+	// MaxConcurrentReconciles sizes the worker pool. Model and tool calls
+	// never run on a worker (see work.go), so a few workers serve many runs.
+	MaxConcurrentReconciles int
+
+	work    *tracker
+	mu      sync.Mutex
+	kits    map[types.UID]*Kit
+	chunks  map[types.UID][]loop.Message
+	baseCtx context.Context
+}
+
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
+
+// SetupWithManager registers the reconciler.
+func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.init()
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		r.mu.Lock()
+		r.baseCtx = ctx
+		r.mu.Unlock()
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return err
+	}
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 4
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.AgentRun{}).
+		Owns(&batchv1.Job{}).
+		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Named("agentrun").
+		Complete(r)
+}
+
+func (r *AgentRunReconciler) init() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.work == nil {
+		r.work = newTracker()
+		r.kits = map[types.UID]*Kit{}
+		r.chunks = map[types.UID][]loop.Message{}
+	}
+	if r.Clock == nil {
+		r.Clock = time.Now
+	}
+}
+
+func (r *AgentRunReconciler) background() context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.baseCtx == nil {
+		return context.Background()
+	}
+	return r.baseCtx
+}
+
+// Reconcile advances one run by at most one phase of one turn: it steps
+// the engine until the next step needs the outside world, writes status
+// once, and only then starts the model call or the tools.
+func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	r.init()
+	run := &v1alpha1.AgentRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if finished(run) || !run.DeletionTimestamp.IsZero() {
+		r.forget(run.UID)
+		return ctrl.Result{}, nil
+	}
+
+	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock()}
+	defer func() {
+		if retErr != nil || sc.wait {
+			return
+		}
+		written, ok, err := r.persist(ctx, sc)
+		if err != nil {
+			retErr = err
+			return
+		}
+		if ok { // status holds what we are about to do
+			r.act(ctx, sc)
+		}
+		if written {
+			r.emit(sc)
+		}
+	}()
+
+	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
+		r.loadKit,
+		r.loadState,
+		r.advance,
+	} {
+		res, err := phase(ctx, sc)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		result = res
+		if sc.stop || sc.wait {
+			break
+		}
+	}
+	return result, nil
+}
+
+func (r *AgentRunReconciler) forget(uid types.UID) {
+	r.work.forget(uid)
+	r.mu.Lock()
+	delete(r.kits, uid)
+	delete(r.chunks, uid)
+	r.mu.Unlock()
+}

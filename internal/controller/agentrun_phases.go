@@ -1,0 +1,314 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/transcript"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Flush bounds of the transcript buffer kept in status.checkpoint.
+const (
+	flushBytes    = 8 << 10
+	flushMessages = 48
+	maxSteps      = 16
+)
+
+// scope is what one reconcile has read and decided.
+type scope struct {
+	run  *v1alpha1.AgentRun
+	base *v1alpha1.AgentRun
+	now  time.Time
+
+	kit   *Kit
+	state *loop.State
+	// flushed is how many messages of state.Transcript are in chunks.
+	flushed int
+
+	answers map[string]loop.Answer
+	by      map[string]string
+	effect  loop.Effect
+	notes   []loop.Note
+
+	// stop: the run ended or failed in this reconcile; wait: nothing to do
+	// until outside work finishes (no write).
+	stop bool
+	wait bool
+}
+
+// loadKit builds (or reuses) the run's engine, model and tools. The spec
+// cannot change after creation, so a run's kit is built once per process.
+func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	r.mu.Lock()
+	kit := r.kits[sc.run.UID]
+	r.mu.Unlock()
+	if kit == nil {
+		var err error
+		kit, err = r.Kits.Build(ctx, sc.run)
+		if err != nil {
+			// The manifest passed the API server's validation but cannot be
+			// run (a CEL condition that does not compile, say): that is
+			// final, not worth a retry.
+			setFailed(&sc.run.Status, v1alpha1.OutcomeError, "the run cannot start: "+err.Error(), metav1.NewTime(sc.now))
+			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: "Error: the run cannot start: " + err.Error()})
+			sc.stop = true
+			return ctrl.Result{}, nil
+		}
+		r.mu.Lock()
+		r.kits[sc.run.UID] = kit
+		r.mu.Unlock()
+	}
+	sc.kit = kit
+	return ctrl.Result{}, nil
+}
+
+// loadState reads the checkpoint and the transcript chunks it refers to.
+func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	s, err := transcript.Decode(sc.run)
+	if err != nil {
+		setFailed(&sc.run.Status, v1alpha1.OutcomeError, err.Error(), metav1.NewTime(sc.now))
+		sc.stop = true
+		return ctrl.Result{}, nil
+	}
+	chunks, messages := 0, 0
+	if t := sc.run.Status.Transcript; t != nil {
+		chunks, messages = int(t.Chunks), int(t.Messages)
+	}
+	r.mu.Lock()
+	flushed := r.chunks[sc.run.UID]
+	r.mu.Unlock()
+	if len(flushed) != messages {
+		if flushed, err = transcript.ReadChunks(ctx, r.Client, sc.run, chunks); err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(flushed) != messages {
+			return ctrl.Result{}, fmt.Errorf("transcript chunks hold %d messages, status says %d", len(flushed), messages)
+		}
+		r.mu.Lock()
+		r.chunks[sc.run.UID] = flushed
+		r.mu.Unlock()
+	}
+	s.Transcript = append(append(make([]loop.Message, 0, len(flushed)+len(s.Transcript)), flushed...), s.Transcript...)
+	sc.state, sc.flushed = s, len(flushed)
+	sc.answers, sc.by = answersFrom(sc.run)
+	return ctrl.Result{}, nil
+}
+
+func modelKey(s *loop.State) string { return fmt.Sprintf("model/t%d/a%d", s.Turn, s.Attempt) }
+
+func toolsKey(s *loop.State) string {
+	var ids []string
+	for _, c := range s.Calls {
+		if c.State == loop.CallDispatched {
+			ids = append(ids, c.ID)
+		}
+	}
+	return "tools/" + strings.Join(ids, ",")
+}
+
+// advance feeds the engine what arrived since the last reconcile (a model
+// reply, tool results, answers, a cancel) and steps it until the next step
+// needs the outside world.
+func (r *AgentRunReconciler) advance(_ context.Context, sc *scope) (ctrl.Result, error) {
+	s, uid := sc.state, sc.run.UID
+	in := loop.Input{Answers: sc.answers, Cancel: sc.run.Spec.Cancel}
+	switch s.Phase {
+	case loop.PhaseModel:
+		key := modelKey(s)
+		if r.work.busy(uid, key) {
+			if !in.Cancel {
+				sc.wait = true
+				return ctrl.Result{}, nil
+			}
+			r.work.forget(uid) // cancel: the call's reservation is charged
+		} else if w := r.work.take(uid, key); w != nil {
+			in.Reply, in.ModelErr = w.reply, w.err
+		}
+		// No work in this process: the call was lost to a restart.
+	case loop.PhaseAct:
+		key := toolsKey(s)
+		if r.work.busy(uid, key) {
+			// Tools run to their end even when the run is cancelled: the
+			// boundary is after their results are recorded.
+			sc.wait = true
+			return ctrl.Result{}, nil
+		}
+		if w := r.work.take(uid, key); w != nil {
+			in.Results = w.results
+		}
+	}
+
+	for i := 0; i < maxSteps; i++ {
+		eff := sc.kit.Engine.Step(s, in)
+		sc.notes = append(sc.notes, eff.Notes...)
+		sc.effect = eff
+		if eff.Kind != loop.EffectContinue {
+			break
+		}
+		in = loop.Input{}
+	}
+	switch sc.effect.Kind {
+	case loop.EffectAsk:
+		if d := sc.kit.Engine.ApprovalDeadline(s); !d.IsZero() {
+			return ctrl.Result{RequeueAfter: max(time.Second, d.Sub(sc.now)+time.Second)}, nil
+		}
+	case loop.EffectContinue:
+		// Many turns without outside work: come back for the rest.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// persist writes what this reconcile decided: transcript chunks first,
+// then status in one patch. It reports whether it wrote, and whether
+// status now holds the decision (written, or already there), which is the
+// condition for dispatching anything (write-ahead).
+func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, ok bool, err error) {
+	st := &sc.run.Status
+	now := metav1.NewTime(sc.now)
+	if s := sc.state; s != nil && sc.kit != nil {
+		tail := s.Transcript[sc.flushed:]
+		chunks := 0
+		if st.Transcript != nil {
+			chunks = int(st.Transcript.Chunks)
+		}
+		if len(tail) > 0 && (s.Done() || len(tail) >= flushMessages || messagesSize(tail) >= flushBytes) {
+			if err := transcript.Write(ctx, r.Client, sc.run, chunks, tail); err != nil {
+				return false, false, fmt.Errorf("writing transcript chunk %d: %w", chunks, err)
+			}
+			sc.flushed += len(tail)
+			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(chunks + 1), Messages: int32(sc.flushed)}
+			tail = nil
+		}
+		cp := *s
+		cp.Transcript = tail
+		raw, err := json.Marshal(&cp)
+		if err != nil {
+			return false, false, err
+		}
+		st.Checkpoint = &runtime.RawExtension{Raw: raw}
+		setStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
+		recordApprovals(st, sc.notes, sc.answers, sc.by, now)
+	}
+	if st.ObservedGeneration != sc.run.Generation {
+		st.ObservedGeneration = sc.run.Generation
+	}
+	if equalStatus(&sc.base.Status, st) {
+		return false, true, nil
+	}
+	patch := client.MergeFromWithOptions(sc.base, client.MergeFromWithOptimisticLock{})
+	if err := r.Status().Patch(ctx, sc.run, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			// Our read was stale; the newer version's event brings us back.
+			ctrl.LoggerFrom(ctx).V(4).Info("Status changed under us, retrying on the newer version")
+			return false, false, nil
+		}
+		return false, false, err
+	}
+	if sc.state != nil {
+		r.mu.Lock()
+		r.chunks[sc.run.UID] = sc.state.Transcript[:sc.flushed:sc.flushed]
+		r.mu.Unlock()
+	}
+	if sc.stop || (sc.state != nil && sc.state.Done()) {
+		r.forget(sc.run.UID)
+	}
+	return true, true, nil
+}
+
+func messagesSize(msgs []loop.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content) + 64
+		for _, c := range m.ToolCalls {
+			n += len(c.Arguments) + len(c.Name) + 32
+		}
+	}
+	return n
+}
+
+func equalStatus(a, b *v1alpha1.AgentRunStatus) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// act starts the outside work the engine asked for, after its intent is
+// safely in status.
+func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
+	if sc.state == nil || sc.kit == nil {
+		return
+	}
+	s, kit, run := sc.state, sc.kit, sc.run
+	switch eff := sc.effect; eff.Kind {
+	case loop.EffectCallModel:
+		timeout := kit.Engine.Config().Model.Timeout
+		req := eff.Request
+		r.work.start(r.background(), run, modelKey(s), func(ctx context.Context, w *work) {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			w.reply, w.err = kit.Model.Complete(cctx, req)
+		})
+	case loop.EffectRunTools:
+		if len(eff.Calls) == 0 {
+			return
+		}
+		calls, concurrent := eff.Calls, eff.Concurrent
+		r.work.start(r.background(), run, toolsKey(s), func(ctx context.Context, w *work) {
+			w.results = loop.ExecuteBatch(ctx, kit.Tools, calls, concurrent)
+		})
+	}
+	r.dropStaleAnnotations(ctx, sc)
+}
+
+// dropStaleAnnotations removes answers recorded as stale, so that a later
+// call with the same id gets its own answer.
+func (r *AgentRunReconciler) dropStaleAnnotations(ctx context.Context, sc *scope) {
+	var keys []string
+	for _, n := range sc.notes {
+		if n.Kind == loop.NoteStaleApproval {
+			keys = append(keys, v1alpha1.ApprovalAnnotationPrefix+n.CallID)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	ann := map[string]any{}
+	for _, k := range keys {
+		ann[k] = nil
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err := r.Patch(ctx, sc.run.DeepCopy(), client.RawPatch("application/merge-patch+json", body)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Removing stale approval annotations")
+	}
+}
+
+// emit records the reconcile's notes as events, after the status write.
+func (r *AgentRunReconciler) emit(sc *scope) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, n := range sc.notes {
+		typ := corev1.EventTypeNormal
+		if n.Warning {
+			typ = corev1.EventTypeWarning
+		}
+		reason := string(n.Kind)
+		if n.Kind == loop.NoteFinished && sc.run.Status.Outcome != "" {
+			reason = string(sc.run.Status.Outcome)
+		}
+		r.Recorder.Eventf(sc.run, nil, typ, reason, string(n.Kind), "%s", clip(n.Message, 1024))
+	}
+}

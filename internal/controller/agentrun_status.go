@@ -1,0 +1,232 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// maxApprovalRecords bounds status.approvals (the newest are kept; every
+// answer is also an event).
+const maxApprovalRecords = 64
+
+// finished reports whether the run has ended for good.
+func finished(run *v1alpha1.AgentRun) bool {
+	c := apimeta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionSucceeded)
+	return c != nil && c.Status != metav1.ConditionUnknown
+}
+
+// usageStatus converts a usage vector for status.
+func usageStatus(u loop.Usage) *v1alpha1.UsageStatus {
+	out := &v1alpha1.UsageStatus{
+		Turns:             int32(u.Turns),
+		InputTokens:       u.InputTokens,
+		OutputTokens:      u.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens,
+		CostUSD:           u.Cost.String(),
+		ToolCalls:         int32(u.ToolCalls),
+		WallClockSeconds:  int64((u.WallClock + time.Second - 1) / time.Second),
+	}
+	if len(u.PerTool) > 0 {
+		out.PerTool = map[string]int32{}
+		for k, v := range u.PerTool {
+			if v > 0 {
+				out.PerTool[k] = int32(v)
+			}
+		}
+	}
+	return out
+}
+
+func isZero(u loop.Usage) bool {
+	if u.Turns != 0 || u.Tokens() != 0 || u.Cost != 0 || u.ToolCalls != 0 || u.WallClock != 0 {
+		return false
+	}
+	for _, v := range u.PerTool {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// setStatusFromState computes everything in status that derives from the
+// engine's state: counters, pending approvals, outcome, conditions, phase.
+func setStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
+	st.Turn = int32(s.Turn)
+	st.Usage = usageStatus(s.Usage)
+	st.Reserved = nil
+	if !isZero(s.Reserved) {
+		st.Reserved = usageStatus(s.Reserved)
+	}
+	if s.StartedAt != nil && st.StartTime == nil {
+		t := metav1.NewTime(*s.StartedAt)
+		st.StartTime = &t
+	}
+
+	st.PendingApprovals = nil
+	for _, c := range s.PendingCalls() {
+		if s.Done() {
+			break // an ended run waits for no one
+		}
+		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: clip(string(c.Arguments), 16384), Rule: c.Rule, Reason: clip(c.Reason, 4096)}
+		if c.RequestedAt != nil {
+			t := metav1.NewTime(*c.RequestedAt)
+			p.RequestedAt = &t
+		}
+		st.PendingApprovals = append(st.PendingApprovals, p)
+	}
+
+	st.Convergence = &v1alpha1.ConvergenceStatus{RepeatedIntentDepth: int32(conv.RepeatedIntentDepth), Headroom: map[string]string{}}
+	for k, v := range conv.Headroom {
+		st.Convergence.Headroom[string(k)] = v
+	}
+	if conv.TurnsToCompletion > 0 {
+		n := int32(conv.TurnsToCompletion)
+		st.Convergence.TurnsToCompletion = &n
+	}
+
+	waiting := len(st.PendingApprovals) > 0
+	switch {
+	case s.Done():
+		st.Outcome = v1alpha1.Outcome(s.Outcome)
+		st.Reason = clip(s.Reason, 8192)
+		st.Answer = s.Answer
+		if st.CompletionTime == nil {
+			st.CompletionTime = &now
+		}
+		status := metav1.ConditionFalse
+		st.Phase = v1alpha1.PhaseFailed
+		if s.Outcome == loop.Completed {
+			status = metav1.ConditionTrue
+			st.Phase = v1alpha1.PhaseSucceeded
+		}
+		setCondition(st, v1alpha1.ConditionSucceeded, status, string(s.Outcome), st.Reason)
+	case waiting:
+		ids := make([]string, 0, len(st.PendingApprovals))
+		for _, p := range st.PendingApprovals {
+			ids = append(ids, fmt.Sprintf("%s (%s)", p.CallID, p.Tool))
+		}
+		st.Phase = v1alpha1.PhaseAwaitingApproval
+		st.Reason = "waiting for a person to answer " + strings.Join(ids, ", ")
+		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonAwaitingApproval, st.Reason)
+	case s.Turn == 0:
+		st.Phase = v1alpha1.PhasePending
+		st.Reason = ""
+		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPending, "the run has not started its first turn")
+	default:
+		st.Phase = v1alpha1.PhaseRunning
+		st.Reason = ""
+		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRunning, fmt.Sprintf("turn %d", s.Turn))
+	}
+	if waiting {
+		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, v1alpha1.ReasonApprovalRequested, st.Reason)
+	} else {
+		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person")
+	}
+}
+
+// setFailed ends a run that could not be built or resumed.
+func setFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
+	st.Outcome, st.Reason, st.Phase = o, clip(reason, 8192), v1alpha1.PhaseFailed
+	st.PendingApprovals = nil
+	st.Reserved = nil
+	if st.CompletionTime == nil {
+		st.CompletionTime = &now
+	}
+	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason)
+	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person")
+}
+
+func setCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: clip(msg, 1024)})
+}
+
+// recordApprovals adds the answers and stale answers a step reported.
+func recordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map[string]loop.Answer, by map[string]string, now metav1.Time) {
+	for _, n := range notes {
+		if n.Kind != loop.NoteApproval && n.Kind != loop.NoteStaleApproval {
+			continue
+		}
+		rec := v1alpha1.ApprovalRecord{CallID: n.CallID, Decision: v1alpha1.ApprovalDecision(answers[n.CallID]), At: &now,
+			By: by[n.CallID], Stale: n.Kind == loop.NoteStaleApproval}
+		if rec.Stale && recorded(st, rec.CallID, rec.Decision, true) {
+			continue
+		}
+		st.Approvals = append(st.Approvals, rec)
+	}
+	if len(st.Approvals) > maxApprovalRecords {
+		st.Approvals = st.Approvals[len(st.Approvals)-maxApprovalRecords:]
+	}
+}
+
+func recorded(st *v1alpha1.AgentRunStatus, callID string, d v1alpha1.ApprovalDecision, stale bool) bool {
+	for _, a := range st.Approvals {
+		if a.CallID == callID && a.Decision == d && a.Stale == stale {
+			return true
+		}
+	}
+	return false
+}
+
+// answersFrom reads the approval annotations. Answers already applied (in
+// status.approvals, not stale) are left out: they are history, not news.
+func answersFrom(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]string) {
+	answers := map[string]loop.Answer{}
+	for k, v := range run.Annotations {
+		id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix)
+		if !ok || id == "" {
+			continue
+		}
+		a := loop.Answer(strings.ToLower(strings.TrimSpace(v)))
+		if a != loop.Approve && a != loop.DenyAnswer && a != loop.Stop {
+			continue
+		}
+		applied := false
+		for _, r := range run.Status.Approvals {
+			if r.CallID == id && !r.Stale {
+				applied = true
+			}
+		}
+		if !applied {
+			answers[id] = a
+		}
+	}
+	return answers, answeredBy(run)
+}
+
+// answeredBy names the field manager that set each approval annotation
+// (kubectl-annotate, kubectl-agentrun ...): who answered, as far as the
+// cluster can tell.
+func answeredBy(run *v1alpha1.AgentRun) map[string]string {
+	by := map[string]string{}
+	for _, mf := range run.ManagedFields {
+		if mf.FieldsV1 == nil {
+			continue
+		}
+		raw := string(mf.FieldsV1.Raw)
+		for k := range run.Annotations {
+			if id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix); ok && strings.Contains(raw, `"f:`+k+`"`) {
+				by[id] = mf.Manager
+			}
+		}
+	}
+	return by
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "… [cut]"
+	i := n - len(mark)
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i] + mark
+}

@@ -1,0 +1,233 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/go-logr/logr"
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/testenv"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+var (
+	restCfg   *rest.Config
+	k8sClient client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(func() int {
+		env, cfg, err := testenv.Start()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "starting envtest:", err)
+			return 1
+		}
+		defer func() { _ = env.Stop() }()
+		restCfg = cfg
+		if k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// tools is a toolbox for tests: it counts every execution by call id and
+// answers from per-tool functions.
+type tools struct {
+	mu    sync.Mutex
+	runs  map[string]int
+	funcs map[string]func(ctx context.Context, inv loop.Invocation) loop.Result
+}
+
+func newTools() *tools {
+	return &tools{runs: map[string]int{}, funcs: map[string]func(context.Context, loop.Invocation) loop.Result{}}
+}
+
+func (t *tools) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
+	t.mu.Lock()
+	t.runs[inv.CallID+":"+inv.Tool]++
+	f := t.funcs[inv.Tool]
+	t.mu.Unlock()
+	if f != nil {
+		return f(ctx, inv)
+	}
+	return loop.Result{Output: []byte(`{"ok":true,"call":"` + inv.CallID + `"}`)}
+}
+
+func (t *tools) counts() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range t.runs {
+		out[k] = v
+	}
+	return out
+}
+
+// kits builds runs the way the operator does (kit.Config), with the
+// scripted model and the test's toolbox.
+type kits struct {
+	tools *tools
+	model loop.Model // overrides the scripted model when set
+}
+
+func (k *kits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+	cfg, err := kit.Config(&run.Spec)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := loop.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var m loop.Model = &loop.Scripted{Entries: kit.Script(run.Spec.Model.Script)}
+	if k.model != nil {
+		m = k.model
+	}
+	return &Kit{Engine: eng, Model: m, Tools: k.tools}, nil
+}
+
+// startManager runs the operator against envtest until the test ends or
+// stop is called.
+func startManager(t *testing.T, kb KitBuilder) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &AgentRunReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ar-test-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// runBuilder reads like the manifest it makes.
+type runBuilder struct{ r *v1alpha1.AgentRun }
+
+func makeRun(ns, name string) *runBuilder {
+	return &runBuilder{r: &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{
+			Goal:   "Find out what happened.",
+			Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 12},
+		},
+	}}
+}
+
+func (b *runBuilder) maxTurns(n int32) *runBuilder { b.r.Spec.Budget.MaxTurns = n; return b }
+
+func (b *runBuilder) budget(f func(*v1alpha1.BudgetSpec)) *runBuilder { f(&b.r.Spec.Budget); return b }
+
+func (b *runBuilder) readTool(name string) *runBuilder {
+	b.r.Spec.Tools = append(b.r.Spec.Tools, v1alpha1.ToolSpec{Name: name, Builtin: v1alpha1.BuiltinTool("kubernetes.get")})
+	return b
+}
+
+func (b *runBuilder) writeTool(name string, reversible bool) *runBuilder {
+	b.r.Spec.Tools = append(b.r.Spec.Tools, v1alpha1.ToolSpec{Name: name, Mutates: ptr.To(true), Reversible: ptr.To(reversible),
+		Job: &v1alpha1.JobTool{Image: "example.com/tools:1", Command: []string{name}}})
+	return b
+}
+
+func (b *runBuilder) calls(cs ...string) *runBuilder {
+	st := v1alpha1.ScriptStep{Usage: &v1alpha1.ScriptUsage{InputTokens: 1000, OutputTokens: 20}}
+	for i := 0; i < len(cs); i += 2 {
+		st.ToolCalls = append(st.ToolCalls, v1alpha1.ScriptToolCall{Name: cs[i], Arguments: &runtime.RawExtension{Raw: []byte(cs[i+1])}})
+	}
+	b.r.Spec.Model.Script = append(b.r.Spec.Model.Script, st)
+	return b
+}
+
+func (b *runBuilder) answer(s string) *runBuilder {
+	b.r.Spec.Model.Script = append(b.r.Spec.Model.Script, v1alpha1.ScriptStep{Content: s, Usage: &v1alpha1.ScriptUsage{InputTokens: 1200, OutputTokens: 30}})
+	return b
+}
+
+func (b *runBuilder) step(s v1alpha1.ScriptStep) *runBuilder {
+	b.r.Spec.Model.Script = append(b.r.Spec.Model.Script, s)
+	return b
+}
+
+func (b *runBuilder) with(f func(*v1alpha1.AgentRunSpec)) *runBuilder { f(&b.r.Spec); return b }
+
+func (b *runBuilder) create(t *testing.T) *v1alpha1.AgentRun {
+	t.Helper()
+	if err := k8sClient.Create(context.Background(), b.r); err != nil {
+		t.Fatalf("creating %s: %v", b.r.Name, err)
+	}
+	return b.r
+}
+
+func get(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	t.Helper()
+	out := &v1alpha1.AgentRun{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitOutcome waits (bounded) for the run to end and returns it.
+func waitOutcome(t *testing.T, run *v1alpha1.AgentRun, timeout time.Duration) *v1alpha1.AgentRun {
+	t.Helper()
+	g := NewWithT(t)
+	var out *v1alpha1.AgentRun
+	g.Eventually(func() v1alpha1.Outcome {
+		out = get(t, run)
+		return out.Status.Outcome
+	}, timeout, 20*time.Millisecond).ShouldNot(BeEmpty(), "the run did not end")
+	return out
+}
+
+func annotate(t *testing.T, run *v1alpha1.AgentRun, callID, answer string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.ApprovalAnnotationPrefix + callID: answer}}})
+	if err := k8sClient.Patch(context.Background(), run.DeepCopy(), client.RawPatch("application/merge-patch+json", body), client.FieldOwner("kubectl-annotate")); err != nil {
+		t.Fatal(err)
+	}
+}

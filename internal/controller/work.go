@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+// work is one model call or one group of tool calls running outside the
+// reconcile worker. A slow model or tool on one run never holds a worker:
+// the reconcile that starts the work returns at once, and the work's end
+// enqueues the run again.
+type work struct {
+	key     string
+	done    bool
+	reply   *loop.Reply
+	err     error
+	results []loop.Result
+	cancel  context.CancelFunc
+}
+
+// tracker holds the work in flight in this process, by run. After a
+// restart it is empty: a run whose checkpoint says a call is in flight,
+// with no work here, lost that call, and the engine decides what that
+// means (charge and call again, adopt a Job, or report an unknown outcome).
+type tracker struct {
+	mu     sync.Mutex
+	items  map[types.UID]*work
+	wakeup chan event.GenericEvent
+}
+
+func newTracker() *tracker {
+	return &tracker{items: map[types.UID]*work{}, wakeup: make(chan event.GenericEvent, 1024)}
+}
+
+// get returns the run's work with this key, or nil.
+func (t *tracker) get(uid types.UID, key string) *work {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.items[uid]
+	if w == nil || w.key != key {
+		return nil
+	}
+	cp := *w
+	return &cp
+}
+
+// busy reports whether the run has unfinished work with this key.
+func (t *tracker) busy(uid types.UID, key string) bool {
+	w := t.get(uid, key)
+	return w != nil && !w.done
+}
+
+// start runs fn in its own goroutine as the run's work under key; when it
+// returns, the run is enqueued again.
+func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string, fn func(ctx context.Context, w *work)) {
+	ctx, cancel := context.WithCancel(ctx)
+	t.mu.Lock()
+	if old := t.items[run.UID]; old != nil && old.cancel != nil && old.key != key {
+		old.cancel()
+	}
+	if old := t.items[run.UID]; old != nil && old.key == key && !old.done {
+		t.mu.Unlock()
+		cancel()
+		return // already running
+	}
+	w := &work{key: key, cancel: cancel}
+	t.items[run.UID] = w
+	t.mu.Unlock()
+
+	obj := &v1alpha1.AgentRun{}
+	obj.Name, obj.Namespace, obj.UID = run.Name, run.Namespace, run.UID
+	go func() {
+		var out work
+		fn(ctx, &out)
+		t.mu.Lock()
+		if cur := t.items[run.UID]; cur == w {
+			w.done, w.reply, w.err, w.results = true, out.reply, out.err, out.results
+		}
+		t.mu.Unlock()
+		t.wakeup <- event.GenericEvent{Object: obj}
+	}()
+}
+
+// take removes and returns the run's finished work with this key.
+func (t *tracker) take(uid types.UID, key string) *work {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.items[uid]
+	if w == nil || w.key != key || !w.done {
+		return nil
+	}
+	delete(t.items, uid)
+	return w
+}
+
+// forget cancels and drops whatever the run had in flight.
+func (t *tracker) forget(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w := t.items[uid]; w != nil {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		delete(t.items, uid)
+	}
+}

@@ -1,0 +1,157 @@
+// Package kit turns an AgentRun's spec into what the loop engine runs: the
+// engine's configuration, the model and the toolbox. The operator, `make
+// dev` and `agentrun local` all build runs here, so a manifest means the
+// same thing everywhere.
+package kit
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Config converts a spec into the engine's configuration. Defaults the API
+// server did not apply (a manifest read by agentrun local never met one)
+// are applied by loop.Config.Normalize.
+func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
+	cfg := loop.Config{Goal: spec.Goal, Instructions: spec.Instructions}
+	var err error
+
+	m := &spec.Model
+	cfg.Model = loop.ModelConfig{Provider: string(m.Provider), Name: m.Name, Timeout: dur(m.Timeout)}
+	if m.MaxOutputTokens != nil {
+		cfg.Model.MaxOutputTokens = int64(*m.MaxOutputTokens)
+	}
+	if p := m.Pricing; p != nil {
+		if cfg.Model.Pricing.Input, err = money("model.pricing.input", p.Input); err != nil {
+			return cfg, err
+		}
+		if cfg.Model.Pricing.Output, err = money("model.pricing.output", p.Output); err != nil {
+			return cfg, err
+		}
+		if cfg.Model.Pricing.CachedInput, err = money("model.pricing.cachedInput", p.CachedInput); err != nil {
+			return cfg, err
+		}
+	}
+
+	b := &spec.Budget
+	cfg.Budget = loop.Budget{MaxTurns: int(b.MaxTurns), MaxWallClock: dur(b.MaxWallClock)}
+	if b.MaxTokens != nil {
+		cfg.Budget.MaxTokens = *b.MaxTokens
+	}
+	if cfg.Budget.MaxCost, err = money("budget.maxCostUSD", b.MaxCostUSD); err != nil {
+		return cfg, err
+	}
+	if b.MaxToolCalls != nil {
+		cfg.Budget.MaxToolCalls = int(*b.MaxToolCalls)
+	}
+	if b.DefaultToolLimit != nil {
+		cfg.Budget.DefaultToolLimit = int(*b.DefaultToolLimit)
+	}
+	if len(b.PerTool) > 0 {
+		cfg.Budget.PerTool = map[string]int{}
+		for k, v := range b.PerTool {
+			cfg.Budget.PerTool[k] = int(v)
+		}
+	}
+	for _, d := range b.Soft {
+		cfg.Budget.Soft = append(cfg.Budget.Soft, loop.Dimension(d))
+	}
+
+	if l := spec.LoopDetection; l != nil {
+		cfg.Loop = loop.LoopDetection{Threshold: i32(l.Threshold), Window: i32(l.Window), MaxPeriod: i32(l.MaxPeriod), IgnoreArguments: l.IgnoreArguments}
+	}
+
+	for i := range spec.Tools {
+		t := &spec.Tools[i]
+		ts := loop.ToolSpec{Name: t.Name, Description: t.Description, Reversible: true, Timeout: dur(t.Timeout)}
+		if t.Parameters != nil && len(t.Parameters.Raw) > 0 {
+			ts.Parameters = json.RawMessage(t.Parameters.Raw)
+		}
+		if t.Mutates != nil {
+			ts.Mutates = *t.Mutates
+		}
+		if t.Reversible != nil {
+			ts.Reversible = *t.Reversible
+		}
+		if t.MaxResultBytes != nil {
+			ts.MaxResultBytes = int(*t.MaxResultBytes)
+		}
+		if ts.MaxCost, err = money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
+			return cfg, err
+		}
+		if t.Job != nil {
+			// A Job is named after its call, so a second dispatch after a
+			// crash adopts the first: it may be dispatched again.
+			ts.Repeatable = true
+			ts.StartupGrace = 5 * time.Minute
+		}
+		cfg.Tools = append(cfg.Tools, ts)
+	}
+
+	if p := spec.Policy; p != nil {
+		cfg.Policy = loop.Policy{Default: loop.Decision(p.Default), Grants: p.Grants}
+		for _, r := range p.Rules {
+			cfg.Policy.Rules = append(cfg.Policy.Rules, loop.Rule{Tools: r.Tools, When: r.When, Decision: loop.Decision(r.Decision), Reason: r.Reason})
+		}
+	}
+	for _, g := range spec.Guardrails {
+		cfg.Guardrails = append(cfg.Guardrails, loop.Guardrail{Name: g.Name, Tools: g.Tools, Pattern: g.Pattern,
+			Severity: loop.Severity(g.Severity), Reason: g.Reason})
+	}
+	cfg.ApprovalTimeout = dur(spec.ApprovalTimeout)
+	return cfg, nil
+}
+
+// Script converts the scripted provider's script.
+func Script(steps []v1alpha1.ScriptStep) []loop.ScriptEntry {
+	out := make([]loop.ScriptEntry, len(steps))
+	for i, st := range steps {
+		e := loop.ScriptEntry{Content: st.Content, Refusal: st.Refusal, Error: st.Error, Truncated: st.Truncated, Delay: dur(st.Delay)}
+		if u := st.Usage; u != nil {
+			e.Usage = loop.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens}
+		}
+		for _, c := range st.ToolCalls {
+			e.ToolCalls = append(e.ToolCalls, loop.ToolCall{Name: c.Name, Arguments: raw(c.Arguments)})
+		}
+		out[i] = e
+	}
+	return out
+}
+
+func raw(r *runtime.RawExtension) json.RawMessage {
+	if r == nil || len(r.Raw) == 0 {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(r.Raw)
+}
+
+func money(field string, v v1alpha1.USD) (loop.Money, error) {
+	if v == "" {
+		return 0, nil
+	}
+	m, err := loop.ParseMoney(string(v))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", field, err)
+	}
+	return m, nil
+}
+
+func dur(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
+}
+
+func i32(p *int32) int {
+	if p == nil {
+		return 0
+	}
+	return int(*p)
+}

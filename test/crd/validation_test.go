@@ -1,0 +1,1146 @@
+// Package crd_test checks the AgentRun CustomResourceDefinition against a
+// real API server (envtest): the manifests people write are accepted, the
+// mistakes they make are rejected with a message they understand, and
+// defaults are applied.
+package crd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+// repoRoot is where this package sits relative to the module root.
+const repoRoot = "../.."
+
+// namespace holds every object the tests create.
+const namespace = "default"
+
+var k8sClient client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(runWithAPIServer(m))
+}
+
+func runWithAPIServer(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		dir, err := envtestBinaries()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "Cannot find the envtest binaries: %v\n", err)
+			return 1
+		}
+		os.Setenv("KUBEBUILDER_ASSETS", dir)
+	}
+
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Cannot start the API server: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "Cannot stop the API server: %v\n", err)
+		}
+	}()
+
+	scheme := runtime.NewScheme()
+	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
+		fmt.Fprintf(os.Stderr, "Cannot build the scheme: %v\n", err)
+		return 1
+	}
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Cannot build a client: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// envtestBinaries runs hack/envtest-bins.sh, which builds kube-apiserver and
+// etcd once and prints the directory that holds them.
+func envtestBinaries() (string, error) {
+	cmd := exec.Command(filepath.Join("hack", "envtest-bins.sh"))
+	cmd.Dir = repoRoot
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/envtest-bins.sh: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// create submits a manifest as written, so that fields the Go types would
+// drop or fill in reach the API server exactly as a person typed them.
+func create(ctx context.Context, manifest string) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		return nil, fmt.Errorf("the test's manifest is not YAML: %w", err)
+	}
+	obj.SetNamespace(namespace)
+	return obj, k8sClient.Create(ctx, obj)
+}
+
+// replace submits an edited manifest over an existing object, as
+// `kubectl replace` does.
+func replace(ctx context.Context, manifest string) error {
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		return fmt.Errorf("the test's manifest is not YAML: %w", err)
+	}
+	obj.SetNamespace(namespace)
+	current := &unstructured.Unstructured{}
+	current.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		return err
+	}
+	obj.SetResourceVersion(current.GetResourceVersion())
+	return k8sClient.Update(ctx, obj)
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCreate_acceptsValidManifests(t *testing.T) {
+	cases := []struct {
+		name     string
+		manifest string
+	}{
+		{
+			name: "the smallest scripted run",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: hello
+spec:
+  goal: Say hello.
+  model:
+    provider: scripted
+    script:
+    - content: Hello.
+  budget:
+    maxTurns: 1
+`,
+		},
+		{
+			name: "the billing example of the API contract",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: explain-double-charge
+spec:
+  goal: "The customer says they were charged twice in August. Find out what happened."
+  instructions: "You are a billing assistant."
+  model:
+    provider: openai
+    name: gpt-5.1
+    baseURL: http://vllm.ai:8000/v1
+    apiKeySecretRef: {name: openai, key: api-key}
+    maxOutputTokens: 4096
+    timeout: 60s
+    pricing: {input: "3", output: "15", cachedInput: "0.3"}
+  budget:
+    maxTurns: 12
+    maxTokens: 60000
+    maxWallClock: 90s
+    maxCostUSD: "1.00"
+    maxToolCalls: 50
+    perTool: {identify_account: 6, issue_refund: 1}
+    defaultToolLimit: 3
+    soft: [tokens]
+  loopDetection:
+    threshold: 3
+    window: 6
+    maxPeriod: 3
+    ignoreArguments: [request_id]
+  tools:
+  - name: identify_account
+    description: "Look up an account id by e-mail."
+    parameters: {type: object, properties: {email: {type: string}}, required: [email]}
+    mutates: false
+    reversible: true
+    maxCostUSD: "0.01"
+    timeout: 30s
+    maxResultBytes: 16384
+    http: {url: "http://billing.default.svc/accounts?email={{.email}}", method: GET}
+  - name: issue_refund
+    description: "Refund an invoice."
+    mutates: true
+    reversible: false
+    job: {image: "ghcr.io/acme/billing-tools:1.4", command: [refund], args: [], env: [], resources: {}}
+  - name: lookup_account
+    mcp: {url: "http://mcp-billing:8080/mcp", tool: lookup_account}
+  - name: pod_events
+    builtin: kubernetes.events
+  policy:
+    default: allow
+    rules:
+    - tools: [issue_refund]
+      when: "args.amount_minor > 5000"
+      decision: ask
+      reason: "Refunds above 50.00 need a person."
+    grants: [issue_refund]
+  guardrails:
+  - name: no-card-numbers
+    tools: ["*"]
+    pattern: "\\b\\d{13,19}\\b"
+    severity: block
+    reason: "Card numbers must not leave the cluster."
+  approvalTimeout: 1h
+  serviceAccountName: billing-agent
+  cancel: false
+`,
+		},
+		{
+			name: "an anthropic run with a header read from a Secret",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: triage
+spec:
+  goal: Triage the open incidents.
+  model:
+    provider: anthropic
+    name: claude-sonnet-4-5
+    apiKeySecretRef: {name: anthropic, key: api-key}
+  budget:
+    maxTurns: 8
+    maxCostUSD: "0.25"
+  tools:
+  - name: list_incidents
+    http:
+      url: https://incidents.example/api/open
+      headers:
+      - name: Authorization
+        valueFrom:
+          secretKeyRef: {name: incidents, key: token}
+      - name: Accept
+        value: application/json
+  policy:
+    default: ask
+    rules:
+    - tools: ["*"]
+      decision: allow
+`,
+		},
+		{
+			name: "a script that exercises every reply form",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: every-reply-form
+spec:
+  goal: Exercise the scripted model.
+  model:
+    provider: scripted
+    script:
+    - toolCalls:
+      - name: search_docs
+        arguments: {query: refunds, page: 1, filters: {lang: [en, fr]}}
+      usage: {inputTokens: 1600, outputTokens: 40, cachedInputTokens: 1000}
+      delay: 500ms
+    - error: "upstream 503"
+    - refusal: "I cannot help with that."
+    - content: "A partial answ"
+      truncated: true
+  budget:
+    maxTurns: 4
+  tools:
+  - name: search_docs
+    builtin: kubernetes.list
+`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := create(testContext(t), tc.manifest); err != nil {
+				t.Fatalf("The API server rejected a valid manifest: %v", err)
+			}
+		})
+	}
+}
+
+func TestCreate_rejectsInvalidManifests(t *testing.T) {
+	cases := []struct {
+		name     string
+		manifest string
+		// wantErr are parts of the error message a person should see.
+		wantErr []string
+	}{
+		{
+			name: "an empty goal",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: empty-goal
+spec:
+  goal: ""
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"spec.goal", "goal must not be empty: say what the agent should achieve"},
+		},
+		{
+			name: "a goal of blanks",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: blank-goal
+spec:
+  goal: "   "
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"goal must not be empty"},
+		},
+		{
+			name: "zero turns",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: zero-turns
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 0}
+`,
+			wantErr: []string{"spec.budget.maxTurns", "budget.maxTurns must be at least 1"},
+		},
+		{
+			name: "no budget at all",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: no-budget
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+`,
+			wantErr: []string{"spec.budget: Required value"},
+		},
+		{
+			name: "a tool with no executor",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: tool-without-executor
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    description: Looks things up, somehow.
+`,
+			wantErr: []string{"tool lookup has no executor: set exactly one of http, job, mcp or builtin"},
+		},
+		{
+			name: "a tool with two executors",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: tool-with-two-executors
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    http: {url: "http://lookup.default.svc/"}
+    builtin: kubernetes.get
+`,
+			wantErr: []string{"tool lookup sets more than one executor: set only one of http, job, mcp or builtin"},
+		},
+		{
+			name: "two tools with the same name",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: duplicate-tools
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  - name: lookup
+    builtin: kubernetes.list
+`,
+			wantErr: []string{"tool names must be unique: lookup is declared more than once"},
+		},
+		{
+			name: "a tool name a model provider would refuse",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: bad-tool-name
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: look up
+    builtin: kubernetes.get
+`,
+			wantErr: []string{"tool names use only letters, digits, _ and -, 1 to 64 characters"},
+		},
+		{
+			name: "a per-tool limit for an undeclared tool",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: pertool-undeclared
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget:
+    maxTurns: 3
+    perTool: {lookup: 2, issue_refund: 1}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+`,
+			wantErr: []string{"budget.perTool names a tool that is not declared in spec.tools: issue_refund"},
+		},
+		{
+			name: "a policy rule for an undeclared tool",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: rule-undeclared
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  policy:
+    rules:
+    - tools: [lookup, issue_refund]
+      decision: ask
+`,
+			wantErr: []string{`policy.rules name a tool that is not declared in spec.tools ("*" means every tool): issue_refund`},
+		},
+		{
+			name: "a grant for an undeclared tool",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: grant-undeclared
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  policy:
+    grants: [delete_everything]
+`,
+			wantErr: []string{"policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): delete_everything"},
+		},
+		{
+			name: "a wildcard grant",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: grant-wildcard
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  policy:
+    grants: ["*"]
+`,
+			wantErr: []string{"(grants take no wildcard): *"},
+		},
+		{
+			name: "a guardrail for an undeclared tool",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: guardrail-undeclared
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  guardrails:
+  - name: no-card-numbers
+    tools: [send_email]
+    pattern: "\\d{13,19}"
+`,
+			wantErr: []string{`guardrails name a tool that is not declared in spec.tools ("*" means every tool): send_email`},
+		},
+		{
+			name: "a scripted model without a script",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: scripted-without-script
+spec:
+  goal: Say hello.
+  model: {provider: scripted}
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"provider scripted needs model.script: one entry per model call, in order"},
+		},
+		{
+			name: "a script for a real model",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: script-for-openai
+spec:
+  goal: Say hello.
+  model:
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1, maxCostUSD: "0.10"}
+`,
+			wantErr: []string{"model.script is only read by provider scripted"},
+		},
+		{
+			name: "openai without an API key",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: openai-without-key
+spec:
+  goal: Say hello.
+  model: {provider: openai, name: gpt-5.1}
+  budget: {maxTurns: 1, maxCostUSD: "0.10"}
+`,
+			wantErr: []string{"model.apiKeySecretRef is required with provider openai: name the Secret and key that hold the API key"},
+		},
+		{
+			name: "anthropic without a model name",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: anthropic-without-name
+spec:
+  goal: Say hello.
+  model:
+    provider: anthropic
+    apiKeySecretRef: {name: anthropic, key: api-key}
+  budget: {maxTurns: 1, maxCostUSD: "0.10"}
+`,
+			wantErr: []string{"model.name is required with provider anthropic"},
+		},
+		{
+			name: "a real model without a cost ceiling",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: openai-without-cost-ceiling
+spec:
+  goal: Say hello.
+  model:
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{`budget.maxCostUSD is required with provider openai: set the most this run may spend, for example "1.00"`},
+		},
+		{
+			name: "an unknown provider",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: unknown-provider
+spec:
+  goal: Say hello.
+  model: {provider: gemini, name: gemini-pro, apiKeySecretRef: {name: g, key: k}}
+  budget: {maxTurns: 1, maxCostUSD: "1"}
+`,
+			wantErr: []string{"spec.model.provider", `Unsupported value: "gemini"`},
+		},
+		{
+			name: "money written as a float with an exponent",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: money-exponent
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1, maxCostUSD: "1e3"}
+`,
+			wantErr: []string{"spec.budget.maxCostUSD", "must be an amount of US dollars written as a decimal string"},
+		},
+		{
+			name: "a negative price",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: negative-price
+spec:
+  goal: Say hello.
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+    pricing: {input: "-3", output: "15"}
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"spec.model.pricing.input", "must be an amount of US dollars"},
+		},
+		{
+			name: "a tool cost with a currency sign and too many decimals",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: tool-cost-malformed
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    maxCostUSD: "$0.0000000000001"
+    builtin: kubernetes.get
+`,
+			wantErr: []string{"spec.tools[0].maxCostUSD", "must be an amount of US dollars"},
+		},
+		{
+			name: "a tool timeout without a unit",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: timeout-without-unit
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    timeout: "30"
+    builtin: kubernetes.get
+`,
+			wantErr: []string{"tool timeout must be a positive duration such as 30s or 5m"},
+		},
+		{
+			name: "a zero model timeout",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: zero-model-timeout
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}], timeout: 0s}
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"model.timeout must be a positive duration"},
+		},
+		{
+			name: "a wall clock in days",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: wallclock-in-days
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1, maxWallClock: 1d}
+`,
+			wantErr: []string{"budget.maxWallClock must be a positive duration such as 90s or 15m"},
+		},
+		{
+			name: "a loop window smaller than its threshold",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: window-below-threshold
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+  loopDetection: {threshold: 5, window: 4}
+`,
+			wantErr: []string{"loopDetection.window must be at least loopDetection.threshold"},
+		},
+		{
+			name: "a header with both a value and a Secret",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: header-value-and-secret
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    http:
+      url: https://lookup.example/
+      headers:
+      - name: Authorization
+        value: Bearer abc
+        valueFrom: {secretKeyRef: {name: lookup, key: token}}
+`,
+			wantErr: []string{"a header sets value or valueFrom, not both"},
+		},
+		{
+			name: "an http tool with a URL that is not http",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: http-not-http
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    http: {url: "file:///etc/passwd"}
+`,
+			wantErr: []string{"http.url must start with http:// or https://"},
+		},
+		{
+			name: "an HTTP method tools cannot use",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: http-head
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    http: {url: "http://lookup.default.svc/", method: HEAD}
+`,
+			wantErr: []string{"spec.tools[0].http.method", `Unsupported value: "HEAD"`},
+		},
+		{
+			name: "a job tool that overrides the tool process contract",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-reserved-env
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job:
+      image: busybox
+      env: [{name: AGENTRUN_TOOL_ARGS, value: "{}"}]
+`,
+			wantErr: []string{"env names starting with AGENTRUN_ are reserved"},
+		},
+		{
+			name: "a script entry that both answers and fails",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: script-answer-and-error
+spec:
+  goal: Say hello.
+  model:
+    provider: scripted
+    script:
+    - content: Hi.
+      error: "upstream 503"
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"a script entry is one reply: content and/or toolCalls, or refusal, or error"},
+		},
+		{
+			name: "a base URL that is not a URL",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: baseurl-not-url
+spec:
+  goal: Say hello.
+  model:
+    provider: openai
+    name: llama3
+    baseURL: "vllm.ai:8000"
+    apiKeySecretRef: {name: vllm, key: api-key}
+  budget: {maxTurns: 1, maxCostUSD: "0"}
+`,
+			wantErr: []string{"model.baseURL must be an http:// or https:// URL"},
+		},
+		{
+			name: "an unknown soft ceiling",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: unknown-soft-ceiling
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1, soft: [money]}
+`,
+			wantErr: []string{"spec.budget.soft[0]", `Unsupported value: "money"`},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := create(testContext(t), tc.manifest)
+			if err == nil {
+				t.Fatalf("The API server accepted an invalid manifest; want an error containing %q", tc.wantErr)
+			}
+			t.Logf("Rejected as expected: %v", err)
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("The error does not say %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+// runToEdit is the manifest the update cases start from; %s is its name.
+const runToEdit = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: %s
+spec:
+  goal: Find the failing pod.
+  model:
+    provider: scripted
+    script:
+    - toolCalls:
+      - name: pod_events
+        arguments: {pod: web-0, limit: 20}
+    - content: It is web-0.
+  budget:
+    maxTurns: 3
+  tools:
+  - name: pod_events
+    parameters: {type: object, properties: {pod: {type: string}, limit: {type: integer}}}
+    builtin: kubernetes.events
+`
+
+func TestUpdate_onlyCancelMayChange(t *testing.T) {
+	cases := []struct {
+		name string
+		// patches are JSON merge patches (kubectl patch --type=merge)
+		// applied one after the other; wantErr is for the last one.
+		patches []string
+		wantErr string
+	}{
+		{
+			name:    "setting cancel to true is allowed",
+			patches: []string{`{"spec": {"cancel": true}}`},
+		},
+		{
+			name:    "annotating an approval is allowed",
+			patches: []string{`{"metadata": {"annotations": {"approval.agents.agentrun.dev/t1-c1": "approve"}}}`},
+		},
+		{
+			name:    "changing the goal is rejected",
+			patches: []string{`{"spec": {"goal": "Find the failing node."}}`},
+			wantErr: "the spec of an AgentRun cannot change once created; only spec.cancel may be set to true",
+		},
+		{
+			name:    "adding instructions is rejected",
+			patches: []string{`{"spec": {"instructions": "Be brief."}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name:    "removing the tools is rejected",
+			patches: []string{`{"spec": {"tools": null}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name:    "raising a ceiling is rejected",
+			patches: []string{`{"spec": {"budget": {"maxTurns": 30}}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name:    "setting a ceiling that was left to its default is rejected",
+			patches: []string{`{"spec": {"budget": {"maxCostUSD": "5"}}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name:    "changing a tool's timeout is rejected",
+			patches: []string{`{"spec": {"tools": [{"name": "pod_events", "builtin": "kubernetes.events", "timeout": "5m"}]}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name: "changing a tool's parameters is rejected",
+			patches: []string{`{"spec": {"tools": [{"name": "pod_events", "builtin": "kubernetes.events",
+				"parameters": {"type": "object", "properties": {"pod": {"type": "string"}, "limit": {"type": "string"}}}}]}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name: "changing a scripted call's arguments is rejected",
+			patches: []string{`{"spec": {"model": {"script": [
+				{"toolCalls": [{"name": "pod_events", "arguments": {"pod": "web-1", "limit": 20}}]},
+				{"content": "It is web-0."}]}}}`},
+			wantErr: "the spec of an AgentRun cannot change once created",
+		},
+		{
+			name:    "setting cancel back to false is rejected",
+			patches: []string{`{"spec": {"cancel": true}}`, `{"spec": {"cancel": false}}`},
+			wantErr: "spec.cancel cannot go back to false: a cancelled run stays cancelled",
+		},
+		{
+			name:    "removing cancel after it was true is rejected",
+			patches: []string{`{"spec": {"cancel": true}}`, `{"spec": {"cancel": null}}`},
+			wantErr: "spec.cancel cannot go back to false",
+		},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			obj, err := create(ctx, fmt.Sprintf(runToEdit, fmt.Sprintf("edited-%d", i)))
+			if err != nil {
+				t.Fatalf("Cannot create the run to edit: %v", err)
+			}
+			for n, patch := range tc.patches {
+				err = k8sClient.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+				if n < len(tc.patches)-1 && err != nil {
+					t.Fatalf("Patch %d was rejected: %v", n+1, err)
+				}
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("The API server rejected an allowed update: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("The API server accepted the update; want an error containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("The error does not say %q:\n%v", tc.wantErr, err)
+			}
+		})
+	}
+}
+
+// TestUpdate_acceptsTheSameManifestAgain replaces a run with the manifest it
+// was created from, as kubectl replace does: the defaults the API server
+// fills in again must not count as a change.
+func TestUpdate_acceptsTheSameManifestAgain(t *testing.T) {
+	ctx := testContext(t)
+	manifest := fmt.Sprintf(runToEdit, "replaced")
+	if _, err := create(ctx, manifest); err != nil {
+		t.Fatalf("Cannot create the run: %v", err)
+	}
+	if err := replace(ctx, manifest); err != nil {
+		t.Fatalf("The API server rejected the unchanged manifest: %v", err)
+	}
+}
+
+func TestUpdate_statusDoesNotTouchTheSpec(t *testing.T) {
+	ctx := testContext(t)
+	if _, err := create(ctx, fmt.Sprintf(runToEdit, "with-status")); err != nil {
+		t.Fatalf("Cannot create the run: %v", err)
+	}
+	run := &agentsv1alpha1.AgentRun{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "with-status"}, run); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	run.Status = agentsv1alpha1.AgentRunStatus{
+		Phase:  agentsv1alpha1.PhaseAwaitingApproval,
+		Reason: "pod_events waits for a person",
+		Turn:   1,
+		Usage:  &agentsv1alpha1.UsageStatus{Turns: 1, InputTokens: 1200, CostUSD: "0.0036", PerTool: map[string]int32{"pod_events": 1}},
+		PendingApprovals: []agentsv1alpha1.PendingApproval{{
+			CallID: "t1-c1", Tool: "pod_events", Arguments: `{"pod":"web-0"}`, Rule: "policy.default", RequestedAt: &now,
+		}},
+		Approvals:   []agentsv1alpha1.ApprovalRecord{{CallID: "t0-c9", Decision: agentsv1alpha1.ApprovalApprove, At: &now, Stale: true}},
+		Convergence: &agentsv1alpha1.ConvergenceStatus{RepeatedIntentDepth: 1, Headroom: map[string]string{"turns": "0.67"}},
+		Transcript:  &agentsv1alpha1.TranscriptStatus{Chunks: 1, Messages: 3},
+		Checkpoint:  &runtime.RawExtension{Raw: []byte(`{"calls":[{"id":"t1-c1"}],"phase":"AwaitingApproval"}`)},
+		Conditions: []metav1.Condition{{
+			Type: agentsv1alpha1.ConditionSucceeded, Status: metav1.ConditionUnknown,
+			Reason: agentsv1alpha1.ReasonAwaitingApproval, LastTransitionTime: now,
+		}},
+		ObservedGeneration: run.Generation,
+		StartTime:          &now,
+	}
+	if err := k8sClient.Status().Update(ctx, run); err != nil {
+		t.Fatalf("The API server rejected a status update: %v", err)
+	}
+	got := &agentsv1alpha1.AgentRun{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(run), got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(run.Status, got.Status); diff != "" {
+		t.Errorf("The status did not round-trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestCreate_appliesDefaults(t *testing.T) {
+	ctx := testContext(t)
+	obj, err := create(ctx, `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: defaulted
+spec:
+  goal: Find the failing pod.
+  model:
+    provider: scripted
+    script:
+    - content: It is web-0.
+  budget:
+    maxTurns: 3
+  tools:
+  - name: pod_events
+    http: {url: "http://events.default.svc/?pod={{.pod}}"}
+  - name: restart_pod
+    job: {image: "ghcr.io/acme/restart:1"}
+  guardrails:
+  - name: no-secrets
+    pattern: "password"
+`)
+	if err != nil {
+		t.Fatalf("Cannot create the run: %v", err)
+	}
+	got := &agentsv1alpha1.AgentRun{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatal(err)
+	}
+
+	seconds := func(n int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(n) * time.Second} }
+	want := agentsv1alpha1.AgentRunSpec{
+		Goal: "Find the failing pod.",
+		Model: agentsv1alpha1.ModelSpec{
+			Provider:        agentsv1alpha1.ProviderScripted,
+			MaxOutputTokens: ptr.To[int32](4096),
+			Timeout:         seconds(60),
+			Script:          []agentsv1alpha1.ScriptStep{{Content: "It is web-0."}},
+		},
+		Budget: agentsv1alpha1.BudgetSpec{
+			MaxTurns:     3,
+			MaxTokens:    ptr.To[int64](100000),
+			MaxWallClock: seconds(15 * 60),
+			// maxCostUSD is defaulted by the operator, never in the object:
+			// its absence is what the real-provider rule checks.
+			MaxToolCalls:     ptr.To[int32](50),
+			DefaultToolLimit: ptr.To[int32](10),
+		},
+		LoopDetection: &agentsv1alpha1.LoopDetectionSpec{
+			Threshold: ptr.To[int32](3),
+			Window:    ptr.To[int32](6),
+			MaxPeriod: ptr.To[int32](3),
+		},
+		Tools: []agentsv1alpha1.ToolSpec{{
+			Name:           "pod_events",
+			Mutates:        ptr.To(false),
+			Reversible:     ptr.To(true),
+			MaxCostUSD:     "0",
+			Timeout:        seconds(30),
+			MaxResultBytes: ptr.To[int32](16384),
+			HTTP:           &agentsv1alpha1.HTTPTool{URL: "http://events.default.svc/?pod={{.pod}}", Method: agentsv1alpha1.HTTPGet},
+		}, {
+			Name:           "restart_pod",
+			Mutates:        ptr.To(false),
+			Reversible:     ptr.To(true),
+			MaxCostUSD:     "0",
+			Timeout:        seconds(30),
+			MaxResultBytes: ptr.To[int32](16384),
+			Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", AutomountServiceAccountToken: ptr.To(false)},
+		}},
+		Policy: &agentsv1alpha1.PolicySpec{Default: agentsv1alpha1.PolicyAllow},
+		Guardrails: []agentsv1alpha1.GuardrailSpec{{
+			Name:     "no-secrets",
+			Tools:    []string{"*"},
+			Pattern:  "password",
+			Severity: agentsv1alpha1.GuardrailBlock,
+		}},
+		ApprovalTimeout: seconds(60 * 60),
+	}
+	if diff := cmp.Diff(want, got.Spec); diff != "" {
+		t.Errorf("The defaulted spec differs (-want +got):\n%s", diff)
+	}
+}
+
+// TestCRD_isTheChartCopy guards against the chart's CRD drifting from the
+// generated one (make manifests copies it).
+func TestCRD_isTheChartCopy(t *testing.T) {
+	const name = "agents.agentrun.dev_agentruns.yaml"
+	generated, err := os.ReadFile(filepath.Join(repoRoot, "config", "crd", "bases", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := os.ReadFile(filepath.Join(repoRoot, "charts", "agentrun", "crds", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(generated, chart) {
+		t.Errorf("charts/agentrun/crds/%s differs from config/crd/bases; run make manifests", name)
+	}
+}
