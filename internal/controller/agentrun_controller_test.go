@@ -426,7 +426,7 @@ func TestRun_aThousandTurnRunKeepsTheAgentRunSmall(t *testing.T) {
 	ns := namespace(t)
 	tb := newTools()
 	const turns = 1000
-	run := makeRun(ns, "long").readTool("page").maxTurns(turns+1).answer("unused").
+	run := makeRun(ns, "long").readTool("page").maxTurns(turns + 1).answer("unused").
 		budget(func(b *v1alpha1.BudgetSpec) {
 			b.MaxTokens = ptr64(10_000_000)
 			b.MaxToolCalls = ptr32(turns)

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/go-logr/logr"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
