@@ -74,7 +74,7 @@ func bound(s string, max, size int, truncated bool) string {
 
 func failureText(tool string, r Result) string {
 	f := r.Failure
-	detail := shortDetail(f.Detail)
+	detail := shortDetail(f.Detail, f.Kind == FailExit)
 	switch f.Kind {
 	case FailTimeout:
 		return fmt.Sprintf("%s did not finish before its deadline and was stopped%s. "+
@@ -89,8 +89,13 @@ func failureText(tool string, r Result) string {
 	case FailInvalid:
 		return fmt.Sprintf("The call to %s was not valid%s. Fix the arguments; retrying unchanged will fail the same way.", tool, suffix(detail))
 	case FailUnknown:
-		return fmt.Sprintf("The operator restarted while %s was running, so whether it took effect is unknown. "+
-			"Check its effect before calling it again.", tool)
+		why := "The operator restarted while " + tool + " was running"
+		if detail != "" {
+			why = tool + " was interrupted (" + detail + ")"
+		}
+		return why + ", so whether it took effect is unknown. Check its effect before calling it again."
+	case FailTool:
+		return fmt.Sprintf("%s reported an error%s. Change the arguments or take another route; retrying unchanged will likely fail the same way.", tool, suffix(detail))
 	}
 	return fmt.Sprintf("%s failed%s.", tool, suffix(detail))
 }
@@ -102,7 +107,7 @@ func httpFailureText(tool string, code int, r Result) string {
 	} else {
 		body = string(r.Output)
 	}
-	body = shortDetail(body)
+	body = shortDetail(body, false)
 	switch {
 	case code == 401 || code == 403:
 		return fmt.Sprintf("Authentication failed (HTTP %d) calling %s. "+
@@ -126,7 +131,8 @@ func suffix(detail string) string {
 
 // shortDetail keeps a failure's detail short and readable: valid UTF-8,
 // one line of whitespace, no stack trace (only the error line survives).
-func shortDetail(s string) string {
+// For a process's stderr the end is kept, where the error usually is.
+func shortDetail(s string, keepEnd bool) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if isStackTrace(s) {
 		lines := strings.Split(strings.TrimSpace(s), "\n")
@@ -140,6 +146,13 @@ func shortDetail(s string) string {
 		}
 	}
 	s = strings.Join(strings.Fields(s), " ")
+	if keepEnd && len(s) > 300 {
+		i := len(s) - 300
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		return "…" + s[i:]
+	}
 	return cut(s, 300)
 }
 

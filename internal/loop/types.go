@@ -334,6 +334,9 @@ const (
 	FailInvalid FailureKind = "InvalidCall"
 	// FailUnknown: the outcome of a dispatched call is unknown (a crash).
 	FailUnknown FailureKind = "OutcomeUnknown"
+	// FailTool: the tool ran and reported an error of its own (an MCP
+	// result with isError set).
+	FailTool FailureKind = "ToolError"
 )
 
 // Result is what a tool returned.

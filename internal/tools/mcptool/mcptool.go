@@ -1,0 +1,432 @@
+// Package mcptool executes an `mcp` tool: it calls one named tool on a
+// Model Context Protocol server over the streamable HTTP transport, with
+// the official Go SDK.
+//
+// Every call opens its own session (initialize, tools/call, close). That
+// costs a round trip, and buys calls that do not depend on a session that
+// may have expired on the server, been dropped by an operator restart, or
+// died with a connection; a failed call is never retried here, so a
+// mutating tool is never called twice behind the engine's back.
+//
+// How a call's outcome maps to a Result:
+//   - the server cannot be reached, or fails the handshake: Unavailable;
+//   - the deadline passes: Timeout;
+//   - the server rejects the request (a JSON-RPC error: unknown tool,
+//     invalid parameters): InvalidCall, with the server's message;
+//   - the tool answers with isError: InvalidCall, with the tool's text as
+//     the detail and the output. The tool ran and declined the call;
+//     MCP intends such errors for the model to read and correct, which is
+//     what the engine asks of an InvalidCall. (No better kind exists yet;
+//     ExitCode would report a process exit code that does not exist.)
+//   - otherwise the text content, concatenated, is the output; a result
+//     with only structured content is output as JSON.
+package mcptool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrun/agentrun/internal/loop"
+)
+
+const (
+	// DefaultTimeout applies to a call without a timeout, and to Inspect
+	// when its context has no deadline.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxResultBytes applies when an invocation carries no limit.
+	DefaultMaxResultBytes = 16384
+	// DefaultMaxResponseBytes bounds any one HTTP response read from the
+	// server. The SDK decodes whole messages, so this, not MaxResultBytes,
+	// bounds what a call may hold in memory; a larger answer fails.
+	DefaultMaxResponseBytes = 8 << 20
+
+	// MetaIdempotencyKey is the _meta key of a tools/call request that
+	// carries the call's idempotency key, for servers that deduplicate.
+	MetaIdempotencyKey = "agentrun.dev/idempotencyKey"
+
+	maxDetailBytes = 512
+	// maxListedTools bounds the tool names a preflight error lists.
+	maxListedTools = 30
+)
+
+// Executor calls one tool of one MCP server. It is safe for concurrent use.
+type Executor struct {
+	endpoint         string
+	tool             string
+	transport        http.RoundTripper
+	maxResponseBytes int64
+
+	mu        sync.Mutex
+	hints     Hints
+	inspected bool
+}
+
+// Option configures an Executor.
+type Option func(*executorOptions)
+
+type executorOptions struct {
+	transport        http.RoundTripper
+	maxResponseBytes int64
+}
+
+// WithTransport sets the transport requests go through (custom TLS roots,
+// a proxy, authentication). The default is a clone of
+// http.DefaultTransport.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(o *executorOptions) { o.transport = rt }
+}
+
+// WithMaxResponseBytes bounds each HTTP response read from the server.
+func WithMaxResponseBytes(n int64) Option {
+	return func(o *executorOptions) { o.maxResponseBytes = n }
+}
+
+// New returns an executor for tool on the MCP server at endpoint (an
+// http or https URL of the streamable HTTP transport, such as
+// http://mcp-billing:8080/mcp). It does not contact the server; Preflight
+// does.
+func New(endpoint, tool string, opts ...Option) (*Executor, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("mcp tool: %q is not an http(s) URL", endpoint)
+	}
+	if strings.TrimSpace(tool) == "" {
+		return nil, errors.New("mcp tool: the tool name is empty")
+	}
+	o := executorOptions{
+		transport:        http.DefaultTransport.(*http.Transport).Clone(),
+		maxResponseBytes: DefaultMaxResponseBytes,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Executor{
+		endpoint:         endpoint,
+		tool:             tool,
+		transport:        o.transport,
+		maxResponseBytes: o.maxResponseBytes,
+	}, nil
+}
+
+// connection is one session and what its transport observed.
+type connection struct {
+	session *mcp.ClientSession
+	limit   *limitedTransport
+}
+
+// connect opens a session. The standalone SSE stream is not opened: a
+// session lives for one call and waits for no server-initiated messages.
+func (e *Executor) connect(ctx context.Context) (*connection, error) {
+	lt := &limitedTransport{next: e.transport, limit: e.maxResponseBytes}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentrun", Version: "v1alpha1"}, nil)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:             e.endpoint,
+		HTTPClient:           &http.Client{Transport: lt},
+		DisableStandaloneSSE: true,
+	}, nil)
+	if err != nil {
+		return nil, lt.explain(err)
+	}
+	return &connection{session: session, limit: lt}, nil
+}
+
+// close ends the session. The SDK bounds the DELETE it sends; a call that
+// failed does not wait for it, as the server may be what failed.
+func (c *connection) close(wait bool) {
+	if wait {
+		_ = c.session.Close()
+		return
+	}
+	go func() { _ = c.session.Close() }()
+}
+
+// Preflight checks that the server is reachable and offers the tool, and
+// records the tool's annotations (see Hints).
+func (e *Executor) Preflight(ctx context.Context) error {
+	_, err := e.Inspect(ctx)
+	return err
+}
+
+// Inspect connects to the server, lists its tools and returns what the
+// server says about this one. It fails when the server cannot be reached
+// or does not offer the tool, naming the tools it does offer.
+func (e *Executor) Inspect(ctx context.Context) (Hints, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	conn, err := e.connect(ctx)
+	if err != nil {
+		return Hints{}, fmt.Errorf("MCP server %s is unreachable: %s", e.endpoint, cause(err))
+	}
+	var names []string
+	var found *mcp.Tool
+	for tool, err := range conn.session.Tools(ctx, nil) {
+		if err != nil {
+			conn.close(false)
+			return Hints{}, fmt.Errorf("MCP server %s: listing its tools failed: %s", e.endpoint, cause(conn.limit.explain(err)))
+		}
+		names = append(names, tool.Name)
+		if tool.Name == e.tool {
+			found = tool
+		}
+	}
+	conn.close(true)
+	if found == nil {
+		return Hints{}, fmt.Errorf("MCP server %s does not offer tool %q; %s", e.endpoint, e.tool, offered(names))
+	}
+	h := HintsFrom(found.Annotations)
+	e.mu.Lock()
+	e.hints, e.inspected = h, true
+	e.mu.Unlock()
+	return h, nil
+}
+
+// Hints returns what the server said about the tool at the last
+// successful Inspect or Preflight; ok is false before one succeeded.
+// Combine them with the manifest's declaration with Tighten.
+func (e *Executor) Hints() (h Hints, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.hints, e.inspected
+}
+
+func offered(names []string) string {
+	if len(names) == 0 {
+		return "it offers no tools"
+	}
+	slices.Sort(names)
+	more := ""
+	if len(names) > maxListedTools {
+		more = fmt.Sprintf(" and %d more", len(names)-maxListedTools)
+		names = names[:maxListedTools]
+	}
+	return "it offers: " + strings.Join(names, ", ") + more
+}
+
+// Execute calls the tool once for inv. It always returns a Result.
+func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
+	start := time.Now()
+	res := e.call(ctx, inv)
+	res.CallID = inv.CallID
+	res.Duration = time.Since(start)
+	return res
+}
+
+func (e *Executor) call(ctx context.Context, inv loop.Invocation) loop.Result {
+	timeout := inv.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	limit := inv.MaxResultBytes
+	if limit <= 0 {
+		limit = DefaultMaxResultBytes
+	}
+	args := bytes.TrimSpace(inv.Arguments)
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return failed(loop.FailInvalid, "the arguments are not a JSON object")
+	}
+
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := e.connect(callCtx)
+	if err != nil {
+		if f := deadlineFailure(ctx, callCtx, timeout); f != nil {
+			return loop.Result{Failure: f}
+		}
+		return failed(loop.FailUnavailable, fmt.Sprintf("MCP server %s is unreachable: %s", e.endpoint, cause(err)))
+	}
+	params := &mcp.CallToolParams{Name: e.tool, Arguments: json.RawMessage(args)}
+	if inv.IdempotencyKey != "" {
+		params.Meta = mcp.Meta{MetaIdempotencyKey: inv.IdempotencyKey}
+	}
+	r, err := conn.session.CallTool(callCtx, params)
+	conn.close(err == nil)
+	if err != nil {
+		err = conn.limit.explain(err)
+		if f := deadlineFailure(ctx, callCtx, timeout); f != nil {
+			return loop.Result{Failure: f}
+		}
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			return failed(loop.FailInvalid, fmt.Sprintf("MCP server %s rejected the call (JSON-RPC error %d): %s",
+				e.endpoint, rpcErr.Code, rpcErr.Message))
+		}
+		return failed(loop.FailUnavailable, fmt.Sprintf("MCP server %s failed during the call: %s", e.endpoint, cause(err)))
+	}
+
+	out, contentType := render(r)
+	res := loop.Result{Output: out, ContentType: contentType, Size: int64(len(out))}
+	if len(out) > limit+1 {
+		res.Output, res.Truncated = out[:limit+1], true
+	}
+	if r.IsError {
+		detail := strings.TrimSpace(string(out))
+		if detail == "" {
+			detail = "the tool reported an error without a message"
+		}
+		res.Failure = &loop.Failure{Kind: loop.FailTool, Detail: clip(detail)}
+	}
+	return res
+}
+
+// render turns a tool result into output bytes: the text of its content
+// blocks, one after another on separate lines. Blocks that are not text
+// are named, not shown. A result with no content but structured content is
+// that content as JSON.
+func render(r *mcp.CallToolResult) ([]byte, string) {
+	var parts []string
+	for _, c := range r.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, c.Text)
+		case *mcp.EmbeddedResource:
+			switch {
+			case c.Resource == nil:
+			case c.Resource.Text != "":
+				parts = append(parts, c.Resource.Text)
+			default:
+				parts = append(parts, fmt.Sprintf("[resource %s (%s) not shown]", c.Resource.URI, c.Resource.MIMEType))
+			}
+		case *mcp.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[resource link %s]", c.URI))
+		case *mcp.ImageContent:
+			parts = append(parts, fmt.Sprintf("[image (%s) not shown]", c.MIMEType))
+		case *mcp.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio (%s) not shown]", c.MIMEType))
+		default:
+			parts = append(parts, "[content not shown]")
+		}
+	}
+	if len(parts) == 0 && r.StructuredContent != nil {
+		if b, err := json.Marshal(r.StructuredContent); err == nil {
+			return b, "application/json"
+		}
+	}
+	return []byte(strings.Join(parts, "\n")), ""
+}
+
+// deadlineFailure returns the failure for a call whose context ended: its
+// own deadline or the caller's is a Timeout; a caller that gave up leaves
+// the outcome unknown. It returns nil while both contexts are live.
+func deadlineFailure(parent, call context.Context, timeout time.Duration) *loop.Failure {
+	switch {
+	case errors.Is(parent.Err(), context.Canceled):
+		return &loop.Failure{Kind: loop.FailUnknown, Detail: "the call was abandoned before its answer arrived"}
+	case call.Err() != nil:
+		return &loop.Failure{Kind: loop.FailTimeout, Detail: fmt.Sprintf("no answer within %s", timeout)}
+	}
+	return nil
+}
+
+// cause names the condition behind an SDK error briefly; the SDK's own
+// messages nest every layer ("calling "initialize": sending ... Post ...").
+func cause(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, errResponseTooLarge):
+		return err.Error()
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "cannot resolve host " + dnsErr.Name
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return fmt.Sprintf("JSON-RPC error %d: %s", rpcErr.Code, rpcErr.Message)
+	}
+	return err.Error()
+}
+
+func failed(kind loop.FailureKind, detail string) loop.Result {
+	return loop.Result{Failure: &loop.Failure{Kind: kind, Detail: clip(detail)}}
+}
+
+// clip bounds s to the detail limit, keeping its beginning.
+func clip(s string) string {
+	if len(s) <= maxDetailBytes {
+		return s
+	}
+	cut := maxDetailBytes - 3
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+var errResponseTooLarge = errors.New("the server's response exceeds the size limit")
+
+// limitedTransport fails the read of any response body longer than limit,
+// and remembers that it did: the SDK reads responses in its own goroutines
+// and reports such a failure only as a lost response.
+type limitedTransport struct {
+	next     http.RoundTripper
+	limit    int64
+	exceeded atomic.Bool
+}
+
+func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || t.limit <= 0 {
+		return resp, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.limit, exceeded: &t.exceeded}
+	return resp, nil
+}
+
+// explain replaces err by errResponseTooLarge when a response was cut.
+func (t *limitedTransport) explain(err error) error {
+	if err != nil && t.exceeded.Load() {
+		return fmt.Errorf("%w (%d bytes)", errResponseTooLarge, t.limit)
+	}
+	return err
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	left     int64
+	exceeded *atomic.Bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			b.exceeded.Store(true)
+			return 0, errResponseTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
