@@ -28,6 +28,7 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: ## Generate the CustomResourceDefinition and copy it into the Helm chart.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=$(CRD_BASES)
+	$(CONTROLLER_GEN) rbac:roleName=agentrun-manager paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac
 	mkdir -p $(CHART_CRDS)
 	cp $(CRD_BASES)/*.yaml $(CHART_CRDS)/
 

@@ -171,11 +171,15 @@ type JobTool struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image"`
 
-	// command is the entrypoint; the image's when unset.
-	// +optional
+	// command is the program to run and its first arguments. It is
+	// required: AgentRun runs it under a small entrypoint of its own (which
+	// feeds the arguments on standard input and reports the result), and
+	// that entrypoint cannot read the image's own ENTRYPOINT.
+	// +required
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command"`
 
 	// args are the arguments of the entrypoint.
 	// +optional

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,11 +25,7 @@ import (
 
 // Kit is what one run needs to be driven: its engine, its model and its
 // tools.
-type Kit struct {
-	Engine *loop.Engine
-	Model  loop.Model
-	Tools  loop.Toolbox
-}
+type Kit = kit.Kit
 
 // KitBuilder builds a run's Kit from its spec. An error is the user's: the
 // run ends with it as the reason.
@@ -39,8 +36,10 @@ type KitBuilder interface {
 // AgentRunReconciler reconciles AgentRuns.
 type AgentRunReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
-	Kits     KitBuilder
+	// APIReader reads Secrets (transcript chunks) without a cache.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Kits      KitBuilder
 	// Clock is time.Now unless a test sets it.
 	Clock func() time.Time
 	// MaxConcurrentReconciles sizes the worker pool. Model and tool calls
@@ -54,11 +53,21 @@ type AgentRunReconciler struct {
 	baseCtx context.Context
 }
 
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+// The operator's permissions, least privilege:
+//   - AgentRuns: watch them, patch status, and patch metadata only to
+//     remove stale approval annotations.
+//   - Secrets: read API keys and header values at call time, and create,
+//     read and replace transcript chunks; read with an uncached reader, so
+//     no cluster-wide Secret watch.
+//   - Jobs: create and watch the tool Jobs; pods and their logs: read the
+//     result of a tool (uncached).
+//   - ServiceAccounts: impersonate a run's account for builtin tools.
+//
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
@@ -98,6 +107,9 @@ func (r *AgentRunReconciler) init() {
 	}
 	if r.Clock == nil {
 		r.Clock = time.Now
+	}
+	if r.APIReader == nil {
+		r.APIReader = r.Client
 	}
 }
 

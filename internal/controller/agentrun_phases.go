@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
@@ -52,25 +54,30 @@ type scope struct {
 // cannot change after creation, so a run's kit is built once per process.
 func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	r.mu.Lock()
-	kit := r.kits[sc.run.UID]
+	k := r.kits[sc.run.UID]
 	r.mu.Unlock()
-	if kit == nil {
+	if k == nil {
 		var err error
-		kit, err = r.Kits.Build(ctx, sc.run)
+		k, err = r.Kits.Build(ctx, sc.run)
 		if err != nil {
 			// The manifest passed the API server's validation but cannot be
 			// run (a CEL condition that does not compile, say): that is
 			// final, not worth a retry.
-			setFailed(&sc.run.Status, v1alpha1.OutcomeError, "the run cannot start: "+err.Error(), metav1.NewTime(sc.now))
-			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: "Error: the run cannot start: " + err.Error()})
+			outcome := v1alpha1.OutcomeError
+			if errors.Is(err, kit.ErrUnavailable) {
+				outcome = v1alpha1.OutcomeToolFailure
+			}
+			reason := "the run cannot start: " + err.Error()
+			setFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
+			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(outcome) + ": " + reason})
 			sc.stop = true
 			return ctrl.Result{}, nil
 		}
 		r.mu.Lock()
-		r.kits[sc.run.UID] = kit
+		r.kits[sc.run.UID] = k
 		r.mu.Unlock()
 	}
-	sc.kit = kit
+	sc.kit = k
 	return ctrl.Result{}, nil
 }
 
@@ -90,7 +97,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	flushed := r.chunks[sc.run.UID]
 	r.mu.Unlock()
 	if len(flushed) != messages {
-		if flushed, err = transcript.ReadChunks(ctx, r.Client, sc.run, chunks); err != nil {
+		if flushed, err = transcript.ReadChunks(ctx, r.APIReader, sc.run, chunks); err != nil {
 			return ctrl.Result{}, err
 		}
 		if len(flushed) != messages {
@@ -185,7 +192,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, o
 			chunks = int(st.Transcript.Chunks)
 		}
 		if len(tail) > 0 && (s.Done() || len(tail) >= flushMessages || messagesSize(tail) >= flushBytes) {
-			if err := transcript.Write(ctx, r.Client, sc.run, chunks, tail); err != nil {
+			if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, chunks, tail); err != nil {
 				return false, false, fmt.Errorf("writing transcript chunk %d: %w", chunks, err)
 			}
 			sc.flushed += len(tail)

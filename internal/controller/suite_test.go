@@ -118,7 +118,7 @@ func startManager(t *testing.T, kb KitBuilder) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &AgentRunReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb}
+	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

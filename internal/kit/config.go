@@ -15,6 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// Kit is what one run needs to be driven: its engine, its model and its
+// tools.
+type Kit struct {
+	Engine *loop.Engine
+	Model  loop.Model
+	Tools  loop.Toolbox
+}
+
 // Config converts a spec into the engine's configuration. Defaults the API
 // server did not apply (a manifest read by agentrun local never met one)
 // are applied by loop.Config.Normalize.

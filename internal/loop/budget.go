@@ -184,8 +184,14 @@ func (e *Engine) modelCost(u TokenUsage) Money {
 	if cachedRate == 0 {
 		cachedRate = p.Input
 	}
+	writeRate := p.CacheWrite
+	if writeRate == 0 {
+		writeRate = p.Input
+	}
 	cached := min(u.CachedInputTokens, u.InputTokens)
-	return TokenCost(u.InputTokens-cached, p.Input) + TokenCost(cached, cachedRate) + TokenCost(u.OutputTokens, p.Output)
+	written := min(u.CacheWriteTokens, u.InputTokens-cached)
+	return TokenCost(u.InputTokens-cached-written, p.Input) + TokenCost(cached, cachedRate) +
+		TokenCost(written, writeRate) + TokenCost(u.OutputTokens, p.Output)
 }
 
 // batchReservation is the approved batch's declared maxima: costs and call

@@ -160,3 +160,17 @@ func TestLedger_sharedBudgetRaceAdmitsAtMostOne(t *testing.T) {
 		}
 	}
 }
+
+func TestModelCost_pricesCacheReadsAndWritesAtTheirRates(t *testing.T) {
+	e, err := New(Config{Goal: "g", Budget: Budget{MaxTurns: 1}, Model: ModelConfig{Pricing: Pricing{
+		Input: MustMoney("3"), Output: MustMoney("15"), CachedInput: MustMoney("0.3"), CacheWrite: MustMoney("3.75")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10,000 input tokens: 6,000 read from the cache, 2,000 written to it, 2,000 plain; 1,000 output.
+	got := e.modelCost(TokenUsage{InputTokens: 10000, CachedInputTokens: 6000, CacheWriteTokens: 2000, OutputTokens: 1000})
+	want := MustMoney("0.006") + MustMoney("0.0018") + MustMoney("0.0075") + MustMoney("0.015")
+	if got != want {
+		t.Fatalf("cost = %s, want %s", got, want)
+	}
+}

@@ -116,6 +116,9 @@ type Pricing struct {
 	Input       Money
 	Output      Money
 	CachedInput Money
+	// CacheWrite prices input tokens written to the provider's cache; zero
+	// means the input rate. (Anthropic bills them at 1.25 times input.)
+	CacheWrite Money
 }
 
 // Budget is the vector of ceilings. Zero values are replaced by the

@@ -43,7 +43,7 @@ func ChunkName(runName string, n int) string {
 // Write creates chunk n holding msgs. Chunks are immutable. A chunk left by
 // an attempt whose status write then failed is not yet counted by the run,
 // so it is replaced.
-func Write(ctx context.Context, c client.Client, run *v1alpha1.AgentRun, n int, msgs []loop.Message) error {
+func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.AgentRun, n int, msgs []loop.Message) error {
 	data, err := json.Marshal(msgs)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func Write(ctx context.Context, c client.Client, run *v1alpha1.AgentRun, n int, 
 	err = c.Create(ctx, sec)
 	if apierrors.IsAlreadyExists(err) {
 		old := &corev1.Secret{}
-		if gerr := c.Get(ctx, client.ObjectKeyFromObject(sec), old); gerr != nil {
+		if gerr := r.Get(ctx, client.ObjectKeyFromObject(sec), old); gerr != nil {
 			return gerr
 		}
 		if string(old.Data[dataKey]) == string(data) {

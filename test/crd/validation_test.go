@@ -796,9 +796,27 @@ spec:
   - name: lookup
     job:
       image: busybox
+      command: [lookup]
       env: [{name: AGENTRUN_TOOL_ARGS, value: "{}"}]
 `,
 			wantErr: []string{"env names starting with AGENTRUN_ are reserved"},
+		},
+		{
+			name: "a job tool without a command",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-no-command
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job: {image: busybox}
+`,
+			wantErr: []string{"spec.tools[0].job.command: Required value"},
 		},
 		{
 			name: "a script entry that both answers and fails",
@@ -1061,7 +1079,7 @@ spec:
   - name: pod_events
     http: {url: "http://events.default.svc/?pod={{.pod}}"}
   - name: restart_pod
-    job: {image: "ghcr.io/acme/restart:1"}
+    job: {image: "ghcr.io/acme/restart:1", command: [restart]}
   guardrails:
   - name: no-secrets
     pattern: "password"
@@ -1112,7 +1130,7 @@ spec:
 			MaxCostUSD:     "0",
 			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
-			Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", AutomountServiceAccountToken: ptr.To(false)},
+			Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", Command: []string{"restart"}, AutomountServiceAccountToken: ptr.To(false)},
 		}},
 		Policy: &agentsv1alpha1.PolicySpec{Default: agentsv1alpha1.PolicyAllow},
 		Guardrails: []agentsv1alpha1.GuardrailSpec{{

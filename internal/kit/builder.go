@@ -1,0 +1,280 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model"
+	"github.com/agentrun/agentrun/internal/model/anthropic"
+	"github.com/agentrun/agentrun/internal/model/openai"
+	"github.com/agentrun/agentrun/internal/tools"
+	"github.com/agentrun/agentrun/internal/tools/httptool"
+	"github.com/agentrun/agentrun/internal/tools/job"
+	"github.com/agentrun/agentrun/internal/tools/kube"
+	"github.com/agentrun/agentrun/internal/tools/local"
+	"github.com/agentrun/agentrun/internal/tools/mcptool"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// ErrUnavailable marks a build that failed because a declared tool is not
+// available (an MCP server that does not offer it, or cannot be reached):
+// the run ends ToolFailure rather than Error.
+var ErrUnavailable = errors.New("a declared tool is not available")
+
+// SecretReader returns one key of a Secret in a namespace. API keys and
+// header values are read through it at call time and never stored.
+type SecretReader func(ctx context.Context, namespace, name, key string) (string, error)
+
+// Builder builds runs. The operator builds with cluster executors (tool
+// Jobs, builtin tools impersonating the run's service account); `make dev`
+// and `agentrun local` run job tools as local processes.
+type Builder struct {
+	// LocalJobs runs job tools' command and args as local processes
+	// instead of Jobs (the image is not used).
+	LocalJobs bool
+	// LocalDir is the working directory of local job tools.
+	LocalDir string
+	// Secrets resolves apiKeySecretRef and header values.
+	Secrets SecretReader
+	// Jobs configures the Job executor (cluster mode).
+	Jobs job.Config
+	// Kube is the operator's client configuration for builtin tools; nil
+	// means builtin tools are not available (agentrun local).
+	Kube   *rest.Config
+	Mapper meta.RESTMapper
+	// OnRetry sees every model call retry (the operator makes it an event).
+	OnRetry func(run *v1alpha1.AgentRun, provider string, attempt, status int, err error)
+	// HTTPClient is used by model providers (tests point it at fakes).
+	HTTPClient *http.Client
+	// Clock is time.Now unless set.
+	Clock func() time.Time
+}
+
+// Build makes a run's kit. Builtin tools' schemas are filled in, MCP
+// tools are inspected (their server's hints may only tighten what the
+// manifest declares), and the engine is compiled.
+func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+	cfg, err := Config(&run.Spec)
+	if err != nil {
+		return nil, err
+	}
+	executors := map[string]loop.Toolbox{}
+	var jobTools []job.Tool
+	var builtins map[string]kube.Builtin
+	for i := range run.Spec.Tools {
+		t := &run.Spec.Tools[i]
+		ts := &cfg.Tools[i]
+		switch {
+		case t.HTTP != nil:
+			ex, err := httptool.New(httptool.Config{URL: t.HTTP.URL, Method: string(t.HTTP.Method), Headers: headers(t.HTTP.Headers), Body: t.HTTP.Body},
+				b.resolver(run.Namespace))
+			if err != nil {
+				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
+			}
+			executors[t.Name] = ex
+		case t.MCP != nil:
+			opts := []mcptool.Option{}
+			if len(t.MCP.Headers) > 0 {
+				opts = append(opts, mcptool.WithTransport(&headerTransport{base: http.DefaultTransport,
+					headers: headers(t.MCP.Headers), resolve: b.resolver(run.Namespace)}))
+			}
+			ex, err := mcptool.New(t.MCP.URL, t.MCP.Tool, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
+			}
+			hints, err := ex.Inspect(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tool %s: %v", ErrUnavailable, t.Name, err)
+			}
+			ts.Mutates, ts.Reversible = mcptool.Tighten(ts.Mutates, ts.Reversible, hints)
+			ts.Repeatable = !ts.Mutates
+			executors[t.Name] = ex
+		case t.Builtin != "":
+			bt, err := kube.ParseBuiltin(string(t.Builtin))
+			if err != nil {
+				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
+			}
+			if ts.Description == "" {
+				ts.Description = bt.Description()
+			}
+			if len(ts.Parameters) == 0 {
+				ts.Parameters = bt.Parameters()
+			}
+			if builtins == nil {
+				builtins = map[string]kube.Builtin{}
+			}
+			builtins[t.Name] = bt
+		case t.Job != nil && b.LocalJobs:
+			if len(t.Job.Command) == 0 {
+				return nil, fmt.Errorf("tools[%d] (%s): a job tool run locally needs a command", i, t.Name)
+			}
+			var env []string
+			for _, e := range t.Job.Env {
+				env = append(env, e.Name+"="+e.Value)
+			}
+			ex, err := local.New(t.Job.Command[0], append(append([]string{}, t.Job.Command[1:]...), t.Job.Args...), env, b.localDir())
+			if err != nil {
+				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
+			}
+			executors[t.Name] = ex
+			ts.StartupGrace = 0
+		case t.Job != nil:
+			jt := job.Tool{Name: t.Name, Image: t.Job.Image, Command: t.Job.Command, Args: t.Job.Args,
+				MountServiceAccountToken: t.Job.AutomountServiceAccountToken != nil && *t.Job.AutomountServiceAccountToken}
+			for _, e := range t.Job.Env {
+				jt.Env = append(jt.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+			}
+			if t.Job.Resources != nil {
+				jt.Resources = *t.Job.Resources
+			}
+			jobTools = append(jobTools, jt)
+		default:
+			return nil, fmt.Errorf("tools[%d] (%s) has no executor", i, t.Name)
+		}
+	}
+	if len(jobTools) > 0 {
+		ex, err := job.New(b.Jobs, job.Run{Namespace: run.Namespace, ServiceAccountName: run.Spec.ServiceAccountName,
+			Owner: *metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}, jobTools)
+		if err != nil {
+			return nil, err
+		}
+		for _, jt := range jobTools {
+			executors[jt.Name] = ex
+		}
+	}
+	if len(builtins) > 0 {
+		if b.Kube == nil {
+			return nil, fmt.Errorf("%w: builtin kubernetes tools need a cluster; run this manifest with the operator or make dev", ErrUnavailable)
+		}
+		ex, err := kube.New(kube.Config{Base: b.Kube, Mapper: b.Mapper, Namespace: run.Namespace,
+			ServiceAccountName: run.Spec.ServiceAccountName, Tools: builtins})
+		if err != nil {
+			return nil, err
+		}
+		for name := range builtins {
+			executors[name] = ex
+		}
+	}
+
+	m, err := b.model(run)
+	if err != nil {
+		return nil, err
+	}
+	opts := []loop.Option{}
+	if b.Clock != nil {
+		opts = append(opts, loop.WithClock(b.Clock))
+	}
+	if est, ok := m.(loop.TokenEstimator); ok {
+		opts = append(opts, loop.WithEstimator(est))
+	}
+	if run.Spec.Model.Provider == v1alpha1.ProviderAnthropic && cfg.Model.Pricing.CacheWrite == 0 {
+		// Anthropic bills cache writes at 1.25 times the input rate.
+		in := cfg.Model.Pricing.Input
+		cfg.Model.Pricing.CacheWrite = in + (in+3)/4
+	}
+	eng, err := loop.New(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Kit{Engine: eng, Model: m, Tools: tools.NewRouter(executors)}, nil
+}
+
+func (b *Builder) localDir() string {
+	if b.LocalDir != "" {
+		return b.LocalDir
+	}
+	d, _ := filepath.Abs(".")
+	return d
+}
+
+func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
+	spec := &run.Spec.Model
+	if spec.Provider == v1alpha1.ProviderScripted {
+		return &loop.Scripted{Entries: Script(spec.Script)}, nil
+	}
+	ref := spec.APIKeySecretRef
+	if ref == nil {
+		return nil, fmt.Errorf("model.apiKeySecretRef is required with provider %s", spec.Provider)
+	}
+	ns, name, key := run.Namespace, ref.Name, ref.Key
+	keys := func(ctx context.Context) (string, error) {
+		if b.Secrets == nil {
+			return "", errors.New("no Secret reader is configured")
+		}
+		v, err := b.Secrets(ctx, ns, name, key)
+		if err != nil {
+			return "", fmt.Errorf("reading the API key from Secret %s key %s: %w", name, key, err)
+		}
+		return strings.TrimSpace(v), nil
+	}
+	provider := string(spec.Provider)
+	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient}
+	if spec.Timeout != nil {
+		mc.Timeout = spec.Timeout.Duration
+	}
+	if b.OnRetry != nil {
+		mc.OnRetry = func(attempt, status int, err error) { b.OnRetry(run, provider, attempt, status, err) }
+	}
+	switch spec.Provider {
+	case v1alpha1.ProviderOpenAI:
+		return openai.New(mc)
+	case v1alpha1.ProviderAnthropic:
+		return anthropic.New(mc)
+	}
+	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
+}
+
+func (b *Builder) resolver(namespace string) httptool.SecretResolver {
+	return func(ctx context.Context, name, key string) (string, error) {
+		if b.Secrets == nil {
+			return "", errors.New("no Secret reader is configured")
+		}
+		return b.Secrets(ctx, namespace, name, key)
+	}
+}
+
+func headers(hs []v1alpha1.HTTPHeader) []httptool.Header {
+	out := make([]httptool.Header, 0, len(hs))
+	for _, h := range hs {
+		hd := httptool.Header{Name: h.Name, Value: h.Value}
+		if h.ValueFrom != nil {
+			hd.Secret = &httptool.SecretKeyRef{Name: h.ValueFrom.SecretKeyRef.Name, Key: h.ValueFrom.SecretKeyRef.Key}
+		}
+		out = append(out, hd)
+	}
+	return out
+}
+
+// headerTransport adds an MCP tool's headers (values from Secrets read
+// per request) to every request to its server.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers []httptool.Header
+	resolve httptool.SecretResolver
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for _, h := range t.headers {
+		v := h.Value
+		if h.Secret != nil {
+			s, err := t.resolve(req.Context(), h.Secret.Name, h.Secret.Key)
+			if err != nil {
+				return nil, fmt.Errorf("header %s: %w", h.Name, err)
+			}
+			v = strings.TrimRight(s, "\r\n")
+		}
+		req.Header.Set(h.Name, v)
+	}
+	return t.base.RoundTrip(req)
+}

@@ -1,0 +1,274 @@
+// Package anthropic is the model provider for the Anthropic Messages API,
+// built on the official SDK, github.com/anthropics/anthropic-sdk-go.
+//
+// A request becomes one message with client tools: the goal and other user
+// text as user turns, each assistant turn as its text and tool_use blocks
+// (ids are the harness's call ids), and the results of a turn's calls as
+// tool_result blocks in ONE following user turn, in the order of the calls
+// and before any text, as the API requires. One ephemeral cache breakpoint
+// marks the end of the part of the request that is the same on every turn.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model"
+)
+
+// Name is the provider's name, as in spec.model.provider and in errors.
+const Name = "anthropic"
+
+// Model calls the Anthropic Messages API. It is safe for concurrent use.
+type Model struct {
+	caller *model.Caller
+	client sdk.Client
+}
+
+var (
+	_ loop.Model          = (*Model)(nil)
+	_ loop.TokenEstimator = (*Model)(nil)
+)
+
+// New returns a provider for cfg. The key is not read here but at every
+// call. The SDK's environment defaults (ANTHROPIC_API_KEY, profiles on
+// disk, ANTHROPIC_BASE_URL ...) are switched off: a run uses exactly the
+// key and endpoint it was configured with.
+func New(cfg model.Config) (*Model, error) {
+	caller, err := model.NewCaller(Name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = caller.Config()
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithMaxRetries(cfg.MaxRetries),
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Model{caller: caller, client: sdk.NewClient(opts...)}, nil
+}
+
+// EstimateInputTokens implements loop.TokenEstimator with the shared
+// conservative estimate (see model.EstimateInputTokens), whose tool
+// overhead covers the tool use system prompt Anthropic adds.
+func (m *Model) EstimateInputTokens(req *loop.Request) int64 {
+	return model.EstimateInputTokens(req)
+}
+
+// Complete creates one message. Transport failures are retried by the
+// SDK; what still fails is a *model.ProviderError.
+func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	params, err := buildParams(req, m.caller.ModelName(req.Model))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	timeout := m.caller.Config().Timeout
+	var reply *loop.Reply
+	err = m.caller.Do(ctx, func(ctx context.Context, key string, observe model.Middleware) error {
+		out, err := m.client.Messages.New(ctx, params,
+			// The header the Messages API documents for API keys.
+			option.WithHeader("X-Api-Key", key),
+			option.WithMiddleware(observe),
+			// Our deadline bounds the call; setting it here also stops
+			// the SDK from refusing large max_tokens without streaming.
+			option.WithRequestTimeout(timeout),
+		)
+		if err != nil {
+			return err
+		}
+		reply, err = toReply(out)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+func buildParams(req *loop.Request, modelName string) (sdk.MessageNewParams, error) {
+	maxOut := req.MaxOutputTokens
+	if maxOut <= 0 {
+		maxOut = model.DefaultMaxOutputTokens
+	}
+	p := sdk.MessageNewParams{
+		Model:     sdk.Model(modelName),
+		MaxTokens: maxOut,
+	}
+	for _, t := range req.Tools {
+		tool, err := toolParam(t)
+		if err != nil {
+			return p, err
+		}
+		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: tool})
+	}
+	if req.System != "" {
+		p.System = []sdk.TextBlockParam{{Text: req.System}}
+	}
+	// The API reads a request as tools, then system, then messages, and
+	// caches the prefix up to a breakpoint. Tools and system are the same
+	// on every turn of a run, so one breakpoint at the end of the later of
+	// the two caches both.
+	switch {
+	case len(p.System) > 0:
+		p.System[0].CacheControl = sdk.NewCacheControlEphemeralParam()
+	case len(p.Tools) > 0:
+		p.Tools[len(p.Tools)-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	msgs, err := messages(req.Messages)
+	if err != nil {
+		return p, err
+	}
+	p.Messages = msgs
+	return p, nil
+}
+
+func toolParam(t loop.ToolSchema) (*sdk.ToolParam, error) {
+	members, err := model.Schema(t.Parameters)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+	}
+	if string(members["type"]) != `"object"` {
+		return nil, fmt.Errorf("tool %q: the parameters schema must have type object", t.Name)
+	}
+	// The schema goes out as one JSON value whose top-level members are in
+	// sorted order and whose nested values are as written, so it is the
+	// same bytes on every turn. (The SDK's ToolInputSchemaParam.ExtraFields
+	// would serialize in map order, which changes from call to call and
+	// would defeat the prompt cache.)
+	raw, err := json.Marshal(members)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+	}
+	schema := param.Override[sdk.ToolInputSchemaParam](json.RawMessage(raw))
+	tool := &sdk.ToolParam{Name: t.Name, InputSchema: schema}
+	if t.Description != "" {
+		tool.Description = sdk.String(t.Description)
+	}
+	return tool, nil
+}
+
+// messages maps the transcript to alternating turns. Tool results and user
+// text that follow each other go into one user turn, tool_result blocks
+// first. An assistant message with neither text nor calls (an empty
+// answer) is left out, as the API rejects empty turns.
+func messages(transcript []loop.Message) ([]sdk.MessageParam, error) {
+	var out []sdk.MessageParam
+	var results, texts []sdk.ContentBlockParamUnion
+	flushUser := func() {
+		if len(results)+len(texts) > 0 {
+			out = append(out, sdk.NewUserMessage(append(results, texts...)...))
+		}
+		results, texts = nil, nil
+	}
+	for _, msg := range model.OrderToolResults(transcript) {
+		switch msg.Role {
+		case loop.RoleUser:
+			if msg.Content != "" {
+				texts = append(texts, sdk.NewTextBlock(msg.Content))
+			}
+		case loop.RoleTool:
+			results = append(results, toolResult(msg))
+		case loop.RoleAssistant:
+			var blocks []sdk.ContentBlockParamUnion
+			if msg.Content != "" {
+				blocks = append(blocks, sdk.NewTextBlock(msg.Content))
+			}
+			for _, c := range msg.ToolCalls {
+				blocks = append(blocks, sdk.NewToolUseBlock(c.ID, objectInput(c.Arguments), c.Name))
+			}
+			if len(blocks) == 0 {
+				continue
+			}
+			flushUser()
+			out = append(out, sdk.NewAssistantMessage(blocks...))
+		default:
+			return nil, fmt.Errorf("message with unknown role %q", msg.Role)
+		}
+	}
+	flushUser()
+	return out, nil
+}
+
+func toolResult(msg loop.Message) sdk.ContentBlockParamUnion {
+	block := sdk.ToolResultBlockParam{ToolUseID: msg.CallID}
+	// An empty text block is rejected; an empty result is sent without
+	// content.
+	if msg.Content != "" {
+		block.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: msg.Content}}}
+	}
+	if model.IsErrorStatus(msg.Status) {
+		block.IsError = sdk.Bool(true)
+	}
+	return sdk.ContentBlockParamUnion{OfToolResult: &block}
+}
+
+// objectInput is the tool_use input: the API requires a JSON object, so
+// arguments that are not one (only possible if the transcript came from
+// elsewhere) are sent as an empty object.
+func objectInput(args json.RawMessage) json.RawMessage {
+	a := model.Arguments(args)
+	if len(a) == 0 || a[0] != '{' {
+		return json.RawMessage("{}")
+	}
+	return a
+}
+
+func toReply(out *sdk.Message) (*loop.Reply, error) {
+	if out == nil {
+		return nil, fmt.Errorf("the response is empty")
+	}
+	reply := &loop.Reply{
+		Usage: loop.TokenUsage{
+			// input_tokens counts only the tokens after the last cache
+			// breakpoint; the total input adds what was read from and
+			// written to the cache.
+			InputTokens:       out.Usage.InputTokens + out.Usage.CacheReadInputTokens + out.Usage.CacheCreationInputTokens,
+			CachedInputTokens: out.Usage.CacheReadInputTokens,
+			CacheWriteTokens:  out.Usage.CacheCreationInputTokens,
+			OutputTokens:      out.Usage.OutputTokens,
+		},
+	}
+	for _, block := range out.Content {
+		switch block.Type {
+		case "text":
+			reply.Content += block.Text
+		case "tool_use":
+			reply.ToolCalls = append(reply.ToolCalls, loop.ToolCall{
+				Name:      block.Name,
+				Arguments: model.Arguments(block.Input),
+			})
+		}
+	}
+	switch out.StopReason {
+	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+		reply.Truncated = true
+	case sdk.StopReasonRefusal:
+		reply.Refusal = refusal(out, reply.Content)
+	}
+	return reply, nil
+}
+
+// refusal is the text that explains a refusal: the model's own words, the
+// API's explanation, or a plain statement.
+func refusal(out *sdk.Message, text string) string {
+	switch {
+	case text != "":
+		return text
+	case out.StopDetails.Explanation != "":
+		return out.StopDetails.Explanation
+	case out.StopDetails.Category != "":
+		return fmt.Sprintf("the model declined to answer (%s)", out.StopDetails.Category)
+	}
+	return "the model declined to answer (stop_reason refusal)"
+}

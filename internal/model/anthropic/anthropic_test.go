@@ -1,0 +1,472 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model"
+	"github.com/agentrun/agentrun/internal/model/modeltest"
+)
+
+const testKey = "sk-ant-test-9d8c7b6a5f"
+
+// billingRequest is the first turn of the API document's example run.
+func billingRequest() *loop.Request {
+	return &loop.Request{
+		Model:  "claude-sonnet-4-5",
+		System: "You are a billing assistant. Answer from the records only.",
+		Tools: []loop.ToolSchema{
+			{
+				Name:        "identify_account",
+				Description: "Look up an account id by e-mail.",
+				Parameters:  json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}},"required":["email"]}`),
+			},
+			{
+				Name:        "find_invoices",
+				Description: "List the invoices of an account for one month.",
+				Parameters: json.RawMessage(`{
+					"type": "object",
+					"title": "find_invoices arguments",
+					"properties": {"account_id": {"type": "string"}, "month": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}},
+					"required": ["account_id", "month"],
+					"additionalProperties": false
+				}`),
+			},
+		},
+		Messages: []loop.Message{
+			{Role: loop.RoleUser, Content: "The customer says they were charged twice in August. Find out what happened."},
+		},
+		MaxOutputTokens: 4096,
+	}
+}
+
+// roundTripRequest is turn 3: two turns of calls and their results, the
+// results of turn 2 recorded out of call order, then a note for the model.
+func roundTripRequest() *loop.Request {
+	req := billingRequest()
+	req.Messages = append(req.Messages,
+		loop.Message{Role: loop.RoleAssistant, Turn: 1, ToolCalls: []loop.ToolCall{
+			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)},
+		}},
+		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`},
+		loop.Message{Role: loop.RoleAssistant, Turn: 2, Content: "Looking at both months.", ToolCalls: []loop.ToolCall{
+			{ID: "t2-c1", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-08"}`)},
+			{ID: "t2-c2", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-07"}`)},
+		}},
+		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c2", Tool: "find_invoices", Status: "declined", Content: "a person declined this call"},
+		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c1", Tool: "find_invoices", Status: "ok", Content: `[{"id":"in_1","amount_minor":8240},{"id":"in_2","amount_minor":8240}]`},
+		loop.Message{Role: loop.RoleUser, Turn: 2, Content: "Budget: 2 of 12 turns left."},
+	)
+	return req
+}
+
+type fixture struct {
+	srv     *modeltest.Server
+	model   *Model
+	retries *modeltest.Retries
+	keys    int
+}
+
+func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *fixture {
+	t.Helper()
+	f := &fixture{srv: modeltest.NewServer(t, steps...), retries: &modeltest.Retries{}}
+	cfg := model.Config{
+		BaseURL: f.srv.URL,
+		Model:   "claude-sonnet-4-5",
+		Timeout: 5 * time.Second,
+		KeySource: func(context.Context) (string, error) {
+			f.keys++
+			return testKey, nil
+		},
+		OnRetry: f.retries.Hook,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.model = m
+	return f
+}
+
+func TestComplete_textAnswerSendsToolsSystemAndGoal(t *testing.T) {
+	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
+
+	got, err := f.model.Complete(context.Background(), billingRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &loop.Reply{
+		Content: "Two separate charges of 82.40 were made on 3 and 4 August; the second one is a duplicate.",
+		Usage:   loop.TokenUsage{InputTokens: 2100, OutputTokens: 60},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reply (-want +got):\n%s", diff)
+	}
+	reqs := f.srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("got %d requests, want 1", len(reqs))
+	}
+	if reqs[0].Method != http.MethodPost || reqs[0].Path != "/v1/messages" {
+		t.Errorf("request went to %s %s, want POST /v1/messages", reqs[0].Method, reqs[0].Path)
+	}
+	if reqs[0].Header.Get("Anthropic-Version") == "" {
+		t.Error("no anthropic-version header")
+	}
+	if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_first_turn.json"), reqs[0].Body); diff != "" {
+		t.Errorf("request body (-want +got):\n%s", diff)
+	}
+}
+
+func TestComplete_cacheBreakpointEndsTheStablePrefix(t *testing.T) {
+	// The API reads tools, then system: with a system prompt the
+	// breakpoint goes on it (request_first_turn.json); without one, on the
+	// last tool; with neither, nowhere.
+	t.Run("no system prompt", func(t *testing.T) {
+		f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
+		req := billingRequest()
+		req.System = ""
+		if _, err := f.model.Complete(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_no_system.json"), f.srv.Requests()[0].Body); diff != "" {
+			t.Errorf("request body (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("neither system nor tools", func(t *testing.T) {
+		f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
+		req := billingRequest()
+		req.System, req.Tools = "", nil
+		if _, err := f.model.Complete(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if body := string(f.srv.Requests()[0].Body); strings.Contains(body, "cache_control") {
+			t.Errorf("a breakpoint was set without a prefix: %s", body)
+		}
+	})
+}
+
+func TestComplete_toolUsesBecomeOneBatchInOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want *loop.Reply
+	}{
+		{
+			name: "one call",
+			file: "response_one_tool_use.json",
+			want: &loop.Reply{
+				ToolCalls: []loop.ToolCall{
+					{Name: "identify_account", Arguments: json.RawMessage(`{"email": "r.okafor@northwind.example"}`)},
+				},
+				Usage: loop.TokenUsage{InputTokens: 1600, OutputTokens: 40},
+			},
+		},
+		{
+			name: "several calls",
+			file: "response_tool_uses.json",
+			want: &loop.Reply{
+				Content: "Looking at both months.",
+				ToolCalls: []loop.ToolCall{
+					{Name: "find_invoices", Arguments: json.RawMessage(`{"account_id": "acct_7731", "month": "2025-08"}`)},
+					{Name: "find_invoices", Arguments: json.RawMessage(`{"account_id": "acct_7731", "month": "2025-07"}`)},
+				},
+				Usage: loop.TokenUsage{InputTokens: 1810, CachedInputTokens: 1536, OutputTokens: 71},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
+			got, err := f.model.Complete(context.Background(), billingRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.Comparer(sameJSON)); diff != "" {
+				t.Errorf("reply (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// sameJSON compares arguments by value: the SDK keeps the response's
+// bytes, spacing included.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return string(a) == string(b)
+	}
+	return cmp.Equal(x, y)
+}
+
+func TestComplete_toolResultsGoInOneUserTurnInCallOrder(t *testing.T) {
+	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
+
+	if _, err := f.model.Complete(context.Background(), roundTripRequest()); err != nil {
+		t.Fatal(err)
+	}
+	body := f.srv.Requests()[0].Body
+	if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_round_trip.json"), body); diff != "" {
+		t.Errorf("request body (-want +got):\n%s", diff)
+	}
+}
+
+func TestComplete_inputTokensAddCacheReadsAndWrites(t *testing.T) {
+	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_usage_cached.json")))
+
+	got, err := f.model.Complete(context.Background(), roundTripRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := loop.TokenUsage{InputTokens: 180 + 4864 + 256, CachedInputTokens: 4864, CacheWriteTokens: 256, OutputTokens: 140}
+	if diff := cmp.Diff(want, got.Usage); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
+
+func TestComplete_stopReasons(t *testing.T) {
+	tests := []struct {
+		file          string
+		wantTruncated bool
+		wantRefusal   string
+	}{
+		{file: "response_max_tokens.json", wantTruncated: true},
+		{file: "response_refusal.json", wantRefusal: "The request asks for other customers' card numbers."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
+			got, err := f.model.Complete(context.Background(), billingRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Truncated != tt.wantTruncated || got.Refusal != tt.wantRefusal {
+				t.Errorf("got Truncated=%v Refusal=%q, want %v %q", got.Truncated, got.Refusal, tt.wantTruncated, tt.wantRefusal)
+			}
+		})
+	}
+}
+
+func TestComplete_retriesRateLimitAfterTheServersDelay(t *testing.T) {
+	f := newFixture(t, nil,
+		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: modeltest.File(t, "error_rate_limit.json")},
+		modeltest.Reply(modeltest.File(t, "response_text.json")),
+	)
+
+	start := time.Now()
+	got, err := f.model.Complete(context.Background(), billingRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
+		t.Errorf("the retry came after %s, before the 150ms the server asked for", elapsed)
+	}
+	if got.Content == "" {
+		t.Error("the answer after the retry is empty")
+	}
+	if n := len(f.srv.Requests()); n != 2 {
+		t.Errorf("got %d attempts, want 2", n)
+	}
+	retries := f.retries.Calls()
+	if len(retries) != 1 || retries[0].Attempt != 2 || retries[0].Status != http.StatusTooManyRequests ||
+		!strings.HasPrefix(retries[0].Err, "This request would exceed the rate limit") {
+		t.Errorf("OnRetry saw %+v, want one call for attempt 2 after HTTP 429 with the server's message", retries)
+	}
+}
+
+func TestComplete_serverErrorsUntilRetriesRunOut(t *testing.T) {
+	f := newFixture(t, nil, modeltest.Step{
+		Status: http.StatusInternalServerError,
+		Header: map[string]string{"Retry-After": "0"},
+		Body:   modeltest.File(t, "error_api.json"),
+	})
+
+	_, err := f.model.Complete(context.Background(), billingRequest())
+
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("got %v, want a *model.ProviderError", err)
+	}
+	if pe.Status != 500 || pe.Attempts != 4 {
+		t.Errorf("got status %d after %d attempts, want 500 after 4", pe.Status, pe.Attempts)
+	}
+	if !strings.HasPrefix(err.Error(), "anthropic: HTTP 500 after 4 attempts: Internal server error") {
+		t.Errorf("error %q does not name the provider, the status and the attempts", err)
+	}
+	if len(pe.Message) > 210 {
+		t.Errorf("the server message is %d bytes, want it cut to about 200", len(pe.Message))
+	}
+	if strings.Contains(err.Error(), testKey) {
+		t.Errorf("the error contains the API key: %q", err)
+	}
+	var attempts []int
+	for _, r := range f.retries.Calls() {
+		attempts = append(attempts, r.Attempt)
+		if r.Status != 500 || strings.Contains(r.Err, testKey) {
+			t.Errorf("OnRetry saw %+v, want status 500 and no key", r)
+		}
+	}
+	if diff := cmp.Diff([]int{2, 3, 4}, attempts); diff != "" {
+		t.Errorf("retried attempts (-want +got):\n%s", diff)
+	}
+}
+
+func TestComplete_unauthorizedIsNeverRetried(t *testing.T) {
+	// Even when the server says the request may be retried.
+	f := newFixture(t, nil, modeltest.Step{
+		Status: http.StatusUnauthorized,
+		Header: map[string]string{"X-Should-Retry": "true"},
+		Body:   modeltest.File(t, "error_authentication.json"),
+	})
+
+	_, err := f.model.Complete(context.Background(), billingRequest())
+
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized || pe.Attempts != 1 {
+		t.Fatalf("got %v, want a ProviderError for HTTP 401 after 1 attempt", err)
+	}
+	if err.Error() != "anthropic: HTTP 401 after 1 attempt: invalid x-api-key" {
+		t.Errorf("error = %q", err)
+	}
+	if n := len(f.srv.Requests()); n != 1 {
+		t.Errorf("got %d attempts, want 1", n)
+	}
+	if calls := f.retries.Calls(); len(calls) != 0 {
+		t.Errorf("OnRetry was called: %+v", calls)
+	}
+}
+
+func TestComplete_aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T) {
+	// The Anthropic SDK has no ceiling of its own on a server-directed wait.
+	f := newFixture(t, func(c *model.Config) { c.Timeout = 2 * time.Second },
+		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: modeltest.File(t, "error_rate_limit.json")},
+	)
+
+	start := time.Now()
+	_, err := f.model.Complete(context.Background(), billingRequest())
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests || pe.Attempts != 1 || pe.Timeout != 0 {
+		t.Fatalf("got %v, want a ProviderError for HTTP 429 after 1 attempt", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("the call took %s; it should not wait for a retry it cannot make", elapsed)
+	}
+}
+
+func TestComplete_deadlineIsEnforcedAroundTheCall(t *testing.T) {
+	f := newFixture(t, func(c *model.Config) { c.Timeout = 200 * time.Millisecond }, modeltest.Step{Hang: true})
+
+	_, err := f.model.Complete(context.Background(), billingRequest())
+
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want a ProviderError for the 200ms deadline", err)
+	}
+}
+
+func TestComplete_keyIsReadAtEveryCallAndSentOnlyInXAPIKey(t *testing.T) {
+	f := newFixture(t, nil,
+		modeltest.Reply(modeltest.File(t, "response_one_tool_use.json")),
+		modeltest.Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: modeltest.File(t, "error_api.json")},
+	)
+	if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.model.Complete(context.Background(), billingRequest())
+	if err == nil {
+		t.Fatal("the second call succeeded, want the server error")
+	}
+
+	if f.keys != 2 {
+		t.Errorf("the key source was called %d times for 2 calls", f.keys)
+	}
+	for i, r := range f.srv.Requests() {
+		if got := r.Header.Get("X-Api-Key"); got != testKey {
+			t.Errorf("request %d: x-api-key = %q, want the key", i, got)
+		}
+		for name, values := range r.Header {
+			if name != "X-Api-Key" && strings.Contains(strings.Join(values, " "), testKey) {
+				t.Errorf("request %d: header %s carries the key too", i, name)
+			}
+		}
+		if strings.Contains(string(r.Body), testKey) {
+			t.Errorf("request %d: the body contains the key", i)
+		}
+	}
+	if strings.Contains(err.Error(), testKey) {
+		t.Errorf("the error contains the key: %q", err)
+	}
+}
+
+func TestComplete_prefixBytesAreTheSameOnEveryTurn(t *testing.T) {
+	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
+	// Map iteration order changes from call to call; several turns make an
+	// unstable serialization show.
+	for i := 0; i < 5; i++ {
+		if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.model.Complete(context.Background(), roundTripRequest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefix := func(body []byte) string {
+		m := modeltest.Members(t, body)
+		return string(m["tools"]) + string(m["system"])
+	}
+	reqs := f.srv.Requests()
+	first := prefix(reqs[0].Body)
+	for i, r := range reqs[1:] {
+		if got := prefix(r.Body); got != first {
+			t.Fatalf("turn %d: the tools and system bytes differ:\n%s\n%s", i+2, first, got)
+		}
+	}
+}
+
+func TestBuildParams_rejectsASchemaThatIsNotAnObject(t *testing.T) {
+	req := billingRequest()
+	req.Tools[0].Parameters = json.RawMessage(`{"type":"string"}`)
+	if _, err := buildParams(req, "claude-sonnet-4-5"); err == nil {
+		t.Error("a non-object input schema was accepted")
+	}
+}
+
+func TestBuildParams_leavesOutEmptyAssistantTurns(t *testing.T) {
+	req := billingRequest()
+	req.Messages = append(req.Messages,
+		loop.Message{Role: loop.RoleAssistant},
+		loop.Message{Role: loop.RoleUser, Content: "Please answer."},
+	)
+	p, err := buildParams(req, "claude-sonnet-4-5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Messages) != 1 || len(p.Messages[0].OfUser.Content) != 2 {
+		t.Errorf("got %d messages, want the two user texts in one user turn", len(p.Messages))
+	}
+}
+
+func TestNew_ignoresTheOperatorsAnthropicEnvironment(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
+	t.Setenv("ANTHROPIC_AUTH_TOKEN", "token-from-the-environment")
+	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
+
+	if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
+		t.Fatal(err)
+	}
+	h := f.srv.Requests()[0].Header
+	if h.Get("X-Api-Key") != testKey || h.Get("Authorization") != "" {
+		t.Errorf("x-api-key = %q, authorization = %q; want only the configured key", h.Get("X-Api-Key"), h.Get("Authorization"))
+	}
+}

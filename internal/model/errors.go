@@ -1,0 +1,96 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxMessageBytes bounds the server message kept in an error.
+const maxMessageBytes = 200
+
+// ProviderError is what a provider returns when a call failed for good:
+// after its retries, at its deadline, or with an answer it could not use.
+// It names the provider and the last HTTP status, so the run's reason says
+// what happened. It never holds the API key, the request body or the
+// SDK's error value (which carries the request, headers included).
+type ProviderError struct {
+	// Provider is "openai" or "anthropic".
+	Provider string
+	// Status is the HTTP status of the last attempt; 0 when the last
+	// attempt got no response or none was sent.
+	Status int
+	// Attempts is the number of HTTP attempts made (retries included).
+	Attempts int
+	// Timeout is set when the call's deadline ended it.
+	Timeout time.Duration
+	// Message is a short description: the server's message, cut to about
+	// 200 bytes, or what went wrong on our side.
+	Message string
+	// Err is the underlying cause when there is one worth matching with
+	// errors.Is (a context error, a transport error); nil otherwise.
+	Err error
+}
+
+// Error reads like "openai: HTTP 500 after 4 attempts: upstream overloaded".
+func (e *ProviderError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Provider)
+	b.WriteString(": ")
+	switch {
+	case e.Timeout > 0:
+		fmt.Fprintf(&b, "no answer within %s (%s", e.Timeout, plural(e.Attempts, "attempt"))
+		if e.Status > 0 {
+			fmt.Fprintf(&b, ", last HTTP %d", e.Status)
+		}
+		b.WriteString(")")
+	case e.Attempts == 0:
+		// Nothing was sent: the message says why.
+	case e.Status >= 400:
+		fmt.Fprintf(&b, "HTTP %d after %s", e.Status, plural(e.Attempts, "attempt"))
+	case e.Status > 0:
+		fmt.Fprintf(&b, "unusable response (HTTP %d)", e.Status)
+	default:
+		fmt.Fprintf(&b, "no response after %s", plural(e.Attempts, "attempt"))
+	}
+	if e.Message != "" {
+		if e.Attempts > 0 || e.Timeout > 0 {
+			b.WriteString(": ")
+		}
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause, if any.
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// cut collapses whitespace and shortens s to about maxMessageBytes,
+// on a rune boundary, marking the cut.
+func cut(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= maxMessageBytes {
+		return s
+	}
+	n := maxMessageBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// redact removes every occurrence of secret from s.
+func redact(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "[redacted]")
+}

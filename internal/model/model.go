@@ -1,0 +1,172 @@
+// Package model holds what the model providers have in common: their
+// configuration, where the API key comes from, how one call is bounded in
+// time and retried, and the error a provider returns when it stays
+// unavailable.
+//
+// The providers themselves live in the sub-packages (openai, anthropic) and
+// implement loop.Model and loop.TokenEstimator. Retries are the SDKs' own;
+// this package only observes them (through the SDKs' middleware hook) so
+// each retry can be reported, and turns the last failure into a
+// *ProviderError that names the provider and the HTTP status.
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Defaults applied by NewCaller to a Config that leaves a field unset.
+const (
+	// DefaultTimeout bounds one Complete call, retries and waits included.
+	DefaultTimeout = 60 * time.Second
+	// DefaultMaxRetries is the number of retries after the first attempt.
+	DefaultMaxRetries = 3
+	// DefaultMaxOutputTokens is used when a request does not set a limit
+	// (the Anthropic API requires one).
+	DefaultMaxOutputTokens = 4096
+)
+
+// KeySource returns the API key for one call. It is called at the start of
+// every Complete, so a rotated Secret takes effect on the next call. The
+// key it returns is sent in the provider's authentication header and
+// nowhere else: it is never logged and never part of an error.
+type KeySource func(ctx context.Context) (string, error)
+
+// StaticKey returns a KeySource that always returns key. It is meant for
+// tests and local runs; the operator reads the key from a Secret instead.
+func StaticKey(key string) KeySource {
+	return func(context.Context) (string, error) { return key, nil }
+}
+
+// RetryHook is told about every retry just before it is sent. attempt is
+// the number of the attempt about to be made (2 for the first retry);
+// status is the HTTP status of the attempt that failed, or 0 when it got no
+// response (a connection error); err describes that failure in a few words
+// (the server's message, or the transport error). err never contains the
+// API key or the request body.
+type RetryHook func(attempt int, status int, err error)
+
+// Config is the plain configuration of one provider client.
+type Config struct {
+	// BaseURL of the API. Empty means the provider's public endpoint. For
+	// OpenAI-compatible servers (vLLM, Ollama, LiteLLM, Azure OpenAI) it is
+	// the URL that ends before /chat/completions, such as
+	// http://vllm.ai:8000/v1.
+	BaseURL string
+	// Model is the model name used when a request does not name one.
+	Model string
+	// Timeout bounds one Complete call, every attempt and every wait
+	// between attempts included. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// MaxRetries is the number of retries after the first attempt, for
+	// 408, 409, 429, 5xx and connection errors. Zero means
+	// DefaultMaxRetries; a negative value turns retries off.
+	MaxRetries int
+	// KeySource provides the API key at every call. Required.
+	KeySource KeySource
+	// HTTPClient carries the requests; nil means the SDK's default client.
+	HTTPClient *http.Client
+	// OnRetry, when set, is called before every retry.
+	OnRetry RetryHook
+}
+
+// Caller runs one provider call with the behaviour every provider shares:
+// the key is fetched, the call gets its deadline, the SDK's attempts are
+// observed, and a failure becomes a *ProviderError.
+type Caller struct {
+	provider string
+	cfg      Config
+}
+
+// NewCaller checks cfg, applies the defaults and returns a Caller for the
+// named provider.
+func NewCaller(provider string, cfg Config) (*Caller, error) {
+	if cfg.KeySource == nil {
+		return nil, fmt.Errorf("%s: no API key source configured", provider)
+	}
+	if cfg.Model == "" {
+		return nil, fmt.Errorf("%s: no model name configured", provider)
+	}
+	if cfg.BaseURL != "" {
+		u, err := url.Parse(cfg.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s: base URL %q is not an absolute http(s) URL", provider, cfg.BaseURL)
+		}
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("%s: negative timeout %s", provider, cfg.Timeout)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	return &Caller{provider: provider, cfg: cfg}, nil
+}
+
+// Provider is the provider's name as it appears in errors.
+func (c *Caller) Provider() string { return c.provider }
+
+// Config returns the configuration with the defaults applied.
+func (c *Caller) Config() Config { return c.cfg }
+
+// ModelName is the request's model, or the configured one.
+func (c *Caller) ModelName(requested string) string {
+	if requested != "" {
+		return requested
+	}
+	return c.cfg.Model
+}
+
+// Middleware is the shape of both SDKs' option.Middleware: it sees every
+// HTTP attempt, retries included.
+type Middleware = func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error)
+
+// CallFunc makes the SDK call. It must pass key as the credential,
+// observe as a per-request middleware, and use ctx, which carries the
+// call's deadline. Whatever it returns besides nil (an SDK error, or its
+// own error for a response it cannot use) becomes a *ProviderError.
+type CallFunc func(ctx context.Context, key string, observe Middleware) error
+
+// Do runs fn once under the call's deadline. The error it returns is nil
+// or a *ProviderError.
+func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
+	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+
+	key, err := c.cfg.KeySource(callCtx)
+	if err != nil {
+		return &ProviderError{Provider: c.provider, Message: cut("API key unavailable: " + err.Error()), Err: contextErr(err)}
+	}
+	if key == "" {
+		return &ProviderError{Provider: c.provider, Message: "API key is empty"}
+	}
+
+	deadline, _ := callCtx.Deadline()
+	obs := &observer{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline}
+	err = fn(callCtx, key, obs.middleware)
+	if err == nil {
+		return nil
+	}
+	return obs.fail(ctx, callCtx, c.cfg.Timeout, err)
+}
+
+// contextErr keeps a context error reachable through errors.Is, and drops
+// anything else (its text is already in the message).
+func contextErr(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return context.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return context.Canceled
+	}
+	return nil
+}

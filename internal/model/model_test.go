@@ -1,0 +1,208 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrun/agentrun/internal/loop"
+)
+
+func TestProviderError_namesProviderStatusAndAttempts(t *testing.T) {
+	tests := []struct {
+		err  ProviderError
+		want string
+	}{
+		{ProviderError{Provider: "openai", Status: 500, Attempts: 4, Message: "upstream overloaded"},
+			"openai: HTTP 500 after 4 attempts: upstream overloaded"},
+		{ProviderError{Provider: "anthropic", Status: 401, Attempts: 1, Message: "invalid x-api-key"},
+			"anthropic: HTTP 401 after 1 attempt: invalid x-api-key"},
+		{ProviderError{Provider: "openai", Attempts: 2, Message: "dial tcp 10.0.0.1:443: connect: connection refused"},
+			"openai: no response after 2 attempts: dial tcp 10.0.0.1:443: connect: connection refused"},
+		{ProviderError{Provider: "openai", Status: 429, Attempts: 2, Timeout: time.Minute, Message: "slow down"},
+			"openai: no answer within 1m0s (2 attempts, last HTTP 429): slow down"},
+		{ProviderError{Provider: "anthropic", Attempts: 1, Timeout: 2 * time.Second},
+			"anthropic: no answer within 2s (1 attempt)"},
+		{ProviderError{Provider: "openai", Status: 200, Attempts: 1, Message: "the response has no choices"},
+			"openai: unusable response (HTTP 200): the response has no choices"},
+		{ProviderError{Provider: "openai", Message: "API key is empty"},
+			"openai: API key is empty"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestCut_keepsAbout200BytesOnARuneBoundary(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	got := cut(long)
+	if !strings.HasSuffix(got, "...") || len(got) > maxMessageBytes+3 {
+		t.Errorf("cut gave %d bytes: %q", len(got), got)
+	}
+	if !json.Valid([]byte(`"`+got+`"`)) || strings.ContainsRune(got, '\uFFFD') {
+		t.Errorf("cut split a rune: %q", got)
+	}
+	if got := cut("  a\n\tb  "); got != "a b" {
+		t.Errorf("cut(%q) = %q, want whitespace collapsed", "  a\n\tb  ", got)
+	}
+}
+
+func TestErrorMessage_readsTheShapesServersUse(t *testing.T) {
+	tests := map[string]string{
+		`{"error":{"message":"Rate limit reached","type":"requests"}}`:                    "Rate limit reached",
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`:     "Overloaded",
+		`{"object":"error","message":"The model does not exist.","type":"NotFoundError"}`: "The model does not exist.",
+		`{"error":"model 'llama3' not found"}`:                                            "model 'llama3' not found",
+		"<html><body>502 Bad Gateway</body></html>":                                       "<html><body>502 Bad Gateway</body></html>",
+	}
+	for body, want := range tests {
+		if got := errorMessage([]byte(body)); got != want {
+			t.Errorf("errorMessage(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestNewCaller_appliesDefaults(t *testing.T) {
+	c, err := NewCaller("openai", Config{Model: "m", KeySource: StaticKey("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Config(); got.Timeout != DefaultTimeout || got.MaxRetries != DefaultMaxRetries {
+		t.Errorf("got timeout %s and %d retries, want the defaults", got.Timeout, got.MaxRetries)
+	}
+	c, err = NewCaller("openai", Config{Model: "m", KeySource: StaticKey("k"), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Config().MaxRetries; got != 0 {
+		t.Errorf("a negative MaxRetries gave %d retries, want 0", got)
+	}
+}
+
+func TestCallerDo_neverPutsTheKeyInTheError(t *testing.T) {
+	const key = "sk-secret-123"
+	c, err := NewCaller("openai", Config{Model: "m", KeySource: StaticKey(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Do(context.Background(), func(ctx context.Context, k string, observe Middleware) error {
+		// A transport that echoes the key in its error.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://example.invalid/v1", nil)
+		_, err := observe(req, func(*http.Request) (*http.Response, error) {
+			return nil, errors.New("proxy refused credentials " + k)
+		})
+		return err
+	})
+	var pe *ProviderError
+	if !errors.As(err, &pe) || pe.Attempts != 1 || pe.Status != 0 {
+		t.Fatalf("got %v, want a ProviderError after 1 attempt without status", err)
+	}
+	if strings.Contains(err.Error(), key) || (pe.Err != nil && strings.Contains(pe.Err.Error(), key)) {
+		t.Errorf("the error carries the key: %q", err)
+	}
+}
+
+func TestCallerDo_callerCancellationIsReported(t *testing.T) {
+	c, err := NewCaller("anthropic", Config{Model: "m", KeySource: StaticKey("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = c.Do(ctx, func(ctx context.Context, _ string, _ Middleware) error { return ctx.Err() })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want it to wrap context.Canceled", err)
+	}
+}
+
+func TestOrderToolResults_putsResultsInCallOrder(t *testing.T) {
+	call := func(id string) loop.ToolCall { return loop.ToolCall{ID: id, Name: "x"} }
+	result := func(id string) loop.Message { return loop.Message{Role: loop.RoleTool, CallID: id} }
+	in := []loop.Message{
+		{Role: loop.RoleUser, Content: "goal"},
+		{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{call("t1-c1"), call("t1-c2"), call("t1-c3")}},
+		result("t1-c3"), result("stray"), result("t1-c1"),
+		{Role: loop.RoleUser, Content: "note"},
+		result("t1-c2"),
+		{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{call("t2-c1"), call("t2-c2")}},
+		result("t2-c2"), result("t2-c1"),
+	}
+	var got []string
+	for _, m := range OrderToolResults(in) {
+		got = append(got, string(m.Role)+":"+m.CallID+m.Content)
+	}
+	want := []string{
+		"user:goal", "assistant:",
+		"tool:t1-c1", "tool:t1-c2", "tool:t1-c3", "tool:stray",
+		"user:note", "assistant:",
+		"tool:t2-c1", "tool:t2-c2",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+	if in[2].CallID != "t1-c3" {
+		t.Error("the input was modified")
+	}
+}
+
+func TestArguments_alwaysValidJSON(t *testing.T) {
+	tests := map[string]string{
+		``:                `{}`,
+		`  `:              `{}`,
+		`{"a":1}`:         `{"a":1}`,
+		` {"a":1} `:       `{"a":1}`,
+		`{"a":1`:          `"{\"a\":1"`,
+		`not json at all`: `"not json at all"`,
+	}
+	for in, want := range tests {
+		if got := string(Arguments([]byte(in))); got != want {
+			t.Errorf("Arguments(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestSchema(t *testing.T) {
+	got, err := Schema(nil)
+	if err != nil || string(got["type"]) != `"object"` || string(got["properties"]) != `{}` {
+		t.Errorf("empty schema gave %v, %v", got, err)
+	}
+	got, err = Schema(json.RawMessage(`{"properties":{"b":{},"a":{}}}`))
+	if err != nil || string(got["type"]) != `"object"` || string(got["properties"]) != `{"b":{},"a":{}}` {
+		t.Errorf("schema without type gave %v, %v", got, err)
+	}
+	for _, bad := range []string{`[]`, `"object"`, `null`, `{`} {
+		if _, err := Schema(json.RawMessage(bad)); err == nil {
+			t.Errorf("Schema(%s) succeeded", bad)
+		}
+	}
+}
+
+func TestEstimateInputTokens_coversEveryByteAndGrowsWithTheTranscript(t *testing.T) {
+	req := &loop.Request{
+		System: "You are a billing assistant.",
+		Tools: []loop.ToolSchema{{Name: "identify_account", Description: "Look up an account id by e-mail.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}}}`)}},
+		Messages: []loop.Message{{Role: loop.RoleUser, Content: "Find out what happened."}},
+	}
+	bytes := len(req.System) + len(req.Tools[0].Name) + len(req.Tools[0].Description) + len(req.Tools[0].Parameters) + len(req.Messages[0].Content)
+	first := EstimateInputTokens(req)
+	if first < int64(bytes) {
+		t.Errorf("estimate %d is below the %d bytes of text", first, bytes)
+	}
+	req.Messages = append(req.Messages, loop.Message{Role: loop.RoleAssistant,
+		ToolCalls: []loop.ToolCall{{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"a@b.example"}`)}}})
+	if next := EstimateInputTokens(req); next <= first {
+		t.Errorf("estimate did not grow with the transcript: %d then %d", first, next)
+	}
+	if got := EstimateInputTokens(nil); got != 0 {
+		t.Errorf("nil request estimated at %d", got)
+	}
+}

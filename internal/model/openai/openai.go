@@ -1,0 +1,193 @@
+// Package openai is the model provider for the OpenAI Chat Completions API
+// and every server that speaks it (vLLM, Ollama, LiteLLM, Azure OpenAI ...),
+// built on the official SDK, github.com/openai/openai-go.
+//
+// A request becomes one chat completion with function tools: the system
+// prompt as a system message, the goal and other user text as user
+// messages, each assistant turn with its tool_calls (ids are the harness's
+// call ids, arguments the JSON text), and one tool message per result,
+// in the order of the calls.
+package openai
+
+import (
+	"context"
+	"fmt"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model"
+)
+
+// Name is the provider's name, as in spec.model.provider and in errors.
+const Name = "openai"
+
+// DefaultBaseURL is used when the configuration names none. It is set
+// explicitly so that an OPENAI_BASE_URL in the operator's environment
+// cannot redirect a run's requests.
+const DefaultBaseURL = "https://api.openai.com/v1/"
+
+// RefusedByFilter is the refusal text when the server's content filter
+// stopped the answer without a refusal message of the model's own.
+const RefusedByFilter = "the provider's content filter stopped the answer (finish_reason content_filter)"
+
+// Model calls one OpenAI-compatible endpoint. It is safe for concurrent use.
+type Model struct {
+	caller *model.Caller
+	client sdk.Client
+}
+
+var (
+	_ loop.Model          = (*Model)(nil)
+	_ loop.TokenEstimator = (*Model)(nil)
+)
+
+// New returns a provider for cfg. The key is not read here but at every
+// call.
+func New(cfg model.Config) (*Model, error) {
+	caller, err := model.NewCaller(Name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = caller.Config()
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithMaxRetries(cfg.MaxRetries),
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Model{caller: caller, client: sdk.NewClient(opts...)}, nil
+}
+
+// EstimateInputTokens implements loop.TokenEstimator with the shared
+// conservative estimate (see model.EstimateInputTokens).
+func (m *Model) EstimateInputTokens(req *loop.Request) int64 {
+	return model.EstimateInputTokens(req)
+}
+
+// Complete makes one chat completion. Transport failures are retried by
+// the SDK; what still fails is a *model.ProviderError.
+func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	params, err := buildParams(req, m.caller.ModelName(req.Model))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	var reply *loop.Reply
+	err = m.caller.Do(ctx, func(ctx context.Context, key string, observe model.Middleware) error {
+		out, err := m.client.Chat.Completions.New(ctx, params,
+			option.WithAPIKey(key),
+			option.WithMiddleware(observe),
+		)
+		if err != nil {
+			return err
+		}
+		reply, err = toReply(out)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+func buildParams(req *loop.Request, modelName string) (sdk.ChatCompletionNewParams, error) {
+	maxOut := req.MaxOutputTokens
+	if maxOut <= 0 {
+		maxOut = model.DefaultMaxOutputTokens
+	}
+	p := sdk.ChatCompletionNewParams{
+		Model: shared.ChatModel(modelName),
+		// max_completion_tokens, not the deprecated max_tokens, which
+		// reasoning models reject.
+		MaxCompletionTokens: sdk.Int(maxOut),
+	}
+	for _, t := range req.Tools {
+		schema, err := model.Schema(t.Parameters)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		params := make(shared.FunctionParameters, len(schema))
+		for k, v := range schema {
+			params[k] = v
+		}
+		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
+		if t.Description != "" {
+			fn.Description = sdk.String(t.Description)
+		}
+		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	if req.System != "" {
+		p.Messages = append(p.Messages, sdk.SystemMessage(req.System))
+	}
+	for _, msg := range model.OrderToolResults(req.Messages) {
+		switch msg.Role {
+		case loop.RoleUser:
+			p.Messages = append(p.Messages, sdk.UserMessage(msg.Content))
+		case loop.RoleAssistant:
+			p.Messages = append(p.Messages, assistantMessage(msg))
+		case loop.RoleTool:
+			p.Messages = append(p.Messages, sdk.ToolMessage(msg.Content, msg.CallID))
+		default:
+			return p, fmt.Errorf("message with unknown role %q", msg.Role)
+		}
+	}
+	return p, nil
+}
+
+func assistantMessage(msg loop.Message) sdk.ChatCompletionMessageParamUnion {
+	a := sdk.ChatCompletionAssistantMessageParam{}
+	if msg.Content != "" || len(msg.ToolCalls) == 0 {
+		a.Content.OfString = sdk.String(msg.Content)
+	}
+	for _, c := range msg.ToolCalls {
+		a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
+			OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+				ID: c.ID,
+				Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{
+					Name:      c.Name,
+					Arguments: string(model.Arguments(c.Arguments)),
+				},
+			},
+		})
+	}
+	return sdk.ChatCompletionMessageParamUnion{OfAssistant: &a}
+}
+
+func toReply(out *sdk.ChatCompletion) (*loop.Reply, error) {
+	if out == nil || len(out.Choices) == 0 {
+		return nil, fmt.Errorf("the response has no choices")
+	}
+	choice := out.Choices[0]
+	msg := choice.Message
+	reply := &loop.Reply{
+		Content:   msg.Content,
+		Refusal:   msg.Refusal,
+		Truncated: choice.FinishReason == "length",
+		Usage: loop.TokenUsage{
+			InputTokens:       out.Usage.PromptTokens,
+			CachedInputTokens: out.Usage.PromptTokensDetails.CachedTokens,
+			CacheWriteTokens:  out.Usage.PromptTokensDetails.CacheWriteTokens,
+			OutputTokens:      out.Usage.CompletionTokens,
+		},
+	}
+	if choice.FinishReason == "content_filter" && reply.Refusal == "" {
+		reply.Refusal = RefusedByFilter
+	}
+	for _, tc := range msg.ToolCalls {
+		if tc.Type != "" && tc.Type != "function" {
+			return nil, fmt.Errorf("the model called a %q tool, but only function tools are offered", tc.Type)
+		}
+		reply.ToolCalls = append(reply.ToolCalls, loop.ToolCall{
+			Name:      tc.Function.Name,
+			Arguments: model.Arguments([]byte(tc.Function.Arguments)),
+		})
+	}
+	return reply, nil
+}

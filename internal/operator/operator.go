@@ -1,0 +1,133 @@
+// Package operator wires the AgentRun operator: the manager, the
+// reconciler and the kit builder. cmd/manager runs it in a cluster; `make
+// dev` and `make demo` run the same wiring against a local control plane
+// with job tools as local processes.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/tools/job"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options configure the operator.
+type Options struct {
+	MetricsAddr, ProbeAddr string
+	LeaderElect            bool
+	// LocalTools runs job tools as local processes (development only).
+	LocalTools bool
+	// LocalDir is where local job tools run.
+	LocalDir string
+	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
+	OperatorImage string
+	// Workers sizes the reconcile worker pool. Model and tool calls never
+	// run on a worker, so a few serve many runs.
+	Workers int
+	// QPS and Burst limit the client. A turn costs about one write; the
+	// defaults (50, 100) allow a few dozen turns a second.
+	QPS   float32
+	Burst int
+}
+
+// Scheme knows the built-in kinds and AgentRun.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run runs the operator until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	if !o.LocalTools && o.OperatorImage == "" {
+		return fmt.Errorf("an operator image is required unless job tools run locally")
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	if o.QPS > 0 {
+		cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = "0"
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		LeaderElection:         o.LeaderElect,
+		LeaderElectionID:       "agentrun.agents.agentrun.dev",
+	})
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder("agentrun")
+	builder := &kit.Builder{
+		LocalJobs: o.LocalTools,
+		LocalDir:  o.LocalDir,
+		Secrets:   SecretsFrom(mgr.GetAPIReader()),
+		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
+			OperatorImage: o.OperatorImage},
+		Kube: cfg,
+		OnRetry: func(run *v1alpha1.AgentRun, provider string, attempt, status int, err error) {
+			recorder.Eventf(run, nil, corev1.EventTypeWarning, "ModelRetry", "CallModel",
+				"Retrying the %s call (attempt %d) after HTTP %d", provider, attempt, status)
+		},
+	}
+	r := &controller.AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+		Kits: builder, MaxConcurrentReconciles: o.Workers}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers)
+	return mgr.Start(ctx)
+}
+
+// SecretsFrom reads Secrets with an uncached reader: the operator does not
+// cache every Secret of the cluster, and keys are read at call time.
+func SecretsFrom(r client.Reader) kit.SecretReader {
+	return func(ctx context.Context, ns, name, key string) (string, error) {
+		s := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			return "", err
+		}
+		v, ok := s.Data[key]
+		if !ok {
+			return "", fmt.Errorf("secret %s has no key %q", name, key)
+		}
+		return strings.TrimRight(string(v), "\r\n"), nil
+	}
+}

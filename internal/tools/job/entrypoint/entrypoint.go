@@ -1,0 +1,363 @@
+// Package entrypoint is the wrapper that runs a job tool inside its pod.
+//
+// The operator's image carries the agentrun-entrypoint binary. An init
+// container copies it into an emptyDir shared with the tool's container,
+// whose command becomes
+//
+//	/agentrun/bin/agentrun-entrypoint --timeout=30s -- <the tool's command> <the tool's args>
+//
+// The wrapper then keeps the tool process contract on the tool's behalf:
+//
+//   - the arguments JSON, read from AGENTRUN_TOOL_ARGS, is written to the
+//     tool's standard input (the environment, AGENTRUN_IDEMPOTENCY_KEY
+//     included, is passed through unchanged);
+//   - the tool's standard output is copied to the container's standard
+//     output, so the pod log is exactly the result, whole;
+//   - the tool's standard error is kept (its tail only) for the summary and
+//     is not copied to the container's log, which would otherwise mix it
+//     into the result read back from the log;
+//   - the tool's deadline (--timeout) counts from the tool's start, not
+//     from the pod's creation, so scheduling and image pulls do not eat
+//     into it; at the deadline the tool gets SIGTERM, then SIGKILL, and the
+//     summary says TimedOut;
+//   - SIGTERM and SIGINT are forwarded to the tool (its process group), so
+//     the Job's own deadline and a deleted pod reach the tool's process;
+//   - a compact JSON Summary is written to the termination message file,
+//     which the kubelet copies into the pod's status (at most 4096 bytes).
+//     When the whole standard output fits in it, the summary carries it and
+//     the executor reads nothing else; otherwise the summary says so
+//     (OutInLog) and the executor reads the result from the pod's log;
+//   - the wrapper exits with the tool's exit code.
+package entrypoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// Names of the environment variables of the tool process contract.
+const (
+	// EnvToolArgs holds the call's arguments, one JSON object.
+	EnvToolArgs = "AGENTRUN_TOOL_ARGS"
+	// EnvIdempotencyKey holds a key unique to the call and stable across
+	// retries and across a second start of the same pod.
+	EnvIdempotencyKey = "AGENTRUN_IDEMPOTENCY_KEY"
+)
+
+const (
+	// DefaultTerminationPath is where the kubelet expects the termination
+	// message unless a container says otherwise.
+	DefaultTerminationPath = "/dev/termination-log"
+	// MaxMessageBytes is the most the kubelet keeps of a termination message.
+	MaxMessageBytes = 4096
+	// StderrTailBytes is how much of the end of standard error the summary keeps.
+	StderrTailBytes = 512
+	// DefaultKillGrace is how long a tool stopped at its deadline has
+	// between SIGTERM and SIGKILL.
+	DefaultKillGrace = 5 * time.Second
+
+	// exitStartFailure is the exit code when the tool could not be started,
+	// as a shell reports a command it cannot run.
+	exitStartFailure = 127
+)
+
+// Summary is the termination message: what the executor learns about the
+// tool's process without reading its log.
+type Summary struct {
+	// Exit is the tool's exit code; 128+N when it was killed by signal N.
+	Exit int `json:"exit"`
+	// Out is the tool's whole standard output when it fits in the message.
+	Out string `json:"out,omitempty"`
+	// OutInLog is set when the standard output did not fit (or was not
+	// UTF-8): read it from the container's log.
+	OutInLog bool `json:"outInLog,omitempty"`
+	// Size is the length of the whole standard output in bytes.
+	Size int64 `json:"size"`
+	// StderrTail is the end of the tool's standard error.
+	StderrTail string `json:"stderrTail,omitempty"`
+	// TimedOut is set when the wrapper stopped the tool at its deadline.
+	TimedOut bool `json:"timedOut,omitempty"`
+	// Error says why the wrapper could not run the tool at all.
+	Error string `json:"error,omitempty"`
+}
+
+// ParseSummary reads a termination message written by Run.
+func ParseSummary(msg string) (Summary, error) {
+	var s Summary
+	if strings.TrimSpace(msg) == "" {
+		return s, errors.New("the termination message is empty")
+	}
+	if err := json.Unmarshal([]byte(msg), &s); err != nil {
+		return s, fmt.Errorf("the termination message is not a summary: %w", err)
+	}
+	return s, nil
+}
+
+// Config is one run of the wrapper.
+type Config struct {
+	// Argv is the tool's command and arguments.
+	Argv []string
+	// Env is the tool's environment (the wrapper's own, in the binary).
+	Env []string
+	// Stdout receives the tool's standard output as it is written.
+	Stdout io.Writer
+	// Diagnostics receives the wrapper's own complaints when it cannot
+	// write the termination message. Nil discards them.
+	Diagnostics io.Writer
+	// TerminationPath is where the summary is written; empty means
+	// DefaultTerminationPath.
+	TerminationPath string
+	// MessageLimit bounds the summary; zero means MaxMessageBytes.
+	MessageLimit int
+	// Signals are forwarded to the tool's process while it runs.
+	Signals <-chan os.Signal
+	// Timeout is the tool's deadline, counted from its start; zero means
+	// none. At the deadline the tool gets SIGTERM, and SIGKILL KillGrace
+	// later if it is still running.
+	Timeout time.Duration
+	// KillGrace defaults to DefaultKillGrace.
+	KillGrace time.Duration
+}
+
+// Run starts the tool, waits for it and writes the summary. It returns the
+// exit code the wrapper should exit with.
+func Run(ctx context.Context, cfg Config) int {
+	sum := run(ctx, cfg)
+	limit := cfg.MessageLimit
+	if limit <= 0 {
+		limit = MaxMessageBytes
+	}
+	path := cfg.TerminationPath
+	if path == "" {
+		path = DefaultTerminationPath
+	}
+	if err := os.WriteFile(path, Encode(sum.Summary, sum.out, limit), 0o644); err != nil && cfg.Diagnostics != nil {
+		fmt.Fprintf(cfg.Diagnostics, "agentrun-entrypoint: cannot write the termination message: %v\n", err)
+	}
+	return sum.Exit
+}
+
+type outcome struct {
+	Summary
+	out []byte // the head of standard output, at most the message limit
+}
+
+func run(ctx context.Context, cfg Config) outcome {
+	if len(cfg.Argv) == 0 {
+		return outcome{Summary: Summary{Exit: exitStartFailure, Error: "no command to run: expected -- COMMAND [ARGS...]"}}
+	}
+	args := lookup(cfg.Env, EnvToolArgs)
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	limit := cfg.MessageLimit
+	if limit <= 0 {
+		limit = MaxMessageBytes
+	}
+	stdout := &headCounter{limit: limit}
+	stderr := &tail{limit: StderrTailBytes}
+	var outW io.Writer = stdout
+	if cfg.Stdout != nil {
+		outW = io.MultiWriter(cfg.Stdout, stdout)
+	}
+
+	// The command is not bound to ctx: the tool is stopped by signals, as
+	// the kubelet stops a container, with time to finish its work. It runs
+	// in its own process group so the signals reach what it started too.
+	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
+	cmd.Env = cfg.Env
+	cmd.Stdin = strings.NewReader(args)
+	cmd.Stdout = outW
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process the tool left behind may hold its standard output open;
+	// once the tool itself has exited, wait only briefly for it.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return outcome{Summary: Summary{Exit: exitStartFailure, Error: "cannot start the tool: " + err.Error()}}
+	}
+	signal := func(sig os.Signal) {
+		if s, ok := sig.(syscall.Signal); ok && syscall.Kill(-cmd.Process.Pid, s) == nil {
+			return
+		}
+		_ = cmd.Process.Signal(sig)
+	}
+
+	var timedOut bool
+	done := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		var deadline, kill <-chan time.Time
+		if cfg.Timeout > 0 {
+			t := time.NewTimer(cfg.Timeout)
+			defer t.Stop()
+			deadline = t.C
+		}
+		grace := cfg.KillGrace
+		if grace <= 0 {
+			grace = DefaultKillGrace
+		}
+		stop := func() {
+			signal(syscall.SIGTERM)
+			if kill == nil {
+				kill = time.After(grace)
+			}
+		}
+		sigs, cancelled := cfg.Signals, ctx.Done()
+		for {
+			select {
+			case sig, ok := <-sigs:
+				if !ok {
+					sigs = nil
+					continue
+				}
+				signal(sig)
+			case <-cancelled:
+				cancelled = nil
+				stop()
+			case <-deadline:
+				deadline = nil
+				timedOut = true
+				stop()
+			case <-kill:
+				kill = nil
+				signal(syscall.SIGKILL)
+			case <-done:
+				return
+			}
+		}
+	})
+	err := cmd.Wait()
+	close(done)
+	watch.Wait()
+
+	s := Summary{Size: stdout.n, StderrTail: stderr.String(), TimedOut: timedOut}
+	s.Exit = exitCode(cmd.ProcessState, err)
+	if err != nil && cmd.ProcessState == nil {
+		s.Error = "waiting for the tool: " + err.Error()
+	}
+	return outcome{Summary: s, out: stdout.head.Bytes()}
+}
+
+// Encode renders the summary within limit bytes, with out (the head of
+// standard output) inlined when the whole output is there and fits.
+func Encode(s Summary, out []byte, limit int) []byte {
+	s.Out, s.OutInLog = "", false
+	if int64(len(out)) == s.Size && utf8.Valid(out) {
+		s.Out = string(out)
+		if b := marshal(s); len(b) <= limit {
+			return b
+		}
+		s.Out = ""
+	}
+	s.OutInLog = s.Size > 0
+	// Shrink the stderr tail and the error until the message fits; with
+	// the default limit the first attempt always does.
+	for {
+		b := marshal(s)
+		if len(b) <= limit || (s.StderrTail == "" && s.Error == "") {
+			return b
+		}
+		s.StderrTail = cutHead(s.StderrTail, len(s.StderrTail)/2)
+		s.Error = cutTail(s.Error, len(s.Error)/2)
+	}
+}
+
+func marshal(s Summary) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a struct of strings and numbers always encodes
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+func exitCode(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		if err != nil {
+			return exitStartFailure
+		}
+		return 0
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func lookup(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val // the last one wins, as in the process's environment
+		}
+	}
+	return v
+}
+
+// headCounter keeps the first limit bytes written and counts them all.
+type headCounter struct {
+	limit int
+	head  bytes.Buffer
+	n     int64
+}
+
+func (h *headCounter) Write(p []byte) (int, error) {
+	if room := h.limit - h.head.Len(); room > 0 {
+		h.head.Write(p[:min(room, len(p))])
+	}
+	h.n += int64(len(p))
+	return len(p), nil
+}
+
+// tail keeps the last limit bytes written.
+type tail struct {
+	limit int
+	buf   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is the tail, starting at a rune boundary.
+func (t *tail) String() string { return cutHead(string(t.buf), len(t.buf)) }
+
+// cutHead keeps at most n bytes from the end of s, starting on a rune.
+func cutHead(s string, n int) string {
+	if len(s) <= n {
+		n = len(s)
+	}
+	s = s[len(s)-n:]
+	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
+	}
+	return s
+}
+
+// cutTail keeps at most n bytes from the start of s, ending on a rune.
+func cutTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

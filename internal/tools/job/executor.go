@@ -1,0 +1,359 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun/agentrun/internal/loop"
+)
+
+// Tool is one job tool as the AgentRun declares it (spec.tools[].job).
+type Tool struct {
+	// Name is the tool's name, as the model calls it.
+	Name            string
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	// Command is required: the wrapper runs it, and cannot learn the
+	// image's own entrypoint.
+	Command   []string
+	Args      []string
+	Env       []corev1.EnvVar
+	Resources corev1.ResourceRequirements
+	// MountServiceAccountToken mounts the run's service account token in
+	// the tool's pod; off unless the tool asks for it.
+	MountServiceAccountToken bool
+}
+
+// Run is what the executor needs to know of the AgentRun it works for.
+type Run struct {
+	// Namespace of the run, where its Jobs are created.
+	Namespace string
+	// ServiceAccountName the tools' pods run as; empty means "default".
+	ServiceAccountName string
+	// Owner is the owner reference to the AgentRun, set on every Job; its
+	// UID and Name are the run's.
+	Owner metav1.OwnerReference
+}
+
+// Config is how the operator is deployed; it is the same for every run.
+type Config struct {
+	// Client creates, reads and deletes Jobs.
+	Client client.Client
+	// Pods reads the Jobs' pods; nil means Client. Give an uncached
+	// reader (the manager's APIReader) rather than cache every pod.
+	Pods client.Reader
+	// Logs reads a result too long for the termination message.
+	Logs LogReader
+	// OperatorImage is the image the init container runs; it holds the
+	// agentrun-entrypoint binary at EntrypointPath.
+	OperatorImage string
+	// EntrypointPath defaults to DefaultEntrypointPath.
+	EntrypointPath string
+	// TTLAfterFinished defaults to DefaultTTLAfterFinished.
+	TTLAfterFinished time.Duration
+	// PendingLimit is how long a pod may stay Pending before the call is
+	// failed as Unavailable; defaults to DefaultPendingLimit. A call's
+	// StartupGrace, when shorter, takes its place.
+	PendingLimit time.Duration
+	// RunAsUser is the non-root uid of both containers; defaults to
+	// DefaultRunAsUser.
+	RunAsUser int64
+	// PollInterval is Execute's first interval between two polls; it
+	// doubles up to 4 times that. Defaults to one second.
+	PollInterval time.Duration
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+}
+
+// Executor runs the job tools of one run.
+type Executor struct {
+	cfg   Config
+	run   Run
+	tools map[string]*Tool
+}
+
+var _ loop.Toolbox = (*Executor)(nil)
+
+// New checks the configuration and the tools and returns an executor for
+// one run.
+func New(cfg Config, run Run, tools []Tool) (*Executor, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("job executor: no client")
+	}
+	if cfg.OperatorImage == "" {
+		return nil, errors.New("job executor: no operator image to install the entrypoint from")
+	}
+	if run.Namespace == "" || run.Owner.UID == "" || run.Owner.Name == "" {
+		return nil, errors.New("job executor: the run needs a namespace and an owner with a name and a UID")
+	}
+	if cfg.Pods == nil {
+		cfg.Pods = cfg.Client
+	}
+	if cfg.EntrypointPath == "" {
+		cfg.EntrypointPath = DefaultEntrypointPath
+	}
+	if cfg.TTLAfterFinished <= 0 {
+		cfg.TTLAfterFinished = DefaultTTLAfterFinished
+	}
+	if cfg.PendingLimit <= 0 {
+		cfg.PendingLimit = DefaultPendingLimit
+	}
+	if cfg.RunAsUser <= 0 {
+		cfg.RunAsUser = DefaultRunAsUser
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := &Executor{cfg: cfg, run: run, tools: map[string]*Tool{}}
+	for i := range tools {
+		t := tools[i]
+		switch {
+		case t.Name == "":
+			return nil, fmt.Errorf("job executor: tool %d has no name", i)
+		case t.Image == "":
+			return nil, fmt.Errorf("job executor: tool %q has no image", t.Name)
+		case len(t.Command) == 0:
+			return nil, fmt.Errorf("job executor: tool %q has no command (the entrypoint wrapper runs it and cannot read the image's own)", t.Name)
+		case e.tools[t.Name] != nil:
+			return nil, fmt.Errorf("job executor: tool %q is declared twice", t.Name)
+		}
+		e.tools[t.Name] = &t
+	}
+	return e, nil
+}
+
+// CallError is returned by Start for a call that can never run; the caller
+// records Failure as the call's result instead of retrying.
+type CallError struct {
+	Failure loop.Failure
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("%s: %s", e.Failure.Kind, e.Failure.Detail)
+}
+
+// FailureOf returns the failure of a Start error that is final, or nil for
+// an error worth retrying.
+func FailureOf(err error) *loop.Failure {
+	if ce, ok := errors.AsType[*CallError](err); ok {
+		f := ce.Failure
+		return &f
+	}
+	return nil
+}
+
+// ErrJobNotFound is returned by Poll when the call has no Job: it was never
+// started, the client's cache has not seen it yet, or it was deleted
+// (by a person, or by ttlSecondsAfterFinished before its result was read).
+// The caller decides whether to poll again shortly or to record the
+// call's outcome as unknown.
+var ErrJobNotFound = errors.New("the call has no Job")
+
+// Start creates the call's Job, or adopts the one an earlier attempt
+// created. It returns at once. A *CallError means the call cannot run; any
+// other error is worth retrying.
+func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
+	tool, err := e.tool(inv)
+	if err != nil {
+		return err
+	}
+	want := e.buildJob(tool, inv)
+	err = e.cfg.Client.Create(ctx, want)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return e.adopt(ctx, want)
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable,
+			Detail: bound(fmt.Sprintf("the Job for tool %q could not be created: %v", tool.Name, err))}}
+	default:
+		return fmt.Errorf("creating Job %s/%s: %w", want.Namespace, want.Name, err)
+	}
+}
+
+// adopt accepts an existing Job of the same name only if it was made for
+// this run and this call.
+func (e *Executor) adopt(ctx context.Context, want *batchv1.Job) error {
+	var got batchv1.Job
+	if err := e.cfg.Client.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted between our create and this read; the next Start
+			// creates it again.
+			return fmt.Errorf("job %s/%s vanished while being adopted: %w", want.Namespace, want.Name, err)
+		}
+		return fmt.Errorf("reading Job %s/%s to adopt it: %w", want.Namespace, want.Name, err)
+	}
+	if got.Labels[LabelRunUID] != want.Labels[LabelRunUID] || got.Annotations[AnnotationCallID] != want.Annotations[AnnotationCallID] {
+		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
+			"a Job named %s already exists and was not made for this call", want.Name))}}
+	}
+	return nil
+}
+
+// Poll reports the call's result: nil while the tool runs, a Result once
+// it ended (successfully or not). An error is worth retrying; it is
+// ErrJobNotFound when the Job does not exist.
+func (e *Executor) Poll(ctx context.Context, inv loop.Invocation) (*loop.Result, error) {
+	tool, err := e.tool(inv)
+	if err != nil {
+		if f := FailureOf(err); f != nil {
+			return e.result(inv, nil, f, output{}), nil
+		}
+		return nil, err
+	}
+	var j batchv1.Job
+	key := client.ObjectKey{Namespace: e.run.Namespace, Name: JobName(e.run.Owner.UID, inv.CallID)}
+	if err := e.cfg.Client.Get(ctx, key, &j); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("job %s: %w", key, ErrJobNotFound)
+		}
+		return nil, fmt.Errorf("reading Job %s: %w", key, err)
+	}
+	o, err := e.observe(ctx, tool, &j, inv)
+	if err != nil || o == nil {
+		return nil, err
+	}
+	if o.deleteJob {
+		if err := e.deleteJob(ctx, &j); err != nil {
+			return nil, err
+		}
+	}
+	return e.result(inv, &j, o.failure, o.out), nil
+}
+
+// Execute starts the call and waits for its result, polling with a
+// growing interval. The wait is bounded by the Job's deadline plus a few
+// seconds; past it, or when ctx ends first, the Job is deleted and the call
+// fails (Timeout when a deadline passed, OutcomeUnknown when ctx was
+// cancelled).
+func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
+	start := e.cfg.Now()
+	if err := e.startWithRetry(ctx, inv); err != nil {
+		f := FailureOf(err)
+		if f == nil {
+			f = &loop.Failure{Kind: loop.FailUnavailable, Detail: bound("the Job could not be created: " + err.Error())}
+		}
+		return *e.resultSince(inv, start, f)
+	}
+	wait := time.Duration(e.jobDeadline(inv))*time.Second + 20*time.Second
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+
+	interval := e.cfg.PollInterval
+	missing := 0
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.abandon(inv)
+			kind, detail := loop.FailTimeout, fmt.Sprintf("no result within %s; the Job was deleted", wait)
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				kind, detail = loop.FailUnknown, "the wait was cancelled; the Job was deleted"
+			}
+			return *e.resultSince(inv, start, &loop.Failure{Kind: kind, Detail: detail})
+		case <-timer.C:
+		}
+		res, err := e.Poll(ctx, inv)
+		if res != nil {
+			res.Duration = e.cfg.Now().Sub(start)
+			return *res
+		}
+		if errors.Is(err, ErrJobNotFound) {
+			// A cached client may not have seen the new Job yet; a Job
+			// that stays missing was deleted under us.
+			if missing++; missing > 5 {
+				return *e.resultSince(inv, start, &loop.Failure{Kind: loop.FailUnknown,
+					Detail: "the Job was deleted before its result was read"})
+			}
+		} else {
+			missing = 0
+		}
+		timer.Reset(interval)
+		interval = min(2*interval, 4*e.cfg.PollInterval)
+	}
+}
+
+// startWithRetry retries Start's transient errors a few times.
+func (e *Executor) startWithRetry(ctx context.Context, inv loop.Invocation) error {
+	var err error
+	delay := e.cfg.PollInterval
+	for range 3 {
+		if err = e.Start(ctx, inv); err == nil || FailureOf(err) != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	return err
+}
+
+// abandon deletes the call's Job after Execute gave up waiting for it.
+func (e *Executor) abandon(inv loop.Invocation) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: e.run.Namespace, Name: JobName(e.run.Owner.UID, inv.CallID)}}
+	_ = e.deleteJob(ctx, j)
+}
+
+func (e *Executor) deleteJob(ctx context.Context, j *batchv1.Job) error {
+	err := e.cfg.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Job %s/%s: %w", j.Namespace, j.Name, err)
+	}
+	return nil
+}
+
+func (e *Executor) tool(inv loop.Invocation) (*Tool, error) {
+	t := e.tools[inv.Tool]
+	if t == nil {
+		return nil, &CallError{Failure: loop.Failure{Kind: loop.FailInvalid, Detail: bound(fmt.Sprintf("no job tool named %q", inv.Tool))}}
+	}
+	if f := checkInvocation(inv); f != nil {
+		return nil, &CallError{Failure: *f}
+	}
+	return t, nil
+}
+
+// result builds a Result; the duration runs from the Job's creation to
+// its completion when the Job tells.
+func (e *Executor) result(inv loop.Invocation, j *batchv1.Job, f *loop.Failure, out output) *loop.Result {
+	r := &loop.Result{CallID: inv.CallID, Failure: f, Output: out.bytes, Size: out.size, Truncated: out.truncated}
+	if j != nil && !j.CreationTimestamp.IsZero() {
+		end := e.cfg.Now()
+		if j.Status.CompletionTime != nil {
+			end = j.Status.CompletionTime.Time
+		}
+		r.Duration = max(0, end.Sub(j.CreationTimestamp.Time))
+	}
+	return r
+}
+
+func (e *Executor) resultSince(inv loop.Invocation, start time.Time, f *loop.Failure) *loop.Result {
+	return &loop.Result{CallID: inv.CallID, Failure: f, Duration: e.cfg.Now().Sub(start)}
+}
+
+// bound keeps a detail within 512 bytes.
+func bound(s string) string {
+	const limit = 512
+	if len(s) <= limit {
+		return s
+	}
+	return cutUTF8(s, limit-3) + "..."
+}
