@@ -168,7 +168,7 @@ type AgentRunStatus struct {
 	Convergence *ConvergenceStatus `json:"convergence,omitempty"`
 
 	// transcript says how much of the conversation has been saved. The
-	// transcript itself lives in ConfigMaps the AgentRun owns; read it with
+	// transcript itself lives in Secrets the AgentRun owns (tool results may hold customer data); read it with
 	// kubectl agentrun transcript.
 	// +optional
 	Transcript *TranscriptStatus `json:"transcript,omitempty"`
@@ -325,9 +325,9 @@ type ConvergenceStatus struct {
 }
 
 // TranscriptStatus says how much of the conversation has been saved to the
-// AgentRun's transcript ConfigMaps.
+// AgentRun's transcript Secrets.
 type TranscriptStatus struct {
-	// chunks is the number of transcript ConfigMaps written.
+	// chunks is the number of transcript Secrets written.
 	// +optional
 	Chunks int32 `json:"chunks,omitempty"`
 

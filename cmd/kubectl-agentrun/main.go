@@ -1,0 +1,14 @@
+// Command kubectl-agentrun is the kubectl plugin for AgentRuns: put it on
+// PATH and run `kubectl agentrun --help`. The commands live in
+// internal/plugin.
+package main
+
+import (
+	"os"
+
+	"github.com/agentrun/agentrun/internal/plugin"
+)
+
+func main() {
+	os.Exit(plugin.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

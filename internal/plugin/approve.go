@@ -1,0 +1,148 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// AnswerOptions is one answer to a pending call.
+type AnswerOptions struct {
+	Run      Ref
+	CallID   string
+	Decision v1alpha1.ApprovalDecision
+	// Force sets the annotation without checking that the call waits, and
+	// replaces an earlier answer the operator has not acted on yet.
+	Force bool
+}
+
+// Answer sets approval.agents.agentrun.dev/<callID>=<decision> on the run
+// with a merge patch made by FieldManager. Unless Force is set, it first
+// checks that the call is in status.pendingApprovals and refuses otherwise,
+// listing the calls that do wait.
+func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) error {
+	switch o.Decision {
+	case v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop:
+	default:
+		return fmt.Errorf("unknown answer %q: use approve, deny or stop", o.Decision)
+	}
+	key := v1alpha1.ApprovalAnnotationPrefix + o.CallID
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 || o.CallID == "" {
+		return fmt.Errorf("%q is not a call id: call ids look like t3-c1 (see status.pendingApprovals)", o.CallID)
+	}
+
+	run, err := getRun(ctx, c, o.Run)
+	if err != nil {
+		return err
+	}
+	if !o.Force {
+		if err := checkPending(run, o); err != nil {
+			return err
+		}
+	}
+
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{key: string(o.Decision)}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, run, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return explain(err, o.Run)
+	}
+	printf(w, "%s: %s %s\n", o.Run, o.CallID, answered(o.Decision))
+	return nil
+}
+
+func answered(d v1alpha1.ApprovalDecision) string {
+	switch d {
+	case v1alpha1.ApprovalApprove:
+		return "approved"
+	case v1alpha1.ApprovalDeny:
+		return "denied"
+	default:
+		return "denied; the run will stop (ApprovalDenied)"
+	}
+}
+
+// checkPending refuses an answer to a call that is not waiting, or one that
+// would silently replace an earlier answer.
+func checkPending(run *v1alpha1.AgentRun, o AnswerOptions) error {
+	ref := o.Run
+	if run.Status.Outcome != "" {
+		return fmt.Errorf("%s has already ended (%s): no call waits for an answer", ref, run.Status.Outcome)
+	}
+	for _, p := range run.Status.PendingApprovals {
+		if p.CallID != o.CallID {
+			continue
+		}
+		prev, ok := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+o.CallID]
+		if ok && prev != string(o.Decision) {
+			return fmt.Errorf("%s was already answered %q on %s and the operator has not acted on it yet; use --force to change the answer",
+				o.CallID, prev, ref)
+		}
+		return nil
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s is not waiting for approval on %s", o.CallID, ref)
+	for i := len(run.Status.Approvals) - 1; i >= 0; i-- {
+		a := run.Status.Approvals[i]
+		if a.CallID == o.CallID && !a.Stale {
+			fmt.Fprintf(&b, " (it was already answered %s%s)", a.Decision, by(a.By))
+			break
+		}
+	}
+	if len(run.Status.PendingApprovals) == 0 {
+		phase := string(run.Status.Phase)
+		if phase == "" {
+			phase = "not started"
+		}
+		fmt.Fprintf(&b, ": no call waits for an answer (phase %s)", phase)
+	} else {
+		b.WriteString("\npending approvals:")
+		for _, p := range run.Status.PendingApprovals {
+			fmt.Fprintf(&b, "\n  %s  %s %s", p.CallID, p.Tool, p.Arguments)
+		}
+	}
+	b.WriteString("\nuse --force to set the annotation anyway")
+	return fmt.Errorf("%s", b.String())
+}
+
+func by(who string) string {
+	if who == "" {
+		return ""
+	}
+	return " by " + who
+}
+
+// Cancel sets spec.cancel to true with a merge patch, so the run stops at the
+// next turn boundary as ApprovalDenied. It never sends the whole spec: the
+// CRD forbids any other spec change, and a typed round trip could make one.
+func Cancel(ctx context.Context, c client.Client, ref Ref, w io.Writer) error {
+	run, err := getRun(ctx, c, ref)
+	if err != nil {
+		return err
+	}
+	if run.Status.Outcome != "" {
+		printf(w, "%s has already ended (%s); nothing to cancel\n", ref, run.Status.Outcome)
+		return nil
+	}
+	if run.Spec.Cancel {
+		printf(w, "%s: cancel already requested\n", ref)
+		return nil
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
+	if err := c.Patch(ctx, run, patch, client.FieldOwner(FieldManager)); err != nil {
+		return explain(err, ref)
+	}
+	printf(w, "%s: cancel requested; the run stops at the next turn boundary\n", ref)
+	return nil
+}

@@ -1,0 +1,264 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Main runs kubectl-agentrun with args (without the program name) and
+// returns its exit status: 0 on success, 1 on an error or, for watch, when
+// the run ended with any outcome but Completed.
+func Main(args []string, stdout, stderr io.Writer) int {
+	// The client logs through controller-runtime's logger; the plugin
+	// reports errors itself.
+	ctrllog.SetLogger(logr.Discard())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cmd := NewCommand(stdout, stderr)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	var exit *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.Code
+	case ctx.Err() != nil:
+		return 130 // interrupted, as a shell reports it
+	}
+	_, _ = fmt.Fprintf(stderr, "error: %v\n", err)
+	return 1
+}
+
+// NewCommand builds the kubectl-agentrun command tree. It reads kubectl's
+// usual connection flags (--kubeconfig, --context, -n/--namespace ...).
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := &factory{flags: genericclioptions.NewConfigFlags(true)}
+	root := &cobra.Command{
+		Use:   "kubectl-agentrun",
+		Short: "Answer, cancel and follow AgentRuns",
+		Long: `kubectl agentrun answers the calls an AgentRun waits on, cancels a run, prints
+its transcript and follows it to its end.
+
+A call that policy marks "ask" waits in status.pendingApprovals under a call id
+such as t3-c1. approve, deny and stop answer it by setting the annotation
+approval.agents.agentrun.dev/<CALLID> on the AgentRun, as
+
+  kubectl annotate agentrun NAME approval.agents.agentrun.dev/t3-c1=approve
+
+would, after checking that the call really waits. The operator records the
+answer, and who gave it, in status.approvals.`,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl agentrun"},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	f.flags.AddFlags(root.PersistentFlags())
+
+	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
+		root.AddCommand(answerCommand(f, d))
+	}
+	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f))
+	return root
+}
+
+var answerHelp = map[v1alpha1.ApprovalDecision][2]string{
+	v1alpha1.ApprovalApprove: {"Let a pending call run",
+		"approve lets the call CALLID of the AgentRun NAME run."},
+	v1alpha1.ApprovalDeny: {"Decline a pending call; the model may choose another route",
+		`deny declines the call CALLID of the AgentRun NAME. The model sees "a person
+declined this call" and the run goes on.`},
+	v1alpha1.ApprovalStop: {"Decline a pending call and end the run as ApprovalDenied",
+		"stop declines the call CALLID of the AgentRun NAME and ends the run with the\noutcome ApprovalDenied."},
+}
+
+func answerCommand(f *factory, d v1alpha1.ApprovalDecision) *cobra.Command {
+	var force bool
+	help := answerHelp[d]
+	cmd := &cobra.Command{
+		Use:   string(d) + " NAME CALLID",
+		Short: help[0],
+		Long: help[1] + `
+
+It sets the annotation approval.agents.agentrun.dev/CALLID=` + string(d) + ` with a merge
+patch made by the field manager kubectl-agentrun. It refuses, and lists the
+calls that do wait, when CALLID is not in status.pendingApprovals, and it will
+not replace an answer the operator has not acted on yet; --force skips both
+checks.`,
+		Example: fmt.Sprintf(`  # See which calls wait, then answer one
+  kubectl get agentrun explain-double-charge -o jsonpath='{.status.pendingApprovals}'
+  kubectl agentrun %s explain-double-charge t3-c1`, d),
+		Args: exactArgs("NAME", "CALLID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Answer(cmd.Context(), c, AnswerOptions{
+				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: d, Force: force,
+			}, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting for approval")
+	return cmd
+}
+
+func cancelCommand(f *factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel NAME",
+		Short: "Stop a run at the next turn boundary (outcome ApprovalDenied)",
+		Long: `cancel sets spec.cancel to true on the AgentRun NAME, with a merge patch that
+touches nothing else. The operator stops the run at the next turn boundary with
+the outcome ApprovalDenied. A cancelled run stays cancelled.`,
+		Example: `  kubectl agentrun cancel explain-double-charge`,
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Cancel(cmd.Context(), c, Ref{Namespace: ns, Name: args[0]}, cmd.OutOrStdout())
+		},
+	}
+}
+
+func transcriptCommand(f *factory) *cobra.Command {
+	output := OutputText
+	cmd := &cobra.Command{
+		Use:   "transcript NAME",
+		Short: "Print a run's whole conversation",
+		Long: `transcript prints the conversation of the AgentRun NAME: the chunks saved in
+the Secrets it owns, then the messages the operator still buffers in its status.
+
+The text format prints one block per message, with the turn it belongs to:
+
+  [t3] assistant -> issue_refund {"amount_minor":8240}
+  [t3] tool t3-c1 (issue_refund, ok): {"refund_id":"rf_19"}
+  [t4] assistant: The customer was charged twice ...
+
+starting with the goal and, once the run has ended, closing with its outcome
+and reason. -o json prints the list of messages as JSON. Reading the
+transcript needs permission to list Secrets in the run's namespace.`,
+		Example: `  kubectl agentrun transcript explain-double-charge
+  kubectl agentrun transcript explain-double-charge -o json | jq '.[] | select(.role == "tool")'`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != OutputText && output != OutputJSON {
+				return fmt.Errorf("unknown output format %q: use -o text or -o json", output)
+			}
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Transcript(cmd.Context(), c, Ref{Namespace: ns, Name: args[0]}, output, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", output, "output format: text or json")
+	return cmd
+}
+
+func watchCommand(f *factory) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch NAME",
+		Short: "Follow a run until it ends; exit 0 only if it Completed",
+		Long: `watch follows the AgentRun NAME until it ends. It prints the transcript so
+far and then each new message, each Event about the run, phase changes, the
+answers people gave, and every call that waits for a person with the commands
+that answer it. When the run ends it prints
+
+  outcome: <Outcome>
+  reason: <why>
+
+and exits 0 if the outcome is Completed and 1 otherwise (or on an error, or
+when --timeout passes first).`,
+		Example: `  kubectl agentrun watch explain-double-charge
+  kubectl agentrun watch explain-double-charge --timeout 10m && echo done`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			prefix := "kubectl agentrun"
+			if _, explicit, _ := f.flags.ToRawKubeConfigLoader().Namespace(); explicit {
+				prefix += " -n " + ns
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			ref := Ref{Namespace: ns, Name: args[0]}
+			run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, cmd.OutOrStdout())
+			if err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+					phase := "unknown"
+					if run != nil && run.Status.Phase != "" {
+						phase = string(run.Status.Phase)
+					}
+					return fmt.Errorf("timed out after %s waiting for %s to end (phase %s)", timeout, ref, phase)
+				}
+				return err
+			}
+			if run.Status.Outcome != v1alpha1.OutcomeCompleted {
+				return &ExitError{Code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (for example 10m); 0 waits for ever")
+	return cmd
+}
+
+// exactArgs checks the positional arguments and names the missing ones.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		usage := "kubectl agentrun " + cmd.Use
+		if len(args) < len(names) {
+			return fmt.Errorf("missing %s: usage: %s", names[len(args)], usage)
+		}
+		return fmt.Errorf("too many arguments (%d): usage: %s", len(args), usage)
+	}
+}
+
+// factory turns kubectl's connection flags into a client and a namespace.
+type factory struct {
+	flags *genericclioptions.ConfigFlags
+}
+
+func (f *factory) client() (client.WithWatch, string, error) {
+	ns, _, err := f.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := f.flags.ToRESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme})
+	if err != nil {
+		return nil, "", fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	return c, ns, nil
+}

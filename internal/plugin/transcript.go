@@ -1,0 +1,113 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/transcript"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Output formats of the transcript command.
+const (
+	OutputText = "text"
+	OutputJSON = "json"
+)
+
+// Transcript prints a run's whole conversation: the chunks saved in its
+// Secrets, then the messages still buffered in its checkpoint. The text
+// format starts with the goal and, once the run has ended, closes with its
+// outcome; the json format is the list of messages alone.
+func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w io.Writer) error {
+	if format != OutputText && format != OutputJSON {
+		return fmt.Errorf("unknown output format %q: use text or json", format)
+	}
+	run, err := getRun(ctx, c, ref)
+	if err != nil {
+		return err
+	}
+	msgs, err := transcript.Read(ctx, c, run)
+	if err != nil {
+		return fmt.Errorf("reading the transcript of %s: %w", ref, explain(err, ref))
+	}
+	if format == OutputJSON {
+		if msgs == nil {
+			msgs = []loop.Message{}
+		}
+		out, err := json.MarshalIndent(msgs, "", "  ")
+		if err != nil {
+			return err
+		}
+		printf(w, "%s\n", out)
+		return nil
+	}
+	printf(w, "goal: %s\n", indent(run.Spec.Goal))
+	for _, m := range msgs {
+		printf(w, "%s", FormatMessage(m))
+	}
+	if run.Status.Outcome != "" {
+		printOutcome(w, run)
+	}
+	return nil
+}
+
+// FormatMessage renders one message as a block of text ending in a newline:
+//
+//	[t3] assistant -> issue_refund {"amount_minor":8240}
+//	[t3] tool t3-c1 (issue_refund, ok): {"refund_id":"r-1"}
+//	[t4] assistant: The refund is issued.
+//
+// An assistant message gives one line per proposed call after its text, if
+// it has any. Lines after the first of a long text are indented.
+func FormatMessage(m loop.Message) string {
+	var b strings.Builder
+	turn := fmt.Sprintf("[t%d]", m.Turn)
+	switch m.Role {
+	case loop.RoleAssistant:
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			fmt.Fprintf(&b, "%s assistant: %s\n", turn, indent(m.Content))
+		}
+		for _, call := range m.ToolCalls {
+			fmt.Fprintf(&b, "%s assistant -> %s %s\n", turn, call.Name, compact(call.Arguments))
+		}
+	case loop.RoleTool:
+		status := m.Status
+		if status == "" {
+			status = "ok"
+		}
+		fmt.Fprintf(&b, "%s tool %s (%s, %s): %s\n", turn, m.CallID, m.Tool, status, indent(m.Content))
+	default:
+		fmt.Fprintf(&b, "%s %s: %s\n", turn, m.Role, indent(m.Content))
+	}
+	return b.String()
+}
+
+// compact prints JSON arguments on one line, as the model sent them when
+// they are not valid JSON.
+func compact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// indent keeps a multi-line text inside its block.
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+func printOutcome(w io.Writer, run *v1alpha1.AgentRun) {
+	printf(w, "outcome: %s\n", run.Status.Outcome)
+	printf(w, "reason: %s\n", indent(run.Status.Reason))
+}

@@ -1,0 +1,348 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/transcript"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DefaultResync is how often watch reads the run and its events even when
+// the API server's watches report nothing, and how soon it reopens a watch
+// the server closed or refused.
+const DefaultResync = 5 * time.Second
+
+// WatchOptions says which run to follow and how.
+type WatchOptions struct {
+	Run Ref
+	// Command starts the answer commands printed for pending approvals:
+	// "kubectl agentrun" (the default), or "kubectl agentrun -n billing"
+	// when the namespace was given on the command line.
+	Command string
+	// Resync bounds the time between two reads of the run and its events,
+	// whatever the watches report. Zero means DefaultResync.
+	Resync time.Duration
+}
+
+// Watch follows a run until it ends and prints its progress to w: the
+// transcript so far and each new message, the Events about the run
+// (events.k8s.io/v1, matched by the run's uid), phase changes, each answer
+// recorded, and each call that waits for a person with the commands that
+// answer it. When status.outcome is set it prints the outcome and reason
+// and returns the run as it ended.
+//
+// It watches the run and its Events and also reads both every Resync, so it
+// still makes progress where watches are refused or dropped. It returns an
+// error when ctx ends first, or when the run is deleted; the run returned
+// with the error is the last one seen (nil if none was).
+func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer) (*v1alpha1.AgentRun, error) {
+	if o.Command == "" {
+		o.Command = "kubectl agentrun"
+	}
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
+	run, err := getRun(ctx, c, o.Run)
+	if err != nil {
+		return nil, err
+	}
+	f := &follower{
+		c: c, o: o, w: w, uid: run.UID, last: run,
+		asked: map[string]bool{}, answered: map[string]bool{},
+		events: map[types.UID]int32{}, warned: map[string]bool{},
+	}
+	defer f.stopWatches()
+
+	printf(w, "goal: %s\n", indent(run.Spec.Goal))
+	done, err := f.resync(ctx)
+	ticker := time.NewTicker(o.Resync)
+	defer ticker.Stop()
+	for !done && err == nil {
+		f.openWatches(ctx)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-ticker.C:
+			f.runRefused, f.eventsRefused = false, false
+			done, err = f.resync(ctx)
+		case e, ok := <-resultChan(f.runWatch):
+			done, err = f.onRunEvent(ctx, e, ok)
+		case e, ok := <-resultChan(f.eventWatch):
+			f.onEventEvent(e, ok)
+		}
+	}
+	if err != nil {
+		return f.last, err
+	}
+	// Events are recorded after the status write that ended the run: read
+	// them once more so the last ones are not lost to the race.
+	f.listEvents(ctx)
+	printOutcome(w, f.last)
+	return f.last, nil
+}
+
+// follower remembers what has been printed so that every observation, from
+// a watch or a resync, prints only what is new.
+type follower struct {
+	c   client.WithWatch
+	o   WatchOptions
+	w   io.Writer
+	uid types.UID
+
+	last  *v1alpha1.AgentRun
+	rv    string
+	phase v1alpha1.Phase
+
+	// printed is the number of transcript messages printed; readChunks and
+	// readTail identify the transcript last read, to skip re-reading it.
+	printed    int
+	readChunks int32
+	readTail   []byte
+	haveRead   bool
+
+	asked    map[string]bool     // call ids whose approval request was printed
+	answered map[string]bool     // callID/decision of answers printed
+	events   map[types.UID]int32 // events printed, with the series count printed
+	warned   map[string]bool
+
+	runWatch, eventWatch      watch.Interface
+	runRefused, eventsRefused bool
+}
+
+func resultChan(w watch.Interface) <-chan watch.Event {
+	if w == nil {
+		return nil // blocks for ever in a select
+	}
+	return w.ResultChan()
+}
+
+// openWatches (re)opens the watches that are not running. A watch the
+// server refused is tried again at the next resync.
+func (f *follower) openWatches(ctx context.Context) {
+	ns := client.InNamespace(f.o.Run.Namespace)
+	if f.runWatch == nil && !f.runRefused {
+		wi, err := f.c.Watch(ctx, &v1alpha1.AgentRunList{}, ns, client.MatchingFields{"metadata.name": f.o.Run.Name})
+		f.runWatch, f.runRefused = wi, err != nil
+	}
+	if f.eventWatch == nil && !f.eventsRefused {
+		wi, err := f.c.Watch(ctx, &eventsv1.EventList{}, ns, client.MatchingFields{"regarding.uid": string(f.uid)})
+		f.eventWatch, f.eventsRefused = wi, err != nil
+	}
+}
+
+func (f *follower) stopWatches() {
+	if f.runWatch != nil {
+		f.runWatch.Stop()
+	}
+	if f.eventWatch != nil {
+		f.eventWatch.Stop()
+	}
+}
+
+func (f *follower) onRunEvent(ctx context.Context, e watch.Event, ok bool) (bool, error) {
+	if !ok {
+		f.runWatch = nil // closed by the server: reopened next round
+		return false, nil
+	}
+	switch e.Type {
+	case watch.Added, watch.Modified:
+		if run, isRun := e.Object.(*v1alpha1.AgentRun); isRun {
+			return f.observe(ctx, run)
+		}
+	case watch.Deleted:
+		return false, fmt.Errorf("%s was deleted before it ended", f.o.Run)
+	case watch.Error:
+		f.runWatch.Stop()
+		f.runWatch = nil
+	}
+	return false, nil
+}
+
+func (f *follower) onEventEvent(e watch.Event, ok bool) {
+	if !ok {
+		f.eventWatch = nil
+		return
+	}
+	switch e.Type {
+	case watch.Added, watch.Modified:
+		if ev, isEvent := e.Object.(*eventsv1.Event); isEvent {
+			f.printEvent(ev)
+		}
+	case watch.Error:
+		f.eventWatch.Stop()
+		f.eventWatch = nil
+	}
+}
+
+// resync reads the run and its events.
+func (f *follower) resync(ctx context.Context) (bool, error) {
+	run := &v1alpha1.AgentRun{}
+	if err := f.c.Get(ctx, f.o.Run.key(), run); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("%s was deleted before it ended", f.o.Run)
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		f.warn(fmt.Sprintf("reading %s: %v", f.o.Run, err))
+		return false, nil // the next resync tries again
+	}
+	f.listEvents(ctx)
+	return f.observe(ctx, run)
+}
+
+func (f *follower) listEvents(ctx context.Context) {
+	list := &eventsv1.EventList{}
+	err := f.c.List(ctx, list, client.InNamespace(f.o.Run.Namespace),
+		client.MatchingFields{"regarding.uid": string(f.uid)})
+	if err != nil {
+		if ctx.Err() == nil {
+			f.warn(fmt.Sprintf("listing the events of %s: %v", f.o.Run, err))
+		}
+		return
+	}
+	sort.SliceStable(list.Items, func(i, j int) bool {
+		return eventTime(&list.Items[i]).Before(eventTime(&list.Items[j]))
+	})
+	for i := range list.Items {
+		f.printEvent(&list.Items[i])
+	}
+}
+
+func eventTime(e *eventsv1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.DeprecatedLastTimestamp.IsZero():
+		return e.DeprecatedLastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func (f *follower) printEvent(e *eventsv1.Event) {
+	if e.Regarding.UID != f.uid {
+		return
+	}
+	count := int32(1)
+	if e.Series != nil && e.Series.Count > 1 {
+		count = e.Series.Count
+	} else if e.DeprecatedCount > 1 {
+		count = e.DeprecatedCount
+	}
+	if f.events[e.UID] >= count {
+		return
+	}
+	f.events[e.UID] = count
+	times := ""
+	if count > 1 {
+		times = fmt.Sprintf(" (x%d)", count)
+	}
+	printf(f.w, "event: %s %s: %s%s\n", e.Type, e.Reason, indent(e.Note), times)
+}
+
+// observe prints what is new in this version of the run and reports whether
+// it has ended.
+func (f *follower) observe(ctx context.Context, run *v1alpha1.AgentRun) (bool, error) {
+	if run.UID != f.uid {
+		return false, fmt.Errorf("%s was deleted and created anew; watch it again", f.o.Run)
+	}
+	if run.ResourceVersion == f.rv {
+		return run.Status.Outcome != "", nil
+	}
+	f.rv, f.last = run.ResourceVersion, run
+
+	f.printTranscript(ctx, run)
+	for _, a := range run.Status.Approvals {
+		key := a.CallID + "/" + string(a.Decision)
+		if f.answered[key] {
+			continue
+		}
+		f.answered[key] = true
+		if a.Stale {
+			printf(f.w, "ignored: %s %s%s (the call was not waiting)\n", a.CallID, a.Decision, by(a.By))
+		} else {
+			printf(f.w, "answered: %s %s%s\n", a.CallID, a.Decision, by(a.By))
+		}
+	}
+	if run.Status.Phase != f.phase && run.Status.Phase != "" {
+		f.phase = run.Status.Phase
+		printf(f.w, "phase: %s\n", f.phase)
+	}
+	for _, p := range run.Status.PendingApprovals {
+		if f.asked[p.CallID] || run.Status.Outcome != "" {
+			continue
+		}
+		f.asked[p.CallID] = true
+		f.printPending(p)
+	}
+	return run.Status.Outcome != "", nil
+}
+
+func (f *follower) printPending(p v1alpha1.PendingApproval) {
+	why := p.Reason
+	if p.Rule != "" {
+		why = p.Rule + ": " + why
+	}
+	printf(f.w, "approval needed: %s %s %s", p.CallID, p.Tool, p.Arguments)
+	if why != "" {
+		printf(f.w, " (%s)", why)
+	}
+	printf(f.w, "\n")
+	for _, d := range []string{"approve", "deny", "stop"} {
+		printf(f.w, "  %-8s %s %s %s %s\n", d+":", f.o.Command, d, f.o.Run.Name, p.CallID)
+	}
+}
+
+// printTranscript prints the messages after those already printed. The
+// transcript only grows (the operator moves messages from the checkpoint to
+// a chunk in the same status write that counts the chunk), so its length
+// is a safe bookmark.
+func (f *follower) printTranscript(ctx context.Context, run *v1alpha1.AgentRun) {
+	var chunks int32
+	if run.Status.Transcript != nil {
+		chunks = run.Status.Transcript.Chunks
+	}
+	var tail []byte
+	if run.Status.Checkpoint != nil {
+		tail = run.Status.Checkpoint.Raw
+	}
+	if f.haveRead && chunks == f.readChunks && bytes.Equal(tail, f.readTail) {
+		return
+	}
+	msgs, err := transcript.Read(ctx, f.c, run)
+	if err != nil {
+		// A chunk being replaced, or a checkpoint from another version:
+		// say so once, and read again at the next change or resync.
+		f.warn(fmt.Sprintf("reading the transcript: %v", err))
+		f.rv = ""
+		return
+	}
+	f.haveRead, f.readChunks, f.readTail = true, chunks, tail
+	if len(msgs) < f.printed {
+		f.printed = len(msgs)
+	}
+	for _, m := range msgs[f.printed:] {
+		printf(f.w, "%s", FormatMessage(m))
+	}
+	f.printed = len(msgs)
+}
+
+func (f *follower) warn(msg string) {
+	if f.warned[msg] {
+		return
+	}
+	f.warned[msg] = true
+	printf(f.w, "warning: %s\n", msg)
+}
