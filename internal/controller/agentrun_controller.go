@@ -50,7 +50,18 @@ type AgentRunReconciler struct {
 	mu      sync.Mutex
 	kits    map[types.UID]*Kit
 	chunks  map[types.UID][]loop.Message
+	written map[types.UID]written
 	baseCtx context.Context
+}
+
+// written is the object as our last status patch left it, and the
+// resourceVersion it replaced. The informer cache may not have seen our
+// own write yet when the next reconcile starts (a model that answers in a
+// millisecond wakes the run at once); reading the object we wrote instead
+// of the stale copy saves a conflict and a round trip per turn.
+type written struct {
+	prevRV string
+	obj    *v1alpha1.AgentRun
 }
 
 // The operator's permissions, least privilege:
@@ -104,6 +115,7 @@ func (r *AgentRunReconciler) init() {
 		r.work = newTracker()
 		r.kits = map[types.UID]*Kit{}
 		r.chunks = map[types.UID][]loop.Message{}
+		r.written = map[types.UID]written{}
 	}
 	if r.Clock == nil {
 		r.Clock = time.Now
@@ -131,6 +143,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	run = r.freshest(run)
 	if finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
 		return ctrl.Result{}, nil
@@ -171,10 +184,33 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	return result, nil
 }
 
+// freshest returns our own last write when the cache still holds the
+// version that write replaced; anything else in the cache is newer.
+func (r *AgentRunReconciler) freshest(cached *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.written[cached.UID]
+	if !ok {
+		return cached
+	}
+	if cached.ResourceVersion == w.prevRV {
+		return w.obj.DeepCopy()
+	}
+	delete(r.written, cached.UID) // the cache caught up, or someone wrote after us
+	return cached
+}
+
+func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
+	r.mu.Lock()
+	r.written[obj.UID] = written{prevRV: prevRV, obj: obj.DeepCopy()}
+	r.mu.Unlock()
+}
+
 func (r *AgentRunReconciler) forget(uid types.UID) {
 	r.work.forget(uid)
 	r.mu.Lock()
 	delete(r.kits, uid)
 	delete(r.chunks, uid)
+	delete(r.written, uid)
 	r.mu.Unlock()
 }

@@ -224,6 +224,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, o
 		}
 		return false, false, err
 	}
+	r.remember(sc.base.ResourceVersion, sc.run)
 	if sc.state != nil {
 		r.mu.Lock()
 		r.chunks[sc.run.UID] = sc.state.Transcript[:sc.flushed:sc.flushed]

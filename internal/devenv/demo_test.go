@@ -1,0 +1,65 @@
+package devenv
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/operator"
+	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The samples are the demo: every one must end as its manifest says, on
+// the same local control plane `make demo` starts.
+func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := Start(filepath.Join(t.TempDir(), "kubeconfig"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys, err := Apply(ctx, c, filepath.Join(root, "config", "samples"), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 8 {
+		t.Fatalf("applied %d AgentRuns, want the 8 samples", len(keys))
+	}
+	var out bytes.Buffer
+	results, err := Watch(ctx, c, keys, &out, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Print(&out, results)
+	t.Log("\n" + out.String())
+	for _, r := range results {
+		if r.Expected == "" {
+			t.Errorf("%s does not say which outcome it expects", r.Name)
+		}
+		if !r.OK() {
+			t.Errorf("%s ended %s (%s), its manifest expects %s", r.Name, r.Outcome, r.Reason, r.Expected)
+		}
+	}
+	if !strings.Contains(out.String(), "answering t1-c1 (issue_refund) with \"approve\"") {
+		t.Errorf("the demo did not answer the approval the refund sample asks for")
+	}
+}
