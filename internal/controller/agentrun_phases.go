@@ -199,13 +199,19 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, o
 			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(chunks + 1), Messages: int32(sc.flushed)}
 			tail = nil
 		}
-		cp := *s
-		cp.Transcript = tail
-		raw, err := json.Marshal(&cp)
-		if err != nil {
-			return false, false, err
+		if s.Done() {
+			// An ended run is never resumed: its outcome, usage and
+			// flushed transcript are all that is left to read.
+			st.Checkpoint = nil
+		} else {
+			cp := *s
+			cp.Transcript = tail
+			raw, err := json.Marshal(&cp)
+			if err != nil {
+				return false, false, err
+			}
+			st.Checkpoint = &runtime.RawExtension{Raw: raw}
 		}
-		st.Checkpoint = &runtime.RawExtension{Raw: raw}
 		setStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
 		recordApprovals(st, sc.notes, sc.answers, sc.by, now)
 	}

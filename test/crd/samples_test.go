@@ -1,0 +1,52 @@
+package crd_test
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Every AgentRun in config/samples and docs examples is accepted by the
+// API server as written (a server-side dry run: nothing is stored).
+func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
+	more, _ := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*", "*.yaml"))
+	examples, _ := filepath.Glob(filepath.Join(repoRoot, "examples", "*", "*.yaml"))
+	files = append(append(files, more...), examples...)
+	if len(files) < 8 {
+		t.Fatalf("found %d sample files", len(files))
+	}
+	runs := 0
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", f, err)
+			}
+			if obj.GetKind() != "AgentRun" {
+				continue
+			}
+			runs++
+			obj.SetNamespace(namespace)
+			if err := k8sClient.Create(testContext(t), obj, client.DryRunAll); err != nil {
+				t.Errorf("%s: %s is rejected: %v", f, obj.GetName(), err)
+			}
+		}
+		fh.Close()
+	}
+	t.Logf("%d AgentRuns in %d files accepted", runs, len(files))
+}
