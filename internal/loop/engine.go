@@ -218,14 +218,13 @@ func (e *Engine) Step(s *State, in Input) Effect {
 // tick adds the time worked since the last step to the wall clock. Time
 // spent waiting for a person is not work.
 func (e *Engine) tick(s *State, now time.Time) {
-	if s.ActiveSince == nil || s.Phase == PhaseApproval {
+	if s.ActiveSince.IsZero() || s.Phase == PhaseApproval {
 		return
 	}
-	if d := now.Sub(*s.ActiveSince); d > 0 {
+	if d := now.Sub(s.ActiveSince); d > 0 {
 		s.Usage.WallClock += d
 	}
-	t := now
-	s.ActiveSince = &t
+	s.ActiveSince = now
 }
 
 func (e *Engine) finish(s *State, o Outcome, reason string, notes *[]Note) {
@@ -239,7 +238,7 @@ func (e *Engine) finish(s *State, o Outcome, reason string, notes *[]Note) {
 func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	if s.StartedAt == nil {
 		t := now
-		s.StartedAt, s.ActiveSince = &t, &t
+		s.StartedAt, s.ActiveSince = &t, t
 	}
 	s.Calls = nil
 	req := e.Request(s)
@@ -512,8 +511,7 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, n
 		}
 		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
 	}
-	t := now
-	s.ActiveSince = &t
+	s.ActiveSince = now
 	return e.startActing(s, notes)
 }
 

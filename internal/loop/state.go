@@ -117,7 +117,7 @@ type State struct {
 	// StartedAt is when the first turn was admitted; ActiveSince is when the
 	// current stretch of work (not waiting for a person) began.
 	StartedAt   *time.Time `json:"startedAt,omitempty"`
-	ActiveSince *time.Time `json:"activeSince,omitempty"`
+	ActiveSince time.Time  `json:"activeSince,omitzero"`
 	// Outcome, Reason and Answer are set once the run has ended.
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
