@@ -164,6 +164,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		}
 		if written {
 			r.emit(sc)
+			observe(sc.run, sc.state, sc.notes)
 		}
 	}()
 

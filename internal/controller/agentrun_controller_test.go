@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -45,6 +46,7 @@ func expectOutcome(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, 
 func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	ns := namespace(t)
 	tb := newTools()
+	completedBefore := testutil.ToFloat64(runsFinished.WithLabelValues("Completed"))
 	startManager(t, &kits{tools: tb})
 	run := makeRun(ns, "double-charge").readTool("identify_account").readTool("find_invoices").
 		calls("identify_account", `{"email":"r.okafor@northwind.example"}`).
@@ -66,6 +68,10 @@ func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	if *done.Status.Convergence.TurnsToCompletion != 3 || done.Status.ObservedGeneration != done.Generation {
 		t.Fatalf("convergence %+v, observedGeneration %d", done.Status.Convergence, done.Status.ObservedGeneration)
 	}
+
+	// The outcome is counted once, in the domain metrics.
+	NewWithT(t).Eventually(func() float64 { return testutil.ToFloat64(runsFinished.WithLabelValues("Completed")) },
+		5*time.Second, 20*time.Millisecond).Should(Equal(completedBefore + 1))
 
 	// The transcript lives in owned Secrets and reads back whole.
 	msgs, err := transcript.Read(context.Background(), k8sClient, done)
