@@ -162,13 +162,22 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	var eff Effect
 	switch {
 	case in.Cancel:
-		if s.Phase == PhaseModel && in.Reply == nil && in.ModelErr == nil {
-			e.chargeLostModelCall(s)
+		if s.Phase == PhaseModel {
+			if in.Reply != nil {
+				e.settleReply(s, in.Reply)
+			} else {
+				// Stopped or failed mid-call: what it spent is unknown.
+				e.chargeLostModelCall(s)
+			}
 		}
 		if s.Phase == PhaseAct && len(in.Results) > 0 {
 			e.applyResults(s, in.Results, &notes)
 		}
-		e.finish(s, ApprovalDenied, "the run was cancelled (spec.cancel is true)", &notes)
+		reason := in.CancelReason
+		if reason == "" {
+			reason = "the run was cancelled (spec.cancel is true)"
+		}
+		e.finish(s, ApprovalDenied, reason, &notes)
 		eff = Effect{Kind: EffectFinish}
 	case s.Phase == PhaseAdmit:
 		eff = e.admitTurn(s, now, &notes)
@@ -265,7 +274,10 @@ func (e *Engine) chargeLostModelCall(s *State) {
 	s.Reserved = Usage{}
 }
 
-func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effect {
+// settleReply replaces the model call's reservation by what the provider
+// reported, keeping the per-turn tool allowance reserved. It returns the
+// call's cost.
+func (e *Engine) settleReply(s *State, r *Reply) Money {
 	cost := e.modelCost(r.Usage)
 	s.Usage.Turns++
 	s.Usage.InputTokens += r.Usage.InputTokens
@@ -274,6 +286,11 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 	s.Usage.Cost += cost
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
+	return cost
+}
+
+func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effect {
+	cost := e.settleReply(s, r)
 	what := "a final answer"
 	switch {
 	case r.Refusal != "":

@@ -24,8 +24,10 @@ type Runner struct {
 	// OnStep sees the state after every step and the effect it produced
 	// (persist here to checkpoint; print here to stream).
 	OnStep func(s *State, eff Effect)
-	// Cancelled is polled at each step; true ends the run ApprovalDenied.
-	Cancelled func() bool
+	// Cancelled is polled at each step; true ends the run ApprovalDenied
+	// (with CancelReason as the reason, when set).
+	Cancelled    func() bool
+	CancelReason string
 }
 
 // Run steps s until the run ends. It starts a new run from the zero State
@@ -43,7 +45,7 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 	}
 	for {
 		if r.Cancelled != nil && r.Cancelled() {
-			in.Cancel = true
+			in.Cancel, in.CancelReason = true, r.CancelReason
 		}
 		eff := r.Engine.Step(s, in)
 		r.step(s, eff)
@@ -73,7 +75,11 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 			in.Results = ExecuteBatch(ctx, r.Tools, eff.Calls, eff.Concurrent)
 		}
 		if ctx.Err() != nil {
-			in = Input{Cancel: true}
+			// Keep what came back: the engine settles it before it stops.
+			in.Cancel = true
+			if in.CancelReason == "" {
+				in.CancelReason = r.CancelReason
+			}
 		}
 	}
 }

@@ -153,8 +153,10 @@ type Input struct {
 	Answers map[string]Answer
 	// Results answer EffectRunTools, by call id.
 	Results []Result
-	// Cancel asks the run to stop at this boundary (ApprovalDenied).
-	Cancel bool
+	// Cancel asks the run to stop at this boundary (ApprovalDenied);
+	// CancelReason says who asked (the default names spec.cancel).
+	Cancel       bool
+	CancelReason string
 }
 
 // EffectKind says what the caller must do next.

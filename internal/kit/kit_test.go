@@ -1,0 +1,269 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+func parse(t *testing.T, manifest string) *v1alpha1.AgentRun {
+	t.Helper()
+	run := &v1alpha1.AgentRun{}
+	if err := yaml.UnmarshalStrict([]byte(manifest), run); err != nil {
+		t.Fatal(err)
+	}
+	run.Namespace, run.UID = "default", "uid-1"
+	return run
+}
+
+func TestConfig_convertsTheSpec(t *testing.T) {
+	run := parse(t, `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: r}
+spec:
+  goal: Find out.
+  instructions: Be brief.
+  model:
+    provider: scripted
+    maxOutputTokens: 1000
+    timeout: 20s
+    pricing: {input: "3", output: "15", cachedInput: "0.3"}
+    script: [{content: done, usage: {inputTokens: 10, outputTokens: 2}}]
+  budget:
+    maxTurns: 4
+    maxTokens: 9000
+    maxWallClock: 90s
+    maxCostUSD: "0.50"
+    maxToolCalls: 7
+    perTool: {refund: 1}
+    defaultToolLimit: 2
+    soft: [wallClock]
+  loopDetection: {threshold: 4, window: 8, maxPeriod: 2, ignoreArguments: [request_id]}
+  tools:
+  - name: refund
+    mutates: true
+    reversible: false
+    maxCostUSD: "0.01"
+    timeout: 5s
+    maxResultBytes: 100
+    job: {image: x, command: [refund]}
+  policy:
+    default: deny
+    rules: [{tools: [refund], when: "args.amount > 5", decision: ask, reason: big}]
+    grants: [refund]
+  guardrails: [{name: cards, tools: ["*"], pattern: "\\d{16}", severity: halt, reason: "no cards"}]
+  approvalTimeout: 10m
+`)
+	cfg, err := Config(&run.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := loop.Config{
+		Goal: "Find out.", Instructions: "Be brief.",
+		Model: loop.ModelConfig{Provider: "scripted", MaxOutputTokens: 1000, Timeout: 20 * time.Second,
+			Pricing: loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15"), CachedInput: loop.MustMoney("0.3")}},
+		Budget: loop.Budget{MaxTurns: 4, MaxTokens: 9000, MaxWallClock: 90 * time.Second, MaxCost: loop.MustMoney("0.5"),
+			MaxToolCalls: 7, PerTool: map[string]int{"refund": 1}, DefaultToolLimit: 2, Soft: []loop.Dimension{loop.DimWallClock}},
+		Loop: loop.LoopDetection{Threshold: 4, Window: 8, MaxPeriod: 2, IgnoreArguments: []string{"request_id"}},
+		Tools: []loop.ToolSpec{{Name: "refund", Mutates: true, Reversible: false, MaxCost: loop.MustMoney("0.01"),
+			Timeout: 5 * time.Second, MaxResultBytes: 100, Repeatable: true, StartupGrace: 5 * time.Minute}},
+		Policy:          loop.Policy{Default: loop.Deny, Rules: []loop.Rule{{Tools: []string{"refund"}, When: "args.amount > 5", Decision: loop.Ask, Reason: "big"}}, Grants: []string{"refund"}},
+		Guardrails:      []loop.Guardrail{{Name: "cards", Tools: []string{"*"}, Pattern: `\d{16}`, Severity: loop.Halt, Reason: "no cards"}},
+		ApprovalTimeout: 10 * time.Minute,
+	}
+	got, _ := json.Marshal(cfg)
+	exp, _ := json.Marshal(want)
+	if string(got) != string(exp) {
+		t.Fatalf("config\n got %s\nwant %s", got, exp)
+	}
+	if s := Script(run.Spec.Model.Script); len(s) != 1 || s[0].Content != "done" || s[0].Usage.InputTokens != 10 {
+		t.Fatalf("script = %+v", s)
+	}
+}
+
+func TestConfig_malformedMoneyNamesTheField(t *testing.T) {
+	spec := &v1alpha1.AgentRunSpec{Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 1, MaxCostUSD: "1e3"}}
+	if _, err := Config(spec); err == nil || !strings.Contains(err.Error(), "budget.maxCostUSD") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBuild_localJobToolsRunAsProcesses(t *testing.T) {
+	run := parse(t, `
+metadata: {name: r}
+spec:
+  goal: Echo.
+  model: {provider: scripted, script: [{toolCalls: [{name: echo, arguments: {x: 1}}]}, {content: done}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: echo
+    job: {image: unused, command: [sh, -c], args: ['cat; echo " $GREETING"'], env: [{name: GREETING, value: hi}]}
+`)
+	k, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &loop.State{}
+	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+	if s.Outcome != loop.Completed {
+		t.Fatalf("outcome %s: %s", s.Outcome, s.Reason)
+	}
+	if obs := s.Transcript[1].Content; strings.TrimSpace(obs) != `{"x":1} hi` {
+		t.Fatalf("observation = %q", obs)
+	}
+}
+
+func TestBuild_builtinToolsNeedACluster(t *testing.T) {
+	run := parse(t, `
+metadata: {name: r}
+spec:
+  goal: Read.
+  model: {provider: scripted, script: [{content: x}]}
+  budget: {maxTurns: 3}
+  tools: [{name: get, builtin: kubernetes.get}]
+`)
+	_, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "need a cluster") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBuild_mcpHintsOnlyTighten(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "billing", Version: "v1"}, nil)
+	yes := true
+	mcp.AddTool(s, &mcp.Tool{Name: "refund", Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+		})
+	var sawHeader atomic.Bool
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer from-secret" {
+			sawHeader.Store(true)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	run := parse(t, `
+metadata: {name: r}
+spec:
+  goal: Refund.
+  model: {provider: scripted, script: [{content: x}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: refund
+    mutates: false
+    mcp:
+      url: `+srv.URL+`
+      tool: refund
+      headers: [{name: Authorization, valueFrom: {secretKeyRef: {name: mcp, key: token}}}]
+`)
+	secrets := func(_ context.Context, ns, name, key string) (string, error) {
+		if ns == "default" && name == "mcp" && key == "token" {
+			return "Bearer from-secret\n", nil
+		}
+		return "", errors.New("no such secret")
+	}
+	k, err := (&Builder{Secrets: secrets}).Build(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := k.Engine.Config().Tools[0]
+	if !tool.Mutates || tool.Reversible || tool.Repeatable {
+		t.Fatalf("the server's destructive hint did not tighten the declared read: %+v", tool)
+	}
+	if !sawHeader.Load() {
+		t.Fatal("the header from the Secret was not sent")
+	}
+
+	// A declared tool the server does not offer fails the build as unavailable.
+	run.Spec.Tools[0].MCP.Tool = "close_account"
+	if _, err := (&Builder{Secrets: secrets}).Build(context.Background(), run); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBuild_openAIReadsItsKeyAtCallTimeAndReportsRetries(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sk-test" {
+			t.Errorf("authorization = %q", r.Header.Get("Authorization"))
+		}
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hello"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`))
+	}))
+	defer srv.Close()
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: srv.URL,
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"}},
+	}}
+	var reads atomic.Int32
+	var retries []string
+	b := &Builder{
+		Secrets: func(_ context.Context, ns, name, key string) (string, error) {
+			reads.Add(1)
+			if ns != "team-a" || name != "openai" || key != "api-key" {
+				return "", errors.New("wrong secret")
+			}
+			return "sk-test", nil
+		},
+		OnRetry: func(r *v1alpha1.AgentRun, provider string, attempt, status int, err error) {
+			retries = append(retries, r.Name+"/"+provider+"/"+http.StatusText(status))
+		},
+	}
+	k, err := b.Build(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads.Load() != 0 {
+		t.Fatal("the key was read before any call")
+	}
+	s := &loop.State{}
+	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+	if s.Outcome != loop.Completed || s.Answer != "hello" {
+		t.Fatalf("outcome %s (%s) answer %q", s.Outcome, s.Reason, s.Answer)
+	}
+	if len(retries) != 1 || retries[0] != "r/openai/Too Many Requests" {
+		t.Fatalf("retries seen = %v", retries)
+	}
+	if reads.Load() == 0 {
+		t.Fatal("the key was never read from the Secret")
+	}
+}
+
+func TestBuild_anthropicPricesCacheWritesAboveInput(t *testing.T) {
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "d"}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderAnthropic, Name: "claude", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "a", Key: "k"},
+			Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "15"}},
+	}}
+	k, err := (&Builder{}).Build(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Engine.Config().Model.Pricing.CacheWrite; got != loop.MustMoney("3.75") {
+		t.Fatalf("cache write rate = %s, want 3.75", got)
+	}
+}
+
+var _ = runtime.RawExtension{}

@@ -1,0 +1,97 @@
+package localrun
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// minimalRun is the smallest valid AgentRun; cases below edit it.
+const minimalRun = `apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: r}
+spec:
+  goal: "Do it."
+  model: {provider: scripted, script: [{content: done}]}
+  budget: {maxTurns: 3}
+  tools:
+  - {name: echo, job: {image: busybox, command: [cat]}}
+`
+
+func TestParseManifest_readsSecretsAndSkipsEmptyDocuments(t *testing.T) {
+	m, err := ParseManifest(strings.NewReader(`# a comment-only document
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: api, namespace: prod}
+data: {key: c2stbG9jYWw=}       # sk-local
+stringData: {other: plain}
+---
+` + minimalRun + `---
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{"api": {"key": "sk-local", "other": "plain"}}
+	if d := cmp.Diff(want, m.Secrets); d != "" {
+		t.Errorf("secrets (-want +got):\n%s", d)
+	}
+	if m.Run.Name != "r" || len(m.Run.Spec.Tools) != 1 {
+		t.Errorf("run = %s with %d tools, want r with 1", m.Run.Name, len(m.Run.Spec.Tools))
+	}
+	read := m.SecretReader()
+	if v, err := read(context.Background(), "default", "api", "key"); err != nil || v != "sk-local" {
+		t.Errorf("api/key = %q, %v", v, err)
+	}
+	if _, err := read(context.Background(), "default", "api", "nope"); err == nil || !strings.Contains(err.Error(), `Secret "api" has no key "nope"`) {
+		t.Errorf("a missing key: %v", err)
+	}
+}
+
+func TestParseManifest_rejectsWhatTheAPIServerWould(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		manifest string
+		want     string
+	}{
+		{"no AgentRun", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n", "the file holds no AgentRun"},
+		{"another kind", minimalRun + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+			`document 2 (Deployment "web"): apiVersion "apps/v1" kind "Deployment" is not read here`},
+		{"another version", strings.Replace(minimalRun, "v1alpha1", "v1beta1", 1), `document 1 (AgentRun "r")`},
+		{"two AgentRuns", minimalRun + "---\n" + minimalRun, `document 2 (AgentRun "r"): the file holds a second AgentRun`},
+		{"not YAML", "kind: [AgentRun\n", "document 1"},
+		{"unknown field", strings.Replace(minimalRun, "goal:", "gaol: x\n  goal:", 1), `unknown field "gaol"`},
+		{"empty goal", strings.Replace(minimalRun, `"Do it."`, `"  "`, 1), "spec.goal is required"},
+		{"no name", strings.Replace(minimalRun, "metadata: {name: r}", "metadata: {}", 1), "metadata.name is required"},
+		{"zero turns", strings.Replace(minimalRun, "maxTurns: 3", "maxTurns: 0", 1), "spec.budget.maxTurns must be at least 1"},
+		{"two executors", strings.Replace(minimalRun, "command: [cat]}", "command: [cat]}, builtin: kubernetes.get", 1),
+			"spec.tools[0] (echo) sets 2 executors"},
+		{"no executor", strings.Replace(minimalRun, ", job: {image: busybox, command: [cat]}", "", 1), "spec.tools[0] (echo) sets 0 executors"},
+		{"duplicate tool", minimalRun + "  - {name: echo, job: {image: busybox, command: [cat]}}\n", `spec.tools[1]: tool name "echo" is declared twice`},
+		{"bad tool name", strings.Replace(minimalRun, "name: echo", "name: echo tool", 1), `name "echo tool" must be 1 to 64`},
+		{"job without image", strings.Replace(minimalRun, "image: busybox, ", "", 1), "job.image is required"},
+		{"scripted without script", strings.Replace(minimalRun, ", script: [{content: done}]", "", 1), "provider scripted needs spec.model.script"},
+		{"unknown provider", strings.Replace(minimalRun, "provider: scripted", "provider: llama", 1), `not "llama"`},
+		{"openai without name, key, cost", strings.Replace(minimalRun, "{provider: scripted, script: [{content: done}]}", "{provider: openai}", 1),
+			"spec.model.name is required with provider openai; spec.model.apiKeySecretRef is required with provider openai; spec.budget.maxCostUSD is required"},
+		{"perTool names an unknown tool", strings.Replace(minimalRun, "maxTurns: 3", "maxTurns: 3, perTool: {search: 1}", 1),
+			`spec.budget.perTool names tool "search", which is not declared`},
+		{"rule names an unknown tool", minimalRun + "  policy: {rules: [{tools: [refund], decision: ask}]}\n", `spec.policy.rules[0] names tool "refund"`},
+		{"missing API key Secret", strings.NewReplacer("{provider: scripted, script: [{content: done}]}",
+			"{provider: openai, name: gpt, apiKeySecretRef: {name: openai, key: api-key}}", "maxTurns: 3", `maxTurns: 3, maxCostUSD: "1"`).Replace(minimalRun),
+			`model.apiKeySecretRef: no Secret "openai" in the manifest file`},
+		{"missing header Secret key", "apiVersion: v1\nkind: Secret\nmetadata: {name: tok}\nstringData: {a: b}\n---\n" +
+			strings.Replace(minimalRun, "job: {image: busybox, command: [cat]}",
+				"http: {url: 'http://x/', headers: [{name: Authorization, valueFrom: {secretKeyRef: {name: tok, key: token}}}]}", 1),
+			`tools[0] (echo) header Authorization: Secret "tok" has no key "token"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseManifest(strings.NewReader(tc.manifest))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

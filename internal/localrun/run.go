@@ -1,0 +1,345 @@
+// Package localrun runs one AgentRun manifest with no cluster: the file's
+// AgentRun is built by internal/kit exactly as the operator builds it (job
+// tools run as local processes, Secrets come from the same file) and driven
+// by loop.Runner, the same engine the operator steps one reconcile at a
+// time. Progress streams to the terminal, an ASK is asked there, and the
+// outcome becomes the exit status. It backs `agentrun local`.
+package localrun
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/loop"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Options configure one local run.
+type Options struct {
+	// JSON prints only the final status, as JSON, instead of the stream.
+	JSON bool
+	// Interactive asks each ASK on the terminal, reading answers from
+	// Stdin. Otherwise every ASK is declined (the answer deny) and Stderr
+	// says so.
+	Interactive bool
+	Stdin       io.Reader
+	Stdout      io.Writer
+	Stderr      io.Writer
+	// Stop, once closed, ends the run at the next boundary as
+	// ApprovalDenied (the first Ctrl-C). Cancelling the context stops
+	// model and tool calls in flight as well (the second Ctrl-C).
+	Stop <-chan struct{}
+}
+
+// interruptedReason replaces the engine's cancel reason, which speaks of
+// spec.cancel, when the person at the terminal stopped the run.
+const (
+	interruptedReason = "the run was interrupted (Ctrl-C or SIGTERM) and stopped at the next boundary"
+	abortedReason     = "the run was interrupted (Ctrl-C or SIGTERM) and stopped with a call in flight"
+)
+
+// Run runs the manifest at path to its end and returns the exit status:
+// ExitCode of the outcome, or ExitUsage when the manifest cannot be read.
+func Run(ctx context.Context, path string, o Options) int {
+	if o.Stdin == nil {
+		o.Stdin = strings.NewReader("")
+	}
+	m, err := ReadManifest(path)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "agentrun local: %s: %v\n", path, err)
+		return ExitUsage
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "agentrun local: %v\n", err)
+		return ExitUsage
+	}
+	run := m.Run
+	run.Namespace = "default"
+	run.UID = types.UID("local-" + randomHex(6))
+
+	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), LocalDir: dir}).Build(ctx, run)
+	if errors.Is(err, kit.ErrUnavailable) {
+		fmt.Fprintf(o.Stderr, "agentrun local: AgentRun %q cannot run here: %v\n", run.Name, err)
+		if o.JSON {
+			writeJSON(o.Stdout, FailedStatus(loop.ToolFailure, err.Error(), time.Now()))
+		}
+		return ExitCode(loop.ToolFailure)
+	}
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "agentrun local: %s: AgentRun %q: %v\n", path, run.Name, err)
+		return ExitUsage
+	}
+
+	out := o.Stdout
+	prompts := o.Stdout
+	if o.JSON {
+		out, prompts = io.Discard, o.Stderr
+	}
+	tools := fmt.Sprintf("%d tools", len(run.Spec.Tools))
+	if len(run.Spec.Tools) == 1 {
+		tools = "1 tool"
+	}
+	fmt.Fprintf(out, "Running AgentRun %s (model %s, %s; job tools run as local processes in %s)\n",
+		run.Name, run.Spec.Model.Provider, tools, dir)
+
+	p := &printer{w: out}
+	interrupted := false
+	runner := &loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools,
+		OnStep:       p.step,
+		CancelReason: interruptedReason,
+		Cancelled: func() bool {
+			select {
+			case <-o.Stop:
+				interrupted = true
+			default:
+			}
+			return interrupted
+		},
+	}
+	if o.Interactive {
+		a := &asker{in: o.Stdin, w: prompts, stop: o.Stop}
+		runner.Approve = a.approve
+		p.interactive, p.by = true, "agentrun local (terminal)"
+	} else {
+		runner.Approve = decliner(o.Stderr)
+		p.by = "agentrun local (no terminal: declined)"
+	}
+
+	s := &loop.State{}
+	runner.Run(ctx, s)
+	if s.Outcome == loop.ApprovalDenied && s.Reason == interruptedReason && ctx.Err() != nil {
+		s.Reason = abortedReason
+	}
+
+	if o.JSON {
+		st := Status(s, k.Engine.Convergence(s), time.Now())
+		st.Approvals = p.approvals
+		writeJSON(o.Stdout, st)
+	} else {
+		summary(out, s)
+	}
+	return ExitCode(s.Outcome)
+}
+
+func writeJSON(w io.Writer, st v1alpha1.AgentRunStatus) {
+	b, _ := json.MarshalIndent(st, "", "  ") // a status always marshals
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+func summary(w io.Writer, s *loop.State) {
+	u := s.Usage
+	fmt.Fprintf(w, "outcome: %s\n", s.Outcome)
+	fmt.Fprintf(w, "reason: %s\n", s.Reason)
+	fmt.Fprintf(w, "usage: %d turns, %d input and %d output tokens, $%s, %d tool calls, %s\n",
+		u.Turns, u.InputTokens, u.OutputTokens, u.Cost, u.ToolCalls, u.WallClock.Round(time.Millisecond))
+	if s.Outcome == loop.Completed {
+		answer := strings.TrimSpace(s.Answer)
+		if !strings.Contains(answer, "\n") {
+			fmt.Fprintf(w, "answer: %s\n", answer)
+			return
+		}
+		fmt.Fprintf(w, "answer:\n  %s\n", strings.ReplaceAll(answer, "\n", "\n  "))
+	}
+}
+
+// printer streams the notes of every step, one line per event.
+type printer struct {
+	w io.Writer
+	// interactive says ASKs are asked on the terminal; by names who
+	// answered them, for status.approvals.
+	interactive bool
+	by          string
+	approvals   []v1alpha1.ApprovalRecord
+}
+
+func (p *printer) step(s *loop.State, eff loop.Effect) {
+	for _, n := range eff.Notes {
+		c := call(s, n.CallID)
+		switch n.Kind {
+		case loop.NoteTurnStarted:
+			fmt.Fprintln(p.w, n.Message)
+		case loop.NoteModelAnswered:
+			fmt.Fprintf(p.w, "  %s\n", n.Message)
+			if m := lastAssistant(s); m != nil && len(m.ToolCalls) > 0 && strings.TrimSpace(m.Content) != "" {
+				fmt.Fprintf(p.w, "  model says: %s\n", oneLine(m.Content, 200))
+			}
+		case loop.NoteCallVetted:
+			if c == nil {
+				fmt.Fprintf(p.w, "  %s\n", n.Message)
+				continue
+			}
+			line := fmt.Sprintf("  %s %s %s -> %s (%s)", c.ID, c.Name, oneLine(string(c.Arguments), 160), c.Verdict, c.Rule)
+			if c.Reason != "" {
+				line += ": " + oneLine(c.Reason, 200)
+			}
+			fmt.Fprintln(p.w, line)
+		case loop.NoteCallFinished:
+			line := "  " + n.Message
+			if c != nil && c.Observation != "" {
+				line += " -> " + oneLine(c.Observation, 200)
+			}
+			fmt.Fprintln(p.w, line)
+		case loop.NoteApproval:
+			if !p.interactive && c != nil {
+				fmt.Fprintf(p.w, "  %s %s: declined, no terminal to ask on (the model is told a person declined it)\n", c.ID, c.Name)
+			} else {
+				fmt.Fprintf(p.w, "  %s\n", n.Message)
+			}
+			if c != nil {
+				at := metav1.Now()
+				p.approvals = append(p.approvals, v1alpha1.ApprovalRecord{CallID: c.ID,
+					Decision: v1alpha1.ApprovalDecision(c.Answer), At: &at, By: p.by})
+			}
+		case loop.NoteFinished:
+			// The summary says how the run ended.
+		default:
+			fmt.Fprintf(p.w, "  warning: %s\n", n.Message)
+		}
+	}
+}
+
+func call(s *loop.State, id string) *loop.Call {
+	if id == "" {
+		return nil
+	}
+	for i := range s.Calls {
+		if s.Calls[i].ID == id {
+			return &s.Calls[i]
+		}
+	}
+	return nil
+}
+
+func lastAssistant(s *loop.State) *loop.Message {
+	for i := len(s.Transcript) - 1; i >= 0; i-- {
+		if m := &s.Transcript[i]; m.Role == loop.RoleAssistant {
+			if m.Turn != s.Turn {
+				return nil
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+// oneLine folds s onto one line and cuts it at n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+func describe(c loop.Call) string {
+	why := c.Rule
+	if c.Reason != "" {
+		why += ": " + c.Reason
+	}
+	return fmt.Sprintf("%s (%s), which asks a person (%s)", c.ID, c.Name, why)
+}
+
+// decliner answers deny to every ASK: with no terminal there is no one to
+// ask. The model sees "a person declined this call" and may route around.
+func decliner(stderr io.Writer) loop.Approver {
+	return func(_ context.Context, pending []loop.Call) map[string]loop.Answer {
+		answers := map[string]loop.Answer{}
+		for _, c := range pending {
+			fmt.Fprintf(stderr, "agentrun local: no terminal to ask on: declining %s\n", describe(c))
+			answers[c.ID] = loop.DenyAnswer
+		}
+		return answers
+	}
+}
+
+// asker asks each pending call on the terminal.
+type asker struct {
+	in    io.Reader
+	w     io.Writer
+	stop  <-chan struct{}
+	lines chan string
+	eof   bool
+}
+
+func (a *asker) approve(ctx context.Context, pending []loop.Call) map[string]loop.Answer {
+	answers := map[string]loop.Answer{}
+	for _, c := range pending {
+		fmt.Fprintf(a.w, "  ? %s %s asks a person\n", c.ID, c.Name)
+		fmt.Fprintf(a.w, "    arguments: %s\n", oneLine(string(c.Arguments), 2000))
+		fmt.Fprintf(a.w, "    rule: %s\n", c.Rule)
+		if c.Reason != "" {
+			fmt.Fprintf(a.w, "    reason: %s\n", c.Reason)
+		}
+		for answers[c.ID] == "" {
+			if a.eof {
+				fmt.Fprintf(a.w, "    no more input: declining %s\n", c.ID)
+				answers[c.ID] = loop.DenyAnswer
+				break
+			}
+			fmt.Fprint(a.w, "    approve / deny / stop? ")
+			line, ok := a.readLine(ctx)
+			if !ok && !a.eof {
+				fmt.Fprintln(a.w)
+				return answers // interrupted: the run stops at this boundary
+			}
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "approve", "a", "yes", "y":
+				answers[c.ID] = loop.Approve
+			case "deny", "d", "no", "n":
+				answers[c.ID] = loop.DenyAnswer
+			case "stop", "s":
+				answers[c.ID] = loop.Stop
+				return answers // the run ends; the other calls need no answer
+			default:
+				if !a.eof {
+					fmt.Fprintln(a.w, "    answer approve, deny (the model may try another route) or stop (end the run)")
+				}
+			}
+		}
+	}
+	return answers
+}
+
+// readLine returns the next line of input, or false at the end of input
+// (a.eof is then set), on Stop or when ctx is done.
+func (a *asker) readLine(ctx context.Context) (string, bool) {
+	if a.lines == nil {
+		a.lines = make(chan string)
+		go func() {
+			sc := bufio.NewScanner(a.in)
+			for sc.Scan() {
+				a.lines <- sc.Text()
+			}
+			close(a.lines)
+		}()
+	}
+	select {
+	case l, ok := <-a.lines:
+		if !ok {
+			a.eof = true
+		}
+		return l, ok
+	case <-a.stop:
+	case <-ctx.Done():
+	}
+	return "", false
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,398 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+)
+
+// echoRun is a run whose one tool echoes its arguments (stdin) back; the
+// scripted model calls it once and then answers.
+const echoRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: echo-run}
+spec:
+  goal: "Say hello through the echo tool."
+  model:
+    provider: scripted
+    pricing: {input: "3", output: "15"}
+    script:
+    - toolCalls:
+      - {name: echo, arguments: {text: hello}}
+      usage: {inputTokens: 1000, outputTokens: 20}
+    - content: "The tool said hello."
+      usage: {inputTokens: 1200, outputTokens: 10}
+  budget: {maxTurns: 4, maxCostUSD: "1"}
+  tools:
+  - name: echo
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    job: {image: busybox, command: [sh, -c, "cat; echo"]}
+`
+
+// askRun proposes a refund that a policy rule sends to a person, then
+// routes around a decline by calling echo, then answers.
+const askRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: ask-run}
+spec:
+  goal: "Refund the customer, or explain why not."
+  model:
+    provider: scripted
+    script:
+    - toolCalls:
+      - {name: refund, arguments: {amount_minor: 8240}}
+      usage: {inputTokens: 100, outputTokens: 10}
+    - toolCalls:
+      - {name: echo, arguments: {text: "refund declined, telling the customer"}}
+      usage: {inputTokens: 200, outputTokens: 10}
+    - content: "No refund was made; the customer was told."
+      usage: {inputTokens: 300, outputTokens: 10}
+  budget: {maxTurns: 5}
+  tools:
+  - name: refund
+    mutates: true
+    job: {image: busybox, command: [sh, -c, "printf refunded; cat"]}
+  - name: echo
+    job: {image: busybox, command: [sh, -c, "cat; echo"]}
+  policy:
+    rules:
+    - tools: [refund]
+      when: "args.amount_minor > 5000"
+      decision: ask
+      reason: "Refunds above 50.00 need a person."
+`
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func writeManifest(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func run(t *testing.T, manifest string, o Options) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	o.Stdout, o.Stderr = &stdout, &stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := Run(ctx, writeManifest(t, manifest), o)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func mustContain(t *testing.T, what, got string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
+
+func decodeStatus(t *testing.T, out string) v1alpha1.AgentRunStatus {
+	t.Helper()
+	var st v1alpha1.AgentRunStatus
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		t.Fatalf("stdout is not one AgentRun status: %v\n%s", err, out)
+	}
+	return st
+}
+
+func TestRun_jobToolEchoesItsArgumentsAndRunCompletes(t *testing.T) {
+	r := run(t, echoRun, Options{})
+	if r.code != 0 {
+		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout,
+		"Turn 1 started",
+		"Model answered turn 1 with 1 tool call(s) (1000 input, 20 output tokens",
+		`t1-c1 echo {"text":"hello"} -> allow (policy.default)`,
+		`t1-c1 echo: ok`, `-> {"text":"hello"}`,
+		"Turn 2 started",
+		"outcome: Completed\n",
+		"reason: the model gave a final answer on turn 2\n",
+		"answer: The tool said hello.\n")
+	if r.stderr != "" {
+		t.Errorf("stderr = %q, want nothing", r.stderr)
+	}
+}
+
+func TestRun_jsonPrintsOnlyTheStatus(t *testing.T) {
+	r := run(t, echoRun, Options{JSON: true})
+	if r.code != 0 {
+		t.Fatalf("exit status = %d, want 0; stderr:\n%s", r.code, r.stderr)
+	}
+	st := decodeStatus(t, r.stdout)
+	two := int32(2)
+	want := v1alpha1.AgentRunStatus{
+		Phase:   v1alpha1.PhaseSucceeded,
+		Outcome: v1alpha1.OutcomeCompleted,
+		Reason:  "the model gave a final answer on turn 2",
+		Answer:  "The tool said hello.",
+		Turn:    2,
+		Usage: &v1alpha1.UsageStatus{Turns: 2, InputTokens: 2200, OutputTokens: 30, CostUSD: "0.00705",
+			ToolCalls: 1, PerTool: map[string]int32{"echo": 1}, WallClockSeconds: st.Usage.WallClockSeconds},
+	}
+	got := v1alpha1.AgentRunStatus{Phase: st.Phase, Outcome: st.Outcome, Reason: st.Reason, Answer: st.Answer, Turn: st.Turn, Usage: st.Usage}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("status (-want +got):\n%s", d)
+	}
+	if c := st.Convergence; c == nil || c.TurnsToCompletion == nil || *c.TurnsToCompletion != two || c.Headroom["turns"] != "0.50" {
+		t.Errorf("convergence = %+v, want turnsToCompletion 2 and turns headroom 0.50", c)
+	}
+	if len(st.Conditions) == 0 || st.Conditions[0].Type != v1alpha1.ConditionSucceeded || st.Conditions[0].Status != "True" ||
+		st.Conditions[0].Reason != "Completed" {
+		t.Errorf("conditions = %+v, want Succeeded True Completed first", st.Conditions)
+	}
+	if st.StartTime == nil || st.CompletionTime == nil {
+		t.Errorf("startTime %v, completionTime %v: want both set", st.StartTime, st.CompletionTime)
+	}
+}
+
+func TestRun_askWithNoTerminalIsDeclinedAndTheModelRoutesAround(t *testing.T) {
+	r := run(t, askRun, Options{JSON: false})
+	if r.code != 0 {
+		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "no terminal to ask on: declining t1-c1 (refund), which asks a person (policy.rules[0]: Refunds above 50.00 need a person.)")
+	mustContain(t, "stdout", r.stdout,
+		`t1-c1 refund {"amount_minor":8240} -> ask (policy.rules[0]): Refunds above 50.00 need a person.`,
+		"t1-c1 refund: declined, no terminal to ask on",
+		"t2-c1 echo: ok",
+		"outcome: Completed")
+	if strings.Contains(r.stdout, "refunded") {
+		t.Errorf("the declined refund ran:\n%s", r.stdout)
+	}
+}
+
+func TestRun_askOnTheTerminal(t *testing.T) {
+	for _, tc := range []struct {
+		input   string
+		code    int
+		outcome v1alpha1.Outcome
+		ran     bool
+	}{
+		{input: "approve\n", code: 0, outcome: v1alpha1.OutcomeCompleted, ran: true},
+		{input: "what?\ny\n", code: 0, outcome: v1alpha1.OutcomeCompleted, ran: true},
+		{input: "deny\n", code: 0, outcome: v1alpha1.OutcomeCompleted},
+		{input: "", code: 0, outcome: v1alpha1.OutcomeCompleted}, // end of input declines
+		{input: "stop\n", code: 5, outcome: v1alpha1.OutcomeApprovalDenied},
+	} {
+		t.Run(strings.TrimSpace(tc.input), func(t *testing.T) {
+			r := run(t, askRun, Options{JSON: true, Interactive: true, Stdin: strings.NewReader(tc.input)})
+			if r.code != tc.code {
+				t.Fatalf("exit status = %d, want %d\nstderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			st := decodeStatus(t, r.stdout)
+			if st.Outcome != tc.outcome {
+				t.Errorf("outcome = %s (%s), want %s", st.Outcome, st.Reason, tc.outcome)
+			}
+			if got := st.Usage.PerTool["refund"] == 1; got != tc.ran {
+				t.Errorf("refund ran = %v, want %v", got, tc.ran)
+			}
+			// With -o json the prompt goes to stderr, keeping stdout JSON.
+			mustContain(t, "stderr", r.stderr, "t1-c1 refund asks a person", `arguments: {"amount_minor":8240}`,
+				"rule: policy.rules[0]", "reason: Refunds above 50.00 need a person.", "approve / deny / stop? ")
+		})
+	}
+}
+
+func TestRun_interruptWhileAskingEndsApprovalDenied(t *testing.T) {
+	pr, pw := io.Pipe() // a terminal nobody types on
+	defer pw.Close()
+	stop := make(chan struct{})
+	go func() { time.Sleep(100 * time.Millisecond); close(stop) }()
+	r := run(t, askRun, Options{JSON: true, Interactive: true, Stdin: pr, Stop: stop})
+	if r.code != 5 {
+		t.Fatalf("exit status = %d, want 5 (ApprovalDenied)\nstderr:\n%s", r.code, r.stderr)
+	}
+	st := decodeStatus(t, r.stdout)
+	if st.Outcome != v1alpha1.OutcomeApprovalDenied || st.Reason != interruptedReason {
+		t.Errorf("outcome %s, reason %q; want ApprovalDenied, %q", st.Outcome, st.Reason, interruptedReason)
+	}
+}
+
+func TestRun_secretDocumentResolvesHTTPHeaders(t *testing.T) {
+	var authorized atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Team") != "billing" {
+			http.Error(w, "who are you?", http.StatusUnauthorized)
+			return
+		}
+		authorized.Store(true)
+		fmt.Fprintf(w, `{"account_id":"acct_1","email":%q}`, r.URL.Query().Get("email"))
+	}))
+	defer srv.Close()
+	manifest := fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: billing-api, namespace: somewhere-else}
+data: {token: QmVhcmVyIHMzY3JldA==}   # "Bearer s3cret"
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: team}
+stringData: {name: billing}
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: http-run}
+spec:
+  goal: "Find the account."
+  model:
+    provider: scripted
+    script:
+    - toolCalls: [{name: lookup, arguments: {email: a@example.com}}]
+    - content: "acct_1"
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    http:
+      url: "%s/accounts?email={{.email}}"
+      headers:
+      - {name: Authorization, valueFrom: {secretKeyRef: {name: billing-api, key: token}}}
+      - {name: X-Team, valueFrom: {secretKeyRef: {name: team, key: name}}}
+`, srv.URL)
+	r := run(t, manifest, Options{})
+	if r.code != 0 || !authorized.Load() {
+		t.Fatalf("exit status %d, server saw the headers: %v\nstdout:\n%s\nstderr:\n%s", r.code, authorized.Load(), r.stdout, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout, `t1-c1 lookup: ok`, `{"account_id":"acct_1","email":"a@example.com"}`)
+	if strings.Contains(r.stdout+r.stderr, "s3cret") {
+		t.Errorf("the Secret's value was printed")
+	}
+}
+
+func TestRun_builtinKubernetesToolIsToolFailure(t *testing.T) {
+	manifest := `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: cluster-reader}
+spec:
+  goal: "Why is the pod crashing?"
+  model: {provider: scripted, script: [{content: "no idea"}]}
+  budget: {maxTurns: 3}
+  tools:
+  - {name: get, builtin: kubernetes.get}
+`
+	r := run(t, manifest, Options{})
+	if r.code != 7 {
+		t.Fatalf("exit status = %d, want 7 (ToolFailure)\nstderr:\n%s", r.code, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, `AgentRun "cluster-reader" cannot run here`, "builtin kubernetes tools need a cluster")
+
+	r = run(t, manifest, Options{JSON: true})
+	st := decodeStatus(t, r.stdout)
+	if st.Phase != v1alpha1.PhaseFailed || st.Outcome != v1alpha1.OutcomeToolFailure || !strings.Contains(st.Reason, "need a cluster") {
+		t.Errorf("status = %s %s %q, want Failed ToolFailure naming the cluster", st.Phase, st.Outcome, st.Reason)
+	}
+}
+
+func TestRun_malformedManifestExitsOneNamingTheDocument(t *testing.T) {
+	r := run(t, echoRun+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n", Options{})
+	if r.code != ExitUsage {
+		t.Fatalf("exit status = %d, want %d", r.code, ExitUsage)
+	}
+	mustContain(t, "stderr", r.stderr, `document 2 (ConfigMap "settings")`)
+	if r.stdout != "" {
+		t.Errorf("stdout = %q, want nothing", r.stdout)
+	}
+
+	r = run(t, "", Options{})
+	if r.code != ExitUsage {
+		t.Errorf("an empty file: exit status %d, want %d", r.code, ExitUsage)
+	}
+	var stderr bytes.Buffer
+	if code := Run(context.Background(), filepath.Join(t.TempDir(), "missing.yaml"), Options{Stdout: io.Discard, Stderr: &stderr}); code != ExitUsage {
+		t.Errorf("a missing file: exit status %d, want %d", code, ExitUsage)
+	}
+	mustContain(t, "stderr", stderr.String(), "missing.yaml")
+}
+
+func TestRun_stopBeforeTheFirstTurnEndsApprovalDenied(t *testing.T) {
+	stop := make(chan struct{})
+	close(stop)
+	r := run(t, echoRun, Options{Stop: stop})
+	if r.code != 5 {
+		t.Fatalf("exit status = %d, want 5\n%s", r.code, r.stdout)
+	}
+	mustContain(t, "stdout", r.stdout, "outcome: ApprovalDenied\n", "reason: "+interruptedReason)
+}
+
+func TestRun_outcomesBecomeExitStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		code         int
+	}{
+		{"budget", `[{toolCalls: [{name: echo, arguments: {text: a}}]}, {toolCalls: [{name: echo, arguments: {text: b}}]}]`, 2},
+		{"refusal", `[{refusal: "I will not."}]`, 3},
+		{"loop", `[{toolCalls: [{name: echo, arguments: {text: a}}]}, {toolCalls: [{name: echo, arguments: {text: a}}]}]`, 4},
+		{"escalation", `[{toolCalls: [{name: escalate_to_human, arguments: {reason: "over my head"}}]}]`, 6},
+		{"model error", `[{error: "provider down"}]`, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			manifest := `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: outcome}
+spec:
+  goal: "Do something."
+  model: {provider: scripted, script: ` + tc.script + `}
+  budget: {maxTurns: 2}
+  loopDetection: {threshold: 2}
+  tools:
+  - name: echo
+    job: {image: busybox, command: [sh, -c, "cat; echo"]}
+`
+			if tc.name == "budget" {
+				manifest = strings.Replace(manifest, "{threshold: 2}", "{threshold: 3}", 1)
+				manifest = strings.Replace(manifest, "maxTurns: 2", "maxTurns: 2, perTool: {echo: 1}", 1)
+			}
+			r := run(t, manifest, Options{})
+			if r.code != tc.code {
+				t.Errorf("exit status = %d, want %d\n%s", r.code, tc.code, r.stdout)
+			}
+		})
+	}
+}
+
+func TestRun_cancelledContextStopsTheCallInFlight(t *testing.T) {
+	manifest := strings.Replace(echoRun, `command: [sh, -c, "cat; echo"]`, `command: [sh, -c, "sleep 20"]`, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := Run(ctx, writeManifest(t, manifest), Options{JSON: true, Stdout: &stdout, Stderr: &stderr})
+	if code != 5 {
+		t.Fatalf("exit status = %d, want 5\nstderr:\n%s", code, stderr.String())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the run took %s: the call in flight was not stopped", took)
+	}
+	if st := decodeStatus(t, stdout.String()); st.Reason != abortedReason {
+		t.Errorf("reason = %q, want %q", st.Reason, abortedReason)
+	}
+}
