@@ -463,3 +463,19 @@ func TestRun_aThousandTurnRunKeepsTheAgentRunSmall(t *testing.T) {
 		t.Fatalf("transcript has %d messages, want %d", len(msgs), 2*turns+1)
 	}
 }
+
+func TestRun_aSlowModelHoldsUpNoOtherRun(t *testing.T) {
+	ns := namespace(t)
+	// One worker only: if a model call held the worker, the quick run
+	// would wait a minute for the slow one.
+	startManagerWithWorkers(t, &kits{tools: newTools()}, 1)
+	slow := makeRun(ns, "slow").step(v1alpha1.ScriptStep{Content: "late", Delay: &metav1.Duration{Duration: time.Minute}}).
+		with(func(s *v1alpha1.AgentRunSpec) { s.Model.Timeout = &metav1.Duration{Duration: 2 * time.Minute} }).create(t)
+	NewWithT(t).Eventually(func() int32 { return get(t, slow).Status.Turn }, 10*time.Second, 20*time.Millisecond).Should(Equal(int32(1)))
+	quick := makeRun(ns, "quick").readTool("a").calls("a", `{}`).answer("done").create(t)
+	done := waitOutcome(t, quick, 10*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
+	if o := get(t, slow).Status.Outcome; o != "" {
+		t.Fatalf("the slow run ended (%s) before its model answered", o)
+	}
+}

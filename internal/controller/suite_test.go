@@ -109,6 +109,11 @@ func (k *kits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
 // stop is called.
 func startManager(t *testing.T, kb KitBuilder) (stop func()) {
 	t.Helper()
+	return startManagerWithWorkers(t, kb, 0)
+}
+
+func startManagerWithWorkers(t *testing.T, kb KitBuilder, workers int) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 testenv.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -118,7 +123,8 @@ func startManager(t *testing.T, kb KitBuilder) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb}
+	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
+		MaxConcurrentReconciles: workers}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
