@@ -77,6 +77,14 @@ GO
   mv "$BIN/etcd.tmp" "$BIN/etcd"
 }
 
+# Where setup-envtest could download binaries (a machine with internet),
+# they are used as they are; here they are built.
+downloaded="${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/${K8S_VERSION#v}-$(go env GOOS)-$(go env GOARCH)"
+if [ -z "$EXTRA_CMDS" ] && [ -x "$downloaded/kube-apiserver" ] && [ -x "$downloaded/etcd" ]; then
+  echo "$downloaded"
+  exit 0
+fi
+
 build_etcd
 # shellcheck disable=SC2086
 build_kube kube-apiserver $EXTRA_CMDS
