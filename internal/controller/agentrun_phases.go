@@ -68,7 +68,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				outcome = v1alpha1.OutcomeToolFailure
 			}
 			reason := "the run cannot start: " + err.Error()
-			setFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
+			SetFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
 			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(outcome) + ": " + reason})
 			sc.stop = true
 			return ctrl.Result{}, nil
@@ -85,7 +85,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, err := transcript.Decode(sc.run)
 	if err != nil {
-		setFailed(&sc.run.Status, v1alpha1.OutcomeError, err.Error(), metav1.NewTime(sc.now))
+		SetFailed(&sc.run.Status, v1alpha1.OutcomeError, err.Error(), metav1.NewTime(sc.now))
 		sc.stop = true
 		return ctrl.Result{}, nil
 	}
@@ -212,7 +212,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, o
 			}
 			st.Checkpoint = &runtime.RawExtension{Raw: raw}
 		}
-		setStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
+		SetStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
 		recordApprovals(st, sc.notes, sc.answers, sc.by, now)
 	}
 	if st.ObservedGeneration != sc.run.Generation {

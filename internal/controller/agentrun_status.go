@@ -55,9 +55,9 @@ func isZero(u loop.Usage) bool {
 	return true
 }
 
-// setStatusFromState computes everything in status that derives from the
+// SetStatusFromState computes everything in status that derives from the
 // engine's state: counters, pending approvals, outcome, conditions, phase.
-func setStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
+func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
 	st.Turn = int32(s.Turn)
 	st.Usage = usageStatus(s.Usage)
 	st.Reserved = nil
@@ -106,7 +106,7 @@ func setStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 			status = metav1.ConditionTrue
 			st.Phase = v1alpha1.PhaseSucceeded
 		}
-		setCondition(st, v1alpha1.ConditionSucceeded, status, string(s.Outcome), st.Reason)
+		setCondition(st, v1alpha1.ConditionSucceeded, status, string(s.Outcome), st.Reason, now)
 	case waiting:
 		ids := make([]string, 0, len(st.PendingApprovals))
 		for _, p := range st.PendingApprovals {
@@ -114,37 +114,38 @@ func setStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		}
 		st.Phase = v1alpha1.PhaseAwaitingApproval
 		st.Reason = "waiting for a person to answer " + strings.Join(ids, ", ")
-		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonAwaitingApproval, st.Reason)
+		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonAwaitingApproval, st.Reason, now)
 	case s.Turn == 0:
 		st.Phase = v1alpha1.PhasePending
 		st.Reason = ""
-		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPending, "the run has not started its first turn")
+		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPending, "the run has not started its first turn", now)
 	default:
 		st.Phase = v1alpha1.PhaseRunning
 		st.Reason = ""
-		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRunning, fmt.Sprintf("turn %d", s.Turn))
+		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRunning, fmt.Sprintf("turn %d", s.Turn), now)
 	}
 	if waiting {
-		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, v1alpha1.ReasonApprovalRequested, st.Reason)
+		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, v1alpha1.ReasonApprovalRequested, st.Reason, now)
 	} else {
-		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person")
+		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 	}
 }
 
-// setFailed ends a run that could not be built or resumed.
-func setFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
+// SetFailed ends a run that could not be built or resumed.
+func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
 	st.Outcome, st.Reason, st.Phase = o, clip(reason, 8192), v1alpha1.PhaseFailed
 	st.PendingApprovals = nil
 	st.Reserved = nil
 	if st.CompletionTime == nil {
 		st.CompletionTime = &now
 	}
-	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason)
-	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person")
+	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason, now)
+	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 }
 
-func setCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: clip(msg, 1024)})
+func setCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: clip(msg, 1024),
+		LastTransitionTime: now})
 }
 
 // recordApprovals adds the answers and stale answers a step reported.

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/google/go-cmp/cmp"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSetStatusFromState_phasesAndConditions(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 8, 14, 10, 0, 0, 0, time.UTC))
+	asked := now.Time
+	cases := []struct {
+		name      string
+		state     loop.State
+		phase     v1alpha1.Phase
+		succeeded metav1.ConditionStatus
+		reason    string
+		awaiting  metav1.ConditionStatus
+		pending   int
+	}{
+		{"new", loop.State{}, v1alpha1.PhasePending, metav1.ConditionUnknown, v1alpha1.ReasonPending, metav1.ConditionFalse, 0},
+		{"working", loop.State{Turn: 2, Phase: loop.PhaseModel}, v1alpha1.PhaseRunning, metav1.ConditionUnknown, v1alpha1.ReasonRunning, metav1.ConditionFalse, 0},
+		{"asking", loop.State{Turn: 3, Phase: loop.PhaseApproval, Calls: []loop.Call{{ToolCall: loop.ToolCall{ID: "t3-c1", Name: "refund"},
+			Verdict: loop.Ask, State: loop.CallProposed, RequestedAt: &asked}}},
+			v1alpha1.PhaseAwaitingApproval, metav1.ConditionUnknown, v1alpha1.ReasonAwaitingApproval, metav1.ConditionTrue, 1},
+		{"completed", loop.State{Turn: 4, Phase: loop.PhaseDone, Outcome: loop.Completed, Reason: "done"},
+			v1alpha1.PhaseSucceeded, metav1.ConditionTrue, "Completed", metav1.ConditionFalse, 0},
+		{"escalated with the ask still open", loop.State{Turn: 3, Phase: loop.PhaseDone, Outcome: loop.Escalated, Reason: "waited",
+			Calls: []loop.Call{{ToolCall: loop.ToolCall{ID: "t3-c1"}, Verdict: loop.Ask, State: loop.CallProposed, RequestedAt: &asked}}},
+			v1alpha1.PhaseFailed, metav1.ConditionFalse, "Escalated", metav1.ConditionFalse, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &v1alpha1.AgentRunStatus{}
+			SetStatusFromState(st, &tc.state, loop.Convergence{}, now)
+			s := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
+			a := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAwaitingApproval)
+			got := []any{st.Phase, s.Status, s.Reason, a.Status, len(st.PendingApprovals)}
+			want := []any{tc.phase, tc.succeeded, tc.reason, tc.awaiting, tc.pending}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+			if tc.state.Done() != (st.CompletionTime != nil) {
+				t.Fatalf("completionTime = %v", st.CompletionTime)
+			}
+		})
+	}
+}
+
+func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
+	run := &v1alpha1.AgentRun{}
+	run.Annotations = map[string]string{
+		v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve", // applied already
+		v1alpha1.ApprovalAnnotationPrefix + "t2-c1": " Deny ",
+		v1alpha1.ApprovalAnnotationPrefix + "t2-c2": "maybe",
+		"unrelated": "approve",
+	}
+	run.Status.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t1-c1", Decision: "approve"}}
+	got, _ := answersFrom(run)
+	if diff := cmp.Diff(map[string]loop.Answer{"t2-c1": loop.DenyAnswer}, got); diff != "" {
+		t.Fatalf("answers (-want +got):\n%s", diff)
+	}
+}
+
+func TestRecordApprovals_staleAnswersAreRecordedOnce(t *testing.T) {
+	st := &v1alpha1.AgentRunStatus{}
+	now := metav1.Now()
+	notes := []loop.Note{{Kind: loop.NoteStaleApproval, CallID: "t9-c1"}, {Kind: loop.NoteApproval, CallID: "t1-c1"}}
+	answers := map[string]loop.Answer{"t9-c1": loop.Approve, "t1-c1": loop.Stop}
+	recordApprovals(st, notes, answers, map[string]string{"t1-c1": "kubectl-agentrun"}, now)
+	recordApprovals(st, notes[:1], answers, nil, now)
+	if len(st.Approvals) != 2 || !st.Approvals[0].Stale || st.Approvals[1].Decision != "stop" || st.Approvals[1].By != "kubectl-agentrun" {
+		t.Fatalf("approvals = %+v", st.Approvals)
+	}
+	for i := 0; i < 2*maxApprovalRecords; i++ {
+		recordApprovals(st, []loop.Note{{Kind: loop.NoteApproval, CallID: "x"}}, map[string]loop.Answer{"x": loop.Approve}, nil, now)
+	}
+	if len(st.Approvals) != maxApprovalRecords {
+		t.Fatalf("%d approvals kept, want the newest %d", len(st.Approvals), maxApprovalRecords)
+	}
+}
