@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -101,7 +102,7 @@ func BenchmarkTurnWrites(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := &AgentRunReconciler{Client: countingClient{Client: mgr.GetClient(), writes: &writes}, APIReader: mgr.GetAPIReader(),
-		Kits: &kits{tools: newTools(), model: noToolModel{n: b.N}}}
+		Recorder: mgr.GetEventRecorder("agentrun"), Kits: &kits{tools: newTools(), model: noToolModel{n: b.N}}}
 	if err := r.SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}
@@ -158,6 +159,19 @@ func BenchmarkTurnWrites(b *testing.B) {
 	patchTime := time.Since(pstart) / time.Duration(b.N)
 	turns := float64(b.N + 1)
 	perTurn := elapsed / time.Duration(b.N+1)
+	// Events go out asynchronously through the recorder's own client; count
+	// them apart (two per no-tool turn: turn started, model answered).
+	evs := &eventsv1.EventList{}
+	if err := k8sClient.List(ctx, evs, client.InNamespace(nsName)); err != nil {
+		b.Fatal(err)
+	}
+	events := 0
+	for _, e := range evs.Items {
+		if e.Regarding.Name == run.Name {
+			events += max(1, int(e.DeprecatedCount))
+		}
+	}
+	b.ReportMetric(float64(events)/turns, "events/turn")
 	b.ReportMetric(float64(writes.Load())/turns, "writes/turn")
 	b.ReportMetric(float64(perTurn.Microseconds()), "µs/turn")
 	b.ReportMetric(float64(patchTime.Microseconds()), "µs/bare-patch")
