@@ -54,14 +54,15 @@ type AgentRunReconciler struct {
 	baseCtx context.Context
 }
 
-// written is the object as our last status patch left it, and the
-// resourceVersion it replaced. The informer cache may not have seen our
-// own write yet when the next reconcile starts (a model that answers in a
-// millisecond wakes the run at once); reading the object we wrote instead
-// of the stale copy saves a conflict and a round trip per turn.
+// written is the object as our last status patch left it, and every
+// resourceVersion our own writes went through since the cache last caught
+// up. The informer cache may not have seen our own writes yet when the
+// next reconcile starts (a model that answers in a millisecond wakes the
+// run at once); reading the object we wrote instead of the stale copy
+// saves a conflict and a round trip per turn.
 type written struct {
-	prevRV string
-	obj    *v1alpha1.AgentRun
+	ours map[string]bool
+	obj  *v1alpha1.AgentRun
 }
 
 // The operator's permissions, least privilege:
@@ -194,17 +195,24 @@ func (r *AgentRunReconciler) freshest(cached *v1alpha1.AgentRun) *v1alpha1.Agent
 	if !ok {
 		return cached
 	}
-	if cached.ResourceVersion == w.prevRV {
-		return w.obj.DeepCopy()
+	if cached.ResourceVersion != w.obj.ResourceVersion && w.ours[cached.ResourceVersion] {
+		return w.obj.DeepCopy() // the cache is behind our own writes
 	}
 	delete(r.written, cached.UID) // the cache caught up, or someone wrote after us
 	return cached
 }
 
+// remember records a successful status write that replaced prevRV.
 func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
 	r.mu.Lock()
-	r.written[obj.UID] = written{prevRV: prevRV, obj: obj.DeepCopy()}
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	w, ok := r.written[obj.UID]
+	if !ok || w.obj.ResourceVersion != prevRV {
+		w = written{ours: map[string]bool{}}
+	}
+	w.ours[prevRV] = true
+	w.obj = obj.DeepCopy()
+	r.written[obj.UID] = w
 }
 
 func (r *AgentRunReconciler) forget(uid types.UID) {

@@ -178,39 +178,23 @@ func (r *AgentRunReconciler) advance(_ context.Context, sc *scope) (ctrl.Result,
 	return ctrl.Result{}, nil
 }
 
-// persist writes what this reconcile decided: transcript chunks first,
-// then status in one patch. It reports whether it wrote, and whether
-// status now holds the decision (written, or already there), which is the
-// condition for dispatching anything (write-ahead).
+// persist writes what this reconcile decided, status first, in one patch
+// with optimistic locking, so that nothing is dispatched unless status
+// holds the decision (write-ahead). It reports whether it wrote, and
+// whether status now holds the decision (written, or already there).
+//
+// The newest messages ride in the checkpoint; when they pass the flush
+// bounds (or the run ended) they move to a transcript chunk, after the
+// status patch: a reconcile that read a stale object fails its patch and
+// so never touches a chunk, and the chunk it writes next is one that no
+// committed status counts yet, which makes replacing a leftover safe.
 func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, ok bool, err error) {
 	st := &sc.run.Status
 	now := metav1.NewTime(sc.now)
-	if s := sc.state; s != nil && sc.kit != nil {
-		tail := s.Transcript[sc.flushed:]
-		chunks := 0
-		if st.Transcript != nil {
-			chunks = int(st.Transcript.Chunks)
-		}
-		if len(tail) > 0 && (s.Done() || len(tail) >= flushMessages || messagesSize(tail) >= flushBytes) {
-			if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, chunks, tail); err != nil {
-				return false, false, fmt.Errorf("writing transcript chunk %d: %w", chunks, err)
-			}
-			sc.flushed += len(tail)
-			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(chunks + 1), Messages: int32(sc.flushed)}
-			tail = nil
-		}
-		if s.Done() {
-			// An ended run is never resumed: its outcome, usage and
-			// flushed transcript are all that is left to read.
-			st.Checkpoint = nil
-		} else {
-			cp := *s
-			cp.Transcript = tail
-			raw, err := json.Marshal(&cp)
-			if err != nil {
-				return false, false, err
-			}
-			st.Checkpoint = &runtime.RawExtension{Raw: raw}
+	s := sc.state
+	if s != nil && sc.kit != nil {
+		if err := setCheckpoint(st, s, sc.flushed); err != nil {
+			return false, false, err
 		}
 		SetStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
 		recordApprovals(st, sc.notes, sc.answers, sc.by, now)
@@ -218,28 +202,86 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, o
 	if st.ObservedGeneration != sc.run.Generation {
 		st.ObservedGeneration = sc.run.Generation
 	}
-	if equalStatus(&sc.base.Status, st) {
-		return false, true, nil
-	}
-	patch := client.MergeFromWithOptions(sc.base, client.MergeFromWithOptimisticLock{})
-	if err := r.Status().Patch(ctx, sc.run, patch); err != nil {
-		if apierrors.IsConflict(err) {
-			// Our read was stale; the newer version's event brings us back.
-			ctrl.LoggerFrom(ctx).V(4).Info("Status changed under us, retrying on the newer version")
-			return false, false, nil
+	if !equalStatus(&sc.base.Status, st) {
+		if err := r.patchStatus(ctx, sc.base, sc.run); err != nil {
+			if apierrors.IsConflict(err) {
+				// Our read was stale; the newer version's event brings us back.
+				ctrl.LoggerFrom(ctx).V(4).Info("Status changed under us, retrying on the newer version")
+				return false, false, nil
+			}
+			return false, false, err
 		}
-		return false, false, err
+		written = true
 	}
-	r.remember(sc.base.ResourceVersion, sc.run)
-	if sc.state != nil {
+	if s != nil && sc.kit != nil {
+		if err := r.flush(ctx, sc); err != nil {
+			return written, true, err
+		}
 		r.mu.Lock()
-		r.chunks[sc.run.UID] = sc.state.Transcript[:sc.flushed:sc.flushed]
+		r.chunks[sc.run.UID] = s.Transcript[:sc.flushed:sc.flushed]
 		r.mu.Unlock()
 	}
-	if sc.stop || (sc.state != nil && sc.state.Done()) {
+	if sc.stop || (s != nil && s.Done()) {
 		r.forget(sc.run.UID)
 	}
-	return true, true, nil
+	return written, true, nil
+}
+
+func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha1.AgentRun) error {
+	prev := base.ResourceVersion
+	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	r.remember(prev, run)
+	return nil
+}
+
+// setCheckpoint puts the engine's state in status, with the messages that
+// are not yet in a chunk.
+func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State, flushed int) error {
+	cp := *s
+	cp.Transcript = s.Transcript[flushed:]
+	if s.Done() && len(cp.Transcript) == 0 {
+		// An ended run is never resumed: its outcome, usage and
+		// transcript are all that is left to read.
+		st.Checkpoint = nil
+		return nil
+	}
+	raw, err := json.Marshal(&cp)
+	if err != nil {
+		return err
+	}
+	st.Checkpoint = &runtime.RawExtension{Raw: raw}
+	return nil
+}
+
+// flush moves the checkpoint's messages to a new chunk when they pass the
+// bounds or the run has ended, then records that in status.
+func (r *AgentRunReconciler) flush(ctx context.Context, sc *scope) error {
+	s, st := sc.state, &sc.run.Status
+	tail := s.Transcript[sc.flushed:]
+	if len(tail) == 0 || !(s.Done() || len(tail) >= flushMessages || messagesSize(tail) >= flushBytes) {
+		return nil
+	}
+	chunks := 0
+	if st.Transcript != nil {
+		chunks = int(st.Transcript.Chunks)
+	}
+	if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, chunks, tail); err != nil {
+		return fmt.Errorf("writing transcript chunk %d: %w", chunks, err)
+	}
+	base := sc.run.DeepCopy()
+	st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(chunks + 1), Messages: int32(sc.flushed + len(tail))}
+	if err := setCheckpoint(st, s, sc.flushed+len(tail)); err != nil {
+		return err
+	}
+	if err := r.patchStatus(ctx, base, sc.run); err != nil {
+		// The chunk is written but not counted: the next reconcile
+		// writes it again (the same messages) and counts it.
+		return fmt.Errorf("recording transcript chunk %d: %w", chunks, err)
+	}
+	sc.flushed += len(tail)
+	return nil
 }
 
 func messagesSize(msgs []loop.Message) int {
