@@ -30,6 +30,7 @@ manifests: ## Generate the CustomResourceDefinition and copy it into the Helm ch
 	$(CONTROLLER_GEN) rbac:roleName=agentrun-manager paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac
 	mkdir -p $(CHART_CRDS)
 	cp $(CRD_BASES)/*.yaml $(CHART_CRDS)/
+	cp config/rbac/role.yaml charts/agentrun/files/role.yaml
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods for the API types.

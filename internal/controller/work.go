@@ -77,6 +77,14 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 	go func() {
 		var out work
 		fn(ctx, &out)
+		if ctx.Err() != nil {
+			// Cancelled by a shutdown or because the run was forgotten:
+			// what came back is an interruption, not the call's result.
+			// A new operator finds the call in flight and resumes it
+			// (adopting a Job, repeating a read, or reporting an unknown
+			// outcome for anything else).
+			return
+		}
 		t.mu.Lock()
 		if cur := t.items[run.UID]; cur == w {
 			w.done, w.reply, w.err, w.results = true, out.reply, out.err, out.results

@@ -108,10 +108,16 @@ func httpFailureText(tool string, code int, r Result) string {
 		body = string(r.Output)
 	}
 	body = shortDetail(body, false)
+	if d := shortDetail(r.Failure.Detail, false); d != "" {
+		body = d // the executor's own account beats the raw body
+	}
 	switch {
-	case code == 401 || code == 403:
-		return fmt.Sprintf("Authentication failed (HTTP %d) calling %s. "+
-			"Re-authenticate or escalate to a person; retrying unchanged will return the same result.", code, tool)
+	case code == 401:
+		return fmt.Sprintf("Authentication failed (HTTP 401) calling %s%s. "+
+			"Re-authenticate or escalate to a person; retrying unchanged will return the same result.", tool, suffix(body))
+	case code == 403:
+		return fmt.Sprintf("Access denied (HTTP 403) calling %s%s: the identity it runs as may not do this. "+
+			"Ask for access or escalate to a person; retrying unchanged will return the same result.", tool, suffix(body))
 	case code == 404:
 		return fmt.Sprintf("Not found (HTTP 404) calling %s%s. Check the arguments; retrying unchanged will return the same result.", tool, suffix(body))
 	case code == 408 || code == 429:

@@ -5,7 +5,10 @@
 // A call's Job is named after the run's UID and the call id (JobName), so
 // creating it again after a crash gets AlreadyExists and the executor adopts
 // the Job that is there: one call never has two Jobs. A Job of that name
-// that belongs to another run or call is refused, never adopted.
+// that belongs to another run or call is refused, never adopted. For the
+// same reason a wait that is cancelled (the operator stopping) leaves the
+// Job running: the restarted operator adopts it and reads its result, and
+// the tool is neither killed halfway nor run a second time.
 //
 // # Two phases
 //

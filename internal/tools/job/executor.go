@@ -235,9 +235,13 @@ func (e *Executor) Poll(ctx context.Context, inv loop.Invocation) (*loop.Result,
 
 // Execute starts the call and waits for its result, polling with a
 // growing interval. The wait is bounded by the Job's deadline plus a few
-// seconds; past it, or when ctx ends first, the Job is deleted and the call
-// fails (Timeout when a deadline passed, OutcomeUnknown when ctx was
-// cancelled).
+// seconds; past it, or past ctx's deadline, the Job is deleted and the call
+// fails with Timeout. When ctx is cancelled instead (the operator is
+// stopping), the Job is left to run and the call's outcome is unknown to
+// this caller: the next Execute of the same call, by a restarted operator,
+// adopts the Job and reads its result. Deleting it there would kill a tool
+// in the middle of its work and have the next operator run it again in a
+// new Job.
 func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
 	start := e.cfg.Now()
 	if err := e.startWithRetry(ctx, inv); err != nil {
@@ -258,12 +262,13 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 	for {
 		select {
 		case <-ctx.Done():
-			e.abandon(inv)
-			kind, detail := loop.FailTimeout, fmt.Sprintf("no result within %s; the Job was deleted", wait)
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				kind, detail = loop.FailUnknown, "the wait was cancelled; the Job was deleted"
+				return *e.resultSince(inv, start, &loop.Failure{Kind: loop.FailUnknown,
+					Detail: "the wait was cancelled; the Job was left running for the next attempt of this call to adopt"})
 			}
-			return *e.resultSince(inv, start, &loop.Failure{Kind: kind, Detail: detail})
+			e.abandon(inv)
+			return *e.resultSince(inv, start, &loop.Failure{Kind: loop.FailTimeout,
+				Detail: fmt.Sprintf("no result within %s; the Job was deleted", wait)})
 		case <-timer.C:
 		}
 		res, err := e.Poll(ctx, inv)

@@ -520,7 +520,10 @@ func TestExecute_startsAndWaitsForTheResult(t *testing.T) {
 	}
 }
 
-func TestExecute_cancelledWaitDeletesTheJob(t *testing.T) {
+// An operator that stops cancels its waits. The Job must survive it: the
+// next operator's Execute of the same call adopts it (one Job, one run of
+// the tool) and reads its result.
+func TestExecute_cancelledWaitLeavesTheJobForTheNextAttemptToAdopt(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t)
 	inv := invocation("t8-c2")
@@ -531,7 +534,8 @@ func TestExecute_cancelledWaitDeletesTheJob(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { got = f.ex.Execute(ctx, inv) })
 	key := client.ObjectKey{Namespace: f.ns, Name: JobName(f.run.Owner.UID, inv.CallID)}
-	g.Eventually(func() error { return k8sClient.Get(context.Background(), key, &batchv1.Job{}) }).
+	var j batchv1.Job
+	g.Eventually(func() error { return k8sClient.Get(context.Background(), key, &j) }).
 		WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
 	cancel()
 	wg.Wait()
@@ -539,10 +543,46 @@ func TestExecute_cancelledWaitDeletesTheJob(t *testing.T) {
 	if got.Failure == nil || got.Failure.Kind != loop.FailUnknown {
 		t.Errorf("result = %+v, want OutcomeUnknown", got)
 	}
-	err := k8sClient.Get(context.Background(), key, &batchv1.Job{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("reading the Job after the cancelled wait = %v, want NotFound", err)
+	var left batchv1.Job
+	if err := k8sClient.Get(context.Background(), key, &left); err != nil || left.UID != j.UID || left.DeletionTimestamp != nil {
+		t.Fatalf("the Job after the cancelled wait: %v (uid %s, deleting %v), want the same Job, not deleted", err, left.UID, left.DeletionTimestamp)
 	}
+
+	// The next attempt adopts it and reads the tool's result.
+	wg.Go(func() { got = f.ex.Execute(context.Background(), inv) })
+	pod := f.startPod(&left)
+	f.exit(pod, 0, entrypoint.Summary{Exit: 0, Out: "ok", Size: 2})
+	f.finishJob(&left, true, "")
+	wg.Wait()
+	want := loop.Result{CallID: "t8-c2", Output: []byte("ok"), Size: 2}
+	if diff := cmp.Diff(want, got, cmpIgnoreDuration); diff != "" {
+		t.Errorf("result of the adopting attempt (-want +got):\n%s", diff)
+	}
+	var after batchv1.Job
+	if err := k8sClient.Get(context.Background(), key, &after); err != nil || after.UID != j.UID {
+		t.Errorf("the Job after adoption: %v (uid %s), want the first one (uid %s)", err, after.UID, j.UID)
+	}
+}
+
+// A wait whose context's deadline passes gives up on the Job: it is
+// deleted, so a call declared timed out does not go on.
+func TestExecute_waitPastItsDeadlineDeletesTheJob(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t)
+	inv := invocation("t8-c3")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+
+	key := client.ObjectKey{Namespace: f.ns, Name: JobName(f.run.Owner.UID, inv.CallID)}
+	got := f.ex.Execute(ctx, inv)
+	if got.Failure == nil || got.Failure.Kind != loop.FailTimeout {
+		t.Errorf("result = %+v, want Timeout", got)
+	}
+	g.Eventually(func() bool {
+		var j batchv1.Job
+		err := k8sClient.Get(context.Background(), key, &j)
+		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil)
+	}).WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "the Job deleted")
 }
 
 func TestPoll_unknownToolIsInvalidCall(t *testing.T) {

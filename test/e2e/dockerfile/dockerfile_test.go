@@ -1,0 +1,250 @@
+package dockerfile_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/mod/modfile"
+
+	"github.com/agentrun/agentrun/internal/tools/job"
+	"github.com/agentrun/agentrun/test/e2e/dockerfile"
+)
+
+const root = "../../.."
+
+func read(t *testing.T) *dockerfile.File {
+	t.Helper()
+	f, err := dockerfile.Read(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// The image is built where no test runs it (no container engine here, nor
+// in CI), so every go build line is compiled here from a copy of exactly
+// what the builder stage copies in: a package the Dockerfile forgets to
+// copy, or a build line that names a command that moved, fails this test.
+func TestDockerfile_everyGoBuildCompilesFromTheBuilderContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links every binary of the image")
+	}
+	f := read(t)
+	if len(f.Builder.Builds) == 0 {
+		t.Fatal("the builder stage has no go build line")
+	}
+	ctxDir := t.TempDir()
+	work := filepath.Join(ctxDir, filepath.FromSlash(f.Builder.Workdir))
+	for _, c := range f.Builder.Copies {
+		if c.From != "" {
+			continue
+		}
+		for _, src := range c.Sources {
+			// A folder's contents go to DEST; a file goes into DEST when
+			// DEST ends with a slash or there are several sources.
+			dst := path.Join(f.Builder.Workdir, c.Dest)
+			if !isDir(t, filepath.Join(root, src)) && (strings.HasSuffix(c.Dest, "/") || len(c.Sources) > 1) {
+				dst = path.Join(dst, path.Base(src))
+			}
+			copyTree(t, filepath.Join(root, src), filepath.Join(ctxDir, filepath.FromSlash(dst)))
+		}
+	}
+	outs, err := f.Compile(context.Background(), work, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range f.Builder.Builds {
+		if st, err := os.Stat(outs[b.Output]); err != nil || st.Size() == 0 {
+			t.Errorf("go build of %s wrote nothing to %s: %v", b.Package, b.Output, err)
+		}
+	}
+}
+
+// The e2e image (hack/e2e/operator-image) and the Job executor depend on
+// this layout.
+func TestDockerfile_imageLayout(t *testing.T) {
+	f := read(t)
+	layout, err := f.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]string{}
+	for _, b := range f.Builder.Builds {
+		built[b.Output] = b.Package
+	}
+	got := map[string]string{}
+	for _, in := range layout {
+		pkg, ok := built[in.Src]
+		if !ok {
+			t.Errorf("the final stage copies %s, which no go build line writes", in.Src)
+		}
+		got[in.Dst] = pkg
+	}
+	want := map[string]string{
+		"/manager":                "./cmd/manager",
+		job.DefaultEntrypointPath: "./cmd/agentrun-entrypoint",
+		"/kubectl-agentrun":       "./cmd/kubectl-agentrun",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("image files and the packages they are built from (-want +got):\n%s", d)
+	}
+	uid := strconv.FormatInt(job.DefaultRunAsUser, 10)
+	if want := uid + ":" + uid; f.Final.User != want {
+		t.Errorf("USER = %q, want %q (the uid tool Jobs and the chart run as)", f.Final.User, want)
+	}
+	if d := cmp.Diff([]string{"/manager"}, f.Final.Entrypoint); d != "" {
+		t.Errorf("ENTRYPOINT (-want +got):\n%s", d)
+	}
+	if !strings.HasPrefix(f.Final.Base, "gcr.io/distroless/static") {
+		t.Errorf("final base image %s: the binaries are static (CGO_ENABLED=0); want distroless/static", f.Final.Base)
+	}
+	if f.Builder.Env["CGO_ENABLED"] != "0" {
+		t.Errorf("the builder stage's CGO_ENABLED = %q, want 0: the binaries run on distroless/static and in tool images", f.Builder.Env["CGO_ENABLED"])
+	}
+	// golang:X.Y follows the go directive of go.mod.
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.ParseLax("go.mod", b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.SplitN(mf.Go.Version, ".", 3)
+	if want := "golang:" + strings.Join(parts[:min(2, len(parts))], "."); f.Builder.Base != want {
+		t.Errorf("builder image %s, want %s (go.mod says go %s)", f.Builder.Base, want, mf.Go.Version)
+	}
+}
+
+// Every source the builder stage copies must be let through by
+// .dockerignore, which ignores everything else.
+func TestDockerignore_letsThroughWhatTheBuilderCopies(t *testing.T) {
+	f := read(t)
+	b, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	for l := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(l), "!"); ok {
+			allowed[strings.TrimSuffix(p, "/")] = true
+		}
+	}
+	for _, c := range f.Builder.Copies {
+		for _, src := range c.Sources {
+			if c.From == "" && !allowed[strings.TrimSuffix(path.Clean(src), "/")] {
+				t.Errorf("COPY %s: .dockerignore does not let it through (add !%s)", src, src)
+			}
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	const in = `# comment
+ARG BASE=x
+FROM golang:1.26 AS builder
+ARG TARGETOS=linux
+ARG TARGETARCH
+ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH}
+WORKDIR /ws
+COPY go.mod go.sum ./
+RUN go mod download && \
+    GOEXPERIMENT=x go build -trimpath -ldflags="-s -w" -o /out/a ./cmd/a
+RUN go build -o=/out/b ./cmd/b
+FROM scratch
+COPY --from=builder /out/a /a
+USER 1:2
+ENTRYPOINT ["/a", "x"]
+`
+	f, err := dockerfile.Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBuilds := []dockerfile.Build{
+		{Env: []string{"GOEXPERIMENT=x"}, Flags: []string{"-trimpath", "-ldflags=-s -w"}, Output: "/out/a", Package: "./cmd/a"},
+		{Output: "/out/b", Package: "./cmd/b"},
+	}
+	if d := cmp.Diff(wantBuilds, f.Builder.Builds); d != "" {
+		t.Errorf("builds (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"TARGETOS=linux", "TARGETARCH=", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="}, f.Builder.Environ()); d != "" {
+		t.Errorf("builder env (-want +got):\n%s", d)
+	}
+	if f.Builder.Workdir != "/ws" || f.Final.User != "1:2" || !slices.Equal(f.Final.Entrypoint, []string{"/a", "x"}) {
+		t.Errorf("workdir %q, user %q, entrypoint %q", f.Builder.Workdir, f.Final.User, f.Final.Entrypoint)
+	}
+	layout, err := f.Layout()
+	if err != nil || len(layout) != 1 || layout[0] != (dockerfile.Install{Src: "/out/a", Dst: "/a"}) {
+		t.Errorf("layout %v, %v", layout, err)
+	}
+
+	for name, bad := range map[string]string{
+		"unknown instruction": "FROM x AS builder\nHEALTHCHECK NONE\n",
+		"no builder stage":    "FROM x\nUSER 1\n",
+		"shell entrypoint":    "FROM x AS builder\nENTRYPOINT /manager\n",
+		"two packages":        "FROM x AS builder\nRUN go build -o /o ./a ./b\n",
+		"legacy ENV":          "FROM x AS builder\nENV A b\n",
+	} {
+		if _, err := dockerfile.Parse(strings.NewReader(bad)); err == nil {
+			t.Errorf("%s: parsed without an error", name)
+		}
+	}
+}
+
+func isDir(t *testing.T, p string) bool {
+	t.Helper()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatalf("COPY source: %v", err)
+	}
+	return st.IsDir()
+}
+
+// copyTree copies src (a file or a folder) to dst, leaving out tests.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			if d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(to, 0o755)
+		}
+		if strings.HasSuffix(p, "_test.go") || !d.Type().IsRegular() {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
