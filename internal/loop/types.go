@@ -376,3 +376,25 @@ type Failure struct {
 	// Detail is a short description (the tail of stderr, the error text).
 	Detail string `json:"detail,omitempty"`
 }
+
+// MaxDetailBytes bounds Failure.Detail: a detail is a short account, never
+// a whole output.
+const MaxDetailBytes = 512
+
+// ClipDetail bounds a failure's detail to MaxDetailBytes, keeping its
+// beginning and marking the cut with "...".
+func ClipDetail(s string) string {
+	if len(s) <= MaxDetailBytes {
+		return s
+	}
+	i := MaxDetailBytes - 3
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i] + "..."
+}
+
+// Failed is the Result of a failed call, its detail bounded.
+func Failed(kind FailureKind, code int, detail string) Result {
+	return Result{Failure: &Failure{Kind: kind, Code: code, Detail: ClipDetail(detail)}}
+}

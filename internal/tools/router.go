@@ -15,9 +15,6 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
-// maxDetailBytes bounds Failure.Detail, as the engine expects.
-const maxDetailBytes = 512
-
 // Router is a loop.Toolbox that hands each invocation to the executor
 // registered under the invocation's tool name. It is safe for concurrent
 // use; the executors must be too.
@@ -53,7 +50,7 @@ func (r *Router) Execute(ctx context.Context, inv loop.Invocation) (res loop.Res
 	defer func() {
 		if p := recover(); p != nil {
 			res = loop.Result{Failure: &loop.Failure{Kind: loop.FailUnknown,
-				Detail: clip(fmt.Sprintf("the executor of %q failed unexpectedly: %v", inv.Tool, p))}}
+				Detail: loop.ClipDetail(fmt.Sprintf("the executor of %q failed unexpectedly: %v", inv.Tool, p))}}
 		}
 		res.CallID = inv.CallID
 		if res.Duration <= 0 {
@@ -63,7 +60,7 @@ func (r *Router) Execute(ctx context.Context, inv loop.Invocation) (res loop.Res
 	e, ok := r.executors[inv.Tool]
 	if !ok || e == nil {
 		return loop.Result{Failure: &loop.Failure{Kind: loop.FailInvalid,
-			Detail: clip(fmt.Sprintf("unknown tool %q", inv.Tool))}}
+			Detail: loop.ClipDetail(fmt.Sprintf("unknown tool %q", inv.Tool))}}
 	}
 	return e.Execute(ctx, inv)
 }
@@ -93,16 +90,4 @@ func (r *Router) Preflight(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// clip bounds s to the detail limit, keeping its beginning.
-func clip(s string) string {
-	if len(s) <= maxDetailBytes {
-		return s
-	}
-	cut := maxDetailBytes - 3
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
 }

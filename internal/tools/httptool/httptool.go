@@ -33,8 +33,6 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// DefaultMaxResultBytes applies when an invocation carries no limit.
 	DefaultMaxResultBytes = 16384
-	// maxDetailBytes bounds Failure.Detail, as the engine expects.
-	maxDetailBytes = 512
 	// maxRedirects bounds the same-host redirects followed.
 	maxRedirects = 10
 	userAgent    = "agentrun-httptool"
@@ -273,7 +271,7 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 		res.Truncated = true
 		res.Size = max(resp.ContentLength, 0)
 		res.Failure = transportFailure(ctx, callCtx, req, timeout, readErr)
-		res.Failure.Detail = clip("reading the response: " + res.Failure.Detail)
+		res.Failure.Detail = loop.ClipDetail("reading the response: " + res.Failure.Detail)
 		return res
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -281,7 +279,7 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 		if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
 			detail += "; redirected to " + redactURL(loc)
 		}
-		res.Failure = &loop.Failure{Kind: loop.FailHTTP, Code: resp.StatusCode, Detail: clip(detail)}
+		res.Failure = &loop.Failure{Kind: loop.FailHTTP, Code: resp.StatusCode, Detail: loop.ClipDetail(detail)}
 	}
 	return res
 }
@@ -291,7 +289,7 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 func (e *Executor) request(ctx context.Context, args map[string]any, key string) (*http.Request, *loop.Failure) {
 	var u strings.Builder
 	if err := e.url.Execute(&u, args); err != nil {
-		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: clip(execError("URL", err))}
+		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(execError("URL", err))}
 	}
 	target, err := url.Parse(u.String())
 	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
@@ -301,13 +299,13 @@ func (e *Executor) request(ctx context.Context, args map[string]any, key string)
 	if e.body != nil {
 		var b bytes.Buffer
 		if err := e.body.Execute(&b, args); err != nil {
-			return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: clip(execError("body", err))}
+			return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(execError("body", err))}
 		}
 		body = &b
 	}
 	req, err := http.NewRequestWithContext(ctx, e.method, target.String(), body)
 	if err != nil {
-		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: clip("building the request: " + err.Error())}
+		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail("building the request: " + err.Error())}
 	}
 	req.Header.Set("User-Agent", userAgent)
 	if e.contentType != "" {
@@ -322,7 +320,7 @@ func (e *Executor) request(ctx context.Context, args map[string]any, key string)
 		v := h.Value
 		if h.Secret != nil {
 			if v, err = e.secret(ctx, h); err != nil {
-				return nil, &loop.Failure{Kind: loop.FailUnavailable, Detail: clip(err.Error())}
+				return nil, &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(err.Error())}
 			}
 		}
 		if http.CanonicalHeaderKey(h.Name) == "Host" {
@@ -363,7 +361,7 @@ func transportFailure(parent, call context.Context, req *http.Request, timeout t
 	case call.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		return &loop.Failure{Kind: loop.FailTimeout, Detail: fmt.Sprintf("no answer within %s", timeout)}
 	}
-	return &loop.Failure{Kind: loop.FailUnavailable, Detail: clip(fmt.Sprintf("%s %s: %s",
+	return &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf("%s %s: %s",
 		req.Method, redactURL(req.URL.String()), netCause(err)))}
 }
 
@@ -399,21 +397,7 @@ func redactURL(s string) string {
 	return u.String()
 }
 
-func failed(kind loop.FailureKind, detail string) loop.Result {
-	return loop.Result{Failure: &loop.Failure{Kind: kind, Detail: clip(detail)}}
-}
-
-// clip bounds s to the detail limit, keeping its beginning.
-func clip(s string) string {
-	if len(s) <= maxDetailBytes {
-		return s
-	}
-	cut := maxDetailBytes - 3
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+func failed(kind loop.FailureKind, detail string) loop.Result { return loop.Failed(kind, 0, detail) }
 
 // isToken reports whether s is an RFC 9110 token (a method or header name).
 func isToken(s string) bool {

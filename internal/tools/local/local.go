@@ -40,8 +40,6 @@ const (
 	// DefaultMaxResultBytes applies when an invocation carries no limit.
 	DefaultMaxResultBytes = 16384
 
-	// maxDetailBytes bounds Failure.Detail, as the engine expects.
-	maxDetailBytes = 512
 	// fallbackPath is the child's PATH when the operator has none.
 	fallbackPath = "/usr/local/bin:/usr/bin:/bin"
 )
@@ -145,7 +143,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 		limit = DefaultMaxResultBytes
 	}
 	if err := ctx.Err(); err != nil {
-		return failed(loop.FailUnavailable, 0, "not started: "+err.Error())
+		return loop.Failed(loop.FailUnavailable, 0, "not started: "+err.Error())
 	}
 
 	// The child's three standard streams are plain pipes owned here, not
@@ -167,15 +165,15 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	}
 	stdinR, stdinW, err := pipe()
 	if err != nil {
-		return failed(loop.FailUnavailable, 0, "cannot create pipes: "+err.Error())
+		return loop.Failed(loop.FailUnavailable, 0, "cannot create pipes: "+err.Error())
 	}
 	stdoutR, stdoutW, err := pipe()
 	if err != nil {
-		return failed(loop.FailUnavailable, 0, "cannot create pipes: "+err.Error())
+		return loop.Failed(loop.FailUnavailable, 0, "cannot create pipes: "+err.Error())
 	}
 	stderrR, stderrW, err := pipe()
 	if err != nil {
-		return failed(loop.FailUnavailable, 0, "cannot create pipes: "+err.Error())
+		return loop.Failed(loop.FailUnavailable, 0, "cannot create pipes: "+err.Error())
 	}
 
 	cmd := exec.Command(e.command, e.args...)
@@ -184,7 +182,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return failed(loop.FailUnavailable, 0, "cannot start "+e.command+": "+startError(err))
+		return loop.Failed(loop.FailUnavailable, 0, "cannot start "+e.command+": "+startError(err))
 	}
 	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the leader.
 	// The child holds its own copies now; closing ours lets EOF arrive when
@@ -201,7 +199,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	}()
 
 	out := &capped{limit: limit + 1}
-	errTail := &tail{limit: maxDetailBytes}
+	errTail := &tail{limit: loop.MaxDetailBytes}
 	var readers sync.WaitGroup
 	readers.Go(func() { _, _ = io.Copy(out, stdoutR) })
 	readers.Go(func() { _, _ = io.Copy(errTail, stderrR) })
@@ -269,7 +267,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	}
 	var exitErr *exec.ExitError
 	if !errors.As(waitErr, &exitErr) {
-		res.Failure = &loop.Failure{Kind: loop.FailUnknown, Detail: clip("waiting for the process: " + waitErr.Error())}
+		res.Failure = &loop.Failure{Kind: loop.FailUnknown, Detail: loop.ClipDetail("waiting for the process: " + waitErr.Error())}
 		return res
 	}
 	code := exitErr.ExitCode()
@@ -283,7 +281,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	if t := errTail.bytes(); len(bytes.TrimSpace(t)) > 0 {
 		// The exit code travels in Failure.Code; the detail is the tail of
 		// standard error, as the contract says.
-		detail = tailString(t, maxDetailBytes, errTail.dropped)
+		detail = tailString(t, loop.MaxDetailBytes, errTail.dropped)
 	}
 	res.Failure = &loop.Failure{Kind: loop.FailExit, Code: code, Detail: detail}
 	return res
@@ -336,34 +334,18 @@ func startError(err error) string {
 	return err.Error()
 }
 
-func failed(kind loop.FailureKind, code int, detail string) loop.Result {
-	return loop.Result{Failure: &loop.Failure{Kind: kind, Code: code, Detail: clip(detail)}}
-}
-
 // withStderr appends the tail of standard error to a summary, within the
 // detail limit.
 func withStderr(summary string, stderr []byte) string {
 	if len(bytes.TrimSpace(stderr)) == 0 {
-		return clip(summary)
+		return loop.ClipDetail(summary)
 	}
 	const sep = "; stderr: "
-	room := maxDetailBytes - len(summary) - len(sep)
+	room := loop.MaxDetailBytes - len(summary) - len(sep)
 	if room < 32 {
-		return clip(summary)
+		return loop.ClipDetail(summary)
 	}
 	return summary + sep + tailString(stderr, room, false)
-}
-
-// clip bounds s to the detail limit, keeping its beginning.
-func clip(s string) string {
-	if len(s) <= maxDetailBytes {
-		return s
-	}
-	cut := maxDetailBytes - 3
-	for cut > 0 && !startsRune(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }
 
 // tailString returns the end of b in at most n bytes, trimmed of

@@ -216,9 +216,9 @@ func TestExecute_nonZeroExitCarriesCodeAndStderrTail(t *testing.T) {
 	if !strings.HasSuffix(res.Failure.Detail, "error: account 42 is locked") {
 		t.Errorf("Detail = %q, want the end of stderr", res.Failure.Detail)
 	}
-	if !strings.HasPrefix(res.Failure.Detail, "...") || len(res.Failure.Detail) > maxDetailBytes {
+	if !strings.HasPrefix(res.Failure.Detail, "...") || len(res.Failure.Detail) > loop.MaxDetailBytes {
 		t.Errorf("Detail is %d bytes starting %q; want a marked cut within %d bytes",
-			len(res.Failure.Detail), res.Failure.Detail[:10], maxDetailBytes)
+			len(res.Failure.Detail), res.Failure.Detail[:10], loop.MaxDetailBytes)
 	}
 	if got := string(res.Output); got != "{\"partial\":true}\n" {
 		t.Errorf("Output = %q, want what the tool printed on stdout", got)

@@ -60,7 +60,6 @@ const (
 	// carries the call's idempotency key, for servers that deduplicate.
 	MetaIdempotencyKey = "agentrun.dev/idempotencyKey"
 
-	maxDetailBytes = 512
 	// maxListedTools bounds the tool names a preflight error lists.
 	maxListedTools = 30
 )
@@ -286,7 +285,7 @@ func (e *Executor) call(ctx context.Context, inv loop.Invocation) loop.Result {
 		if detail == "" {
 			detail = "the tool reported an error without a message"
 		}
-		res.Failure = &loop.Failure{Kind: loop.FailTool, Detail: clip(detail)}
+		res.Failure = &loop.Failure{Kind: loop.FailTool, Detail: loop.ClipDetail(detail)}
 	}
 	return res
 }
@@ -362,21 +361,7 @@ func cause(err error) string {
 	return err.Error()
 }
 
-func failed(kind loop.FailureKind, detail string) loop.Result {
-	return loop.Result{Failure: &loop.Failure{Kind: kind, Detail: clip(detail)}}
-}
-
-// clip bounds s to the detail limit, keeping its beginning.
-func clip(s string) string {
-	if len(s) <= maxDetailBytes {
-		return s
-	}
-	cut := maxDetailBytes - 3
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+func failed(kind loop.FailureKind, detail string) loop.Result { return loop.Failed(kind, 0, detail) }
 
 var errResponseTooLarge = errors.New("the server's response exceeds the size limit")
 
