@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/testenv"
 )
 
 // repoRoot is where this package sits relative to the module root.
@@ -41,20 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 func runWithAPIServer(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		dir, err := envtestBinaries()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "Cannot find the envtest binaries: %v\n", err)
-			return 1
-		}
-		os.Setenv("KUBEBUILDER_ASSETS", dir)
-	}
-
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Cannot start the API server: %v\n", err)
 		return 1
@@ -64,32 +50,12 @@ func runWithAPIServer(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "Cannot stop the API server: %v\n", err)
 		}
 	}()
-
-	scheme := runtime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
-		fmt.Fprintf(os.Stderr, "Cannot build the scheme: %v\n", err)
-		return 1
-	}
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Cannot build a client: %v\n", err)
 		return 1
 	}
 	return m.Run()
-}
-
-// envtestBinaries runs hack/envtest-bins.sh, which builds kube-apiserver and
-// etcd once and prints the directory that holds them.
-func envtestBinaries() (string, error) {
-	cmd := exec.Command(filepath.Join("hack", "envtest-bins.sh"))
-	cmd.Dir = repoRoot
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/envtest-bins.sh: %w", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
 }
 
 // create submits a manifest as written, so that fields the Go types would

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +17,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/testenv"
 )
 
 // These tests run against envtest: a real kube-apiserver (authorizing with
@@ -40,15 +38,9 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	if err := ensureAssets(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env := &envtest.Environment{}
-	// RBAC is what the impersonated requests are judged by; envtest
-	// defaults to it, and the tests say so rather than rely on it.
-	env.ControlPlane.GetAPIServer().Configure().Set("authorization-mode", "RBAC")
-	cfg, err := env.Start()
+	// RBAC is what impersonated requests are judged by; the tests say so
+	// rather than rely on envtest's default.
+	env, cfg, err := testenv.Start("--authorization-mode=RBAC")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
 		return 1
@@ -290,35 +282,4 @@ func TestExecute_boundsTheOutput(t *testing.T) {
 	if res.Failure != nil || len(res.Output) != 41 || !res.Truncated || res.Size <= 41 {
 		t.Errorf("output %d bytes, size %d, truncated %v; want 41 bytes kept of more", len(res.Output), res.Size, res.Truncated)
 	}
-}
-
-// ensureAssets sets KUBEBUILDER_ASSETS, when it is unset, from the
-// repository's hack/envtest-bins.sh (which builds and caches etcd and
-// kube-apiserver, and returns at once when they are cached).
-func ensureAssets() error {
-	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
-		return nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "hack", "envtest-bins.sh")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return fmt.Errorf("no hack/envtest-bins.sh above the working directory")
-		}
-		dir = parent
-	}
-	cmd := exec.Command("bash", "hack/envtest-bins.sh")
-	cmd.Dir = dir
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("hack/envtest-bins.sh: %w", err)
-	}
-	return os.Setenv("KUBEBUILDER_ASSETS", strings.TrimSpace(string(out)))
 }
