@@ -133,12 +133,17 @@ func normalNumber(n json.Number) string {
 // Signature is a call's identity for loop detection: the tool name and
 // the canonical arguments. The call id and the result never take part.
 func Signature(tool string, args json.RawMessage, ignore []string) string {
-	c, err := Canonical(args, ignore)
-	if err != nil {
-		// Malformed arguments still repeat; compare them as sent.
-		c = bytes.TrimSpace(args)
+	c, _ := Canonical(args, ignore)
+	return signature(tool, c, args)
+}
+
+// signature joins a tool name and canonical arguments; malformed
+// arguments (canon nil) still repeat, so they are compared as sent.
+func signature(tool string, canon []byte, raw json.RawMessage) string {
+	if canon == nil {
+		canon = bytes.TrimSpace(raw)
 	}
-	return tool + string(c)
+	return tool + string(canon)
 }
 
 // sigEntry makes the detector's record of a signature: a short hash to

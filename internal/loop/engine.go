@@ -344,11 +344,7 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 
 	// Loop detection names a stuck run before anything else can stop it.
 	for i, c := range calls {
-		canon := decoded[i].canon
-		if canon == nil {
-			canon = bytes.TrimSpace(c.Arguments)
-		}
-		if d := s.observeSignature(e.cfg.Loop, sigEntry(c.Name+string(canon))); d != nil {
+		if d := s.observeSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
 			e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
 			return Effect{Kind: EffectFinish}
 		}
