@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,7 +107,12 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		r.chunks[sc.run.UID] = flushed
 		r.mu.Unlock()
 	}
-	s.Transcript = append(append(make([]loop.Message, 0, len(flushed)+len(s.Transcript)), flushed...), s.Transcript...)
+	// Append the buffered tail to the cached flushed messages in place
+	// rather than copying the whole transcript every reconcile: only this
+	// run's reconciles touch its cache entry, one at a time (the work
+	// queue serialises a key), and the entry's length stops at what is
+	// flushed, so what lies beyond it is this reconcile's scratch space.
+	s.Transcript = append(flushed, s.Transcript...)
 	sc.state, sc.flushed = s, len(flushed)
 	sc.answers, sc.by = answersFrom(sc.run)
 	return ctrl.Result{}, nil
@@ -218,7 +223,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, o
 			return written, true, err
 		}
 		r.mu.Lock()
-		r.chunks[sc.run.UID] = s.Transcript[:sc.flushed:sc.flushed]
+		r.chunks[sc.run.UID] = s.Transcript[:sc.flushed]
 		r.mu.Unlock()
 	}
 	if sc.stop || (s != nil && s.Done()) {
@@ -296,9 +301,7 @@ func messagesSize(msgs []loop.Message) int {
 }
 
 func equalStatus(a, b *v1alpha1.AgentRunStatus) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // act starts the outside work the engine asked for, after its intent is
