@@ -292,26 +292,3 @@ func (e *Engine) Convergence(s *State) Convergence {
 	}
 	return c
 }
-
-// add returns u + v.
-func (u Usage) add(v Usage) Usage {
-	out := Usage{
-		Turns:             u.Turns + v.Turns,
-		InputTokens:       u.InputTokens + v.InputTokens,
-		OutputTokens:      u.OutputTokens + v.OutputTokens,
-		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
-		Cost:              u.Cost + v.Cost,
-		ToolCalls:         u.ToolCalls + v.ToolCalls,
-		WallClock:         u.WallClock + v.WallClock,
-	}
-	if len(u.PerTool)+len(v.PerTool) > 0 {
-		out.PerTool = make(map[string]int, len(u.PerTool)+len(v.PerTool))
-		for k, n := range u.PerTool {
-			out.PerTool[k] += n
-		}
-		for k, n := range v.PerTool {
-			out.PerTool[k] += n
-		}
-	}
-	return out
-}

@@ -127,10 +127,6 @@ func ownedBy(s *corev1.Secret, run *v1alpha1.AgentRun) bool {
 	return false
 }
 
-// Checkpoint is what the operator keeps in status.checkpoint: the engine's
-// state with only the messages not yet flushed to a chunk.
-type Checkpoint = loop.State
-
 // Decode reads a run's checkpoint (the zero state when there is none).
 func Decode(run *v1alpha1.AgentRun) (*loop.State, error) {
 	s := &loop.State{}
