@@ -210,7 +210,7 @@ func answeredBy(run *v1alpha1.AgentRun) map[string]string {
 		if mf.FieldsV1 == nil {
 			continue
 		}
-		raw := string(mf.FieldsV1.Raw)
+		raw := mf.FieldsV1.GetRawString()
 		for k := range run.Annotations {
 			if id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix); ok && strings.Contains(raw, `"f:`+k+`"`) {
 				by[id] = mf.Manager

@@ -166,7 +166,7 @@ func managedBy(run *v1alpha1.AgentRun, manager string, path ...string) bool {
 			continue
 		}
 		var node map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &node) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &node) != nil {
 			continue
 		}
 		found := true
