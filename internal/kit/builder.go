@@ -68,6 +68,10 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 	if err != nil {
 		return nil, err
 	}
+	// The UID is unique to this run and survives operator restarts, so the
+	// idempotency keys built from it are too (agentrun local gives each
+	// invocation a fresh UID).
+	cfg.RunID = string(run.UID)
 	executors := map[string]loop.Toolbox{}
 	var jobTools []job.Tool
 	var builtins map[string]kube.Builtin

@@ -2,6 +2,8 @@ package loop
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,6 +156,12 @@ func (e *Engine) estimate(req *Request) int64 {
 // zero State; resuming is stepping a reloaded one: there is one code path.
 func (e *Engine) Step(s *State, in Input) Effect {
 	now := e.clock()
+	if s.RunID == "" {
+		s.RunID = e.cfg.RunID
+		if s.RunID == "" {
+			s.RunID = randomRunID()
+		}
+	}
 	notes := e.staleAnswers(s, in.Answers)
 	if s.Done() {
 		return Effect{Kind: EffectFinish, Notes: notes}
@@ -626,8 +634,22 @@ func (e *Engine) endTurn(s *State) Effect {
 
 func (e *Engine) invocation(s *State, c *Call) Invocation {
 	t := e.tool(c.Name)
-	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: c.ID,
+	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: IdempotencyKey(s.RunID, c.ID),
 		Timeout: t.Timeout, StartupGrace: t.StartupGrace, MaxResultBytes: t.MaxResultBytes}
+}
+
+// IdempotencyKey is the key a tool call carries: the run's id and the
+// call's id, "<run id>/<call id>" (for the operator, the AgentRun's UID,
+// such as "0f8e2c4a-6b1d-4c55-9a7e-2b1f3c4d5e6f/t3-c1"). Two runs never share
+// a key, and every attempt of one call (retries, a re-dispatch after a
+// restart) sends the same one.
+func IdempotencyKey(runID, callID string) string { return runID + "/" + callID }
+
+// randomRunID names a run whose configuration gave it no id.
+func randomRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "run-" + hex.EncodeToString(b[:])
 }
 
 func (e *Engine) applyResults(s *State, results []Result, notes *[]Note) {

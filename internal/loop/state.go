@@ -94,7 +94,10 @@ type SigEntry struct {
 // State is the whole resumable state of one run: a plain value that
 // marshals to JSON and back without loss.
 type State struct {
-	Phase Phase `json:"phase,omitempty"`
+	// RunID is the run's identity in idempotency keys: Config.RunID, or a
+	// random id given on the first step when the configuration has none.
+	RunID string `json:"runID,omitempty"`
+	Phase Phase  `json:"phase,omitempty"`
 	// Turn is the turn in progress or last finished (1-based).
 	Turn int `json:"turn"`
 	// Attempt counts model calls made for this turn (more than one only

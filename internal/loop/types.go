@@ -84,6 +84,11 @@ const (
 // once from the AgentRun's spec (or a manifest for agentrun local) and does
 // not change while the run lives.
 type Config struct {
+	// RunID identifies the run in the idempotency keys of its tool calls
+	// (see IdempotencyKey): the operator passes the AgentRun's UID. When it
+	// is empty, the engine gives the run a random id on its first step.
+	// Either way the id is kept in the State, so a resumed run keeps it.
+	RunID        string
 	Goal         string
 	Instructions string
 	Model        ModelConfig
@@ -299,7 +304,9 @@ type Invocation struct {
 	Tool   string
 	// Arguments is the JSON object the model proposed.
 	Arguments json.RawMessage
-	// IdempotencyKey is unique to the call and stable across retries.
+	// IdempotencyKey is unique to the run and the call, and the same for
+	// every attempt of the call, retries and restarts included (see
+	// loop.IdempotencyKey).
 	IdempotencyKey string
 	Timeout        time.Duration
 	// StartupGrace is added to Timeout for the caller's backstop deadline.
