@@ -81,8 +81,10 @@ const (
 	GuardrailHalt GuardrailSeverity = "halt"
 )
 
-// GuardrailSpec is an RE2 pattern over a call's canonical arguments (the
-// arguments as compact JSON with sorted keys).
+// GuardrailSpec is an RE2 pattern over a call's arguments, all of them
+// (loopDetection.ignoreArguments included). It fires when it matches any
+// string value as decoded text (no JSON escapes), or the compact JSON of
+// the arguments (sorted keys, normalised numbers, no HTML escaping).
 type GuardrailSpec struct {
 	// name identifies the guardrail in status reasons and events.
 	// +required
@@ -100,6 +102,7 @@ type GuardrailSpec struct {
 	Tools []string `json:"tools,omitempty"`
 
 	// pattern is an RE2 regular expression, for example "\\b\\d{13,19}\\b".
+	// It may compile to at most 1,000 RE2 instructions.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

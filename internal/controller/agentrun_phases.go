@@ -133,7 +133,7 @@ func toolsKey(s *loop.State) string {
 // advance feeds the engine what arrived since the last reconcile (a model
 // reply, tool results, answers, a cancel) and steps it until the next step
 // needs the outside world.
-func (r *AgentRunReconciler) advance(_ context.Context, sc *scope) (ctrl.Result, error) {
+func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, uid := sc.state, sc.run.UID
 	in := loop.Input{Answers: sc.answers, Cancel: sc.run.Spec.Cancel}
 	switch s.Phase {
@@ -163,6 +163,7 @@ func (r *AgentRunReconciler) advance(_ context.Context, sc *scope) (ctrl.Result,
 	}
 
 	for i := 0; i < maxSteps; i++ {
+		in.Context = ctx
 		eff := sc.kit.Engine.Step(s, in)
 		sc.notes = append(sc.notes, eff.Notes...)
 		sc.effect = eff

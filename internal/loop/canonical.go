@@ -5,24 +5,32 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"strconv"
 	"strings"
 )
 
 // Canonical returns the canonical JSON form of a call's arguments: object
-// keys sorted, numbers normalised (1.0, 1e0 and 1 are the same number),
-// insignificant whitespace removed, and the argument names in ignore left
-// out at every depth. Two proposals with the same intent produce the same
-// bytes whatever their key order, spacing or volatile ids.
+// keys sorted, numbers normalised (1.0, 1e0, 10e-1 and 1 are the same
+// number), insignificant whitespace removed, strings escaped only where JSON
+// requires it (no HTML escaping), and the argument names in ignore left out
+// at every depth. Two proposals with the same intent produce the same bytes
+// whatever their key order, spacing or volatile ids.
+//
+// The work is proportional to the size of args: numbers are normalised as
+// text, never expanded (1e999999 stays 1e999999).
 func Canonical(args json.RawMessage, ignore []string) ([]byte, error) {
 	v, err := decodeJSON(args)
 	if err != nil {
 		return nil, err
 	}
-	return canonicalOf(v, ignore, len(args)), nil
+	c := canonicalOf(v, ignore, len(args))
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.buf.Bytes(), nil
 }
 
 // decodeJSON decodes one JSON value with numbers kept exact; empty input
@@ -43,91 +51,220 @@ func decodeJSON(args json.RawMessage) (any, error) {
 	return v, nil
 }
 
-func canonicalOf(v any, ignore []string, sizeHint int) []byte {
-	var buf bytes.Buffer
-	buf.Grow(sizeHint)
-	writeCanonical(&buf, v, ignore)
-	return buf.Bytes()
+// maxArgumentExponent bounds the magnitude of numbers the engine accepts in
+// arguments: 1e-1000 to 1e1000 (zero aside), far beyond what float64 or any
+// tool can use. Schema validation and policy conditions do exact or float
+// arithmetic on numbers; without a bound, a few bytes such as 1e999999
+// would make them build million-digit integers.
+const maxArgumentExponent = 1000
+
+// canonicalWriter writes the canonical form of a decoded value.
+type canonicalWriter struct {
+	buf    bytes.Buffer
+	enc    *json.Encoder
+	ignore []string
+	// err is set when a number cannot be normalised (its exponent has more
+	// than maxExponentDigits digits); the output is then incomplete.
+	err error
+	// outOfRange is the first number whose magnitude is beyond
+	// 10^±maxArgumentExponent (it is still written).
+	outOfRange string
 }
 
-func writeCanonical(buf *bytes.Buffer, v any, ignore []string) {
+func canonicalOf(v any, ignore []string, sizeHint int) *canonicalWriter {
+	c := &canonicalWriter{ignore: ignore}
+	c.buf.Grow(sizeHint)
+	c.enc = json.NewEncoder(&c.buf)
+	c.enc.SetEscapeHTML(false)
+	c.write(v)
+	return c
+}
+
+func (c *canonicalWriter) write(v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(x))
 		for k := range x {
-			if !slices.Contains(ignore, k) {
+			if !slices.Contains(c.ignore, k) {
 				keys = append(keys, k)
 			}
 		}
 		slices.Sort(keys)
-		buf.WriteByte('{')
+		c.buf.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {
-				buf.WriteByte(',')
+				c.buf.WriteByte(',')
 			}
-			writeString(buf, k)
-			buf.WriteByte(':')
-			writeCanonical(buf, x[k], ignore)
+			c.writeString(k)
+			c.buf.WriteByte(':')
+			c.write(x[k])
 		}
-		buf.WriteByte('}')
+		c.buf.WriteByte('}')
 	case []any:
-		buf.WriteByte('[')
+		c.buf.WriteByte('[')
 		for i, e := range x {
 			if i > 0 {
-				buf.WriteByte(',')
+				c.buf.WriteByte(',')
 			}
-			writeCanonical(buf, e, ignore)
+			c.write(e)
 		}
-		buf.WriteByte(']')
+		c.buf.WriteByte(']')
 	case json.Number:
-		buf.WriteString(normalNumber(x))
+		d, err := parseDecimal(string(x))
+		if err != nil {
+			if c.err == nil {
+				c.err = err
+			}
+			c.buf.WriteString(string(x))
+			return
+		}
+		if c.outOfRange == "" && d.digits != "" && (d.order() > maxArgumentExponent || d.order() < -maxArgumentExponent) {
+			c.outOfRange = string(x)
+		}
+		c.buf.WriteString(d.String())
 	case string:
-		writeString(buf, x)
+		c.writeString(x)
 	case bool:
-		buf.WriteString(strconv.FormatBool(x))
+		c.buf.WriteString(strconv.FormatBool(x))
 	default: // nil
-		buf.WriteString("null")
+		c.buf.WriteString("null")
 	}
 }
 
-func writeString(buf *bytes.Buffer, s string) {
-	b, _ := json.Marshal(s) // cannot fail for a string
-	buf.Write(b)
+// writeString writes s as a JSON string without HTML escaping, so that
+// <, > and & stay as they are.
+func (c *canonicalWriter) writeString(s string) {
+	_ = c.enc.Encode(s) // cannot fail for a string
+	c.buf.Truncate(c.buf.Len() - 1)
 }
 
-// normalNumber writes a JSON number in one form: integers without a
-// fraction or exponent, other values in the shortest exact decimal form.
-func normalNumber(n json.Number) string {
-	s := string(n)
-	if !strings.ContainsAny(s, ".eE") {
-		if s == "-0" {
-			return "0"
+// maxExponentDigits bounds the digits of a number's exponent (after
+// leading zeros): exponent arithmetic stays in an int64.
+const maxExponentDigits = 15
+
+// maxPlainZeros is how many zeros a number may gain when written without an
+// exponent (100000 for 1e5); beyond it the exponent form is used, so the
+// canonical form is never much longer than the literal.
+const maxPlainZeros = 21
+
+// decimal is a number as sign, significant digits without leading or
+// trailing zeros ("" for zero) and a power of ten: -1.50e3 is {true, "15", 2}.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+}
+
+// parseDecimal reads a JSON number literal by string manipulation: the
+// cost is linear in the literal's length whatever its value.
+func parseDecimal(lit string) (decimal, error) {
+	var d decimal
+	s := lit
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
+	}
+	mant, expPart, hasExp := s, "", false
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, expPart, hasExp = s[:i], s[i+1:], true
+	}
+	intPart, frac := mant, ""
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		intPart, frac = mant[:i], mant[i+1:]
+	}
+	if intPart == "" || !allDigits(intPart) || !allDigits(frac) || (strings.Contains(mant, ".") && frac == "") {
+		return decimal{}, fmt.Errorf("%q is not a number", lit)
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" { // zero, whatever its sign and exponent
+		return decimal{}, nil
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	d.digits = trimmed
+	d.exp = int64(len(digits)-len(trimmed)) - int64(len(frac))
+	if hasExp {
+		e, err := parseExponent(expPart)
+		if err != nil {
+			return decimal{}, fmt.Errorf("number %s: %w", cut(lit, 40), err)
 		}
-		return s
+		d.exp += e
 	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return s
+	return d, nil
+}
+
+var errExponent = errors.New("the exponent is too large")
+
+func parseExponent(s string) (int64, error) {
+	neg := false
+	switch {
+	case strings.HasPrefix(s, "-"):
+		neg, s = true, s[1:]
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
 	}
-	if r.IsInt() {
-		return r.Num().String()
+	if s == "" || !allDigits(s) {
+		return 0, errors.New("the exponent is not a number")
 	}
-	// A terminating decimal: find the exact number of fraction digits.
-	d := r.Denom()
-	digits := 0
-	ten := big.NewInt(10)
-	for t := new(big.Int).Set(d); t.Cmp(big.NewInt(1)) != 0 && digits < 400; digits++ {
-		g := new(big.Int).GCD(nil, nil, t, ten)
-		if g.Cmp(big.NewInt(1)) == 0 {
-			break
+	s = strings.TrimLeft(s, "0")
+	if len(s) > maxExponentDigits {
+		return 0, errExponent
+	}
+	var e int64
+	for i := 0; i < len(s); i++ {
+		e = e*10 + int64(s[i]-'0')
+	}
+	if neg {
+		e = -e
+	}
+	return e, nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
 		}
-		t.Quo(t, g)
 	}
-	out := r.FloatString(digits)
-	if strings.Contains(out, ".") {
-		out = strings.TrimRight(strings.TrimRight(out, "0"), ".")
+	return true
+}
+
+// order is the power of ten of the leading digit: 2 for 150, -3 for 0.0015.
+func (d decimal) order() int64 { return int64(len(d.digits)) + d.exp - 1 }
+
+// String writes the number in one form: without an exponent when that adds
+// at most maxPlainZeros zeros (1000, 0.25, 12.5, 0.001), otherwise as
+// d.ddde±n with the digits exact (1e999999, 1.5e-30).
+func (d decimal) String() string {
+	if d.digits == "" {
+		return "0"
 	}
-	return out
+	var b strings.Builder
+	if d.neg {
+		b.WriteByte('-')
+	}
+	n := int64(len(d.digits))
+	point := n + d.exp // digits before the decimal point
+	switch {
+	case d.exp >= 0 && d.exp <= maxPlainZeros:
+		b.WriteString(d.digits)
+		b.WriteString(strings.Repeat("0", int(d.exp)))
+	case d.exp < 0 && point > 0:
+		b.WriteString(d.digits[:point])
+		b.WriteByte('.')
+		b.WriteString(d.digits[point:])
+	case d.exp < 0 && -point <= maxPlainZeros:
+		b.WriteString("0.")
+		b.WriteString(strings.Repeat("0", int(-point)))
+		b.WriteString(d.digits)
+	default:
+		b.WriteString(d.digits[:1])
+		if n > 1 {
+			b.WriteByte('.')
+			b.WriteString(d.digits[1:])
+		}
+		b.WriteByte('e')
+		b.WriteString(strconv.FormatInt(d.order(), 10))
+	}
+	return b.String()
 }
 
 // Signature is a call's identity for loop detection: the tool name and

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -197,7 +198,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			e.finish(s, ToolFailure, "the model provider failed: "+cut(in.ModelErr.Error(), 400), &notes)
 			eff = Effect{Kind: EffectFinish}
 		case in.Reply != nil:
-			eff = e.onReply(s, in.Reply, now, &notes)
+			eff = e.onReply(in.context(), s, in.Reply, now, &notes)
 		default:
 			// The reply was lost (a crash while the call was in flight):
 			// charge what was reserved, then call again in the same turn.
@@ -297,7 +298,7 @@ func (e *Engine) settleReply(s *State, r *Reply) Money {
 	return cost
 }
 
-func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) Effect {
 	cost := e.settleReply(s, r)
 	what := "a final answer"
 	switch {
@@ -346,8 +347,7 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 	// detection and guardrails, the value serves the schema and CEL.
 	decoded := make([]decodedArgs, len(calls))
 	for i, c := range calls {
-		d := &decoded[i]
-		d.canon, d.value, d.err = decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments)
+		decoded[i] = decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments)
 	}
 
 	// Loop detection names a stuck run before anything else can stop it.
@@ -374,9 +374,9 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 			continue
 		}
 		bc.Mutates = tool.Mutates
-		canon, args, err := decoded[i].canon, decoded[i].value, decoded[i].err
+		args, err := decoded[i].value, decoded[i].err
 		if err != nil {
-			e.reject(bc, Deny, "invalid-arguments", ObsInvalid, fmt.Sprintf("The arguments of %s are not a JSON object (%v). Send an object that matches its parameters.", c.Name, err))
+			e.reject(bc, Deny, "invalid-arguments", ObsInvalid, fmt.Sprintf("The arguments of %s were refused: %v. Send a JSON object that matches its parameters.", c.Name, err))
 			continue
 		}
 		if sch := e.schemas[c.Name]; sch != nil {
@@ -385,7 +385,7 @@ func (e *Engine) onReply(s *State, r *Reply, now time.Time, notes *[]Note) Effec
 				continue
 			}
 		}
-		v := e.vet(tool, c.Name, canon, args)
+		v := e.vet(ctx, tool, c.Name, decoded[i].full, args)
 		bc.Rule, bc.Reason = v.rule, v.reason
 		switch {
 		case v.halt:
@@ -442,23 +442,43 @@ func escalationReason(args json.RawMessage) string {
 }
 
 type decodedArgs struct {
+	// canon is the canonical form without the ignored argument names, for
+	// loop detection; nil when the arguments are not JSON.
 	canon []byte
+	// full is the canonical form with every argument, for guardrails.
+	full []byte
+	// value is the decoded object, for the schema and policy conditions;
+	// nil when err is set.
 	value any
 	err   error
 }
 
-// decodeArgs parses a call's arguments once, returning their canonical
-// form (nil if they are not JSON) and the decoded object.
-func decodeArgs(raw json.RawMessage, ignore []string) ([]byte, any, error) {
+// decodeArgs parses a call's arguments once. Arguments that are not a JSON
+// object, or that hold a number beyond 1e±maxArgumentExponent, are refused
+// (err set); their canonical form still serves loop detection.
+func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
 	v, err := decodeJSON(raw)
 	if err != nil {
-		return nil, nil, err
+		return decodedArgs{err: err}
 	}
-	canon := canonicalOf(v, ignore, len(raw))
-	if _, ok := v.(map[string]any); !ok {
-		return canon, nil, errors.New("not an object")
+	c := canonicalOf(v, ignore, len(raw))
+	if c.err != nil {
+		return decodedArgs{err: c.err}
 	}
-	return canon, v, nil
+	d := decodedArgs{canon: c.buf.Bytes(), full: c.buf.Bytes()}
+	if len(ignore) > 0 {
+		d.full = canonicalOf(v, nil, len(raw)).buf.Bytes()
+	}
+	_, isObject := v.(map[string]any)
+	switch {
+	case !isObject:
+		d.err = errors.New("they are not a JSON object")
+	case c.outOfRange != "":
+		d.err = fmt.Errorf("the number %s is out of range: numbers must lie between 1e-%d and 1e%d", cut(c.outOfRange, 40), maxArgumentExponent, maxArgumentExponent)
+	default:
+		d.value = v
+	}
+	return d
 }
 
 var englishPrinter = message.NewPrinter(language.English)

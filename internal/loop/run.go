@@ -47,6 +47,7 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 		if r.Cancelled != nil && r.Cancelled() {
 			in.Cancel, in.CancelReason = true, r.CancelReason
 		}
+		in.Context = ctx
 		eff := r.Engine.Step(s, in)
 		r.step(s, eff)
 		in = Input{}

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 )
@@ -160,6 +161,18 @@ type Input struct {
 	// CancelReason says who asked (the default names spec.cancel).
 	Cancel       bool
 	CancelReason string
+	// Context bounds the work the step does itself (evaluating policy
+	// conditions): when it is done, a condition still running is cut off
+	// and its call goes to a person. Nil means no bound beyond the
+	// engine's own cost limits.
+	Context context.Context
+}
+
+func (in *Input) context() context.Context {
+	if in.Context == nil {
+		return context.Background()
+	}
+	return in.Context
 }
 
 // EffectKind says what the caller must do next.

@@ -201,7 +201,10 @@ type Rule struct {
 	Reason   string
 }
 
-// Guardrail is an RE2 pattern over a call's canonical arguments.
+// Guardrail is an RE2 pattern over a call's arguments: it fires when it
+// matches any string value (decoded text) or the compact JSON of all the
+// arguments (sorted keys, normalised numbers, no HTML escaping), ignored
+// argument names included.
 type Guardrail struct {
 	Name     string
 	Tools    []string

@@ -2,13 +2,19 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
+	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -38,6 +44,21 @@ type verdict struct {
 	reason   string
 }
 
+// Bounds on the work one call's vetting may do. A policy condition whose
+// estimated cost (in CEL's cost units, about one per operation) can pass
+// maxRuleCost is refused when the run is built; one that reaches it while
+// evaluating (arguments larger than the estimate assumed) is cut off, and
+// its call goes to a person. celSizeHint is the size the estimate assumes
+// for every string, list or map taken from the arguments. The limit is
+// kept low because cel-go's runtime cost tracking grows faster than
+// linearly with the steps taken (about 0.5 s for 450,000 steps).
+const (
+	maxRuleCost         = 100_000
+	celSizeHint         = 4096
+	celInterruptEvery   = 100
+	maxGuardrailProgram = 1000
+)
+
 func compileRules(p Policy) ([]compiledRule, error) {
 	env, err := cel.NewEnv(cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)), cel.CrossTypeNumericComparisons(true))
 	if err != nil {
@@ -56,7 +77,16 @@ func compileRules(p Policy) ([]compiledRule, error) {
 		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
 			return nil, fmt.Errorf("policy.rules[%d].when %q must be a condition (true or false), not %s", i, r.When, ast.OutputType())
 		}
-		prg, err := env.Program(ast)
+		est, err := env.EstimateCost(ast, argsSizeHint{})
+		if err != nil {
+			return nil, fmt.Errorf("policy.rules[%d].when: its cost cannot be estimated: %v", i, err)
+		}
+		if est.Max > maxRuleCost {
+			return nil, fmt.Errorf("policy.rules[%d].when %q is too expensive: it may take up to %s evaluation steps per call "+
+				"(with arguments of up to %d items or characters), and the limit is %d; avoid nested loops over arguments and over large lists",
+				i, cut(r.When, 200), costString(est.Max), celSizeHint, maxRuleCost)
+		}
+		prg, err := env.Program(ast, cel.CostLimit(maxRuleCost), cel.InterruptCheckFrequency(celInterruptEvery))
 		if err != nil {
 			return nil, fmt.Errorf("policy.rules[%d].when: %v", i, err)
 		}
@@ -65,6 +95,28 @@ func compileRules(p Policy) ([]compiledRule, error) {
 	return out, nil
 }
 
+// argsSizeHint tells CEL's cost estimator how large values taken from the
+// arguments can be; it has no better estimate for function calls.
+type argsSizeHint struct{}
+
+func (argsSizeHint) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{Min: 0, Max: celSizeHint}
+}
+
+func (argsSizeHint) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+func costString(c uint64) string {
+	if c == math.MaxUint64 {
+		return "an unbounded number of"
+	}
+	return strconv.FormatUint(c, 10)
+}
+
+// compileGuardrails compiles the patterns and refuses those whose RE2
+// program is larger than maxGuardrailProgram instructions: matching costs
+// the program's size for every byte of the arguments.
 func compileGuardrails(gs []Guardrail) ([]compiledGuardrail, error) {
 	out := make([]compiledGuardrail, len(gs))
 	for i, g := range gs {
@@ -72,13 +124,39 @@ func compileGuardrails(gs []Guardrail) ([]compiledGuardrail, error) {
 		if err != nil {
 			return nil, fmt.Errorf("guardrails[%d] (%s): pattern does not compile: %v", i, g.Name, err)
 		}
+		if n := programSize(g.Pattern); n > maxGuardrailProgram {
+			return nil, fmt.Errorf("guardrails[%d] (%s): pattern is too large: it compiles to %d instructions, and the limit is %d; "+
+				"use smaller repetition counts", i, g.Name, n, maxGuardrailProgram)
+		}
 		out[i] = compiledGuardrail{Guardrail: g, re: re}
 	}
 	return out, nil
 }
 
+// programSize is the number of instructions of the RE2 program that
+// regexp.Compile builds for a pattern (which has compiled already).
+func programSize(pattern string) int {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0
+	}
+	return len(prog.Inst)
+}
+
+// refuseLoads refuses every schema the compiler would load from
+// outside the tool's own parameters: files, URLs, other tools' schemas.
+// The message names no content (nothing was read).
+type refuseLoads struct{}
+
+func (refuseLoads) Load(string) (any, error) {
+	return nil, errors.New("only references inside the same schema (such as \"#/$defs/item\") are allowed; files and URLs are never loaded")
+}
+
 func compileSchemas(tools []ToolSpec) (map[string]*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
 	out := map[string]*jsonschema.Schema{}
 	for _, t := range tools {
 		if len(bytes.TrimSpace(t.Parameters)) == 0 {
@@ -88,6 +166,9 @@ func compileSchemas(tools []ToolSpec) (map[string]*jsonschema.Schema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", t.Name, err)
 		}
+		// One compiler per tool: a schema cannot reach another tool's.
+		c := jsonschema.NewCompiler()
+		c.UseLoader(refuseLoads{})
 		url := "mem://tools/" + t.Name
 		if err := c.AddResource(url, doc); err != nil {
 			return nil, fmt.Errorf("tool %s: parameters: %v", t.Name, err)
@@ -107,10 +188,11 @@ func matchesTool(names []string, tool string) bool {
 
 // vet decides one call: guardrails first (block this call, or halt the
 // run), then the first matching policy rule (or the default), then the
-// tightening rule. Tool metadata only ever tightens a verdict.
-func (e *Engine) vet(tool *ToolSpec, name string, canonical []byte, args any) verdict {
+// tightening rule. Tool metadata only ever tightens a verdict. full is
+// the canonical form of every argument, args the decoded object.
+func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []byte, args any) verdict {
 	for _, g := range e.guardrails {
-		if !matchesTool(g.Tools, name) || !g.re.Match(canonical) {
+		if !matchesTool(g.Tools, name) || !guardrailMatches(g.re, full, args) {
 			continue
 		}
 		reason := g.Reason
@@ -140,12 +222,19 @@ func (e *Engine) vet(tool *ToolSpec, name string, canonical []byte, args any) ve
 			if celArgs == nil {
 				celArgs = celValue(args)
 			}
-			out, _, err := r.prg.Eval(map[string]any{"args": celArgs})
+			out, _, err := r.prg.ContextEval(ctx, map[string]any{"args": celArgs})
 			if err != nil {
 				// Fail closed: a condition that cannot be evaluated sends
 				// the call to a person rather than guessing.
+				why := err.Error()
+				switch {
+				case strings.Contains(why, "cost limit exceeded"):
+					why = fmt.Sprintf("it reached the cost limit of %d evaluation steps", maxRuleCost)
+				case ctx.Err() != nil:
+					why = "it was interrupted: " + ctx.Err().Error()
+				}
 				v = verdict{decision: Ask, rule: fmt.Sprintf("policy.rules[%d]", i),
-					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%v); a person must decide", r.When, err)}
+					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%s); a person must decide", cut(r.When, 200), why)}
 				break
 			}
 			if b, ok := out.Value().(bool); !ok || !b {
@@ -164,6 +253,38 @@ func (e *Engine) vet(tool *ToolSpec, name string, canonical []byte, args any) ve
 		}
 	}
 	return v
+}
+
+// guardrailMatches reports whether a pattern matches what the tool will
+// receive: the compact JSON of all the arguments (sorted keys, numbers
+// normalised, no HTML escaping), or any string value at any depth, as
+// decoded text (no JSON escapes, so "<script>" and "a && b" are seen as
+// written, and ^ and $ anchor at the value's ends).
+func guardrailMatches(re *regexp.Regexp, full []byte, args any) bool {
+	if re.Match(full) {
+		return true
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			return re.MatchString(x)
+		case map[string]any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(args)
 }
 
 // celValue converts decoded JSON for CEL: json.Number becomes int64 when
