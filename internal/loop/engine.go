@@ -370,18 +370,22 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		}
 		tool := e.tools[c.Name]
 		if tool == nil {
-			e.reject(bc, Deny, "unknown-tool", ObsInvalid, fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames()))
+			e.refuse(bc, "unknown-tool", fmt.Sprintf("no tool is named %q", c.Name),
+				fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames()), notes)
 			continue
 		}
 		bc.Mutates = tool.Mutates
 		args, err := decoded[i].value, decoded[i].err
 		if err != nil {
-			e.reject(bc, Deny, "invalid-arguments", ObsInvalid, fmt.Sprintf("The arguments of %s were refused: %v. Send a JSON object that matches its parameters.", c.Name, err))
+			e.refuse(bc, "invalid-arguments", fmt.Sprintf("the arguments were refused: %v", err),
+				fmt.Sprintf("The arguments of %s were refused: %v. Send a JSON object that matches its parameters.", c.Name, err), notes)
 			continue
 		}
 		if sch := e.schemas[c.Name]; sch != nil {
 			if err := sch.Validate(args); err != nil {
-				e.reject(bc, Deny, "invalid-arguments", ObsInvalid, fmt.Sprintf("The arguments of %s do not match its parameters: %s. Fix them and call again.", c.Name, schemaError(err)))
+				why := schemaError(err)
+				e.refuse(bc, "invalid-arguments", "the arguments do not match its parameters: "+why,
+					fmt.Sprintf("The arguments of %s do not match its parameters: %s. Fix them and call again.", c.Name, why), notes)
 				continue
 			}
 		}
@@ -407,8 +411,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		default:
 			bc.Verdict = Allow
 		}
-		*notes = append(*notes, Note{Kind: NoteCallVetted, CallID: c.ID, Warning: bc.Verdict != Allow,
-			Message: fmt.Sprintf("%s %s: %s (%s)%s", c.ID, c.Name, bc.Verdict, bc.Rule, suffix(bc.Reason))})
+		*notes = append(*notes, vettedNote(bc))
 	}
 	s.Calls = batch
 	if asks > 0 {
@@ -420,6 +423,23 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 
 func (e *Engine) reject(c *Call, v Decision, rule, status, obs string) {
 	c.Verdict, c.Rule, c.State, c.ObsStatus, c.Observation = v, rule, CallDone, status, obs
+}
+
+// refuse denies a call that cannot be vetted at all (an unknown tool,
+// arguments that are not an object or break the tool's schema). Such a
+// refusal is noted like any other verdict, so a person sees it where
+// denials and approvals are (an event, a line of the local stream), not
+// only in the transcript.
+func (e *Engine) refuse(c *Call, rule, reason, obs string, notes *[]Note) {
+	e.reject(c, Deny, rule, ObsInvalid, obs)
+	c.Reason = reason
+	*notes = append(*notes, vettedNote(c))
+}
+
+// vettedNote records a call's verdict; anything but allow is a warning.
+func vettedNote(c *Call) Note {
+	return Note{Kind: NoteCallVetted, CallID: c.ID, Warning: c.Verdict != Allow,
+		Message: fmt.Sprintf("%s %s: %s (%s)%s", c.ID, c.Name, c.Verdict, c.Rule, suffix(c.Reason))}
 }
 
 func (e *Engine) toolNames() string {
