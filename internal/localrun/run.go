@@ -293,7 +293,11 @@ func (a *asker) approve(ctx context.Context, pending []loop.Call) map[string]loo
 			line, ok := a.readLine(ctx)
 			if !ok && !a.eof {
 				fmt.Fprintln(a.w)
-				return answers // interrupted: the run stops at this boundary
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					fmt.Fprintf(a.w, "    no answer within approvalTimeout: the run escalates\n")
+				}
+				// Interrupted or timed out: the run stops at this boundary.
+				return answers
 			}
 			switch strings.ToLower(strings.TrimSpace(line)) {
 			case "approve", "a", "yes", "y":

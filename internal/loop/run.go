@@ -8,8 +8,11 @@ import (
 )
 
 // Approver asks a person about pending calls and returns the answers it
-// has (possibly none yet). Run calls it again until every call is
-// answered or the approval timeout passes.
+// has (possibly none yet). Its context ends at the approval deadline (the
+// oldest pending call's requestedAt + approvalTimeout): an Approver waits
+// for answers until then, and no longer. Run calls it again until every
+// call is answered or the approval timeout passes, which ends the run
+// Escalated, as in the operator.
 type Approver func(ctx context.Context, pending []Call) map[string]Answer
 
 // Runner drives an Engine synchronously: model calls, approvals and tools
@@ -71,7 +74,12 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 				}
 				continue
 			}
-			in.Answers = r.Approve(ctx, eff.Pending)
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			if d := r.Engine.ApprovalDeadline(s); !d.IsZero() {
+				actx, cancel = context.WithDeadline(ctx, d)
+			}
+			in.Answers = r.Approve(actx, eff.Pending)
+			cancel()
 		case EffectRunTools:
 			in.Results = ExecuteBatch(ctx, r.Tools, eff.Calls, eff.Concurrent)
 		}
