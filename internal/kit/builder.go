@@ -131,8 +131,11 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 			}
 			executors[t.Name] = ex
-			ts.StartupGrace = 0
+			ts.StartupGrace, ts.KillGrace = 0, local.DefaultGracePeriod
 		case t.Job != nil:
+			if pl := b.Jobs.PendingLimit; pl > 0 && pl < ts.StartupGrace {
+				ts.StartupGrace = pl // the executor fails a pod pending longer
+			}
 			jt := job.Tool{Name: t.Name, Image: t.Job.Image, Command: t.Job.Command, Args: t.Job.Args,
 				MountServiceAccountToken: t.Job.AutomountServiceAccountToken != nil && *t.Job.AutomountServiceAccountToken}
 			for _, e := range t.Job.Env {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/tools/job"
+	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -97,7 +99,10 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 			// A Job is named after its call, so a second dispatch after a
 			// crash adopts the first: it may be dispatched again.
 			ts.Repeatable = true
-			ts.StartupGrace = 5 * time.Minute
+			// The pod's start-up allowance and the wrapper's kill grace
+			// are part of the call's wall-clock reservation.
+			ts.StartupGrace = job.DefaultPendingLimit
+			ts.KillGrace = entrypoint.DefaultKillGrace
 		}
 		cfg.Tools = append(cfg.Tools, ts)
 	}

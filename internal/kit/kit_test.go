@@ -80,7 +80,7 @@ spec:
 			MaxToolCalls: 7, PerTool: map[string]int{"refund": 1}, DefaultToolLimit: 2, Soft: []loop.Dimension{loop.DimWallClock}},
 		Loop: loop.LoopDetection{Threshold: 4, Window: 8, MaxPeriod: 2, IgnoreArguments: []string{"request_id"}},
 		Tools: []loop.ToolSpec{{Name: "refund", Mutates: true, Reversible: false, MaxCost: loop.MustMoney("0.01"),
-			Timeout: 5 * time.Second, MaxResultBytes: 100, Repeatable: true, StartupGrace: 5 * time.Minute}},
+			Timeout: 5 * time.Second, MaxResultBytes: 100, Repeatable: true, StartupGrace: 5 * time.Minute, KillGrace: 5 * time.Second}},
 		Policy:          loop.Policy{Default: loop.Deny, Rules: []loop.Rule{{Tools: []string{"refund"}, When: "args.amount > 5", Decision: loop.Ask, Reason: "big"}}, Grants: []string{"refund"}},
 		Guardrails:      []loop.Guardrail{{Name: "cards", Tools: []string{"*"}, Pattern: `\d{16}`, Severity: loop.Halt, Reason: "no cards"}},
 		ApprovalTimeout: 10 * time.Minute,

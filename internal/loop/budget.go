@@ -195,11 +195,14 @@ func (e *Engine) modelCost(u TokenUsage) Money {
 }
 
 // batchReservation is the approved batch's declared maxima: costs and call
-// counts summed; wall clock the longest concurrent read plus every serial
-// write's timeout.
+// counts summed; on the wall clock, each call's whole MaxDuration (startup
+// grace, timeout and kill grace, so that a tool ignoring SIGTERM still ends
+// inside the reservation): the longest read once per wave of concurrent
+// reads, plus every serial write.
 func (e *Engine) batchReservation(calls []Call) Usage {
 	r := Usage{PerTool: map[string]int{}}
 	var longestRead time.Duration
+	reads := 0
 	for i := range calls {
 		c := &calls[i]
 		if !c.Approved() || c.State == CallDone {
@@ -210,12 +213,14 @@ func (e *Engine) batchReservation(calls []Call) Usage {
 		r.PerTool[c.Name]++
 		r.Cost += t.MaxCost
 		if t.Mutates {
-			r.WallClock += t.Timeout
+			r.WallClock += t.MaxDuration()
 		} else {
-			longestRead = max(longestRead, t.Timeout)
+			reads++
+			longestRead = max(longestRead, t.MaxDuration())
 		}
 	}
-	r.WallClock += longestRead
+	waves := (reads + maxConcurrentReads - 1) / maxConcurrentReads
+	r.WallClock += time.Duration(waves) * longestRead
 	return r
 }
 

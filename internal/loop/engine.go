@@ -675,7 +675,7 @@ func (e *Engine) endTurn(s *State) Effect {
 func (e *Engine) invocation(s *State, c *Call) Invocation {
 	t := e.tool(c.Name)
 	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: IdempotencyKey(s.RunID, c.ID),
-		Timeout: t.Timeout, StartupGrace: t.StartupGrace, MaxResultBytes: t.MaxResultBytes}
+		Timeout: t.Timeout, StartupGrace: t.StartupGrace, KillGrace: t.KillGrace, MaxResultBytes: t.MaxResultBytes}
 }
 
 // IdempotencyKey is the key a tool call carries: the run's id and the

@@ -123,8 +123,10 @@ func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurren
 				out[i] = Result{CallID: inv.CallID, Failure: &Failure{Kind: FailUnavailable, Detail: fmt.Sprintf("the tool executor failed internally: %v", p)}}
 			}
 		}()
-		// The executor enforces the tool's deadline; this is a backstop.
-		cctx, cancel := context.WithTimeout(ctx, inv.Timeout+inv.StartupGrace+5*time.Second)
+		// The executor enforces the tool's deadline and kill grace; this
+		// backstop ends the call at the end of its wall-clock reservation,
+		// whatever the executor does, so a hard ceiling is never passed.
+		cctx, cancel := context.WithTimeout(ctx, inv.MaxDuration())
 		defer cancel()
 		start := time.Now()
 		res := tb.Execute(cctx, inv)

@@ -178,10 +178,19 @@ type ToolSpec struct {
 	// adopt the earlier attempt (a Job named after the call).
 	Repeatable bool
 	// StartupGrace is time an executor may need before the tool's own
-	// deadline starts (scheduling a pod, pulling an image). It is not
-	// reserved on the wall clock; the executor bounds it itself.
+	// deadline starts (scheduling a pod, pulling an image).
 	StartupGrace time.Duration
+	// KillGrace is the time between the SIGTERM a process tool gets at its
+	// deadline and the SIGKILL that follows; zero for tools that are not
+	// a process (HTTP, MCP, builtin).
+	KillGrace time.Duration
 }
+
+// MaxDuration is the most one call of the tool may take from dispatch to
+// result: startup grace, timeout and kill grace. It is what the wall clock
+// reserves for the call, so a call that ignores SIGTERM still ends inside
+// the reservation.
+func (t *ToolSpec) MaxDuration() time.Duration { return t.StartupGrace + t.Timeout + t.KillGrace }
 
 // Policy decides ALLOW, DENY or ASK per call.
 type Policy struct {
@@ -311,10 +320,20 @@ type Invocation struct {
 	// every attempt of the call, retries and restarts included (see
 	// loop.IdempotencyKey).
 	IdempotencyKey string
-	Timeout        time.Duration
-	// StartupGrace is added to Timeout for the caller's backstop deadline.
+	// Timeout is the tool's own deadline, counted from its start.
+	Timeout time.Duration
+	// StartupGrace bounds the time before the tool starts (a pod being
+	// scheduled); KillGrace is the time between SIGTERM and SIGKILL at the
+	// deadline. The three together are the call's reservation on the wall
+	// clock (MaxDuration); ExecuteBatch's context ends then.
 	StartupGrace   time.Duration
+	KillGrace      time.Duration
 	MaxResultBytes int
+}
+
+// MaxDuration is the most the call may take from dispatch to result.
+func (inv Invocation) MaxDuration() time.Duration {
+	return inv.StartupGrace + inv.Timeout + inv.KillGrace
 }
 
 // Toolbox runs approved calls. It must return a Result for every

@@ -142,6 +142,10 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	if limit <= 0 {
 		limit = DefaultMaxResultBytes
 	}
+	grace := e.grace
+	if inv.KillGrace > 0 {
+		grace = inv.KillGrace
+	}
 	if err := ctx.Err(); err != nil {
 		return loop.Failed(loop.FailUnavailable, 0, "not started: "+err.Error())
 	}
@@ -207,7 +211,14 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	deadline := time.NewTimer(timeout)
+	// The caller's deadline is the end of the call's wall-clock reservation
+	// (timeout + kill grace): should it come earlier, SIGTERM comes earlier
+	// too, so that SIGKILL still falls inside it.
+	termIn := timeout
+	if dl, ok := ctx.Deadline(); ok {
+		termIn = min(termIn, time.Until(dl)-grace)
+	}
+	deadline := time.NewTimer(max(termIn, 0))
 	defer deadline.Stop()
 	var (
 		waitErr error
@@ -218,10 +229,10 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	case waitErr = <-exited:
 	case <-deadline.C:
 		cause = stoppedAtDeadline
-		waitErr, killed = e.terminate(pgid, exited)
+		waitErr, killed = terminate(pgid, exited, graceWithin(ctx, grace))
 	case <-ctx.Done():
 		cause = stoppedByContext
-		waitErr, killed = e.terminate(pgid, exited)
+		waitErr, killed = terminate(pgid, exited, graceWithin(ctx, grace))
 	}
 	// Whatever the tool left running in its group goes with it. The group
 	// cannot have been reused yet: an ID stays taken while any member lives.
@@ -233,7 +244,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	// longer than the grace period.
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
-	drainTimer := time.NewTimer(max(e.grace, 100*time.Millisecond))
+	drainTimer := time.NewTimer(graceWithin(ctx, max(grace, 100*time.Millisecond)))
 	defer drainTimer.Stop()
 	select {
 	case <-drained:
@@ -248,7 +259,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	case stoppedAtDeadline:
 		how := "SIGTERM"
 		if killed {
-			how = fmt.Sprintf("SIGTERM, then SIGKILL after %s", e.grace)
+			how = fmt.Sprintf("SIGTERM, then SIGKILL after %s", grace)
 		}
 		res.Failure = &loop.Failure{Kind: loop.FailTimeout, Detail: withStderr(
 			fmt.Sprintf("no result within %s; the process group was sent %s", timeout, how), errTail.bytes())}
@@ -290,17 +301,25 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 // terminate ends the process group led by pgid: SIGTERM, then SIGKILL if
 // the leader has not exited within the grace period. It returns the
 // leader's wait error and whether SIGKILL was needed.
-func (e *Executor) terminate(pgid int, exited <-chan error) (error, bool) {
+func terminate(pgid int, exited <-chan error, grace time.Duration) (error, bool) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	grace := time.NewTimer(e.grace)
-	defer grace.Stop()
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case err := <-exited:
 		return err, false
-	case <-grace.C:
+	case <-t.C:
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	return <-exited, true
+}
+
+// graceWithin shortens a wait so that it ends by ctx's deadline, if any.
+func graceWithin(ctx context.Context, d time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	return max(d, 0)
 }
 
 // environ builds the child's environment: PATH and HOME, the configured

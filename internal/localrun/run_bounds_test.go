@@ -1,0 +1,103 @@
+package localrun
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+// refusedRun proposes, in one turn, a call to a tool that does not exist,
+// one with arguments that are not JSON and one that breaks the tool's
+// schema, then answers.
+const refusedRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: refused-run}
+spec:
+  goal: "Say hello."
+  model:
+    provider: scripted
+    script:
+    - toolCalls:
+      - {name: shout, arguments: {text: hello}}
+      - {name: echo, arguments: [1, 2]}
+      - {name: echo, arguments: {text: 7}}
+    - content: "I could not say hello."
+  budget: {maxTurns: 3}
+  tools:
+  - name: echo
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    job: {image: busybox, command: [sh, -c, "cat; echo"]}
+`
+
+func TestRun_everyRefusedCallPrintsALine(t *testing.T) {
+	r := run(t, refusedRun, Options{})
+	if r.code != 0 {
+		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout,
+		`t1-c1 shout {"text":"hello"} -> deny (unknown-tool): no tool is named "shout"`,
+		`t1-c2 echo [1,2] -> deny (invalid-arguments): the arguments are not a JSON object`,
+		`t1-c3 echo {"text":7} -> deny (invalid-arguments): the arguments do not match its parameters: at /text:`)
+}
+
+// askTimeoutRun asks a person about a refund and waits at most 300ms.
+const askTimeoutRun = askRun + `  approvalTimeout: 300ms
+`
+
+// A terminal nobody answers must not hold the run for ever: at
+// approvalTimeout the run ends Escalated, as the operator ends it.
+func TestRun_unansweredAskOnTheTerminalEscalatesAtApprovalTimeout(t *testing.T) {
+	pr, pw := io.Pipe() // a terminal nobody types on
+	defer pw.Close()
+	r := run(t, askTimeoutRun, Options{JSON: true, Interactive: true, Stdin: pr})
+	if r.code != ExitCode("Escalated") {
+		t.Fatalf("exit status = %d, want %d (Escalated)\nstdout:\n%s\nstderr:\n%s", r.code, ExitCode("Escalated"), r.stdout, r.stderr)
+	}
+	st := decodeStatus(t, r.stdout)
+	if st.Outcome != v1alpha1.OutcomeEscalated || !strings.Contains(st.Reason, "t1-c1 (refund) waited more than approvalTimeout (300ms)") {
+		t.Errorf("outcome %s, reason %q; want Escalated after the approval timeout", st.Outcome, st.Reason)
+	}
+	if st.Usage.PerTool["refund"] != 0 {
+		t.Errorf("the unanswered refund ran")
+	}
+	mustContain(t, "stderr", r.stderr, "no answer within approvalTimeout: the run escalates")
+}
+
+// stubbornRun is the issue's run: a 2s wall-clock ceiling and a tool that
+// ignores SIGTERM. The tool's 1s timeout and the local kill grace (2s) do
+// not fit in what is left after the first model call, so the batch is
+// refused before the tool starts, instead of the run working 3.4s.
+const stubbornRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: stubborn-run}
+spec:
+  goal: "Wait for the stubborn tool."
+  model:
+    provider: scripted
+    timeout: 500ms
+    script:
+    - toolCalls:
+      - {name: stubborn, arguments: {}}
+    - content: "done"
+  budget: {maxTurns: 4, maxWallClock: 2s}
+  tools:
+  - name: stubborn
+    timeout: 1s
+    job: {image: busybox, command: [sh, -c, "trap '' TERM; sleep 30"]}
+`
+
+func TestRun_wallClockCeilingHoldsWithAToolThatIgnoresSIGTERM(t *testing.T) {
+	r := run(t, stubbornRun, Options{JSON: true})
+	st := decodeStatus(t, r.stdout)
+	t.Logf("outcome %s, worked %ds: %s", st.Outcome, st.Usage.WallClockSeconds, st.Reason)
+	if st.Outcome != v1alpha1.OutcomeBudgetExhausted || !strings.Contains(st.Reason, "wallClock ceiling") {
+		t.Fatalf("outcome %s (%s), want BudgetExhausted on the wall clock", st.Outcome, st.Reason)
+	}
+	if st.Usage.WallClockSeconds > 2 || st.Usage.PerTool["stubborn"] != 0 {
+		t.Fatalf("worked %ds with %d stubborn calls: the ceiling of 2s was not held", st.Usage.WallClockSeconds, st.Usage.PerTool["stubborn"])
+	}
+}

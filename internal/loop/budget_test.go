@@ -1,0 +1,96 @@
+package loop
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A call may take its startup grace, its timeout and its kill grace before
+// its result is in: all three are reserved on the wall clock, so a batch
+// that cannot hold them is refused before anything runs.
+func TestAdmission_batchReservesKillGraceAndStartupGrace(t *testing.T) {
+	cases := []struct {
+		name   string
+		tool   ToolSpec
+		admit  bool
+		reason string
+	}{
+		{"timeout alone fits", ToolSpec{Name: "a", Timeout: time.Second}, true, ""},
+		{"kill grace does not fit", ToolSpec{Name: "a", Timeout: time.Second, KillGrace: 2 * time.Second}, false,
+			"wallClock ceiling: 0s consumed + 3s reserved = 3s > 2s"},
+		{"startup grace does not fit", ToolSpec{Name: "a", Timeout: time.Second, StartupGrace: 5 * time.Minute, KillGrace: 5 * time.Second}, false,
+			"wallClock ceiling: 0s consumed + 306s reserved = 306s > 2s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := makeRun(t)
+			r.cfg.Budget.MaxWallClock = 2 * time.Second
+			r.cfg.Model.Timeout = time.Second
+			r.cfg.Tools = []ToolSpec{tc.tool}
+			e := r.engine()
+			s := &State{}
+			e.Step(s, Input{})
+			eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("a", `{}`)}}})
+			if tc.admit {
+				if eff.Kind != EffectRunTools || len(eff.Calls) != 1 {
+					t.Fatalf("effect = %s, want the call dispatched (%s)", eff.Kind, s.Reason)
+				}
+				inv := eff.Calls[0]
+				if inv.Timeout != tc.tool.Timeout || inv.KillGrace != tc.tool.KillGrace || inv.StartupGrace != tc.tool.StartupGrace {
+					t.Fatalf("invocation = %+v, want the tool's timeout and graces", inv)
+				}
+				if s.Reserved.WallClock != tc.tool.MaxDuration() {
+					t.Fatalf("reserved %s, want %s", s.Reserved.WallClock, tc.tool.MaxDuration())
+				}
+				return
+			}
+			expectOutcome(t, s, BudgetExhausted)
+			if !strings.Contains(s.Reason, tc.reason) {
+				t.Fatalf("reason %q does not contain %q", s.Reason, tc.reason)
+			}
+			if len(r.tools.Ran()) != 0 {
+				t.Fatalf("a call ran: %v", r.tools.Ran())
+			}
+		})
+	}
+}
+
+// Reads run at most eight at a time: a ninth read is a second wave, and
+// the reservation counts it.
+func TestAdmission_readsBeyondOneWaveAreReservedPerWave(t *testing.T) {
+	r := makeRun(t)
+	r.cfg.Tools = []ToolSpec{{Name: "a", Timeout: 10 * time.Second}}
+	r.cfg.Budget.DefaultToolLimit = 100
+	e := r.engine()
+	for _, n := range []int{8, 9, 17} {
+		calls := make([]Call, n)
+		for i := range calls {
+			calls[i] = Call{ToolCall: call("a", `{}`), Verdict: Allow, State: CallProposed}
+		}
+		waves := (n + 7) / 8
+		if got, want := e.batchReservation(calls).WallClock, time.Duration(waves)*10*time.Second; got != want {
+			t.Errorf("%d reads: reserved %s, want %s", n, got, want)
+		}
+	}
+}
+
+// ExecuteBatch hands each call a context that ends with its reservation:
+// timeout + startup grace + kill grace, and no later.
+func TestExecuteBatch_deadlineIsTheCallsReservation(t *testing.T) {
+	inv := Invocation{CallID: "t1-c1", Tool: "a", Timeout: 3 * time.Second, StartupGrace: time.Second, KillGrace: 2 * time.Second}
+	var left time.Duration
+	tb := ToolboxFunc(func(ctx context.Context, _ Invocation) Result {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			t.Fatal("no deadline handed to the tool")
+		}
+		left = time.Until(dl)
+		return Result{}
+	})
+	ExecuteBatch(context.Background(), tb, []Invocation{inv}, false)
+	if left > inv.MaxDuration() || left < inv.MaxDuration()-time.Second {
+		t.Fatalf("deadline %s away, want at most (and close to) %s", left, inv.MaxDuration())
+	}
+}
