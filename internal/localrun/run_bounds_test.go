@@ -39,7 +39,7 @@ func TestRun_everyRefusedCallPrintsALine(t *testing.T) {
 	}
 	mustContain(t, "stdout", r.stdout,
 		`t1-c1 shout {"text":"hello"} -> deny (unknown-tool): no tool is named "shout"`,
-		`t1-c2 echo [1,2] -> deny (invalid-arguments): the arguments are not a JSON object`,
+		`t1-c2 echo [1,2] -> deny (invalid-arguments): the arguments were refused: they are not a JSON object`,
 		`t1-c3 echo {"text":7} -> deny (invalid-arguments): the arguments do not match its parameters: at /text:`)
 }
 
