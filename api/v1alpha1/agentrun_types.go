@@ -222,12 +222,17 @@ const (
 
 // LoopDetectionSpec configures the repeat and cycle detector. A call's
 // signature is its tool name and canonical arguments, without call ids and
-// without the arguments named in ignoreArguments.
+// without the arguments named in ignoreArguments. The depth of a signature
+// is how many times it was proposed within the window; the run stops when
+// one reaches threshold. An exact repeat reaches it on its threshold-th
+// proposal, and a cycle (A,B,A,B,...) when its calls have come round
+// threshold times.
 //
-// +kubebuilder:validation:XValidation:rule=`!has(self.threshold) || !has(self.window) || self.window >= self.threshold`,message="loopDetection.window must be at least loopDetection.threshold"
+// +kubebuilder:validation:XValidation:rule=`!has(self.window) || self.window >= (has(self.threshold) ? self.threshold : 3) * (has(self.maxPeriod) ? self.maxPeriod : 3)`,message="loopDetection.window must be at least threshold x maxPeriod (3 x 3 = 9 with the defaults), so that a cycle of maxPeriod calls can repeat threshold times inside it; raise window, or leave it unset to get exactly that"
 type LoopDetectionSpec struct {
-	// threshold is how many times the same signature may appear within the
-	// window before the run stops as LoopDetected. Defaults to 3.
+	// threshold is the depth that stops the run as LoopDetected: how many
+	// times the same signature may be proposed within the window (for a
+	// cycle, how many times its calls have come round). Defaults to 3.
 	// +optional
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=2
@@ -235,16 +240,17 @@ type LoopDetectionSpec struct {
 	Threshold *int32 `json:"threshold,omitempty"`
 
 	// window is the number of most recent proposed calls the detector looks
-	// at. Defaults to 6.
+	// at. It must be at least threshold x maxPeriod, which is its default
+	// (9 with the defaults).
 	// +optional
-	// +kubebuilder:default=6
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=1000
 	Window *int32 `json:"window,omitempty"`
 
-	// maxPeriod is the longest cycle (A,B,A,B,... has period 2) that counts
-	// as a loop; cycles of period 2 to maxPeriod are detected. 1 turns cycle
-	// detection off. Defaults to 3.
+	// maxPeriod is the longest cycle (A,B,A,B,... has period 2) the window
+	// is sized for: a cycle of up to maxPeriod calls stops at the same
+	// depth as an exact repeat. With 1 and the default window only exact
+	// repeats are caught. Defaults to 3.
 	// +optional
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1

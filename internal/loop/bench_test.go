@@ -16,7 +16,7 @@ func BenchmarkTurn(b *testing.B) {
 		Budget: Budget{MaxTurns: 1 << 30, MaxTokens: 1 << 50, MaxCost: MustMoney("1000000"), MaxToolCalls: 1 << 30, DefaultToolLimit: 1 << 30},
 		Model:  ModelConfig{Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15")}},
 		Tools:  []ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)}},
-		Loop:   LoopDetection{Threshold: 1 << 20, Window: 6},
+		Loop:   LoopDetection{Threshold: 100, MaxPeriod: 1},
 	})
 	if err != nil {
 		b.Fatal(err)

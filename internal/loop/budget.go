@@ -20,7 +20,6 @@ const (
 	DefaultMaxResultBytes   = 16384
 	DefaultApprovalTimeout  = time.Hour
 	DefaultLoopThreshold    = 3
-	DefaultLoopWindow       = 6
 	DefaultLoopMaxPeriod    = 3
 	maxConcurrentReads      = 8
 	perMessageTokenOverhead = 8
@@ -59,14 +58,11 @@ func (c Config) Normalize() Config {
 	if c.Loop.Threshold <= 0 {
 		c.Loop.Threshold = DefaultLoopThreshold
 	}
-	if c.Loop.Window <= 0 {
-		c.Loop.Window = DefaultLoopWindow
-	}
-	if c.Loop.Window < c.Loop.Threshold {
-		c.Loop.Window = c.Loop.Threshold
-	}
 	if c.Loop.MaxPeriod <= 0 {
 		c.Loop.MaxPeriod = DefaultLoopMaxPeriod
+	}
+	if c.Loop.Window <= 0 {
+		c.Loop.Window = c.Loop.Threshold * c.Loop.MaxPeriod
 	}
 	if c.Policy.Default == "" {
 		c.Policy.Default = Allow

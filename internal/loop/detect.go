@@ -25,21 +25,22 @@ func (d *detection) reason(cfg LoopDetection) string {
 	for i, s := range d.sigs {
 		names[i] = s.Text
 	}
-	return fmt.Sprintf("a cycle of period %d repeats: %s; the agent is oscillating between calls without progress",
-		d.period, strings.Join(names, " -> "))
+	return fmt.Sprintf("a cycle of period %d repeats: %s; it reached depth %d (its calls proposed %d times within the last %d calls, threshold %d): "+
+		"the agent is oscillating between calls without progress",
+		d.period, strings.Join(names, " -> "), d.count, d.count, cfg.Window, cfg.Threshold)
 }
 
 // observe adds one proposed signature to the window and reports a loop.
 //
-// The rules, checked after each proposed call:
-//   - repeat: the signature occurs Threshold times within the last Window
-//     proposed calls. When the calls since its first occurrence in the
-//     window form a cycle of period 2..MaxPeriod, the reason names the
-//     cycle and its period rather than the single call.
-//   - cycle: the last Window calls are one block of 2..MaxPeriod calls
-//     repeated (at least twice), with at least two distinct calls in it.
-//     This catches cycles whose period is too long for a repeat to reach
-//     the threshold inside the window.
+// The depth of a signature is how many times it was proposed within the
+// last Window calls; the run stops when a signature reaches Threshold. An
+// exact repeat reaches it on its Threshold-th proposal; a cycle of period
+// p (A,B,A,B,... has period 2) when its first call comes round the
+// Threshold-th time, after (Threshold-1)*p+1 calls. New refuses a window
+// smaller than Threshold*MaxPeriod, so every cycle of period up to
+// MaxPeriod is stopped at the same depth as an exact repeat. When the calls
+// since the signature's first occurrence in the window form a cycle of
+// period 2..MaxPeriod, the reason names the cycle and its period.
 func (s *State) observeSignature(cfg LoopDetection, e SigEntry) *detection {
 	window := cfg.Window
 	s.Recent = append(s.Recent, e)
@@ -57,17 +58,23 @@ func (s *State) observeSignature(cfg LoopDetection, e SigEntry) *detection {
 			count++
 		}
 	}
-	if count >= cfg.Threshold {
-		d := &detection{period: 1, sigs: []SigEntry{e}, count: count}
-		if p := period(s.Recent[first:], cfg.MaxPeriod); p >= 2 {
-			d.period, d.sigs = p, s.Recent[first:first+p]
-		}
-		return d
+	if count < cfg.Threshold {
+		return nil
 	}
-	if len(s.Recent) == window {
-		if p := period(s.Recent, cfg.MaxPeriod); p >= 2 && 2*p <= window {
-			return &detection{period: p, sigs: s.Recent[len(s.Recent)-p:]}
-		}
+	d := &detection{period: 1, sigs: []SigEntry{e}, count: count}
+	if p := period(s.Recent[first:], cfg.MaxPeriod); p >= 2 {
+		d.period, d.sigs = p, s.Recent[first:first+p]
+	}
+	return d
+}
+
+// checkWindow says why a loop detection configuration cannot stop a cycle
+// of MaxPeriod calls at Threshold repetitions, or returns nil.
+func (l LoopDetection) checkWindow() error {
+	if need := l.Threshold * l.MaxPeriod; l.Window < need {
+		return fmt.Errorf("loopDetection.window (%d) must be at least threshold x maxPeriod (%d x %d = %d), so that a cycle of "+
+			"maxPeriod calls can repeat threshold times inside it; raise window, or leave it unset to get exactly that",
+			l.Window, l.Threshold, l.MaxPeriod, need)
 	}
 	return nil
 }

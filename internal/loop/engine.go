@@ -67,6 +67,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.Budget.MaxTurns < 1 {
 		return nil, errors.New("budget.maxTurns must be at least 1")
 	}
+	if err := cfg.Loop.checkWindow(); err != nil {
+		return nil, err
+	}
 	e := &Engine{cfg: cfg, clock: time.Now, tools: map[string]*ToolSpec{}}
 	for _, o := range opts {
 		o(e)

@@ -556,15 +556,66 @@ func TestLoop_periodTwoOscillation(t *testing.T) {
 	}
 }
 
-func TestLoop_periodThreeFillsTheWindow(t *testing.T) {
+func TestLoop_periodThreeStopsAtTheThresholdDepth(t *testing.T) {
 	r := makeRun(t).readTool("a").readTool("b").readTool("c")
 	for range 3 {
 		r.then(calls(call("a", `{}`)), calls(call("b", `{}`)), calls(call("c", `{}`)))
 	}
 	s := r.go_()
 	expectOutcome(t, s, LoopDetected)
-	if !strings.Contains(s.Reason, "cycle of period 3") || s.Turn != 6 {
-		t.Fatalf("turn %d reason %q", s.Turn, s.Reason)
+	// a,b,c,a,b,c,a: the third a is depth 3.
+	if !strings.Contains(s.Reason, "cycle of period 3") || s.Turn != 7 || s.MaxDepth != 3 {
+		t.Fatalf("turn %d depth %d reason %q", s.Turn, s.MaxDepth, s.Reason)
+	}
+}
+
+// Issue 9, item 6: with threshold 5, an exact repeat and an A,B cycle both
+// stop at depth 5 (turn 5 and turn 9), not earlier and not never.
+func TestLoop_exactRepeatAndPeriodTwoCycleStopAtTheSameDepth(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sequence []string
+		turn     int
+		period   string
+	}{
+		{"exact repeat", []string{"a"}, 5, "the same call a{}"},
+		{"period two", []string{"a", "b"}, 9, "cycle of period 2"},
+		{"period three", []string{"a", "b", "c"}, 13, "cycle of period 3"},
+	} {
+		for _, window := range []int{0, 15, 40} { // 0: the default, threshold x maxPeriod
+			t.Run(fmt.Sprintf("%s, window %d", tc.name, window), func(t *testing.T) {
+				r := makeRun(t).readTool("a").readTool("b").readTool("c").maxTurns(40)
+				r.cfg.Loop = LoopDetection{Threshold: 5, Window: window}
+				for range 20 {
+					for _, n := range tc.sequence {
+						r.then(calls(call(n, `{}`)))
+					}
+				}
+				s := r.go_()
+				expectOutcome(t, s, LoopDetected)
+				if s.Turn != tc.turn || s.MaxDepth != 5 || !strings.Contains(s.Reason, tc.period) {
+					t.Fatalf("turn %d depth %d, want turn %d depth 5; reason %q", s.Turn, s.MaxDepth, tc.turn, s.Reason)
+				}
+			})
+		}
+	}
+}
+
+func TestLoop_windowTooSmallForThresholdAndPeriodIsRefused(t *testing.T) {
+	r := makeRun(t).readTool("a")
+	r.cfg.Loop = LoopDetection{Threshold: 3, Window: 3}
+	_, err := New(r.cfg)
+	if err == nil || !strings.Contains(err.Error(), "loopDetection.window (3) must be at least threshold x maxPeriod (3 x 3 = 9)") {
+		t.Fatalf("err = %v", err)
+	}
+	r.cfg.Loop = LoopDetection{Threshold: 3, Window: 6, MaxPeriod: 2}
+	if _, err := New(r.cfg); err != nil {
+		t.Fatalf("window 6 = 3 x 2 was refused: %v", err)
+	}
+	r.cfg.Loop = LoopDetection{Threshold: 4, MaxPeriod: 2}
+	e, err := New(r.cfg)
+	if err != nil || e.Config().Loop.Window != 8 {
+		t.Fatalf("default window: %v, err %v", e.Config().Loop, err)
 	}
 }
 

@@ -149,11 +149,14 @@ type Allowance struct {
 
 // LoopDetection configures the repeat and cycle detector.
 type LoopDetection struct {
-	// Threshold: the same signature this many times within Window stops the run.
+	// Threshold: the same signature this many times within Window stops
+	// the run (an exact repeat, or a cycle whose calls came round this often).
 	Threshold int
-	// Window is counted in proposed calls.
+	// Window is counted in proposed calls. It must be at least
+	// Threshold*MaxPeriod, which is its default.
 	Window int
-	// MaxPeriod: cycles of period 2..MaxPeriod that fill the window stop it too.
+	// MaxPeriod is the longest cycle the window is sized for: a cycle of
+	// up to MaxPeriod calls stops at the same depth as an exact repeat.
 	MaxPeriod int
 	// IgnoreArguments are volatile argument names left out of signatures.
 	IgnoreArguments []string

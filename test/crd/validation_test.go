@@ -115,6 +115,34 @@ spec:
 `,
 		},
 		{
+			name: "loop windows that fit threshold x maxPeriod, or are left to default to it",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: loop-windows
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+  loopDetection: {threshold: 5, window: 10, maxPeriod: 2}
+`,
+		},
+		{
+			name: "a threshold with the window left to its default",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: loop-window-default
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+  loopDetection: {threshold: 5}
+`,
+		},
+		{
 			name: "the billing example of the API contract",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -143,7 +171,7 @@ spec:
     soft: [tokens]
   loopDetection:
     threshold: 3
-    window: 6
+    window: 9
     maxPeriod: 3
     ignoreArguments: [request_id]
   tools:
@@ -689,7 +717,39 @@ spec:
   budget: {maxTurns: 1}
   loopDetection: {threshold: 5, window: 4}
 `,
-			wantErr: []string{"loopDetection.window must be at least loopDetection.threshold"},
+			wantErr: []string{"loopDetection.window must be at least threshold x maxPeriod"},
+		},
+		{
+			// Issue 9, item 6: this window never saw an A,B cycle reach
+			// depth 3, and the run ended BudgetExhausted.
+			name: "a loop window too small for a cycle to repeat threshold times",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: window-below-cycle
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+  loopDetection: {threshold: 3, window: 3}
+`,
+			wantErr: []string{"loopDetection.window must be at least threshold x maxPeriod (3 x 3 = 9 with the defaults), so that a cycle of maxPeriod calls can repeat threshold times inside it"},
+		},
+		{
+			name: "a loop window too small for a period-two cycle",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: window-below-period-two
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+  loopDetection: {threshold: 5, window: 9, maxPeriod: 2}
+`,
+			wantErr: []string{"loopDetection.window must be at least threshold x maxPeriod"},
 		},
 		{
 			name: "a header with both a value and a Secret",
@@ -1077,8 +1137,9 @@ spec:
 			DefaultToolLimit: ptr.To[int32](10),
 		},
 		LoopDetection: &agentsv1alpha1.LoopDetectionSpec{
+			// window has no default of its own: the engine derives
+			// threshold x maxPeriod.
 			Threshold: ptr.To[int32](3),
-			Window:    ptr.To[int32](6),
 			MaxPeriod: ptr.To[int32](3),
 		},
 		Tools: []agentsv1alpha1.ToolSpec{{
