@@ -6,13 +6,17 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/tools/job"
+	"github.com/agentrun/agentrun/internal/transcript"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,9 +53,21 @@ type AgentRunReconciler struct {
 	work    *tracker
 	mu      sync.Mutex
 	kits    map[types.UID]*Kit
-	chunks  map[types.UID][]loop.Message
+	chunks  map[types.UID]*saved
 	written map[types.UID]written
+	// uids maps each run this process holds anything for to its UID, so
+	// that a run deleted while we held it is forgotten by name.
+	uids    map[types.NamespacedName]types.UID
 	baseCtx context.Context
+}
+
+// saved is what of a run's transcript is in its chunks, as this process
+// last wrote or read it.
+type saved struct {
+	chunks   int
+	messages []loop.Message
+	// observations are the stored results of the current turn's calls.
+	observations map[string]transcript.Observation
 }
 
 // written is the object as our last status patch left it, and every
@@ -115,8 +131,9 @@ func (r *AgentRunReconciler) init() {
 	if r.work == nil {
 		r.work = newTracker()
 		r.kits = map[types.UID]*Kit{}
-		r.chunks = map[types.UID][]loop.Message{}
+		r.chunks = map[types.UID]*saved{}
 		r.written = map[types.UID]written{}
+		r.uids = map[types.NamespacedName]types.UID{}
 	}
 	if r.Clock == nil {
 		r.Clock = time.Now
@@ -136,39 +153,51 @@ func (r *AgentRunReconciler) background() context.Context {
 }
 
 // Reconcile advances one run by at most one phase of one turn: it steps
-// the engine until the next step needs the outside world, writes status
-// once, and only then starts the model call or the tools.
-func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+// the engine until the next step needs the outside world, saves what it
+// decided (transcript chunks first, then one status patch), and only then
+// starts the model call or the tools. A status patch that conflicts with
+// another writer is retried at once on a fresh read; the finished work it
+// carried stays in memory until a patch holds it.
+func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.init()
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetName(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	run = r.freshest(run)
+	for attempt := 1; ; attempt++ {
+		res, err := r.reconcileRun(ctx, req.NamespacedName, run)
+		if !errors.Is(err, errConflict) {
+			return res, err
+		}
+		if attempt == 3 {
+			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		ctrl.LoggerFrom(ctx).V(4).Info("Status changed under us, retrying on a fresh read")
+		run = &v1alpha1.AgentRun{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, run); err != nil {
+			if apierrors.IsNotFound(err) {
+				r.forgetName(req.NamespacedName)
+			}
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+}
+
+// errConflict: the run changed since it was read; read it again.
+var errConflict = errors.New("the run changed under us")
+
+func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
 		return ctrl.Result{}, nil
 	}
-
+	r.track(key, run.UID)
 	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock()}
-	defer func() {
-		if retErr != nil || sc.wait {
-			return
-		}
-		written, ok, err := r.persist(ctx, sc)
-		if err != nil {
-			retErr = err
-			return
-		}
-		if ok { // status holds what we are about to do
-			r.act(ctx, sc)
-		}
-		if written {
-			r.emit(sc)
-			observe(sc.run, sc.state, sc.notes)
-		}
-	}()
-
+	var result ctrl.Result
 	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
 		r.loadKit,
 		r.loadState,
@@ -182,6 +211,19 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		if sc.stop || sc.wait {
 			break
 		}
+	}
+	if sc.wait {
+		return result, nil
+	}
+	written, err := r.persist(ctx, sc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.releaseJobs(ctx, sc)
+	r.act(ctx, sc)
+	if written {
+		r.emit(sc)
+		observe(sc.run, sc.state, sc.notes)
 	}
 	return result, nil
 }
@@ -215,11 +257,66 @@ func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
 	r.written[obj.UID] = w
 }
 
+// track records which UID the run of this name has; a run recreated under
+// the same name makes the old one's state forgotten.
+func (r *AgentRunReconciler) track(key types.NamespacedName, uid types.UID) {
+	r.mu.Lock()
+	old, ok := r.uids[key]
+	r.uids[key] = uid
+	r.mu.Unlock()
+	if ok && old != uid {
+		r.forget(old)
+	}
+}
+
+// forgetName drops what this process holds for a run that no longer exists.
+func (r *AgentRunReconciler) forgetName(key types.NamespacedName) {
+	r.mu.Lock()
+	uid, ok := r.uids[key]
+	delete(r.uids, key)
+	r.mu.Unlock()
+	if ok {
+		r.forget(uid)
+	}
+}
+
+// forget drops what this process holds for a run: its kit, its cached
+// transcript, our last write and its work in flight (cancelled).
 func (r *AgentRunReconciler) forget(uid types.UID) {
 	r.work.forget(uid)
 	r.mu.Lock()
 	delete(r.kits, uid)
 	delete(r.chunks, uid)
 	delete(r.written, uid)
+	for k, v := range r.uids {
+		if v == uid {
+			delete(r.uids, k)
+		}
+	}
 	r.mu.Unlock()
+}
+
+// held counts what this process holds for runs, by kind (tests use it).
+func (r *AgentRunReconciler) held() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return map[string]int{"kits": len(r.kits), "transcripts": len(r.chunks), "writes": len(r.written), "names": len(r.uids),
+		"work": r.work.count()}
+}
+
+// releaseJobs deletes the kept Jobs of mutating calls whose results status
+// now holds: until then a Job is the record that its call ran.
+func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
+	var ids []string
+	for _, n := range sc.notes {
+		if n.Kind == loop.NoteCallFinished && n.CallID != "" {
+			ids = append(ids, n.CallID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := job.DeleteSaved(ctx, r.Client, sc.run.Namespace, sc.run.UID, ids); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Deleting the Jobs of saved calls")
+	}
 }

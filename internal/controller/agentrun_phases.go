@@ -21,12 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Flush bounds of the transcript buffer kept in status.checkpoint.
-const (
-	flushBytes    = 8 << 10
-	flushMessages = 48
-	maxSteps      = 16
-)
+const maxSteps = 16
+
+// maxBatchBytes bounds the tool output one group of calls brings back,
+// counted as JSON (escaped): each result is already cut at its tool's
+// maxResultBytes, and a group whose results add up to more has each cut to
+// a fair share, so that one step's results always fit a transcript chunk.
+const maxBatchBytes = 512 << 10
 
 // scope is what one reconcile has read and decided.
 type scope struct {
@@ -36,8 +37,13 @@ type scope struct {
 
 	kit   *Kit
 	state *loop.State
-	// flushed is how many messages of state.Transcript are in chunks.
+	// saved is what of the transcript is in chunks (read-only here);
+	// flushed is how many messages of state.Transcript that is.
+	saved   *saved
 	flushed int
+	// consumed is the key of the finished work this reconcile applied; it
+	// is dropped from memory once status holds its outcome.
+	consumed string
 
 	answers map[string]loop.Answer
 	by      map[string]string
@@ -82,11 +88,12 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 }
 
 // loadState reads the checkpoint and the transcript chunks it refers to.
+// State the checkpoint counts on that is missing or unreadable ends the
+// run Error with a reason that names it: waiting will not bring it back.
 func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, err := transcript.Decode(sc.run)
 	if err != nil {
-		SetFailed(&sc.run.Status, v1alpha1.OutcomeError, err.Error(), metav1.NewTime(sc.now))
-		sc.stop = true
+		r.fail(sc, err.Error())
 		return ctrl.Result{}, nil
 	}
 	chunks, messages := 0, 0
@@ -94,28 +101,62 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		chunks, messages = int(t.Chunks), int(t.Messages)
 	}
 	r.mu.Lock()
-	flushed := r.chunks[sc.run.UID]
+	sv := r.chunks[sc.run.UID]
 	r.mu.Unlock()
-	if len(flushed) != messages {
-		if flushed, err = transcript.ReadChunks(ctx, r.APIReader, sc.run, chunks); err != nil {
+	if sv == nil || sv.chunks != chunks || len(sv.messages) != messages {
+		cs, err := transcript.ReadChunks(ctx, r.APIReader, sc.run, chunks)
+		if errors.Is(err, transcript.ErrLost) {
+			r.fail(sc, "the run cannot resume: "+err.Error())
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if len(flushed) != messages {
-			return ctrl.Result{}, fmt.Errorf("transcript chunks hold %d messages, status says %d", len(flushed), messages)
+		sv = &saved{chunks: chunks, observations: map[string]transcript.Observation{}}
+		for _, ch := range cs {
+			sv.messages = append(sv.messages, ch.Messages...)
+			for _, o := range ch.Observations {
+				sv.observations[o.CallID] = o
+			}
+		}
+		if len(sv.messages) != messages {
+			r.fail(sc, fmt.Sprintf("the run cannot resume: its transcript chunks hold %d messages, its status counts %d", len(sv.messages), messages))
+			return ctrl.Result{}, nil
 		}
 		r.mu.Lock()
-		r.chunks[sc.run.UID] = flushed
+		r.chunks[sc.run.UID] = sv
 		r.mu.Unlock()
 	}
-	// Append the buffered tail to the cached flushed messages in place
-	// rather than copying the whole transcript every reconcile: only this
-	// run's reconciles touch its cache entry, one at a time (the work
-	// queue serialises a key), and the entry's length stops at what is
-	// flushed, so what lies beyond it is this reconcile's scratch space.
-	s.Transcript = append(flushed, s.Transcript...)
-	sc.state, sc.flushed = s, len(flushed)
+	// The results of the turn's calls are in the chunks, not in status.
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.ObsStatus == "" || c.Observation != "" {
+			continue
+		}
+		o, ok := sv.observations[c.ID]
+		if !ok {
+			r.fail(sc, fmt.Sprintf("the run cannot resume: the result of call %s (%s) is missing from its transcript Secrets", c.ID, c.Name))
+			return ctrl.Result{}, nil
+		}
+		c.Observation = o.Content
+	}
+	// Append the checkpoint's messages (only runs saved by older operators
+	// have any) to the cached saved messages; the full slice expression
+	// makes any append copy, so the cache is never written through.
+	s.Transcript = append(sv.messages[:len(sv.messages):len(sv.messages)], s.Transcript...)
+	sc.state, sc.saved, sc.flushed = s, sv, len(sv.messages)
 	sc.answers, sc.by = answersFrom(sc.run)
 	return ctrl.Result{}, nil
+}
+
+// fail ends the run Error in this reconcile, keeping what status says was
+// spent.
+func (r *AgentRunReconciler) fail(sc *scope, reason string) {
+	SetFailed(&sc.run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(sc.now))
+	sc.run.Status.Checkpoint = nil
+	sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(v1alpha1.OutcomeError) + ": " + reason})
+	sc.state = nil
+	sc.stop = true
 }
 
 func modelKey(s *loop.State) string { return fmt.Sprintf("model/t%d/a%d", s.Turn, s.Attempt) }
@@ -145,8 +186,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 				return ctrl.Result{}, nil
 			}
 			r.work.forget(uid) // cancel: the call's reservation is charged
-		} else if w := r.work.take(uid, key); w != nil {
+		} else if w := r.work.finished(uid, key); w != nil {
 			in.Reply, in.ModelErr = w.reply, w.err
+			sc.consumed = key
 		}
 		// No work in this process: the call was lost to a restart.
 	case loop.PhaseAct:
@@ -157,8 +199,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 			sc.wait = true
 			return ctrl.Result{}, nil
 		}
-		if w := r.work.take(uid, key); w != nil {
-			in.Results = w.results
+		if w := r.work.finished(uid, key); w != nil {
+			in.Results = boundResults(w.results, maxBatchBytes)
+			sc.consumed = key
 		}
 	}
 
@@ -184,53 +227,119 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 	return ctrl.Result{}, nil
 }
 
-// persist writes what this reconcile decided, status first, in one patch
-// with optimistic locking, so that nothing is dispatched unless status
-// holds the decision (write-ahead). It reports whether it wrote, and
-// whether status now holds the decision (written, or already there).
+// persist saves what this reconcile decided, so that nothing is
+// dispatched unless it is saved (write-ahead), and reports whether it
+// wrote status. New messages and tool results go to transcript chunks
+// first; then one status patch, with optimistic locking, counts them and
+// carries the checkpoint, stripped of every message and result. A
+// reconcile that read a stale object is refused (errConflict) before it
+// changes anything that status counts.
 //
-// The newest messages ride in the checkpoint; when they pass the flush
-// bounds (or the run ended) they move to a transcript chunk, after the
-// status patch: a reconcile that read a stale object fails its patch and
-// so never touches a chunk, and the chunk it writes next is one that no
-// committed status counts yet, which makes replacing a leftover safe.
-func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written, ok bool, err error) {
+// A save the API server will never accept (a Secret in the way, an object
+// too large) ends the run Error, keeping what was spent; a transient
+// failure is returned (retried with backoff, a Warning event each time)
+// and neither charges nor dispatches anything.
+func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bool, err error) {
 	st := &sc.run.Status
 	now := metav1.NewTime(sc.now)
 	s := sc.state
+	var next *saved
 	if s != nil && sc.kit != nil {
-		if err := setCheckpoint(st, s, sc.flushed); err != nil {
-			return false, false, err
-		}
 		SetStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
 		recordApprovals(st, sc.notes, sc.answers, sc.by, now)
+		next, err = r.saveTranscript(ctx, sc)
+		switch {
+		case errors.Is(err, transcript.ErrStale):
+			return false, errConflict
+		case errors.Is(err, transcript.ErrRefused):
+			r.fail(sc, "the run's transcript cannot be saved: "+err.Error())
+			s, next = nil, nil
+		case err != nil:
+			r.warn(sc, "PersistFailed", "Saving the transcript failed; retrying: "+err.Error())
+			return false, err
+		default:
+			if err := setCheckpoint(st, s); err != nil {
+				return false, err
+			}
+		}
 	}
 	if st.ObservedGeneration != sc.run.Generation {
 		st.ObservedGeneration = sc.run.Generation
 	}
 	if !equalStatus(&sc.base.Status, st) {
-		if err := r.patchStatus(ctx, sc.base, sc.run); err != nil {
-			if apierrors.IsConflict(err) {
-				// Our read was stale; the newer version's event brings us back.
-				ctrl.LoggerFrom(ctx).V(4).Info("Status changed under us, retrying on the newer version")
-				return false, false, nil
+		err := r.patchStatus(ctx, sc.base, sc.run)
+		if apierrors.IsConflict(err) {
+			return false, errConflict
+		}
+		if (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err)) && !sc.stop {
+			// Never answered by running the work again: the run ends,
+			// with what it spent.
+			r.fail(sc, "the run's status cannot be saved: "+clip(err.Error(), 2048))
+			next = nil
+			if !equalStatus(&sc.base.Status, st) {
+				err = r.patchStatus(ctx, sc.base, sc.run)
 			}
-			return false, false, err
+			if apierrors.IsConflict(err) {
+				return false, errConflict
+			}
+		}
+		if err != nil {
+			r.warn(sc, "PersistFailed", "Saving the run's status failed; retrying: "+err.Error())
+			return false, err
 		}
 		written = true
 	}
-	if s != nil && sc.kit != nil {
-		if err := r.flush(ctx, sc); err != nil {
-			return written, true, err
-		}
+	if sc.consumed != "" {
+		r.work.clear(sc.run.UID, sc.consumed)
+	}
+	if next != nil {
 		r.mu.Lock()
-		r.chunks[sc.run.UID] = s.Transcript[:sc.flushed]
+		r.chunks[sc.run.UID] = next
 		r.mu.Unlock()
 	}
 	if sc.stop || (s != nil && s.Done()) {
 		r.forget(sc.run.UID)
 	}
-	return written, true, nil
+	return written, nil
+}
+
+// saveTranscript writes the messages and tool results that are not yet in
+// a chunk as new chunks, and counts them in status.transcript. It returns
+// what is saved once status holds that count.
+func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope) (*saved, error) {
+	s, sv := sc.state, sc.saved
+	msgs := s.Transcript[sc.flushed:]
+	var obs []transcript.Observation
+	keep := map[string]transcript.Observation{}
+	for _, c := range s.Calls {
+		if c.Observation == "" {
+			continue
+		}
+		o := transcript.Observation{CallID: c.ID, Content: c.Observation, Status: c.ObsStatus}
+		if old, ok := sv.observations[c.ID]; !ok || old != o {
+			obs = append(obs, o)
+		}
+		keep[c.ID] = o
+	}
+	if len(msgs) == 0 && len(obs) == 0 {
+		if len(keep) == len(sv.observations) {
+			return sv, nil
+		}
+		return &saved{chunks: sv.chunks, messages: sv.messages, observations: keep}, nil
+	}
+	next := &saved{chunks: sv.chunks, messages: sv.messages[:len(sv.messages):len(sv.messages)], observations: keep}
+	for _, ch := range transcript.Split(msgs, obs, transcript.MaxChunkBytes) {
+		if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, next.chunks, ch); err != nil {
+			return nil, fmt.Errorf("writing transcript chunk %d: %w", next.chunks, err)
+		}
+		next.chunks++
+		next.messages = append(next.messages, ch.Messages...)
+		for _, o := range ch.Observations {
+			next.observations[o.CallID] = o // as saved, cut if it had to be
+		}
+	}
+	sc.run.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(next.chunks), Messages: int32(len(next.messages))}
+	return next, nil
 }
 
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha1.AgentRun) error {
@@ -242,16 +351,22 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 	return nil
 }
 
-// setCheckpoint puts the engine's state in status, with the messages that
-// are not yet in a chunk.
-func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State, flushed int) error {
-	cp := *s
-	cp.Transcript = s.Transcript[flushed:]
-	if s.Done() && len(cp.Transcript) == 0 {
+// setCheckpoint puts the engine's state in status without what only
+// Secret readers may see: the transcript is in chunks, and so are the
+// results of the turn's calls (ObsStatus says a call has one).
+func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State) error {
+	if s.Done() {
 		// An ended run is never resumed: its outcome, usage and
 		// transcript are all that is left to read.
 		st.Checkpoint = nil
 		return nil
+	}
+	cp := *s
+	cp.Transcript = nil
+	cp.Calls = make([]loop.Call, len(s.Calls))
+	for i, c := range s.Calls {
+		c.Observation = ""
+		cp.Calls[i] = c
 	}
 	raw, err := json.Marshal(&cp)
 	if err != nil {
@@ -261,44 +376,94 @@ func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State, flushed int) erro
 	return nil
 }
 
-// flush moves the checkpoint's messages to a new chunk when they pass the
-// bounds or the run has ended, then records that in status.
-func (r *AgentRunReconciler) flush(ctx context.Context, sc *scope) error {
-	s, st := sc.state, &sc.run.Status
-	tail := s.Transcript[sc.flushed:]
-	if len(tail) == 0 || !(s.Done() || len(tail) >= flushMessages || messagesSize(tail) >= flushBytes) {
-		return nil
+// warn records a Warning event on the run at once (persistence failures:
+// the reconcile's own notes are recorded only after a save).
+func (r *AgentRunReconciler) warn(sc *scope, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, reason, reason, "%s", clip(msg, 1024))
 	}
-	chunks := 0
-	if st.Transcript != nil {
-		chunks = int(st.Transcript.Chunks)
-	}
-	if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, chunks, tail); err != nil {
-		return fmt.Errorf("writing transcript chunk %d: %w", chunks, err)
-	}
-	base := sc.run.DeepCopy()
-	st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(chunks + 1), Messages: int32(sc.flushed + len(tail))}
-	if err := setCheckpoint(st, s, sc.flushed+len(tail)); err != nil {
-		return err
-	}
-	if err := r.patchStatus(ctx, base, sc.run); err != nil {
-		// The chunk is written but not counted: the next reconcile
-		// writes it again (the same messages) and counts it.
-		return fmt.Errorf("recording transcript chunk %d: %w", chunks, err)
-	}
-	sc.flushed += len(tail)
-	return nil
 }
 
-func messagesSize(msgs []loop.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += len(m.Content) + 64
-		for _, c := range m.ToolCalls {
-			n += len(c.Arguments) + len(c.Name) + 32
+// boundResults cuts the outputs of one group of results so that together
+// they take at most limit bytes as JSON; each result keeps at least a fair
+// share, and a cut result says so (Truncated, with its full Size).
+func boundResults(results []loop.Result, limit int) []loop.Result {
+	sizes := make([]int, len(results))
+	total := 0
+	for i, r := range results {
+		sizes[i] = escapedLen(r.Output, len(r.Output))
+		total += sizes[i]
+	}
+	if total <= limit {
+		return results
+	}
+	// The largest share that fits: results under it are kept whole.
+	share, left, n := limit/len(results), limit, len(results)
+	for changed := true; changed; {
+		changed = false
+		left, n = limit, 0
+		for _, sz := range sizes {
+			if sz <= share {
+				left -= sz
+			} else {
+				n++
+			}
+		}
+		if n > 0 && left/n > share {
+			share, changed = left/n, true
 		}
 	}
-	return n
+	out := make([]loop.Result, len(results))
+	for i, r := range results {
+		out[i] = r
+		if sizes[i] <= share {
+			continue
+		}
+		cut := cutEscaped(r.Output, share)
+		size := r.Size
+		if size < int64(len(r.Output)) {
+			size = int64(len(r.Output))
+		}
+		out[i].Output, out[i].Size, out[i].Truncated = r.Output[:cut], size, true
+	}
+	return out
+}
+
+// escapedLen is the length of b's first n bytes once JSON-escaped.
+func escapedLen(b []byte, n int) int {
+	size := 0
+	for _, c := range b[:n] {
+		size += escapedByte(c)
+	}
+	return size
+}
+
+func escapedByte(c byte) int {
+	switch {
+	case c == '"' || c == '\\':
+		return 2
+	case c < 0x20 || c == '<' || c == '>' || c == '&':
+		return 6
+	case c >= 0x80:
+		return 3 // an invalid byte may become U+FFFD
+	}
+	return 1
+}
+
+// cutEscaped returns how many leading bytes of b fit in limit bytes of
+// JSON, ending on a rune boundary.
+func cutEscaped(b []byte, limit int) int {
+	size, i := 0, 0
+	for ; i < len(b); i++ {
+		if size+escapedByte(b[i]) > limit {
+			break
+		}
+		size += escapedByte(b[i])
+	}
+	for i > 0 && i < len(b) && b[i]&0xC0 == 0x80 {
+		i--
+	}
+	return i
 }
 
 func equalStatus(a, b *v1alpha1.AgentRunStatus) bool {

@@ -114,6 +114,15 @@ func startManager(t *testing.T, kb KitBuilder) (stop func()) {
 
 func startManagerWithWorkers(t *testing.T, kb KitBuilder, workers int) (stop func()) {
 	t.Helper()
+	_, stop = startReconciler(t, kb, workers, nil)
+	return stop
+}
+
+// startReconciler runs the operator with its client wrapped by wrap (when
+// set; stop is the manager's cancel, for wrappers that crash it) and
+// returns the reconciler for tests that look inside it.
+func startReconciler(t *testing.T, kb KitBuilder, workers int, wrap func(c client.Client, crash func()) client.Client) (*AgentRunReconciler, func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 testenv.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -123,12 +132,16 @@ func startManagerWithWorkers(t *testing.T, kb KitBuilder, workers int) (stop fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
+	ctx, cancel := context.WithCancel(context.Background())
+	c := mgr.GetClient()
+	if wrap != nil {
+		c = wrap(c, cancel)
+	}
+	r := &AgentRunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
 		MaxConcurrentReconciles: workers}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -137,9 +150,9 @@ func startManagerWithWorkers(t *testing.T, kb KitBuilder, workers int) (stop fun
 		}
 	}()
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
+	stop := func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	return stop
+	return r, stop
 }
 
 func namespace(t *testing.T) string {

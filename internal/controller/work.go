@@ -94,16 +94,30 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 	}()
 }
 
-// take removes and returns the run's finished work with this key.
-func (t *tracker) take(uid types.UID, key string) *work {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	w := t.items[uid]
-	if w == nil || w.key != key || !w.done {
+// finished returns the run's finished work with this key, or nil. The work
+// stays until clear: what it brought back is kept in memory until the
+// run's status holds it.
+func (t *tracker) finished(uid types.UID, key string) *work {
+	w := t.get(uid, key)
+	if w == nil || !w.done {
 		return nil
 	}
-	delete(t.items, uid)
 	return w
+}
+
+// clear drops the run's finished work with this key, once saved.
+func (t *tracker) clear(uid types.UID, key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w := t.items[uid]; w != nil && w.key == key && w.done {
+		delete(t.items, uid)
+	}
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.items)
 }
 
 // forget cancels and drops whatever the run had in flight.

@@ -137,7 +137,8 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 				ts.StartupGrace = pl // the executor fails a pod pending longer
 			}
 			jt := job.Tool{Name: t.Name, Image: t.Job.Image, Command: t.Job.Command, Args: t.Job.Args,
-				MountServiceAccountToken: t.Job.AutomountServiceAccountToken != nil && *t.Job.AutomountServiceAccountToken}
+				MountServiceAccountToken: t.Job.AutomountServiceAccountToken != nil && *t.Job.AutomountServiceAccountToken,
+				Mutates:                  ts.Mutates}
 			for _, e := range t.Job.Env {
 				jt.Env = append(jt.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 			}

@@ -755,7 +755,9 @@ func (e *Engine) onLostResults(s *State, notes *[]Note) Effect {
 			if !t.Mutates {
 				s.Usage.Cost += t.MaxCost // the lost attempt may have spent
 			}
-			again = append(again, e.invocation(s, c))
+			inv := e.invocation(s, c)
+			inv.Resumed = true
+			again = append(again, inv)
 			continue
 		}
 		c.State, c.ObsStatus = CallDone, ObsFailed

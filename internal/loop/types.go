@@ -332,6 +332,11 @@ type Invocation struct {
 	StartupGrace   time.Duration
 	KillGrace      time.Duration
 	MaxResultBytes int
+	// Resumed marks a call dispatched again because the result of an
+	// earlier dispatch was lost (a restart): the earlier attempt may have
+	// started. An executor that may repeat a call only by adopting that
+	// attempt (a mutating Job) must never start it anew.
+	Resumed bool
 }
 
 // MaxDuration is the most the call may take from dispatch to result.

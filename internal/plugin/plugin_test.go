@@ -86,7 +86,7 @@ func newNamespace(t *testing.T) string {
 }
 
 func transcriptWrite(ctx context.Context, run *v1alpha1.AgentRun, n int, msgs []loop.Message) error {
-	return transcript.Write(ctx, k8sClient, k8sClient, run, n, msgs)
+	return transcript.Write(ctx, k8sClient, k8sClient, run, n, transcript.Chunk{Messages: msgs})
 }
 
 // runBuilder builds an AgentRun for a test.
@@ -474,7 +474,8 @@ func TestTranscript_saysWhichChunkIsMissing(t *testing.T) {
 	run := makeRun(ns, "r").create(t)
 	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) { s.Transcript = &v1alpha1.TranscriptStatus{Chunks: 1} })
 	err := Transcript(context.Background(), k8sClient, Ref{Namespace: ns, Name: "r"}, OutputText, &bytes.Buffer{})
-	want := "reading the transcript of agentrun/r: transcript chunk r-transcript-0000 is missing"
+	want := "reading the transcript of agentrun/r: the run's saved transcript is incomplete: transcript chunk " +
+		transcript.ChunkName(run.UID, 0) + " (1 of 1) is missing"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %q", err, want)
 	}

@@ -1,59 +1,189 @@
 // Package transcript keeps a run's conversation out of the AgentRun: in
 // immutable, labelled Secrets (chunks) that the AgentRun owns, so they are
-// garbage-collected with it. Transcripts hold tool results and arguments,
-// which often carry customer data; Secrets keep them out of roles that may
-// read ConfigMaps.
+// garbage-collected with it. Transcripts hold tool results, arguments and
+// model text, which often carry customer data; Secrets keep them away from
+// anyone who may only `get` AgentRuns or read ConfigMaps.
 //
-// A chunk holds several turns: the operator buffers the newest messages in
-// the run's checkpoint and flushes them as one chunk when the buffer grows
-// past a small bound or the run ends, so a turn costs few API writes.
+// Every message and every tool result reaches a chunk before the run's
+// status counts it: the operator writes the chunk first, then the status
+// patch that counts it (write-ahead). A chunk that an attempt wrote but
+// whose status patch failed is not counted; the next attempt replaces it.
+//
+// A chunk is named after the run's UID (ChunkName), so its name is valid
+// whatever the run's name, and it holds at most MaxChunkBytes of JSON, so
+// it always fits a Secret.
 package transcript
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Labels and the Secret type of transcript chunks.
 const (
+	// LabelRunUID holds the run's UID: chunks are found by it.
+	LabelRunUID = "agents.agentrun.dev/run-uid"
+	// LabelRun holds the run's name when it is a valid label value (63
+	// characters at most), for people selecting a run's Secrets by name.
 	LabelRun   = "agents.agentrun.dev/run"
 	LabelChunk = "agents.agentrun.dev/transcript-chunk"
 	SecretType = corev1.SecretType("agents.agentrun.dev/transcript")
 	dataKey    = "messages.json"
 )
 
-// ChunkName is the name of a run's n-th chunk (0-based).
-func ChunkName(runName string, n int) string {
-	if len(runName) > 200 {
-		runName = runName[:200]
-	}
-	return fmt.Sprintf("%s-transcript-%04d", runName, n)
+// MaxChunkBytes bounds the JSON one chunk holds, well under the 1 MiB a
+// Secret may hold.
+const MaxChunkBytes = 768 << 10
+
+// Errors a caller tells apart with errors.Is.
+var (
+	// ErrLost: state the run's status counts is missing or unreadable
+	// (a chunk deleted by hand, say). It will not come back by waiting.
+	ErrLost = errors.New("the run's saved transcript is incomplete")
+	// ErrRefused: the API server will never accept this write (a Secret of
+	// the same name that the run does not own, an invalid object).
+	ErrRefused = errors.New("the transcript cannot be saved")
+	// ErrStale: the caller's view of the run is older than the chunks
+	// already written; read the run again.
+	ErrStale = errors.New("the run changed since it was read")
+)
+
+// Chunk is what one Secret holds: messages, in order, and the results of
+// tool calls whose turn has not ended yet (they become tool messages when
+// it does).
+type Chunk struct {
+	Messages     []loop.Message `json:"messages,omitempty"`
+	Observations []Observation  `json:"observations,omitempty"`
 }
 
-// Write creates chunk n holding msgs. Chunks are immutable. A chunk left by
-// an attempt whose status write then failed is not yet counted by the run,
-// so it is replaced.
-func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.AgentRun, n int, msgs []loop.Message) error {
-	data, err := json.Marshal(msgs)
+// Observation is the recorded result of one call of the turn in progress.
+type Observation struct {
+	CallID  string `json:"callID"`
+	Content string `json:"content"`
+	Status  string `json:"status,omitempty"`
+}
+
+// ChunkName is the name of the n-th chunk (0-based) of the run with this
+// UID. It is a valid Secret name whatever the run is called.
+func ChunkName(uid types.UID, n int) string {
+	return fmt.Sprintf("agentrun-%s-transcript-%04d", uid, n)
+}
+
+func labels(run *v1alpha1.AgentRun, n int) map[string]string {
+	l := map[string]string{LabelRunUID: string(run.UID), LabelChunk: strconv.Itoa(n)}
+	if len(validation.IsValidLabelValue(run.Name)) == 0 {
+		l[LabelRun] = run.Name
+	}
+	return l
+}
+
+// Split packs records into chunks of at most limit bytes of JSON each, in
+// order. A single message or observation larger than limit is cut (the cut
+// is marked) so that it fits.
+func Split(msgs []loop.Message, obs []Observation, limit int) []Chunk {
+	var out []Chunk
+	cur, size := Chunk{}, 0
+	const overhead = 64
+	flush := func() {
+		if len(cur.Messages)+len(cur.Observations) > 0 {
+			out = append(out, cur)
+		}
+		cur, size = Chunk{}, 0
+	}
+	for _, m := range msgs {
+		n := jsonSize(m)
+		if n+overhead > limit {
+			m.Content = fit(m.Content, limit-overhead-(n-jsonSize(m.Content)))
+			n = jsonSize(m)
+		}
+		if size+n+overhead > limit {
+			flush()
+		}
+		cur.Messages = append(cur.Messages, m)
+		size += n + 1
+	}
+	for _, o := range obs {
+		n := jsonSize(o)
+		if n+overhead > limit {
+			o.Content = fit(o.Content, limit-overhead-(n-jsonSize(o.Content)))
+			n = jsonSize(o)
+		}
+		if size+n+overhead > limit {
+			flush()
+		}
+		cur.Observations = append(cur.Observations, o)
+		size += n + 1
+	}
+	flush()
+	return out
+}
+
+// fit cuts s so that, with the mark of the cut, it takes at most room
+// bytes as a JSON string.
+func fit(s string, room int) string {
+	const mark = "\n[cut at %d of %d bytes to fit the transcript]"
+	room -= len(mark) + 24
+	size, keep := 2, 0
+	for i, r := range s {
+		n := 1
+		switch {
+		case r == utf8.RuneError:
+			n = 6
+		case r == '"' || r == '\\':
+			n = 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029:
+			n = 6
+		case r >= 0x80:
+			n = utf8.RuneLen(r)
+		}
+		if size+n > room {
+			break
+		}
+		size += n
+		_, w := utf8.DecodeRuneInString(s[i:])
+		keep = i + w
+	}
+	return s[:keep] + fmt.Sprintf(mark, keep, len(s))
+}
+
+func jsonSize(v any) int {
+	b, _ := json.Marshal(v)
+	return len(b)
+}
+
+// Write creates chunk n of the run. Chunks are immutable. A chunk of that
+// name left by an attempt whose status patch failed (the run's status,
+// read afresh through r, does not count it) is replaced; a counted one is
+// never touched (ErrStale), and a Secret of that name that the run does
+// not own is an error (ErrRefused), never replaced.
+func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.AgentRun, n int, ch Chunk) error {
+	data, err := json.Marshal(ch)
 	if err != nil {
 		return err
+	}
+	if len(data) > MaxChunkBytes+MaxChunkBytes/4 {
+		return fmt.Errorf("%w: chunk %d would hold %d bytes", ErrRefused, n, len(data))
 	}
 	immutable := true
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ChunkName(run.Name, n),
+			Name:      ChunkName(run.UID, n),
 			Namespace: run.Namespace,
-			Labels:    map[string]string{LabelRun: run.Name, LabelChunk: strconv.Itoa(n)},
+			Labels:    labels(run, n),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(run,
 				v1alpha1.GroupVersion.WithKind("AgentRun"))},
 		},
@@ -67,36 +197,70 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 		if gerr := r.Get(ctx, client.ObjectKeyFromObject(sec), old); gerr != nil {
 			return gerr
 		}
+		if !owns(run, old) {
+			return fmt.Errorf("%w: a Secret named %s already exists and does not belong to this run; it was left alone", ErrRefused, sec.Name)
+		}
 		if string(old.Data[dataKey]) == string(data) {
 			return nil
+		}
+		cur := &v1alpha1.AgentRun{}
+		if gerr := r.Get(ctx, client.ObjectKeyFromObject(run), cur); gerr != nil {
+			return gerr
+		}
+		if cur.UID != run.UID || (cur.Status.Transcript != nil && int(cur.Status.Transcript.Chunks) > n) {
+			return fmt.Errorf("%w: chunk %d is already counted", ErrStale, n)
 		}
 		if derr := c.Delete(ctx, old, client.Preconditions{UID: &old.UID}); derr != nil && !apierrors.IsNotFound(derr) {
 			return derr
 		}
 		err = c.Create(ctx, sec)
 	}
+	if apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err) {
+		return fmt.Errorf("%w: creating %s: %v", ErrRefused, sec.Name, err)
+	}
 	return err
 }
 
-// ReadChunks returns the messages of the run's first n chunks, in order.
-func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n int) ([]loop.Message, error) {
-	var out []loop.Message
-	if n == 0 {
-		return out, nil
+// owns reports whether the Secret is one of the run's chunks: the run is
+// its controller and its label names the run.
+func owns(run *v1alpha1.AgentRun, s *corev1.Secret) bool {
+	ref := metav1.GetControllerOf(s)
+	if ref == nil || ref.UID != run.UID || s.Type != SecretType {
+		return false
 	}
-	list := &corev1.SecretList{}
-	if err := c.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{LabelRun: run.Name}); err != nil {
-		return nil, err
+	return s.Labels[LabelRunUID] == string(run.UID) || s.Labels[LabelRun] == run.Name
+}
+
+// ReadChunks returns the run's first n chunks, in order. A missing or
+// unreadable chunk is an ErrLost error that names it.
+func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
+	if n == 0 {
+		return nil, nil
 	}
 	byIndex := map[int]*corev1.Secret{}
-	for i := range list.Items {
-		s := &list.Items[i]
-		if s.Type != SecretType || !ownedBy(s, run) {
-			continue
+	collect := func(sel client.MatchingLabels) error {
+		list := &corev1.SecretList{}
+		if err := c.List(ctx, list, client.InNamespace(run.Namespace), sel); err != nil {
+			return err
 		}
-		idx, err := strconv.Atoi(s.Labels[LabelChunk])
-		if err == nil {
-			byIndex[idx] = s
+		for i := range list.Items {
+			s := &list.Items[i]
+			if !owns(run, s) {
+				continue
+			}
+			if idx, err := strconv.Atoi(s.Labels[LabelChunk]); err == nil && byIndex[idx] == nil {
+				byIndex[idx] = s
+			}
+		}
+		return nil
+	}
+	if err := collect(client.MatchingLabels{LabelRunUID: string(run.UID)}); err != nil {
+		return nil, err
+	}
+	if len(byIndex) < n && len(validation.IsValidLabelValue(run.Name)) == 0 {
+		// Chunks written before they carried the run's UID.
+		if err := collect(client.MatchingLabels{LabelRun: run.Name}); err != nil {
+			return nil, err
 		}
 	}
 	idxs := make([]int, 0, len(byIndex))
@@ -104,27 +268,31 @@ func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n 
 		idxs = append(idxs, i)
 	}
 	sort.Ints(idxs)
+	out := make([]Chunk, 0, n)
 	for i := 0; i < n; i++ {
 		s := byIndex[i]
 		if s == nil {
-			return nil, fmt.Errorf("transcript chunk %s is missing", ChunkName(run.Name, i))
+			return nil, fmt.Errorf("%w: transcript chunk %s (%d of %d) is missing", ErrLost, ChunkName(run.UID, i), i+1, n)
 		}
-		var msgs []loop.Message
-		if err := json.Unmarshal(s.Data[dataKey], &msgs); err != nil {
-			return nil, fmt.Errorf("transcript chunk %s: %w", s.Name, err)
+		ch, err := decodeChunk(s.Data[dataKey])
+		if err != nil {
+			return nil, fmt.Errorf("%w: transcript chunk %s is unreadable: %v", ErrLost, s.Name, err)
 		}
-		out = append(out, msgs...)
+		out = append(out, ch)
 	}
 	return out, nil
 }
 
-func ownedBy(s *corev1.Secret, run *v1alpha1.AgentRun) bool {
-	for _, o := range s.OwnerReferences {
-		if o.UID == run.UID {
-			return true
-		}
+// decodeChunk reads a chunk; chunks written before observations were kept
+// in chunks are a bare list of messages.
+func decodeChunk(data []byte) (Chunk, error) {
+	var ch Chunk
+	if len(data) > 0 && data[0] == '[' {
+		err := json.Unmarshal(data, &ch.Messages)
+		return ch, err
 	}
-	return false
+	err := json.Unmarshal(data, &ch)
+	return ch, err
 }
 
 // Decode reads a run's checkpoint (the zero state when there is none).
@@ -139,16 +307,23 @@ func Decode(run *v1alpha1.AgentRun) (*loop.State, error) {
 	return s, nil
 }
 
-// Read returns a run's whole transcript: the flushed chunks, then the
-// messages still buffered in its checkpoint.
+// Read returns a run's whole transcript: the messages of its chunks, then
+// any still buffered in its checkpoint (runs saved by older operators).
 func Read(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun) ([]loop.Message, error) {
 	chunks := 0
 	if t := run.Status.Transcript; t != nil {
 		chunks = int(t.Chunks)
 	}
-	msgs, err := ReadChunks(ctx, c, run, chunks)
+	cs, err := ReadChunks(ctx, c, run, chunks)
 	if err != nil {
 		return nil, err
+	}
+	var msgs []loop.Message
+	for _, ch := range cs {
+		msgs = append(msgs, ch.Messages...)
+	}
+	if t := run.Status.Transcript; t != nil && int(t.Messages) < len(msgs) {
+		msgs = msgs[:t.Messages]
 	}
 	s, err := Decode(run)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun/agentrun/internal/loop"
@@ -30,6 +31,10 @@ type Tool struct {
 	// MountServiceAccountToken mounts the run's service account token in
 	// the tool's pod; off unless the tool asks for it.
 	MountServiceAccountToken bool
+	// Mutates marks a tool that changes something. Its Job is kept after
+	// it finishes (no TTL) until the operator has saved the result, and a
+	// resumed call of it only ever adopts its Job, never creates one.
+	Mutates bool
 }
 
 // Run is what the executor needs to know of the AgentRun it works for.
@@ -169,6 +174,15 @@ func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
 		return err
 	}
 	want := e.buildJob(tool, inv)
+	if inv.Resumed && tool.Mutates {
+		// An earlier dispatch may have run it: adopt its Job or nothing.
+		err := e.adopt(ctx, want)
+		if apierrors.IsNotFound(errors.Unwrap(err)) {
+			return &CallError{Failure: loop.Failure{Kind: loop.FailUnknown, Detail: bound(fmt.Sprintf(
+				"its Job %s is gone (deleted, or never created before the operator stopped), so it was not run again", want.Name))}}
+		}
+		return err
+	}
 	err = e.cfg.Client.Create(ctx, want)
 	switch {
 	case err == nil:
@@ -190,7 +204,7 @@ func (e *Executor) adopt(ctx context.Context, want *batchv1.Job) error {
 	if err := e.cfg.Client.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted between our create and this read; the next Start
-			// creates it again.
+			// creates it again (unless the call mutates and is resumed).
 			return fmt.Errorf("job %s/%s vanished while being adopted: %w", want.Namespace, want.Name, err)
 		}
 		return fmt.Errorf("reading Job %s/%s to adopt it: %w", want.Namespace, want.Name, err)
@@ -361,4 +375,28 @@ func bound(s string) string {
 		return s
 	}
 	return cutUTF8(s, limit-3) + "..."
+}
+
+// DeleteSaved deletes the kept Jobs (those of mutating calls) of these
+// calls of the run, once the run's status holds their results. Jobs of
+// other calls, runs or tools are left alone.
+func DeleteSaved(ctx context.Context, c client.Client, namespace string, runUID types.UID, callIDs []string) error {
+	var errs []error
+	for _, id := range callIDs {
+		var j batchv1.Job
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: JobName(runUID, id)}, &j); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if j.Labels[LabelKeep] != "true" || j.Labels[LabelRunUID] != labelValue(string(runUID)) || j.Annotations[AnnotationCallID] != id {
+			continue
+		}
+		err := c.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

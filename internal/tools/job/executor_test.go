@@ -649,3 +649,64 @@ func (l *fakeLogs) ReadLog(_ context.Context, namespace, pod, container string, 
 	}
 	return b, nil
 }
+
+// A mutating call's Job is the record that it ran: it has no TTL, a
+// resumed call only adopts it, and once its result is saved it is deleted.
+func TestMutatingCall_jobIsKeptAdoptedNeverRecreatedThenDeleted(t *testing.T) {
+	f := newFixture(t)
+	tool := refundTool()
+	tool.Mutates = true
+	ex, err := New(Config{Client: k8sClient, Logs: f.logs, OperatorImage: operatorImage, PollInterval: 20 * time.Millisecond, Now: f.clock.Now},
+		f.run, []Tool{tool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := invocation("t2-c1")
+	if err := ex.Start(context.Background(), inv); err != nil {
+		t.Fatal(err)
+	}
+	j := f.job(inv)
+	if j.Spec.TTLSecondsAfterFinished != nil || j.Labels[LabelKeep] != "true" {
+		t.Fatalf("ttl %v, labels %v: a mutating call's Job must be kept", j.Spec.TTLSecondsAfterFinished, j.Labels)
+	}
+	// A restarted operator resumes the call: it adopts the Job.
+	resumed := inv
+	resumed.Resumed = true
+	if err := ex.Start(context.Background(), resumed); err != nil {
+		t.Fatalf("resumed Start = %v, want the Job adopted", err)
+	}
+	// Gone (deleted by a person): never created again, the outcome is unknown.
+	if err := k8sClient.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	err = ex.Start(context.Background(), resumed)
+	if fl := FailureOf(err); fl == nil || fl.Kind != loop.FailUnknown || !strings.Contains(fl.Detail, "not run again") {
+		t.Fatalf("Start of a resumed call whose Job is gone = %v, want an unknown outcome", err)
+	}
+	var jobs batchv1.JobList
+	if err := k8sClient.List(context.Background(), &jobs, client.InNamespace(f.ns)); err != nil || len(jobs.Items) != 0 {
+		t.Fatalf("a Job was created again: %d (%v)", len(jobs.Items), err)
+	}
+
+	// Saved: the kept Job goes, a read's Job (with its TTL) is left alone.
+	if err := ex.Start(context.Background(), invocation("t3-c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ex.Start(context.Background(), invocation("t3-c2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteSaved(context.Background(), k8sClient, f.ns, f.run.Owner.UID, []string{"t3-c1", "t3-c2", "t9-c9"}); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() []string {
+		var names []string
+		var jl batchv1.JobList
+		_ = k8sClient.List(context.Background(), &jl, client.InNamespace(f.ns))
+		for _, j := range jl.Items {
+			if j.DeletionTimestamp.IsZero() {
+				names = append(names, j.Annotations[AnnotationCallID])
+			}
+		}
+		return names
+	}, 5*time.Second, 20*time.Millisecond).Should(Equal([]string{"t3-c2"}))
+}

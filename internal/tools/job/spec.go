@@ -32,6 +32,9 @@ const (
 	LabelCallID = "agents.agentrun.dev/call-id"
 	// LabelTool is the tool's name, made a valid label value.
 	LabelTool = "agents.agentrun.dev/tool"
+	// LabelKeep marks the Job of a mutating call: it has no TTL and is
+	// deleted once the run's status holds its result.
+	LabelKeep = "agents.agentrun.dev/keep-until-saved"
 	// LabelManagedBy is app.kubernetes.io/managed-by, set to "agentrun".
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 
@@ -197,6 +200,9 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 		LabelTool:      labelValue(tool.Name),
 		LabelManagedBy: "agentrun",
 	}
+	if tool.Mutates {
+		labels[LabelKeep] = "true"
+	}
 	annotations := map[string]string{
 		AnnotationCallID: inv.CallID,
 		AnnotationTool:   tool.Name,
@@ -229,7 +235,7 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 			Completions:             ptr.To[int32](1),
 			Parallelism:             ptr.To[int32](1),
 			ActiveDeadlineSeconds:   ptr.To(e.jobDeadline(inv)),
-			TTLSecondsAfterFinished: ptr.To(int32(e.cfg.TTLAfterFinished / time.Second)),
+			TTLSecondsAfterFinished: e.ttl(tool),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
@@ -280,6 +286,17 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 			},
 		},
 	}
+}
+
+// ttl is how long a finished Job stays. A mutating call's Job has none: it
+// is the record that the call ran, kept until the operator has saved the
+// result (DeleteSaved), so that an operator that was down for longer than
+// any TTL adopts it instead of running the call again.
+func (e *Executor) ttl(tool *Tool) *int32 {
+	if tool.Mutates {
+		return nil
+	}
+	return ptr.To(int32(e.cfg.TTLAfterFinished / time.Second))
 }
 
 // installResources are small and fixed: the init container copies one

@@ -1,0 +1,529 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/tools/job"
+	"github.com/agentrun/agentrun/internal/transcript"
+	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// hookClient lets a test act before and after each write the operator
+// makes: inject a conflict, refuse a write, or crash the operator.
+type hookClient struct {
+	client.Client
+	// before runs first; an error refuses the write.
+	before func(ctx context.Context, op string, obj client.Object) error
+	after  func(op string, obj client.Object, err error)
+}
+
+func (c hookClient) do(ctx context.Context, op string, obj client.Object, write func() error) error {
+	if c.before != nil {
+		if err := c.before(ctx, op, obj); err != nil {
+			return err
+		}
+	}
+	err := write()
+	if c.after != nil {
+		c.after(op, obj, err)
+	}
+	return err
+}
+
+func (c hookClient) Create(ctx context.Context, o client.Object, opts ...client.CreateOption) error {
+	return c.do(ctx, "create", o, func() error { return c.Client.Create(ctx, o, opts...) })
+}
+
+func (c hookClient) Delete(ctx context.Context, o client.Object, opts ...client.DeleteOption) error {
+	return c.do(ctx, "delete", o, func() error { return c.Client.Delete(ctx, o, opts...) })
+}
+
+func (c hookClient) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+	return c.do(ctx, "patch", o, func() error { return c.Client.Patch(ctx, o, p, opts...) })
+}
+
+func (c hookClient) Update(ctx context.Context, o client.Object, opts ...client.UpdateOption) error {
+	return c.do(ctx, "update", o, func() error { return c.Client.Update(ctx, o, opts...) })
+}
+
+func (c hookClient) Status() client.SubResourceWriter {
+	return hookStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type hookStatus struct {
+	client.SubResourceWriter
+	c hookClient
+}
+
+func (s hookStatus) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	return s.c.do(ctx, "status", o, func() error { return s.SubResourceWriter.Patch(ctx, o, p, opts...) })
+}
+
+func (s hookStatus) Update(ctx context.Context, o client.Object, opts ...client.SubResourceUpdateOption) error {
+	return s.c.do(ctx, "status", o, func() error { return s.SubResourceWriter.Update(ctx, o, opts...) })
+}
+
+// countingModel counts the model calls made and the tokens they used.
+type countingModel struct {
+	inner  loop.Model
+	calls  atomic.Int64
+	tokens atomic.Int64
+}
+
+func (m *countingModel) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // a stopped operator calls no model
+	}
+	m.calls.Add(1)
+	r, err := m.inner.Complete(ctx, req)
+	if r != nil {
+		m.tokens.Add(r.Usage.InputTokens + r.Usage.OutputTokens)
+	}
+	return r, err
+}
+
+func toolMessages(msgs []loop.Message) (n, bytes int) {
+	for _, m := range msgs {
+		if m.Role == loop.RoleTool {
+			n++
+			bytes += len(m.Content)
+		}
+	}
+	return n, bytes
+}
+
+func readTranscript(t *testing.T, run *v1alpha1.AgentRun) []loop.Message {
+	t.Helper()
+	msgs, err := transcript.Read(context.Background(), k8sClient, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// Issue 10.1: seven reads of 250 KB each used to be lost to a status write
+// refused for size, and dispatched again for ever.
+func TestPersist_anOversizedBatchIsCutAndEachReadRunsOnce(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	tb.funcs["dump"] = func(_ context.Context, inv loop.Invocation) loop.Result {
+		return loop.Result{Output: []byte(strings.Repeat("x", 250_000))}
+	}
+	startManager(t, &kits{tools: tb})
+	b := makeRun(ns, "oversized").budget(func(b *v1alpha1.BudgetSpec) { b.MaxTokens = ptr64(5_000_000) }).with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "dump", MaxResultBytes: ptr32(262144), Builtin: v1alpha1.BuiltinTool("kubernetes.get")})
+	})
+	var calls []string
+	for i := range 7 {
+		calls = append(calls, "dump", `{"part":`+string(rune('0'+i))+`}`)
+	}
+	run := b.calls(calls...).answer("summarised").create(t)
+	done := waitOutcome(t, run, 30*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
+	for i := 1; i <= 7; i++ {
+		if n := tb.counts()["t1-c"+string(rune('0'+i))+":dump"]; n != 1 {
+			t.Fatalf("read %d ran %d times: %v", i, n, tb.counts())
+		}
+	}
+	msgs := readTranscript(t, done)
+	n, size := toolMessages(msgs)
+	if n != 7 || size > maxBatchBytes+7*100 || !strings.Contains(msgs[1].Content, "[result cut at") {
+		t.Fatalf("%d tool messages of %d bytes in all; first ends %q", n, size, msgs[1].Content[max(0, len(msgs[1].Content)-60):])
+	}
+	if done.Status.Usage.Turns != 2 {
+		t.Fatalf("turns paid = %d", done.Status.Usage.Turns)
+	}
+}
+
+// Issue 10.2: a run name over 63 characters, or results over 1 MiB once
+// JSON-escaped, used to make every chunk write fail and every reconcile
+// charge a "lost" model call that was never made.
+func TestPersist_longNamesAndResultsThatGrowWhenEscapedAreSavedAndChargedOnce(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	tb.funcs["html"] = func(_ context.Context, inv loop.Invocation) loop.Result {
+		return loop.Result{Output: []byte(strings.Repeat(`<"&>`, 60_000)), ContentType: "text/plain"}
+	}
+	model := &countingModel{}
+	name := strings.Repeat("a-long-run-name-", 6) + "end"
+	b := makeRun(ns, name).budget(func(b *v1alpha1.BudgetSpec) { b.MaxTokens = ptr64(5_000_000) }).with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "html", MaxResultBytes: ptr32(262144), Builtin: v1alpha1.BuiltinTool("kubernetes.get")})
+	}).calls("html", `{"p":1}`, "html", `{"p":2}`, "html", `{"p":3}`, "html", `{"p":4}`).answer("done")
+	model.inner = &loop.Scripted{Entries: scriptOf(b)}
+	startManager(t, &kits{tools: tb, model: model})
+	run := b.create(t)
+	done := waitOutcome(t, run, 30*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
+	if done.Status.Usage.Turns != 2 || model.calls.Load() != 2 {
+		t.Fatalf("turns paid = %d for %d model calls", done.Status.Usage.Turns, model.calls.Load())
+	}
+	if want := int64(1000 + 20 + 1200 + 30); done.Status.Usage.InputTokens+done.Status.Usage.OutputTokens != want {
+		t.Fatalf("tokens paid = %d, want %d", done.Status.Usage.InputTokens+done.Status.Usage.OutputTokens, want)
+	}
+	msgs := readTranscript(t, done)
+	if len(msgs) != 6 {
+		t.Fatalf("transcript has %d messages", len(msgs))
+	}
+}
+
+// Issue 10.2: a chunk write that fails is an error with an event, retried,
+// and never charged as a lost call.
+func TestPersist_aFailingChunkWriteChargesNothing(t *testing.T) {
+	ns := namespace(t)
+	var refused atomic.Int64
+	model := &countingModel{}
+	b := makeRun(ns, "flaky-secrets").readTool("lookup").calls("lookup", `{"q":1}`).calls("lookup", `{"q":2}`).answer("done")
+	model.inner = &loop.Scripted{Entries: scriptOf(b)}
+	_, _ = startReconciler(t, &kits{tools: newTools(), model: model}, 0, func(c client.Client, _ func()) client.Client {
+		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
+			if _, ok := obj.(*corev1.Secret); ok && op == "create" && refused.Add(1) <= 4 {
+				return apierrors.NewServiceUnavailable("etcd is busy")
+			}
+			return nil
+		}}
+	})
+	run := b.create(t)
+	done := waitOutcome(t, run, 60*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 3")
+	if done.Status.Usage.Turns != 3 || model.calls.Load() != 3 {
+		t.Fatalf("turns paid = %d for %d model calls", done.Status.Usage.Turns, model.calls.Load())
+	}
+	if len(readTranscript(t, done)) != 5 {
+		t.Fatalf("the transcript is not whole")
+	}
+	NewWithT(t).Eventually(func() []string { return eventReasons(t, ns, run.Name) }, 10*time.Second, 50*time.Millisecond).
+		Should(ContainElement("PersistFailed"))
+}
+
+func eventReasons(t *testing.T, ns, name string) []string {
+	t.Helper()
+	evs := &eventsv1.EventList{}
+	_ = k8sClient.List(context.Background(), evs, client.InNamespace(ns))
+	var reasons []string
+	for _, e := range evs.Items {
+		if e.Regarding.Name == name {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons
+}
+
+// conflictEveryOtherPatch makes every other status patch conflict: someone
+// annotates the run just before it.
+func conflictEveryOtherPatch(conflicts *atomic.Int64) func(client.Client, func()) client.Client {
+	return func(c client.Client, _ func()) client.Client {
+		var n atomic.Int64
+		return hookClient{Client: c, before: func(ctx context.Context, op string, obj client.Object) error {
+			run, ok := obj.(*v1alpha1.AgentRun)
+			if op != "status" || !ok || n.Add(1)%2 == 0 {
+				return nil
+			}
+			conflicts.Add(1)
+			body := []byte(`{"metadata":{"annotations":{"example.com/touched":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`)
+			return k8sClient.Patch(ctx, &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace}},
+				client.RawPatch("application/merge-patch+json", body))
+		}}
+	}
+}
+
+// Issue 10.3: a status patch that conflicts used to drop the finished model
+// reply or tool results: the model was paid twice, a refund reported as
+// unknown.
+func TestPersist_aConflictingPatchKeepsTheFinishedWork(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	model := &countingModel{}
+	b := makeRun(ns, "conflicts").readTool("lookup").with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "refund", Mutates: ref(true), Reversible: ref(true),
+			HTTP: &v1alpha1.HTTPTool{URL: "http://billing.invalid/refund", Method: "POST"}})
+	}).calls("lookup", `{"q":1}`).calls("refund", `{"amount":1}`).answer("refunded")
+	model.inner = &loop.Scripted{Entries: scriptOf(b)}
+	var conflicts atomic.Int64
+	_, _ = startReconciler(t, &kits{tools: tb, model: model}, 0, conflictEveryOtherPatch(&conflicts))
+	run := b.create(t)
+	done := waitOutcome(t, run, 30*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 3")
+	if conflicts.Load() < 3 {
+		t.Fatalf("only %d conflicts were injected", conflicts.Load())
+	}
+	if done.Status.Usage.Turns != 3 || model.calls.Load() != 3 {
+		t.Fatalf("turns paid = %d for %d model calls", done.Status.Usage.Turns, model.calls.Load())
+	}
+	if diff := cmp.Diff(map[string]int{"t1-c1:lookup": 1, "t2-c1:refund": 1}, tb.counts()); diff != "" {
+		t.Fatalf("executions (-want +got):\n%s", diff)
+	}
+	for _, m := range readTranscript(t, done) {
+		if strings.Contains(m.Content, "unknown") {
+			t.Fatalf("the model was told an outcome is unknown: %q", m.Content)
+		}
+	}
+}
+
+// jobKits builds runs whose job tools are run by the real Job executor.
+type jobKits struct {
+	c     client.Client
+	model loop.Model
+}
+
+func (k *jobKits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+	cfg, err := kit.Config(&run.Spec)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := loop.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var tools []job.Tool
+	for _, ts := range cfg.Tools {
+		tools = append(tools, job.Tool{Name: ts.Name, Image: "example.com/tools:1", Command: []string{ts.Name}, Mutates: ts.Mutates})
+	}
+	ex, err := job.New(job.Config{Client: k.c, OperatorImage: "example.com/agentrun:1", PollInterval: 50 * time.Millisecond},
+		job.Run{Namespace: run.Namespace, Owner: *metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}, tools)
+	if err != nil {
+		return nil, err
+	}
+	return &Kit{Engine: eng, Model: k.model, Tools: ex}, nil
+}
+
+// Issue 10.4: a mutating Job tool whose Job is gone after a restart (its
+// TTL passed while the operator was down, or a person deleted it) used to
+// get a second Job: the refund ran twice.
+func TestPersist_aMutatingJobThatIsGoneIsNeverCreatedAgain(t *testing.T) {
+	ns := namespace(t)
+	b := makeRun(ns, "refund-job").writeTool("refund", true).calls("refund", `{"amount":1}`).answer("checked")
+	var created atomic.Int64
+	countJobs := func(jk *jobKits) func(client.Client, func()) client.Client {
+		return func(c client.Client, _ func()) client.Client {
+			jk.c = hookClient{Client: c, after: func(op string, obj client.Object, err error) {
+				if _, ok := obj.(*batchv1.Job); ok && op == "create" && err == nil {
+					created.Add(1)
+				}
+			}}
+			return jk.c
+		}
+	}
+	jk := &jobKits{model: &loop.Scripted{Entries: scriptOf(b)}}
+	_, stop := startReconciler(t, jk, 0, countJobs(jk))
+	run := b.create(t)
+	var jobs batchv1.JobList
+	g := NewWithT(t)
+	g.Eventually(func() int {
+		_ = k8sClient.List(context.Background(), &jobs, client.InNamespace(ns))
+		return len(jobs.Items)
+	}, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
+	if jobs.Items[0].Spec.TTLSecondsAfterFinished != nil {
+		t.Fatalf("a mutating call's Job has a TTL: it could vanish before its result is saved")
+	}
+	stop()
+	// The operator was down for longer than any TTL: the Job is gone.
+	if err := k8sClient.Delete(context.Background(), &jobs.Items[0], client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	jk2 := &jobKits{model: &loop.Scripted{Entries: scriptOf(b)}}
+	startReconciler(t, jk2, 0, countJobs(jk2))
+	done := waitOutcome(t, run, 30*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
+	if created.Load() != 1 {
+		t.Fatalf("%d Jobs were created for one mutating call", created.Load())
+	}
+	msgs := readTranscript(t, done)
+	if !strings.Contains(msgs[1].Content, "whether it took effect is unknown") || !strings.Contains(msgs[1].Content, "not run again") {
+		t.Fatalf("observation = %q", msgs[1].Content)
+	}
+}
+
+// Issue 10.5: a transcript chunk deleted while the operator was down used
+// to leave the run AwaitingApproval for ever.
+func TestPersist_aDeletedChunkEndsTheRunErrorNamingIt(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	run := makeRun(ns, "lost-chunk").readTool("lookup").writeTool("drop_table", false).
+		calls("lookup", `{"q":1}`).calls("drop_table", `{"name":"x"}`).answer("x").create(t)
+	stop := startManager(t, &kits{tools: tb})
+	NewWithT(t).Eventually(func() int { return len(get(t, run).Status.PendingApprovals) }, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
+	stop()
+	cur := get(t, run)
+	victim := transcript.ChunkName(cur.UID, 0)
+	if err := k8sClient.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: victim, Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, &kits{tools: tb})
+	done := waitOutcome(t, run, 10*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeError, victim+" (1 of")
+	if tb.counts()["t2-c1:drop_table"] != 0 {
+		t.Fatalf("the write ran")
+	}
+}
+
+// clashKits puts a Secret of its own where the run's first chunk would go.
+type clashKits struct{ kits }
+
+func (k *clashKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: transcript.ChunkName(run.UID, 0), Namespace: run.Namespace},
+		Data: map[string][]byte{"key": []byte("tenant")}}
+	if err := k8sClient.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	return k.kits.Build(ctx, run)
+}
+
+// Issue 10.6: a run named payments used to replace a tenant's Secret named
+// payments-transcript-0000.
+func TestPersist_secretsTheRunDoesNotOwnAreLeftAlone(t *testing.T) {
+	ns := namespace(t)
+	tenant := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "payments-transcript-0000", Namespace: ns},
+		Data: map[string][]byte{"key": []byte("tenant")}}
+	if err := k8sClient.Create(context.Background(), tenant); err != nil {
+		t.Fatal(err)
+	}
+	stop := startManager(t, &kits{tools: newTools()})
+	done := waitOutcome(t, makeRun(ns, "payments").readTool("a").calls("a", `{}`).answer("ok").create(t), 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
+	got := &corev1.Secret{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(tenant), got); err != nil ||
+		string(got.Data["key"]) != "tenant" || len(got.OwnerReferences) != 0 {
+		t.Fatalf("the tenant's Secret was changed: %+v, %v", got, err)
+	}
+
+	stop()
+	// A Secret in the way of a chunk is an error; it is never replaced.
+	ns2 := namespace(t)
+	startManager(t, &clashKits{kits{tools: newTools()}})
+	done = waitOutcome(t, makeRun(ns2, "clash").readTool("a").calls("a", `{}`).answer("ok").create(t), 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeError, "does not belong to this run")
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns2, Name: transcript.ChunkName(done.UID, 0)}, got); err != nil ||
+		string(got.Data["key"]) != "tenant" {
+		t.Fatalf("the Secret in the way was changed: %+v, %v", got, err)
+	}
+	if done.Status.Usage.Turns != 1 {
+		t.Fatalf("the model call that was made is not charged: %+v", done.Status.Usage)
+	}
+}
+
+// Issue 10.7: runs deleted in the middle of a call used to leave their kit,
+// cached transcript and work in the operator.
+func TestPersist_deletedAndFinishedRunsAreForgotten(t *testing.T) {
+	ns := namespace(t)
+	model := &holdAll{entered: make(chan string, 16), release: make(chan struct{})}
+	r, _ := startReconciler(t, &kits{tools: newTools(), model: model}, 0, nil)
+	var runs []*v1alpha1.AgentRun
+	for _, name := range []string{"gone-1", "gone-2", "gone-3", "gone-4", "gone-5"} {
+		runs = append(runs, makeRun(ns, name).readTool("a").calls("a", `{}`).answer("x").create(t))
+	}
+	for range runs {
+		select {
+		case <-model.entered:
+		case <-time.After(20 * time.Second):
+			t.Fatal("not every run reached its model call")
+		}
+	}
+	if h := r.held(); h["kits"] != 5 || h["work"] != 5 {
+		t.Fatalf("held while calling: %v", h)
+	}
+	for _, run := range runs {
+		if err := k8sClient.Delete(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := map[string]int{"kits": 0, "transcripts": 0, "writes": 0, "names": 0, "work": 0}
+	NewWithT(t).Eventually(r.held, 10*time.Second, 20*time.Millisecond).Should(Equal(empty))
+
+	// A run that finishes is forgotten too.
+	close(model.release)
+	done := waitOutcome(t, makeRun(ns, "finishes").readTool("a").calls("a", `{}`).answer("x").create(t), 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
+	NewWithT(t).Eventually(r.held, 10*time.Second, 20*time.Millisecond).Should(Equal(empty))
+}
+
+// holdAll holds every first model call until released.
+type holdAll struct {
+	entered chan string
+	release chan struct{}
+}
+
+func (m *holdAll) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	turn := 1
+	for _, msg := range req.Messages {
+		if msg.Role == loop.RoleAssistant {
+			turn++
+		}
+	}
+	if turn == 1 {
+		m.entered <- "in"
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &loop.Reply{ToolCalls: []loop.ToolCall{{Name: "a", Arguments: json.RawMessage(`{}`)}}, Usage: loop.TokenUsage{InputTokens: 10}}, nil
+	}
+	return &loop.Reply{Content: "x", Usage: loop.TokenUsage{InputTokens: 10}}, nil
+}
+
+// Issue 10.8: tool results and model text used to sit in status.checkpoint,
+// readable by anyone allowed to get AgentRuns.
+func TestPersist_statusHoldsNoToolResultNorModelText(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	tb.funcs["lookup"] = func(_ context.Context, _ loop.Invocation) loop.Result {
+		return loop.Result{Output: []byte(`{"card":"CUSTOMER-4242-PRIVATE"}`)}
+	}
+	startManager(t, &kits{tools: tb})
+	run := makeRun(ns, "private").readTool("lookup").writeTool("refund", false).
+		step(v1alpha1.ScriptStep{Content: "MODEL-THINKING-PRIVATE", ToolCalls: []v1alpha1.ScriptToolCall{{Name: "lookup", Arguments: rawJSON(`{"q":1}`)}}}).
+		step(v1alpha1.ScriptStep{Content: "MODEL-THINKING-PRIVATE-2", ToolCalls: []v1alpha1.ScriptToolCall{
+			{Name: "lookup", Arguments: rawJSON(`{"q":2}`)}, {Name: "refund", Arguments: rawJSON(`{"amount":1}`)}}}).
+		answer("Refunded.").create(t)
+	leaks := func(r *v1alpha1.AgentRun) string {
+		raw, _ := json.Marshal(r.Status)
+		for _, secret := range []string{"CUSTOMER-4242", "MODEL-THINKING"} {
+			if strings.Contains(string(raw), secret) {
+				return secret
+			}
+		}
+		return ""
+	}
+	g := NewWithT(t)
+	g.Eventually(func() string {
+		cur := get(t, run)
+		if l := leaks(cur); l != "" {
+			return "leaked " + l
+		}
+		return string(cur.Status.Phase)
+	}, 20*time.Second, 10*time.Millisecond).Should(Equal(string(v1alpha1.PhaseAwaitingApproval)))
+	// The write waits while the turn's read has its result: it is saved,
+	// but not in status.
+	if l := leaks(get(t, run)); l != "" {
+		t.Fatalf("status holds %s", l)
+	}
+	annotate(t, run, "t2-c2", "approve")
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 3")
+	if l := leaks(done); l != "" {
+		t.Fatalf("status holds %s", l)
+	}
+	msgs := readTranscript(t, done)
+	all, _ := json.Marshal(msgs)
+	if !strings.Contains(string(all), "CUSTOMER-4242-PRIVATE") || !strings.Contains(string(all), "MODEL-THINKING-PRIVATE-2") {
+		t.Fatalf("the transcript lacks what status must not hold: %s", all)
+	}
+}
+
+func rawJSON(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
