@@ -49,9 +49,24 @@ envtest: ## Build (once) and print the directory of envtest's kube-apiserver and
 	@hack/envtest-bins.sh
 
 .PHONY: test
-test: manifests generate fmt vet ## Run every test that needs no real cluster (envtest included).
+test: manifests generate fmt vet ## Run every test that needs no real cluster (envtest included), then each fuzz target briefly.
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Fuzz targets over what comes from outside (model replies, tool results,
+# manifests), as package:Target. `make fuzz` runs each for FUZZTIME; a
+# failing input is saved under the package's testdata/fuzz and replayed by
+# every later `go test`.
+FUZZ_TARGETS = ./internal/loop:FuzzCanonical ./internal/loop:FuzzCanonicalNumber ./internal/loop:FuzzDecodeArgs \
+	./internal/loop:FuzzStep ./internal/localrun:FuzzParseManifest
+FUZZTIME ?= 4s
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (4s; FUZZTIME=10m make fuzz for a longer search).
+	for t in $(FUZZ_TARGETS); do \
+		go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 .PHONY: bench
 bench: ## Run the benchmarks: the engine's turn and loop detection, API writes per turn.
