@@ -296,14 +296,6 @@ func (r *AgentRunReconciler) forget(uid types.UID) {
 	r.mu.Unlock()
 }
 
-// held counts what this process holds for runs, by kind (tests use it).
-func (r *AgentRunReconciler) held() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return map[string]int{"kits": len(r.kits), "transcripts": len(r.chunks), "writes": len(r.written), "names": len(r.uids),
-		"work": r.work.count()}
-}
-
 // releaseJobs deletes the kept Jobs of mutating calls whose results status
 // now holds: until then a Job is the record that its call ran.
 func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {

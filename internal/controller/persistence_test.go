@@ -434,7 +434,8 @@ func TestPersist_deletedAndFinishedRunsAreForgotten(t *testing.T) {
 			t.Fatal("not every run reached its model call")
 		}
 	}
-	if h := r.held(); h["kits"] != 5 || h["work"] != 5 {
+	held := func() map[string]int { return heldFor(r, runs) }
+	if h := held(); h["kits"] != 5 || h["work"] != 5 || h["names"] != 5 {
 		t.Fatalf("held while calling: %v", h)
 	}
 	for _, run := range runs {
@@ -443,13 +444,38 @@ func TestPersist_deletedAndFinishedRunsAreForgotten(t *testing.T) {
 		}
 	}
 	empty := map[string]int{"kits": 0, "transcripts": 0, "writes": 0, "names": 0, "work": 0}
-	NewWithT(t).Eventually(r.held, 10*time.Second, 20*time.Millisecond).Should(Equal(empty))
+	NewWithT(t).Eventually(held, 10*time.Second, 20*time.Millisecond).Should(Equal(empty))
 
 	// A run that finishes is forgotten too.
 	close(model.release)
-	done := waitOutcome(t, makeRun(ns, "finishes").readTool("a").calls("a", `{}`).answer("x").create(t), 20*time.Second)
+	runs = []*v1alpha1.AgentRun{makeRun(ns, "finishes").readTool("a").calls("a", `{}`).answer("x").create(t)}
+	done := waitOutcome(t, runs[0], 20*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
-	NewWithT(t).Eventually(r.held, 10*time.Second, 20*time.Millisecond).Should(Equal(empty))
+	NewWithT(t).Eventually(held, 10*time.Second, 20*time.Millisecond).Should(Equal(empty))
+}
+
+// heldFor counts what the reconciler holds for these runs, by kind.
+func heldFor(r *AgentRunReconciler, runs []*v1alpha1.AgentRun) map[string]int {
+	out := map[string]int{"kits": 0, "transcripts": 0, "writes": 0, "names": 0, "work": 0}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.work.mu.Lock()
+	defer r.work.mu.Unlock()
+	for _, run := range runs {
+		uid := run.UID
+		for kind, ok := range map[string]bool{"kits": r.kits[uid] != nil, "transcripts": r.chunks[uid] != nil,
+			"writes": r.written[uid].obj != nil, "work": r.work.items[uid] != nil} {
+			if ok {
+				out[kind]++
+			}
+		}
+		for _, v := range r.uids {
+			if v == uid {
+				out["names"]++
+			}
+		}
+	}
+	return out
 }
 
 // holdAll holds every first model call until released.

@@ -114,12 +114,6 @@ func (t *tracker) clear(uid types.UID, key string) {
 	}
 }
 
-func (t *tracker) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.items)
-}
-
 // forget cancels and drops whatever the run had in flight.
 func (t *tracker) forget(uid types.UID) {
 	t.mu.Lock()
