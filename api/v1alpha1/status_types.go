@@ -22,6 +22,12 @@ const (
 	// least one call waits for a person, and False (reason NoApprovalPending)
 	// otherwise.
 	ConditionAwaitingApproval = "AwaitingApproval"
+
+	// ConditionSaved is False (reason PersistFailed) while the operator
+	// cannot save the run's transcript or status and retries; nothing is
+	// dispatched or charged meanwhile. It is removed by the next save that
+	// succeeds, so a healthy run does not carry it.
+	ConditionSaved = "Saved"
 )
 
 // Condition reasons that are not outcomes. Once a run has ended, the
@@ -39,6 +45,8 @@ const (
 	ReasonApprovalRequested = "ApprovalRequested"
 	// ReasonNoApprovalPending is the reason of AwaitingApproval=False.
 	ReasonNoApprovalPending = "NoApprovalPending"
+	// ReasonPersistFailed is the reason of Saved=False.
+	ReasonPersistFailed = "PersistFailed"
 )
 
 // Phase is a display summary of where a run stands, derived from its
@@ -181,7 +189,8 @@ type AgentRunStatus struct {
 	Checkpoint *runtime.RawExtension `json:"checkpoint,omitempty"`
 
 	// conditions are Succeeded (the run's end, monotonic) and
-	// AwaitingApproval.
+	// AwaitingApproval; Saved=False appears only while the operator cannot
+	// save the run and retries.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -255,7 +256,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			r.fail(sc, "the run's transcript cannot be saved: "+err.Error())
 			s, next = nil, nil
 		case err != nil:
-			r.warn(sc, "PersistFailed", "Saving the transcript failed; retrying: "+err.Error())
+			r.unsaved(ctx, sc, "Saving the transcript failed; retrying: "+err.Error())
 			return false, err
 		default:
 			if err := setCheckpoint(st, s); err != nil {
@@ -266,6 +267,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 	if st.ObservedGeneration != sc.run.Generation {
 		st.ObservedGeneration = sc.run.Generation
 	}
+	apimeta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSaved) // this save clears it
 	if !equalStatus(&sc.base.Status, st) {
 		err := r.patchStatus(ctx, sc.base, sc.run)
 		if apierrors.IsConflict(err) {
@@ -284,7 +286,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			}
 		}
 		if err != nil {
-			r.warn(sc, "PersistFailed", "Saving the run's status failed; retrying: "+err.Error())
+			r.unsaved(ctx, sc, "Saving the run's status failed; retrying: "+err.Error())
 			return false, err
 		}
 		written = true
@@ -376,11 +378,22 @@ func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State) error {
 	return nil
 }
 
-// warn records a Warning event on the run at once (persistence failures:
-// the reconcile's own notes are recorded only after a save).
-func (r *AgentRunReconciler) warn(sc *scope, reason, msg string) {
+// unsaved reports a save that failed and will be retried: a Warning event
+// (PersistFailed) and, as far as status can still be written, the
+// condition Saved=False on the status as it was read. Nothing else of the
+// reconcile is written.
+func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string) {
+	msg = clip(msg, 1024)
 	if r.Recorder != nil {
-		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, reason, reason, "%s", clip(msg, 1024))
+		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, "%s", msg)
+	}
+	if c := apimeta.FindStatusCondition(sc.base.Status.Conditions, v1alpha1.ConditionSaved); c != nil && c.Message == msg {
+		return
+	}
+	run := sc.base.DeepCopy()
+	setCondition(&run.Status, v1alpha1.ConditionSaved, metav1.ConditionFalse, v1alpha1.ReasonPersistFailed, msg, metav1.NewTime(sc.now))
+	if err := r.patchStatus(ctx, sc.base, run); err != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("Could not record the failed save in status", "error", err.Error())
 	}
 }
 

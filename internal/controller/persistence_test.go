@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -182,23 +183,35 @@ func TestPersist_longNamesAndResultsThatGrowWhenEscapedAreSavedAndChargedOnce(t 
 	}
 }
 
-// Issue 10.2: a chunk write that fails is an error with an event, retried,
-// and never charged as a lost call.
+// Issue 10.2: a chunk write that fails is an error with a condition and an
+// event, retried, and never charged as a lost call.
 func TestPersist_aFailingChunkWriteChargesNothing(t *testing.T) {
 	ns := namespace(t)
-	var refused atomic.Int64
+	var failing atomic.Bool
+	failing.Store(true)
 	model := &countingModel{}
 	b := makeRun(ns, "flaky-secrets").readTool("lookup").calls("lookup", `{"q":1}`).calls("lookup", `{"q":2}`).answer("done")
 	model.inner = &loop.Scripted{Entries: scriptOf(b)}
 	_, _ = startReconciler(t, &kits{tools: newTools(), model: model}, 0, func(c client.Client, _ func()) client.Client {
 		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
-			if _, ok := obj.(*corev1.Secret); ok && op == "create" && refused.Add(1) <= 4 {
+			if _, ok := obj.(*corev1.Secret); ok && op == "create" && failing.Load() {
 				return apierrors.NewServiceUnavailable("etcd is busy")
 			}
 			return nil
 		}}
 	})
 	run := b.create(t)
+	g := NewWithT(t)
+	g.Eventually(func() string {
+		c := apimeta.FindStatusCondition(get(t, run).Status.Conditions, v1alpha1.ConditionSaved)
+		if c == nil {
+			return ""
+		}
+		return string(c.Status) + " " + c.Reason + ": " + c.Message
+	}, 10*time.Second, 20*time.Millisecond).Should(HavePrefix("False PersistFailed: Saving the transcript failed; retrying"))
+	g.Eventually(func() []string { return eventReasons(t, ns, run.Name) }, 10*time.Second, 50*time.Millisecond).
+		Should(ContainElement("PersistFailed"))
+	failing.Store(false)
 	done := waitOutcome(t, run, 60*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 3")
 	if done.Status.Usage.Turns != 3 || model.calls.Load() != 3 {
@@ -207,8 +220,9 @@ func TestPersist_aFailingChunkWriteChargesNothing(t *testing.T) {
 	if len(readTranscript(t, done)) != 5 {
 		t.Fatalf("the transcript is not whole")
 	}
-	NewWithT(t).Eventually(func() []string { return eventReasons(t, ns, run.Name) }, 10*time.Second, 50*time.Millisecond).
-		Should(ContainElement("PersistFailed"))
+	if c := apimeta.FindStatusCondition(done.Status.Conditions, v1alpha1.ConditionSaved); c != nil {
+		t.Fatalf("the Saved condition outlived the failure: %+v", c)
+	}
 }
 
 func eventReasons(t *testing.T, ns, name string) []string {
