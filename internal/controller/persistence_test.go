@@ -152,6 +152,32 @@ func TestPersist_anOversizedBatchIsCutAndEachReadRunsOnce(t *testing.T) {
 	}
 }
 
+// Issue 10.1: a status write refused for size is never answered by running
+// the tools again: the run ends Error, with what it spent.
+func TestPersist_aStatusWriteRefusedForSizeEndsTheRunWithoutRerunningTools(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	b := makeRun(ns, "too-large").readTool("lookup").calls("lookup", `{"q":1}`).answer("done")
+	_, _ = startReconciler(t, &kits{tools: tb}, 0, func(c client.Client, _ func()) client.Client {
+		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
+			run, ok := obj.(*v1alpha1.AgentRun)
+			if ok && op == "status" && run.Status.Outcome == "" && run.Status.Usage != nil && run.Status.Usage.ToolCalls > 0 {
+				return apierrors.NewRequestEntityTooLargeError("limit is 3145728")
+			}
+			return nil
+		}}
+	})
+	run := b.create(t)
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeError, "the run's status cannot be saved")
+	if diff := cmp.Diff(map[string]int{"t1-c1:lookup": 1}, tb.counts()); diff != "" {
+		t.Fatalf("executions (-want +got):\n%s", diff)
+	}
+	if u := done.Status.Usage; u.Turns != 1 || u.ToolCalls != 1 {
+		t.Fatalf("usage = %+v, want the model call and the read charged", u)
+	}
+}
+
 // Issue 10.2: a run name over 63 characters, or results over 1 MiB once
 // JSON-escaped, used to make every chunk write fail and every reconcile
 // charge a "lost" model call that was never made.
