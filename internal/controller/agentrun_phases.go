@@ -224,6 +224,10 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 	case loop.EffectContinue:
 		// Many turns without outside work: come back for the rest.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	case loop.EffectWait:
+		// A retry's backoff: the checkpoint holds when it is due, so a
+		// restart during the wait resumes it.
+		return ctrl.Result{RequeueAfter: max(time.Millisecond, sc.effect.Until.Sub(sc.now))}, nil
 	}
 	return ctrl.Result{}, nil
 }

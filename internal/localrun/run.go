@@ -100,6 +100,7 @@ func Run(ctx context.Context, path string, o Options) int {
 	runner := &loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools,
 		OnStep:       p.step,
 		CancelReason: interruptedReason,
+		Interrupt:    o.Stop,
 		Cancelled: func() bool {
 			select {
 			case <-o.Stop:

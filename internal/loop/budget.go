@@ -52,6 +52,7 @@ func (c Config) Normalize() Config {
 	if c.Model.Timeout <= 0 {
 		c.Model.Timeout = DefaultModelTimeout
 	}
+	c.Model.Retry = c.Model.Retry.normalize(DefaultModelRetry)
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
 	}
@@ -78,6 +79,7 @@ func (c Config) Normalize() Config {
 		if !t.Mutates {
 			t.Repeatable = true
 		}
+		t.Retry = t.Retry.normalize(DefaultToolRetry)
 		tools[i] = t
 	}
 	c.Tools = tools

@@ -175,15 +175,18 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	switch {
 	case in.Cancel:
 		if s.Phase == PhaseModel {
-			if in.Reply != nil {
+			switch {
+			case in.Reply != nil:
 				e.settleReply(s, in.Reply)
-			} else {
+			case s.RetryAt != nil:
+				// Waiting out a retry's backoff: no call is in flight.
+			default:
 				// Stopped or failed mid-call: what it spent is unknown.
 				e.chargeLostModelCall(s)
 			}
 		}
 		if s.Phase == PhaseAct && len(in.Results) > 0 {
-			e.applyResults(s, in.Results, &notes)
+			e.applyResults(s, in.Results, now, &notes)
 		}
 		reason := in.CancelReason
 		if reason == "" {
@@ -196,33 +199,40 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	case s.Phase == PhaseModel:
 		switch {
 		case in.ModelErr != nil:
-			s.Usage.Turns++
-			s.Reserved = Usage{}
-			e.finish(s, ToolFailure, "the model provider failed: "+cut(in.ModelErr.Error(), 400), &notes)
-			eff = Effect{Kind: EffectFinish}
+			eff = e.onModelError(s, in.ModelErr, now, &notes)
 		case in.Reply != nil:
 			eff = e.onReply(in.context(), s, in.Reply, now, &notes)
+		case s.RetryAt != nil:
+			// A retry's backoff: wait for it, then call again.
+			if w := retryWait(s, now); w != nil {
+				eff = *w
+			} else {
+				eff = Effect{Kind: EffectCallModel, Request: e.Request(s)}
+			}
 		default:
 			// The reply was lost (a crash while the call was in flight):
 			// charge what was reserved, then call again in the same turn.
 			e.chargeLostModelCall(s)
 			notes = append(notes, Note{Kind: NoteModelLost, Warning: true,
 				Message: fmt.Sprintf("The model call of turn %d was lost (a restart); its reservation is charged and the call is made again", s.Turn)})
+			prev := s.Attempt
 			s.Turn--
 			s.Phase = PhaseAdmit
 			eff = e.admitTurn(s, now, &notes)
 			if eff.Kind == EffectCallModel {
-				s.Attempt = 2
+				s.Attempt = prev + 1
 			}
 		}
 	case s.Phase == PhaseApproval:
 		eff = e.onAnswers(s, in.Answers, now, &notes)
 	case s.Phase == PhaseAct:
 		if len(in.Results) == 0 {
-			eff = e.onLostResults(s, &notes)
+			eff = e.onLostResults(s, now, &notes)
 		} else {
-			e.applyResults(s, in.Results, &notes)
-			eff = e.dispatchNext(s, &notes)
+			e.applyResults(s, in.Results, now, &notes)
+			if !s.Done() {
+				eff = e.dispatchNext(s, now, &notes)
+			}
 		}
 	default:
 		e.finish(s, Error, fmt.Sprintf("the run's state has an unknown phase %q", s.Phase), &notes)
@@ -629,14 +639,15 @@ func (e *Engine) startActing(s *State, notes *[]Note) Effect {
 	}
 	s.Reserved = res
 	s.Phase = PhaseAct
-	return e.dispatchNext(s, notes)
+	return e.dispatchNext(s, e.clock(), notes)
 }
 
 // dispatchNext hands out the next group: every approved read at once
 // (concurrently), then the approved writes one at a time in proposal
-// order. When nothing is left it appends the observations, in proposal
-// order, and ends the turn.
-func (e *Engine) dispatchNext(s *State, notes *[]Note) Effect {
+// order. Calls waiting for a retry go again, as one group, once their
+// backoff has passed, before anything after them. When nothing is left it
+// appends the observations, in proposal order, and ends the turn.
+func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 	inflight := false
 	var reads []Invocation
 	for i := range s.Calls {
@@ -645,8 +656,7 @@ func (e *Engine) dispatchNext(s *State, notes *[]Note) Effect {
 			inflight = true
 		}
 		if c.State == CallProposed && c.Approved() && !c.Mutates {
-			c.State = CallDispatched
-			reads = append(reads, e.invocation(s, c))
+			reads = append(reads, e.dispatch(s, c))
 		}
 	}
 	if len(reads) > 0 {
@@ -655,11 +665,24 @@ func (e *Engine) dispatchNext(s *State, notes *[]Note) Effect {
 	if inflight {
 		return Effect{Kind: EffectRunTools}
 	}
+	if w := retryWait(s, now); w != nil {
+		return *w
+	}
+	var again []Invocation
+	writes := false
+	for i := range s.Calls {
+		if c := &s.Calls[i]; c.State == CallRetrying {
+			writes = writes || c.Mutates
+			again = append(again, e.dispatch(s, c))
+		}
+	}
+	if len(again) > 0 {
+		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1 && !writes}
+	}
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		if c.State == CallProposed && c.Approved() {
-			c.State = CallDispatched
-			return Effect{Kind: EffectRunTools, Calls: []Invocation{e.invocation(s, c)}}
+			return Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}}
 		}
 	}
 	for i := range s.Calls {
@@ -675,10 +698,17 @@ func (e *Engine) endTurn(s *State) Effect {
 	return Effect{Kind: EffectContinue}
 }
 
+// dispatch marks c dispatched as its next attempt and returns its invocation.
+func (e *Engine) dispatch(s *State, c *Call) Invocation {
+	c.State = CallDispatched
+	c.Attempts++
+	return e.invocation(s, c)
+}
+
 func (e *Engine) invocation(s *State, c *Call) Invocation {
 	t := e.tool(c.Name)
 	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: IdempotencyKey(s.RunID, c.ID),
-		Timeout: t.Timeout, StartupGrace: t.StartupGrace, KillGrace: t.KillGrace, MaxResultBytes: t.MaxResultBytes}
+		Attempt: max(c.Attempts, 1), Timeout: t.Timeout, StartupGrace: t.StartupGrace, KillGrace: t.KillGrace, MaxResultBytes: t.MaxResultBytes}
 }
 
 // IdempotencyKey is the key a tool call carries: the run's id and the
@@ -695,7 +725,11 @@ func randomRunID() string {
 	return "run-" + hex.EncodeToString(b[:])
 }
 
-func (e *Engine) applyResults(s *State, results []Result, notes *[]Note) {
+// applyResults records a group's results. A call whose attempt failed
+// transiently is retried or ends the run (see scheduleRetries); every
+// other call gets its observation.
+func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) {
+	var retry []retryCandidate
 	for _, r := range results {
 		for i := range s.Calls {
 			c := &s.Calls[i]
@@ -703,9 +737,14 @@ func (e *Engine) applyResults(s *State, results []Result, notes *[]Note) {
 				continue
 			}
 			t := e.tool(c.Name)
+			e.settleCall(s, t, c.Attempts <= 1)
+			if r.Failure.Transient() {
+				c.State, c.LastFailure = CallRetrying, failureSummary(r.Failure)
+				retry = append(retry, retryCandidate{call: c, retryAfter: r.Failure.RetryAfter, failure: r})
+				continue
+			}
 			c.Observation, c.ObsStatus = Observe(c.Name, t.MaxResultBytes, r)
 			c.State = CallDone
-			e.settleCall(s, t)
 			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
 			if r.Failure != nil {
 				msg += fmt.Sprintf(" (%s", r.Failure.Kind)
@@ -720,30 +759,38 @@ func (e *Engine) applyResults(s *State, results []Result, notes *[]Note) {
 			*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: r.Failure != nil, Message: msg})
 		}
 	}
+	if len(retry) > 0 {
+		e.scheduleRetries(s, retry, now, notes)
+	}
 }
 
-// settleCall moves one executed call from reserved to consumed. A tool's
-// declared maxCostUSD is what it costs: tools do not report spend, so the
-// declared ceiling is charged (never under-counted).
-func (e *Engine) settleCall(s *State, t *ToolSpec) {
+// settleCall moves one executed attempt from reserved to consumed. A
+// tool's declared maxCostUSD is what it costs: tools do not report spend,
+// so the declared ceiling is charged (never under-counted). Every attempt
+// is a tool call; only a call's first attempt counts against its tool's
+// perTool limit, which bounds distinct calls, not retries of one.
+func (e *Engine) settleCall(s *State, t *ToolSpec, first bool) {
 	s.Usage.ToolCalls++
 	if s.Usage.PerTool == nil {
 		s.Usage.PerTool = map[string]int{}
 	}
-	s.Usage.PerTool[t.Name]++
 	s.Usage.Cost += t.MaxCost
 	s.Reserved.ToolCalls = max(0, s.Reserved.ToolCalls-1)
+	s.Reserved.Cost = max(0, s.Reserved.Cost-t.MaxCost)
+	if !first {
+		return
+	}
+	s.Usage.PerTool[t.Name]++
 	if s.Reserved.PerTool[t.Name] > 0 {
 		s.Reserved.PerTool[t.Name]--
 	}
-	s.Reserved.Cost = max(0, s.Reserved.Cost-t.MaxCost)
 }
 
 // onLostResults handles a restart while calls were dispatched: a call that
 // may safely run again (read-only, or an executor that adopts the earlier
 // attempt) is dispatched again; any other call is never repeated and its
 // observation says its outcome is unknown.
-func (e *Engine) onLostResults(s *State, notes *[]Note) Effect {
+func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
 	var again []Invocation
 	for i := range s.Calls {
 		c := &s.Calls[i]
@@ -762,12 +809,12 @@ func (e *Engine) onLostResults(s *State, notes *[]Note) Effect {
 		}
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = Observe(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
-		e.settleCall(s, t)
+		e.settleCall(s, t, c.Attempts <= 1)
 		*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: true,
 			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})
 	}
 	if len(again) > 0 {
 		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1}
 	}
-	return e.dispatchNext(s, notes)
+	return e.dispatchNext(s, now, notes)
 }

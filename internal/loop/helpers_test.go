@@ -103,7 +103,8 @@ func (r *run) engine() *Engine {
 func (r *run) go_() *State {
 	r.t.Helper()
 	s := &State{}
-	(&Runner{Engine: r.engine(), Model: &Scripted{Entries: r.script}, Tools: r.tools, Approve: r.approve}).Run(context.Background(), s)
+	(&Runner{Engine: r.engine(), Model: &Scripted{Entries: r.script}, Tools: r.tools, Approve: r.approve,
+		Sleep: func(_ context.Context, d time.Duration) { r.clock.Advance(d) }}).Run(context.Background(), s)
 	return s
 }
 

@@ -17,6 +17,7 @@ import (
 func randomRun(seed uint64) (Config, []ScriptEntry) {
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	cfg := Config{
+		RunID:  fmt.Sprintf("seed-%d", seed),
 		Goal:   "Explain the double charge.",
 		Budget: Budget{MaxTurns: 2 + rng.IntN(10), MaxTokens: 1_000_000, MaxCost: MustMoney("5"), MaxToolCalls: 5 + rng.IntN(20)},
 		Model:  ModelConfig{Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15"), CachedInput: MustMoney("0.3")}},
@@ -114,6 +115,8 @@ func reloadingRun(t *testing.T, cfg Config, script []ScriptEntry, clock *fakeClo
 			in.Answers = propertyApprover(context.Background(), eff.Pending)
 		case EffectRunTools:
 			in.Results = ExecuteBatch(context.Background(), tools, eff.Calls, eff.Concurrent)
+		case EffectWait:
+			clock.Advance(eff.Until.Sub(clock.Now()))
 		}
 	}
 	t.Fatal("the run did not end within 500 steps")
@@ -131,7 +134,8 @@ func TestProperty_reloadingAtEveryPhaseBoundaryChangesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		(&Runner{Engine: e, Model: &Scripted{Entries: script}, Tools: propertyTools(c1), Approve: propertyApprover}).Run(context.Background(), straight)
+		(&Runner{Engine: e, Model: &Scripted{Entries: script}, Tools: propertyTools(c1), Approve: propertyApprover,
+			Sleep: func(_ context.Context, d time.Duration) { c1.Advance(d) }}).Run(context.Background(), straight)
 
 		reloaded, _ := reloadingRun(t, cfg, script, newClock(), nil)
 

@@ -31,6 +31,13 @@ type Runner struct {
 	// (with CancelReason as the reason, when set).
 	Cancelled    func() bool
 	CancelReason string
+	// Interrupt, when closed, cuts a retry's backoff short so that
+	// Cancelled is polled at once (agentrun local closes it on Ctrl-C).
+	Interrupt <-chan struct{}
+	// Sleep waits out a retry's backoff of d; nil waits on a timer,
+	// returning early when ctx ends or Interrupt is closed. (Tests with a
+	// fake clock advance it here.)
+	Sleep func(ctx context.Context, d time.Duration)
 }
 
 // Run steps s until the run ends. It starts a new run from the zero State
@@ -82,6 +89,8 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 			cancel()
 		case EffectRunTools:
 			in.Results = ExecuteBatch(ctx, r.Tools, eff.Calls, eff.Concurrent)
+		case EffectWait:
+			r.sleep(ctx, eff.Until.Sub(r.Engine.clock()))
 		}
 		if ctx.Err() != nil {
 			// Keep what came back: the engine settles it before it stops.
@@ -90,6 +99,23 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 				in.CancelReason = r.CancelReason
 			}
 		}
+	}
+}
+
+func (r *Runner) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if r.Sleep != nil {
+		r.Sleep(ctx, d)
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-r.Interrupt:
 	}
 }
 

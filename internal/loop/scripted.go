@@ -15,9 +15,11 @@ type ScriptEntry struct {
 	Usage     TokenUsage
 	// Refusal makes the model refuse with this text.
 	Refusal string
-	// Error makes the call fail with this text (as a provider would after
-	// its retries).
-	Error string
+	// Error makes the call fail with this text: a permanent failure, or,
+	// with Transient, an outage the engine retries under model.retry (the
+	// same entry answers every attempt).
+	Error     string
+	Transient bool
 	// Truncated marks the answer as cut at the output limit.
 	Truncated bool
 	// Delay is how long the call takes.
@@ -57,7 +59,7 @@ func (m *Scripted) Complete(ctx context.Context, req *Request) (*Reply, error) {
 		}
 	}
 	if en.Error != "" {
-		return nil, fmt.Errorf("scripted model: %s", en.Error)
+		return nil, &scriptedError{msg: "scripted model: " + en.Error, transient: en.Transient}
 	}
 	r := &Reply{Content: en.Content, Refusal: en.Refusal, Truncated: en.Truncated, Usage: en.Usage}
 	if len(en.ToolCalls) > 0 {
@@ -65,3 +67,14 @@ func (m *Scripted) Complete(ctx context.Context, req *Request) (*Reply, error) {
 	}
 	return r, nil
 }
+
+// scriptedError is a scripted call's failure; it says whether it is
+// transient (see TransientError).
+type scriptedError struct {
+	msg       string
+	transient bool
+}
+
+func (e *scriptedError) Error() string             { return e.msg }
+func (e *scriptedError) Transient() bool           { return e.transient }
+func (e *scriptedError) RetryAfter() time.Duration { return 0 }

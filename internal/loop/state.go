@@ -55,6 +55,9 @@ const (
 	CallDispatched CallState = "Dispatched"
 	// CallDone: the observation is recorded.
 	CallDone CallState = "Done"
+	// CallRetrying: an attempt failed transiently and another one is due
+	// at State.RetryAt.
+	CallRetrying CallState = "Retrying"
 )
 
 // Call is one proposed call with its verdict, as recorded before anything runs.
@@ -78,6 +81,10 @@ type Call struct {
 	ObsStatus string `json:"obsStatus,omitempty"`
 	// RequestedAt is when an ASK started waiting.
 	RequestedAt *time.Time `json:"requestedAt,omitempty"`
+	// Attempts counts the attempts dispatched for this call (retries
+	// included); LastFailure is how the last failed one failed.
+	Attempts    int    `json:"attempts,omitempty"`
+	LastFailure string `json:"lastFailure,omitempty"`
 }
 
 // Approved reports whether the call may run.
@@ -101,11 +108,15 @@ type State struct {
 	Phase Phase  `json:"phase,omitempty"`
 	// Turn is the turn in progress or last finished (1-based).
 	Turn int `json:"turn"`
-	// Attempt counts model calls made for this turn (more than one only
-	// after a call was lost to a crash).
-	Attempt  int   `json:"attempt,omitempty"`
-	Usage    Usage `json:"usage"`
-	Reserved Usage `json:"reserved"`
+	// Attempt counts model calls made for this turn (more than one after
+	// a transient failure was retried, or a call was lost to a crash).
+	Attempt int `json:"attempt,omitempty"`
+	// RetryAt is when the next attempt is due, while the run waits out a
+	// retry's backoff (of the model call, or of the calls in state
+	// Retrying); nil otherwise.
+	RetryAt  *time.Time `json:"retryAt,omitempty"`
+	Usage    Usage      `json:"usage"`
+	Reserved Usage      `json:"reserved"`
 	// Calls is the current turn's batch, in proposal order.
 	Calls []Call `json:"calls,omitempty"`
 	// Transcript is every message after the goal, in order.
@@ -191,6 +202,10 @@ const (
 	// EffectContinue: the state advanced without outside work; step again
 	// (persisting first is allowed, not required).
 	EffectContinue EffectKind = "Continue"
+	// EffectWait: persist the state and step again, with an empty Input,
+	// at Until (a retry's backoff). The wait is work: it counts on the
+	// wall clock, and it was reserved before it began.
+	EffectWait EffectKind = "Wait"
 	// EffectFinish: the run has ended; persist the final state.
 	EffectFinish EffectKind = "Finish"
 )
@@ -204,7 +219,9 @@ type Effect struct {
 	Concurrent bool
 	// Pending are the calls that wait for a person (EffectAsk).
 	Pending []Call
-	Notes   []Note
+	// Until is when to step again (EffectWait).
+	Until time.Time
+	Notes []Note
 }
 
 // NoteKind classifies a note.
@@ -220,7 +237,9 @@ const (
 	NoteStaleApproval NoteKind = "StaleApproval"
 	NoteBudgetWarning NoteKind = "BudgetWarning"
 	NoteModelLost     NoteKind = "ModelCallLost"
-	NoteFinished      NoteKind = "RunFinished"
+	// NoteRetry: an attempt failed transiently and another is scheduled.
+	NoteRetry    NoteKind = "RetryScheduled"
+	NoteFinished NoteKind = "RunFinished"
 )
 
 // Note is a human-readable record of something a step did. Notes never

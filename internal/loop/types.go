@@ -114,6 +114,25 @@ type ModelConfig struct {
 	// for that call.
 	Timeout time.Duration
 	Pricing Pricing
+	// Retry bounds the retries of a model call that failed transiently
+	// (the provider unreachable, overloaded or rate limited).
+	Retry RetryPolicy
+}
+
+// RetryPolicy says how a call that failed transiently is tried again: at
+// most MaxAttempts attempts in all (the first included), waiting an
+// exponentially growing, jittered backoff between them that starts at
+// InitialBackoff and is capped at MaxBackoff, or longer when the
+// dependency asked for a longer wait (Retry-After). Every attempt is work
+// like any other: it is reserved against the ceilings before it is made.
+type RetryPolicy struct {
+	MaxAttempts    int
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// MutatingSafe lets a mutating tool's calls be retried: the tool
+	// declares that it deduplicates by the idempotency key every attempt
+	// carries. Without it a mutating call is tried once. (Tools only.)
+	MutatingSafe bool
 }
 
 // Pricing is in US dollars per million tokens.
@@ -187,6 +206,10 @@ type ToolSpec struct {
 	// deadline and the SIGKILL that follows; zero for tools that are not
 	// a process (HTTP, MCP, builtin).
 	KillGrace time.Duration
+	// Retry bounds the retries of a call that failed transiently (see
+	// Failure.Transient). A mutating tool's calls are retried only when
+	// Retry.MutatingSafe is set.
+	Retry RetryPolicy
 }
 
 // MaxDuration is the most one call of the tool may take from dispatch to
@@ -225,11 +248,22 @@ type Guardrail struct {
 	Reason   string
 }
 
-// Model is one model provider. Complete makes exactly one call (retries of
-// transport failures inside it are the provider's business and must stay
-// bounded). An error returned after retries ends the run as ToolFailure.
+// Model is one model provider. Complete makes exactly one call; retrying
+// it is the engine's business (ModelConfig.Retry). An error that
+// implements TransientError and says so is retried with backoff; any other
+// error, or one that stays after the retries, ends the run as ToolFailure.
 type Model interface {
 	Complete(ctx context.Context, req *Request) (*Reply, error)
+}
+
+// TransientError is implemented by model errors that can say whether an
+// unchanged retry may succeed (a connection refused, a timeout, HTTP 408,
+// 429 or 5xx) and how long the provider asked to wait first (its
+// Retry-After; zero when it did not say).
+type TransientError interface {
+	error
+	Transient() bool
+	RetryAfter() time.Duration
 }
 
 // TokenEstimator may be implemented by a Model to estimate a request's
@@ -323,6 +357,8 @@ type Invocation struct {
 	// every attempt of the call, retries and restarts included (see
 	// loop.IdempotencyKey).
 	IdempotencyKey string
+	// Attempt is 1 for a call's first attempt, 2 for its first retry ...
+	Attempt int
 	// Timeout is the tool's own deadline, counted from its start.
 	Timeout time.Duration
 	// StartupGrace bounds the time before the tool starts (a pod being
@@ -412,6 +448,28 @@ type Failure struct {
 	Code int `json:"code,omitempty"`
 	// Detail is a short description (the tail of stderr, the error text).
 	Detail string `json:"detail,omitempty"`
+	// RetryAfter is how long the dependency asked to wait before another
+	// attempt (an HTTP Retry-After); zero when it did not say.
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+}
+
+// Transient reports whether an unchanged retry of the call may succeed:
+// the dependency could not be reached or started (Unavailable), did not
+// answer in time (Timeout), or answered HTTP 408, 429 or 5xx (except 501
+// and 505, which say the request itself cannot be served). Invalid calls,
+// exit codes, tool errors and unknown outcomes are not transient.
+func (f *Failure) Transient() bool {
+	if f == nil {
+		return false
+	}
+	switch f.Kind {
+	case FailUnavailable, FailTimeout:
+		return true
+	case FailHTTP:
+		c := f.Code
+		return c == 408 || c == 429 || (c >= 500 && c <= 599 && c != 501 && c != 505)
+	}
+	return false
 }
 
 // MaxDetailBytes bounds Failure.Detail: a detail is a short account, never

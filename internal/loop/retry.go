@@ -1,0 +1,207 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Retry defaults (part of the API contract, documented on tools[].retry
+// and model.retry).
+var (
+	// DefaultToolRetry: three attempts, 1s then about 2s apart (jittered).
+	DefaultToolRetry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: 30 * time.Second}
+	// DefaultModelRetry: five attempts over about half a minute, so a
+	// provider outage of a few seconds never ends a run.
+	DefaultModelRetry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute}
+)
+
+// normalize fills the unset fields of p from def.
+func (p RetryPolicy) normalize(def RetryPolicy) RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = def.MaxAttempts
+	}
+	if p.InitialBackoff <= 0 {
+		p.InitialBackoff = def.InitialBackoff
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = max(def.MaxBackoff, p.InitialBackoff)
+	}
+	p.MaxBackoff = max(p.MaxBackoff, p.InitialBackoff)
+	return p
+}
+
+// backoff is the wait after attempt number failed (1 for the first):
+// InitialBackoff doubled for each earlier failure and capped at
+// MaxBackoff, times a jitter factor in [0.5, 1.5) (still capped), and
+// never shorter than the wait the dependency asked for. The jitter is
+// drawn from seed (the run and the call), not from a global source: runs
+// retrying together spread out, while one run's decisions stay a function
+// of its state, so replaying them gives the same answer.
+func (p RetryPolicy) backoff(failed int, retryAfter time.Duration, seed string) time.Duration {
+	d := p.InitialBackoff
+	for i := 1; i < failed && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, p.MaxBackoff)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", seed, failed)
+	jitter := 0.5 + float64(h.Sum64()>>11)/float64(1<<53) // [0.5, 1.5)
+	d = min(time.Duration(float64(d)*jitter), p.MaxBackoff)
+	return max(d, retryAfter)
+}
+
+// retryWait returns the effect that waits for the due retry, or nil when
+// it is due now (and clears it).
+func retryWait(s *State, now time.Time) *Effect {
+	if s.RetryAt == nil {
+		return nil
+	}
+	if now.Before(*s.RetryAt) {
+		return &Effect{Kind: EffectWait, Until: *s.RetryAt}
+	}
+	s.RetryAt = nil
+	return nil
+}
+
+// onModelError handles a failed model call: a transient failure with
+// attempts left is retried after its backoff, once that wait and the next
+// attempt are admitted against the ceilings; anything else ends the run
+// ToolFailure, naming the attempts and the last error.
+func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note) Effect {
+	p := e.cfg.Model.Retry
+	msg := cut(err.Error(), 400)
+	var te TransientError
+	if !errors.As(err, &te) || !te.Transient() {
+		s.Usage.Turns++
+		e.finish(s, ToolFailure, "the model provider failed: "+msg, notes)
+		return Effect{Kind: EffectFinish}
+	}
+	if s.Attempt >= p.MaxAttempts {
+		s.Usage.Turns++
+		e.finish(s, ToolFailure, fmt.Sprintf("the model provider stayed unavailable after %s (model.retry.maxAttempts is %d); last error: %s",
+			plural(s.Attempt, "attempt"), p.MaxAttempts, msg), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	delay := p.backoff(s.Attempt, te.RetryAfter(), fmt.Sprintf("%s/model/t%d", s.RunID, s.Turn))
+	res := s.Reserved
+	res.WallClock = delay + e.cfg.Model.Timeout + e.cfg.ToolAllowance.WallClock
+	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+		s.Usage.Turns++
+		e.finish(s, ToolFailure, fmt.Sprintf("the model provider was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
+			plural(s.Attempt, "attempt"), msg, rej.Reason), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	s.Reserved = res
+	at := now.Add(delay)
+	s.RetryAt = &at
+	s.Attempt++
+	*notes = append(*notes, Note{Kind: NoteRetry, Warning: true, Message: fmt.Sprintf(
+		"Model call of turn %d failed on attempt %d of %d (%s); retrying in %s", s.Turn, s.Attempt-1, p.MaxAttempts, msg, roundDelay(delay))})
+	return Effect{Kind: EffectWait, Until: at}
+}
+
+// retryCandidate is a call whose attempt failed transiently.
+type retryCandidate struct {
+	call       *Call
+	retryAfter time.Duration
+	failure    Result
+}
+
+// scheduleRetries decides what happens to the calls of one group whose
+// attempt failed transiently. When every one of them may be tried again
+// (attempts left; a mutating tool only if it is declared retry-safe) and
+// the retries fit the ceilings, they wait in state Retrying for the
+// longest of their backoffs; otherwise the run ends ToolFailure, naming
+// the tool, its attempts and the last error.
+func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time, notes *[]Note) {
+	var delay, longest time.Duration
+	res := s.Reserved
+	res.PerTool = nil // retries of a call are not new calls of its tool
+	for _, rc := range cands {
+		c, t := rc.call, e.tool(rc.call.Name)
+		p := t.Retry
+		switch {
+		case t.Mutates && !p.MutatingSafe:
+			e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) failed after 1 attempt and was not retried: it mutates and does not set retry.mutatingSafe; last error: %s",
+				c.Name, c.ID, c.LastFailure), notes)
+			return
+		case c.Attempts >= p.MaxAttempts:
+			e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) stayed unavailable after %s (retry.maxAttempts is %d); last error: %s",
+				c.Name, c.ID, plural(c.Attempts, "attempt"), p.MaxAttempts, c.LastFailure), notes)
+			return
+		}
+		delay = max(delay, p.backoff(c.Attempts, rc.retryAfter, IdempotencyKey(s.RunID, c.ID)))
+		longest = max(longest, t.MaxDuration())
+		res.ToolCalls++
+		res.Cost += t.MaxCost
+	}
+	var waiting []Call
+	for _, c := range s.Calls {
+		if c.State == CallProposed {
+			waiting = append(waiting, c)
+		}
+	}
+	// The retried calls go again as one group (reads at most
+	// maxConcurrentReads at a time), then whatever has not run yet.
+	waves := (len(cands) + maxConcurrentReads - 1) / maxConcurrentReads
+	res.WallClock = delay + time.Duration(waves)*longest + e.batchReservation(waiting).WallClock
+	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+		rc := cands[0]
+		e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
+			rc.call.Name, rc.call.ID, plural(rc.call.Attempts, "attempt"), rc.call.LastFailure, rej.Reason), notes)
+		return
+	}
+	res.PerTool = s.Reserved.PerTool
+	s.Reserved = res
+	at := now.Add(delay)
+	s.RetryAt = &at
+	for _, rc := range cands {
+		c := rc.call
+		c.State = CallRetrying
+		*notes = append(*notes, Note{Kind: NoteRetry, CallID: c.ID, Warning: true, Message: fmt.Sprintf(
+			"%s %s: attempt %d of %d failed (%s); retrying in %s", c.ID, c.Name, c.Attempts, e.tool(c.Name).Retry.MaxAttempts,
+			c.LastFailure, roundDelay(delay))})
+	}
+}
+
+// endWithToolFailure records the failed call's observation, closes the
+// batch's transcript with the observations made so far, and ends the run.
+func (e *Engine) endWithToolFailure(s *State, rc retryCandidate, reason string, notes *[]Note) {
+	c := rc.call
+	c.Observation, c.ObsStatus = Observe(c.Name, e.tool(c.Name).MaxResultBytes, rc.failure)
+	c.State = CallDone
+	for i := range s.Calls {
+		if d := &s.Calls[i]; d.State == CallDone {
+			s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: d.ID, Tool: d.Name, Content: d.Observation, Status: d.ObsStatus})
+		}
+	}
+	e.finish(s, ToolFailure, reason, notes)
+}
+
+// failureSummary is a failure in a few words: its kind, code and detail.
+func failureSummary(f *Failure) string {
+	out := string(f.Kind)
+	if f.Code != 0 {
+		out += fmt.Sprintf(" %d", f.Code)
+	}
+	if f.Detail != "" {
+		out += ": " + cut(f.Detail, 300)
+	}
+	return out
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func roundDelay(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
+}
