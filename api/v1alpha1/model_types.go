@@ -69,6 +69,14 @@ type ModelSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="model.timeout must be a positive duration such as 60s or 2m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
+	// retry says how a model call that failed transiently (the provider
+	// could not be reached, timed out, or answered HTTP 408, 429 or 5xx) is
+	// tried again before the run ends ToolFailure. Defaults to 5 attempts,
+	// 2s initial and 1m maximum backoff.
+	// +optional
+	// +kubebuilder:default={}
+	Retry *ModelRetry `json:"retry,omitempty"`
+
 	// pricing is what the model costs, in US dollars per million tokens. It
 	// turns token usage into spend for budget.maxCostUSD. Prices left unset
 	// count as zero.
@@ -81,6 +89,41 @@ type ModelSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=512
 	Script []ScriptStep `json:"script,omitempty"`
+}
+
+// ModelRetry bounds the retries of a model call that failed transiently.
+// Attempts are spaced by an exponential backoff (doubling from
+// initialBackoff, capped at maxBackoff, with jitter of ±50% that never
+// passes the cap), or by the provider's Retry-After when that is longer.
+// Each retry reserves its backoff and model.timeout on the wall clock
+// before it waits; a retry is not a turn.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.initialBackoff) || !has(self.maxBackoff) || duration(self.maxBackoff) >= duration(self.initialBackoff)`,message="model.retry.maxBackoff must not be shorter than model.retry.initialBackoff"
+type ModelRetry struct {
+	// maxAttempts is the number of attempts of one model call in all, the
+	// first included: 1 never retries. Defaults to 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+
+	// initialBackoff is the wait before the first retry. Defaults to 2s.
+	// +optional
+	// +kubebuilder:default="2s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')`,message="model.retry.initialBackoff must be a positive duration of at most 10m, such as 2s"
+	InitialBackoff *metav1.Duration `json:"initialBackoff,omitempty"`
+
+	// maxBackoff caps the wait between two attempts (a longer Retry-After
+	// is still honoured). Defaults to 1m.
+	// +optional
+	// +kubebuilder:default="1m0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('1h')`,message="model.retry.maxBackoff must be a positive duration of at most 1h, such as 1m"
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
 }
 
 // ModelPricing is in US dollars per million tokens, as decimal strings.
@@ -106,6 +149,7 @@ type ModelPricing struct {
 // the output limit.
 //
 // +kubebuilder:validation:XValidation:rule=`[has(self.content) || has(self.toolCalls), has(self.refusal), has(self.error)].filter(x, x).size() <= 1`,message="a script entry is one reply: content and/or toolCalls, or refusal, or error, not several of them"
+// +kubebuilder:validation:XValidation:rule=`!has(self.transient) || !self.transient || has(self.error)`,message="transient only qualifies an error: set error too, or remove transient"
 type ScriptStep struct {
 	// content is the text of the reply. A reply with content and no tool
 	// calls is the final answer.
@@ -129,11 +173,18 @@ type ScriptStep struct {
 	// +kubebuilder:validation:MaxLength=4096
 	Refusal string `json:"refusal,omitempty"`
 
-	// error makes the model call fail with this message, as an unavailable
-	// provider would.
+	// error makes the model call fail with this message, as a provider
+	// that answered with an error would: the run ends ToolFailure, unless
+	// transient is set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Error string `json:"error,omitempty"`
+
+	// transient makes error a transient outage (a provider that cannot be
+	// reached or is overloaded): the call is retried under model.retry, and
+	// this same entry answers every attempt.
+	// +optional
+	Transient bool `json:"transient,omitempty"`
 
 	// truncated marks the reply as cut at the output limit; a truncated
 	// answer is never taken as final.

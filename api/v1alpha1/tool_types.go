@@ -71,6 +71,15 @@ type ToolSpec struct {
 	// +kubebuilder:validation:Maximum=262144
 	MaxResultBytes *int32 `json:"maxResultBytes,omitempty"`
 
+	// retry says how a call that failed transiently (the dependency could
+	// not be reached or started, timed out, or answered HTTP 408, 429 or
+	// 5xx) is tried again before the run ends ToolFailure. A mutating
+	// tool's calls are tried once unless retry.mutatingSafe is true.
+	// Defaults to 3 attempts, 1s initial and 30s maximum backoff.
+	// +optional
+	// +kubebuilder:default={}
+	Retry *ToolRetry `json:"retry,omitempty"`
+
 	// http calls an HTTP endpoint.
 	// +optional
 	HTTP *HTTPTool `json:"http,omitempty"`
@@ -92,6 +101,50 @@ type ToolSpec struct {
 	// kubernetes.events.
 	// +optional
 	Builtin BuiltinTool `json:"builtin,omitempty"`
+}
+
+// ToolRetry bounds the retries of a tool call that failed transiently.
+// Attempts are spaced by an exponential backoff (doubling from
+// initialBackoff, capped at maxBackoff, with jitter of ±50% that never
+// passes the cap), or by the dependency's Retry-After when that is longer.
+// Every attempt is reserved against the budget (a tool call, the tool's
+// maxCostUSD, the backoff and the tool's timeout on the wall clock) before
+// it is made; only the first counts against the tool's perTool limit.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.initialBackoff) || !has(self.maxBackoff) || duration(self.maxBackoff) >= duration(self.initialBackoff)`,message="retry.maxBackoff must not be shorter than retry.initialBackoff"
+type ToolRetry struct {
+	// maxAttempts is the number of attempts in all, the first included: 1
+	// never retries. Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+
+	// initialBackoff is the wait before the first retry. Defaults to 1s.
+	// +optional
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')`,message="retry.initialBackoff must be a positive duration of at most 10m, such as 1s"
+	InitialBackoff *metav1.Duration `json:"initialBackoff,omitempty"`
+
+	// maxBackoff caps the wait between two attempts (a longer Retry-After
+	// is still honoured). Defaults to 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('1h')`,message="retry.maxBackoff must be a positive duration of at most 1h, such as 30s"
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
+
+	// mutatingSafe declares that the tool deduplicates by the idempotency
+	// key every attempt of a call carries (AGENTRUN_IDEMPOTENCY_KEY, the
+	// Idempotency-Key header, MCP _meta), so a mutating call may be retried.
+	// Without it a call of a mutating tool is tried once, and a transient
+	// failure ends the run ToolFailure. Defaults to false.
+	// +optional
+	MutatingSafe bool `json:"mutatingSafe,omitempty"`
 }
 
 // HTTPMethod is an HTTP request method.

@@ -52,8 +52,6 @@ type Builder struct {
 	// means builtin tools are not available (agentrun local).
 	Kube   *rest.Config
 	Mapper meta.RESTMapper
-	// OnRetry sees every model call retry (the operator makes it an event).
-	OnRetry func(run *v1alpha1.AgentRun, provider string, attempt, status int, err error)
 	// HTTPClient is used by model providers (tests point it at fakes).
 	HTTPClient *http.Client
 	// Clock is time.Now unless set.
@@ -225,13 +223,11 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 		}
 		return strings.TrimSpace(v), nil
 	}
-	provider := string(spec.Provider)
-	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient}
+	// One attempt per call: the engine retries transient failures itself
+	// (model.retry), with a backoff it reserves and checkpoints.
+	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient, MaxRetries: -1}
 	if spec.Timeout != nil {
 		mc.Timeout = spec.Timeout.Duration
-	}
-	if b.OnRetry != nil {
-		mc.OnRetry = func(attempt, status int, err error) { b.OnRetry(run, provider, attempt, status, err) }
 	}
 	switch spec.Provider {
 	case v1alpha1.ProviderOpenAI:

@@ -34,6 +34,9 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 
 	m := &spec.Model
 	cfg.Model = loop.ModelConfig{Provider: string(m.Provider), Name: m.Name, Timeout: dur(m.Timeout)}
+	if r := m.Retry; r != nil {
+		cfg.Model.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff), MaxBackoff: dur(r.MaxBackoff)}
+	}
 	if m.MaxOutputTokens != nil {
 		cfg.Model.MaxOutputTokens = int64(*m.MaxOutputTokens)
 	}
@@ -95,6 +98,10 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		if ts.MaxCost, err = money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
 			return cfg, err
 		}
+		if r := t.Retry; r != nil {
+			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff),
+				MaxBackoff: dur(r.MaxBackoff), MutatingSafe: r.MutatingSafe}
+		}
 		if t.Job != nil {
 			// A Job is named after its call, so a second dispatch after a
 			// crash adopts the first: it may be dispatched again.
@@ -125,7 +132,8 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 func Script(steps []v1alpha1.ScriptStep) []loop.ScriptEntry {
 	out := make([]loop.ScriptEntry, len(steps))
 	for i, st := range steps {
-		e := loop.ScriptEntry{Content: st.Content, Refusal: st.Refusal, Error: st.Error, Truncated: st.Truncated, Delay: dur(st.Delay)}
+		e := loop.ScriptEntry{Content: st.Content, Refusal: st.Refusal, Error: st.Error, Transient: st.Transient,
+			Truncated: st.Truncated, Delay: dur(st.Delay)}
 		if u := st.Usage; u != nil {
 			e.Usage = loop.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens}
 		}

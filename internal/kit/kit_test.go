@@ -41,6 +41,7 @@ spec:
     provider: scripted
     maxOutputTokens: 1000
     timeout: 20s
+    retry: {maxAttempts: 7, initialBackoff: 3s, maxBackoff: 2m}
     pricing: {input: "3", output: "15", cachedInput: "0.3"}
     script: [{content: done, usage: {inputTokens: 10, outputTokens: 2}}]
   budget:
@@ -60,6 +61,7 @@ spec:
     maxCostUSD: "0.01"
     timeout: 5s
     maxResultBytes: 100
+    retry: {maxAttempts: 4, initialBackoff: 500ms, maxBackoff: 5s, mutatingSafe: true}
     job: {image: x, command: [refund]}
   policy:
     default: deny
@@ -75,12 +77,14 @@ spec:
 	want := loop.Config{
 		Goal: "Find out.", Instructions: "Be brief.",
 		Model: loop.ModelConfig{Provider: "scripted", MaxOutputTokens: 1000, Timeout: 20 * time.Second,
-			Pricing: loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15"), CachedInput: loop.MustMoney("0.3")}},
+			Pricing: loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15"), CachedInput: loop.MustMoney("0.3")},
+			Retry:   loop.RetryPolicy{MaxAttempts: 7, InitialBackoff: 3 * time.Second, MaxBackoff: 2 * time.Minute}},
 		Budget: loop.Budget{MaxTurns: 4, MaxTokens: 9000, MaxWallClock: 90 * time.Second, MaxCost: loop.MustMoney("0.5"),
 			MaxToolCalls: 7, PerTool: map[string]int{"refund": 1}, DefaultToolLimit: 2, Soft: []loop.Dimension{loop.DimWallClock}},
 		Loop: loop.LoopDetection{Threshold: 4, Window: 8, MaxPeriod: 2, IgnoreArguments: []string{"request_id"}},
 		Tools: []loop.ToolSpec{{Name: "refund", Mutates: true, Reversible: false, MaxCost: loop.MustMoney("0.01"),
-			Timeout: 5 * time.Second, MaxResultBytes: 100, Repeatable: true, StartupGrace: 5 * time.Minute, KillGrace: 5 * time.Second}},
+			Timeout: 5 * time.Second, MaxResultBytes: 100, Repeatable: true, StartupGrace: 5 * time.Minute, KillGrace: 5 * time.Second,
+			Retry: loop.RetryPolicy{MaxAttempts: 4, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second, MutatingSafe: true}}},
 		Policy:          loop.Policy{Default: loop.Deny, Rules: []loop.Rule{{Tools: []string{"refund"}, When: "args.amount > 5", Decision: loop.Ask, Reason: "big"}}, Grants: []string{"refund"}},
 		Guardrails:      []loop.Guardrail{{Name: "cards", Tools: []string{"*"}, Pattern: `\d{16}`, Severity: loop.Halt, Reason: "no cards"}},
 		ApprovalTimeout: 10 * time.Minute,
@@ -197,7 +201,10 @@ spec:
 	}
 }
 
-func TestBuild_openAIReadsItsKeyAtCallTimeAndReportsRetries(t *testing.T) {
+// The provider makes one attempt per call; the engine retries the 429
+// after its backoff and reports the retry as a note (an event under the
+// operator).
+func TestBuild_openAIReadsItsKeyAtCallTimeAndTheEngineRetries(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer sk-test" {
@@ -215,7 +222,8 @@ func TestBuild_openAIReadsItsKeyAtCallTimeAndReportsRetries(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
 		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
 		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: srv.URL,
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"}},
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
+			Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
 	}}
 	var reads atomic.Int32
 	var retries []string
@@ -227,9 +235,6 @@ func TestBuild_openAIReadsItsKeyAtCallTimeAndReportsRetries(t *testing.T) {
 			}
 			return "sk-test", nil
 		},
-		OnRetry: func(r *v1alpha1.AgentRun, provider string, attempt, status int, err error) {
-			retries = append(retries, r.Name+"/"+provider+"/"+http.StatusText(status))
-		},
 	}
 	k, err := b.Build(context.Background(), run)
 	if err != nil {
@@ -239,12 +244,18 @@ func TestBuild_openAIReadsItsKeyAtCallTimeAndReportsRetries(t *testing.T) {
 		t.Fatal("the key was read before any call")
 	}
 	s := &loop.State{}
-	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools, OnStep: func(_ *loop.State, eff loop.Effect) {
+		for _, n := range eff.Notes {
+			if n.Kind == loop.NoteRetry {
+				retries = append(retries, n.Message)
+			}
+		}
+	}}).Run(context.Background(), s)
 	if s.Outcome != loop.Completed || s.Answer != "hello" {
 		t.Fatalf("outcome %s (%s) answer %q", s.Outcome, s.Reason, s.Answer)
 	}
-	if len(retries) != 1 || retries[0] != "r/openai/Too Many Requests" {
-		t.Fatalf("retries seen = %v", retries)
+	if len(retries) != 1 || !strings.Contains(retries[0], "openai: HTTP 429 after 1 attempt") || calls.Load() != 2 {
+		t.Fatalf("retries seen = %v after %d requests", retries, calls.Load())
 	}
 	if reads.Load() == 0 {
 		t.Fatal("the key was never read from the Secret")

@@ -396,3 +396,70 @@ func TestRun_cancelledContextStopsTheCallInFlight(t *testing.T) {
 		t.Errorf("reason = %q, want %q", st.Reason, abortedReason)
 	}
 }
+
+// The issue's reproduction: a dependency that keeps refusing connections
+// and a tool that cannot start used to end Completed (the model gave up
+// politely). Each is retried under its tool's retry policy, then the run
+// ends ToolFailure naming the tool, the attempts and the last error.
+func TestRun_unavailableDependencyEndsToolFailureAfterItsRetries(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens any more
+	for _, tc := range []struct{ name, tool, want string }{
+		{"connection refused", `http: {url: "` + srv.URL + `/invoices"}`, "connection refused"},
+		{"cannot start", `job: {image: x, command: [/nonexistent/find-invoices]}`, "/nonexistent/find-invoices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			manifest := `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: unavailable}
+spec:
+  goal: "List the invoices."
+  model:
+    provider: scripted
+    script:
+    - toolCalls: [{name: find_invoices, arguments: {}}]
+    - content: "The billing service is not answering; try later."
+  budget: {maxTurns: 3}
+  tools:
+  - name: find_invoices
+    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 20ms}
+    ` + tc.tool + `
+`
+			r := run(t, manifest, Options{JSON: true})
+			if r.code != 7 {
+				t.Fatalf("exit status = %d, want 7 (ToolFailure)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			st := decodeStatus(t, r.stdout)
+			for _, want := range []string{"tool find_invoices", "after 3 attempts", tc.want} {
+				if !strings.Contains(st.Reason, want) {
+					t.Errorf("reason %q does not name %q", st.Reason, want)
+				}
+			}
+			if st.Usage == nil || st.Usage.ToolCalls != 3 {
+				t.Errorf("usage = %+v, want 3 tool calls (every attempt counts)", st.Usage)
+			}
+		})
+	}
+}
+
+func TestRun_transientModelOutageIsRetriedThenToolFailure(t *testing.T) {
+	manifest := `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: outage}
+spec:
+  goal: "Do something."
+  model:
+    provider: scripted
+    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 20ms}
+    script: [{error: "HTTP 503 upstream overloaded", transient: true}]
+  budget: {maxTurns: 2}
+`
+	r := run(t, manifest, Options{})
+	if r.code != 7 {
+		t.Fatalf("exit status = %d, want 7\n%s", r.code, r.stdout)
+	}
+	mustContain(t, "stdout", r.stdout, "attempt 1 of 3", "attempt 2 of 3",
+		"reason: the model provider stayed unavailable after 3 attempts (model.retry.maxAttempts is 3); last error: scripted model: HTTP 503 upstream overloaded")
+}

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,7 +33,34 @@ type ProviderError struct {
 	// Err is the underlying cause when there is one worth matching with
 	// errors.Is (a context error, a transport error); nil otherwise.
 	Err error
+	// Wait is how long the last response asked to wait before another
+	// attempt (Retry-After); zero when it did not say.
+	Wait time.Duration
 }
+
+// Transient reports whether an unchanged retry may succeed: the provider
+// did not answer in time, could not be reached (a transport error), or
+// answered HTTP 408, 409, 429 or 5xx (except 501 and 505; Anthropic's 529
+// overloaded included). A call abandoned by its caller, a key that cannot
+// be read, a 4xx such as 401, and an answer that could not be used are
+// not. It makes *ProviderError a loop.TransientError.
+func (e *ProviderError) Transient() bool {
+	switch {
+	case e.Timeout > 0:
+		return true
+	case errors.Is(e.Err, context.Canceled):
+		return false
+	case errors.Is(e.Err, context.DeadlineExceeded):
+		return true // the call's deadline, or its caller's, passed
+	case e.Status == 0:
+		return e.Attempts > 0 && e.Err != nil
+	}
+	c := e.Status
+	return c == 408 || c == 409 || c == 429 || (c >= 500 && c <= 599 && c != 501 && c != 505)
+}
+
+// RetryAfter is the wait the provider asked for (see Wait).
+func (e *ProviderError) RetryAfter() time.Duration { return e.Wait }
 
 // Error reads like "openai: HTTP 500 after 4 attempts: upstream overloaded".
 func (e *ProviderError) Error() string {

@@ -206,3 +206,32 @@ func TestEstimateInputTokens_coversEveryByteAndGrowsWithTheTranscript(t *testing
 		t.Errorf("nil request estimated at %d", got)
 	}
 }
+
+func TestProviderError_transientOnesAreWhatARetryMayCure(t *testing.T) {
+	tests := []struct {
+		err  ProviderError
+		want bool
+	}{
+		{ProviderError{Status: 503, Attempts: 1}, true},
+		{ProviderError{Status: 529, Attempts: 1, Message: "overloaded"}, true},
+		{ProviderError{Status: 429, Attempts: 1, Wait: 20 * time.Second}, true},
+		{ProviderError{Status: 408, Attempts: 1}, true},
+		{ProviderError{Attempts: 1, Err: errors.New("connection refused")}, true},
+		{ProviderError{Attempts: 1, Timeout: time.Minute, Err: context.DeadlineExceeded}, true},
+		{ProviderError{Status: 401, Attempts: 1}, false},
+		{ProviderError{Status: 400, Attempts: 1}, false},
+		{ProviderError{Status: 501, Attempts: 1}, false},
+		{ProviderError{Status: 200, Attempts: 1, Message: "the response has no choices"}, false},
+		{ProviderError{Message: "API key is empty"}, false},
+		{ProviderError{Attempts: 1, Err: context.Canceled, Message: "call abandoned by the caller"}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Transient(); got != tt.want {
+			t.Errorf("%+v: Transient() = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+	var te loop.TransientError = &ProviderError{Status: 429, Wait: 20 * time.Second}
+	if te.RetryAfter() != 20*time.Second {
+		t.Errorf("RetryAfter() = %s, want the server's 20s", te.RetryAfter())
+	}
+}

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/retryafter"
 )
 
 // maxErrorBody bounds how much of an error response is read for its message.
@@ -34,6 +35,8 @@ type observer struct {
 	status   int    // of the last attempt; 0 without a response
 	message  string // the server's message of the last failed attempt
 	err      error  // the transport error of the last attempt, scrubbed
+	// retryAfter is the wait the last failed response asked for.
+	retryAfter time.Duration
 }
 
 func (o *observer) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
@@ -49,7 +52,7 @@ func (o *observer) middleware(req *http.Request, next func(*http.Request) (*http
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.status, o.message, o.err = 0, "", nil
+	o.status, o.message, o.err, o.retryAfter = 0, "", nil, 0
 	if err != nil || res == nil {
 		if err == nil {
 			err = errors.New("no response")
@@ -65,6 +68,7 @@ func (o *observer) middleware(req *http.Request, next func(*http.Request) (*http
 	if res.Header == nil {
 		res.Header = http.Header{}
 	}
+	o.retryAfter, _ = retryafter.Parse(res.Header, time.Now())
 	switch {
 	case res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden:
 		// A wrong or revoked key does not get better by asking again,
@@ -135,28 +139,14 @@ func errorMessage(body []byte) string {
 	return doc.Message
 }
 
-// waitTooLong reports whether the response's Retry-After (in the forms
-// the SDKs read: retry-after-ms, retry-after in seconds or as an HTTP
-// date) reaches past the call's deadline.
+// waitTooLong reports whether the response's Retry-After reaches past
+// the call's deadline.
 func (o *observer) waitTooLong(res *http.Response) bool {
 	if o.deadline.IsZero() {
 		return false
 	}
-	// In seconds, as a float: a huge value must not overflow a Duration.
-	secs, ok := 0.0, false
-	if v := res.Header.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil {
-			secs, ok = ms/1000, true
-		}
-	}
-	if v := res.Header.Get("Retry-After"); !ok && v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			secs, ok = s, true
-		} else if t, err := http.ParseTime(v); err == nil {
-			secs, ok = time.Until(t).Seconds(), true
-		}
-	}
-	return ok && secs > time.Until(o.deadline).Seconds()
+	wait, ok := retryafter.Parse(res.Header, time.Now())
+	return ok && wait > time.Until(o.deadline)
 }
 
 // fail turns the error the SDK call returned into a *ProviderError from
@@ -165,7 +155,7 @@ func (o *observer) waitTooLong(res *http.Response) bool {
 func (o *observer) fail(parent, callCtx context.Context, timeout time.Duration, err error) *ProviderError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message}
+	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message, Wait: o.retryAfter}
 	switch {
 	case parent.Err() != nil:
 		// The caller gave up (cancelled, or its own deadline passed).

@@ -96,10 +96,6 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage},
 		Kube: cfg,
-		OnRetry: func(run *v1alpha1.AgentRun, provider string, attempt, status int, err error) {
-			recorder.Eventf(run, nil, corev1.EventTypeWarning, "ModelRetry", "CallModel",
-				"Retrying the %s call (attempt %d) after HTTP %d", provider, attempt, status)
-		},
 	}
 	r := &controller.AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers}

@@ -484,3 +484,30 @@ func TestNew_ignoresTheOperatorsOpenAIEnvironment(t *testing.T) {
 		t.Errorf("Authorization = %q, want the configured key", got)
 	}
 }
+
+// With the SDK's retries off (as AgentRun builds providers: the engine
+// retries), one attempt's failure says whether it is transient and how
+// long the server asked to wait.
+func TestComplete_oneAttemptReportsTransienceAndRetryAfter(t *testing.T) {
+	noRetries := func(c *model.Config) { c.MaxRetries = -1 }
+	f := newFixture(t, noRetries, modeltest.Step{Status: http.StatusServiceUnavailable,
+		Header: map[string]string{"Retry-After": "12"}, Body: modeltest.File(t, "error_server.json")})
+	_, err := f.model.Complete(context.Background(), billingRequest())
+	var te loop.TransientError
+	if !errors.As(err, &te) || !te.Transient() || te.RetryAfter() != 12*time.Second || len(f.srv.Requests()) != 1 {
+		t.Fatalf("got %v after %d attempts, want one transient failure asking for 12s", err, len(f.srv.Requests()))
+	}
+
+	f = newFixture(t, noRetries, modeltest.Step{Status: http.StatusUnauthorized, Body: modeltest.File(t, "error_unauthorized.json")})
+	_, err = f.model.Complete(context.Background(), billingRequest())
+	if !errors.As(err, &te) || te.Transient() {
+		t.Fatalf("HTTP 401: got %v, want a failure that is not transient", err)
+	}
+
+	f = newFixture(t, noRetries, modeltest.Reply(nil))
+	f.srv.Close()
+	_, err = f.model.Complete(context.Background(), billingRequest())
+	if !errors.As(err, &te) || !te.Transient() {
+		t.Fatalf("connection refused: got %v, want a transient failure", err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/retryafter"
 )
 
 const (
@@ -280,6 +281,9 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 			detail += "; redirected to " + redactURL(loc)
 		}
 		res.Failure = &loop.Failure{Kind: loop.FailHTTP, Code: resp.StatusCode, Detail: loop.ClipDetail(detail)}
+		// How long the server asked to wait (429, 503): the engine waits
+		// at least that long before a retry.
+		res.Failure.RetryAfter, _ = retryafter.Parse(resp.Header, time.Now())
 	}
 	return res
 }

@@ -234,6 +234,27 @@ func TestExecute_nonSuccessPassesStatusTypeAndBodyThrough(t *testing.T) {
 	}
 }
 
+func TestExecute_rateLimitCarriesTheServersRetryAfterAndIsTransient(t *testing.T) {
+	srv, _ := recorder(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	res := mustNew(t, Config{URL: srv.URL}, nil).Execute(context.Background(), call(`{}`))
+	if res.Failure == nil || res.Failure.Code != 429 || res.Failure.RetryAfter != 7*time.Second || !res.Failure.Transient() {
+		t.Fatalf("Failure = %+v, want a transient 429 asking for 7s", res.Failure)
+	}
+}
+
+func TestExecute_connectionRefusedIsTransient(t *testing.T) {
+	srv, _ := recorder(t, ok)
+	srv.Close()
+	res := mustNew(t, Config{URL: srv.URL}, nil).Execute(context.Background(), call(`{}`))
+	if res.Failure == nil || res.Failure.Kind != loop.FailUnavailable || !strings.Contains(res.Failure.Detail, "connection refused") ||
+		!res.Failure.Transient() {
+		t.Fatalf("Failure = %+v, want a transient Unavailable naming the refused connection", res.Failure)
+	}
+}
+
 func TestExecute_doesNotFollowRedirectsToAnotherHost(t *testing.T) {
 	other, otherGot := recorder(t, ok)
 	srv, _ := recorder(t, func(w http.ResponseWriter, r *http.Request) {
