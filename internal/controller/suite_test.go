@@ -94,6 +94,7 @@ func (k *kits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.RunID = string(run.UID) // as kit.Builder does
 	eng, err := loop.New(cfg)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,33 @@ func TestCreate_acceptsValidManifests(t *testing.T) {
 		manifest string
 	}{
 		{
+			name: "retry policies for the model and the tools",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: retries
+spec:
+  goal: Refund the duplicate charge.
+  model:
+    provider: scripted
+    retry: {maxAttempts: 8, initialBackoff: 500ms, maxBackoff: 2m}
+    script:
+    - error: "upstream 503"
+      transient: true
+    - content: Done.
+  budget: {maxTurns: 3}
+  tools:
+  - name: find_invoices
+    retry: {maxAttempts: 1}
+    http: {url: "http://billing.default.svc/invoices"}
+  - name: issue_refund
+    mutates: true
+    retry: {maxAttempts: 4, initialBackoff: 1s, maxBackoff: 1s, mutatingSafe: true}
+    http: {url: "http://billing.default.svc/refunds", method: POST}
+`,
+		},
+		{
 			name: "the smallest scripted run",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -291,6 +318,142 @@ func TestCreate_rejectsInvalidManifests(t *testing.T) {
 		// wantErr are parts of the error message a person should see.
 		wantErr []string
 	}{
+		{
+			name: "a tool retry of zero attempts",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: retry-zero-attempts
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+  tools:
+  - name: lookup
+    retry: {maxAttempts: 0}
+    http: {url: "http://billing.default.svc/"}
+`,
+			wantErr: []string{"spec.tools[0].retry.maxAttempts", "should be greater than or equal to 1"},
+		},
+		{
+			name: "a tool retry of too many attempts",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: retry-many-attempts
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+  tools:
+  - name: lookup
+    retry: {maxAttempts: 11}
+    http: {url: "http://billing.default.svc/"}
+`,
+			wantErr: []string{"spec.tools[0].retry.maxAttempts", "should be less than or equal to 10"},
+		},
+		{
+			name: "a tool retry backoff that is not a duration",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: retry-bad-backoff
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+  tools:
+  - name: lookup
+    retry: {initialBackoff: soon}
+    http: {url: "http://billing.default.svc/"}
+`,
+			wantErr: []string{"retry.initialBackoff must be a positive duration of at most 10m"},
+		},
+		{
+			name: "a tool retry whose cap is below its start",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: retry-cap-below-start
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+  tools:
+  - name: lookup
+    retry: {initialBackoff: 10s, maxBackoff: 2s}
+    http: {url: "http://billing.default.svc/"}
+`,
+			wantErr: []string{"retry.maxBackoff must not be shorter than retry.initialBackoff"},
+		},
+		{
+			name: "a model retry of zero attempts",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: model-retry-zero
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    retry: {maxAttempts: 0}
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+  tools:
+  - name: lookup
+    http: {url: "http://billing.default.svc/"}
+`,
+			wantErr: []string{"spec.model.retry.maxAttempts", "should be greater than or equal to 1"},
+		},
+		{
+			name: "a model retry backoff over an hour",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: model-retry-long
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    retry: {maxBackoff: 2h}
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+  tools:
+  - name: lookup
+    http: {url: "http://billing.default.svc/"}
+`,
+			wantErr: []string{"model.retry.maxBackoff must be a positive duration of at most 1h"},
+		},
+		{
+			name: "transient without an error",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: transient-without-error
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    script: [{content: Hi., transient: true}]
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"transient only qualifies an error: set error too, or remove transient"},
+		},
 		{
 			name: "an empty goal",
 			manifest: `
@@ -1125,6 +1288,7 @@ spec:
 			Provider:        agentsv1alpha1.ProviderScripted,
 			MaxOutputTokens: ptr.To[int32](4096),
 			Timeout:         seconds(60),
+			Retry:           &agentsv1alpha1.ModelRetry{MaxAttempts: ptr.To[int32](5), InitialBackoff: seconds(2), MaxBackoff: seconds(60)},
 			Script:          []agentsv1alpha1.ScriptStep{{Content: "It is web-0."}},
 		},
 		Budget: agentsv1alpha1.BudgetSpec{
@@ -1149,6 +1313,7 @@ spec:
 			MaxCostUSD:     "0",
 			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
+			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
 			HTTP:           &agentsv1alpha1.HTTPTool{URL: "http://events.default.svc/?pod={{.pod}}", Method: agentsv1alpha1.HTTPGet},
 		}, {
 			Name:           "restart_pod",
@@ -1157,6 +1322,7 @@ spec:
 			MaxCostUSD:     "0",
 			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
+			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
 			Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", Command: []string{"restart"}, AutomountServiceAccountToken: ptr.To(false)},
 		}},
 		Policy: &agentsv1alpha1.PolicySpec{Default: agentsv1alpha1.PolicyAllow},
