@@ -207,6 +207,8 @@ func FuzzStep(f *testing.F) {
 					}
 					in.Results = append(in.Results, res)
 				}
+			case EffectWait:
+				clock.Advance(eff.Until.Sub(clock.Now())) // a retry's backoff
 			}
 			if r.next()%64 == 63 {
 				in.Cancel = true
