@@ -551,6 +551,14 @@ func (r *AgentRunReconciler) emit(sc *scope) {
 		if n.Kind == loop.NoteFinished && sc.run.Status.Outcome != "" {
 			reason = string(sc.run.Status.Outcome)
 		}
-		r.Recorder.Eventf(sc.run, nil, typ, reason, string(n.Kind), "%s", clip(n.Message, 1024))
+		// The recorder folds events with the same type, reason and action
+		// into one series and keeps the first note only: a note about a
+		// call names the call in its action, so that every call's verdict
+		// (a refusal, a denial, an answer) is an event of its own.
+		action := string(n.Kind)
+		if n.CallID != "" {
+			action += " " + n.CallID
+		}
+		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", clip(n.Message, 1024))
 	}
 }

@@ -33,7 +33,7 @@ func TestRun_everyRefusedCallIsAWarningEvent(t *testing.T) {
 	}}
 	tb := newTools()
 	startManager(t, &kits{tools: tb, model: model})
-	run := makeRun(ns, "refusals").readTool("lookup").with(func(s *v1alpha1.AgentRunSpec) {
+	run := makeRun(ns, "refusals").readTool("lookup").answer("unused: the Go model answers").with(func(s *v1alpha1.AgentRunSpec) {
 		s.Tools[0].Parameters = &runtime.RawExtension{Raw: []byte(`{"type":"object","properties":{"q":{"type":"string"}}}`)}
 	}).create(t)
 	done := waitOutcome(t, run, 20*time.Second)

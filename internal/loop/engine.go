@@ -347,21 +347,22 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		return Effect{Kind: EffectFinish}
 	}
 
+	// Decode every call's arguments once: the canonical form serves loop
+	// detection and guardrails, the value serves the schema and CEL.
 	calls := make([]ToolCall, len(r.ToolCalls))
+	decoded := make([]decodedArgs, len(calls))
 	for i, c := range r.ToolCalls {
 		calls[i] = ToolCall{ID: fmt.Sprintf("t%d-c%d", s.Turn, i+1), Name: c.Name, Arguments: c.Arguments}
 		if len(bytes.TrimSpace(calls[i].Arguments)) == 0 {
 			calls[i].Arguments = json.RawMessage("{}")
 		}
+		decoded[i] = decodeArgs(calls[i].Arguments, e.cfg.Loop.IgnoreArguments)
+		// The state is a JSON document: arguments that are not JSON are
+		// kept as a JSON string of the text the model sent (the call is
+		// refused below, saying they were not JSON).
+		calls[i].Arguments = CallArguments(calls[i].Arguments)
 	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls})
-
-	// Decode every call's arguments once: the canonical form serves loop
-	// detection and guardrails, the value serves the schema and CEL.
-	decoded := make([]decodedArgs, len(calls))
-	for i, c := range calls {
-		decoded[i] = decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments)
-	}
 
 	// Loop detection names a stuck run before anything else can stop it.
 	for i, c := range calls {
@@ -432,6 +433,23 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
 	}
 	return e.startActing(s, notes)
+}
+
+// CallArguments returns a tool call's arguments as a JSON value that the
+// engine, the state and both provider APIs accept: "{}" when empty, the
+// text itself when it is valid JSON, and otherwise the text as a JSON
+// string (a model can emit broken JSON; keeping it as a string lets the
+// engine refuse it as an invalid call instead of failing to record it).
+func CallArguments(raw []byte) json.RawMessage {
+	trimmed := bytes.TrimSpace(raw)
+	switch {
+	case len(trimmed) == 0:
+		return json.RawMessage("{}")
+	case json.Valid(trimmed):
+		return json.RawMessage(trimmed)
+	}
+	q, _ := json.Marshal(string(raw))
+	return q
 }
 
 func (e *Engine) reject(c *Call, v Decision, rule, status, obs string) {

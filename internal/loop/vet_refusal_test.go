@@ -48,3 +48,23 @@ func TestVetting_everyRefusalLeavesAWarningNote(t *testing.T) {
 		})
 	}
 }
+
+// Arguments that are not JSON are refused, and the state that records
+// them still marshals (the operator persists it as JSON): the text is kept
+// as a JSON string.
+func TestVetting_argumentsThatAreNotJSONKeepTheStateMarshallable(t *testing.T) {
+	r := makeRun(t).readTool("lookup")
+	e := r.engine()
+	s := &State{}
+	e.Step(s, Input{})
+	e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", `{"q":`)}}})
+	if _, err := json.Marshal(s); err != nil {
+		t.Fatalf("the state does not marshal: %v", err)
+	}
+	if got := string(s.Transcript[0].ToolCalls[0].Arguments); got != `"{\"q\":"` {
+		t.Fatalf("recorded arguments = %s, want the text as a JSON string", got)
+	}
+	if c := s.Clone().Calls[0]; c.Rule != "invalid-arguments" || !strings.Contains(c.Reason, "not valid JSON") {
+		t.Fatalf("call = rule %q reason %q", c.Rule, c.Reason)
+	}
+}

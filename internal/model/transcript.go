@@ -62,21 +62,8 @@ func orderSegment(seg []loop.Message, calls []loop.ToolCall) []loop.Message {
 }
 
 // Arguments returns a tool call's arguments as a JSON value both APIs and
-// the engine accept: "{}" when empty, the text itself when it is valid
-// JSON, and otherwise the text as a JSON string (a model can emit broken
-// JSON; keeping it as a string lets the engine report it as an invalid
-// call instead of failing to record it).
-func Arguments(raw []byte) json.RawMessage {
-	trimmed := bytes.TrimSpace(raw)
-	switch {
-	case len(trimmed) == 0:
-		return json.RawMessage("{}")
-	case json.Valid(trimmed):
-		return json.RawMessage(trimmed)
-	}
-	s, _ := json.Marshal(string(raw))
-	return s
-}
+// the engine accept (loop.CallArguments).
+func Arguments(raw []byte) json.RawMessage { return loop.CallArguments(raw) }
 
 // Schema splits a tool's JSON Schema into its top-level members, keeping
 // every member's bytes as written (so the serialized schema is the same
