@@ -139,7 +139,11 @@ type AgentRunSpec struct {
 
 // BudgetSpec is the vector of ceilings of a run. Defaults: maxTokens 100000,
 // maxWallClock 15m, maxCostUSD "1.00", maxToolCalls 50, defaultToolLimit 10.
-// maxTurns has no default.
+// maxTurns has no default. An unset ceiling takes its default; a ceiling set
+// to zero means zero where zero is a limit (maxCostUSD, maxToolCalls,
+// perTool, defaultToolLimit) and is refused where it could only stop every
+// run at once (maxTurns, maxTokens, maxWallClock). A ceiling never fails
+// open.
 type BudgetSpec struct {
 	// maxTurns is the most model calls the run may make. Required.
 	// +required
@@ -148,10 +152,10 @@ type BudgetSpec struct {
 	MaxTurns int32 `json:"maxTurns"`
 
 	// maxTokens is the most input plus output tokens the run may use, over
-	// all its model calls. Defaults to 100000.
+	// all its model calls. Defaults to 100000; 0 is refused.
 	// +optional
 	// +kubebuilder:default=100000
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="budget.maxTokens must be at least 1: a run with no tokens cannot call the model"
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 
 	// maxWallClock is how long the run may work. Time spent waiting for a
@@ -167,12 +171,15 @@ type BudgetSpec struct {
 	// calls and tools' declared costs together. Required with the openai and
 	// anthropic providers; otherwise it defaults to "1.00". The default is
 	// applied by the operator, not stored in the object, so that a real
-	// provider can never run on a ceiling nobody chose.
+	// provider can never run on a ceiling nobody chose. "0" means zero:
+	// nothing that costs money may run (a priced model call, a tool with a
+	// maxCostUSD).
 	// +optional
 	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
 
 	// maxToolCalls is the most tool calls the run may make in total.
-	// Defaults to 50.
+	// Defaults to 50. 0 means no tool may be called: the first batch the
+	// model proposes ends the run BudgetExhausted.
 	// +optional
 	// +kubebuilder:default=50
 	// +kubebuilder:validation:Minimum=0
@@ -180,14 +187,16 @@ type BudgetSpec struct {
 	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
 
 	// perTool limits the calls of single tools, by tool name. Every name
-	// must be a tool declared in spec.tools.
+	// must be a tool declared in spec.tools. 0 means the tool may not be
+	// called.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule=`self.all(n, self[n] >= 0)`,message="budget.perTool limits cannot be negative"
 	PerTool map[string]int32 `json:"perTool,omitempty"`
 
 	// defaultToolLimit is the per-tool call limit of tools not named in
-	// perTool. Defaults to 10.
+	// perTool. Defaults to 10. 0 means only the tools named in perTool may
+	// be called.
 	// +optional
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0

@@ -52,10 +52,11 @@ type ModelSpec struct {
 	// +optional
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
 
-	// maxOutputTokens caps the tokens of one model reply. Defaults to 4096.
+	// maxOutputTokens caps the tokens of one model reply. Defaults to 4096;
+	// 0 is refused (a reply cannot be made of no tokens).
 	// +optional
 	// +kubebuilder:default=4096
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="model.maxOutputTokens must be at least 1: a model call cannot answer in no tokens"
 	// +kubebuilder:validation:Maximum=1000000
 	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
 

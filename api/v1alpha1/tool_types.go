@@ -64,10 +64,10 @@ type ToolSpec struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// maxResultBytes cuts longer results; the cut is marked so the model
-	// knows. Defaults to 16384.
+	// knows. Defaults to 16384; 0 is refused.
 	// +optional
 	// +kubebuilder:default=16384
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="maxResultBytes must be at least 1"
 	// +kubebuilder:validation:Maximum=262144
 	MaxResultBytes *int32 `json:"maxResultBytes,omitempty"`
 

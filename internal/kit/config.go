@@ -6,6 +6,7 @@ package kit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +31,9 @@ type Kit struct {
 // are applied by loop.Config.Normalize.
 func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	cfg := loop.Config{Goal: spec.Goal, Instructions: spec.Instructions}
+	if err := checkLimits(spec); err != nil {
+		return cfg, err
+	}
 	var err error
 
 	m := &spec.Model
@@ -57,14 +61,20 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	if b.MaxTokens != nil {
 		cfg.Budget.MaxTokens = *b.MaxTokens
 	}
-	if cfg.Budget.MaxCost, err = money("budget.maxCostUSD", b.MaxCostUSD); err != nil {
-		return cfg, err
+	// Zero is a real ceiling for these three; only an unset one takes the
+	// default (in loop.Config.Normalize).
+	if b.MaxCostUSD != "" {
+		c, err := money("budget.maxCostUSD", b.MaxCostUSD)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Budget.MaxCost = &c
 	}
 	if b.MaxToolCalls != nil {
-		cfg.Budget.MaxToolCalls = int(*b.MaxToolCalls)
+		cfg.Budget.MaxToolCalls = new(int(*b.MaxToolCalls))
 	}
 	if b.DefaultToolLimit != nil {
-		cfg.Budget.DefaultToolLimit = int(*b.DefaultToolLimit)
+		cfg.Budget.DefaultToolLimit = new(int(*b.DefaultToolLimit))
 	}
 	if len(b.PerTool) > 0 {
 		cfg.Budget.PerTool = map[string]int{}
@@ -126,6 +136,47 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	}
 	cfg.ApprovalTimeout = dur(spec.ApprovalTimeout)
 	return cfg, nil
+}
+
+// checkLimits refuses a limit set to zero (or below) where zero cannot be
+// meant: the API server's schema rejects these with the same words, and a
+// manifest read by agentrun local must not have such a zero quietly become
+// the default (a ceiling never fails open).
+func checkLimits(spec *v1alpha1.AgentRunSpec) error {
+	b := &spec.Budget
+	switch {
+	case b.MaxTurns < 1:
+		return errors.New("budget.maxTurns must be at least 1")
+	case b.MaxTokens != nil && *b.MaxTokens < 1:
+		return errors.New("budget.maxTokens must be at least 1: a run with no tokens cannot call the model")
+	case b.MaxWallClock != nil && b.MaxWallClock.Duration <= 0:
+		return errors.New("budget.maxWallClock must be a positive duration such as 90s or 15m")
+	case b.MaxToolCalls != nil && *b.MaxToolCalls < 0:
+		return errors.New("budget.maxToolCalls cannot be negative")
+	case b.DefaultToolLimit != nil && *b.DefaultToolLimit < 0:
+		return errors.New("budget.defaultToolLimit cannot be negative")
+	case spec.Model.MaxOutputTokens != nil && *spec.Model.MaxOutputTokens < 1:
+		return errors.New("model.maxOutputTokens must be at least 1: a model call cannot answer in no tokens")
+	case spec.Model.Timeout != nil && spec.Model.Timeout.Duration <= 0:
+		return errors.New("model.timeout must be a positive duration such as 60s or 2m")
+	case spec.ApprovalTimeout != nil && spec.ApprovalTimeout.Duration <= 0:
+		return errors.New("approvalTimeout must be a positive duration such as 30m or 1h")
+	}
+	for n, v := range b.PerTool {
+		if v < 0 {
+			return fmt.Errorf("budget.perTool[%s] cannot be negative", n)
+		}
+	}
+	for i := range spec.Tools {
+		t := &spec.Tools[i]
+		switch {
+		case t.Timeout != nil && t.Timeout.Duration <= 0:
+			return fmt.Errorf("tools[%d] (%s): tool timeout must be a positive duration such as 30s or 5m", i, t.Name)
+		case t.MaxResultBytes != nil && *t.MaxResultBytes < 1:
+			return fmt.Errorf("tools[%d] (%s): maxResultBytes must be at least 1", i, t.Name)
+		}
+	}
+	return nil
 }
 
 // Script converts the scripted provider's script.

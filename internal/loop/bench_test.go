@@ -13,7 +13,7 @@ import (
 func BenchmarkTurn(b *testing.B) {
 	e, err := New(Config{
 		Goal:   "Find out what happened.",
-		Budget: Budget{MaxTurns: 1 << 30, MaxTokens: 1 << 50, MaxCost: MustMoney("1000000"), MaxToolCalls: 1 << 30, DefaultToolLimit: 1 << 30},
+		Budget: Budget{MaxTurns: 1 << 30, MaxTokens: 1 << 50, MaxCost: new(MustMoney("1000000")), MaxToolCalls: new(1 << 30), DefaultToolLimit: new(1 << 30)},
 		Model:  ModelConfig{Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15")}},
 		Tools:  []ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)}},
 		Loop:   LoopDetection{Threshold: 100, MaxPeriod: 1},

@@ -37,15 +37,10 @@ func (c Config) Normalize() Config {
 	if b.MaxWallClock <= 0 {
 		b.MaxWallClock = DefaultMaxWallClock
 	}
-	if b.MaxCost <= 0 {
-		b.MaxCost = DefaultMaxCost
-	}
-	if b.MaxToolCalls <= 0 {
-		b.MaxToolCalls = DefaultMaxToolCalls
-	}
-	if b.DefaultToolLimit <= 0 {
-		b.DefaultToolLimit = DefaultToolLimit
-	}
+	// Zero is a real ceiling here: only an unset one takes the default.
+	b.MaxCost = new(b.costCeiling())
+	b.MaxToolCalls = new(b.toolCallsCeiling())
+	b.DefaultToolLimit = new(b.defaultToolLimit())
 	if c.Model.MaxOutputTokens <= 0 {
 		c.Model.MaxOutputTokens = DefaultMaxOutputTokens
 	}
@@ -86,12 +81,36 @@ func (c Config) Normalize() Config {
 	return c
 }
 
+// costCeiling is MaxCost, or the default when it is unset (nil).
+func (b *Budget) costCeiling() Money {
+	if b.MaxCost == nil || *b.MaxCost < 0 {
+		return DefaultMaxCost
+	}
+	return *b.MaxCost
+}
+
+// toolCallsCeiling is MaxToolCalls, or the default when it is unset.
+func (b *Budget) toolCallsCeiling() int {
+	if b.MaxToolCalls == nil || *b.MaxToolCalls < 0 {
+		return DefaultMaxToolCalls
+	}
+	return *b.MaxToolCalls
+}
+
+// defaultToolLimit is DefaultToolLimit, or the default when it is unset.
+func (b *Budget) defaultToolLimit() int {
+	if b.DefaultToolLimit == nil || *b.DefaultToolLimit < 0 {
+		return DefaultToolLimit
+	}
+	return *b.DefaultToolLimit
+}
+
 // toolLimit is the per-tool call limit for a tool.
 func (b *Budget) toolLimit(tool string) int {
 	if n, ok := b.PerTool[tool]; ok {
 		return n
 	}
-	return b.DefaultToolLimit
+	return b.defaultToolLimit()
 }
 
 func (b *Budget) soft(d Dimension) bool { return slices.Contains(b.Soft, d) }
@@ -128,10 +147,10 @@ func Admit(b *Budget, consumed, reserved Usage) *Rejection {
 	if r := check(DimWallClock, ceilSeconds(consumed.WallClock), ceilSeconds(reserved.WallClock), int64(b.MaxWallClock/time.Second), secs); r != nil {
 		return r
 	}
-	if r := check(DimCost, int64(consumed.Cost), int64(reserved.Cost), int64(b.MaxCost), money); r != nil {
+	if r := check(DimCost, int64(consumed.Cost), int64(reserved.Cost), int64(b.costCeiling()), money); r != nil {
 		return r
 	}
-	if r := check(DimToolCalls, int64(consumed.ToolCalls), int64(reserved.ToolCalls), int64(b.MaxToolCalls), count); r != nil {
+	if r := check(DimToolCalls, int64(consumed.ToolCalls), int64(reserved.ToolCalls), int64(b.toolCallsCeiling()), count); r != nil {
 		return r
 	}
 	if len(reserved.PerTool) > 0 {
@@ -240,14 +259,14 @@ func (e *Engine) softWarnings(s *State) []Note {
 		case DimWallClock:
 			used, ceil = int64(s.Usage.WallClock), int64(b.MaxWallClock)
 		case DimCost:
-			used, ceil = int64(s.Usage.Cost), int64(b.MaxCost)
+			used, ceil = int64(s.Usage.Cost), int64(b.costCeiling())
 		case DimToolCalls:
-			used, ceil = int64(s.Usage.ToolCalls), int64(b.MaxToolCalls)
+			used, ceil = int64(s.Usage.ToolCalls), int64(b.toolCallsCeiling())
 		default:
 			continue
 		}
-		if ceil <= 0 {
-			continue
+		if ceil <= 0 && used <= 0 {
+			continue // a zero soft ceiling warns once something is spent
 		}
 		level := 0
 		switch {
@@ -287,8 +306,8 @@ func (e *Engine) Convergence(s *State) Convergence {
 		DimTurns:     ratio(int64(b.MaxTurns-u.Turns), int64(b.MaxTurns)),
 		DimTokens:    ratio(b.MaxTokens-u.Tokens(), b.MaxTokens),
 		DimWallClock: ratio(int64(b.MaxWallClock-u.WallClock), int64(b.MaxWallClock)),
-		DimCost:      ratio(int64(b.MaxCost-u.Cost), int64(b.MaxCost)),
-		DimToolCalls: ratio(int64(b.MaxToolCalls-u.ToolCalls), int64(b.MaxToolCalls)),
+		DimCost:      ratio(int64(b.costCeiling()-u.Cost), int64(b.costCeiling())),
+		DimToolCalls: ratio(int64(b.toolCallsCeiling()-u.ToolCalls), int64(b.toolCallsCeiling())),
 	}}
 	if s.Outcome == Completed {
 		c.TurnsToCompletion = u.Turns

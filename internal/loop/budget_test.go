@@ -62,7 +62,7 @@ func TestAdmission_batchReservesKillGraceAndStartupGrace(t *testing.T) {
 func TestAdmission_readsBeyondOneWaveAreReservedPerWave(t *testing.T) {
 	r := makeRun(t)
 	r.cfg.Tools = []ToolSpec{{Name: "a", Timeout: 10 * time.Second}}
-	r.cfg.Budget.DefaultToolLimit = 100
+	r.cfg.Budget.DefaultToolLimit = new(100)
 	e := r.engine()
 	for _, n := range []int{8, 9, 17} {
 		calls := make([]Call, n)
@@ -92,5 +92,47 @@ func TestExecuteBatch_deadlineIsTheCallsReservation(t *testing.T) {
 	ExecuteBatch(context.Background(), tb, []Invocation{inv}, false)
 	if left > inv.MaxDuration() || left < inv.MaxDuration()-time.Second {
 		t.Fatalf("deadline %s away, want at most (and close to) %s", left, inv.MaxDuration())
+	}
+}
+
+// Zero is a real ceiling for money, tool calls and the default per-tool
+// limit: Normalize keeps it. Only an unset (nil) one takes the default.
+func TestNormalize_zeroCeilingsStayZeroUnsetOnesTakeTheDefault(t *testing.T) {
+	zero := Config{Budget: Budget{MaxCost: new(Money(0)), MaxToolCalls: new(0), DefaultToolLimit: new(0)}}.Normalize().Budget
+	if *zero.MaxCost != 0 || *zero.MaxToolCalls != 0 || *zero.DefaultToolLimit != 0 {
+		t.Fatalf("zero ceilings became %s, %d, %d", *zero.MaxCost, *zero.MaxToolCalls, *zero.DefaultToolLimit)
+	}
+	unset := Config{}.Normalize().Budget
+	if *unset.MaxCost != DefaultMaxCost || *unset.MaxToolCalls != DefaultMaxToolCalls || *unset.DefaultToolLimit != DefaultToolLimit {
+		t.Fatalf("unset ceilings became %s, %d, %d", *unset.MaxCost, *unset.MaxToolCalls, *unset.DefaultToolLimit)
+	}
+}
+
+func TestBudget_zeroCeilingsStopTheFirstStepThatNeedsThem(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(r *run)
+		reason string
+	}{
+		{"no tool calls", func(r *run) { r.cfg.Budget.MaxToolCalls = new(0) }, "toolCalls ceiling: 0 consumed + 1 reserved = 1 > 0"},
+		{"no calls of tools outside perTool", func(r *run) { r.cfg.Budget.DefaultToolLimit = new(0) }, "per-tool limit of a: 0 calls made + 1 in this batch = 1 > 0"},
+		{"no money", func(r *run) {
+			r.cfg.Budget.MaxCost = new(Money(0))
+			r.cfg.Model.Pricing = Pricing{Input: MustMoney("3"), Output: MustMoney("15")}
+		}, "cost ceiling: $0.0000 consumed + $"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := makeRun(t).readTool("a").then(calls(call("a", `{}`)), answer("x"))
+			tc.setup(r)
+			s := r.go_()
+			expectOutcome(t, s, BudgetExhausted)
+			if !strings.Contains(s.Reason, tc.reason) || len(r.tools.Ran()) != 0 {
+				t.Fatalf("reason %q (ran %v), want %q and nothing run", s.Reason, r.tools.Ran(), tc.reason)
+			}
+			if h := r.engine().Convergence(s).Headroom; tc.name == "no tool calls" && h[DimToolCalls] != "0.00" {
+				t.Fatalf("headroom of a zero ceiling = %s, want 0.00", h[DimToolCalls])
+			}
+		})
 	}
 }

@@ -366,7 +366,7 @@ func TestActing_mixedBatchRunsReadsFirstThenWritesInOrder(t *testing.T) {
 func TestActing_batchIsReservedBeforeAnyMemberStarts(t *testing.T) {
 	r := makeRun(t)
 	r.cfg.Tools = []ToolSpec{{Name: "search", MaxCost: MustMoney("0.40")}}
-	r.cfg.Budget.MaxCost = MustMoney("1")
+	r.cfg.Budget.MaxCost = new(MustMoney("1"))
 	e := r.engine()
 	s := &State{}
 	e.Step(s, Input{})
@@ -401,11 +401,11 @@ func TestBudget_eachDimensionCanBeExhausted(t *testing.T) {
 		}, "wallClock ceiling: 80s consumed + 30s reserved = 110s > 100s"},
 		{"cost", func(r *run) {
 			r.cfg.Model.Pricing = Pricing{Input: MustMoney("3"), Output: MustMoney("15")}
-			r.cfg.Budget.MaxCost = MustMoney("0.10")
+			r.cfg.Budget.MaxCost = new(MustMoney("0.10"))
 			r.then(ScriptEntry{ToolCalls: []ToolCall{call("a", `{}`)}, Usage: usage(20000, 100)})
 		}, "cost ceiling"},
 		{"tool calls", func(r *run) {
-			r.cfg.Budget.MaxToolCalls = 2
+			r.cfg.Budget.MaxToolCalls = new(2)
 			r.then(calls(call("a", `{"n":1}`), call("a", `{"n":2}`)), calls(call("a", `{"n":3}`)))
 		}, "toolCalls ceiling: 2 consumed + 1 reserved = 3 > 2"},
 		{"per tool", func(r *run) {
@@ -413,7 +413,7 @@ func TestBudget_eachDimensionCanBeExhausted(t *testing.T) {
 			r.then(calls(call("a", `{"n":1}`)), calls(call("a", `{"n":2}`)))
 		}, "per-tool limit of a: 1 calls made + 1 in this batch = 2 > 1"},
 		{"default tool limit", func(r *run) {
-			r.cfg.Budget.DefaultToolLimit = 2
+			r.cfg.Budget.DefaultToolLimit = new(2)
 			r.then(calls(call("a", `{"n":1}`), call("a", `{"n":2}`), call("a", `{"n":3}`)))
 		}, "per-tool limit of a: 0 calls made + 3 in this batch = 3 > 2"},
 	}
@@ -462,7 +462,7 @@ func TestBudget_softCeilingsWarnOnceAt80And100AndNeverStop(t *testing.T) {
 
 // The turn-eleven admission table of the seeds, row by row.
 func TestAdmission_turnElevenTable(t *testing.T) {
-	b := Budget{MaxTurns: 12, MaxTokens: 1_000_000, MaxWallClock: 300 * time.Second, MaxCost: MustMoney("1.00"), MaxToolCalls: 50, DefaultToolLimit: 100}
+	b := Budget{MaxTurns: 12, MaxTokens: 1_000_000, MaxWallClock: 300 * time.Second, MaxCost: new(MustMoney("1.00")), MaxToolCalls: new(50), DefaultToolLimit: new(100)}
 	consumed := Usage{Turns: 11, Cost: MustMoney("0.82"), WallClock: 287 * time.Second, ToolCalls: 47}
 	// Reservation: 60,000 input tokens at $3/M, 4,096 output at $15/M, tools $0.04.
 	cost := TokenCost(60000, MustMoney("3")) + TokenCost(4096, MustMoney("15")) + MustMoney("0.04")

@@ -12,7 +12,7 @@ import (
 func Example() {
 	engine, err := loop.New(loop.Config{
 		Goal:   "Which account belongs to r.okafor@northwind.example?",
-		Budget: loop.Budget{MaxTurns: 4, MaxCost: loop.MustMoney("0.10")},
+		Budget: loop.Budget{MaxTurns: 4, MaxCost: new(loop.MustMoney("0.10"))},
 		Model:  loop.ModelConfig{Pricing: loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15")}},
 		Tools: []loop.ToolSpec{{
 			Name:       "identify_account",

@@ -70,7 +70,7 @@ type run struct {
 func makeRun(t testing.TB) *run {
 	c := newClock()
 	return &run{t: t, clock: c, tools: &recorder{outputs: map[string]func(Invocation) Result{}, clock: c},
-		cfg: Config{Goal: "Find out what happened.", Budget: Budget{MaxTurns: 12, MaxTokens: 1_000_000, MaxCost: MustMoney("10")}}}
+		cfg: Config{Goal: "Find out what happened.", Budget: Budget{MaxTurns: 12, MaxTokens: 1_000_000, MaxCost: new(MustMoney("10"))}}}
 }
 
 func (r *run) maxTurns(n int) *run { r.cfg.Budget.MaxTurns = n; return r }

@@ -126,10 +126,10 @@ func TokenCost(tokens int64, perMillion Money) Money {
 }
 
 // Ratio is (a / b) formatted with two decimal places, used for headroom.
-// It returns "1.00" when b is zero (nothing of an unlimited ceiling used).
+// A zero ceiling has no room at all: "0.00".
 func ratio(a, b int64) string {
 	if b <= 0 {
-		return "1.00"
+		return "0.00"
 	}
 	if a < 0 {
 		a = 0

@@ -19,7 +19,7 @@ func randomRun(seed uint64) (Config, []ScriptEntry) {
 	cfg := Config{
 		RunID:  fmt.Sprintf("seed-%d", seed),
 		Goal:   "Explain the double charge.",
-		Budget: Budget{MaxTurns: 2 + rng.IntN(10), MaxTokens: 1_000_000, MaxCost: MustMoney("5"), MaxToolCalls: 5 + rng.IntN(20)},
+		Budget: Budget{MaxTurns: 2 + rng.IntN(10), MaxTokens: 1_000_000, MaxCost: new(MustMoney("5")), MaxToolCalls: new(5 + rng.IntN(20))},
 		Model:  ModelConfig{Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15"), CachedInput: MustMoney("0.3")}},
 		Tools: []ToolSpec{
 			{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`), MaxCost: MustMoney("0.001")},

@@ -145,16 +145,20 @@ type Pricing struct {
 	CacheWrite Money
 }
 
-// Budget is the vector of ceilings. Zero values are replaced by the
-// documented defaults in Normalize.
+// Budget is the vector of ceilings. MaxTurns must be at least 1. MaxTokens
+// and MaxWallClock cannot be zero (no run could do anything): zero means
+// unset, and Normalize puts the documented default. The ceilings where zero
+// is a real limit are pointers: nil is unset (the default applies), and a
+// zero means zero (no money may be spent; no tool, or no tool outside
+// PerTool, may be called). A ceiling never fails open.
 type Budget struct {
 	MaxTurns         int
 	MaxTokens        int64
 	MaxWallClock     time.Duration
-	MaxCost          Money
-	MaxToolCalls     int
+	MaxCost          *Money
+	MaxToolCalls     *int
 	PerTool          map[string]int
-	DefaultToolLimit int
+	DefaultToolLimit *int
 	// Soft names ceilings that only warn (at 80% and at 100%), never stop.
 	Soft []Dimension
 }
