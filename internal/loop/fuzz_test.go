@@ -125,7 +125,7 @@ func (r *fuzzBytes) chunk(n int) []byte {
 func fuzzConfig() Config {
 	return Config{
 		Goal:   "Explain the double charge.",
-		Budget: Budget{MaxTurns: 6, MaxTokens: 300_000, MaxCost: MustMoney("1"), MaxToolCalls: 8, DefaultToolLimit: 4, PerTool: map[string]int{"refund": 1}},
+		Budget: Budget{MaxTurns: 6, MaxTokens: 300_000, MaxCost: new(MustMoney("1")), MaxToolCalls: new(8), DefaultToolLimit: new(4), PerTool: map[string]int{"refund": 1}},
 		Model:  ModelConfig{MaxOutputTokens: 1000, Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15")}},
 		Loop:   LoopDetection{IgnoreArguments: []string{"request_id"}},
 		Tools: []ToolSpec{
@@ -256,11 +256,11 @@ func checkCeilings(t *testing.T, e *Engine, s *State) {
 	if u.Tokens() > b.MaxTokens {
 		errs = append(errs, fmt.Sprintf("tokens %d > %d", u.Tokens(), b.MaxTokens))
 	}
-	if u.Cost > b.MaxCost {
-		errs = append(errs, fmt.Sprintf("cost %s > %s", u.Cost, b.MaxCost))
+	if u.Cost > b.costCeiling() {
+		errs = append(errs, fmt.Sprintf("cost %s > %s", u.Cost, b.costCeiling()))
 	}
-	if u.ToolCalls > b.MaxToolCalls {
-		errs = append(errs, fmt.Sprintf("tool calls %d > %d", u.ToolCalls, b.MaxToolCalls))
+	if u.ToolCalls > b.toolCallsCeiling() {
+		errs = append(errs, fmt.Sprintf("tool calls %d > %d", u.ToolCalls, b.toolCallsCeiling()))
 	}
 	for name, n := range u.PerTool {
 		if limit := b.toolLimit(name); n > limit {

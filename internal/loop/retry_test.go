@@ -149,7 +149,7 @@ func TestRetry_mutatingCallIsNotRetriedUnlessDeclaredSafe(t *testing.T) {
 func TestRetry_retriesAreReservedAgainstTheCeilings(t *testing.T) {
 	// maxToolCalls: the first attempt and one retry fit, a third does not.
 	r := makeRun(t).readTool("a").then(calls(call("a", `{}`)), answer("x")).output("a", refused)
-	r.cfg.Budget.MaxToolCalls = 2
+	r.cfg.Budget.MaxToolCalls = new(2)
 	s, _ := r.goSleeping()
 	expectOutcome(t, s, ToolFailure)
 	if len(r.tools.Ran()) != 2 || s.Usage.ToolCalls != 2 || !strings.Contains(s.Reason, "does not fit the budget") ||
