@@ -14,12 +14,16 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:path=agentruns,singular=agentrun,scope=Namespaced,shortName=ar,categories=agentrun
+// +kubebuilder:resource:path=agentruns,singular=agentrun,scope=Namespaced,shortName=ar,categories=agentrun;agents
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Where the run stands"
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`,description="How the run ended; empty while it runs"
 // +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.status.turn`,description="The turn in progress or last finished"
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`,description="US dollars spent so far"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Turns Left",type=string,JSONPath=`.status.convergence.headroom.turns`,priority=1,description="Fraction of budget.maxTurns still unused"
+// +kubebuilder:printcolumn:name="Tokens Left",type=string,JSONPath=`.status.convergence.headroom.tokens`,priority=1,description="Fraction of budget.maxTokens still unused"
+// +kubebuilder:printcolumn:name="Cost Left",type=string,JSONPath=`.status.convergence.headroom.cost`,priority=1,description="Fraction of budget.maxCostUSD still unused"
+// +kubebuilder:printcolumn:name="Awaiting",type=string,JSONPath=`.status.pendingApprovals[*].callID`,priority=1,description="Calls waiting for a person's answer"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1,description="Why the run ended, or what it waits for"
 type AgentRun struct {
 	metav1.TypeMeta `json:",inline"`

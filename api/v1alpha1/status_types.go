@@ -28,6 +28,27 @@ const (
 	// dispatched or charged meanwhile. It is removed by the next save that
 	// succeeds, so a healthy run does not carry it.
 	ConditionSaved = "Saved"
+
+	// ConditionReady is True (reason Completed) only once the run has
+	// completed. It is False otherwise: with the outcome as reason once the
+	// run has ended any other way, and reason Pending, Running or
+	// AwaitingApproval before. Generic tools (kstatus, Flux, Argo CD) read a
+	// completed run as healthy from it.
+	ConditionReady = "Ready"
+
+	// ConditionReconciling is True while the run has not ended (reason
+	// Pending, Running or AwaitingApproval: waiting for a person is still
+	// work in progress), and False with the outcome as reason once it has.
+	// It follows the kstatus convention: True means the object is not yet
+	// in its final state.
+	ConditionReconciling = "Reconciling"
+
+	// ConditionStalled is True, with the outcome as reason, once the run
+	// has ended with any outcome but Completed: it will make no further
+	// progress by itself. It is False otherwise (reason Completed, or
+	// Pending, Running or AwaitingApproval while the run works). kstatus
+	// reads Stalled=True as Failed.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons that are not outcomes. Once a run has ended, the
@@ -188,9 +209,10 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:Type=object
 	Checkpoint *runtime.RawExtension `json:"checkpoint,omitempty"`
 
-	// conditions are Succeeded (the run's end, monotonic) and
-	// AwaitingApproval; Saved=False appears only while the operator cannot
-	// save the run and retries.
+	// conditions are Succeeded (the run's end, monotonic), AwaitingApproval,
+	// and for generic tools (kstatus) Ready, Reconciling and Stalled;
+	// Saved=False appears only while the operator cannot save the run and
+	// retries.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -198,7 +220,8 @@ type AgentRunStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// observedGeneration is the generation of the spec the status was
-	// computed from.
+	// computed from. It is kept current on finished runs too (setting
+	// spec.cancel on an ended run bumps the generation).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/transcript"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -193,6 +194,14 @@ var errConflict = errors.New("the run changed under us")
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
+		if base := run.DeepCopy(); run.DeletionTimestamp.IsZero() && SettleFinished(run, metav1.NewTime(r.Clock())) {
+			if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+				if apierrors.IsConflict(err) {
+					return ctrl.Result{}, errConflict
+				}
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+		}
 		return ctrl.Result{}, nil
 	}
 	r.track(key, run.UID)

@@ -124,6 +124,7 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		st.Reason = ""
 		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRunning, fmt.Sprintf("turn %d", s.Turn), now)
 	}
+	setSummaryConditions(st, now)
 	if waiting {
 		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, v1alpha1.ReasonApprovalRequested, st.Reason, now)
 	} else {
@@ -140,7 +141,55 @@ func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, n
 		st.CompletionTime = &now
 	}
 	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason, now)
+	setSummaryConditions(st, now)
 	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
+}
+
+// setSummaryConditions derives Ready, Reconciling and Stalled (the
+// conditions generic tools such as kstatus read) from Succeeded, which
+// must be set: Ready only for a completed run, Reconciling until the run
+// ends, Stalled for any other outcome. Their reason is Succeeded's.
+func setSummaryConditions(st *v1alpha1.AgentRunStatus, now metav1.Time) {
+	s := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
+	if s == nil {
+		return
+	}
+	ready, reconciling, stalled := metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse
+	switch s.Status {
+	case metav1.ConditionTrue:
+		ready = metav1.ConditionTrue
+	case metav1.ConditionFalse:
+		stalled = metav1.ConditionTrue
+	default:
+		reconciling = metav1.ConditionTrue
+	}
+	reason, msg := s.Reason, s.Message
+	setCondition(st, v1alpha1.ConditionReady, ready, reason, msg, now)
+	setCondition(st, v1alpha1.ConditionReconciling, reconciling, reason, msg, now)
+	setCondition(st, v1alpha1.ConditionStalled, stalled, reason, msg, now)
+}
+
+// SettleFinished brings the status of a run that has ended up to date
+// with its object: observedGeneration follows the generation (setting
+// spec.cancel on an ended run bumps it; otherwise generic tools would read
+// the run as in progress for ever), and a run that ended before the
+// summary conditions existed gets them. It reports whether it changed
+// anything.
+func SettleFinished(run *v1alpha1.AgentRun, now metav1.Time) bool {
+	st := &run.Status
+	changed := false
+	if st.ObservedGeneration != run.Generation {
+		st.ObservedGeneration = run.Generation
+		changed = true
+	}
+	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled} {
+		if apimeta.FindStatusCondition(st.Conditions, typ) == nil {
+			setSummaryConditions(st, now)
+			changed = true
+			break
+		}
+	}
+	return changed
 }
 
 func setCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {

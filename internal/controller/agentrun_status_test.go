@@ -84,3 +84,53 @@ func TestRecordApprovals_staleAnswersAreRecordedOnce(t *testing.T) {
 		t.Fatalf("%d approvals kept, want the newest %d", len(st.Approvals), maxApprovalRecords)
 	}
 }
+
+func TestSummaryConditions_readyOnlyWhenCompletedStalledForOtherOutcomes(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 8, 14, 10, 0, 0, 0, time.UTC))
+	cases := []struct {
+		name                        string
+		state                       loop.State
+		ready, reconciling, stalled metav1.ConditionStatus
+		reason                      string
+	}{
+		{"pending", loop.State{}, metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, v1alpha1.ReasonPending},
+		{"running", loop.State{Turn: 1, Phase: loop.PhaseModel}, metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, v1alpha1.ReasonRunning},
+		{"completed", loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: loop.Completed}, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, "Completed"},
+		{"budget", loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: loop.BudgetExhausted}, metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, "BudgetExhausted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &v1alpha1.AgentRunStatus{}
+			SetStatusFromState(st, &tc.state, loop.Convergence{}, now)
+			var got []string
+			for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled} {
+				c := apimeta.FindStatusCondition(st.Conditions, typ)
+				got = append(got, typ+"="+string(c.Status)+"/"+c.Reason)
+			}
+			want := []string{"Ready=" + string(tc.ready) + "/" + tc.reason, "Reconciling=" + string(tc.reconciling) + "/" + tc.reason,
+				"Stalled=" + string(tc.stalled) + "/" + tc.reason}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSettleFinished_followsTheGenerationAndAddsMissingConditions(t *testing.T) {
+	now := metav1.Now()
+	run := &v1alpha1.AgentRun{}
+	run.Generation = 2
+	run.Status.ObservedGeneration = 1
+	// A run that ended before Ready, Reconciling and Stalled existed.
+	run.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: "Escalated", LastTransitionTime: now}}
+	if !SettleFinished(run, now) {
+		t.Fatal("nothing changed")
+	}
+	if run.Status.ObservedGeneration != 2 || !apimeta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionStalled) ||
+		!apimeta.IsStatusConditionFalse(run.Status.Conditions, v1alpha1.ConditionReady) {
+		t.Fatalf("status = %+v", run.Status)
+	}
+	if SettleFinished(run, now) {
+		t.Fatal("a settled run changed again")
+	}
+}

@@ -27,6 +27,9 @@ func TestStatus_endedRunIsFailedWithTheOutcomeAsConditionReason(t *testing.T) {
 		Convergence: &v1alpha1.ConvergenceStatus{RepeatedIntentDepth: 2, Headroom: map[string]string{"turns": "0.00"}},
 		Conditions: []metav1.Condition{
 			{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: "BudgetExhausted", Message: "turns: 3 of 3", LastTransitionTime: at},
+			{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "BudgetExhausted", Message: "turns: 3 of 3", LastTransitionTime: at},
+			{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionFalse, Reason: "BudgetExhausted", Message: "turns: 3 of 3", LastTransitionTime: at},
+			{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "BudgetExhausted", Message: "turns: 3 of 3", LastTransitionTime: at},
 			{Type: v1alpha1.ConditionAwaitingApproval, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoApprovalPending,
 				Message: "no call waits for a person", LastTransitionTime: at},
 		},
