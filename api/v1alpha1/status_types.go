@@ -186,6 +186,12 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxItems=128
 	PendingApprovals []PendingApproval `json:"pendingApprovals,omitempty"`
 
+	// pendingApprovalCount is the number of pendingApprovals, for the
+	// kubectl get -o wide column.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PendingApprovalCount int32 `json:"pendingApprovalCount,omitempty"`
+
 	// approvals records the answers people gave, oldest first (the most
 	// recent 256 are kept).
 	// +optional

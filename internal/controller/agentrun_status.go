@@ -91,6 +91,7 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		st.Convergence.TurnsToCompletion = &n
 	}
 
+	st.PendingApprovalCount = int32(len(st.PendingApprovals))
 	waiting := len(st.PendingApprovals) > 0
 	switch {
 	case s.Done():
@@ -135,7 +136,7 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 // SetFailed ends a run that could not be built or resumed.
 func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
 	st.Outcome, st.Reason, st.Phase = o, clip(reason, 8192), v1alpha1.PhaseFailed
-	st.PendingApprovals = nil
+	st.PendingApprovals, st.PendingApprovalCount = nil, 0
 	st.Reserved = nil
 	if st.CompletionTime == nil {
 		st.CompletionTime = &now

@@ -40,8 +40,8 @@ func TestSetStatusFromState_phasesAndConditions(t *testing.T) {
 			SetStatusFromState(st, &tc.state, loop.Convergence{}, now)
 			s := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
 			a := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAwaitingApproval)
-			got := []any{st.Phase, s.Status, s.Reason, a.Status, len(st.PendingApprovals)}
-			want := []any{tc.phase, tc.succeeded, tc.reason, tc.awaiting, tc.pending}
+			got := []any{st.Phase, s.Status, s.Reason, a.Status, len(st.PendingApprovals), int(st.PendingApprovalCount)}
+			want := []any{tc.phase, tc.succeeded, tc.reason, tc.awaiting, tc.pending, tc.pending}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}

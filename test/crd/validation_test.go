@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -33,7 +34,10 @@ const repoRoot = "../.."
 // namespace holds every object the tests create.
 const namespace = "default"
 
-var k8sClient client.Client
+var (
+	k8sClient client.Client
+	restCfg   *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(runWithAPIServer(m))
@@ -50,6 +54,7 @@ func runWithAPIServer(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "Cannot stop the API server: %v\n", err)
 		}
 	}()
+	restCfg = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Cannot build a client: %v\n", err)

@@ -1,0 +1,86 @@
+package crd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+// `kubectl get agents` resolves through discovery: the category agents
+// (which is not the singular name, so it cannot be mistaken for one) and
+// the existing short name and category stay.
+func TestDiscovery_agentsCategoryListsRuns(t *testing.T) {
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(agentsv1alpha1.GroupVersion.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "agentruns" })
+	if i < 0 {
+		t.Fatalf("agentruns not in discovery: %+v", list.APIResources)
+	}
+	r := list.APIResources[i]
+	if !slices.Contains(r.Categories, "agents") || !slices.Contains(r.Categories, "agentrun") || !slices.Contains(r.ShortNames, "ar") ||
+		r.SingularName == "agents" {
+		t.Fatalf("categories %v, short names %v, singular %q", r.Categories, r.ShortNames, r.SingularName)
+	}
+}
+
+// `kubectl get agentruns -o wide` asks the API server for a Table; its
+// wide columns (priority 1) show budget headroom and the calls waiting
+// for a person, read from status.
+func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
+	ctx := testContext(t)
+	obj, err := create(ctx, fmt.Sprintf(runToEdit, "wide-columns"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &agentsv1alpha1.AgentRun{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), run); err != nil {
+		t.Fatal(err)
+	}
+	run.Status = agentsv1alpha1.AgentRunStatus{
+		Phase: agentsv1alpha1.PhaseAwaitingApproval, Turn: 2,
+		Convergence:          &agentsv1alpha1.ConvergenceStatus{Headroom: map[string]string{"turns": "0.33", "tokens": "0.90", "cost": "0.75"}},
+		PendingApprovals:     []agentsv1alpha1.PendingApproval{{CallID: "t2-c1", Tool: "pod_events"}, {CallID: "t2-c2", Tool: "pod_events"}},
+		PendingApprovalCount: 2,
+	}
+	if err := k8sClient.Status().Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := dc.RESTClient().Get().AbsPath("/apis/agents.agentrun.dev/v1alpha1/namespaces", namespace, "agentruns", "wide-columns").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table %s: %v", body, err)
+	}
+	wide := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == 1 {
+			wide[c.Name] = table.Rows[0].Cells[i]
+		}
+	}
+	want := map[string]any{"Turns Left": "0.33", "Tokens Left": "0.90", "Cost Left": "0.75", "Approvals": float64(2), "Reason": nil}
+	if diff := cmp.Diff(want, wide); diff != "" {
+		t.Fatalf("wide columns (-want +got):\n%s", diff)
+	}
+}
