@@ -219,10 +219,19 @@ func TestCrash_atEveryWriteBoundaryOfATurn(t *testing.T) {
 	}
 	points = append(points, crashPoint{inTool: true})
 
-	var unknown, overcharged, crashed int
+	var unknown, overcharged, crashed, unreached int
 	for _, p := range points {
 		out := crashScenario(t, p)
 		if !out.crashed {
+			// A clean run makes one write more or less depending on how
+			// the informer and the approval annotation interleave, so the
+			// last boundary may not exist in this run. Any earlier one
+			// must be reached.
+			if p.write > 0 && out.writes < p.write && p.write >= clean.writes-1 {
+				unreached++
+				t.Logf("%s: not reached, this run made %d writes", p, out.writes)
+				continue
+			}
 			t.Errorf("%s: the operator never crashed (%d writes)", p, out.writes)
 		}
 		crashed++
@@ -247,7 +256,10 @@ func TestCrash_atEveryWriteBoundaryOfATurn(t *testing.T) {
 		t.Logf("%-22s refunds=%d lookups=%d model-calls=%d paid-turns=%d tokens=%d/%d unknown=%v", p, out.refunds, out.lookups,
 			out.modelCalls, out.paidTurns, out.paidTokens, out.modelTokens, out.unknown)
 	}
-	t.Logf("crash points: %d (%d write boundaries before and after, 3 model calls, 1 tool); a clean run makes %d writes; "+
+	if crashed < len(points)-4 {
+		t.Errorf("only %d of %d crash points were reached", crashed, len(points))
+	}
+	t.Logf("crash points: %d (%d write boundaries before and after, 3 model calls, 1 tool), %d reached, %d beyond this run's last write; a clean run makes %d writes; "+
 		"duplicate refunds: 0; lost turns: 0; runs charged for a lost call's reservation: %d; refunds reported unknown: %d",
-		len(points), clean.writes, clean.writes, overcharged, unknown)
+		len(points), clean.writes, crashed, unreached, clean.writes, overcharged, unknown)
 }
