@@ -153,7 +153,8 @@ spec:
 }
 
 // (c) A tool that ignores SIGTERM is killed at its deadline, from outside
-// its process; the model sees a timeout and the run goes on.
+// its process. A timeout is transient; with no retries left the run ends
+// ToolFailure, naming the tool, and the timeout is in the transcript.
 func TestJobTool_deadlineKillsToolThatIgnoresSIGTERM(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "e2e-deadline")
@@ -171,12 +172,16 @@ spec:
   tools:
   - name: export
     timeout: 3s
+    retry: {maxAttempts: 1}
     job:
       image: {{.Image}}
       command: [/testtool]
       args: [ignore-sigterm, echo, started, sleep, "300"]
 `)
-	run := waitFinished(t, ns, "stuck", v1alpha1.OutcomeCompleted)
+	run := waitFinished(t, ns, "stuck", v1alpha1.OutcomeToolFailure)
+	if !strings.Contains(run.Status.Reason, "export") {
+		t.Errorf("reason %q does not name the tool", run.Status.Reason)
+	}
 
 	obs := observation(t, run, "t1-c1")
 	if obs.Status != loop.ObsFailed || !strings.Contains(obs.Content, "did not finish before its deadline") {
