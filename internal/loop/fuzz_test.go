@@ -70,8 +70,11 @@ func FuzzCanonicalNumber(f *testing.F) {
 			return // too large to compare as rationals cheaply
 		}
 		want, ok1 := new(big.Rat).SetString(lit)
+		if !ok1 {
+			return // big.Rat refuses the literal (0e<20 digits> is zero, and so normalised)
+		}
 		got, ok2 := new(big.Rat).SetString(d.String())
-		if !ok1 || !ok2 || want.Cmp(got) != 0 {
+		if !ok2 || want.Cmp(got) != 0 {
 			t.Fatalf("%s normalised to %s, a different number", lit, d.String())
 		}
 	})
