@@ -74,8 +74,9 @@ bench: ## Run the benchmarks: the engine's turn and loop detection, API writes p
 	KUBEBUILDER_ASSETS="$$assets" go test -run '^$$' -bench . -benchmem ./internal/loop/ ./internal/controller/
 
 .PHONY: verify
-verify: manifests generate fmt ## Fail when generated files or formatting are not committed.
+verify: manifests generate fmt ## Fail when generated files, formatting or go.mod (go mod tidy) are not committed.
 	git diff --exit-code -- api config charts internal cmd
+	go mod tidy -diff
 
 ##@ Run locally
 
