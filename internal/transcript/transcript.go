@@ -104,29 +104,26 @@ func Split(msgs []loop.Message, obs []Observation, limit int) []Chunk {
 		}
 		cur, size = Chunk{}, 0
 	}
-	for _, m := range msgs {
-		n := jsonSize(m)
+	// add makes room for one entry: its content is cut when the entry
+	// alone would not fit, and a full chunk is flushed first.
+	add := func(content *string, measure func() int) {
+		n := measure()
 		if n+overhead > limit {
-			m.Content = fit(m.Content, limit-overhead-(n-jsonSize(m.Content)))
-			n = jsonSize(m)
+			*content = fit(*content, limit-overhead-(n-jsonSize(*content)))
+			n = measure()
 		}
 		if size+n+overhead > limit {
 			flush()
 		}
-		cur.Messages = append(cur.Messages, m)
 		size += n + 1
 	}
+	for _, m := range msgs {
+		add(&m.Content, func() int { return jsonSize(m) })
+		cur.Messages = append(cur.Messages, m)
+	}
 	for _, o := range obs {
-		n := jsonSize(o)
-		if n+overhead > limit {
-			o.Content = fit(o.Content, limit-overhead-(n-jsonSize(o.Content)))
-			n = jsonSize(o)
-		}
-		if size+n+overhead > limit {
-			flush()
-		}
+		add(&o.Content, func() int { return jsonSize(o) })
 		cur.Observations = append(cur.Observations, o)
-		size += n + 1
 	}
 	flush()
 	return out
