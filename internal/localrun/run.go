@@ -22,6 +22,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/safeterm"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -56,6 +57,9 @@ func Run(ctx context.Context, path string, o Options) int {
 	if o.Stdin == nil {
 		o.Stdin = strings.NewReader("")
 	}
+	// Models and tools write into the stream: nothing they say may drive
+	// the terminal.
+	o.Stdout, o.Stderr = safeterm.Writer(o.Stdout), safeterm.Writer(o.Stderr)
 	m, err := ReadManifest(path)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "agentrun local: %s: %v\n", path, err)

@@ -741,3 +741,38 @@ func TestWatch_pollsWhenWatchesAreRefused(t *testing.T) {
 		t.Errorf("watch output does not end with the outcome:\n%s", out.String())
 	}
 }
+
+// What a model or tool wrote is printed without its escape sequences and
+// control characters, by transcript and by watch; newlines and tabs stay.
+func TestTranscriptAndWatch_stripTerminalEscapes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ns := newNamespace(t)
+	run := makeRun(ns, "r").create(t)
+	hostile := []loop.Message{
+		{Role: loop.RoleAssistant, Turn: 1, Content: "\x1b[2J\x1b[Hall\tfine\x1b]0;owned\x07"},
+		{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "lookup", Status: "ok", Content: "refund 99999999\r\x1b[1Arefund 1\u202e"},
+	}
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+		s.Checkpoint = checkpoint(t, hostile...)
+		s.Outcome, s.Reason = v1alpha1.OutcomeCompleted, "done \x1b[31mred"
+	})
+	ref := Ref{Namespace: ns, Name: "r"}
+
+	var text bytes.Buffer
+	if err := Transcript(ctx, k8sClient, ref, OutputText, &text); err != nil {
+		t.Fatal(err)
+	}
+	w := &syncBuffer{}
+	if _, err := Watch(ctx, k8sClient, WatchOptions{Run: ref, Resync: time.Hour}, w); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"transcript": text.String(), "watch": w.String()} {
+		if strings.ContainsAny(out, "\x1b\r\x07\u202e") {
+			t.Errorf("%s printed terminal control: %q", name, out)
+		}
+		if !strings.Contains(out, "all\tfine") || !strings.Contains(out, "refund 99999999") {
+			t.Errorf("%s lost the text itself: %q", name, out)
+		}
+	}
+}

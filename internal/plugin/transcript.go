@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -28,6 +29,7 @@ func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w 
 	if format != OutputText && format != OutputJSON {
 		return fmt.Errorf("unknown output format %q: use text or json", format)
 	}
+	w = safeterm.Writer(w) // what models and tools said must not drive the terminal
 	run, err := getRun(ctx, c, ref)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/transcript"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,7 @@ func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer)
 	if o.Command == "" {
 		o.Command = "kubectl agentrun"
 	}
+	w = safeterm.Writer(w) // what models and tools said must not drive the terminal
 	if o.Resync <= 0 {
 		o.Resync = DefaultResync
 	}
