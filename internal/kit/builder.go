@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -87,8 +89,11 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		case t.MCP != nil:
 			opts := []mcptool.Option{}
 			if len(t.MCP.Headers) > 0 {
-				opts = append(opts, mcptool.WithTransport(&headerTransport{base: http.DefaultTransport,
-					headers: headers(t.MCP.Headers), resolve: b.resolver(run.Namespace)}))
+				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run.Namespace))
+				if err != nil {
+					return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
+				}
+				opts = append(opts, mcptool.WithTransport(ht), mcptool.WithRedaction(ht.sent))
 			}
 			ex, err := mcptool.New(t.MCP.URL, t.MCP.Tool, opts...)
 			if err != nil {
@@ -260,14 +265,33 @@ func headers(hs []v1alpha1.HTTPHeader) []httptool.Header {
 }
 
 // headerTransport adds an MCP tool's headers (values from Secrets read
-// per request) to every request to its server.
+// per request) to every request to its server, and to no other: a request
+// to another scheme, host or port (which the MCP client's redirect policy
+// already refuses) is failed rather than sent with them. It remembers the
+// Secret values it sent, for the tool's answers to be redacted of them.
 type headerTransport struct {
 	base    http.RoundTripper
+	origin  *url.URL
 	headers []httptool.Header
 	resolve httptool.SecretResolver
+
+	mu      sync.Mutex
+	secrets map[string]string // header name -> last value sent
+}
+
+func newHeaderTransport(endpoint string, hs []httptool.Header, resolve httptool.SecretResolver) (*headerTransport, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("mcp tool: %q is not an http(s) URL", endpoint)
+	}
+	return &headerTransport{base: http.DefaultTransport, origin: u, headers: hs, resolve: resolve, secrets: map[string]string{}}, nil
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != t.origin.Scheme || req.URL.Host != t.origin.Host {
+		return nil, fmt.Errorf("refusing to send the tool's headers to %s://%s: only %s://%s may receive them",
+			req.URL.Scheme, req.URL.Host, t.origin.Scheme, t.origin.Host)
+	}
 	req = req.Clone(req.Context())
 	for _, h := range t.headers {
 		v := h.Value
@@ -277,8 +301,22 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, fmt.Errorf("header %s: %w", h.Name, err)
 			}
 			v = strings.TrimRight(s, "\r\n")
+			t.mu.Lock()
+			t.secrets[h.Name] = v
+			t.mu.Unlock()
 		}
 		req.Header.Set(h.Name, v)
 	}
 	return t.base.RoundTrip(req)
+}
+
+// sent returns the Secret values the transport has sent.
+func (t *headerTransport) sent() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.secrets))
+	for _, v := range t.secrets {
+		out = append(out, v)
+	}
+	return out
 }

@@ -278,3 +278,67 @@ func TestBuild_anthropicPricesCacheWritesAboveInput(t *testing.T) {
 }
 
 var _ = runtime.RawExtension{}
+
+// An MCP server that redirects elsewhere does not get its tool's Secret
+// header sent there; one that echoes the header back has it redacted from
+// the tool's result.
+func TestBuild_mcpSecretHeadersStayWithTheirServerAndEchoesAreRedacted(t *testing.T) {
+	const token = "Bearer mcp-0123456789abcdef"
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			elsewhere.Add(1)
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer other.Close()
+	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "v1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "whoami"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			auth := req.Extra.Header.Get("Authorization")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "you sent " + auth}}}, nil, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	manifest := func(path string) *v1alpha1.AgentRun {
+		return parse(t, `
+metadata: {name: r}
+spec:
+  goal: Ask.
+  model: {provider: scripted, script: [{content: x}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: whoami
+    mcp:
+      url: `+srv.URL+path+`
+      tool: whoami
+      headers: [{name: Authorization, valueFrom: {secretKeyRef: {name: mcp, key: token}}}]
+`)
+	}
+	secrets := func(context.Context, string, string, string) (string, error) { return token, nil }
+
+	_, err := (&Builder{Secrets: secrets}).Build(context.Background(), manifest("/moved"))
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "another origin") {
+		t.Errorf("a cross-origin redirect: err = %v, want the tool unavailable, naming the redirect", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the header reached the other server %d times", n)
+	}
+
+	k, err := (&Builder{Secrets: secrets}).Build(context.Background(), manifest("/mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := k.Tools.Execute(context.Background(), loop.Invocation{CallID: "t1-c1", Tool: "whoami", Arguments: json.RawMessage(`{}`),
+		Timeout: 10 * time.Second, MaxResultBytes: 4096})
+	if res.Failure != nil || string(res.Output) != "you sent [redacted]" {
+		t.Errorf("result = %q (failure %+v), want the echoed token redacted", res.Output, res.Failure)
+	}
+}

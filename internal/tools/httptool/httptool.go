@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/retryafter"
+	"github.com/agentrun/agentrun/internal/tools/redact"
 )
 
 const (
@@ -244,10 +245,15 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 	if err != nil {
 		return failed(loop.FailInvalid, err.Error())
 	}
-	req, fail := e.request(ctx, args, inv.IdempotencyKey)
+	req, secrets, fail := e.request(ctx, args, inv.IdempotencyKey)
 	if fail != nil {
 		return loop.Result{Failure: fail}
 	}
+	// Values read from Secrets are hidden wherever the answer echoes them;
+	// reading that many bytes more keeps one cut by the limit from leaking
+	// its first part.
+	forms := redact.Forms(secrets...)
+	extra := redact.Longest(forms)
 
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -259,15 +265,23 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 	defer resp.Body.Close()
 
 	// Keep at most limit+1 bytes; one more byte tells whether there was more.
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
-	res := loop.Result{Output: body, ContentType: resp.Header.Get("Content-Type"), Size: int64(len(body))}
-	if readErr == nil && len(body) > limit {
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, int64(limit+1+extra)))
+	body := redact.Bytes(raw, forms)
+	res := loop.Result{ContentType: resp.Header.Get("Content-Type"), Size: int64(len(body))}
+	if len(body) > limit+1 {
+		res.Truncated = true
+	} else if readErr == nil && len(raw) == limit+1+extra {
 		var one [1]byte
 		if n, _ := io.ReadFull(resp.Body, one[:]); n > 0 {
 			res.Truncated = true
-			res.Size = max(resp.ContentLength, 0) // unknown (0) unless the server said
 		}
 	}
+	if res.Truncated {
+		// A value may start in what is kept and go on in what is not.
+		body = redact.TrimPartial(body[:min(len(body), limit+1)], forms)
+		res.Size = max(resp.ContentLength, 0) // unknown (0) unless the server said
+	}
+	res.Output = body
 	if readErr != nil {
 		res.Truncated = true
 		res.Size = max(resp.ContentLength, 0)
@@ -280,7 +294,7 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 		if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
 			detail += "; redirected to " + redactURL(loc)
 		}
-		res.Failure = &loop.Failure{Kind: loop.FailHTTP, Code: resp.StatusCode, Detail: loop.ClipDetail(detail)}
+		res.Failure = &loop.Failure{Kind: loop.FailHTTP, Code: resp.StatusCode, Detail: loop.ClipDetail(redact.String(detail, forms))}
 		// How long the server asked to wait (429, 503): the engine waits
 		// at least that long before a retry.
 		res.Failure.RetryAfter, _ = retryafter.Parse(resp.Header, time.Now())
@@ -289,27 +303,32 @@ func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
 }
 
 // request renders the templates and builds the request, or says why the
-// call is invalid or cannot be made.
-func (e *Executor) request(ctx context.Context, args map[string]any, key string) (*http.Request, *loop.Failure) {
+// call is invalid or cannot be made. It also returns the values it read
+// from Secrets, for the answer to be redacted of them.
+func (e *Executor) request(ctx context.Context, args map[string]any, key string) (*http.Request, []string, *loop.Failure) {
 	var u strings.Builder
 	if err := e.url.Execute(&u, args); err != nil {
-		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(execError("URL", err))}
+		return nil, nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(execError("URL", err))}
 	}
 	target, err := url.Parse(u.String())
 	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: "the URL built from the arguments is not a valid http(s) URL"}
+		return nil, nil, &loop.Failure{Kind: loop.FailInvalid, Detail: "the URL built from the arguments is not a valid http(s) URL"}
+	}
+	if dotSegment(target.Path) {
+		return nil, nil, &loop.Failure{Kind: loop.FailInvalid,
+			Detail: `the URL built from the arguments has a "." or ".." path segment, which would reach another path`}
 	}
 	var body io.Reader
 	if e.body != nil {
 		var b bytes.Buffer
 		if err := e.body.Execute(&b, args); err != nil {
-			return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(execError("body", err))}
+			return nil, nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(execError("body", err))}
 		}
 		body = &b
 	}
 	req, err := http.NewRequestWithContext(ctx, e.method, target.String(), body)
 	if err != nil {
-		return nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail("building the request: " + err.Error())}
+		return nil, nil, &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail("building the request: " + err.Error())}
 	}
 	req.Header.Set("User-Agent", userAgent)
 	if e.contentType != "" {
@@ -320,12 +339,14 @@ func (e *Executor) request(ctx context.Context, args map[string]any, key string)
 		// HTTP Header Field"); a configured header replaces it.
 		req.Header.Set("Idempotency-Key", key)
 	}
+	var secrets []string
 	for _, h := range e.headers {
 		v := h.Value
 		if h.Secret != nil {
 			if v, err = e.secret(ctx, h); err != nil {
-				return nil, &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(err.Error())}
+				return nil, nil, &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(err.Error())}
 			}
+			secrets = append(secrets, v)
 		}
 		if http.CanonicalHeaderKey(h.Name) == "Host" {
 			req.Host = v
@@ -333,7 +354,17 @@ func (e *Executor) request(ctx context.Context, args map[string]any, key string)
 		}
 		req.Header.Set(h.Name, v)
 	}
-	return req, nil
+	return req, secrets, nil
+}
+
+// dotSegment reports whether a decoded URL path has a "." or ".." segment.
+func dotSegment(path string) bool {
+	for seg := range strings.SplitSeq(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeArguments reads the arguments object, keeping numbers exact.

@@ -382,3 +382,85 @@ func TestTemplates_conditionalWholeParts(t *testing.T) {
 		t.Errorf("query %q, body %q", s.RawQuery, s.Body)
 	}
 }
+
+// A server that echoes the request's headers back (here in its answer, in
+// an error answer, and cut by the size limit in the middle of the key)
+// does not put the Secret's value into the result.
+func TestExecute_redactsSecretHeaderValuesEchoedBack(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	srv, _ := recorder(t, func(w http.ResponseWriter, r *http.Request) {
+		echo, _ := json.Marshal(map[string]any{"headers": r.Header})
+		switch r.URL.Path {
+		case "/fail":
+			w.WriteHeader(http.StatusBadRequest)
+		case "/long":
+			_, _ = io.WriteString(w, strings.Repeat("x", 90)+key+strings.Repeat("y", 200))
+			return
+		}
+		_, _ = w.Write(echo)
+	})
+	resolve := func(context.Context, string, string) (string, error) { return "Bearer " + key, nil }
+	e := mustNew(t, Config{URL: srv.URL + "/{{.p}}", Headers: []Header{
+		{Name: "Authorization", Secret: &SecretKeyRef{Name: "billing", Key: "token"}},
+	}}, resolve)
+	for _, p := range []string{"ok", "fail", "long"} {
+		inv := call(`{"p":"` + p + `"}`)
+		if p == "long" {
+			inv.MaxResultBytes = 100 // the key starts at byte 90
+		}
+		res := e.Execute(context.Background(), inv)
+		text := string(res.Output)
+		if res.Failure != nil {
+			text += res.Failure.Detail
+		}
+		if strings.Contains(text, "sk-live") || strings.Contains(text, "0123456789") {
+			t.Errorf("%s: the key reached the result: %q", p, text)
+		}
+		if p != "long" && !strings.Contains(text, `"Authorization":["[redacted]"]`) {
+			t.Errorf("%s: want the echoed header redacted, got %q", p, text)
+		}
+	}
+}
+
+// A path value is one segment: "." and ".." are escaped, and a URL whose
+// decoded path would still hold such a segment is refused before sending.
+func TestExecute_dotSegmentsCannotReachAnotherPath(t *testing.T) {
+	srv, got := recorder(t, ok)
+	e := mustNew(t, Config{URL: srv.URL + "/customers/{{.id}}/invoices"}, nil)
+	for _, id := range []string{"..", ".", "../admin", "..%2Fadmin"} {
+		res := e.Execute(context.Background(), call(`{"id":"`+id+`"}`))
+		if id == "..%2Fadmin" {
+			// The model's own percent sign is escaped: one odd segment.
+			if res.Failure != nil {
+				t.Errorf("%q: Failure = %+v", id, res.Failure)
+			} else if s := receive(t, got); s.Path != "/customers/..%2Fadmin/invoices" {
+				t.Errorf("%q: the server saw path %q", id, s.Path)
+			}
+			continue
+		}
+		if res.Failure == nil || res.Failure.Kind != loop.FailInvalid || !strings.Contains(res.Failure.Detail, `".."`) {
+			t.Errorf("%q: Failure = %+v, want InvalidCall about the dot segment", id, res.Failure)
+		}
+	}
+	select {
+	case s := <-got:
+		t.Errorf("a request with a dot segment was sent: %+v", s)
+	default:
+	}
+	if got := mustRender(t, e, `{"id":"a..b"}`); got != "/customers/a..b/invoices" {
+		t.Errorf("an ordinary value with dots: path %q", got)
+	}
+}
+
+func mustRender(t *testing.T, e *Executor, args string) string {
+	t.Helper()
+	a, err := decodeArguments(json.RawMessage(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _, f := e.request(context.Background(), a, "")
+	if f != nil {
+		t.Fatalf("Failure = %+v", f)
+	}
+	return req.URL.EscapedPath()
+}

@@ -95,12 +95,25 @@ const (
 )
 
 var funcs = template.FuncMap{
-	escPathFunc:   func(v any) (string, error) { s, err := text(v); return url.PathEscape(s), err },
+	escPathFunc:   pathSegment,
 	escQueryFunc:  func(v any) (string, error) { s, err := text(v); return url.QueryEscape(s), err },
 	escStringFunc: jsonStringContent,
 	escValueFunc:  jsonValue,
 	escRawFunc:    text,
 	jsonFunc:      jsonValue,
+}
+
+// pathSegment escapes a value for the path with url.PathEscape, and also
+// the dots of a value that is "." or ".." (which PathEscape leaves as they
+// are, and which a server would resolve to another path). The request
+// still refuses a URL whose decoded path has such a segment (see
+// dotSegment): servers decode %2E too.
+func pathSegment(v any) (string, error) {
+	s, err := text(v)
+	if s == "." || s == ".." {
+		return strings.ReplaceAll(s, ".", "%2E"), err
+	}
+	return url.PathEscape(s), err
 }
 
 // forbidden are text/template's own escapers: with automatic escaping they

@@ -43,6 +43,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/tools/redact"
 )
 
 const (
@@ -70,6 +71,7 @@ type Executor struct {
 	tool             string
 	transport        http.RoundTripper
 	maxResponseBytes int64
+	secrets          func() []string
 
 	mu        sync.Mutex
 	hints     Hints
@@ -82,6 +84,7 @@ type Option func(*executorOptions)
 type executorOptions struct {
 	transport        http.RoundTripper
 	maxResponseBytes int64
+	secrets          func() []string
 }
 
 // WithTransport sets the transport requests go through (custom TLS roots,
@@ -89,6 +92,13 @@ type executorOptions struct {
 // http.DefaultTransport.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(o *executorOptions) { o.transport = rt }
+}
+
+// WithRedaction names the values read from Secrets that the transport
+// sends (header values): wherever the tool's answer echoes one, it is
+// replaced by [redacted] before the result leaves the executor.
+func WithRedaction(secrets func() []string) Option {
+	return func(o *executorOptions) { o.secrets = secrets }
 }
 
 // WithMaxResponseBytes bounds each HTTP response read from the server.
@@ -120,6 +130,7 @@ func New(endpoint, tool string, opts ...Option) (*Executor, error) {
 		tool:             tool,
 		transport:        o.transport,
 		maxResponseBytes: o.maxResponseBytes,
+		secrets:          o.secrets,
 	}, nil
 }
 
@@ -136,13 +147,29 @@ func (e *Executor) connect(ctx context.Context) (*connection, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentrun", Version: "v1alpha1"}, nil)
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             e.endpoint,
-		HTTPClient:           &http.Client{Transport: lt},
+		HTTPClient:           &http.Client{Transport: lt, CheckRedirect: sameOrigin},
 		DisableStandaloneSSE: true,
 	}, nil)
 	if err != nil {
 		return nil, lt.explain(err)
 	}
 	return &connection{session: session, limit: lt}, nil
+}
+
+// errCrossOrigin refuses a redirect to another scheme, host or port: the
+// request's headers (an API key from a Secret) must reach no server but
+// the one the manifest names.
+var errCrossOrigin = errors.New("the server redirected to another origin; not followed, so that its headers reach no other server")
+
+// sameOrigin follows redirects within the endpoint's scheme and host only.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("%w (%s://%s)", errCrossOrigin, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
 // close ends the session. The SDK bounds the DELETE it sends; a call that
@@ -247,6 +274,16 @@ func (e *Executor) call(ctx context.Context, inv loop.Invocation) loop.Result {
 		return failed(loop.FailInvalid, "the arguments are not a JSON object")
 	}
 
+	// Whatever the server says goes to the model: a Secret value it echoes
+	// does not (send redacts the output, here the failure's detail).
+	res := e.send(ctx, inv, args, timeout, limit)
+	if e.secrets != nil && res.Failure != nil {
+		res.Failure.Detail = redact.String(res.Failure.Detail, redact.Forms(e.secrets()...))
+	}
+	return res
+}
+
+func (e *Executor) send(ctx context.Context, inv loop.Invocation, args []byte, timeout time.Duration, limit int) loop.Result {
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := e.connect(callCtx)
@@ -276,9 +313,15 @@ func (e *Executor) call(ctx context.Context, inv loop.Invocation) loop.Result {
 	}
 
 	out, contentType := render(r)
+	var forms []string
+	if e.secrets != nil {
+		// Before the cut, so that no part of a value stays.
+		forms = redact.Forms(e.secrets()...)
+		out = redact.Bytes(out, forms)
+	}
 	res := loop.Result{Output: out, ContentType: contentType, Size: int64(len(out))}
 	if len(out) > limit+1 {
-		res.Output, res.Truncated = out[:limit+1], true
+		res.Output, res.Truncated = redact.TrimPartial(out[:limit+1], forms), true
 	}
 	if r.IsError {
 		detail := strings.TrimSpace(string(out))
@@ -348,6 +391,12 @@ func cause(err error) string {
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset"
 	case errors.Is(err, errResponseTooLarge):
+		return err.Error()
+	case errors.Is(err, errCrossOrigin):
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			return urlErr.Err.Error()
+		}
 		return err.Error()
 	}
 	var dnsErr *net.DNSError
