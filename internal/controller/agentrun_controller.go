@@ -91,6 +91,8 @@ type written struct {
 //   - Jobs: create and watch the tool Jobs; pods and their logs: read the
 //     result of a tool (uncached).
 //   - ServiceAccounts: impersonate a run's account for builtin tools.
+//   - ConfigMaps: read and write the spec-hash records of the GitOps
+//     re-run protection (gitops.go); read uncached.
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch
@@ -100,6 +102,7 @@ type written struct {
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // SetupWithManager registers the reconciler.
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {

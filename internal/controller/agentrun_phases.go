@@ -64,6 +64,9 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 	k := r.kits[sc.run.UID]
 	r.mu.Unlock()
 	if k == nil {
+		if err := r.guard(ctx, sc); err != nil || sc.stop {
+			return ctrl.Result{}, err
+		}
 		var err error
 		k, err = r.Kits.Build(ctx, sc.run)
 		if err != nil {

@@ -146,6 +146,20 @@ func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, n
 	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 }
 
+// SetRerunRefused holds a protected run that may not start (a GitOps
+// re-run with another spec): it stays Pending with Succeeded=Unknown, and
+// is Stalled (not Reconciling) so that kstatus, Flux and Argo CD read it as
+// failed rather than wait for it. Allowing the re-run lets it start.
+func SetRerunRefused(st *v1alpha1.AgentRunStatus, msg string, now metav1.Time) {
+	st.Phase, st.Reason = v1alpha1.PhasePending, clip(msg, 8192)
+	r := v1alpha1.ReasonRerunRefused
+	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, r, msg, now)
+	setCondition(st, v1alpha1.ConditionReady, metav1.ConditionFalse, r, msg, now)
+	setCondition(st, v1alpha1.ConditionReconciling, metav1.ConditionFalse, r, msg, now)
+	setCondition(st, v1alpha1.ConditionStalled, metav1.ConditionTrue, r, msg, now)
+	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
+}
+
 // setSummaryConditions derives Ready, Reconciling and Stalled (the
 // conditions generic tools such as kstatus read) from Succeeded, which
 // must be set: Ready only for a completed run, Reconciling until the run

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func deleteRun(t *testing.T, run *v1alpha1.AgentRun) {
+	t.Helper()
+	if err := k8sClient.Delete(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() bool {
+		err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), &v1alpha1.AgentRun{})
+		return apierrors.IsNotFound(err)
+	}, 10*time.Second, 20*time.Millisecond).Should(BeTrue(), "the run was not deleted")
+}
+
+func fluxRun(ns, name, goal string) *runBuilder {
+	b := makeRun(ns, name)
+	b.r.Spec.Goal = goal
+	b.r.Labels = map[string]string{"kustomize.toolkit.fluxcd.io/name": "runs", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+	return b
+}
+
+// Flux with force: true "edits" a run by deleting it and creating it
+// again with the new spec. The recreated run is refused with a reason
+// (Pending, Stalled; every GitOps reading says failed) and spends nothing,
+// until someone allows the re-run.
+func TestGitOpsRerun_recreatedWithAnotherSpecIsRefusedUntilAllowed(t *testing.T) {
+	script, err := os.ReadFile(argoHealthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := shippedFluxExprs(t)
+	ns := namespace(t)
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+	g := NewWithT(t)
+	const wait, tick = 20 * time.Second, 20 * time.Millisecond
+
+	first := fluxRun(ns, "nightly", "Check the nodes.").readTool("get_node").calls("get_node", `{"name":"n1"}`).answer("fine").create(t)
+	expectOutcome(t, waitOutcome(t, first, wait), v1alpha1.OutcomeCompleted, "")
+	rec := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "agentrun-spec.nightly"}, rec)).To(Succeed())
+	g.Expect(rec.Data).To(HaveKeyWithValue("uid", string(first.UID)))
+	g.Expect(rec.Data).To(HaveKeyWithValue("specHash", SpecHash(&first.Spec)))
+	g.Expect(rec.OwnerReferences).To(BeEmpty(), "the record must outlive the run")
+
+	deleteRun(t, first)
+	second := fluxRun(ns, "nightly", "Check the nodes and the disks.").readTool("get_node").calls("get_node", `{"name":"n2"}`).answer("fine").create(t)
+	var refused *v1alpha1.AgentRun
+	g.Eventually(func() string {
+		refused = get(t, second)
+		c := apimeta.FindStatusCondition(refused.Status.Conditions, v1alpha1.ConditionSucceeded)
+		if c == nil {
+			return ""
+		}
+		return c.Reason
+	}, wait, tick).Should(Equal(v1alpha1.ReasonRerunRefused))
+	g.Expect(refused.Status.Phase).To(Equal(v1alpha1.PhasePending))
+	g.Expect(refused.Status.Outcome).To(BeEmpty())
+	g.Expect(refused.Status.Reason).To(ContainSubstring(v1alpha1.AnnotationAllowRerun))
+	g.Expect(refused.Status.Reason).To(ContainSubstring(SpecHash(&second.Spec)))
+	g.Expect(refused.Status.StartTime).To(BeNil())
+	g.Expect(refused.Status.Turn).To(BeZero())
+	g.Expect(apimeta.IsStatusConditionTrue(refused.Status.Conditions, v1alpha1.ConditionStalled)).To(BeTrue())
+	g.Expect(kstatusOf(t, refused)).To(Equal(status.FailedStatus))
+	obj := unstructuredOf(t, refused)
+	argo, msg := argoHealth(t, string(script), obj)
+	g.Expect(argo).To(Equal("Degraded"))
+	g.Expect(msg).To(HavePrefix("RerunRefused: "))
+	g.Expect(fluxHealth(t, exprs, obj)).To(Equal("Failed"))
+	g.Expect(tb.counts()).To(Equal(map[string]int{"t1-c1:get_node": 1}), "the refused run executed a tool")
+	g.Eventually(func() []string { return eventReasons(t, ns, "nightly") }, wait, tick).Should(ContainElement(v1alpha1.ReasonRerunRefused))
+
+	// Allowed: it runs, and the record now names it.
+	g.Expect(k8sClient.Patch(context.Background(), get(t, second), client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"`+v1alpha1.AnnotationAllowRerun+`":"true"}}}`)))).To(Succeed())
+	done := waitOutcome(t, second, wait)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	g.Expect(apimeta.IsStatusConditionTrue(done.Status.Conditions, v1alpha1.ConditionStalled)).To(BeFalse())
+	g.Expect(tb.counts()).To(Equal(map[string]int{"t1-c1:get_node": 2}))
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "agentrun-spec.nightly"}, rec)).To(Succeed())
+	g.Expect(rec.Data).To(HaveKeyWithValue("uid", string(second.UID)))
+	g.Expect(rec.Data).To(HaveKeyWithValue("specHash", SpecHash(&second.Spec)))
+}
+
+// What the protection leaves alone: a run recreated with the same spec
+// (a deliberate delete), a run no GitOps tool applied, and a run that
+// opts out; and the annotation alone protects a run.
+func TestGitOpsRerun_whatIsNotRefused(t *testing.T) {
+	ns := namespace(t)
+	startManager(t, &kits{tools: newTools()})
+	const wait = 20 * time.Second
+
+	same := fluxRun(ns, "same", "Summarise the alerts.").answer("ok").create(t)
+	expectOutcome(t, waitOutcome(t, same, wait), v1alpha1.OutcomeCompleted, "")
+	deleteRun(t, same)
+	same = fluxRun(ns, "same", "Summarise the alerts.").answer("ok").create(t)
+	expectOutcome(t, waitOutcome(t, same, wait), v1alpha1.OutcomeCompleted, "")
+
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		annots  map[string]string
+		refused bool
+	}{
+		{name: "plain"},
+		{name: "opted-out", labels: map[string]string{"kustomize.toolkit.fluxcd.io/name": "runs"}, annots: map[string]string{v1alpha1.AnnotationGitOpsProtect: "false"}},
+		{name: "annotated", annots: map[string]string{v1alpha1.AnnotationGitOpsProtect: "true"}, refused: true},
+		{name: "argo", annots: map[string]string{"argocd.argoproj.io/tracking-id": "runs:agents.agentrun.dev/AgentRun:" + ns + "/argo"}, refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mk := func(goal string) *v1alpha1.AgentRun {
+				b := makeRun(ns, tc.name).answer("ok")
+				b.r.Spec.Goal = goal
+				b.r.ObjectMeta = metav1.ObjectMeta{Name: tc.name, Namespace: ns, Labels: tc.labels, Annotations: tc.annots}
+				return b.create(t)
+			}
+			run := mk("First goal.")
+			expectOutcome(t, waitOutcome(t, run, wait), v1alpha1.OutcomeCompleted, "")
+			deleteRun(t, run)
+			run = mk("Second goal.")
+			if !tc.refused {
+				expectOutcome(t, waitOutcome(t, run, wait), v1alpha1.OutcomeCompleted, "")
+				return
+			}
+			NewWithT(t).Eventually(func() string { return get(t, run).Status.Reason }, wait, 20*time.Millisecond).
+				Should(ContainSubstring("refusing to start"))
+		})
+	}
+}
