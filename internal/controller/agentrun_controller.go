@@ -234,6 +234,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
 	if written {
+		r.logTransitions(ctx, sc)
 		r.emit(sc)
 		observe(sc.run, sc.state, sc.notes)
 	}

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// TraceIDOf returns the trace id of a run's trace, or "" when it has none;
+// every transition line carries it as traceID when there is one. The
+// default reads the span in ctx (none, unless tracing put one there).
+// Tracing may replace it to read the trace context the run carries.
+var TraceIDOf = func(ctx context.Context, _ *v1alpha1.AgentRun) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// logTransitions writes one structured line per transition of the run
+// that this reconcile's status write made: the run started its first
+// turn, asked a person about a call, had a call answered, was refused as a
+// GitOps re-run, or finished (with its outcome). The logger from
+// controller-runtime already names the run (namespace, name).
+func (r *AgentRunReconciler) logTransitions(ctx context.Context, sc *scope) {
+	log := ctrl.LoggerFrom(ctx)
+	if id := TraceIDOf(ctx, sc.run); id != "" {
+		log = log.WithValues("traceID", id)
+	}
+	before, after := &sc.base.Status, &sc.run.Status
+	if before.StartTime == nil && after.StartTime != nil {
+		log.Info("Run started", "turn", after.Turn)
+	}
+	was := map[string]bool{}
+	for _, p := range before.PendingApprovals {
+		was[p.CallID] = true
+	}
+	for _, p := range after.PendingApprovals {
+		if !was[p.CallID] {
+			log.Info("Run asked for approval", "callID", p.CallID, "tool", p.Tool, "rule", p.Rule)
+		}
+	}
+	for _, n := range sc.notes {
+		switch n.Kind {
+		case loop.NoteApproval, loop.NoteStaleApproval:
+			log.Info("Approval answered", "callID", n.CallID, "decision", string(sc.answers[n.CallID]), "by", sc.by[n.CallID],
+				"stale", n.Kind == loop.NoteStaleApproval)
+		}
+	}
+	if refused(after) && !refused(before) {
+		log.Info("Run refused", "reason", v1alpha1.ReasonRerunRefused, "message", after.Reason)
+	}
+	if before.Outcome == "" && after.Outcome != "" {
+		finishedLine(log, after)
+	}
+}
+
+func refused(st *v1alpha1.AgentRunStatus) bool {
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
+	return c != nil && c.Reason == v1alpha1.ReasonRerunRefused
+}
+
+func finishedLine(log logr.Logger, st *v1alpha1.AgentRunStatus) {
+	kv := []any{"outcome", string(st.Outcome), "reason", st.Reason, "turns", st.Turn}
+	if u := st.Usage; u != nil {
+		kv = append(kv, "costUSD", u.CostUSD, "inputTokens", u.InputTokens, "outputTokens", u.OutputTokens, "toolCalls", u.ToolCalls)
+	}
+	log.Info("Run finished", kv...)
+}
