@@ -13,7 +13,9 @@ import (
 	"github.com/agentrun/agentrun/internal/transcript"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -104,6 +106,13 @@ type follower struct {
 	last  *v1alpha1.AgentRun
 	rv    string
 	phase v1alpha1.Phase
+	// seen is the newest resourceVersion observed: an older version (a
+	// watch event queued before a resync read a newer one) is skipped, and
+	// a reopened watch starts from it, so that no version in between is
+	// lost. expired: the server no longer has the versions after seen; the
+	// next watch starts from the current state.
+	seen    string
+	expired bool
 
 	// printed is the number of transcript messages printed; readChunks and
 	// readTail identify the transcript last read, to skip re-reading it.
@@ -133,7 +142,15 @@ func resultChan(w watch.Interface) <-chan watch.Event {
 func (f *follower) openWatches(ctx context.Context) {
 	ns := client.InNamespace(f.o.Run.Namespace)
 	if f.runWatch == nil && !f.runRefused {
-		wi, err := f.c.Watch(ctx, &v1alpha1.AgentRunList{}, ns, client.MatchingFields{"metadata.name": f.o.Run.Name})
+		opts := []client.ListOption{ns, client.MatchingFields{"metadata.name": f.o.Run.Name}}
+		if f.seen != "" && !f.expired {
+			opts = append(opts, fromVersion(f.seen))
+		}
+		wi, err := f.c.Watch(ctx, &v1alpha1.AgentRunList{}, opts...)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			f.lostVersions()
+			wi, err = f.c.Watch(ctx, &v1alpha1.AgentRunList{}, opts[:2]...)
+		}
 		f.runWatch, f.runRefused = wi, err != nil
 	}
 	if f.eventWatch == nil && !f.eventsRefused {
@@ -164,10 +181,31 @@ func (f *follower) onRunEvent(ctx context.Context, e watch.Event, ok bool) (bool
 	case watch.Deleted:
 		return false, fmt.Errorf("%s was deleted before it ended", f.o.Run)
 	case watch.Error:
+		if err := apierrors.FromObject(e.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			f.lostVersions()
+		}
 		f.runWatch.Stop()
 		f.runWatch = nil
 	}
 	return false, nil
+}
+
+// lostVersions: the versions after the last one seen are gone from the
+// server (compacted); the next watch starts from the current state, and
+// the user is told that steps may be missing.
+func (f *follower) lostVersions() {
+	f.expired = true
+	f.warn("the API server no longer has every change to the run since the last one seen: some steps may be missing")
+}
+
+// fromVersion starts a watch after a resourceVersion.
+type fromVersion string
+
+func (v fromVersion) ApplyToList(o *client.ListOptions) {
+	if o.Raw == nil {
+		o.Raw = &metav1.ListOptions{}
+	}
+	o.Raw.ResourceVersion = string(v)
 }
 
 func (f *follower) onEventEvent(e watch.Event, ok bool) {
@@ -260,10 +298,13 @@ func (f *follower) observe(ctx context.Context, run *v1alpha1.AgentRun) (bool, e
 	if run.UID != f.uid {
 		return false, fmt.Errorf("%s was deleted and created anew; watch it again", f.o.Run)
 	}
+	if c, err := resourceversion.CompareResourceVersion(run.ResourceVersion, f.seen); err == nil && c < 0 {
+		return f.last.Status.Outcome != "", nil // older than what was printed
+	}
 	if run.ResourceVersion == f.rv {
 		return run.Status.Outcome != "", nil
 	}
-	f.rv, f.last = run.ResourceVersion, run
+	f.rv, f.last, f.seen, f.expired = run.ResourceVersion, run, run.ResourceVersion, false
 
 	f.printTranscript(ctx, run)
 	for _, a := range run.Status.Approvals {
