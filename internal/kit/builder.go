@@ -37,6 +37,15 @@ var ErrUnavailable = errors.New("a declared tool is not available")
 // header values are read through it at call time and never stored.
 type SecretReader func(ctx context.Context, namespace, name, key string) (string, error)
 
+// SecretAccess returns nil when the service account may read the Secret,
+// and an error wrapping ErrSecretForbidden when it may not. It reads
+// nothing.
+type SecretAccess func(ctx context.Context, namespace, serviceAccount, name string) error
+
+// ErrSecretForbidden marks a Secret the run's service account may not
+// read: the run cannot start.
+var ErrSecretForbidden = errors.New("the run's ServiceAccount may not read this Secret")
+
 // Builder builds runs. The operator builds with cluster executors (tool
 // Jobs, builtin tools impersonating the run's service account); `make dev`
 // and `agentrun local` run job tools as local processes.
@@ -46,8 +55,16 @@ type Builder struct {
 	LocalJobs bool
 	// LocalDir is the working directory of local job tools.
 	LocalDir string
-	// Secrets resolves apiKeySecretRef and header values.
+	// Secrets resolves apiKeySecretRef and header values (agentrun local,
+	// tests). SecretsAs, when set, is used instead.
 	Secrets SecretReader
+	// SecretsAs returns the reader that acts as a run's service account,
+	// so that a run reads only the Secrets its account may read (the
+	// operator impersonates the account).
+	SecretsAs func(serviceAccount string) SecretReader
+	// CheckSecret, when set, is asked before the run starts about every
+	// Secret the run names; a refusal fails the build with the reason.
+	CheckSecret SecretAccess
 	// Jobs configures the Job executor (cluster mode).
 	Jobs job.Config
 	// Kube is the operator's client configuration for builtin tools; nil
@@ -72,6 +89,9 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 	// idempotency keys built from it are too (agentrun local gives each
 	// invocation a fresh UID).
 	cfg.RunID = string(run.UID)
+	if err := b.checkSecrets(ctx, run); err != nil {
+		return nil, err
+	}
 	executors := map[string]loop.Toolbox{}
 	var jobTools []job.Tool
 	var builtins map[string]kube.Builtin
@@ -81,7 +101,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		switch {
 		case t.HTTP != nil:
 			ex, err := httptool.New(httptool.Config{URL: t.HTTP.URL, Method: string(t.HTTP.Method), Headers: headers(t.HTTP.Headers), Body: t.HTTP.Body},
-				b.resolver(run.Namespace))
+				b.resolver(run))
 			if err != nil {
 				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 			}
@@ -89,7 +109,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		case t.MCP != nil:
 			opts := []mcptool.Option{}
 			if len(t.MCP.Headers) > 0 {
-				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run.Namespace))
+				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run))
 				if err != nil {
 					return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 				}
@@ -218,11 +238,12 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 		return nil, fmt.Errorf("model.apiKeySecretRef is required with provider %s", spec.Provider)
 	}
 	ns, name, key := run.Namespace, ref.Name, ref.Key
+	read := b.secretReader(run)
 	keys := func(ctx context.Context) (string, error) {
-		if b.Secrets == nil {
+		if read == nil {
 			return "", errors.New("no Secret reader is configured")
 		}
-		v, err := b.Secrets(ctx, ns, name, key)
+		v, err := read(ctx, ns, name, key)
 		if err != nil {
 			return "", fmt.Errorf("reading the API key from Secret %s key %s: %w", name, key, err)
 		}
@@ -243,13 +264,71 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
 }
 
-func (b *Builder) resolver(namespace string) httptool.SecretResolver {
+// serviceAccount is the account a run acts as.
+func serviceAccount(run *v1alpha1.AgentRun) string {
+	if run.Spec.ServiceAccountName != "" {
+		return run.Spec.ServiceAccountName
+	}
+	return "default"
+}
+
+// secretReader reads as the run's service account when the builder can.
+func (b *Builder) secretReader(run *v1alpha1.AgentRun) SecretReader {
+	if b.SecretsAs != nil {
+		return b.SecretsAs(serviceAccount(run))
+	}
+	return b.Secrets
+}
+
+func (b *Builder) resolver(run *v1alpha1.AgentRun) httptool.SecretResolver {
+	read, namespace := b.secretReader(run), run.Namespace
 	return func(ctx context.Context, name, key string) (string, error) {
-		if b.Secrets == nil {
+		if read == nil {
 			return "", errors.New("no Secret reader is configured")
 		}
-		return b.Secrets(ctx, namespace, name, key)
+		return read(ctx, namespace, name, key)
 	}
+}
+
+// checkSecrets asks CheckSecret about every Secret the run names: the API
+// key and the headers' valueFrom. Only a refusal fails: a Secret that does
+// not exist yet may be created before the first call needs it.
+func (b *Builder) checkSecrets(ctx context.Context, run *v1alpha1.AgentRun) error {
+	if b.CheckSecret == nil {
+		return nil
+	}
+	sa := serviceAccount(run)
+	check := func(field, name string) error {
+		err := b.CheckSecret(ctx, run.Namespace, sa, name)
+		if errors.Is(err, ErrSecretForbidden) {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		return nil
+	}
+	spec := &run.Spec
+	if ref := spec.Model.APIKeySecretRef; ref != nil && spec.Model.Provider != v1alpha1.ProviderScripted {
+		if err := check("model.apiKeySecretRef", ref.Name); err != nil {
+			return err
+		}
+	}
+	for i, t := range spec.Tools {
+		var hs []v1alpha1.HTTPHeader
+		switch {
+		case t.HTTP != nil:
+			hs = t.HTTP.Headers
+		case t.MCP != nil:
+			hs = t.MCP.Headers
+		}
+		for _, h := range hs {
+			if h.ValueFrom == nil {
+				continue
+			}
+			if err := check(fmt.Sprintf("tools[%d] (%s) header %s", i, t.Name, h.Name), h.ValueFrom.SecretKeyRef.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func headers(hs []v1alpha1.HTTPHeader) []httptool.Header {

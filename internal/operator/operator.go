@@ -7,19 +7,16 @@ package operator
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/tools/job"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -89,10 +86,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder("agentrun")
+	secrets := NewRunSecrets(cfg)
 	builder := &kit.Builder{
-		LocalJobs: o.LocalTools,
-		LocalDir:  o.LocalDir,
-		Secrets:   SecretsFrom(mgr.GetAPIReader()),
+		LocalJobs:   o.LocalTools,
+		LocalDir:    o.LocalDir,
+		SecretsAs:   secrets.As,
+		CheckSecret: secrets.Check,
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage},
 		Kube: cfg,
@@ -110,20 +109,4 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers)
 	return mgr.Start(ctx)
-}
-
-// SecretsFrom reads Secrets with an uncached reader: the operator does not
-// cache every Secret of the cluster, and keys are read at call time.
-func SecretsFrom(r client.Reader) kit.SecretReader {
-	return func(ctx context.Context, ns, name, key string) (string, error) {
-		s := &corev1.Secret{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
-			return "", err
-		}
-		v, ok := s.Data[key]
-		if !ok {
-			return "", fmt.Errorf("secret %s has no key %q", name, key)
-		}
-		return strings.TrimRight(string(v), "\r\n"), nil
-	}
 }

@@ -1,0 +1,100 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/tools/kube"
+)
+
+// RunSecrets reads the Secrets a run names (its API key, its tools' header
+// values) as the run's ServiceAccount, by impersonation, the way the
+// builtin tools read objects. A run therefore gets only the Secrets its
+// account may get: naming a Secret in a manifest is not enough. The
+// operator's own account needs only "impersonate" on serviceaccounts
+// for this, not "get" on Secrets.
+type RunSecrets struct {
+	cfg *rest.Config
+
+	mu      sync.Mutex
+	clients map[string]kubernetes.Interface // by namespace/account
+}
+
+// NewRunSecrets reads Secrets with cfg, impersonating each run's account.
+func NewRunSecrets(cfg *rest.Config) *RunSecrets {
+	return &RunSecrets{cfg: cfg, clients: map[string]kubernetes.Interface{}}
+}
+
+func (s *RunSecrets) client(namespace, sa string) (kubernetes.Interface, error) {
+	key := namespace + "/" + sa
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.clients[key]; c != nil {
+		return c, nil
+	}
+	c, err := kubernetes.NewForConfig(kube.Impersonating(s.cfg, namespace, sa))
+	if err != nil {
+		return nil, err
+	}
+	s.clients[key] = c
+	return c, nil
+}
+
+// As returns the reader of one service account's Secrets.
+func (s *RunSecrets) As(sa string) kit.SecretReader {
+	return func(ctx context.Context, ns, name, key string) (string, error) {
+		c, err := s.client(ns, sa)
+		if err != nil {
+			return "", err
+		}
+		sec, err := c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsForbidden(err) {
+			return "", forbidden(ns, sa, name)
+		}
+		if err != nil {
+			return "", err
+		}
+		v, ok := sec.Data[key]
+		if !ok {
+			return "", fmt.Errorf("secret %s has no key %q", name, key)
+		}
+		return strings.TrimRight(string(v), "\r\n"), nil
+	}
+}
+
+// Check asks the API server's authorizer, as the service account (a
+// SelfSubjectAccessReview, which every authenticated identity may make),
+// whether the account may get the Secret. It reads nothing.
+func (s *RunSecrets) Check(ctx context.Context, ns, sa, name string) error {
+	c, err := s.client(ns, sa)
+	if err != nil {
+		return err
+	}
+	review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "get", Resource: "secrets", Name: name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("asking whether ServiceAccount %s/%s may get Secret %s: %w", ns, sa, name, err)
+	}
+	if !review.Status.Allowed {
+		return forbidden(ns, sa, name)
+	}
+	return nil
+}
+
+func forbidden(ns, sa, name string) error {
+	return fmt.Errorf("%w: ServiceAccount %s/%s (the run's spec.serviceAccountName) may not get Secret %q; "+
+		"grant that account get on the Secret (a Role with resourceNames: [%s] and a RoleBinding)",
+		kit.ErrSecretForbidden, ns, sa, name, name)
+}

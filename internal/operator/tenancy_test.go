@@ -1,0 +1,222 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/testenv"
+)
+
+// These tests run the operator as cmd/manager wires it against a real API
+// server that authorizes with RBAC. The test's client is an administrator;
+// the tenant is a user who may only create, get and patch AgentRuns in her
+// namespace, and acts through impersonation.
+var (
+	adminCfg *rest.Config
+	admin    client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(func() int {
+		env, cfg, err := testenv.Start("--authorization-mode=RBAC")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "starting envtest:", err)
+			return 1
+		}
+		defer func() { _ = env.Stop() }()
+		adminCfg = cfg
+		if admin, err = client.New(cfg, client.Options{Scheme: testenv.Scheme}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, cfg, Options{OperatorImage: "example.com/agentrun:test", Workers: 2, MetricsAddr: "0", ProbeAddr: "0"})
+		}()
+		code := m.Run()
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "operator:", err)
+			return 1
+		}
+		return code
+	}())
+}
+
+// tenantNamespace makes a namespace with a production Secret, and a user
+// who may only create, get and patch AgentRuns there. It returns the
+// namespace and the tenant's client.
+func tenantNamespace(t *testing.T) (string, client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-"}}
+	if err := admin.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	user := "alice@" + ns.Name
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "prod-openai", Namespace: ns.Name},
+			StringData: map[string]string{"api-key": "sk-prod-0123456789"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-creator", Namespace: ns.Name}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentruns"}, Verbs: []string{"create", "get", "patch"},
+		}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: ns.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agentrun-creator"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns.Name}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// She may not read the Secret herself.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "prod-openai"}, &corev1.Secret{}); err == nil {
+		t.Fatal("the tenant can read Secrets; the test's premise is wrong")
+	}
+	return ns.Name, c
+}
+
+// grantSecret lets a ServiceAccount get one Secret.
+func grantSecret(t *testing.T, ns, sa, secret string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa + "-keys", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secret}, Verbs: []string{"get"},
+		}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-keys", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa + "-keys"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// keyCatcher is the tenant's own "model provider": it records every
+// Authorization header it receives and answers like OpenAI.
+type keyCatcher struct {
+	*httptest.Server
+	mu   sync.Mutex
+	keys []string
+}
+
+func newKeyCatcher(t *testing.T) *keyCatcher {
+	k := &keyCatcher{}
+	k.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		k.mu.Lock()
+		k.keys = append(k.keys, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+		k.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop",`+
+			`"message":{"role":"assistant","content":"done"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`)
+	}))
+	t.Cleanup(k.Close)
+	return k
+}
+
+func (k *keyCatcher) saw() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return strings.Join(k.keys, " ")
+}
+
+func openAIRun(ns, name, baseURL, sa string) *v1alpha1.AgentRun {
+	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "Say done.", ServiceAccountName: sa,
+		Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}},
+	}}
+}
+
+func ended(t *testing.T, c client.Client, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	t.Helper()
+	got := &v1alpha1.AgentRun{}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(run), got); err != nil {
+			return ""
+		}
+		return got.Status.Outcome
+	}, 30*time.Second, 50*time.Millisecond).ShouldNot(BeEmpty())
+	return got
+}
+
+// The reproduction: a tenant names the namespace's production Secret as
+// her API key with her own baseURL, or as an HTTP tool's header. The run's
+// ServiceAccount may not get that Secret, so the run is refused before
+// any request, with a reason that says which account lacks what.
+func TestTenant_cannotReadASecretTheRunsAccountMayNotGet(t *testing.T) {
+	ns, alice := tenantNamespace(t)
+	catcher := newKeyCatcher(t)
+
+	apiKey := openAIRun(ns, "steal-api-key", catcher.URL+"/v1", "")
+	header := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "steal-header"}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "Call the tool.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+			{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "echo"}}}, {Content: "done"}}},
+		Tools: []v1alpha1.ToolSpec{{Name: "echo", HTTP: &v1alpha1.HTTPTool{URL: catcher.URL + "/echo",
+			Headers: []v1alpha1.HTTPHeader{{Name: "X-Api-Key", ValueFrom: &v1alpha1.HeaderValueSource{
+				SecretKeyRef: v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}}}}}}},
+	}}
+	for _, run := range []*v1alpha1.AgentRun{apiKey, header} {
+		if err := alice.Create(context.Background(), run); err != nil {
+			t.Fatalf("the tenant may create AgentRuns: %v", err)
+		}
+		got := ended(t, alice, run)
+		if got.Status.Outcome != v1alpha1.OutcomeError ||
+			!strings.Contains(got.Status.Reason, `ServiceAccount `+ns+`/default (the run's spec.serviceAccountName) may not get Secret "prod-openai"`) {
+			t.Errorf("%s: outcome %s, reason %q; want Error naming the account and the Secret", run.Name, got.Status.Outcome, got.Status.Reason)
+		}
+	}
+	if s := catcher.saw(); strings.Contains(s, "sk-prod") || s != "" {
+		t.Errorf("the tenant's server received %q; want no request at all", s)
+	}
+}
+
+// A run whose ServiceAccount may get the Secret reads it as before: the
+// key reaches the provider the manifest names.
+func TestTenant_readsASecretTheRunsAccountMayGet(t *testing.T) {
+	ns, alice := tenantNamespace(t)
+	grantSecret(t, ns, "summarizer", "prod-openai")
+	catcher := newKeyCatcher(t)
+	run := openAIRun(ns, "allowed", catcher.URL+"/v1", "summarizer")
+	if err := alice.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if got := ended(t, alice, run); got.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("outcome %s (%s), want Completed", got.Status.Outcome, got.Status.Reason)
+	}
+	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
+		t.Errorf("the provider received %q, want the key", s)
+	}
+}
