@@ -10,6 +10,12 @@ import (
 // approve, deny or stop.
 const ApprovalAnnotationPrefix = "approval.agents.agentrun.dev/"
 
+// ApprovedByAnnotationPrefix starts the annotation the API server's
+// admission (config/admission/approver-identity.yaml) writes when an
+// approval annotation is set: approved-by.agents.agentrun.dev/<callID> holds
+// the authenticated username of who set it.
+const ApprovedByAnnotationPrefix = "approved-by.agents.agentrun.dev/"
+
 // Condition types of an AgentRun.
 const (
 	// ConditionSucceeded is the run's one monotonic end condition: Unknown
@@ -298,6 +304,16 @@ type PendingApproval struct {
 	// +kubebuilder:validation:MaxLength=16384
 	Arguments string `json:"arguments,omitempty"`
 
+	// argumentsDigest identifies the exact arguments: sha256: and the hex
+	// SHA-256 of their canonical JSON (keys sorted, no spaces, numbers
+	// normalised), over the whole arguments even when arguments is cut. An
+	// approval applies only to a call with these arguments: before the call
+	// runs, the operator checks them against the model's proposal as saved
+	// in the run's transcript Secrets when the person was asked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	ArgumentsDigest string `json:"argumentsDigest,omitempty"`
+
 	// rule names what asked: a policy rule (policy.rules[0]),
 	// policy.default, or tool.irreversible.
 	// +optional
@@ -330,8 +346,11 @@ type ApprovalRecord struct {
 	// +optional
 	At *metav1.Time `json:"at,omitempty"`
 
-	// by is who answered, when the cluster can tell (from the managed
-	// fields of the annotation).
+	// by is who answered: the username the API server authenticated when
+	// the approval annotation was set, as the admission policy
+	// agentrun-approver-identity stamped it into
+	// approved-by.agents.agentrun.dev/<callID> (no client can choose it).
+	// Empty when that policy is not installed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	By string `json:"by,omitempty"`

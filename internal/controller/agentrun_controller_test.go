@@ -144,7 +144,7 @@ func TestRun_askThenApproveByAnnotation(t *testing.T) {
 	for _, a := range done.Status.Approvals {
 		got = append(got, fmt.Sprintf("%s=%s stale=%v by=%s", a.CallID, a.Decision, a.Stale, a.By))
 	}
-	if diff := cmp.Diff([]string{"t7-c1=approve stale=true by=kubectl-annotate", "t1-c1=approve stale=false by=kubectl-annotate"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"t7-c1=approve stale=true by=" + adminName, "t1-c1=approve stale=false by=" + adminName}, got); diff != "" {
 		t.Fatalf("approvals (-want +got):\n%s", diff)
 	}
 	if _, still := done.Annotations[v1alpha1.ApprovalAnnotationPrefix+"t7-c1"]; still {

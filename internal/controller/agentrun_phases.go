@@ -148,6 +148,13 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	// have any) to the cached saved messages; the full slice expression
 	// makes any append copy, so the cache is never written through.
 	s.Transcript = append(sv.messages[:len(sv.messages):len(sv.messages)], s.Transcript...)
+	if reason, voided := checkProposals(s); reason != "" {
+		r.fail(sc, reason)
+		if voided != "" {
+			sc.notes = append(sc.notes, loop.Note{Kind: NoteApprovalVoided, CallID: voided, Warning: true, Message: reason})
+		}
+		return ctrl.Result{}, nil
+	}
 	sc.state, sc.saved, sc.flushed = s, sv, len(sv.messages)
 	sc.answers, sc.by = answersFrom(sc.run)
 	return ctrl.Result{}, nil
@@ -533,6 +540,12 @@ func (r *AgentRunReconciler) dropStaleAnnotations(ctx context.Context, sc *scope
 	ann := map[string]any{}
 	for _, k := range keys {
 		ann[k] = nil
+		// The record of who answered goes with the answer (the admission
+		// policy admits removing both together).
+		id := strings.TrimPrefix(k, v1alpha1.ApprovalAnnotationPrefix)
+		if _, ok := sc.run.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id]; ok {
+			ann[v1alpha1.ApprovedByAnnotationPrefix+id] = nil
+		}
 	}
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
 	if err := r.Patch(ctx, sc.run.DeepCopy(), client.RawPatch("application/merge-patch+json", body)); err != nil {

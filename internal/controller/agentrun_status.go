@@ -74,7 +74,8 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		if s.Done() {
 			break // an ended run waits for no one
 		}
-		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: clip(string(c.Arguments), 16384), Rule: c.Rule, Reason: clip(c.Reason, 4096)}
+		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: clip(string(c.Arguments), 16384),
+			ArgumentsDigest: loop.ArgumentsDigest(c.Arguments), Rule: c.Rule, Reason: clip(c.Reason, 4096)}
 		if c.RequestedAt != nil {
 			t := metav1.NewTime(*c.RequestedAt)
 			p.RequestedAt = &t
@@ -265,19 +266,17 @@ func answersFrom(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]str
 	return answers, answeredBy(run)
 }
 
-// answeredBy names the field manager that set each approval annotation
-// (kubectl-annotate, kubectl-agentrun ...): who answered, as far as the
-// cluster can tell.
+// answeredBy names who set each approval annotation, as the API server
+// authenticated them: the admission policy agentrun-approver-identity
+// stamps the username into approved-by.agents.agentrun.dev/<callID> in the
+// same request, and agentrun-approval refuses clients that write it
+// themselves. The field manager is not used: any client chooses its own.
 func answeredBy(run *v1alpha1.AgentRun) map[string]string {
 	by := map[string]string{}
-	for _, mf := range run.ManagedFields {
-		if mf.FieldsV1 == nil {
-			continue
-		}
-		raw := mf.FieldsV1.GetRawString()
-		for k := range run.Annotations {
-			if id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix); ok && strings.Contains(raw, `"f:`+k+`"`) {
-				by[id] = mf.Manager
+	for k, v := range run.Annotations {
+		if id, ok := strings.CutPrefix(k, v1alpha1.ApprovedByAnnotationPrefix); ok && id != "" {
+			if _, answered := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+id]; answered {
+				by[id] = v
 			}
 		}
 	}

@@ -45,6 +45,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		// The API server runs with RBAC and the approval admission policies
+		// and roles the project ships.
+		if err := installApprovalPolicies(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "installing the approval policies:", err)
+			return 1
+		}
 		return m.Run()
 	}())
 }

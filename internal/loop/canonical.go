@@ -303,3 +303,16 @@ func cut(s string, n int) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// ArgumentsDigest identifies a call's exact arguments: "sha256:" and the
+// hex SHA-256 of their canonical form (Canonical with nothing ignored), so
+// that key order and spacing do not change it and any other difference
+// does. Arguments that have no canonical form are hashed as sent.
+func ArgumentsDigest(args json.RawMessage) string {
+	b, err := Canonical(args, nil)
+	if err != nil {
+		b = args
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -71,3 +71,16 @@ func BenchmarkCanonicalHugeExponents(b *testing.B) {
 		}
 	}
 }
+
+func TestArgumentsDigest_sameForSameArgumentsOnly(t *testing.T) {
+	a := ArgumentsDigest(json.RawMessage(`{"amount_minor":8240,"order":"A-1"}`))
+	if b := ArgumentsDigest(json.RawMessage(`{ "order":"A-1", "amount_minor":8240 }`)); a != b {
+		t.Errorf("key order or spacing changed the digest: %s vs %s", a, b)
+	}
+	if b := ArgumentsDigest(json.RawMessage(`{"amount_minor":99999999,"order":"A-1"}`)); a == b {
+		t.Errorf("different arguments have the same digest %s", a)
+	}
+	if !strings.HasPrefix(a, "sha256:") || len(a) != len("sha256:")+64 {
+		t.Errorf("digest %q is not sha256:<64 hex>", a)
+	}
+}

@@ -5,16 +5,24 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -94,4 +102,48 @@ func Start(extraArgs ...string) (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, err
 	}
 	return env, cfg, nil
+}
+
+// Apply creates (or updates) every object of the YAML files under the
+// repository root, e.g. "config/admission/approval-policy.yaml", so that a
+// test runs against the files the project ships.
+func Apply(ctx context.Context, c client.Client, files ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return err
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if err := c.Create(ctx, obj); apierrors.IsAlreadyExists(err) {
+				cur := &unstructured.Unstructured{}
+				cur.SetGroupVersionKind(obj.GroupVersionKind())
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+					return err
+				}
+				obj.SetResourceVersion(cur.GetResourceVersion())
+				err = c.Update(ctx, obj)
+				if err != nil {
+					return fmt.Errorf("%s: updating %s %s: %w", f, obj.GetKind(), obj.GetName(), err)
+				}
+			} else if err != nil {
+				return fmt.Errorf("%s: creating %s %s: %w", f, obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	return nil
 }

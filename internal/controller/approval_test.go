@@ -1,0 +1,291 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/testenv"
+	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// adminName is the username envtest's client authenticates as.
+var adminName string
+
+// installApprovalPolicies applies config/admission and the user roles of
+// config/rbac, then waits (bounded) until the API server enforces them: the
+// mutating policy stamps who answered, and the validating policy refuses a
+// client that writes the stamp itself.
+func installApprovalPolicies(ctx context.Context) error {
+	if err := testenv.Apply(ctx, k8sClient, "config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
+		"config/rbac/aggregated_roles.yaml"); err != nil {
+		return err
+	}
+	ssr := &authnv1.SelfSubjectReview{}
+	if err := k8sClient.Create(ctx, ssr); err != nil {
+		return err
+	}
+	adminName = ssr.Status.UserInfo.Username
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "admission-probe-"}}
+	if err := k8sClient.Create(ctx, ns); err != nil {
+		return err
+	}
+	probe := makeRun(ns.Name, "probe").answer("ok").r
+	created := false
+	i := 0
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if !created {
+			if err := k8sClient.Create(ctx, probe); err != nil {
+				last = err.Error() // the CRD may not be served yet
+				return false, nil
+			}
+			created = true
+		}
+		i++
+		id := fmt.Sprintf("p%d", i)
+		if err := patchAnnotations(ctx, k8sClient, probe, map[string]any{v1alpha1.ApprovalAnnotationPrefix + id: "approve"}, "probe"); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		cur := &v1alpha1.AgentRun{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(probe), cur); err != nil {
+			return false, err
+		}
+		if cur.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id] != adminName {
+			last = "the approver was not stamped"
+			return false, nil
+		}
+		err := patchAnnotations(ctx, k8sClient, probe, map[string]any{v1alpha1.ApprovedByAnnotationPrefix + "x" + id: "somebody"}, "probe")
+		if err == nil || !strings.Contains(err.Error(), "record who answered") {
+			last = fmt.Sprintf("a forged approved-by annotation was not refused: %v", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the policies are not enforced: %s: %w", last, err)
+	}
+	// No test's operator may run the probe.
+	return client.IgnoreNotFound(k8sClient.Delete(ctx, probe))
+}
+
+func patchAnnotations(ctx context.Context, c client.Client, run *v1alpha1.AgentRun, ann map[string]any, fieldManager string) error {
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	return c.Patch(ctx, run.DeepCopy(), client.RawPatch("application/merge-patch+json", body), client.FieldOwner(fieldManager))
+}
+
+// as returns a client that impersonates user.
+func as(t *testing.T, user string, groups ...string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(restCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// bind grants the shipped ClusterRole role to subject in ns.
+func bind(t *testing.T, ns, role string, subject rbacv1.Subject) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{GenerateName: role + "-", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{subject}}
+	if err := k8sClient.Create(context.Background(), rb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func userSubject(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+// waitPending waits (bounded) until the run asks a person about n calls.
+func waitPending(t *testing.T, run *v1alpha1.AgentRun, n int) *v1alpha1.AgentRun {
+	t.Helper()
+	var cur *v1alpha1.AgentRun
+	NewWithT(t).Eventually(func() int {
+		cur = get(t, run)
+		return len(cur.Status.PendingApprovals)
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal(n))
+	return cur
+}
+
+// An editor may patch an AgentRun but not answer its approvals: the API
+// server refuses, naming the missing verb.
+func TestApproval_patchWithoutApproveIsRefused(t *testing.T) {
+	ns := namespace(t)
+	bind(t, ns, "agentrun-editor", userSubject("pat"))
+	run := makeRun(ns, "refund").writeTool("issue_refund", false).calls("issue_refund", `{"amount_minor":8240}`).create(t)
+	pat := as(t, "pat")
+	ctx := context.Background()
+
+	if err := patchAnnotations(ctx, pat, run, map[string]any{"team": "payments"}, "kubectl-annotate"); err != nil {
+		t.Fatalf("the editor may not patch the run at all: %v", err)
+	}
+	err := patchAnnotations(ctx, pat, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Fatalf("an approval by a user without the verb approve was admitted: %v", err)
+	}
+	for _, want := range []string{`needs the verb "approve" on agentruns.agents.agentrun.dev "refund" in namespace "` + ns + `"`, "pat does not have", "agentrun-approver"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	// Nor may the editor create a run that carries an answer.
+	pre := makeRun(ns, "preanswered").answer("ok").r
+	pre.Annotations = map[string]string{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}
+	if err := pat.Create(ctx, pre); err == nil || !strings.Contains(err.Error(), `needs the verb "approve"`) {
+		t.Fatalf("creating a run with an approval was not refused: %v", err)
+	}
+	// Removing an answer is not approving.
+	if err := patchAnnotations(ctx, k8sClient, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "deny"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := patchAnnotations(ctx, pat, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": nil}, "kubectl-annotate"); err != nil {
+		t.Fatalf("removing an answer was refused: %v", err)
+	}
+}
+
+// An approver's answer is admitted and recorded under the name the API
+// server authenticated, whatever field manager the client chose; nobody can
+// write that record by hand.
+func TestApproval_approverIsRecordedByAuthenticatedName(t *testing.T) {
+	ns := namespace(t)
+	const jane = "jane.doe@example.com"
+	bind(t, ns, "agentrun-approver", userSubject(jane))
+	bind(t, ns, "agentrun-approver", userSubject("mallory"))
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+	run := makeRun(ns, "refund").writeTool("issue_refund", false).
+		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
+	waitPending(t, run, 1)
+	ctx := context.Background()
+
+	// mallory may approve, but not in jane's name: the API server stamps
+	// the name it authenticated over the one she sent.
+	err := patchAnnotations(ctx, as(t, "mallory"), run, map[string]any{
+		v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve", v1alpha1.ApprovedByAnnotationPrefix + "t1-c1": jane}, jane)
+	if err != nil {
+		t.Fatalf("mallory's approval was refused: %v", err)
+	}
+	if got := get(t, run).Annotations[v1alpha1.ApprovedByAnnotationPrefix+"t1-c1"]; got != "mallory" {
+		t.Fatalf("approved-by = %q, want mallory", got)
+	}
+	done := waitOutcome(t, run, 20*time.Second)
+	if len(done.Status.Approvals) != 1 || done.Status.Approvals[0].By != "mallory" {
+		t.Fatalf("approvals = %+v, want one by mallory (not the field manager or the name she sent, %s)", done.Status.Approvals, jane)
+	}
+
+	run2 := makeRun(ns, "refund-2").writeTool("issue_refund", false).
+		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
+	waitPending(t, run2, 1)
+	if err := patchAnnotations(ctx, as(t, "mallory"), run2, map[string]any{v1alpha1.ApprovedByAnnotationPrefix + "t1-c1": jane}, "kubectl"); err == nil ||
+		!strings.Contains(err.Error(), "record who answered") {
+		t.Fatalf("a hand-written approved-by annotation was not refused: %v", err)
+	}
+	if err := patchAnnotations(ctx, as(t, jane), run2, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "cfo-someone-else"); err != nil {
+		t.Fatalf("jane's approval was refused: %v", err)
+	}
+	done = waitOutcome(t, run2, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "final answer")
+	if len(done.Status.Approvals) != 1 || done.Status.Approvals[0].By != jane || done.Status.Approvals[0].Decision != v1alpha1.ApprovalApprove {
+		t.Fatalf("approvals = %+v, want one approve by %s", done.Status.Approvals, jane)
+	}
+	if n := tb.counts()["t1-c1:issue_refund"]; n != 2 {
+		t.Fatalf("executions = %v", tb.counts())
+	}
+}
+
+// The run's own ServiceAccount never answers its approvals, even when it
+// holds the verb approve.
+func TestApproval_runsOwnServiceAccountIsRefused(t *testing.T) {
+	ns := namespace(t)
+	for _, sa := range []string{"default", "refunder"} {
+		bind(t, ns, "agentrun-approver", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns})
+	}
+	ctx := context.Background()
+	for _, c := range []struct{ run, specSA, actor string }{{"plain", "", "default"}, {"named", "refunder", "refunder"}} {
+		run := makeRun(ns, c.run).writeTool("issue_refund", false).calls("issue_refund", `{"amount_minor":8240}`).
+			with(func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = c.specSA }).create(t)
+		user := "system:serviceaccount:" + ns + ":" + c.actor
+		err := patchAnnotations(ctx, as(t, user, "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated"), run,
+			map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
+		if err == nil || !strings.Contains(err.Error(), "the run's own ServiceAccount ("+user+") may not answer its approvals") {
+			t.Fatalf("%s: an approval by the run's own ServiceAccount was not refused as such: %v", c.run, err)
+		}
+	}
+	// Another account of the namespace that holds approve may answer.
+	run := get(t, &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "named"}})
+	other := "system:serviceaccount:" + ns + ":default"
+	if err := patchAnnotations(ctx, as(t, other, "system:serviceaccounts", "system:authenticated"), run,
+		map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate"); err != nil {
+		t.Fatalf("an approver that is not the run's account was refused: %v", err)
+	}
+}
+
+// An approval applies to the arguments a person was shown: a checkpoint
+// edited after the review voids it, and the call does not run.
+func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+	run := makeRun(ns, "refund").writeTool("issue_refund", false).
+		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
+	cur := waitPending(t, run, 1)
+	if got, want := cur.Status.PendingApprovals[0].ArgumentsDigest, loop.ArgumentsDigest([]byte(`{"amount_minor":8240}`)); got != want {
+		t.Fatalf("argumentsDigest = %q, want %q", got, want)
+	}
+
+	// Someone who may write status changes the call after the review.
+	var cp map[string]any
+	if err := json.Unmarshal(cur.Status.Checkpoint.Raw, &cp); err != nil {
+		t.Fatal(err)
+	}
+	calls := cp["calls"].([]any)
+	calls[0].(map[string]any)["arguments"] = map[string]any{"amount_minor": 99999999}
+	edited := cur.DeepCopy()
+	edited.Status.Checkpoint.Raw, _ = json.Marshal(cp)
+	if err := k8sClient.Status().Update(context.Background(), edited); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, run, "t1-c1", "approve")
+
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeError, "the approval")
+	for _, want := range []string{"t1-c1 (issue_refund) is void", loop.ArgumentsDigest([]byte(`{"amount_minor":8240}`)),
+		loop.ArgumentsDigest([]byte(`{"amount_minor":99999999}`)), "did not run"} {
+		if !strings.Contains(done.Status.Reason, want) {
+			t.Errorf("reason %q does not say %q", done.Status.Reason, want)
+		}
+	}
+	if n := tb.counts()["t1-c1:issue_refund"]; n != 0 {
+		t.Fatalf("the changed call ran: %v", tb.counts())
+	}
+	NewWithT(t).Eventually(func() []string {
+		evs := &eventsv1.EventList{}
+		_ = k8sClient.List(context.Background(), evs, client.InNamespace(ns))
+		var reasons []string
+		for _, e := range evs.Items {
+			reasons = append(reasons, e.Reason)
+		}
+		return reasons
+	}, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
+}
