@@ -8,6 +8,7 @@ package localrun
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -249,6 +250,17 @@ func oneLine(s string, n int) string {
 	return s
 }
 
+// compactJSON drops the whitespace between JSON tokens and nothing else
+// (the text inside strings is kept exactly); text that is not JSON is
+// returned as it is.
+func compactJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
 func describe(c loop.Call) string {
 	why := c.Rule
 	if c.Reason != "" {
@@ -283,7 +295,8 @@ func (a *asker) approve(ctx context.Context, pending []loop.Call) map[string]loo
 	answers := map[string]loop.Answer{}
 	for _, c := range pending {
 		fmt.Fprintf(a.w, "  ? %s %s asks a person\n", c.ID, c.Name)
-		fmt.Fprintf(a.w, "    arguments: %s\n", oneLine(string(c.Arguments), 2000))
+		// The arguments whole, as they will run: a person approves exactly these.
+		fmt.Fprintf(a.w, "    arguments (%s): %s\n", loop.ArgumentsDigest(c.Arguments), compactJSON(c.Arguments))
 		fmt.Fprintf(a.w, "    rule: %s\n", c.Rule)
 		if c.Reason != "" {
 			fmt.Fprintf(a.w, "    reason: %s\n", c.Reason)

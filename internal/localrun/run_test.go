@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -214,7 +215,7 @@ func TestRun_askOnTheTerminal(t *testing.T) {
 				t.Errorf("refund ran = %v, want %v", got, tc.ran)
 			}
 			// With -o json the prompt goes to stderr, keeping stdout JSON.
-			mustContain(t, "stderr", r.stderr, "t1-c1 refund asks a person", `arguments: {"amount_minor":8240}`,
+			mustContain(t, "stderr", r.stderr, "t1-c1 refund asks a person", `arguments (`+loop.ArgumentsDigest([]byte(`{"amount_minor":8240}`))+`): {"amount_minor":8240}`,
 				"rule: policy.rules[0]", "reason: Refunds above 50.00 need a person.", "approve / deny / stop? ")
 		})
 	}

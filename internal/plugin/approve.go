@@ -46,6 +46,9 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 		if err := checkPending(run, o); err != nil {
 			return err
 		}
+		if o.Decision == v1alpha1.ApprovalApprove {
+			showCall(w, run, o.CallID)
+		}
 	}
 
 	patch, err := json.Marshal(map[string]any{
@@ -59,6 +62,22 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 	}
 	printf(w, "%s: %s %s\n", o.Run, o.CallID, answered(o.Decision))
 	return nil
+}
+
+// showCall prints the call being approved with its arguments whole (as
+// status holds them: cut only past 16 KiB, and marked) and their digest: the
+// operator runs the call only with exactly these arguments.
+func showCall(w io.Writer, run *v1alpha1.AgentRun, callID string) {
+	for _, p := range run.Status.PendingApprovals {
+		if p.CallID != callID {
+			continue
+		}
+		printf(w, "%s %s", p.CallID, p.Tool)
+		if p.ArgumentsDigest != "" {
+			printf(w, " (arguments %s)", p.ArgumentsDigest)
+		}
+		printf(w, ":\n%s\n", p.Arguments)
+	}
 }
 
 func answered(d v1alpha1.ApprovalDecision) string {

@@ -185,20 +185,27 @@ func managedBy(run *v1alpha1.AgentRun, manager string, path ...string) bool {
 	return false
 }
 
+// longArgs are arguments longer than a terminal line or two.
+var longArgs = `{"amount_minor":8240,"note":"` + strings.Repeat("refund for the double charge; ", 200) + `"}`
+
 func TestAnswer_setsAnnotationAsKubectlAgentrun(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		decision v1alpha1.ApprovalDecision
 		want     string
 	}{
-		{v1alpha1.ApprovalApprove, "agentrun/r-approve: t3-c1 approved\n"},
+		{v1alpha1.ApprovalApprove, "t3-c1 issue_refund (arguments sha256:0b1e):\n" + longArgs + "\nagentrun/r-approve: t3-c1 approved\n"},
 		{v1alpha1.ApprovalDeny, "agentrun/r-deny: t3-c1 denied\n"},
 		{v1alpha1.ApprovalStop, "agentrun/r-stop: t3-c1 denied; the run will stop (ApprovalDenied)\n"},
 	} {
 		t.Run(string(tc.decision), func(t *testing.T) {
 			ns := newNamespace(t)
 			run := makeRun(ns, "r-"+string(tc.decision)).create(t)
-			setStatus(t, run, func(s *v1alpha1.AgentRunStatus) { s.PendingApprovals = pending("t3-c1") })
+			setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+				s.PendingApprovals = pending("t3-c1")
+				// The arguments a person approves are shown whole.
+				s.PendingApprovals[0].Arguments, s.PendingApprovals[0].ArgumentsDigest = longArgs, "sha256:0b1e"
+			})
 
 			var out bytes.Buffer
 			err := Answer(ctx, k8sClient, AnswerOptions{
@@ -669,7 +676,7 @@ func TestMain_honoursKubectlFlagsAndExitStatus(t *testing.T) {
 		code       int
 		out, inErr string
 	}{
-		{"approve", []string{"approve", "r", "t3-c1"}, 0, "agentrun/r: t3-c1 approved\n", ""},
+		{"approve", []string{"approve", "r", "t3-c1"}, 0, "t3-c1 issue_refund:\n{\"amount_minor\":8240}\nagentrun/r: t3-c1 approved\n", ""},
 		{"approve a call that does not wait", []string{"approve", "r", "t4-c1"}, 1, "", "error: t4-c1 is not waiting for approval on agentrun/r\npending approvals:\n  t3-c1"},
 		{"missing argument", []string{"deny", "r"}, 1, "", "error: missing CALLID: usage: kubectl agentrun deny NAME CALLID\n"},
 		{"unknown run", []string{"cancel", "nope"}, 1, "", fmt.Sprintf("error: agentrun \"nope\" not found in namespace %q\n", ns)},
