@@ -120,7 +120,7 @@ func TestLog_oneLinePerTransition(t *testing.T) {
 	g.Expect(lines[1]).To(HaveKeyWithValue("callID", "t1-c1"))
 	g.Expect(lines[1]).To(HaveKeyWithValue("tool", "refund"))
 	g.Expect(lines[2]).To(HaveKeyWithValue("decision", "approve"))
-	g.Expect(lines[2]).To(HaveKeyWithValue("by", "kubectl-annotate"))
+	g.Expect(lines[2]).To(HaveKeyWithValue("by", adminName))
 	g.Expect(lines[3]).To(HaveKeyWithValue("outcome", "Completed"))
 	g.Expect(lines[3]).To(HaveKey("costUSD"))
 
