@@ -63,6 +63,10 @@ func (c Config) Normalize() Config {
 	if c.Policy.Default == "" {
 		c.Policy.Default = Allow
 	}
+	if c.Verify != nil {
+		v := c.Verify.normalize()
+		c.Verify = &v
+	}
 	tools := make([]ToolSpec, len(c.Tools))
 	for i, t := range c.Tools {
 		if t.Timeout <= 0 {

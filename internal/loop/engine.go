@@ -108,6 +108,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.schemas, err = compileSchemas(e.cfg.Tools); err != nil {
 		return nil, err
 	}
+	if err := e.compileVerify(); err != nil {
+		return nil, err
+	}
 	e.system = systemPreamble
 	if s := strings.TrimSpace(cfg.Instructions); s != "" {
 		e.system += "\n\n" + s
@@ -132,12 +135,14 @@ func (e *Engine) tool(name string) *ToolSpec {
 
 // Request assembles the prompt for the state's next model call: the
 // byte-stable prefix (system prompt, tool schemas, goal) first, then the
-// transcript.
+// transcript of the current trial (all of it, without a verifier).
 func (e *Engine) Request(s *State) *Request {
-	msgs := make([]Message, 0, 1+len(s.Transcript))
+	start := s.trialStart()
+	msgs := make([]Message, 0, 1+len(s.Transcript)-start)
 	msgs = append(msgs, e.goal)
-	msgs = append(msgs, s.Transcript...)
-	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
+	msgs = append(msgs, s.Transcript[start:]...)
+	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
+		EarlierAnswers: s.answersBefore(start)}
 }
 
 func (e *Engine) estimate(req *Request) int64 {
@@ -230,6 +235,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			eff = e.onLostResults(s, now, &notes)
 		} else {
 			e.applyResults(s, in.Results, now, &notes)
+			e.takeVerdict(s, in.Results, &notes)
 			if !s.Done() {
 				eff = e.dispatchNext(s, now, &notes)
 			}
@@ -343,6 +349,9 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	case len(r.ToolCalls) == 0:
 		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content})
 		s.Answer = cut(r.Content, maxAnswerBytes)
+		if e.cfg.Verify != nil {
+			return e.verifyAnswer(s, notes)
+		}
 		e.finish(s, Completed, fmt.Sprintf("the model gave a final answer on turn %d", s.Turn), notes)
 		return Effect{Kind: EffectFinish}
 	}
@@ -702,6 +711,9 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 		if c.State == CallProposed && c.Approved() {
 			return Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}}
 		}
+	}
+	if c := s.verifierCall(); c != nil {
+		return e.judge(s, c, notes)
 	}
 	for i := range s.Calls {
 		c := &s.Calls[i]

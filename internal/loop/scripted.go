@@ -28,7 +28,7 @@ type ScriptEntry struct {
 
 // Scripted is a model that plays a script: one entry per model call, in
 // order. It keeps no position of its own: the position is the number of
-// answers already in the request's transcript, so it survives restarts
+// answers already in the request's transcript (and in earlier trials'), so it survives restarts
 // and serves any number of runs.
 type Scripted struct {
 	Entries []ScriptEntry
@@ -39,7 +39,7 @@ var ErrScriptExhausted = errors.New("script exhausted")
 
 // Complete plays the entry for this call.
 func (m *Scripted) Complete(ctx context.Context, req *Request) (*Reply, error) {
-	i := 0
+	i := req.EarlierAnswers
 	for _, msg := range req.Messages {
 		if msg.Role == RoleAssistant {
 			i++

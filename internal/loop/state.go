@@ -133,6 +133,9 @@ type State struct {
 	// current stretch of work (not waiting for a person) began.
 	StartedAt   *time.Time `json:"startedAt,omitempty"`
 	ActiveSince time.Time  `json:"activeSince,omitzero"`
+	// Verify is the trial loop's state, once a verifier has judged (or is
+	// judging) an answer; nil without a verifier.
+	Verify *Verification `json:"verify,omitempty"`
 	// Outcome, Reason and Answer are set once the run has ended.
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
@@ -240,6 +243,10 @@ const (
 	// NoteRetry: an attempt failed transiently and another is scheduled.
 	NoteRetry    NoteKind = "RetryScheduled"
 	NoteFinished NoteKind = "RunFinished"
+	// NoteVerifying: a final answer goes to the verifier, or a new trial
+	// starts; NoteVerdict: the verifier did not verify an answer.
+	NoteVerifying NoteKind = "Verifying"
+	NoteVerdict   NoteKind = "NotVerified"
 )
 
 // Note is a human-readable record of something a step did. Notes never

@@ -12,7 +12,8 @@ type Outcome string
 
 // The eight terminal outcomes, in the spelling of the AgentRun API.
 const (
-	// Completed: the model gave a final, non-truncated answer.
+	// Completed: the model gave a final, non-truncated answer (and, with a
+	// verifier, the verifier verified it).
 	Completed Outcome = "Completed"
 	// BudgetExhausted: admitting the next step would pass a hard ceiling.
 	BudgetExhausted Outcome = "BudgetExhausted"
@@ -23,8 +24,9 @@ const (
 	LoopDetected Outcome = "LoopDetected"
 	// ApprovalDenied: a person ended the run (cancel, or an approval answered stop).
 	ApprovalDenied Outcome = "ApprovalDenied"
-	// Escalated: an ASK waited past the approval timeout, or the model handed
-	// the task to a person.
+	// Escalated: an ASK waited past the approval timeout, the model handed
+	// the task to a person, or the verifier verified no answer in the
+	// trials allowed (or its score stalled).
 	Escalated Outcome = "Escalated"
 	// ToolFailure: the model provider stayed unavailable after its retries.
 	ToolFailure Outcome = "ToolFailure"
@@ -103,6 +105,9 @@ type Config struct {
 	// turn, and replaced by the approved batch's declared maxima after
 	// vetting. Zero by default.
 	ToolAllowance Allowance
+	// Verify, when set, makes a verifier judge every final answer (see
+	// Verify); nil means the model's final answer completes the run.
+	Verify *Verify
 }
 
 // ModelConfig describes the model calls of a run.
@@ -286,6 +291,10 @@ type Request struct {
 	Tools           []ToolSchema
 	Messages        []Message
 	MaxOutputTokens int64
+	// EarlierAnswers counts the model's answers in earlier trials, which
+	// Messages no longer replay. Providers ignore it; a scripted model
+	// counts it to keep its place in the script.
+	EarlierAnswers int
 }
 
 // ToolSchema is how a tool is offered to the model.

@@ -1,0 +1,400 @@
+package loop
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The trial loop (Reflexion): with a verifier configured, a final answer
+// does not end the run by itself. The verifier, a declared tool that the
+// model is not offered, judges it: exit 0 (or an HTTP 2xx) means verified
+// and the run is Completed; a non-zero exit means not verified, and its
+// output becomes a reflection that the next trial reads before it starts.
+// A trial is a fresh trajectory: the model sees the goal, the reflections
+// kept in memory and that trial's own messages, never an earlier trial's.
+// The transcript keeps everything; the state keeps only where each trial
+// and reflection is in it, so no feedback is copied into status.
+
+// Defaults and bounds of Verify (part of the API contract, documented on
+// spec.verify).
+const (
+	DefaultMaxTrials   = 3
+	MaxTrialsLimit     = 10
+	DefaultMemory      = 3
+	DefaultStallTrials = 2
+)
+
+// verifyRule is the Rule recorded on a verifier call: it is the harness's
+// call, not vetted by policy, guardrails or approvals.
+const verifyRule = "spec.verify"
+
+// Bounds of what one reflection line quotes.
+const (
+	reflectionAnswerBytes   = 300
+	reflectionFeedbackBytes = 1000
+)
+
+// Verify configures the verifier of a run's final answers.
+type Verify struct {
+	// Tool names the declared tool that judges an answer. It is called
+	// with {"answer", "trial", "goal"} under the tool process contract.
+	Tool string
+	// MaxTrials is the most trials (final answers judged); the run ends
+	// Escalated when the last is not verified.
+	MaxTrials int
+	// Memory is how many reflections the next trial reads (the newest).
+	Memory int
+	// StallTrials ends the run Escalated when the verifier's score has not
+	// improved for this many trials.
+	StallTrials int
+}
+
+func (v Verify) normalize() Verify {
+	if v.MaxTrials <= 0 {
+		v.MaxTrials = DefaultMaxTrials
+	}
+	if v.Memory <= 0 {
+		v.Memory = DefaultMemory
+	}
+	if v.StallTrials <= 0 {
+		v.StallTrials = DefaultStallTrials
+	}
+	return v
+}
+
+// Verification is the trial loop's part of the State: small, and free of
+// anything a tool or the model wrote (that is in the transcript).
+type Verification struct {
+	// Trial is the trial in progress, or the last one (1-based).
+	Trial int `json:"trial"`
+	// Start is the index in the transcript of the trial's first message
+	// (0 for the first trial; later, the message with the reflections).
+	Start int `json:"start,omitempty"`
+	// Memory locates the reflections the next trial reads, oldest first,
+	// at most Verify.Memory of them.
+	Memory []Reflection `json:"memory,omitempty"`
+	// Verdicts are the verifier's verdicts, one per judged trial, oldest
+	// first (at most Verify.MaxTrials).
+	Verdicts []Verdict `json:"verdicts,omitempty"`
+}
+
+// Reflection locates one failed trial's feedback: the verifier's message
+// at transcript index At (the answer it judged is just before it).
+type Reflection struct {
+	Trial int `json:"trial"`
+	At    int `json:"at"`
+}
+
+// Verdict is the verifier's judgement of one trial's answer.
+type Verdict struct {
+	Trial    int  `json:"trial"`
+	Verified bool `json:"verified"`
+	// Score is the verifier's score from 0 to 1, when it printed one.
+	Score *float64 `json:"score,omitempty"`
+}
+
+// LastVerdict is the newest verdict, or nil before the first.
+func (v *Verification) LastVerdict() *Verdict {
+	if v == nil || len(v.Verdicts) == 0 {
+		return nil
+	}
+	return &v.Verdicts[len(v.Verdicts)-1]
+}
+
+// TrialsToVerify is the trial whose answer was verified, or 0 when none was.
+func (v *Verification) TrialsToVerify() int {
+	if l := v.LastVerdict(); l != nil && l.Verified {
+		return l.Trial
+	}
+	return 0
+}
+
+// FormatScore writes a score as the API shows it: a decimal string with
+// two decimals ("0.75").
+func FormatScore(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
+
+// compileVerify checks the verifier against the declared tools and takes
+// it out of the tools offered to the model: the evaluator must be
+// something the model did not write, and a model that cannot see the
+// grader cannot probe it. (A model that names it anyway is vetted like
+// any call.)
+func (e *Engine) compileVerify() error {
+	v := e.cfg.Verify
+	if v == nil {
+		return nil
+	}
+	switch {
+	case strings.TrimSpace(v.Tool) == "":
+		return errors.New("verify.tool is empty: name the declared tool that judges an answer")
+	case e.tools[v.Tool] == nil:
+		return fmt.Errorf("verify.tool names %q, which is not declared in tools", v.Tool)
+	case v.MaxTrials > MaxTrialsLimit:
+		return fmt.Errorf("verify.maxTrials is %d; at most %d trials are allowed", v.MaxTrials, MaxTrialsLimit)
+	case v.Memory > MaxTrialsLimit:
+		return fmt.Errorf("verify.memory is %d; at most %d reflections are kept", v.Memory, MaxTrialsLimit)
+	case v.StallTrials > MaxTrialsLimit:
+		return fmt.Errorf("verify.stallTrials is %d; at most %d is allowed", v.StallTrials, MaxTrialsLimit)
+	}
+	offered := e.offered[:0]
+	for _, t := range e.offered {
+		if t.Name != v.Tool {
+			offered = append(offered, t)
+		}
+	}
+	e.offered = offered
+	return nil
+}
+
+// trialStart is the transcript index of the current trial's first message.
+func (s *State) trialStart() int {
+	if s.Verify == nil {
+		return 0
+	}
+	return min(max(s.Verify.Start, 0), len(s.Transcript))
+}
+
+// answersBefore counts the model's answers in the transcript before i.
+func (s *State) answersBefore(i int) int {
+	n := 0
+	for _, m := range s.Transcript[:i] {
+		if m.Role == RoleAssistant {
+			n++
+		}
+	}
+	return n
+}
+
+// verifierCall is the verifier's call when the current batch is one.
+func (s *State) verifierCall() *Call {
+	if len(s.Calls) == 1 && s.Calls[0].Rule == verifyRule {
+		return &s.Calls[0]
+	}
+	return nil
+}
+
+// verifyAnswer hands a trial's final answer to the verifier: one call,
+// allowed by the harness, reserved and charged like any other.
+func (e *Engine) verifyAnswer(s *State, notes *[]Note) Effect {
+	if s.Verify == nil {
+		s.Verify = &Verification{Trial: 1}
+	}
+	v, t := s.Verify, e.tools[e.cfg.Verify.Tool]
+	args, err := json.Marshal(struct {
+		Answer string `json:"answer"`
+		Trial  int    `json:"trial"`
+		Goal   string `json:"goal"`
+	}{s.Answer, v.Trial, e.cfg.Goal})
+	if err != nil {
+		e.finish(s, Error, "the verifier's arguments cannot be encoded: "+err.Error(), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	c := Call{ToolCall: ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: t.Name, Arguments: args},
+		Verdict: Allow, Rule: verifyRule, Reason: fmt.Sprintf("judges the answer of trial %d", v.Trial), Mutates: t.Mutates, State: CallProposed}
+	s.Calls = []Call{c}
+	*notes = append(*notes, Note{Kind: NoteVerifying, CallID: c.ID, Message: fmt.Sprintf(
+		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, e.cfg.Verify.MaxTrials, s.Turn, t.Name, c.ID)})
+	return e.startActing(s, notes)
+}
+
+// takeVerdict reads the verifier's result, once its call is done: the
+// verdict goes into the state, and what the verifier said (evidence or
+// feedback) becomes the call's observation, which the transcript keeps.
+// A verifier that could not judge (its call was invalid, or its outcome
+// is unknown) leaves no verdict; judge ends the run then. A verifier that
+// stayed unavailable after its retries has already ended the run
+// ToolFailure: the reason is made to say it was the verifier.
+func (e *Engine) takeVerdict(s *State, results []Result, notes *[]Note) {
+	c := s.verifierCall()
+	if c == nil || s.Verify == nil {
+		return
+	}
+	if s.Done() {
+		if s.Outcome == ToolFailure {
+			s.Reason = "the verifier could not run: " + s.Reason
+			if n := len(*notes); n > 0 && (*notes)[n-1].Kind == NoteFinished {
+				(*notes)[n-1].Message = string(ToolFailure) + ": " + s.Reason
+			}
+		}
+		return
+	}
+	if c.State != CallDone {
+		return
+	}
+	if l := s.Verify.LastVerdict(); l != nil && l.Trial == s.Verify.Trial {
+		return
+	}
+	for _, r := range results {
+		if r.CallID != c.ID {
+			continue
+		}
+		d, ok := readVerdict(r)
+		if !ok {
+			return
+		}
+		d.Trial = s.Verify.Trial
+		s.Verify.Verdicts = append(s.Verify.Verdicts, d)
+		if n := len(s.Verify.Verdicts); n > MaxTrialsLimit {
+			s.Verify.Verdicts = s.Verify.Verdicts[n-MaxTrialsLimit:]
+		}
+		c.Observation = e.verdictText(c.Name, d, r)
+	}
+}
+
+// readVerdict classifies a verifier's result: no failure is verified; a
+// non-zero exit, a tool error or an HTTP 4xx is not verified; anything
+// else (an invalid call, an unknown outcome) is no verdict at all.
+func readVerdict(r Result) (Verdict, bool) {
+	d := Verdict{Verified: r.Failure == nil}
+	if f := r.Failure; f != nil {
+		switch {
+		case f.Kind == FailExit, f.Kind == FailTool, f.Kind == FailHTTP && f.Code >= 400 && f.Code < 500:
+		default:
+			return d, false
+		}
+	}
+	if rep, ok := report(r.Output); ok {
+		d.Score = rep.Score
+	}
+	return d, true
+}
+
+// verifierReport is the JSON object a verifier may print.
+type verifierReport struct {
+	Score    *float64 `json:"score"`
+	Feedback string   `json:"feedback"`
+}
+
+// report reads the verifier's JSON report from its output, if it printed
+// one; a score outside 0..1 is ignored.
+func report(out []byte) (verifierReport, bool) {
+	var rep verifierReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return verifierReport{}, false
+	}
+	if rep.Score != nil && (*rep.Score < 0 || *rep.Score > 1) {
+		rep.Score = nil
+	}
+	return rep, true
+}
+
+// verdictText is what the transcript records of a verdict: the verdict,
+// its score, and what the verifier said (its feedback field, or else its
+// output, or else the tail of its standard error), bounded like any
+// observation.
+func (e *Engine) verdictText(tool string, d Verdict, r Result) string {
+	said := strings.TrimSpace(strings.ToValidUTF8(string(r.Output), "\uFFFD"))
+	if rep, ok := report(r.Output); ok && strings.TrimSpace(rep.Feedback) != "" {
+		said = strings.TrimSpace(rep.Feedback)
+	}
+	if said == "" && r.Failure != nil {
+		said = strings.TrimSpace(r.Failure.Detail)
+	}
+	if said == "" {
+		said = "(it said nothing)"
+	}
+	head := "Verified by " + tool
+	var how []string
+	if !d.Verified {
+		head = "Not verified by " + tool
+		if f := r.Failure; f.Kind == FailExit {
+			how = append(how, fmt.Sprintf("exit code %d", f.Code))
+		} else if f.Kind == FailHTTP {
+			how = append(how, fmt.Sprintf("HTTP %d", f.Code))
+		}
+	}
+	if d.Score != nil {
+		how = append(how, "score "+FormatScore(*d.Score))
+	}
+	if len(how) > 0 {
+		head += " (" + strings.Join(how, ", ") + ")"
+	}
+	return bound(head+": "+said, e.tool(tool).MaxResultBytes, len(head)+2+len(said), false)
+}
+
+// judge ends a trial once the verifier's call is done: verified ends the
+// run Completed; not verified keeps a reflection and starts the next
+// trial, unless the trials are used up or the score has stalled
+// (Escalated). A verifier that gave no verdict ends the run ToolFailure.
+func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
+	v, cfg := s.Verify, e.cfg.Verify
+	s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
+	d := v.LastVerdict()
+	if d == nil || d.Trial != v.Trial {
+		e.finish(s, ToolFailure, fmt.Sprintf("the verifier %s could not judge the answer of trial %d: %s", c.Name, v.Trial, cut(c.Observation, 400)), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	said := cut(c.Observation, 400)
+	if d.Verified {
+		e.finish(s, Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, said), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	*notes = append(*notes, Note{Kind: NoteVerdict, CallID: c.ID, Warning: true, Message: fmt.Sprintf("Trial %d: %s", v.Trial, said)})
+	if v.Trial >= cfg.MaxTrials {
+		e.finish(s, Escalated, fmt.Sprintf("handed to a person, still open: verifier %s did not verify any answer in %s (verify.maxTrials); last feedback: %s",
+			c.Name, plural(v.Trial, "trial"), said), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	if scores, ok := stalled(v.Verdicts, cfg.StallTrials); ok {
+		e.finish(s, Escalated, fmt.Sprintf("handed to a person, still open: the score of verifier %s has not improved for %s (verify.stallTrials; scores %s); last feedback: %s",
+			c.Name, plural(cfg.StallTrials, "trial"), scores, said), notes)
+		return Effect{Kind: EffectFinish}
+	}
+	v.Memory = append(v.Memory, Reflection{Trial: v.Trial, At: len(s.Transcript) - 1})
+	if n := len(v.Memory); n > cfg.Memory {
+		v.Memory = v.Memory[n-cfg.Memory:]
+	}
+	v.Trial++
+	s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: e.reflections(s)})
+	v.Start = len(s.Transcript) - 1
+	*notes = append(*notes, Note{Kind: NoteVerifying, Message: fmt.Sprintf(
+		"Trial %d of %d starts from the goal with %s", v.Trial, cfg.MaxTrials, plural(len(v.Memory), "reflection"))})
+	return e.endTurn(s)
+}
+
+// stalled reports whether the newest n scores did not improve on the best
+// score before them, and lists the scores.
+func stalled(verdicts []Verdict, n int) (string, bool) {
+	var scores []float64
+	for _, d := range verdicts {
+		if d.Score != nil {
+			scores = append(scores, *d.Score)
+		}
+	}
+	if n <= 0 || len(scores) <= n {
+		return "", false
+	}
+	best := scores[0]
+	for _, f := range scores[:len(scores)-n] {
+		best = max(best, f)
+	}
+	for _, f := range scores[len(scores)-n:] {
+		if f > best {
+			return "", false
+		}
+	}
+	out := make([]string, len(scores))
+	for i, f := range scores {
+		out[i] = FormatScore(f)
+	}
+	return strings.Join(out, ", "), true
+}
+
+// reflections is the message a new trial starts with: the reflections in
+// memory, each the answer a trial gave and what the verifier said of it.
+func (e *Engine) reflections(s *State) string {
+	v := s.Verify
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your earlier answers were checked by a verifier and not accepted. This is trial %d of at most %d: "+
+		"work on the goal again from the start, using what the verifier said.\n\nPrevious attempt reflections:\n", v.Trial, e.cfg.Verify.MaxTrials)
+	for _, r := range v.Memory {
+		answer, said := "", ""
+		if r.At > 0 && r.At < len(s.Transcript) {
+			answer, said = s.Transcript[r.At-1].Content, s.Transcript[r.At].Content
+		}
+		fmt.Fprintf(&b, "- Trial %d answered %q. %s\n", r.Trial, cut(strings.TrimSpace(answer), reflectionAnswerBytes), cut(said, reflectionFeedbackBytes))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
