@@ -61,13 +61,14 @@ func init() {
 // AgentRunSpec is the desired run. It is immutable once created, except for
 // cancel.
 //
-// +kubebuilder:validation:XValidation:rule=`self.goal == oldSelf.goal && self.model == oldSelf.model && self.budget == oldSelf.budget && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions) && has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection) && has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools) && has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy) && has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout) && has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+// +kubebuilder:validation:XValidation:rule=`self.goal == oldSelf.goal && self.model == oldSelf.model && self.budget == oldSelf.budget && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions) && has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection) && has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools) && has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy) && has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout) && has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName) && has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 // +kubebuilder:validation:XValidation:rule=`!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)`,message="spec.cancel cannot go back to false: a cancelled run stays cancelled",fieldPath=`.cancel`
 // +kubebuilder:validation:XValidation:rule=`self.model.provider == 'scripted' || has(self.budget.maxCostUSD)`,message="budget.maxCostUSD is required with a real model provider (openai, anthropic): set the most this run may spend, for example \"1.00\"",messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`!has(self.budget.perTool) || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="budget.perTool names a tool that is not declared in spec.tools",messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
 // +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.rules) || self.policy.rules.all(r, r.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'policy.rules name a tool that is not declared in spec.tools ("*" means every tool): ' + self.policy.rules.filter(r, r.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.rules`
 // +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
 // +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
+// +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
 type AgentRunSpec struct {
 	// goal is the task, in plain words, that the model works towards. It is
 	// the first user message of the conversation.
@@ -133,6 +134,13 @@ type AgentRunSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// verify makes an external verifier judge every final answer, so that
+	// Completed means verified and not only the model's word. An answer the
+	// verifier does not accept starts another trial, which reads the
+	// verifier's feedback as reflections (Reflexion).
+	// +optional
+	Verify *VerifySpec `json:"verify,omitempty"`
 
 	// cancel, when set to true, stops the run at the next turn boundary with
 	// the outcome ApprovalDenied. It is the one field that may change after
@@ -299,4 +307,56 @@ type SecretKeySelector struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key"`
+}
+
+// VerifySpec configures the verifier of a run's final answers.
+//
+// When the model gives a final answer (not a refusal, and neither cut off
+// nor empty), the verifier tool is called with the JSON object
+// {"answer": <the answer>, "trial": <N>, "goal": <spec.goal>} under the
+// tool's own contract (a job tool gets it on standard input). Exit 0 (an
+// HTTP tool: a 2xx) means verified: the run ends Completed and its output
+// is the evidence. A non-zero exit (an HTTP 4xx, an MCP tool error) means
+// not verified: its output is the feedback. Either way it may print a JSON
+// object {"score": 0..1, "feedback": "..."}. The feedback becomes a
+// reflection, and the next trial starts from the goal with the newest
+// reflections, without the earlier trials' messages. The verifier is not
+// offered to the model, and policy, guardrails, approvals and loop
+// detection do not apply to its calls; its calls are charged against the
+// budget like any tool call, and every trial's turns are too.
+type VerifySpec struct {
+	// tool is the verifier: the name of a tool declared in spec.tools. It
+	// runs out of process like that tool, with the same isolation, timeout
+	// and retries. If it cannot run (its dependency still down after its
+	// retries), the run ends ToolFailure.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Tool string `json:"tool"`
+
+	// maxTrials is the most final answers the verifier judges. When the
+	// last is not verified, the run ends Escalated (handed to a person,
+	// still open) with the last feedback in its reason. Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxTrials *int32 `json:"maxTrials,omitempty"`
+
+	// memory is how many reflections a new trial reads: the newest ones,
+	// the oldest dropped first. Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Memory *int32 `json:"memory,omitempty"`
+
+	// stallTrials ends the run Escalated early when the verifier's score
+	// has not improved on its best for this many trials in a row (only
+	// trials whose verifier printed a score count). Defaults to 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	StallTrials *int32 `json:"stallTrials,omitempty"`
 }

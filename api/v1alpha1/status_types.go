@@ -104,7 +104,8 @@ type Outcome string
 // once the run has ended.
 const (
 	// OutcomeCompleted is set when the model gave a final answer that was
-	// not truncated. Succeeded is True.
+	// not truncated and, with spec.verify, the verifier verified it.
+	// Succeeded is True.
 	OutcomeCompleted Outcome = "Completed"
 	// OutcomeBudgetExhausted is set when admitting the next step would pass
 	// a hard ceiling: turns, tokens, wall clock, cost, tool calls or a
@@ -122,10 +123,12 @@ const (
 	// was set to true, or a pending call was answered stop.
 	OutcomeApprovalDenied Outcome = "ApprovalDenied"
 	// OutcomeEscalated is set when a call waited longer than
-	// approvalTimeout, or the model asked to hand over to a person.
+	// approvalTimeout, the model asked to hand over to a person, or the
+	// verifier verified no answer within verify.maxTrials (or its score
+	// stalled for verify.stallTrials).
 	OutcomeEscalated Outcome = "Escalated"
-	// OutcomeToolFailure is set when a tool or the model provider stayed
-	// unavailable after its retries.
+	// OutcomeToolFailure is set when a tool, the verifier or the model
+	// provider stayed unavailable after its retries.
 	OutcomeToolFailure Outcome = "ToolFailure"
 	// OutcomeError is set on a defect in the operator itself: an unexpected
 	// condition it cannot recover from.
@@ -207,6 +210,13 @@ type AgentRunStatus struct {
 	// convergence describes how the run is progressing towards an answer.
 	// +optional
 	Convergence *ConvergenceStatus `json:"convergence,omitempty"`
+
+	// verification is the verifier's record, for runs with spec.verify:
+	// trials used, the last verdict and score, and the score history. What
+	// the verifier said (its feedback and the reflections built from it)
+	// is in the transcript, not here.
+	// +optional
+	Verification *VerificationStatus `json:"verification,omitempty"`
 
 	// transcript says how much of the conversation has been saved. The
 	// transcript itself lives in Secrets the AgentRun owns (tool results may hold customer data); read it with
@@ -391,4 +401,48 @@ type TranscriptStatus struct {
 	// messages is the number of messages saved across all chunks.
 	// +optional
 	Messages int32 `json:"messages,omitempty"`
+}
+
+// Verdict is the verifier's judgement of one final answer.
+// +kubebuilder:validation:Enum=Verified;NotVerified
+type Verdict string
+
+// The verdicts.
+const (
+	// VerdictVerified: the verifier exited 0; the run ended Completed.
+	VerdictVerified Verdict = "Verified"
+	// VerdictNotVerified: the verifier exited non-zero; another trial
+	// starts, or the run ended Escalated.
+	VerdictNotVerified Verdict = "NotVerified"
+)
+
+// VerificationStatus is the verifier's record of a run.
+type VerificationStatus struct {
+	// trialsUsed is the trial in progress, or the last one: how many of
+	// verify.maxTrials the run has used.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TrialsUsed int32 `json:"trialsUsed,omitempty"`
+
+	// lastVerdict is the verifier's newest verdict: Verified or NotVerified.
+	// +optional
+	LastVerdict Verdict `json:"lastVerdict,omitempty"`
+
+	// lastScore is the score the verifier gave with its newest verdict, as a
+	// decimal string from "0.00" to "1.00"; empty when it gave none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	LastScore string `json:"lastScore,omitempty"`
+
+	// scores are the scores the verifier gave, oldest first (at most 10,
+	// one per trial that had one).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=8
+	Scores []string `json:"scores,omitempty"`
+
+	// trialsToVerify is the trial whose answer was verified: how many
+	// trials the run needed. Set only once an answer is verified.
+	// +optional
+	TrialsToVerify *int32 `json:"trialsToVerify,omitempty"`
 }

@@ -92,6 +92,8 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		st.Convergence.TurnsToCompletion = &n
 	}
 
+	st.Verification = verificationStatus(s.Verify)
+
 	st.PendingApprovalCount = int32(len(st.PendingApprovals))
 	waiting := len(st.PendingApprovals) > 0
 	switch {

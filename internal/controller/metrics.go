@@ -32,6 +32,11 @@ var (
 		Help:    "The most times one call signature was proposed in a run, for runs that ended.",
 		Buckets: []float64{1, 2, 3, 4, 6, 10},
 	})
+	verificationTrials = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "agentrun", Name: "verification_trials",
+		Help:    "Trials used by runs with spec.verify that ended, by outcome: for Completed, the trial whose answer the verifier verified (does reflection pay?).",
+		Buckets: []float64{1, 2, 3, 4, 5, 7, 10},
+	}, []string{"outcome"})
 	approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "approvals_total",
 		Help: "Answers people gave to calls that asked, by decision (approve, deny, stop, or stale for answers to calls that were not waiting).",
@@ -39,7 +44,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(runsFinished, turnsStarted, spend, turnsToCompletion, repeatedIntent, approvals)
+	metrics.Registry.MustRegister(runsFinished, turnsStarted, spend, turnsToCompletion, repeatedIntent, approvals, verificationTrials)
 }
 
 // observe records a reconcile's notes and, when the run ended, its outcome.
@@ -65,6 +70,9 @@ func observe(run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) {
 		repeatedIntent.Observe(float64(s.MaxDepth))
 		if s.Outcome == loop.Completed {
 			turnsToCompletion.Observe(float64(s.Usage.Turns))
+		}
+		if s.Verify != nil {
+			verificationTrials.WithLabelValues(o).Observe(float64(s.Verify.Trial))
 		}
 	}
 }

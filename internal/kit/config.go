@@ -135,6 +135,9 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 			Severity: loop.Severity(g.Severity), Reason: g.Reason})
 	}
 	cfg.ApprovalTimeout = dur(spec.ApprovalTimeout)
+	if v := spec.Verify; v != nil {
+		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
+	}
 	return cfg, nil
 }
 
@@ -161,6 +164,16 @@ func checkLimits(spec *v1alpha1.AgentRunSpec) error {
 		return errors.New("model.timeout must be a positive duration such as 60s or 2m")
 	case spec.ApprovalTimeout != nil && spec.ApprovalTimeout.Duration <= 0:
 		return errors.New("approvalTimeout must be a positive duration such as 30m or 1h")
+	}
+	if v := spec.Verify; v != nil {
+		for _, f := range []struct {
+			name string
+			n    *int32
+		}{{"maxTrials", v.MaxTrials}, {"memory", v.Memory}, {"stallTrials", v.StallTrials}} {
+			if f.n != nil && (*f.n < 1 || *f.n > loop.MaxTrialsLimit) {
+				return fmt.Errorf("verify.%s must be between 1 and %d", f.name, loop.MaxTrialsLimit)
+			}
+		}
 	}
 	for n, v := range b.PerTool {
 		if v < 0 {
