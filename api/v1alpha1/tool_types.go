@@ -247,8 +247,23 @@ type JobTool struct {
 	Env []EnvVar `json:"env,omitempty"`
 
 	// resources are the container's compute resource requests and limits.
+	// What is not set takes the operator's defaults (--tool-default-requests,
+	// --tool-default-limits), and no request or limit may exceed the
+	// operator's caps (--tool-max-resources): a tool that asks for more is
+	// refused, and the run ends Error with a reason naming the resource.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// egress lists where the tool's pod may connect. The operator puts every
+	// tool pod under a NetworkPolicy that denies all ingress and all egress
+	// but DNS to kube-dns and these destinations; an empty list means no
+	// network at all besides DNS. NetworkPolicy matches addresses, not
+	// names: list the CIDRs of the services the tool calls. It is enforced
+	// only where the cluster's network plugin enforces NetworkPolicy.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Egress []EgressRule `json:"egress,omitempty"`
 
 	// automountServiceAccountToken mounts the ServiceAccount's API token in
 	// the tool's pod. Defaults to false: a tool gets no Kubernetes
@@ -256,6 +271,38 @@ type JobTool struct {
 	// +optional
 	// +kubebuilder:default=false
 	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+}
+
+// EgressRule allows a job tool's pod to connect to an IP block.
+type EgressRule struct {
+	// cidr is the destination block, such as 10.96.0.0/12 or 203.0.113.7/32
+	// (IPv4 or IPv6).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="cidr must be an IP block such as 10.0.0.0/8 or 203.0.113.7/32"
+	CIDR string `json:"cidr"`
+
+	// ports limits the rule to these ports; empty means every port.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Ports []EgressPort `json:"ports,omitempty"`
+}
+
+// EgressPort is one destination port of an egress rule.
+type EgressPort struct {
+	// port is the destination port.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// protocol is TCP (the default), UDP or SCTP.
+	// +optional
+	// +kubebuilder:default=TCP
+	// +kubebuilder:validation:Enum=TCP;UDP;SCTP
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
 }
 
 // EnvVar is one environment variable of a job tool.

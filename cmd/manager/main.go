@@ -1,12 +1,19 @@
 // Command manager is the AgentRun operator.
+//
+// It has no way to run job tools as local processes: that development
+// mode (`make dev`, `agentrun dev`) wires the operator in-process
+// (internal/devenv), so a production manager cannot be switched into it.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/operator"
+	"github.com/agentrun/agentrun/internal/tools/job"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -17,15 +24,35 @@ func main() {
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica drives runs.")
-	flag.BoolVar(&o.LocalTools, "local-tools", false, "Run job tools as local processes instead of Jobs (development only).")
 	flag.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")
 	flag.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the API server.")
 	flag.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	flag.Func("watch-namespaces", "Comma-separated namespaces the operator watches and acts in (its cache holds only those); empty means all.",
+		func(s string) error {
+			for ns := range strings.SplitSeq(s, ",") {
+				if ns = strings.TrimSpace(ns); ns != "" {
+					o.WatchNamespaces = append(o.WatchNamespaces, ns)
+				}
+			}
+			return nil
+		})
+	resources := func(name string, into *corev1.ResourceList, def corev1.ResourceList, what string) {
+		flag.Func(name, what+", as name=quantity pairs (default "+format(def)+"); an empty value sets none.", func(s string) error {
+			l, err := job.ParseResourceList(s)
+			*into = l
+			return err
+		})
+	}
+	resources("tool-default-requests", &o.ToolResources.Requests, job.DefaultRequests, "Requests of a tool container that its manifest leaves out")
+	resources("tool-default-limits", &o.ToolResources.Limits, job.DefaultLimits, "Limits of a tool container that its manifest leaves out")
+	resources("tool-max-resources", &o.ToolResources.Max, job.DefaultMax, "Caps on every request and limit of a tool container; a tool asking more is refused")
+	networkPolicy := flag.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
 	zo := zap.Options{}
 	zo.BindFlags(flag.CommandLine)
 	flag.Parse()
 	o.QPS = float32(qps)
+	o.NoToolNetworkPolicy = !*networkPolicy
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 
 	cfg, err := ctrl.GetConfig()
@@ -36,4 +63,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
+}
+
+func format(l corev1.ResourceList) string {
+	var parts []string
+	for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+		if q, ok := l[n]; ok {
+			parts = append(parts, string(n)+"="+q.String())
+		}
+	}
+	return strings.Join(parts, ",")
 }

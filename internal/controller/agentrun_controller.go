@@ -85,12 +85,14 @@ type written struct {
 // The operator's permissions, least privilege:
 //   - AgentRuns: watch them, patch status, and patch metadata only to
 //     remove stale approval annotations.
-//   - Secrets: read API keys and header values at call time, and create,
-//     read and replace transcript chunks; read with an uncached reader, so
-//     no cluster-wide Secret watch.
+//   - Secrets: create, read and replace transcript chunks; read with an
+//     uncached reader, so no cluster-wide Secret watch. A run's API key and
+//     header values are read as the run's ServiceAccount (impersonation).
 //   - Jobs: create and watch the tool Jobs; pods and their logs: read the
 //     result of a tool (uncached).
-//   - ServiceAccounts: impersonate a run's account for builtin tools.
+//   - ServiceAccounts: impersonate a run's account for builtin tools and
+//     for reading the Secrets a run names.
+//   - NetworkPolicies: create the one that confines each job tool's pods.
 //   - ConfigMaps: read and write the spec-hash records of the GitOps
 //     re-run protection (gitops.go); read uncached.
 //
@@ -102,6 +104,7 @@ type written struct {
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // SetupWithManager registers the reconciler.

@@ -168,6 +168,13 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 			if t.Job.Resources != nil {
 				jt.Resources = *t.Job.Resources
 			}
+			for _, r := range t.Job.Egress {
+				er := job.EgressRule{CIDR: r.CIDR}
+				for _, p := range r.Ports {
+					er.Ports = append(er.Ports, job.Port{Port: p.Port, Protocol: p.Protocol})
+				}
+				jt.Egress = append(jt.Egress, er)
+			}
 			jobTools = append(jobTools, jt)
 		default:
 			return nil, fmt.Errorf("tools[%d] (%s) has no executor", i, t.Name)

@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -25,8 +26,13 @@ import (
 type Options struct {
 	MetricsAddr, ProbeAddr string
 	LeaderElect            bool
-	// LocalTools runs job tools as local processes (development only).
+	// LocalTools runs job tools as local processes (development only: set
+	// by internal/devenv; cmd/manager has no flag for it).
 	LocalTools bool
+	// WatchNamespaces restricts the operator (its cache, so its watches
+	// and the runs it drives) to these namespaces; empty means all. The
+	// chart's watchNamespaces grants it Roles in exactly these.
+	WatchNamespaces []string
 	// LocalDir is where local job tools run.
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
@@ -34,6 +40,11 @@ type Options struct {
 	// Workers sizes the reconcile worker pool. Model and tool calls never
 	// run on a worker, so a few serve many runs.
 	Workers int
+	// ToolResources are tool pods' default requests and limits and their
+	// caps (nil lists take the job package's defaults).
+	ToolResources job.Resources
+	// NoToolNetworkPolicy leaves tool pods without their NetworkPolicy.
+	NoToolNetworkPolicy bool
 	// QPS and Burst limit the client. A turn costs about one write; the
 	// defaults (50, 100) allow a few dozen turns a second.
 	QPS   float32
@@ -77,6 +88,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		HealthProbeBindAddress: o.ProbeAddr,
 		LeaderElection:         o.LeaderElect,
 		LeaderElectionID:       "agentrun.agents.agentrun.dev",
+		Cache:                  cacheOptions(o.WatchNamespaces),
 	})
 	if err != nil {
 		return err
@@ -93,7 +105,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		SecretsAs:   secrets.As,
 		CheckSecret: secrets.Check,
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
-			OperatorImage: o.OperatorImage},
+			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy},
 		Kube: cfg,
 	}
 	r := &controller.AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
@@ -109,4 +121,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers)
 	return mgr.Start(ctx)
+}
+
+// cacheOptions limits the cache to the watched namespaces, if any.
+func cacheOptions(namespaces []string) cache.Options {
+	if len(namespaces) == 0 {
+		return cache.Options{}
+	}
+	d := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		d[ns] = cache.Config{}
+	}
+	return cache.Options{DefaultNamespaces: d}
 }

@@ -14,8 +14,10 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -218,5 +220,32 @@ func TestTenant_readsASecretTheRunsAccountMayGet(t *testing.T) {
 	}
 	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
 		t.Errorf("the provider received %q, want the key", s)
+	}
+}
+
+// The reproduction's Job asked for 64 CPUs and 512Gi: a tool asking more
+// than the operator's caps is refused before any Job exists, with a reason
+// that names the resources.
+func TestTenant_cannotRequestMoreThanTheToolCaps(t *testing.T) {
+	ns, alice := tenantNamespace(t)
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "greedy"}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "Mine.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+			{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "mine"}}}, {Content: "done"}}},
+		Tools: []v1alpha1.ToolSpec{{Name: "mine", Job: &v1alpha1.JobTool{Image: "example.com/miner:1", Command: []string{"mine"},
+			Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")}}}}},
+	}}
+	if err := alice.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := ended(t, alice, run)
+	if got.Status.Outcome != v1alpha1.OutcomeError || !strings.Contains(got.Status.Reason, "resources.requests.cpu 64 is more than the 4") ||
+		!strings.Contains(got.Status.Reason, "resources.requests.memory 512Gi is more than the 8Gi") {
+		t.Errorf("outcome %s, reason %q; want Error naming the CPU and memory over the caps", got.Status.Outcome, got.Status.Reason)
+	}
+	var jobs batchv1.JobList
+	if err := admin.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("jobs = %d (%v), want none", len(jobs.Items), err)
 	}
 }

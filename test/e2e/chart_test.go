@@ -3,8 +3,14 @@ package e2e
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // The chart grants the operator exactly the rules that controller-gen
@@ -39,5 +45,104 @@ func TestChart_rbacAndCRDsAreTheGeneratedOnes(t *testing.T) {
 	for _, c := range crds {
 		name := filepath.Base(c)
 		same(filepath.Join("config", "crd", "bases", name), filepath.Join("charts", "agentrun", "crds", name))
+	}
+}
+
+// helmTemplate renders the chart with helm, built from hack/tools/go.mod as
+// `make chart-lint` and the e2e deploy do, and returns its documents.
+func helmTemplate(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/go.mod", "helm", "template", "r", "charts/agentrun",
+		"--namespace", "agentrun-system"}, args...)...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, stderr.String())
+	}
+	var docs []map[string]any
+	for doc := range strings.SplitSeq(string(out), "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("helm template printed invalid YAML: %v\n%s", err, doc)
+		}
+		if m != nil {
+			docs = append(docs, m)
+		}
+	}
+	return docs
+}
+
+func kindsIn(docs []map[string]any) map[string][]string {
+	out := map[string][]string{}
+	for _, d := range docs {
+		md, _ := d["metadata"].(map[string]any)
+		ns, _ := md["namespace"].(string)
+		kind, _ := d["kind"].(string)
+		out[kind] = append(out[kind], ns)
+	}
+	return out
+}
+
+func managerArgs(t *testing.T, docs []map[string]any) string {
+	t.Helper()
+	for _, d := range docs {
+		if d["kind"] == "Deployment" {
+			b, _ := yaml.Marshal(d["spec"])
+			return string(b)
+		}
+	}
+	t.Fatal("no Deployment")
+	return ""
+}
+
+// Installed for listed namespaces, the operator gets a Role and RoleBinding
+// in each (the generated rules) and no ClusterRole, and its cache is
+// limited to them by --watch-namespaces. By default it is cluster-wide.
+func TestChart_watchNamespacesGrantsRolesNotAClusterRole(t *testing.T) {
+	scoped := helmTemplate(t, "--set", "watchNamespaces={team-a,team-b}")
+	kinds := kindsIn(scoped)
+	if len(kinds["ClusterRole"]) != 0 || len(kinds["ClusterRoleBinding"]) != 0 {
+		t.Errorf("scoped install makes cluster roles: %v", kinds)
+	}
+	if want := []string{"team-a", "team-b"}; !slices.Equal(kinds["Role"], want) || !slices.Equal(kinds["RoleBinding"], want) {
+		t.Errorf("Roles in %v, RoleBindings in %v; want each in %v", kinds["Role"], kinds["RoleBinding"], want)
+	}
+	generated, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(generated, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range scoped {
+		if d["kind"] == "Role" && !reflect.DeepEqual(d["rules"], want["rules"]) {
+			t.Errorf("a Role's rules differ from config/rbac/role.yaml: %v", d["rules"])
+		}
+	}
+	if args := managerArgs(t, scoped); !strings.Contains(args, "--watch-namespaces=team-a,team-b") {
+		t.Errorf("the manager is not told its namespaces:\n%s", args)
+	}
+
+	all := helmTemplate(t)
+	if k := kindsIn(all); len(k["ClusterRole"]) != 1 || len(k["ClusterRoleBinding"]) != 1 {
+		t.Errorf("default install: %v, want one ClusterRole and its binding", k)
+	}
+	args := managerArgs(t, all)
+	for _, want := range []string{"--tool-default-requests=cpu=100m,ephemeral-storage=64Mi,memory=128Mi",
+		"--tool-default-limits=cpu=1,ephemeral-storage=1Gi,memory=512Mi",
+		"--tool-max-resources=cpu=4,ephemeral-storage=10Gi,memory=8Gi", "--tool-network-policy=true"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the manager's args lack %s:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "watch-namespaces") || strings.Contains(args, "local-tools") {
+		t.Errorf("unexpected flag in the default install:\n%s", args)
 	}
 }

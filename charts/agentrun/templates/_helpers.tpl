@@ -57,3 +57,14 @@ app.kubernetes.io/part-of: agentrun
 {{- define "agentrun.leaderElect" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ else }}false{{ end }}
 {{- end }}
+
+{{/*
+A resource list as a flag's value: cpu=100m,memory=128Mi (keys sorted).
+*/}}
+{{- define "agentrun.resourceList" -}}
+{{- $parts := list -}}
+{{- range $name, $q := . -}}
+{{- $parts = append $parts (printf "%s=%v" $name $q) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end }}

@@ -28,6 +28,9 @@ type Tool struct {
 	Args      []string
 	Env       []corev1.EnvVar
 	Resources corev1.ResourceRequirements
+	// Egress lists where the tool's pods may connect besides DNS (see
+	// Config.NoNetworkPolicy).
+	Egress []EgressRule
 	// MountServiceAccountToken mounts the run's service account token in
 	// the tool's pod; off unless the tool asks for it.
 	MountServiceAccountToken bool
@@ -76,6 +79,13 @@ type Config struct {
 	PollInterval time.Duration
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+	// Resources are the tool containers' default requests and limits and
+	// their caps. A nil list takes DefaultRequests, DefaultLimits or
+	// DefaultMax; an empty one sets no default (or no cap).
+	Resources Resources
+	// NoNetworkPolicy leaves tool pods without the NetworkPolicy that
+	// otherwise confines each tool's pods to DNS and its egress rules.
+	NoNetworkPolicy bool
 }
 
 // Executor runs the job tools of one run.
@@ -120,9 +130,23 @@ func New(cfg Config, run Run, tools []Tool) (*Executor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Resources.Requests == nil {
+		cfg.Resources.Requests = DefaultRequests
+	}
+	if cfg.Resources.Limits == nil {
+		cfg.Resources.Limits = DefaultLimits
+	}
+	if cfg.Resources.Max == nil {
+		cfg.Resources.Max = DefaultMax
+	}
 	e := &Executor{cfg: cfg, run: run, tools: map[string]*Tool{}}
 	for i := range tools {
 		t := tools[i]
+		res, err := cfg.Resources.resourcesFor(t.Name, t.Resources)
+		if err != nil {
+			return nil, err
+		}
+		t.Resources = res
 		switch {
 		case t.Name == "":
 			return nil, fmt.Errorf("job executor: tool %d has no name", i)
@@ -174,6 +198,9 @@ func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
 		return err
 	}
 	want := e.buildJob(tool, inv)
+	if err := e.ensureNetworkPolicy(ctx, tool); err != nil {
+		return err
+	}
 	if inv.Resumed && tool.Mutates {
 		// An earlier dispatch may have run it: adopt its Job or nothing.
 		err := e.adopt(ctx, want)

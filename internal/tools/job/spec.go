@@ -254,7 +254,9 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 						{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 							SizeLimit: ptr.To(resource.MustParse("64Mi")),
 						}}},
-						{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+							SizeLimit: tmpLimit(tool),
+						}}},
 					},
 					InitContainers: []corev1.Container{{
 						Name:                     InstallContainer,
@@ -286,6 +288,14 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 			},
 		},
 	}
+}
+
+// tmpLimit bounds /tmp by the tool's ephemeral-storage limit.
+func tmpLimit(tool *Tool) *resource.Quantity {
+	if q, ok := tool.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+		return &q
+	}
+	return nil
 }
 
 // ttl is how long a finished Job stays. A mutating call's Job has none: it
