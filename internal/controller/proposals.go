@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/loop"
 )
@@ -34,7 +35,7 @@ func checkProposals(s *loop.State) (reason, voided string) {
 		}
 	}
 	for _, c := range s.Calls {
-		if c.State == loop.CallDone {
+		if c.State == loop.CallDone || harnessCall(c) {
 			continue
 		}
 		what := "the call"
@@ -69,4 +70,10 @@ func checkProposals(s *loop.State) (reason, voided string) {
 		return reason, voided
 	}
 	return "", ""
+}
+
+// harnessCall reports a call the harness made itself, which the model never
+// proposed and no person is asked about: the verifier's call (spec.verify).
+func harnessCall(c loop.Call) bool {
+	return c.Verdict == loop.Allow && c.Rule == "spec.verify" && strings.HasSuffix(c.ID, "-verify")
 }
