@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,41 +20,13 @@ import (
 )
 
 func main() {
-	var o operator.Options
-	var qps float64
-	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
-	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
-	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica drives runs.")
-	flag.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")
-	flag.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
-	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the API server.")
-	flag.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of queries to the API server.")
-	flag.Func("watch-namespaces", "Comma-separated namespaces the operator watches and acts in (its cache holds only those); empty means all.",
-		func(s string) error {
-			for ns := range strings.SplitSeq(s, ",") {
-				if ns = strings.TrimSpace(ns); ns != "" {
-					o.WatchNamespaces = append(o.WatchNamespaces, ns)
-				}
-			}
-			return nil
-		})
-	resources := func(name string, into *corev1.ResourceList, def corev1.ResourceList, what string) {
-		flag.Func(name, what+", as name=quantity pairs (default "+format(def)+"); an empty value sets none.", func(s string) error {
-			l, err := job.ParseResourceList(s)
-			*into = l
-			return err
-		})
+	o, zo, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	} else if err != nil {
+		os.Exit(2) // the flag package has printed the error and usage
 	}
-	resources("tool-default-requests", &o.ToolResources.Requests, job.DefaultRequests, "Requests of a tool container that its manifest leaves out")
-	resources("tool-default-limits", &o.ToolResources.Limits, job.DefaultLimits, "Limits of a tool container that its manifest leaves out")
-	resources("tool-max-resources", &o.ToolResources.Max, job.DefaultMax, "Caps on every request and limit of a tool container; a tool asking more is refused")
-	networkPolicy := flag.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
-	zo := zap.Options{}
-	zo.BindFlags(flag.CommandLine)
-	flag.Parse()
-	o.QPS = float32(qps)
-	o.NoToolNetworkPolicy = !*networkPolicy
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zo)))
 
 	cfg, err := ctrl.GetConfig()
 	if err == nil {
@@ -63,6 +36,49 @@ func main() {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags reads the manager's command line. There is deliberately no
+// flag that runs job tools as local processes.
+func parseFlags(args []string) (operator.Options, *zap.Options, error) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var o operator.Options
+	var qps float64
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica drives runs.")
+	fs.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")
+	fs.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
+	fs.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	fs.Func("watch-namespaces", "Comma-separated namespaces the operator watches and acts in (its cache holds only those); empty means all.",
+		func(s string) error {
+			for ns := range strings.SplitSeq(s, ",") {
+				if ns = strings.TrimSpace(ns); ns != "" {
+					o.WatchNamespaces = append(o.WatchNamespaces, ns)
+				}
+			}
+			return nil
+		})
+	resources := func(name string, into *corev1.ResourceList, def corev1.ResourceList, what string) {
+		fs.Func(name, what+", as name=quantity pairs (default "+format(def)+"); an empty value sets none.", func(s string) error {
+			l, err := job.ParseResourceList(s)
+			*into = l
+			return err
+		})
+	}
+	resources("tool-default-requests", &o.ToolResources.Requests, job.DefaultRequests, "Requests of a tool container that its manifest leaves out")
+	resources("tool-default-limits", &o.ToolResources.Limits, job.DefaultLimits, "Limits of a tool container that its manifest leaves out")
+	resources("tool-max-resources", &o.ToolResources.Max, job.DefaultMax, "Caps on every request and limit of a tool container; a tool asking more is refused")
+	networkPolicy := fs.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
+	zo := &zap.Options{}
+	zo.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, nil, err
+	}
+	o.QPS = float32(qps)
+	o.NoToolNetworkPolicy = !*networkPolicy
+	return o, zo, nil
 }
 
 func format(l corev1.ResourceList) string {
