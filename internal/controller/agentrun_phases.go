@@ -148,7 +148,11 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	// have any) to the cached saved messages; the full slice expression
 	// makes any append copy, so the cache is never written through.
 	s.Transcript = append(sv.messages[:len(sv.messages):len(sv.messages)], s.Transcript...)
-	if reason, voided := checkProposals(s); reason != "" {
+	var eng *loop.Engine
+	if sc.kit != nil {
+		eng = sc.kit.Engine
+	}
+	if reason, voided := checkProposals(s, eng); reason != "" {
 		r.fail(sc, reason)
 		if voided != "" {
 			sc.notes = append(sc.notes, loop.Note{Kind: NoteApprovalVoided, CallID: voided, Warning: true, Message: reason})

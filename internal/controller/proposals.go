@@ -18,11 +18,18 @@ const NoteApprovalVoided loop.NoteKind = "ApprovalVoided"
 // from, so a call whose name or arguments differ there must not run: the
 // reason says which call and both digests. voided names the call when a
 // person had been asked about it (its approval, given or not, is void).
-func checkProposals(s *loop.State) (reason, voided string) {
+// The verifier's call (spec.verify) is the engine's, not the model's: it
+// must be the one the engine makes of the final answer in the transcript.
+func checkProposals(s *loop.State, e *loop.Engine) (reason, voided string) {
 	if len(s.Calls) == 0 {
 		return "", ""
 	}
 	proposed := map[string]loop.ToolCall{}
+	if e != nil {
+		if v, ok := e.VerifierCall(s); ok {
+			proposed[v.ID] = v
+		}
+	}
 	for i := len(s.Transcript) - 1; i >= 0 && len(proposed) < len(s.Calls); i-- {
 		m := &s.Transcript[i]
 		if m.Role != loop.RoleAssistant {

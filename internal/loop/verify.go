@@ -182,21 +182,51 @@ func (e *Engine) verifyAnswer(s *State, notes *[]Note) Effect {
 		s.Verify = &Verification{Trial: 1}
 	}
 	v, t := s.Verify, e.tools[e.cfg.Verify.Tool]
-	args, err := json.Marshal(struct {
-		Answer string `json:"answer"`
-		Trial  int    `json:"trial"`
-		Goal   string `json:"goal"`
-	}{s.Answer, v.Trial, e.cfg.Goal})
-	if err != nil {
-		e.finish(s, Error, "the verifier's arguments cannot be encoded: "+err.Error(), notes)
+	tc, ok := e.VerifierCall(s)
+	if !ok {
+		e.finish(s, Error, "the verifier's call cannot be made: no final answer in the transcript", notes)
 		return Effect{Kind: EffectFinish}
 	}
-	c := Call{ToolCall: ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: t.Name, Arguments: args},
+	c := Call{ToolCall: tc,
 		Verdict: Allow, Rule: verifyRule, Reason: fmt.Sprintf("judges the answer of trial %d", v.Trial), Mutates: t.Mutates, State: CallProposed}
 	s.Calls = []Call{c}
 	*notes = append(*notes, Note{Kind: NoteVerifying, CallID: c.ID, Message: fmt.Sprintf(
 		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, e.cfg.Verify.MaxTrials, s.Turn, t.Name, c.ID)})
 	return e.startActing(s, notes)
+}
+
+// VerifierCall is the call the engine makes to judge the current trial,
+// rebuilt from the final answer in the transcript (the turn's last
+// message from the model): a caller resuming from a saved state can check
+// that the verifier call it is about to run is this one, as it checks the
+// model's proposals. ok is false without a verifier or a final answer.
+func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
+	if e.cfg.Verify == nil || len(s.Transcript) == 0 {
+		return ToolCall{}, false
+	}
+	var answer *Message
+	for i := len(s.Transcript) - 1; i >= s.trialStart(); i-- {
+		if m := &s.Transcript[i]; m.Role == RoleAssistant {
+			answer = m
+			break
+		}
+	}
+	if answer == nil || answer.Turn != s.Turn || len(answer.ToolCalls) > 0 {
+		return ToolCall{}, false
+	}
+	trial := 1
+	if s.Verify != nil {
+		trial = s.Verify.Trial
+	}
+	args, err := json.Marshal(struct {
+		Answer string `json:"answer"`
+		Trial  int    `json:"trial"`
+		Goal   string `json:"goal"`
+	}{cut(answer.Content, maxAnswerBytes), trial, e.cfg.Goal})
+	if err != nil {
+		return ToolCall{}, false
+	}
+	return ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: e.cfg.Verify.Tool, Arguments: args}, true
 }
 
 // takeVerdict reads the verifier's result, once its call is done: the

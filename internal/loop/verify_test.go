@@ -356,3 +356,23 @@ func TestVerify_resumesFromAnyStep(t *testing.T) {
 	}
 	t.Fatal("the run did not end")
 }
+
+func TestVerify_verifierCallIsRebuiltFromTheTranscript(t *testing.T) {
+	r := makeRun(t).verifier("check", 3, 0, 0, pass("ok")).then(answer("Refunded 20.00."))
+	e := r.engine()
+	s := &State{}
+	eff := e.Step(s, Input{})
+	reply, _ := (&Scripted{Entries: r.script}).Complete(context.Background(), eff.Request)
+	eff = e.Step(s, Input{Reply: reply})
+	if eff.Kind != EffectRunTools || len(eff.Calls) != 1 {
+		t.Fatalf("effect = %+v, want the verifier's call", eff)
+	}
+	got, ok := e.VerifierCall(s.Clone())
+	inv := eff.Calls[0]
+	if !ok || got.ID != inv.CallID || got.Name != inv.Tool || string(got.Arguments) != string(inv.Arguments) {
+		t.Fatalf("VerifierCall = %+v, %v; the engine dispatched %+v", got, ok, inv)
+	}
+	if _, ok := makeRun(t).engine().VerifierCall(s); ok {
+		t.Fatalf("an engine without a verifier rebuilt a verifier call")
+	}
+}
