@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/agentrun/agentrun/internal/loop"
 )
@@ -42,7 +41,7 @@ func checkProposals(s *loop.State, e *loop.Engine) (reason, voided string) {
 		}
 	}
 	for _, c := range s.Calls {
-		if c.State == loop.CallDone || harnessCall(c) {
+		if c.State == loop.CallDone {
 			continue
 		}
 		what := "the call"
@@ -77,10 +76,4 @@ func checkProposals(s *loop.State, e *loop.Engine) (reason, voided string) {
 		return reason, voided
 	}
 	return "", ""
-}
-
-// harnessCall reports a call the harness made itself, which the model never
-// proposed and no person is asked about: the verifier's call (spec.verify).
-func harnessCall(c loop.Call) bool {
-	return c.Verdict == loop.Allow && c.Rule == "spec.verify" && strings.HasSuffix(c.ID, "-verify")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
@@ -274,4 +275,46 @@ type modelFunc func(ctx context.Context, req *loop.Request) (*loop.Reply, error)
 
 func (f modelFunc) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
 	return f(ctx, req)
+}
+
+// TestVerify_aTamperedVerifierCallIsVoid: the verifier's call in a
+// checkpoint must be the one the engine makes of the final answer saved in
+// the transcript; a status edit that changes its tool or its arguments
+// (the answer the verifier judges) is refused like an edited proposal.
+func TestVerify_aTamperedVerifierCallIsVoid(t *testing.T) {
+	b := makeRun("default", "tampered").readTool("refund").verifier("check", 3, 2)
+	cfg, err := kit.Config(&b.r.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := loop.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() *loop.State {
+		s := &loop.State{Turn: 1, Phase: loop.PhaseAct, Verify: &loop.Verification{Trial: 1},
+			Transcript: []loop.Message{{Role: loop.RoleAssistant, Turn: 1, Content: "Refunded 20.00."}}}
+		tc, ok := eng.VerifierCall(s)
+		if !ok {
+			t.Fatal("no verifier call")
+		}
+		s.Calls = []loop.Call{{ToolCall: tc, Verdict: loop.Allow, Rule: "spec.verify", State: loop.CallDispatched}}
+		return s
+	}
+	if reason, _ := checkProposals(state(), eng); reason != "" {
+		t.Fatalf("the engine's own verifier call was refused: %s", reason)
+	}
+	for name, edit := range map[string]func(c *loop.Call){
+		"another tool": func(c *loop.Call) { c.Name = "refund" },
+		"another answer": func(c *loop.Call) {
+			c.Arguments = []byte(`{"answer":"Refunded 0.","trial":1,"goal":"Find out what happened."}`)
+		},
+		"another call's id": func(c *loop.Call) { c.ID = "t1-c1" },
+	} {
+		s := state()
+		edit(&s.Calls[0])
+		if reason, _ := checkProposals(s, eng); !strings.Contains(reason, "is void") {
+			t.Errorf("%s: checkProposals = %q, want the call void", name, reason)
+		}
+	}
 }
