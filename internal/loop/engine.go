@@ -282,6 +282,7 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	res := e.modelReservation(e.estimate(req))
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		e.finish(s, BudgetExhausted, rej.Reason, notes)
+		refusedBy(*notes, rej)
 		return Effect{Kind: EffectFinish}
 	}
 	s.Turn++
@@ -662,6 +663,7 @@ func (e *Engine) startActing(s *State, notes *[]Note) Effect {
 	res := e.batchReservation(s.Calls)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		e.finish(s, BudgetExhausted, rej.Reason, notes)
+		refusedBy(*notes, rej)
 		return Effect{Kind: EffectFinish}
 	}
 	s.Reserved = res

@@ -91,6 +91,7 @@ func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note)
 		s.Usage.Turns++
 		e.finish(s, ToolFailure, fmt.Sprintf("the model provider was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
 			plural(s.Attempt, "attempt"), msg, rej.Reason), notes)
+		refusedBy(*notes, rej)
 		return Effect{Kind: EffectFinish}
 	}
 	s.Reserved = res
@@ -151,6 +152,7 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 		rc := cands[0]
 		e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
 			rc.call.Name, rc.call.ID, plural(rc.call.Attempts, "attempt"), rc.call.LastFailure, rej.Reason), notes)
+		refusedBy(*notes, rej)
 		return
 	}
 	res.PerTool = s.Reserved.PerTool

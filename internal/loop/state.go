@@ -257,4 +257,8 @@ type Note struct {
 	Message string
 	// Warning marks notes a person should look at (budget warnings, denials).
 	Warning bool
+	// Ceiling is set on the note of a run that ended because a
+	// reservation did not fit: the dimension that refused it (turns,
+	// tokens, wallClock, cost, toolCalls or perTool).
+	Ceiling Dimension
 }

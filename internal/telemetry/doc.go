@@ -1,0 +1,15 @@
+// Package telemetry holds AgentRun's OpenTelemetry traces, shared by the
+// operator and `agentrun local`: the tracer provider the standard OTEL_*
+// environment variables ask for, and spans that follow the GenAI semantic
+// conventions.
+//
+// A run is one trace. Its root span, "invoke_agent <run name>", has a
+// span id chosen when the run starts and written down in the run (the
+// operator keeps it in status.traceParent as a W3C traceparent). Every
+// model call ("chat <model>") and tool call ("execute_tool <tool>") is a
+// child of that id, whichever reconcile, worker or operator process makes
+// it. The root span itself is emitted once, when the run ends, with the
+// recorded start time and the remembered span id: a span that stayed open
+// across reconciles would be lost on every restart, and exporters only
+// send ended spans anyway.
+package telemetry
