@@ -55,6 +55,7 @@ envtest: ## Build (once) and print the directory of envtest's kube-apiserver and
 test: manifests generate fmt vet ## Run every test that needs no real cluster (envtest included), then each fuzz target briefly.
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test ./...
+	cd hack/promrules && go test ./...
 	$(MAKE) --no-print-directory fuzz
 
 # Fuzz targets over what comes from outside (model replies, tool results,

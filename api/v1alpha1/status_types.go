@@ -254,6 +254,16 @@ type AgentRunStatus struct {
 	// completionTime is when the run ended.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// traceParent is the W3C traceparent of the run's trace: its trace id
+	// and the span id of its invoke_agent span. The operator sets it on the
+	// first reconcile; every model and tool call span of the run, in any
+	// reconcile or operator process, is a child of that span, which is
+	// exported when the run ends (see docs/observability.md). Search your
+	// tracing backend for the trace id (the second field).
+	// +optional
+	// +kubebuilder:validation:MaxLength=55
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // UsageStatus is a vector of consumed (or reserved) resources.

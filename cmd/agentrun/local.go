@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/localrun"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"golang.org/x/term"
 )
 
@@ -95,12 +97,26 @@ func runLocal(file string, asJSON bool, stdin io.Reader, stdout, stderr io.Write
 			return
 		}
 	}()
+	tp, shutdown, err := telemetry.Setup(ctx, "agentrun")
+	if err != nil {
+		fmt.Fprintf(stderr, "agentrun local: traces: %v\n", err)
+		return localrun.ExitUsage
+	}
+	defer func() {
+		// Send the run's spans before exiting, for at most a few seconds.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			fmt.Fprintf(stderr, "agentrun local: sending traces: %v\n", err)
+		}
+	}()
 	return localrun.Run(ctx, file, localrun.Options{
-		JSON:        asJSON,
-		Interactive: stdinIsTerminal(stdin),
-		Stdin:       stdin,
-		Stdout:      stdout,
-		Stderr:      stderr,
-		Stop:        stop,
+		TracerProvider: tp,
+		JSON:           asJSON,
+		Interactive:    stdinIsTerminal(stdin),
+		Stdin:          stdin,
+		Stdout:         stdout,
+		Stderr:         stderr,
+		Stop:           stop,
 	})
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/transcript"
+	"go.opentelemetry.io/otel/trace"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +52,10 @@ type AgentRunReconciler struct {
 	// MaxConcurrentReconciles sizes the worker pool. Model and tool calls
 	// never run on a worker (see work.go), so a few workers serve many runs.
 	MaxConcurrentReconciles int
+	// TracerProvider receives the runs' spans (telemetry.Setup builds it
+	// from the OTEL_* environment); nil sends none, but every run still
+	// gets a trace id in status.traceParent.
+	TracerProvider trace.TracerProvider
 
 	work    *tracker
 	mu      sync.Mutex
@@ -119,6 +125,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})); err != nil {
 		return err
 	}
+	inFlight.watch(mgr.GetCache(), r.Clock)
 	workers := r.MaxConcurrentReconciles
 	if workers <= 0 {
 		workers = 4
@@ -212,6 +219,12 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	}
 	r.track(key, run.UID)
 	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock()}
+	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
+	if run.Status.TraceParent == "" {
+		// Saved with this reconcile's status write, before any call of
+		// the run starts a span under it.
+		run.Status.TraceParent = sc.trace.TraceParent()
+	}
 	var result ctrl.Result
 	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
 		r.loadKit,
@@ -239,7 +252,8 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if written {
 		r.logTransitions(ctx, sc)
 		r.emit(sc)
-		observe(sc.run, sc.state, sc.notes)
+		observe(sc.base, sc.run, sc.state, sc.notes)
+		r.endTrace(ctx, sc)
 	}
 	return result, nil
 }
@@ -327,4 +341,26 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 	if err := job.DeleteSaved(ctx, r.Client, sc.run.Namespace, sc.run.UID, ids); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Deleting the Jobs of saved calls")
 	}
+}
+
+// endTrace emits the run's invoke_agent span when this reconcile saved
+// the run's end: from the run's start (the engine's, to the nanosecond,
+// when the checkpoint had it) to now, under the span id the run carries.
+func (r *AgentRunReconciler) endTrace(ctx context.Context, sc *scope) {
+	run := sc.run
+	if run.Status.Outcome == "" || sc.base.Status.Outcome != "" {
+		return
+	}
+	u := usageOf(run)
+	info := telemetry.RunInfo{Name: run.Name, Namespace: run.Namespace, UID: string(run.UID),
+		Provider: string(run.Spec.Model.Provider), Model: run.Spec.Model.Name, End: sc.now,
+		Outcome: string(run.Status.Outcome), Reason: run.Status.Reason, Turns: int(u.Turns),
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Start: run.CreationTimestamp.Time}
+	switch {
+	case sc.state != nil && sc.state.StartedAt != nil:
+		info.Start = *sc.state.StartedAt
+	case run.Status.StartTime != nil:
+		info.Start = run.Status.StartTime.Time
+	}
+	sc.trace.End(ctx, info)
 }

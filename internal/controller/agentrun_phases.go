@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -50,6 +51,11 @@ type scope struct {
 	by      map[string]string
 	effect  loop.Effect
 	notes   []loop.Note
+
+	// trace is the run's trace, from status.traceParent (set in this
+	// reconcile when the run had none); act starts the calls under it and
+	// the reconcile that saves the run's end emits its span.
+	trace *telemetry.Run
 
 	// stop: the run ended or failed in this reconcile; wait: nothing to do
 	// until outside work finishes (no write).
@@ -508,22 +514,29 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 		return
 	}
 	s, kit, run := sc.state, sc.kit, sc.run
+	// Metrics and spans see every call; the calls' spans are children of
+	// the run's span, whichever reconcile or process starts them.
+	cfg := kit.Engine.Config()
+	obs := loop.Observers(callMetrics{provider: cfg.Model.Provider}, sc.trace.Observer(cfg.Model.Provider, cfg.Model.Name))
+	base := sc.trace.Context(r.background())
 	switch eff := sc.effect; eff.Kind {
 	case loop.EffectCallModel:
-		timeout := kit.Engine.Config().Model.Timeout
+		timeout := cfg.Model.Timeout
 		req := eff.Request
-		r.work.start(r.background(), run, modelKey(s), func(ctx context.Context, w *work) {
+		model := loop.ObserveModel(kit.Model, obs)
+		r.work.start(base, run, modelKey(s), func(ctx context.Context, w *work) {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			w.reply, w.err = kit.Model.Complete(cctx, req)
+			w.reply, w.err = model.Complete(cctx, req)
 		})
 	case loop.EffectRunTools:
 		if len(eff.Calls) == 0 {
 			return
 		}
 		calls, concurrent := eff.Calls, eff.Concurrent
-		r.work.start(r.background(), run, toolsKey(s), func(ctx context.Context, w *work) {
-			w.results = loop.ExecuteBatch(ctx, kit.Tools, calls, concurrent)
+		tools := loop.ObserveTools(kit.Tools, obs)
+		r.work.start(base, run, toolsKey(s), func(ctx context.Context, w *work) {
+			w.results = loop.ExecuteBatch(ctx, tools, calls, concurrent)
 		})
 	}
 	r.dropStaleAnnotations(ctx, sc)

@@ -24,6 +24,8 @@ import (
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/safeterm"
+	"github.com/agentrun/agentrun/internal/telemetry"
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -39,6 +41,10 @@ type Options struct {
 	Stdin       io.Reader
 	Stdout      io.Writer
 	Stderr      io.Writer
+	// TracerProvider receives the run's spans, the same as the operator
+	// sends (telemetry.Setup builds it from the OTEL_* environment); nil
+	// sends none.
+	TracerProvider trace.TracerProvider
 	// Stop, once closed, ends the run at the next boundary as
 	// ApprovalDenied (the first Ctrl-C). Cancelling the context stops
 	// model and tool calls in flight as well (the second Ctrl-C).
@@ -102,7 +108,10 @@ func Run(ctx context.Context, path string, o Options) int {
 
 	p := &printer{w: out}
 	interrupted := false
-	runner := &loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools,
+	trc := telemetry.StartRun(o.TracerProvider, "")
+	cfg := k.Engine.Config()
+	obs := trc.Observer(cfg.Model.Provider, cfg.Model.Name)
+	runner := &loop.Runner{Engine: k.Engine, Model: loop.ObserveModel(k.Model, obs), Tools: loop.ObserveTools(k.Tools, obs),
 		OnStep:       p.step,
 		CancelReason: interruptedReason,
 		Interrupt:    o.Stop,
@@ -125,7 +134,10 @@ func Run(ctx context.Context, path string, o Options) int {
 	}
 
 	s := &loop.State{}
-	runner.Run(ctx, s)
+	runner.Run(trc.Context(ctx), s)
+	info := telemetry.Info(run.Name, cfg, s, time.Now())
+	info.Namespace, info.UID = run.Namespace, string(run.UID)
+	trc.End(context.WithoutCancel(ctx), info)
 	if s.Outcome == loop.ApprovalDenied && s.Reason == interruptedReason && ctx.Err() != nil {
 		s.Reason = abortedReason
 	}

@@ -17,7 +17,10 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/google/go-cmp/cmp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // echoRun is a run whose one tool echoes its arguments (stdin) back; the
@@ -463,4 +466,31 @@ spec:
 	}
 	mustContain(t, "stdout", r.stdout, "attempt 1 of 3", "attempt 2 of 3",
 		"reason: the model provider stayed unavailable after 3 attempts (model.retry.maxAttempts is 3); last error: scripted model: HTTP 503 upstream overloaded")
+}
+
+// agentrun local sends the operator's spans: the run, its chats and its
+// tool call, in one trace under the run span.
+func TestRun_sendsTheRunsSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	res := run(t, echoRun, Options{TracerProvider: telemetry.NewProvider(sdktrace.WithSyncer(exp))})
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	spans := exp.GetSpans()
+	var names []string
+	var root tracetest.SpanStub
+	for _, s := range spans {
+		names = append(names, s.Name)
+		if s.Name == "invoke_agent echo-run" {
+			root = s
+		}
+	}
+	if d := cmp.Diff([]string{"chat", "execute_tool echo", "chat", "invoke_agent echo-run"}, names); d != "" {
+		t.Fatalf("spans (-want +got):\n%s", d)
+	}
+	for _, s := range spans[:3] {
+		if s.Parent.SpanID() != root.SpanContext.SpanID() || s.SpanContext.TraceID() != root.SpanContext.TraceID() {
+			t.Errorf("%s is not a child of the run span", s.Name)
+		}
+	}
 }

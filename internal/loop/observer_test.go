@@ -67,7 +67,7 @@ func TestAdmission_refusalNoteNamesTheCeiling(t *testing.T) {
 	s := &State{}
 	var notes []Note
 	(&Runner{Engine: eng, Model: &Scripted{Entries: []ScriptEntry{{ToolCalls: []ToolCall{{Name: "look", Arguments: json.RawMessage(`{}`)}}}}},
-		Tools: ToolboxFunc(func(context.Context, Invocation) Result { return Result{Output: []byte("x")} }),
+		Tools:  ToolboxFunc(func(context.Context, Invocation) Result { return Result{Output: []byte("x")} }),
 		OnStep: func(_ *State, eff Effect) { notes = append(notes, eff.Notes...) }}).Run(context.Background(), s)
 	if s.Outcome != BudgetExhausted {
 		t.Fatalf("outcome %s", s.Outcome)

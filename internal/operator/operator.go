@@ -7,10 +7,13 @@ package operator
 import (
 	"context"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -108,8 +111,20 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy},
 		Kube: cfg,
 	}
+	tp, shutdown, err := telemetry.Setup(ctx, "agentrun-operator")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Send the last spans, for at most a few seconds.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			ctrl.Log.Error(err, "Sending the last spans")
+		}
+	}()
 	r := &controller.AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Kits: builder, MaxConcurrentReconciles: o.Workers}
+		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -119,7 +134,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers)
+	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv))
 	return mgr.Start(ctx)
 }
 

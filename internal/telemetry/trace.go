@@ -243,7 +243,11 @@ func (c calls) ModelCall(ctx context.Context, req *loop.Request) (context.Contex
 	if req != nil && req.MaxOutputTokens > 0 {
 		attrs = append(attrs, attribute.Int64("gen_ai.request.max_tokens", req.MaxOutputTokens))
 	}
-	ctx, span := c.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	name := "chat"
+	if model != "" {
+		name += " " + model
+	}
+	ctx, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx, func(reply *loop.Reply, err error) {
 		defer span.End()
 		if err != nil {

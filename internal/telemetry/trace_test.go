@@ -207,4 +207,3 @@ func TestEnabled_onlyWhenTheEnvironmentAsks(t *testing.T) {
 		}
 	}
 }
-

@@ -1,0 +1,266 @@
+package controller
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/telemetry"
+	"github.com/agentrun/agentrun/internal/testenv"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// startObserved runs the operator for one namespace only (runs other
+// tests left behind never add to the counts), sending spans to tp.
+func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerProvider) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"),
+		Kits: kb, TracerProvider: tp}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// scrape reads the operator's metrics endpoint as Prometheus would.
+func scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// sample is the value of the series of family name with exactly these
+// labels (a counter, gauge, or a histogram's count); 0 when absent.
+func sample(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.Metric {
+		if len(m.Label) != len(labels) {
+			continue
+		}
+		match := true
+		for _, l := range m.Label {
+			if labels[l.GetName()] != l.GetValue() {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// Three runs, then a scrape of the metrics handler: tokens and spend are
+// counted per call by provider and model, reads are timed by tool, a
+// refused reservation names its ceiling, a model retry is counted, a run
+// waiting for a person shows in the gauges, and outcomes are counted.
+func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
+	ns := namespace(t)
+	startObserved(t, &kits{tools: newTools()}, ns, nil)
+	before := scrape(t)
+	g := NewWithT(t)
+
+	priced := func(s *v1alpha1.AgentRunSpec) {
+		s.Model.Name = "metrics-model"
+		s.Model.Pricing = &v1alpha1.ModelPricing{Input: "1", Output: "10"}
+	}
+	// Two reads at once, then an answer: 2200 input and 50 output tokens,
+	// $0.0022 + $0.0005.
+	done := makeRun(ns, "reads").with(priced).readTool("metrics_lookup").
+		calls("metrics_lookup", `{"id":1}`, "metrics_lookup", `{"id":2}`).answer("Found both.").create(t)
+	// One turn allowed, and the model wants a second.
+	refused := makeRun(ns, "refused").with(priced).maxTurns(1).readTool("metrics_lookup").
+		calls("metrics_lookup", `{"id":3}`).answer("Never reached.").create(t)
+	// The provider is down: one retry, then ToolFailure.
+	down := makeRun(ns, "down").with(priced).with(func(s *v1alpha1.AgentRunSpec) {
+		n := int32(2)
+		s.Model.Retry = &v1alpha1.ModelRetry{MaxAttempts: &n, InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}
+	}).step(v1alpha1.ScriptStep{Error: "overloaded", Transient: true}).create(t)
+	// Waits for a person.
+	waiting := makeRun(ns, "waiting").with(priced).writeTool("metrics_refund", false).
+		calls("metrics_refund", `{"amount_minor":100}`).answer("Refunded.").create(t)
+
+	expectOutcome(t, waitOutcome(t, done, 20*time.Second), v1alpha1.OutcomeCompleted, "final answer")
+	expectOutcome(t, waitOutcome(t, refused, 20*time.Second), v1alpha1.OutcomeBudgetExhausted, "turns")
+	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeToolFailure, "unavailable")
+	g.Eventually(func() int { return len(get(t, waiting).Status.PendingApprovals) }, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
+
+	after := scrape(t)
+	delta := func(name string, labels map[string]string) float64 {
+		return sample(after, name, labels) - sample(before, name, labels)
+	}
+	model := map[string]string{"provider": "scripted", "model": "metrics-model"}
+	with := func(k, v string) map[string]string {
+		out := map[string]string{k: v}
+		for a, b := range model {
+			out[a] = b
+		}
+		return out
+	}
+	// reads: 1000+1200 in, 20+30 out; refused: 1000 in, 20 out; waiting:
+	// 1000 in, 20 out so far; down: nothing reported.
+	g.Expect(delta("agentrun_tokens_total", with("type", "input"))).To(Equal(4200.0), "input tokens")
+	g.Expect(delta("agentrun_tokens_total", with("type", "output"))).To(Equal(90.0), "output tokens")
+	spent := 0.0
+	for _, r := range []*v1alpha1.AgentRun{done, refused, down, waiting} {
+		m, err := parseUSD(get(t, r).Status.Usage)
+		g.Expect(err).NotTo(HaveOccurred())
+		spent += m
+	}
+	g.Expect(delta("agentrun_spend_usd_total", model)).To(BeNumerically("~", spent, 1e-9), "spend")
+	g.Expect(spent).To(BeNumerically(">", 0.0))
+	g.Expect(delta("agentrun_tool_call_duration_seconds", map[string]string{"tool": "metrics_lookup"})).To(Equal(3.0), "timed reads")
+	g.Expect(delta("agentrun_model_call_duration_seconds", map[string]string{"provider": "scripted"})).To(Equal(6.0), "timed model calls: 2 + 1 + 2 attempts + 1")
+	g.Expect(delta("agentrun_reservation_refusals_total", map[string]string{"ceiling": "turns"})).To(Equal(1.0), "refusals by turns")
+	g.Expect(delta("agentrun_retries_total", map[string]string{"kind": "model"})).To(Equal(1.0), "model retries")
+	for outcome, n := range map[string]float64{"Completed": 1, "BudgetExhausted": 1, "ToolFailure": 1} {
+		g.Expect(delta("agentrun_runs_finished_total", map[string]string{"outcome": outcome})).To(Equal(n), outcome)
+	}
+	// The gauges count this namespace's runs only (the cache is scoped).
+	g.Expect(sample(after, "agentrun_runs", map[string]string{"phase": "AwaitingApproval"})).To(Equal(1.0))
+	g.Expect(sample(after, "agentrun_runs", map[string]string{"phase": "Running"})).To(Equal(0.0))
+	g.Expect(sample(after, "agentrun_pending_approvals", map[string]string{})).To(Equal(1.0))
+	g.Expect(sample(after, "agentrun_pending_approval_oldest_seconds", map[string]string{})).To(BeNumerically(">=", 0.0))
+
+	annotate(t, waiting, "t1-c1", "approve")
+	expectOutcome(t, waitOutcome(t, waiting, 20*time.Second), v1alpha1.OutcomeCompleted, "final answer")
+	g.Eventually(func() float64 {
+		return sample(scrape(t), "agentrun_pending_approvals", map[string]string{})
+	}, 10*time.Second, 50*time.Millisecond).Should(Equal(0.0))
+	g.Expect(sample(scrape(t), "agentrun_approvals_total", map[string]string{"decision": "approve"}) -
+		sample(before, "agentrun_approvals_total", map[string]string{"decision": "approve"})).To(Equal(1.0))
+}
+
+func parseUSD(u *v1alpha1.UsageStatus) (float64, error) {
+	if u == nil {
+		return 0, nil
+	}
+	m := costOf(*u)
+	return float64(m) / 1e12, nil
+}
+
+// A run that reads, asks, and is answered after the operator restarted is
+// one trace: every chat and execute_tool span, from either process, is a
+// child of the run's invoke_agent span, whose id is status.traceParent's.
+func TestTrace_oneTraceAcrossReconcilesAndARestart(t *testing.T) {
+	ns := namespace(t)
+	exp := tracetest.NewInMemoryExporter()
+	tb := newTools()
+	stop := startObserved(t, &kits{tools: tb}, ns, telemetry.NewProvider(sdktrace.WithSyncer(exp)))
+	run := makeRun(ns, "traced").readTool("lookup").writeTool("refund", false).
+		calls("lookup", `{"id":1}`, "lookup", `{"id":2}`).
+		calls("refund", `{"amount_minor":100}`).
+		answer("Refunded.").create(t)
+	g := NewWithT(t)
+	var cur *v1alpha1.AgentRun
+	g.Eventually(func() int {
+		cur = get(t, run)
+		return len(cur.Status.PendingApprovals)
+	}, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
+	carried := cur.Status.TraceParent
+	sc, err := telemetry.ParseTraceParent(carried)
+	if err != nil {
+		t.Fatalf("status.traceParent %q: %v", carried, err)
+	}
+	stop()
+	firstProcess := len(exp.GetSpans())
+
+	startObserved(t, &kits{tools: tb}, ns, telemetry.NewProvider(sdktrace.WithSyncer(exp)))
+	annotate(t, run, "t2-c1", "approve")
+	end := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, end, v1alpha1.OutcomeCompleted, "final answer")
+	if end.Status.TraceParent != carried {
+		t.Fatalf("traceParent changed from %s to %s", carried, end.Status.TraceParent)
+	}
+
+	var spans tracetest.SpanStubs
+	g.Eventually(func() int {
+		spans = exp.GetSpans()
+		return len(spans)
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal(7), "2 chats and 2 reads before the restart; the write, the last chat and the run after")
+	if firstProcess != 4 {
+		t.Errorf("spans before the restart: %d, want 4 (2 chats, 2 reads)", firstProcess)
+	}
+	got := map[string]int{}
+	var root tracetest.SpanStub
+	for _, s := range spans {
+		got[s.Name]++
+		if s.SpanContext.TraceID() != sc.TraceID() {
+			t.Errorf("%s is in trace %s, the run's is %s", s.Name, s.SpanContext.TraceID(), sc.TraceID())
+		}
+		if s.Name == "invoke_agent traced" {
+			root = s
+			continue
+		}
+		if s.Parent.SpanID() != sc.SpanID() {
+			t.Errorf("%s has parent %s, want the run span %s", s.Name, s.Parent.SpanID(), sc.SpanID())
+		}
+	}
+	want := map[string]int{"invoke_agent traced": 1, "chat": 3, "execute_tool lookup": 2, "execute_tool refund": 1}
+	g.Expect(got).To(Equal(want))
+	g.Expect(root.SpanContext.SpanID()).To(Equal(sc.SpanID()), "the run span has the id the run carries")
+	g.Expect(root.Parent.IsValid()).To(BeFalse())
+	g.Expect(root.StartTime.Before(spans[0].StartTime)).To(BeTrue(), "the run span starts before its first call")
+	g.Expect(root.EndTime.Before(spans[len(spans)-2].EndTime)).To(BeFalse(), "the run span ends after its last call")
+}
