@@ -264,3 +264,15 @@ func TestTrace_oneTraceAcrossReconcilesAndARestart(t *testing.T) {
 	g.Expect(root.StartTime.Before(spans[0].StartTime)).To(BeTrue(), "the run span starts before its first call")
 	g.Expect(root.EndTime.Before(spans[len(spans)-2].EndTime)).To(BeFalse(), "the run span ends after its last call")
 }
+
+// Transition log lines carry the trace id of the run's traceParent.
+func TestTraceIDOf_readsTheTraceTheRunCarries(t *testing.T) {
+	run := &v1alpha1.AgentRun{}
+	if got := TraceIDOf(context.Background(), run); got != "" {
+		t.Errorf("a run without a trace: %q", got)
+	}
+	run.Status.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if got := TraceIDOf(context.Background(), run); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace id %q", got)
+	}
+}

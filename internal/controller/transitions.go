@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -13,9 +14,12 @@ import (
 
 // TraceIDOf returns the trace id of a run's trace, or "" when it has none;
 // every transition line carries it as traceID when there is one. The
-// default reads the span in ctx (none, unless tracing put one there).
-// Tracing may replace it to read the trace context the run carries.
-var TraceIDOf = func(ctx context.Context, _ *v1alpha1.AgentRun) string {
+// default reads the trace the run carries (status.traceParent, set on its
+// first reconcile), else the span in ctx.
+var TraceIDOf = func(ctx context.Context, run *v1alpha1.AgentRun) string {
+	if sc, err := telemetry.ParseTraceParent(run.Status.TraceParent); err == nil {
+		return sc.TraceID().String()
+	}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		return sc.TraceID().String()
 	}
