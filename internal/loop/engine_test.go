@@ -231,7 +231,7 @@ func TestVetting(t *testing.T) {
 		obsState CallState
 	}{
 		{"read allowed by default", call("lookup", `{"q":"x"}`), nil, Allow, "policy.default", CallProposed},
-		{"guardrail block comes before policy", call("lookup", `{"card":"4111111111111111"}`), nil, "block", "guardrail:no-cards", CallDone},
+		{"guardrail block comes before policy", call("lookup", `{"card":"4111111111111111"}`), nil, Blocked, "guardrail:no-cards", CallDone},
 		{"CEL condition true asks", call("issue_refund", `{"amount_minor":8240}`), nil, Ask, "policy.rules[0]", CallProposed},
 		{"CEL condition false falls through, then irreversible tightens allow to ask", call("issue_refund", `{"amount_minor":100}`), nil, Ask, "tool.irreversible", CallProposed},
 		{"a grant waives the irreversible ask", call("issue_refund", `{"amount_minor":100}`), []string{"issue_refund"}, Allow, "policy.grants", CallProposed},

@@ -9,22 +9,36 @@ import (
 	"golang.org/x/net/html"
 )
 
-// Observation statuses, as recorded on tool messages.
+// ObsStatus says how a tool call ended, as recorded on its tool message.
+type ObsStatus string
+
+// Observation statuses.
 const (
-	ObsOK       = "ok"
-	ObsFailed   = "failed"
-	ObsDenied   = "denied"
-	ObsBlocked  = "blocked"
-	ObsDeclined = "declined"
-	ObsInvalid  = "invalid"
+	// ObsOK: the call ran and returned a result.
+	ObsOK ObsStatus = "ok"
+	// ObsFailed: the call ran (or its outcome is unknown) and failed.
+	ObsFailed ObsStatus = "failed"
+	// ObsDenied: the policy denied the call; it did not run.
+	ObsDenied ObsStatus = "denied"
+	// ObsBlocked: a guardrail blocked the call; it did not run.
+	ObsBlocked ObsStatus = "blocked"
+	// ObsDeclined: a person declined the call; it did not run.
+	ObsDeclined ObsStatus = "declined"
+	// ObsInvalid: the call could not be vetted (unknown tool, arguments
+	// refused); it did not run.
+	ObsInvalid ObsStatus = "invalid"
 )
+
+// IsError reports whether the call did not produce a normal result
+// (failed, denied, blocked, declined, invalid).
+func (s ObsStatus) IsError() bool { return s != "" && s != ObsOK }
 
 // Observe turns a tool's raw result into what the model reads: a bounded,
 // valid UTF-8 text. A failure becomes a short sentence that names the
 // condition, the choices, and whether an unchanged retry can help; an HTML
 // page becomes its text (or, for a sign-in page, an authentication
 // failure); a long result is cut at maxResultBytes and the cut is marked.
-func Observe(tool string, maxResultBytes int, r Result) (text, status string) {
+func Observe(tool string, maxResultBytes int, r Result) (text string, status ObsStatus) {
 	if maxResultBytes <= 0 {
 		maxResultBytes = 16384
 	}

@@ -15,7 +15,7 @@ func TestObserve(t *testing.T) {
 		name     string
 		r        Result
 		max      int
-		status   string
+		status   ObsStatus
 		contains []string
 		absent   []string
 	}{

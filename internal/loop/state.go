@@ -64,7 +64,7 @@ const (
 type Call struct {
 	ToolCall
 	// Verdict is the vetting decision: allow, deny or ask (then the answer
-	// decides), or block for a guardrail block.
+	// decides), or Blocked for a guardrail block.
 	Verdict Decision `json:"verdict"`
 	// Rule names what decided: "policy.rules[0]", "policy.default",
 	// "guardrail:<name>", "tool.irreversible", "grant".
@@ -77,8 +77,8 @@ type Call struct {
 	State   CallState `json:"state"`
 	// Observation is what the model will see for this call, once known.
 	Observation string `json:"observation,omitempty"`
-	// ObsStatus is ok, failed, denied, blocked, declined or invalid.
-	ObsStatus string `json:"obsStatus,omitempty"`
+	// ObsStatus says how the call ended, once it has.
+	ObsStatus ObsStatus `json:"obsStatus,omitempty"`
 	// RequestedAt is when an ASK started waiting.
 	RequestedAt *time.Time `json:"requestedAt,omitempty"`
 	// Attempts counts the attempts dispatched for this call (retries

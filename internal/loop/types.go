@@ -45,6 +45,9 @@ const (
 	Allow Decision = "allow"
 	Deny  Decision = "deny"
 	Ask   Decision = "ask"
+	// Blocked is no policy decision: it is the verdict recorded on a
+	// call a guardrail blocked (a guardrail with severity block).
+	Blocked Decision = "block"
 )
 
 // Answer is a person's reply to an ASK.
@@ -325,8 +328,8 @@ type Message struct {
 	CallID string `json:"callID,omitempty"`
 	// Tool is the name of the tool a tool message answers.
 	Tool string `json:"tool,omitempty"`
-	// Status of a tool message: ok, failed, denied, blocked, declined.
-	Status string `json:"status,omitempty"`
+	// Status of a tool message: how its call ended.
+	Status ObsStatus `json:"status,omitempty"`
 }
 
 // ToolCall is one call proposed by the model. ID is the harness-made id

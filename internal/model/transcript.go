@@ -85,9 +85,3 @@ func Schema(params json.RawMessage) (map[string]json.RawMessage, error) {
 	}
 	return members, nil
 }
-
-// IsErrorStatus reports whether a tool message's status means the call did
-// not produce a normal result (failed, denied, blocked, declined, invalid).
-func IsErrorStatus(status string) bool {
-	return status != "" && status != "ok"
-}

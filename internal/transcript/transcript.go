@@ -72,9 +72,9 @@ type Chunk struct {
 
 // Observation is the recorded result of one call of the turn in progress.
 type Observation struct {
-	CallID  string `json:"callID"`
-	Content string `json:"content"`
-	Status  string `json:"status,omitempty"`
+	CallID  string         `json:"callID"`
+	Content string         `json:"content"`
+	Status  loop.ObsStatus `json:"status,omitempty"`
 }
 
 // ChunkName is the name of the n-th chunk (0-based) of the run with this

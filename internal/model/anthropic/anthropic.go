@@ -207,7 +207,7 @@ func toolResult(msg loop.Message) sdk.ContentBlockParamUnion {
 	if msg.Content != "" {
 		block.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: msg.Content}}}
 	}
-	if model.IsErrorStatus(msg.Status) {
+	if msg.Status.IsError() {
 		block.IsError = sdk.Bool(true)
 	}
 	return sdk.ContentBlockParamUnion{OfToolResult: &block}

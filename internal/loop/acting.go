@@ -1,0 +1,181 @@
+package loop
+
+// Acting: approved calls are dispatched, reads together and writes one at
+// a time, and their results become observations.
+
+import (
+	"fmt"
+	"time"
+)
+
+func (e *Engine) startActing(s *State, notes *[]Note) Effect {
+	res := e.batchReservation(s.Calls)
+	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+		e.finish(s, BudgetExhausted, rej.Reason, notes)
+		refusedBy(*notes, rej)
+		return Effect{Kind: EffectFinish}
+	}
+	s.Reserved = res
+	s.Phase = PhaseAct
+	return e.dispatchNext(s, e.clock(), notes)
+}
+
+// dispatchNext hands out the next group: every approved read at once
+// (concurrently), then the approved writes one at a time in proposal
+// order. Calls waiting for a retry go again, as one group, once their
+// backoff has passed, before anything after them. When nothing is left it
+// appends the observations, in proposal order, and ends the turn.
+func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
+	inflight := false
+	var reads []Invocation
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.State == CallDispatched {
+			inflight = true
+		}
+		if c.State == CallProposed && c.Approved() && !c.Mutates {
+			reads = append(reads, e.dispatch(s, c))
+		}
+	}
+	if len(reads) > 0 {
+		return Effect{Kind: EffectRunTools, Calls: reads, Concurrent: len(reads) > 1}
+	}
+	if inflight {
+		return Effect{Kind: EffectRunTools}
+	}
+	if w := retryWait(s, now); w != nil {
+		return *w
+	}
+	var again []Invocation
+	writes := false
+	for i := range s.Calls {
+		if c := &s.Calls[i]; c.State == CallRetrying {
+			writes = writes || c.Mutates
+			again = append(again, e.dispatch(s, c))
+		}
+	}
+	if len(again) > 0 {
+		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1 && !writes}
+	}
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.State == CallProposed && c.Approved() {
+			return Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}}
+		}
+	}
+	if c := s.verifierCall(); c != nil {
+		return e.judge(s, c, notes)
+	}
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
+	}
+	return e.endTurn(s)
+}
+
+// dispatch marks c dispatched as its next attempt and returns its invocation.
+func (e *Engine) dispatch(s *State, c *Call) Invocation {
+	c.State = CallDispatched
+	c.Attempts++
+	return e.invocation(s, c)
+}
+
+func (e *Engine) invocation(s *State, c *Call) Invocation {
+	t := e.tool(c.Name)
+	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: IdempotencyKey(s.RunID, c.ID),
+		Attempt: max(c.Attempts, 1), Timeout: t.Timeout, StartupGrace: t.StartupGrace, KillGrace: t.KillGrace, MaxResultBytes: t.MaxResultBytes}
+}
+
+// applyResults records a group's results. A call whose attempt failed
+// transiently is retried or ends the run (see scheduleRetries); every
+// other call gets its observation.
+func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) {
+	var retry []retryCandidate
+	for _, r := range results {
+		for i := range s.Calls {
+			c := &s.Calls[i]
+			if c.ID != r.CallID || c.State != CallDispatched {
+				continue
+			}
+			t := e.tool(c.Name)
+			e.settleCall(s, t, c.Attempts <= 1)
+			if r.Failure.Transient() {
+				c.State, c.LastFailure = CallRetrying, failureSummary(r.Failure)
+				retry = append(retry, retryCandidate{call: c, retryAfter: r.Failure.RetryAfter, failure: r})
+				continue
+			}
+			c.Observation, c.ObsStatus = Observe(c.Name, t.MaxResultBytes, r)
+			c.State = CallDone
+			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
+			if r.Failure != nil {
+				msg += fmt.Sprintf(" (%s", r.Failure.Kind)
+				if r.Failure.Code != 0 {
+					msg += fmt.Sprintf(" %d", r.Failure.Code)
+				}
+				msg += ")"
+			}
+			if r.Duration >= 10*time.Millisecond {
+				msg += fmt.Sprintf(" in %s", r.Duration.Round(time.Millisecond))
+			}
+			*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: r.Failure != nil, Message: msg})
+		}
+	}
+	if len(retry) > 0 {
+		e.scheduleRetries(s, retry, now, notes)
+	}
+}
+
+// settleCall moves one executed attempt from reserved to consumed. A
+// tool's declared maxCostUSD is what it costs: tools do not report spend,
+// so the declared ceiling is charged (never under-counted). Every attempt
+// is a tool call; only a call's first attempt counts against its tool's
+// perTool limit, which bounds distinct calls, not retries of one.
+func (e *Engine) settleCall(s *State, t *ToolSpec, first bool) {
+	s.Usage.ToolCalls++
+	if s.Usage.PerTool == nil {
+		s.Usage.PerTool = map[string]int{}
+	}
+	s.Usage.Cost += t.MaxCost
+	s.Reserved.ToolCalls = max(0, s.Reserved.ToolCalls-1)
+	s.Reserved.Cost = max(0, s.Reserved.Cost-t.MaxCost)
+	if !first {
+		return
+	}
+	s.Usage.PerTool[t.Name]++
+	if s.Reserved.PerTool[t.Name] > 0 {
+		s.Reserved.PerTool[t.Name]--
+	}
+}
+
+// onLostResults handles a restart while calls were dispatched: a call that
+// may safely run again (read-only, or an executor that adopts the earlier
+// attempt) is dispatched again; any other call is never repeated and its
+// observation says its outcome is unknown.
+func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
+	var again []Invocation
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.State != CallDispatched {
+			continue
+		}
+		t := e.tool(c.Name)
+		if t.Repeatable {
+			if !t.Mutates {
+				s.Usage.Cost += t.MaxCost // the lost attempt may have spent
+			}
+			inv := e.invocation(s, c)
+			inv.Resumed = true
+			again = append(again, inv)
+			continue
+		}
+		c.State, c.ObsStatus = CallDone, ObsFailed
+		c.Observation, _ = Observe(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
+		e.settleCall(s, t, c.Attempts <= 1)
+		*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: true,
+			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})
+	}
+	if len(again) > 0 {
+		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1}
+	}
+	return e.dispatchNext(s, now, notes)
+}

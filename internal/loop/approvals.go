@@ -1,0 +1,102 @@
+package loop
+
+// Approvals: calls the policy asked about wait here for a person's answer.
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// PendingCalls returns the calls waiting for a person.
+func (s *State) PendingCalls() []Call {
+	var out []Call
+	for _, c := range s.Calls {
+		if c.Verdict == Ask && c.Answer == "" && c.State == CallProposed {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, notes *[]Note) Effect {
+	waiting := 0
+	var oldest *Call
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.Verdict != Ask || c.Answer != "" || c.State != CallProposed {
+			continue
+		}
+		a, ok := answers[c.ID]
+		if !ok {
+			waiting++
+			if oldest == nil || c.RequestedAt.Before(*oldest.RequestedAt) {
+				oldest = c
+			}
+			continue
+		}
+		c.Answer = a
+		*notes = append(*notes, Note{Kind: NoteApproval, CallID: c.ID, Warning: a != Approve,
+			Message: fmt.Sprintf("A person answered %s for %s (%s)", a, c.ID, c.Name)})
+		switch a {
+		case Stop:
+			e.finish(s, ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)", c.ID, c.Name), notes)
+			return Effect{Kind: EffectFinish}
+		case DenyAnswer:
+			c.State, c.ObsStatus = CallDone, ObsDeclined
+			c.Observation = fmt.Sprintf("A person declined this call to %s. It did not run; choose another route.", c.Name)
+		}
+	}
+	if waiting > 0 {
+		if oldest.RequestedAt != nil && now.Sub(*oldest.RequestedAt) > e.cfg.ApprovalTimeout {
+			e.finish(s, Escalated, fmt.Sprintf("call %s (%s) waited more than approvalTimeout (%s) for a person",
+				oldest.ID, oldest.Name, e.cfg.ApprovalTimeout), notes)
+			return Effect{Kind: EffectFinish}
+		}
+		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+	}
+	s.ActiveSince = now
+	return e.startActing(s, notes)
+}
+
+// ApprovalDeadline is when the oldest pending ASK times out (zero when
+// nothing waits), so a caller can wake up in time.
+func (e *Engine) ApprovalDeadline(s *State) time.Time {
+	var d time.Time
+	for _, c := range s.PendingCalls() {
+		if c.RequestedAt == nil {
+			continue
+		}
+		if t := c.RequestedAt.Add(e.cfg.ApprovalTimeout); d.IsZero() || t.Before(d) {
+			d = t
+		}
+	}
+	return d
+}
+
+// staleAnswers reports answers that name no pending call: they are never
+// applied (a later call with the same id must get its own answer).
+func (e *Engine) staleAnswers(s *State, answers map[string]Answer) []Note {
+	if len(answers) == 0 {
+		return nil
+	}
+	pending := map[string]bool{}
+	if s.Phase == PhaseApproval {
+		for _, c := range s.PendingCalls() {
+			pending[c.ID] = true
+		}
+	}
+	var ids []string
+	for id := range answers {
+		if !pending[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	notes := make([]Note, 0, len(ids))
+	for _, id := range ids {
+		notes = append(notes, Note{Kind: NoteStaleApproval, CallID: id, Warning: true,
+			Message: fmt.Sprintf("Ignored answer %q for %s: that call is not waiting for approval", answers[id], id)})
+	}
+	return notes
+}

@@ -1,0 +1,184 @@
+package loop
+
+// A turn begins here: admission reserves the model call, and the reply is
+// settled and read (a final answer, a refusal, or tool calls to vet).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
+	if s.StartedAt == nil {
+		t := now
+		s.StartedAt, s.ActiveSince = &t, t
+	}
+	s.Calls = nil
+	req := e.Request(s)
+	res := e.modelReservation(e.estimate(req))
+	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+		e.finish(s, BudgetExhausted, rej.Reason, notes)
+		refusedBy(*notes, rej)
+		return Effect{Kind: EffectFinish}
+	}
+	s.Turn++
+	s.Attempt = 1
+	s.Reserved = res
+	s.Phase = PhaseModel
+	*notes = append(*notes, Note{Kind: NoteTurnStarted, Message: fmt.Sprintf(
+		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
+	return Effect{Kind: EffectCallModel, Request: req}
+}
+
+func (e *Engine) chargeLostModelCall(s *State) {
+	r := s.Reserved
+	s.Usage.Turns += r.Turns
+	s.Usage.InputTokens += r.InputTokens
+	s.Usage.OutputTokens += r.OutputTokens
+	s.Usage.Cost += r.Cost - e.cfg.ToolAllowance.Cost
+	s.Reserved = Usage{}
+}
+
+// settleReply replaces the model call's reservation by what the provider
+// reported, keeping the per-turn tool allowance reserved. It returns the
+// call's cost.
+func (e *Engine) settleReply(s *State, r *Reply) Money {
+	cost := e.modelCost(r.Usage)
+	s.Usage.Turns++
+	s.Usage.InputTokens += r.Usage.InputTokens
+	s.Usage.OutputTokens += r.Usage.OutputTokens
+	s.Usage.CachedInputTokens += r.Usage.CachedInputTokens
+	s.Usage.Cost += cost
+	a := e.cfg.ToolAllowance
+	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
+	return cost
+}
+
+func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) Effect {
+	cost := e.settleReply(s, r)
+	what := "a final answer"
+	switch {
+	case r.Refusal != "":
+		what = "a refusal"
+	case r.Truncated:
+		what = "a truncated answer"
+	case len(r.ToolCalls) > 0:
+		what = fmt.Sprintf("%d tool call(s)", len(r.ToolCalls))
+	}
+	*notes = append(*notes, Note{Kind: NoteModelAnswered, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
+		s.Turn, what, r.Usage.InputTokens, r.Usage.OutputTokens, cost)})
+
+	switch {
+	case r.Refusal != "":
+		e.finish(s, GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400), notes)
+		return Effect{Kind: EffectFinish}
+	case r.Truncated:
+		s.Transcript = append(s.Transcript,
+			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content},
+			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer was cut off at the output limit of %d tokens "+
+				"and was not accepted. Answer again, more briefly, or call one tool at a time.", e.cfg.Model.MaxOutputTokens)})
+		return e.endTurn(s)
+	case len(r.ToolCalls) == 0 && strings.TrimSpace(r.Content) == "":
+		s.Transcript = append(s.Transcript,
+			Message{Role: RoleAssistant, Turn: s.Turn},
+			Message{Role: RoleUser, Turn: s.Turn, Content: "Your answer was empty. Give the final answer, or call a tool."})
+		return e.endTurn(s)
+	case len(r.ToolCalls) == 0:
+		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content})
+		s.Answer = cut(r.Content, maxAnswerBytes)
+		if e.cfg.Verify != nil {
+			return e.verifyAnswer(s, notes)
+		}
+		e.finish(s, Completed, fmt.Sprintf("the model gave a final answer on turn %d", s.Turn), notes)
+		return Effect{Kind: EffectFinish}
+	}
+
+	// Decode every call's arguments once: the canonical form serves loop
+	// detection and guardrails, the value serves the schema and CEL.
+	calls := make([]ToolCall, len(r.ToolCalls))
+	decoded := make([]decodedArgs, len(calls))
+	for i, c := range r.ToolCalls {
+		calls[i] = ToolCall{ID: fmt.Sprintf("t%d-c%d", s.Turn, i+1), Name: c.Name, Arguments: c.Arguments}
+		if len(bytes.TrimSpace(calls[i].Arguments)) == 0 {
+			calls[i].Arguments = json.RawMessage("{}")
+		}
+		decoded[i] = decodeArgs(calls[i].Arguments, e.cfg.Loop.IgnoreArguments)
+		// The state is a JSON document: arguments that are not JSON are
+		// kept as a JSON string of the text the model sent (the call is
+		// refused below, saying they were not JSON).
+		calls[i].Arguments = CallArguments(calls[i].Arguments)
+	}
+	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls})
+
+	// Loop detection names a stuck run before anything else can stop it.
+	for i, c := range calls {
+		if d := s.observeSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
+			e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
+			return Effect{Kind: EffectFinish}
+		}
+	}
+
+	return e.vetBatch(ctx, s, calls, decoded, now, notes)
+}
+
+// CallArguments returns a tool call's arguments as a JSON value that the
+// engine, the state and both provider APIs accept: "{}" when empty, the
+// text itself when it is valid JSON, and otherwise the text as a JSON
+// string (a model can emit broken JSON; keeping it as a string lets the
+// engine refuse it as an invalid call instead of failing to record it).
+func CallArguments(raw []byte) json.RawMessage {
+	trimmed := bytes.TrimSpace(raw)
+	switch {
+	case len(trimmed) == 0:
+		return json.RawMessage("{}")
+	case json.Valid(trimmed):
+		return json.RawMessage(trimmed)
+	}
+	q, _ := json.Marshal(string(raw))
+	return q
+}
+
+type decodedArgs struct {
+	// canon is the canonical form without the ignored argument names, for
+	// loop detection; nil when the arguments are not JSON.
+	canon []byte
+	// full is the canonical form with every argument, for guardrails.
+	full []byte
+	// value is the decoded object, for the schema and policy conditions;
+	// nil when err is set.
+	value any
+	err   error
+}
+
+// decodeArgs parses a call's arguments once. Arguments that are not a JSON
+// object, or that hold a number beyond 1e±maxArgumentExponent, are refused
+// (err set); their canonical form still serves loop detection.
+func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return decodedArgs{err: err}
+	}
+	c := canonicalOf(v, ignore, len(raw))
+	if c.err != nil {
+		return decodedArgs{err: c.err}
+	}
+	d := decodedArgs{canon: c.buf.Bytes(), full: c.buf.Bytes()}
+	if len(ignore) > 0 {
+		d.full = canonicalOf(v, nil, len(raw)).buf.Bytes()
+	}
+	_, isObject := v.(map[string]any)
+	switch {
+	case !isObject:
+		d.err = errors.New("they are not a JSON object")
+	case c.outOfRange != "":
+		d.err = fmt.Errorf("the number %s is out of range: numbers must lie between 1e-%d and 1e%d", cut(c.outOfRange, 40), maxArgumentExponent, maxArgumentExponent)
+	default:
+		d.value = v
+	}
+	return d
+}

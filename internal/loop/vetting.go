@@ -1,0 +1,169 @@
+package loop
+
+// Vetting: every proposed call of a turn gets its verdict before any runs.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// vetBatch gives every call of the turn its verdict before anything runs:
+// the escalation tool ends the run, a call that cannot be vetted (unknown
+// tool, arguments that are not an object or break the schema) is refused,
+// a guardrail halts the run or blocks the call, and the policy allows,
+// denies or asks. Any ask moves the run to approval; otherwise it acts.
+func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) Effect {
+	batch := make([]Call, len(calls))
+	asks := 0
+	for i, c := range calls {
+		bc := &batch[i]
+		bc.ToolCall, bc.State = c, CallProposed
+		if c.Name == EscalateTool {
+			e.finish(s, Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments), notes)
+			return Effect{Kind: EffectFinish}
+		}
+		tool := e.tools[c.Name]
+		if tool == nil {
+			refuse(bc, rejection{rule: RuleUnknownTool, reason: fmt.Sprintf("no tool is named %q", c.Name),
+				observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames())}, notes)
+			continue
+		}
+		bc.Mutates = tool.Mutates
+		args, err := decoded[i].value, decoded[i].err
+		if err != nil {
+			refuse(bc, rejection{rule: RuleInvalidArguments, reason: fmt.Sprintf("the arguments were refused: %v", err),
+				observation: fmt.Sprintf("The arguments of %s were refused: %v. Send a JSON object that matches its parameters.", c.Name, err)}, notes)
+			continue
+		}
+		if sch := e.schemas[c.Name]; sch != nil {
+			if err := sch.Validate(args); err != nil {
+				why := schemaError(err)
+				refuse(bc, rejection{rule: RuleInvalidArguments, reason: "the arguments do not match its parameters: " + why,
+					observation: fmt.Sprintf("The arguments of %s do not match its parameters: %s. Fix them and call again.", c.Name, why)}, notes)
+				continue
+			}
+		}
+		v := e.vet(ctx, tool, c.Name, decoded[i].full, args)
+		bc.Rule, bc.Reason = v.rule, v.reason
+		switch {
+		case v.halt:
+			e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run at call %s (%s) before any call of the batch ran: %s",
+				strings.TrimPrefix(v.rule, "guardrail:"), c.ID, c.Name, v.reason), notes)
+			return Effect{Kind: EffectFinish}
+		case v.block:
+			bc.reject(rejection{verdict: Blocked, rule: v.rule, reason: v.reason, status: ObsBlocked,
+				observation: fmt.Sprintf("Blocked by guardrail %s: %s. This call will not run; change the arguments or take another route.",
+					strings.TrimPrefix(v.rule, "guardrail:"), v.reason)})
+		case v.decision == Deny:
+			bc.reject(rejection{verdict: Deny, rule: v.rule, reason: v.reason, status: ObsDenied,
+				observation: fmt.Sprintf("Denied by policy (%s)%s. This call will not run; choose another route.", v.rule, suffix(v.reason))})
+		case v.decision == Ask:
+			bc.Verdict = Ask
+			t := now
+			bc.RequestedAt = &t
+			asks++
+		default:
+			bc.Verdict = Allow
+		}
+		*notes = append(*notes, vettedNote(bc))
+	}
+	s.Calls = batch
+	if asks > 0 {
+		s.Phase = PhaseApproval
+		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+	}
+	return e.startActing(s, notes)
+}
+
+// Rules that name why a call could not be vetted at all.
+const (
+	// RuleUnknownTool: the model called a tool that is not declared.
+	RuleUnknownTool = "unknown-tool"
+	// RuleInvalidArguments: the arguments are not a JSON object, hold a
+	// number out of range, or break the tool's parameter schema.
+	RuleInvalidArguments = "invalid-arguments"
+)
+
+// rejection is what a call that will not run records: its verdict, the
+// rule that decided and why, and the observation the model reads.
+type rejection struct {
+	verdict     Decision
+	rule        string
+	reason      string
+	status      ObsStatus
+	observation string
+}
+
+// reject records r on c: the call is done without running.
+func (c *Call) reject(r rejection) {
+	c.Verdict, c.Rule, c.Reason = r.verdict, r.rule, r.reason
+	c.State, c.ObsStatus, c.Observation = CallDone, r.status, r.observation
+}
+
+// refuse denies a call that cannot be vetted at all (an unknown tool,
+// arguments that are not an object or break the tool's schema). Such a
+// refusal is noted like any other verdict, so a person sees it where
+// denials and approvals are (an event, a line of the local stream), not
+// only in the transcript.
+func refuse(c *Call, r rejection, notes *[]Note) {
+	r.verdict, r.status = Deny, ObsInvalid
+	c.reject(r)
+	*notes = append(*notes, vettedNote(c))
+}
+
+// vettedNote records a call's verdict; anything but allow is a warning.
+func vettedNote(c *Call) Note {
+	return Note{Kind: NoteCallVetted, CallID: c.ID, Warning: c.Verdict != Allow,
+		Message: fmt.Sprintf("%s %s: %s (%s)%s", c.ID, c.Name, c.Verdict, c.Rule, suffix(c.Reason))}
+}
+
+func (e *Engine) toolNames() string {
+	names := make([]string, 0, len(e.offered))
+	for _, t := range e.offered {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func escalationReason(args json.RawMessage) string {
+	var a struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(args, &a)
+	if strings.TrimSpace(a.Reason) == "" {
+		return "no reason given"
+	}
+	return cut(strings.TrimSpace(a.Reason), 400)
+}
+
+var englishPrinter = message.NewPrinter(language.English)
+
+func schemaError(err error) string {
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		var leaves []string
+		var walk func(*jsonschema.ValidationError)
+		walk = func(v *jsonschema.ValidationError) {
+			if len(v.Causes) == 0 {
+				loc := "/" + strings.Join(v.InstanceLocation, "/")
+				leaves = append(leaves, fmt.Sprintf("at %s: %s", loc, v.ErrorKind.LocalizedString(englishPrinter)))
+			}
+			for _, c := range v.Causes {
+				walk(c)
+			}
+		}
+		walk(ve)
+		if len(leaves) > 0 {
+			return cut(strings.Join(leaves, "; "), 400)
+		}
+	}
+	return cut(err.Error(), 400)
+}
