@@ -202,9 +202,9 @@ type AgentRunStatus struct {
 	PendingApprovalCount int32 `json:"pendingApprovalCount,omitempty"`
 
 	// approvals records the answers people gave, oldest first (the most
-	// recent 256 are kept).
+	// recent 64 are kept).
 	// +optional
-	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:MaxItems=64
 	Approvals []ApprovalRecord `json:"approvals,omitempty"`
 
 	// convergence describes how the run is progressing towards an answer.

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -40,32 +41,68 @@ type KitBuilder interface {
 	Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error)
 }
 
-// AgentRunReconciler reconciles AgentRuns.
-type AgentRunReconciler struct {
+// Config is what an AgentRunReconciler is built from.
+type Config struct {
 	client.Client
-	// APIReader reads Secrets (transcript chunks) without a cache.
+	// APIReader reads Secrets (transcript chunks) without a cache; the
+	// client when nil.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Kits      KitBuilder
 	// Clock is time.Now unless a test sets it.
 	Clock func() time.Time
-	// MaxConcurrentReconciles sizes the worker pool. Model and tool calls
-	// never run on a worker (see work.go), so a few workers serve many runs.
+	// MaxConcurrentReconciles sizes the worker pool (4 when zero). Model
+	// and tool calls never run on a worker (see work.go), so a few workers
+	// serve many runs.
 	MaxConcurrentReconciles int
 	// TracerProvider receives the runs' spans (telemetry.Setup builds it
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.
 	TracerProvider trace.TracerProvider
+}
 
-	work    *tracker
-	mu      sync.Mutex
-	kits    map[types.UID]*Kit
-	chunks  map[types.UID]*saved
+// AgentRunReconciler reconciles AgentRuns. Build it with
+// NewAgentRunReconciler.
+type AgentRunReconciler struct {
+	Config
+
+	// work is the model and tool calls in flight, off the workers.
+	work *tracker
+	// mu guards the maps below and baseCtx.
+	mu sync.Mutex
+	// kits holds each run's engine, model and tools, built once.
+	kits map[types.UID]*Kit
+	// chunks is what of each run's transcript is saved in chunks.
+	chunks map[types.UID]*saved
+	// written is our last status write of each run (see freshest).
 	written map[types.UID]written
 	// uids maps each run this process holds anything for to its UID, so
 	// that a run deleted while we held it is forgotten by name.
-	uids    map[types.NamespacedName]types.UID
+	uids map[types.NamespacedName]types.UID
+	// baseCtx is the manager's context, which work in flight outlives a
+	// reconcile under; nil until the manager starts.
 	baseCtx context.Context
+}
+
+// NewAgentRunReconciler builds a reconciler, defaults applied.
+func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.APIReader == nil {
+		cfg.APIReader = cfg.Client
+	}
+	if cfg.MaxConcurrentReconciles <= 0 {
+		cfg.MaxConcurrentReconciles = 4
+	}
+	return &AgentRunReconciler{
+		Config:  cfg,
+		work:    newTracker(),
+		kits:    map[types.UID]*Kit{},
+		chunks:  map[types.UID]*saved{},
+		written: map[types.UID]written{},
+		uids:    map[types.NamespacedName]types.UID{},
+	}
 }
 
 // saved is what of a run's transcript is in its chunks, as this process
@@ -115,7 +152,6 @@ type written struct {
 
 // SetupWithManager registers the reconciler.
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.init()
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		r.mu.Lock()
 		r.baseCtx = ctx
@@ -126,35 +162,13 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	inFlight.watch(mgr.GetCache(), r.Clock)
-	workers := r.MaxConcurrentReconciles
-	if workers <= 0 {
-		workers = 4
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Owns(&batchv1.Job{}).
 		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("agentrun").
 		Complete(r)
-}
-
-func (r *AgentRunReconciler) init() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.work == nil {
-		r.work = newTracker()
-		r.kits = map[types.UID]*Kit{}
-		r.chunks = map[types.UID]*saved{}
-		r.written = map[types.UID]written{}
-		r.uids = map[types.NamespacedName]types.UID{}
-	}
-	if r.Clock == nil {
-		r.Clock = time.Now
-	}
-	if r.APIReader == nil {
-		r.APIReader = r.Client
-	}
 }
 
 func (r *AgentRunReconciler) background() context.Context {
@@ -173,7 +187,6 @@ func (r *AgentRunReconciler) background() context.Context {
 // another writer is retried at once on a fresh read; the finished work it
 // carried stays in memory until a patch holds it.
 func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.init()
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -205,9 +218,9 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 var errConflict = errors.New("the run changed under us")
 
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
-	if finished(run) || !run.DeletionTimestamp.IsZero() {
+	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		if base := run.DeepCopy(); run.DeletionTimestamp.IsZero() && SettleFinished(run, metav1.NewTime(r.Clock())) {
+		if base := run.DeepCopy(); run.DeletionTimestamp.IsZero() && runstatus.SettleFinished(run, metav1.NewTime(r.Clock())) {
 			if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 				if apierrors.IsConflict(err) {
 					return ctrl.Result{}, errConflict

@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
@@ -31,13 +32,20 @@ const maxSteps = 16
 // a fair share, so that one step's results always fit a transcript chunk.
 const maxBatchBytes = 512 << 10
 
-// scope is what one reconcile has read and decided.
+// scope is what one reconcile has read and decided. The phases fill it in
+// order (loadKit, loadState, advance); persist writes it out.
 type scope struct {
+	// run is the object being reconciled; its status is rewritten in
+	// place and patched once, against base (the object as read).
 	run  *v1alpha1.AgentRun
 	base *v1alpha1.AgentRun
-	now  time.Time
+	// now is the reconcile's one reading of the clock.
+	now time.Time
 
-	kit   *Kit
+	// kit is the run's engine, model and tools (loadKit).
+	kit *Kit
+	// state is the engine's state, from the checkpoint in status and the
+	// transcript chunks (loadState), then as the steps left it (advance).
 	state *loop.State
 	// saved is what of the transcript is in chunks (read-only here);
 	// flushed is how many messages of state.Transcript that is.
@@ -47,10 +55,16 @@ type scope struct {
 	// is dropped from memory once status holds its outcome.
 	consumed string
 
+	// answers are the approval annotations not yet applied, by call id;
+	// by names who set each (the field manager).
 	answers map[string]loop.Answer
 	by      map[string]string
-	effect  loop.Effect
-	notes   []loop.Note
+	// effect is what the last step asked the outside world to do (a model
+	// call, tools), started only after the status write holds it.
+	effect loop.Effect
+	// notes are what the steps reported, turned into events and metrics
+	// once the write succeeded.
+	notes []loop.Note
 
 	// trace is the run's trace, from status.traceParent (set in this
 	// reconcile when the run had none); act starts the calls under it and
@@ -84,7 +98,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				outcome = v1alpha1.OutcomeToolFailure
 			}
 			reason := "the run cannot start: " + err.Error()
-			SetFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
+			runstatus.SetFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
 			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(outcome) + ": " + reason})
 			sc.stop = true
 			return ctrl.Result{}, nil
@@ -173,7 +187,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 // fail ends the run Error in this reconcile, keeping what status says was
 // spent.
 func (r *AgentRunReconciler) fail(sc *scope, reason string) {
-	SetFailed(&sc.run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(sc.now))
+	runstatus.SetFailed(&sc.run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(sc.now))
 	sc.run.Status.Checkpoint = nil
 	sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(v1alpha1.OutcomeError) + ": " + reason})
 	sc.state = nil
@@ -270,8 +284,8 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 	s := sc.state
 	var next *saved
 	if s != nil && sc.kit != nil {
-		SetStatusFromState(st, s, sc.kit.Engine.Convergence(s), now)
-		recordApprovals(st, sc.notes, sc.answers, sc.by, now)
+		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
+		runstatus.RecordApprovals(st, sc.notes, sc.answers, sc.by, now)
 		next, err = r.saveTranscript(ctx, sc)
 		switch {
 		case errors.Is(err, transcript.ErrStale):
@@ -300,7 +314,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		if (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err)) && !sc.stop {
 			// Never answered by running the work again: the run ends,
 			// with what it spent.
-			r.fail(sc, "the run's status cannot be saved: "+clip(err.Error(), 2048))
+			r.fail(sc, "the run's status cannot be saved: "+runstatus.Clip(err.Error(), 2048))
 			next = nil
 			if !equalStatus(&sc.base.Status, st) {
 				err = r.patchStatus(ctx, sc.base, sc.run)
@@ -407,7 +421,7 @@ func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State) error {
 // condition Saved=False on the status as it was read. Nothing else of the
 // reconcile is written.
 func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string) {
-	msg = clip(msg, 1024)
+	msg = runstatus.Clip(msg, 1024)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, "%s", msg)
 	}
@@ -415,7 +429,7 @@ func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string)
 		return
 	}
 	run := sc.base.DeepCopy()
-	setCondition(&run.Status, v1alpha1.ConditionSaved, metav1.ConditionFalse, v1alpha1.ReasonPersistFailed, msg, metav1.NewTime(sc.now))
+	runstatus.SetCondition(&run.Status, v1alpha1.ConditionSaved, metav1.ConditionFalse, v1alpha1.ReasonPersistFailed, msg, metav1.NewTime(sc.now))
 	if err := r.patchStatus(ctx, sc.base, run); err != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("Could not record the failed save in status", "error", err.Error())
 	}
@@ -592,6 +606,6 @@ func (r *AgentRunReconciler) emit(sc *scope) {
 		if n.CallID != "" {
 			action += " " + n.CallID
 		}
-		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", clip(n.Message, 1024))
+		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", runstatus.Clip(n.Message, 1024))
 	}
 }

@@ -101,8 +101,8 @@ func BenchmarkTurnWrites(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &AgentRunReconciler{Client: countingClient{Client: mgr.GetClient(), writes: &writes}, APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("agentrun"), Kits: &kits{tools: newTools(), model: noToolModel{n: b.N}}}
+	r := NewAgentRunReconciler(Config{Client: countingClient{Client: mgr.GetClient(), writes: &writes}, APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("agentrun"), Kits: &kits{tools: newTools(), model: noToolModel{n: b.N}}})
 	if err := r.SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}

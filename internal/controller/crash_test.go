@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,7 +154,7 @@ func crashScenario(t *testing.T, p crashPoint) crashOutcome {
 		msgs, _ := transcript.Read(context.Background(), k8sClient, done)
 		var roles []string
 		for _, m := range msgs {
-			roles = append(roles, string(m.Role)+":"+m.CallID+":"+clip(m.Content, 80))
+			roles = append(roles, string(m.Role)+":"+m.CallID+":"+runstatus.Clip(m.Content, 80))
 		}
 		t.Fatalf("%s: outcome %s: %s; usage %+v; model calls %d; transcript %q", p, done.Status.Outcome, done.Status.Reason, done.Status.Usage, model.calls.Load(), roles)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,7 +111,7 @@ func (r *AgentRunReconciler) guard(ctx context.Context, sc *scope) error {
 		if !refusedWith(run, msg) {
 			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteKind(v1alpha1.ReasonRerunRefused), Warning: true, Message: msg})
 		}
-		SetRerunRefused(&run.Status, msg, metav1.NewTime(sc.now))
+		runstatus.SetRerunRefused(&run.Status, msg, metav1.NewTime(sc.now))
 		sc.stop = true
 		return nil
 	}
@@ -126,7 +127,7 @@ func (r *AgentRunReconciler) guard(ctx context.Context, sc *scope) error {
 
 func refusedWith(run *v1alpha1.AgentRun, msg string) bool {
 	for _, c := range run.Status.Conditions {
-		if c.Type == v1alpha1.ConditionSucceeded && c.Reason == v1alpha1.ReasonRerunRefused && c.Message == clip(msg, 1024) {
+		if c.Type == v1alpha1.ConditionSucceeded && c.Reason == v1alpha1.ReasonRerunRefused && c.Message == runstatus.Clip(msg, 1024) {
 			return true
 		}
 	}

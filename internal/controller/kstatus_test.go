@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,7 +62,7 @@ func TestKstatus_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			run := makeRun(ns, tc.name).answer("x").create(t)
-			SetStatusFromState(&run.Status, &tc.state, loop.Convergence{}, now)
+			runstatus.SetFromState(&run.Status, &tc.state, loop.Convergence{}, now)
 			run.Status.ObservedGeneration = run.Generation
 			if err := k8sClient.Status().Update(context.Background(), run); err != nil {
 				t.Fatal(err)
@@ -73,7 +74,7 @@ func TestKstatus_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 	}
 	t.Run("failed-to-start", func(t *testing.T) {
 		run := makeRun(ns, "failed-to-start").answer("x").create(t)
-		SetFailed(&run.Status, v1alpha1.OutcomeError, "the run cannot start", now)
+		runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, "the run cannot start", now)
 		run.Status.ObservedGeneration = run.Generation
 		if err := k8sClient.Status().Update(context.Background(), run); err != nil {
 			t.Fatal(err)

@@ -144,8 +144,8 @@ func startReconciler(t *testing.T, kb KitBuilder, workers int, wrap func(c clien
 	if wrap != nil {
 		c = wrap(c, cancel)
 	}
-	r := &AgentRunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
-		MaxConcurrentReconciles: workers}
+	r := NewAgentRunReconciler(Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
+		MaxConcurrentReconciles: workers})
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func startLoggedManager(t *testing.T, kb KitBuilder) *logLines {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb}
+	r := NewAgentRunReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb})
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

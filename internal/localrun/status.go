@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -14,7 +14,7 @@ import (
 // completionTime and the conditions.
 func Status(s *loop.State, conv loop.Convergence, now time.Time) v1alpha1.AgentRunStatus {
 	st := v1alpha1.AgentRunStatus{}
-	controller.SetStatusFromState(&st, s, conv, metav1.NewTime(now.UTC().Truncate(time.Second)))
+	runstatus.SetFromState(&st, s, conv, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	return st
 }
 
@@ -22,6 +22,6 @@ func Status(s *loop.State, conv loop.Convergence, now time.Time) v1alpha1.AgentR
 // tool that is not available), as the operator writes it.
 func FailedStatus(o loop.Outcome, reason string, now time.Time) v1alpha1.AgentRunStatus {
 	st := v1alpha1.AgentRunStatus{}
-	controller.SetFailed(&st, v1alpha1.Outcome(o), reason, metav1.NewTime(now.UTC().Truncate(time.Second)))
+	runstatus.SetFailed(&st, v1alpha1.Outcome(o), reason, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	return st
 }

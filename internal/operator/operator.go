@@ -123,8 +123,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			ctrl.Log.Error(err, "Sending the last spans")
 		}
 	}()
-	r := &controller.AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp}
+	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
@@ -593,3 +594,41 @@ func TestPersist_statusHoldsNoToolResultNorModelText(t *testing.T) {
 }
 
 func rawJSON(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
+
+func TestBoundResults_aGroupOverTheLimitIsCutToFairSharesOnRuneBoundaries(t *testing.T) {
+	small := loop.Result{CallID: "a", Output: []byte("short")}
+	big := loop.Result{CallID: "b", Output: []byte(strings.Repeat("é<", 400))}
+	bigger := loop.Result{CallID: "c", Output: []byte(strings.Repeat("\"x", 900))}
+	const limit = 1000
+	got := boundResults([]loop.Result{small, big, bigger}, limit)
+	total := 0
+	for _, r := range got {
+		raw, err := json.Marshal(string(r.Output))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(raw) - 2
+		if !utf8.Valid(r.Output) {
+			t.Errorf("%s: cut inside a rune", r.CallID)
+		}
+	}
+	if total > limit {
+		t.Fatalf("the group takes %d bytes as JSON, over the limit of %d", total, limit)
+	}
+	if string(got[0].Output) != "short" || got[0].Truncated {
+		t.Fatalf("a result under its share was cut: %+v", got[0])
+	}
+	for _, r := range got[1:] {
+		if !r.Truncated || r.Size == 0 {
+			t.Fatalf("%s: a cut result must say so with its full size: %+v", r.CallID, r)
+		}
+	}
+}
+
+func TestBoundResults_aGroupUnderTheLimitIsKeptWhole(t *testing.T) {
+	in := []loop.Result{{CallID: "a", Output: []byte("one")}, {CallID: "b", Output: []byte("two")}}
+	got := boundResults(in, 100)
+	if string(got[0].Output) != "one" || string(got[1].Output) != "two" || got[0].Truncated || got[1].Truncated {
+		t.Fatalf("results under the limit changed: %+v", got)
+	}
+}

@@ -1,17 +1,22 @@
-package controller
+package runstatus
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
-func TestSetStatusFromState_phasesAndConditions(t *testing.T) {
+func TestSetFromState_phasesAndConditions(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 8, 14, 10, 0, 0, 0, time.UTC))
 	asked := now.Time
 	cases := []struct {
@@ -37,7 +42,7 @@ func TestSetStatusFromState_phasesAndConditions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &v1alpha1.AgentRunStatus{}
-			SetStatusFromState(st, &tc.state, loop.Convergence{}, now)
+			SetFromState(st, &tc.state, loop.Convergence{}, now)
 			s := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
 			a := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAwaitingApproval)
 			got := []any{st.Phase, s.Status, s.Reason, a.Status, len(st.PendingApprovals), int(st.PendingApprovalCount)}
@@ -52,36 +57,21 @@ func TestSetStatusFromState_phasesAndConditions(t *testing.T) {
 	}
 }
 
-func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
-	run := &v1alpha1.AgentRun{}
-	run.Annotations = map[string]string{
-		v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve", // applied already
-		v1alpha1.ApprovalAnnotationPrefix + "t2-c1": " Deny ",
-		v1alpha1.ApprovalAnnotationPrefix + "t2-c2": "maybe",
-		"unrelated": "approve",
-	}
-	run.Status.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t1-c1", Decision: "approve"}}
-	got, _ := answersFrom(run)
-	if diff := cmp.Diff(map[string]loop.Answer{"t2-c1": loop.DenyAnswer}, got); diff != "" {
-		t.Fatalf("answers (-want +got):\n%s", diff)
-	}
-}
-
 func TestRecordApprovals_staleAnswersAreRecordedOnce(t *testing.T) {
 	st := &v1alpha1.AgentRunStatus{}
 	now := metav1.Now()
 	notes := []loop.Note{{Kind: loop.NoteStaleApproval, CallID: "t9-c1"}, {Kind: loop.NoteApproval, CallID: "t1-c1"}}
 	answers := map[string]loop.Answer{"t9-c1": loop.Approve, "t1-c1": loop.Stop}
-	recordApprovals(st, notes, answers, map[string]string{"t1-c1": "kubectl-agentrun"}, now)
-	recordApprovals(st, notes[:1], answers, nil, now)
+	RecordApprovals(st, notes, answers, map[string]string{"t1-c1": "kubectl-agentrun"}, now)
+	RecordApprovals(st, notes[:1], answers, nil, now)
 	if len(st.Approvals) != 2 || !st.Approvals[0].Stale || st.Approvals[1].Decision != "stop" || st.Approvals[1].By != "kubectl-agentrun" {
 		t.Fatalf("approvals = %+v", st.Approvals)
 	}
-	for i := 0; i < 2*maxApprovalRecords; i++ {
-		recordApprovals(st, []loop.Note{{Kind: loop.NoteApproval, CallID: "x"}}, map[string]loop.Answer{"x": loop.Approve}, nil, now)
+	for i := 0; i < 2*MaxApprovalRecords; i++ {
+		RecordApprovals(st, []loop.Note{{Kind: loop.NoteApproval, CallID: "x"}}, map[string]loop.Answer{"x": loop.Approve}, nil, now)
 	}
-	if len(st.Approvals) != maxApprovalRecords {
-		t.Fatalf("%d approvals kept, want the newest %d", len(st.Approvals), maxApprovalRecords)
+	if len(st.Approvals) != MaxApprovalRecords {
+		t.Fatalf("%d approvals kept, want the newest %d", len(st.Approvals), MaxApprovalRecords)
 	}
 }
 
@@ -101,7 +91,7 @@ func TestSummaryConditions_readyOnlyWhenCompletedStalledForOtherOutcomes(t *test
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &v1alpha1.AgentRunStatus{}
-			SetStatusFromState(st, &tc.state, loop.Convergence{}, now)
+			SetFromState(st, &tc.state, loop.Convergence{}, now)
 			var got []string
 			for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled} {
 				c := apimeta.FindStatusCondition(st.Conditions, typ)
@@ -133,4 +123,31 @@ func TestSettleFinished_followsTheGenerationAndAddsMissingConditions(t *testing.
 	if SettleFinished(run, now) {
 		t.Fatal("a settled run changed again")
 	}
+}
+
+// The API states how many approvals status keeps; the setter must keep
+// exactly that many, no fewer.
+func TestMaxApprovalRecords_matchesTheCRDBound(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/agents.agentrun.dev_agentruns.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		t.Fatal(err)
+	}
+	approvals := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["approvals"]
+	if approvals.MaxItems == nil || *approvals.MaxItems != MaxApprovalRecords {
+		t.Fatalf("status.approvals maxItems = %v, the setter keeps %d", ptrString(approvals.MaxItems), MaxApprovalRecords)
+	}
+	if want := fmt.Sprintf("most recent %d are kept", MaxApprovalRecords); !strings.Contains(strings.Join(strings.Fields(approvals.Description), " "), want) {
+		t.Fatalf("status.approvals description %q does not say %q", approvals.Description, want)
+	}
+}
+
+func ptrString(p *int64) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }

@@ -1,4 +1,9 @@
-package controller
+// Package runstatus computes an AgentRun's status from the engine's state.
+// Its setters are pure: they read a loop.State (or an outcome) and write
+// the status fields, conditions and phase, and nothing else. The
+// reconciler and `agentrun local` share them, so a local run prints the
+// status the operator would write.
+package runstatus
 
 import (
 	"fmt"
@@ -11,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// maxApprovalRecords bounds status.approvals (the newest are kept; every
+// MaxApprovalRecords bounds status.approvals (the newest are kept; every
 // answer is also an event).
-const maxApprovalRecords = 64
+const MaxApprovalRecords = 64
 
 // finished reports whether the run has ended for good.
-func finished(run *v1alpha1.AgentRun) bool {
+func Finished(run *v1alpha1.AgentRun) bool {
 	c := apimeta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionSucceeded)
 	return c != nil && c.Status != metav1.ConditionUnknown
 }
@@ -55,9 +60,9 @@ func isZero(u loop.Usage) bool {
 	return true
 }
 
-// SetStatusFromState computes everything in status that derives from the
+// SetFromState computes everything in status that derives from the
 // engine's state: counters, pending approvals, outcome, conditions, phase.
-func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
+func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
 	st.Turn = int32(s.Turn)
 	st.Usage = usageStatus(s.Usage)
 	st.Reserved = nil
@@ -74,8 +79,8 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		if s.Done() {
 			break // an ended run waits for no one
 		}
-		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: clip(string(c.Arguments), 16384),
-			ArgumentsDigest: loop.ArgumentsDigest(c.Arguments), Rule: c.Rule, Reason: clip(c.Reason, 4096)}
+		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: Clip(string(c.Arguments), 16384),
+			ArgumentsDigest: loop.ArgumentsDigest(c.Arguments), Rule: c.Rule, Reason: Clip(c.Reason, 4096)}
 		if c.RequestedAt != nil {
 			t := metav1.NewTime(*c.RequestedAt)
 			p.RequestedAt = &t
@@ -99,7 +104,7 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 	switch {
 	case s.Done():
 		st.Outcome = v1alpha1.Outcome(s.Outcome)
-		st.Reason = clip(s.Reason, 8192)
+		st.Reason = Clip(s.Reason, 8192)
 		st.Answer = s.Answer
 		if st.CompletionTime == nil {
 			st.CompletionTime = &now
@@ -110,7 +115,7 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 			status = metav1.ConditionTrue
 			st.Phase = v1alpha1.PhaseSucceeded
 		}
-		setCondition(st, v1alpha1.ConditionSucceeded, status, string(s.Outcome), st.Reason, now)
+		SetCondition(st, v1alpha1.ConditionSucceeded, status, string(s.Outcome), st.Reason, now)
 	case waiting:
 		ids := make([]string, 0, len(st.PendingApprovals))
 		for _, p := range st.PendingApprovals {
@@ -118,35 +123,35 @@ func SetStatusFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Co
 		}
 		st.Phase = v1alpha1.PhaseAwaitingApproval
 		st.Reason = "waiting for a person to answer " + strings.Join(ids, ", ")
-		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonAwaitingApproval, st.Reason, now)
+		SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonAwaitingApproval, st.Reason, now)
 	case s.Turn == 0:
 		st.Phase = v1alpha1.PhasePending
 		st.Reason = ""
-		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPending, "the run has not started its first turn", now)
+		SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPending, "the run has not started its first turn", now)
 	default:
 		st.Phase = v1alpha1.PhaseRunning
 		st.Reason = ""
-		setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRunning, fmt.Sprintf("turn %d", s.Turn), now)
+		SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRunning, fmt.Sprintf("turn %d", s.Turn), now)
 	}
 	setSummaryConditions(st, now)
 	if waiting {
-		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, v1alpha1.ReasonApprovalRequested, st.Reason, now)
+		SetCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionTrue, v1alpha1.ReasonApprovalRequested, st.Reason, now)
 	} else {
-		setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
+		SetCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 	}
 }
 
 // SetFailed ends a run that could not be built or resumed.
 func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
-	st.Outcome, st.Reason, st.Phase = o, clip(reason, 8192), v1alpha1.PhaseFailed
+	st.Outcome, st.Reason, st.Phase = o, Clip(reason, 8192), v1alpha1.PhaseFailed
 	st.PendingApprovals, st.PendingApprovalCount = nil, 0
 	st.Reserved = nil
 	if st.CompletionTime == nil {
 		st.CompletionTime = &now
 	}
-	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason, now)
+	SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason, now)
 	setSummaryConditions(st, now)
-	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
+	SetCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 }
 
 // SetRerunRefused holds a protected run that may not start (a GitOps
@@ -154,13 +159,13 @@ func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, n
 // is Stalled (not Reconciling) so that kstatus, Flux and Argo CD read it as
 // failed rather than wait for it. Allowing the re-run lets it start.
 func SetRerunRefused(st *v1alpha1.AgentRunStatus, msg string, now metav1.Time) {
-	st.Phase, st.Reason = v1alpha1.PhasePending, clip(msg, 8192)
+	st.Phase, st.Reason = v1alpha1.PhasePending, Clip(msg, 8192)
 	r := v1alpha1.ReasonRerunRefused
-	setCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, r, msg, now)
-	setCondition(st, v1alpha1.ConditionReady, metav1.ConditionFalse, r, msg, now)
-	setCondition(st, v1alpha1.ConditionReconciling, metav1.ConditionFalse, r, msg, now)
-	setCondition(st, v1alpha1.ConditionStalled, metav1.ConditionTrue, r, msg, now)
-	setCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
+	SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, r, msg, now)
+	SetCondition(st, v1alpha1.ConditionReady, metav1.ConditionFalse, r, msg, now)
+	SetCondition(st, v1alpha1.ConditionReconciling, metav1.ConditionFalse, r, msg, now)
+	SetCondition(st, v1alpha1.ConditionStalled, metav1.ConditionTrue, r, msg, now)
+	SetCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 }
 
 // setSummaryConditions derives Ready, Reconciling and Stalled (the
@@ -182,9 +187,9 @@ func setSummaryConditions(st *v1alpha1.AgentRunStatus, now metav1.Time) {
 		reconciling = metav1.ConditionTrue
 	}
 	reason, msg := s.Reason, s.Message
-	setCondition(st, v1alpha1.ConditionReady, ready, reason, msg, now)
-	setCondition(st, v1alpha1.ConditionReconciling, reconciling, reason, msg, now)
-	setCondition(st, v1alpha1.ConditionStalled, stalled, reason, msg, now)
+	SetCondition(st, v1alpha1.ConditionReady, ready, reason, msg, now)
+	SetCondition(st, v1alpha1.ConditionReconciling, reconciling, reason, msg, now)
+	SetCondition(st, v1alpha1.ConditionStalled, stalled, reason, msg, now)
 }
 
 // SettleFinished brings the status of a run that has ended up to date
@@ -210,13 +215,13 @@ func SettleFinished(run *v1alpha1.AgentRun, now metav1.Time) bool {
 	return changed
 }
 
-func setCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {
-	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: clip(msg, 1024),
+func SetCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: Clip(msg, 1024),
 		LastTransitionTime: now})
 }
 
-// recordApprovals adds the answers and stale answers a step reported.
-func recordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map[string]loop.Answer, by map[string]string, now metav1.Time) {
+// RecordApprovals adds the answers and stale answers a step reported.
+func RecordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map[string]loop.Answer, by map[string]string, now metav1.Time) {
 	for _, n := range notes {
 		if n.Kind != loop.NoteApproval && n.Kind != loop.NoteStaleApproval {
 			continue
@@ -228,8 +233,8 @@ func recordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map
 		}
 		st.Approvals = append(st.Approvals, rec)
 	}
-	if len(st.Approvals) > maxApprovalRecords {
-		st.Approvals = st.Approvals[len(st.Approvals)-maxApprovalRecords:]
+	if len(st.Approvals) > MaxApprovalRecords {
+		st.Approvals = st.Approvals[len(st.Approvals)-MaxApprovalRecords:]
 	}
 }
 
@@ -242,50 +247,8 @@ func recorded(st *v1alpha1.AgentRunStatus, callID string, d v1alpha1.ApprovalDec
 	return false
 }
 
-// answersFrom reads the approval annotations. Answers already applied (in
-// status.approvals, not stale) are left out: they are history, not news.
-func answersFrom(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]string) {
-	answers := map[string]loop.Answer{}
-	for k, v := range run.Annotations {
-		id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix)
-		if !ok || id == "" {
-			continue
-		}
-		a := loop.Answer(strings.ToLower(strings.TrimSpace(v)))
-		if a != loop.Approve && a != loop.DenyAnswer && a != loop.Stop {
-			continue
-		}
-		applied := false
-		for _, r := range run.Status.Approvals {
-			if r.CallID == id && !r.Stale {
-				applied = true
-			}
-		}
-		if !applied {
-			answers[id] = a
-		}
-	}
-	return answers, answeredBy(run)
-}
-
-// answeredBy names who set each approval annotation, as the API server
-// authenticated them: the admission policy agentrun-approver-identity
-// stamps the username into approved-by.agents.agentrun.dev/<callID> in the
-// same request, and agentrun-approval refuses clients that write it
-// themselves. The field manager is not used: any client chooses its own.
-func answeredBy(run *v1alpha1.AgentRun) map[string]string {
-	by := map[string]string{}
-	for k, v := range run.Annotations {
-		if id, ok := strings.CutPrefix(k, v1alpha1.ApprovedByAnnotationPrefix); ok && id != "" {
-			if _, answered := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+id]; answered {
-				by[id] = v
-			}
-		}
-	}
-	return by
-}
-
-func clip(s string, n int) string {
+// Clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
