@@ -1,4 +1,4 @@
-package controller
+package runstatus
 
 import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
