@@ -42,8 +42,8 @@ func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerPr
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &AgentRunReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"),
-		Kits: kb, TracerProvider: tp}
+	r := NewAgentRunReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"),
+		Kits: kb, TracerProvider: tp})
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
