@@ -45,6 +45,8 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	var o operator.Options
 	var qps float64
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to authenticated and authorized callers only (get on /metrics); false serves plain HTTP to anyone.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint; empty means a self-signed certificate.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica drives runs.")
 	fs.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")

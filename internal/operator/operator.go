@@ -22,12 +22,19 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // Options configure the operator.
 type Options struct {
 	MetricsAddr, ProbeAddr string
+	// MetricsSecure serves metrics over HTTPS, and only to callers the API
+	// server authenticates (TokenReview) and authorizes (SubjectAccessReview:
+	// get on the non-resource URL /metrics). The certificate is read from
+	// MetricsCertDir (tls.crt, tls.key) when set, else self-signed.
+	MetricsSecure  bool
+	MetricsCertDir string
 	LeaderElect            bool
 	// LocalTools runs job tools as local processes (development only: set
 	// by internal/devenv; cmd/manager has no flag for it).
@@ -85,9 +92,17 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
 	}
+	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		if o.MetricsCertDir != "" {
+			metrics.CertDir, metrics.CertName, metrics.KeyName = o.MetricsCertDir, "tls.crt", "tls.key"
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                metrics,
 		HealthProbeBindAddress: o.ProbeAddr,
 		LeaderElection:         o.LeaderElect,
 		LeaderElectionID:       "agentrun.agents.agentrun.dev",
@@ -134,7 +149,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv))
+	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
+		"metricsSecure", o.MetricsSecure)
 	return mgr.Start(ctx)
 }
 

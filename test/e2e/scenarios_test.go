@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -540,17 +541,20 @@ spec:
 	}
 }
 
-// scrapeInFlight opens a connection to the pod's metrics port and sends
-// half a request, which the server waits for until its shutdown times
-// out. It returns nil, and logs why, when the port cannot be reached (the
-// pod's network is not reachable from where the test runs).
+// scrapeInFlight opens a connection to the pod's metrics port (over TLS
+// when it is https-metrics, the chart's default) and sends half a request,
+// which the server waits for until its shutdown times out: the request
+// never completes, so it is never authenticated either. It returns nil,
+// and logs why, when the port cannot be reached (the pod's network is not
+// reachable from where the test runs).
 func scrapeInFlight(t *testing.T, p *corev1.Pod) net.Conn {
 	t.Helper()
 	var port int32
+	secure := false
 	for _, c := range p.Spec.Containers {
 		for _, cp := range c.Ports {
-			if cp.Name == "http-metrics" {
-				port = cp.ContainerPort
+			if cp.Name == "http-metrics" || cp.Name == "https-metrics" {
+				port, secure = cp.ContainerPort, cp.Name == "https-metrics"
 			}
 		}
 	}
@@ -562,6 +566,17 @@ func scrapeInFlight(t *testing.T, p *corev1.Pod) net.Conn {
 	if err != nil {
 		t.Logf("cannot reach %s's metrics port (%v): the operator's shutdown is not held", p.Name, err)
 		return nil
+	}
+	if secure {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true}) // the operator's self-signed certificate
+		_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			t.Logf("TLS handshake with %s's metrics port: %v", p.Name, err)
+			return nil
+		}
+		_ = tc.SetDeadline(time.Time{})
+		conn = tc
 	}
 	if _, err := conn.Write([]byte("GET /metrics HTTP/1.1\r\nHost: e2e\r\n")); err != nil {
 		conn.Close()
