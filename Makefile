@@ -76,6 +76,10 @@ fuzz: ## Run each fuzz target for FUZZTIME inputs (2000x; FUZZTIME=10m make fuzz
 		go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$${t%%:*}"; \
 	done
 
+.PHONY: chart-test
+chart-test: ## Test charts/agentrun with Helm built from Go modules: lint --strict and template with each value set in ci/, misspelled values refused.
+	hack/chart-test.sh
+
 .PHONY: bench
 bench: ## Run the benchmarks: the engine's turn and loop detection, API writes per turn.
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \

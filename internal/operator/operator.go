@@ -35,7 +35,7 @@ type Options struct {
 	// MetricsCertDir (tls.crt, tls.key) when set, else self-signed.
 	MetricsSecure  bool
 	MetricsCertDir string
-	LeaderElect            bool
+	LeaderElect    bool
 	// LocalTools runs job tools as local processes (development only: set
 	// by internal/devenv; cmd/manager has no flag for it).
 	LocalTools bool

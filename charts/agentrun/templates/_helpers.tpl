@@ -68,3 +68,8 @@ A resource list as a flag's value: cpu=100m,memory=128Mi (keys sorted).
 {{- end -}}
 {{- join "," $parts -}}
 {{- end }}
+
+{{/* The metrics port's name: https-metrics when served over HTTPS. */}}
+{{- define "agentrun.metricsPortName" -}}
+{{- if .Values.metrics.secure }}https-metrics{{ else }}http-metrics{{ end }}
+{{- end }}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Tests of charts/agentrun with Helm built from Go modules (hack/tools):
+# helm lint --strict and helm template with the default values and each
+# value set in charts/agentrun/ci/, checks on what they render, and value
+# sets that must be refused (a misspelled or mistyped value fails against
+# values.schema.json). Run from the repository root; `make chart-lint`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+chart=charts/agentrun
+fail() { echo "chart-test: $*" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# Built once (from the build cache when `go tool helm` ran before): each
+# `go tool` call would check the build again.
+go build -modfile=hack/tools/go.mod -o "$out/helm" helm.sh/helm/v3/cmd/helm
+helm() { "$out/helm" "$@"; }
+# The chart needs Kubernetes 1.36+ (kubeVersion); Helm assumes an old one
+# unless told. This is the version the e2e node runs.
+kube=(--kube-version "${CHART_KUBE_VERSION:-1.37.2}")
+
+sets=(default "$chart"/ci/*-values.yaml)
+for s in "${sets[@]}"; do
+  args=()
+  [ "$s" = default ] || args=(-f "$s")
+  name=$(basename "$s" .yaml)
+  helm lint --strict "$chart" "${kube[@]}" "${args[@]}" >/dev/null || fail "helm lint --strict failed with $name"
+  helm template agentrun "$chart" --namespace agentrun-system "${kube[@]}" "${args[@]}" >"$out/$name.yaml" \
+    || fail "helm template failed with $name"
+  ! grep -q 'runAsUser:' "$out/$name.yaml" || fail "$name: the chart must not set runAsUser (OpenShift assigns it)"
+done
+
+has() { grep -q -- "$2" "$out/$1.yaml" || fail "$1 does not render: $2"; }
+hasnt() { ! grep -q -- "$2" "$out/$1.yaml" || fail "$1 renders, but should not: $2"; }
+has default '--metrics-secure=true'
+has default 'name: https-metrics'
+has default 'kind: ClusterRole' # manager, metrics-auth, metrics-reader
+has default 'tokenreviews'
+hasnt default 'kind: ServiceMonitor'
+hasnt default 'kind: NetworkPolicy'
+hasnt default 'kind: PodDisruptionBudget'
+has ha-values 'kind: PodDisruptionBudget'
+has ha-values 'minAvailable: 1'
+has ha-values '--leader-elect=true'
+has ha-values 'topologySpreadConstraints:'
+has ha-values 'app.kubernetes.io/component: operator'
+has locked-down-values 'kind: NetworkPolicy'
+has locked-down-values 'kind: ServiceMonitor'
+has locked-down-values 'scheme: https'
+has locked-down-values 'secretName: agentrun-metrics-tls'
+has locked-down-values '--metrics-cert-dir=/etc/agentrun/metrics-certs'
+has locked-down-values 'name: registry-credentials'
+has plain-metrics-values '--metrics-secure=false'
+has plain-metrics-values 'scheme: http$'
+hasnt plain-metrics-values 'tokenreviews'
+
+# Refused: each must fail helm template (so helm install), naming the
+# value; a schema violation must fail helm lint --strict too (lint reports a
+# template's own fail as information only).
+refuse() {
+  local want=$1
+  shift
+  local msg
+  if msg=$(helm template agentrun "$chart" "${kube[@]}" "$@" 2>&1); then
+    fail "helm template accepted $*"
+  fi
+  grep -q -- "$want" <<<"$msg" || fail "helm template refused $* without naming $want: $msg"
+  if [ "$want" != "not both" ] && helm lint --strict "$chart" "${kube[@]}" "$@" >/dev/null 2>&1; then
+    fail "helm lint accepted $*"
+  fi
+}
+refuse "'replica'" --set replica=2
+refuse "'enabeld'" --set metrics.serviceMonitor.enabeld=true
+refuse "'tolerance'" --set-json 'tolerance=[]'
+refuse "/replicas" --set replicas=two
+refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
+refuse "not both" --set podDisruptionBudget.enabled=true --set podDisruptionBudget.minAvailable=1
+echo "chart-test: ${#sets[@]} value sets render and lint; misspelled and mistyped values are refused"
