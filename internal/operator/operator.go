@@ -92,17 +92,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
 	}
-	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
-	if o.MetricsSecure {
-		metrics.SecureServing = true
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-		if o.MetricsCertDir != "" {
-			metrics.CertDir, metrics.CertName, metrics.KeyName = o.MetricsCertDir, "tls.crt", "tls.key"
-		}
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metrics,
+		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.ProbeAddr,
 		LeaderElection:         o.LeaderElect,
 		LeaderElectionID:       "agentrun.agents.agentrun.dev",
@@ -164,4 +156,18 @@ func cacheOptions(namespaces []string) cache.Options {
 		d[ns] = cache.Config{}
 	}
 	return cache.Options{DefaultNamespaces: d}
+}
+
+// metricsOptions serves metrics on o.MetricsAddr: over HTTPS behind
+// authentication and authorization when o.MetricsSecure, else plain HTTP.
+func metricsOptions(o Options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		if o.MetricsCertDir != "" {
+			m.CertDir, m.CertName, m.KeyName = o.MetricsCertDir, "tls.crt", "tls.key"
+		}
+	}
+	return m
 }
