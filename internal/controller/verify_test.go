@@ -80,7 +80,7 @@ func TestVerify_wrongThenRightIsCompletedOnTrialTwo(t *testing.T) {
 	run := b.create(t)
 
 	done := waitOutcome(t, run, 20*time.Second)
-	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "trial 2 (turn 4) was verified by check_refund: Verified by check_refund: refund re-3 of 20.00 found")
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "trial 2 (turn 4) was verified by check_refund: refund re-3 of 20.00 found")
 	want := &v1alpha1.VerificationStatus{TrialsUsed: 2, LastVerdict: v1alpha1.VerdictVerified, TrialsToVerify: ptr.To(int32(2))}
 	if diff := cmp.Diff(want, done.Status.Verification); diff != "" {
 		t.Fatalf("status.verification (-want +got):\n%s", diff)

@@ -358,7 +358,16 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
 	}
 	said := cut(c.Observation, 400)
 	if d.Verified {
-		e.finish(s, Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, said), notes)
+		// The observation opens with "Verified by <tool>"; the reason says
+		// that already, so it keeps only what the verifier said.
+		evidence := said
+		if head, rest, ok := strings.Cut(said, ": "); ok && strings.HasPrefix(head, "Verified by ") {
+			evidence = rest
+			if i := strings.Index(head, " ("); i >= 0 {
+				evidence = head[i+1:] + " " + rest // keep the score: "(score 0.90) ..."
+			}
+		}
+		e.finish(s, Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, evidence), notes)
 		return Effect{Kind: EffectFinish}
 	}
 	*notes = append(*notes, Note{Kind: NoteVerdict, CallID: c.ID, Warning: true, Message: fmt.Sprintf("Trial %d: %s", v.Trial, said)})
