@@ -168,6 +168,15 @@ func namespace(t *testing.T) string {
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	// Every manager watches the whole cluster: a run a test leaves
+	// unfinished (a slow model, a pending approval) would be driven by the
+	// next test's manager with that test's model and tools, and counted
+	// there. Registered first, this runs after the test's managers stop.
+	t.Cleanup(func() {
+		if err := k8sClient.DeleteAllOf(context.Background(), &v1alpha1.AgentRun{}, client.InNamespace(ns.Name)); err != nil {
+			t.Errorf("deleting the test's runs: %v", err)
+		}
+	})
 	return ns.Name
 }
 
