@@ -4,13 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/telemetry"
-	"github.com/agentrun/agentrun/internal/testenv"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
@@ -20,44 +18,19 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // startObserved runs the operator for one namespace only (runs other
 // tests left behind never add to the counts), sending spans to tp.
 func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerProvider) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 testenv.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	_, stop = startWith(t, kb, managerSetup{
+		options: func(o *ctrl.Options) { o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}} },
+		config:  func(c *Config) { c.TracerProvider = tp },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewAgentRunReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"),
-		Kits: kb, TracerProvider: tp})
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
 	return stop
 }
 

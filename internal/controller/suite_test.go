@@ -130,22 +130,46 @@ func startManagerWithWorkers(t *testing.T, kb KitBuilder, workers int) (stop fun
 // returns the reconciler for tests that look inside it.
 func startReconciler(t *testing.T, kb KitBuilder, workers int, wrap func(c client.Client, crash func()) client.Client) (*AgentRunReconciler, func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+	return startWith(t, kb, managerSetup{workers: workers, wrap: wrap})
+}
+
+// managerSetup is what a test changes in the operator it starts; the zero
+// value is the operator as the other tests run it.
+type managerSetup struct {
+	workers int
+	wrap    func(c client.Client, crash func()) client.Client
+	options func(*ctrl.Options) // the manager's (a cache for one namespace, a logger)
+	config  func(*Config)       // the reconciler's (a tracer provider)
+}
+
+// startWith is the one way the tests start an operator: a manager against
+// the test API server and the reconciler on it, stopped when the test ends.
+func startWith(t *testing.T, kb KitBuilder, s managerSetup) (*AgentRunReconciler, func()) {
+	t.Helper()
+	opts := ctrl.Options{
 		Scheme:                 testenv.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if s.options != nil {
+		s.options(&opts)
+	}
+	mgr, err := ctrl.NewManager(restCfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := mgr.GetClient()
-	if wrap != nil {
-		c = wrap(c, cancel)
+	if s.wrap != nil {
+		c = s.wrap(c, cancel)
 	}
-	r := NewAgentRunReconciler(Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
-		MaxConcurrentReconciles: workers})
+	cfg := Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
+		MaxConcurrentReconciles: s.workers}
+	if s.config != nil {
+		s.config(&cfg)
+	}
+	r := NewAgentRunReconciler(cfg)
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

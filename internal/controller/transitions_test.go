@@ -9,13 +9,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // logLines collects the operator's log as JSON objects.
@@ -56,29 +52,7 @@ func (l *logLines) of(ns, name string, msgs ...string) []map[string]any {
 func startLoggedManager(t *testing.T, kb KitBuilder) *logLines {
 	t.Helper()
 	logs := &logLines{}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 testenv.Scheme,
-		Logger:                 funcr.NewJSON(logs.add, funcr.Options{}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewAgentRunReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb})
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	startWith(t, kb, managerSetup{options: func(o *ctrl.Options) { o.Logger = funcr.NewJSON(logs.add, funcr.Options{}) }})
 	return logs
 }
 
