@@ -213,7 +213,7 @@ func (r *Run) End(ctx context.Context, info RunInfo) {
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	if info.Outcome != string(loop.Completed) {
 		span.SetAttributes(attribute.String("error.type", info.Outcome))
-		span.SetStatus(codes.Error, cut(info.Reason, 512))
+		span.SetStatus(codes.Error, loop.ClipDetail(info.Reason))
 	}
 	span.End(trace.WithTimestamp(info.End))
 }
@@ -252,7 +252,7 @@ func (c calls) ModelCall(ctx context.Context, req *loop.Request) (context.Contex
 		defer span.End()
 		if err != nil {
 			span.SetAttributes(attribute.String("error.type", fmt.Sprintf("%T", err)))
-			span.SetStatus(codes.Error, cut(err.Error(), 512))
+			span.SetStatus(codes.Error, loop.ClipDetail(err.Error()))
 			return
 		}
 		if reply == nil {
@@ -278,7 +278,7 @@ func (c calls) ToolCall(ctx context.Context, inv loop.Invocation) (context.Conte
 		defer span.End()
 		if f := res.Failure; f != nil {
 			span.SetAttributes(attribute.String("error.type", string(f.Kind)))
-			span.SetStatus(codes.Error, cut(string(f.Kind)+": "+f.Detail, 512))
+			span.SetStatus(codes.Error, loop.ClipDetail(string(f.Kind)+": "+f.Detail))
 		}
 	}
 }
@@ -301,16 +301,6 @@ func providerName(p string) string {
 		return "_OTHER"
 	}
 	return p // openai and anthropic are the convention's own names
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 // Info describes a run that ended from its engine state, for End.
