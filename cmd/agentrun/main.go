@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/devenv"
-	"github.com/agentrun/agentrun/internal/operator"
+	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,12 +104,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	defer env.Stop()
 	fmt.Fprintf(stdout, "Local control plane and operator ready in %s.\n", time.Since(start).Round(100*time.Millisecond))
-	scheme, err := operator.Scheme()
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/operator"
+	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,11 +28,7 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Stop()
-	scheme, err := operator.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,14 +52,16 @@ func BenchmarkLoopDetection(b *testing.B) {
 	cfg := LoopDetection{Threshold: 3, Window: 1000, MaxPeriod: 3}
 	s := &State{}
 	for i := range 1000 {
-		s.observeSignature(cfg, sigEntry(Signature("lookup", json.RawMessage(fmt.Sprintf(`{"id":%d}`, i)), nil)))
+		raw := json.RawMessage(fmt.Sprintf(`{"id":%d}`, i))
+		c, _ := Canonical(raw, nil)
+		s.observeSignature(cfg, sigEntry(signature("lookup", c, raw)))
 	}
 	args := json.RawMessage(`{"id":5000, "page": 2, "request_id": "abc"}`)
 	ignore := []string{"request_id"}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if d := s.observeSignature(cfg, sigEntry(Signature("lookup", args, ignore))); d != nil && i < 2 {
+		if d := s.observeSignature(cfg, sigEntry(signature("lookup", decodeArgs(args, ignore).canon, args))); d != nil && i < 2 {
 			b.Fatalf("detected too early: %s", d.reason(cfg))
 		}
 		s.Recent = s.Recent[:999] // keep the window at 1,000 calls

@@ -267,14 +267,9 @@ func (d decimal) String() string {
 	return b.String()
 }
 
-// Signature is a call's identity for loop detection: the tool name and
-// the canonical arguments. The call id and the result never take part.
-func Signature(tool string, args json.RawMessage, ignore []string) string {
-	c, _ := Canonical(args, ignore)
-	return signature(tool, c, args)
-}
-
-// signature joins a tool name and canonical arguments; malformed
+// signature is a call's identity for loop detection: the tool name and
+// the canonical arguments (the call id and the result never take part). It
+// joins a tool name and canonical arguments; malformed
 // arguments (canon nil) still repeat, so they are compared as sent.
 func signature(tool string, canon []byte, raw json.RawMessage) string {
 	if canon == nil {

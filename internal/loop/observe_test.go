@@ -127,42 +127,6 @@ func TestMoney(t *testing.T) {
 	}
 }
 
-func TestLedger_sharedBudgetRaceAdmitsAtMostOne(t *testing.T) {
-	for range 50 {
-		l := NewMemoryLedger(MustMoney("100"), MustMoney("72"))
-		start := make(chan struct{})
-		admitted := make(chan string, 2)
-		for range 2 {
-			go func() {
-				<-start
-				id, err := l.Reserve(t.Context(), MustMoney("20"))
-				if err == nil {
-					admitted <- id
-				} else {
-					admitted <- ""
-				}
-			}()
-		}
-		close(start)
-		ids := []string{<-admitted, <-admitted}
-		n := 0
-		for _, id := range ids {
-			if id != "" {
-				n++
-				if err := l.Settle(t.Context(), id, MustMoney("14")); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if n != 1 {
-			t.Fatalf("%d workers admitted against $28 left, want 1", n)
-		}
-		if l.Committed() != MustMoney("86") {
-			t.Fatalf("committed = %s, want 86 (72 + 14, the unused 6 released)", l.Committed())
-		}
-	}
-}
-
 func TestModelCost_pricesCacheReadsAndWritesAtTheirRates(t *testing.T) {
 	e, err := New(Config{Goal: "g", Budget: Budget{MaxTurns: 1}, Model: ModelConfig{Pricing: Pricing{
 		Input: MustMoney("3"), Output: MustMoney("15"), CachedInput: MustMoney("0.3"), CacheWrite: MustMoney("3.75")}}})

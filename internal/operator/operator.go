@@ -10,14 +10,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -61,26 +59,10 @@ type Options struct {
 	Burst int
 }
 
-// Scheme knows the built-in kinds and AgentRun.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // Run runs the operator until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if !o.LocalTools && o.OperatorImage == "" {
 		return fmt.Errorf("an operator image is required unless job tools run locally")
-	}
-	scheme, err := Scheme()
-	if err != nil {
-		return err
 	}
 	cfg = rest.CopyConfig(cfg)
 	if o.QPS > 0 {
@@ -93,7 +75,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		o.MetricsAddr = "0"
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 kubescheme.Scheme,
 		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.ProbeAddr,
 		LeaderElection:         o.LeaderElect,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -256,7 +257,7 @@ func (f *factory) client() (client.WithWatch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		return nil, "", fmt.Errorf("connecting to the cluster: %w", err)
 	}

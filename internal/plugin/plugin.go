@@ -21,27 +21,13 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // FieldManager is the field manager of every write the plugin makes. The
 // operator reads it from the run's managed fields to record who answered.
 const FieldManager = "kubectl-agentrun"
-
-// Scheme knows the built-in kinds (Secrets, Events) and AgentRun.
-var Scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}()
 
 // Ref names one AgentRun.
 type Ref struct {

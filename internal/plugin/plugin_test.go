@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer func() { _ = env.Stop() }()
-		if k8sClient, err = client.NewWithWatch(cfg, client.Options{Scheme: Scheme}); err != nil {
+		if k8sClient, err = client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.Scheme}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -33,13 +33,6 @@ func (r *Router) Tools() []string {
 	return slices.Sorted(maps.Keys(r.executors))
 }
 
-// Executor returns the executor of a tool, for callers that need more of
-// it than Execute (an MCP executor's hints, for instance).
-func (r *Router) Executor(tool string) (loop.Toolbox, bool) {
-	e, ok := r.executors[tool]
-	return e, ok
-}
-
 // Execute runs inv on its tool's executor. An unknown tool is an
 // InvalidCall. The Result always carries the invocation's call id and a
 // duration. An executor that panics, breaking its contract, yields an

@@ -34,7 +34,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,6 +42,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
@@ -81,14 +81,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if cl, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+	if cl, err = client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.Scheme}); err != nil {
 		panic(err)
 	}
 	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
