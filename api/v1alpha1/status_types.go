@@ -264,6 +264,15 @@ type AgentRunStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=55
 	TraceParent string `json:"traceParent,omitempty"`
+
+	// agentBudgets names the AgentBudgets the run holds a lease in. A
+	// budget named here that no longer exists refuses the run's next step
+	// (a shared hard limit fails closed).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	AgentBudgets []string `json:"agentBudgets,omitempty"`
 }
 
 // UsageStatus is a vector of consumed (or reserved) resources.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Every AgentRun in config/samples and docs examples is accepted by the
+// Every AgentRun and AgentBudget in config/samples and docs examples is accepted by the
 // API server as written (a server-side dry run: nothing is stored).
 func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
@@ -37,7 +37,7 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 				}
 				t.Fatalf("%s: %v", f, err)
 			}
-			if obj.GetKind() != "AgentRun" {
+			if obj.GetKind() != "AgentRun" && obj.GetKind() != "AgentBudget" {
 				continue
 			}
 			runs++
@@ -48,5 +48,5 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 		}
 		fh.Close()
 	}
-	t.Logf("%d AgentRuns in %d files accepted", runs, len(files))
+	t.Logf("%d AgentRuns and AgentBudgets in %d files accepted", runs, len(files))
 }

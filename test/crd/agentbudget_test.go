@@ -1,0 +1,260 @@
+package crd_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+func TestAgentBudget_acceptsValidManifests(t *testing.T) {
+	cases := []struct{ name, manifest string }{
+		{"the contract's example", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: team-daily}
+spec:
+  selector: {}
+  window: 24h
+  maxCostUSD: "100"
+  maxTokens: 50000000
+  maxConcurrentRuns: 20
+  soft: []
+`},
+		{"a soft weekly cost target and a hard concurrency cap", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: weekly-target}
+spec:
+  selector: {matchLabels: {team: research}}
+  window: 168h
+  maxCostUSD: "2500.50"
+  maxConcurrentRuns: 5
+  soft: [maxCostUSD]
+`},
+		{"zero means zero", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: kill-switch}
+spec:
+  maxCostUSD: "0"
+`},
+		{"only a token limit, window defaulted", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: tokens-only}
+spec:
+  maxTokens: 1000
+`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := create(testContext(t), tc.manifest); err != nil {
+				t.Fatalf("The API server rejected a valid AgentBudget: %v", err)
+			}
+		})
+	}
+}
+
+func TestAgentBudget_rejectsInvalidManifests(t *testing.T) {
+	cases := []struct {
+		name, manifest string
+		wantErr        []string
+	}{
+		{"no limit at all", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: no-limit}
+spec: {window: 24h}
+`, []string{"an AgentBudget needs at least one limit: set maxCostUSD, maxTokens or maxConcurrentRuns"}},
+		{"a float for money", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: float-money}
+spec: {maxCostUSD: "1e2"}
+`, []string{"spec.maxCostUSD", "must be an amount of US dollars written as a decimal string"}},
+		{"a negative amount", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: negative-money}
+spec: {maxCostUSD: "-5"}
+`, []string{"spec.maxCostUSD"}},
+		{"a window shorter than a minute", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: short-window}
+spec: {maxCostUSD: "1", window: 30s}
+`, []string{"window must be a duration of at least 1m"}},
+		{"a window that is not a duration", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: bad-window}
+spec: {maxCostUSD: "1", window: daily}
+`, []string{"window must be a duration of at least 1m"}},
+		{"soft names a limit that is not set", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: soft-unset}
+spec: {maxCostUSD: "1", soft: [maxTokens]}
+`, []string{"soft names maxTokens, which is not set"}},
+		{"soft names an unknown limit", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: soft-unknown}
+spec: {maxCostUSD: "1", soft: [money]}
+`, []string{"spec.soft[0]", `Unsupported value: "money"`}},
+		{"a negative token limit", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: negative-tokens}
+spec: {maxTokens: -1}
+`, []string{"spec.maxTokens", "greater than or equal to 0"}},
+		{"more concurrent runs than the ledger can hold", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: too-concurrent}
+spec: {maxConcurrentRuns: 1000}
+`, []string{"spec.maxConcurrentRuns", "less than or equal to 256"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := create(testContext(t), tc.manifest)
+			if err == nil {
+				t.Fatalf("The API server accepted an invalid AgentBudget; want an error containing %q", tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("The error does not say %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+func TestAgentBudget_defaultsTheWindowToADay(t *testing.T) {
+	ctx := testContext(t)
+	obj, err := create(ctx, `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: default-window}
+spec: {maxCostUSD: "10"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &agentsv1alpha1.AgentBudget{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.Window == nil || b.Spec.Window.Duration.String() != "24h0m0s" {
+		t.Fatalf("window = %v, want 24h", b.Spec.Window)
+	}
+}
+
+// `kubectl get ab` resolves the short name, and its columns show the
+// limit, what is consumed and reserved, the active runs and the window.
+func TestAgentBudget_kubectlGetShowsTheLedger(t *testing.T) {
+	ctx := testContext(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(agentsv1alpha1.GroupVersion.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "agentbudgets" })
+	if i < 0 || !slices.Contains(list.APIResources[i].ShortNames, "ab") || !list.APIResources[i].Namespaced {
+		t.Fatalf("agentbudgets is not a namespaced resource with short name ab: %+v", list.APIResources)
+	}
+
+	obj, err := create(ctx, `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: columns}
+spec: {maxCostUSD: "100", window: 24h}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &agentsv1alpha1.AgentBudget{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = agentsv1alpha1.AgentBudgetStatus{ConsumedCostUSD: "98.20", ReservedCostUSD: "1.50", ActiveRuns: 3,
+		Reservations: []agentsv1alpha1.BudgetReservation{{UID: "u1", Run: "a", LeasedCostUSD: "1.50"}},
+		Conditions: []metav1.Condition{{Type: agentsv1alpha1.BudgetConditionExhausted, Status: metav1.ConditionTrue,
+			Reason: agentsv1alpha1.ReasonBudgetRefused, Message: "refused", LastTransitionTime: metav1.Now()}}}
+	if err := k8sClient.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	body, err := dc.RESTClient().Get().AbsPath("/apis/agents.agentrun.dev/v1alpha1/namespaces", namespace, "agentbudgets", "columns").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table %s: %v", body, err)
+	}
+	got := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == 0 && c.Name != "Name" && c.Name != "Age" {
+			got[c.Name] = table.Rows[0].Cells[i]
+		}
+	}
+	want := map[string]any{"Max Cost": "100", "Consumed": "98.20", "Reserved": "1.50", "Active": float64(3), "Window": "24h", "Exhausted": "True"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kubectl get ab columns (-want +got):\n%s", d)
+	}
+}
+
+// The ledger holds at most 256 leases: a status with more is refused, so
+// that the hot object stays small.
+func TestAgentBudget_reservationsAreBounded(t *testing.T) {
+	ctx := testContext(t)
+	obj, err := create(ctx, `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: bounded}
+spec: {maxCostUSD: "100"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &agentsv1alpha1.AgentBudget{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range agentsv1alpha1.MaxBudgetReservations + 1 {
+		b.Status.Reservations = append(b.Status.Reservations, agentsv1alpha1.BudgetReservation{
+			UID: toUID(i), Run: "r", LeasedCostUSD: "0.01"})
+	}
+	err = k8sClient.Status().Update(ctx, b)
+	if err == nil || !strings.Contains(err.Error(), "status.reservations") {
+		t.Fatalf("257 reservations: err = %v, want a refusal naming status.reservations", err)
+	}
+}
+
+func toUID(i int) types.UID {
+	const hex = "0123456789abcdef"
+	b := []byte("00000000-0000-0000-0000-000000000000")
+	for p := len(b) - 1; i > 0 && p >= 0; p-- {
+		if b[p] == '-' {
+			continue
+		}
+		b[p] = hex[i%16]
+		i /= 16
+	}
+	return types.UID(b)
+}
