@@ -69,6 +69,8 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
 // +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
 // +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
+// +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && has(self.plan) == has(oldSelf.plan)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+// +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
 type AgentRunSpec struct {
 	// goal is the task, in plain words, that the model works towards. It is
 	// the first user message of the conversation.
@@ -141,6 +143,26 @@ type AgentRunSpec struct {
 	// verifier's feedback as reflections (Reflexion).
 	// +optional
 	Verify *VerifySpec `json:"verify,omitempty"`
+
+	// strategy is how the run reaches its goal. react (the default)
+	// interleaves: the model sees every result before it chooses the next
+	// call. planExecute plans first: one model call writes the whole plan
+	// (a submit_plan call whose steps may name earlier steps' results as
+	// placeholders), the steps run without the model, independent reads
+	// together, and one more model call answers from the goal and the
+	// evidence. Budgets, policy, guardrails, approvals and idempotency keys
+	// apply to every step as to any call.
+	// +optional
+	// +kubebuilder:validation:Enum=react;planExecute
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+	Strategy Strategy `json:"strategy,omitempty"`
+
+	// plan bounds the plans of a planExecute run. Only with strategy
+	// planExecute; its fields take their defaults when it is left out.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+	Plan *PlanSpec `json:"plan,omitempty"`
 
 	// cancel, when set to true, stops the run at the next turn boundary with
 	// the outcome ApprovalDenied. It is the one field that may change after
@@ -359,4 +381,38 @@ type VerifySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
 	StallTrials *int32 `json:"stallTrials,omitempty"`
+}
+
+// Strategy is how a run reaches its goal.
+type Strategy string
+
+// The strategies of spec.strategy.
+const (
+	// StrategyReAct interleaves model calls and tool calls (the default).
+	StrategyReAct Strategy = "react"
+	// StrategyPlanExecute plans the whole sequence in one model call, runs
+	// it, and answers in one more (ReWOO).
+	StrategyPlanExecute Strategy = "planExecute"
+)
+
+// PlanSpec bounds the plans of a planExecute run.
+type PlanSpec struct {
+	// maxSteps is the most steps one plan may hold. A longer plan is
+	// refused and the planner is asked for another. Defaults to 8.
+	// +optional
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	MaxSteps *int32 `json:"maxSteps,omitempty"`
+
+	// maxReplans is how many times the planner may be asked for a new plan:
+	// after a plan is refused (a step fails vetting or the plan does not fit
+	// the budget), a step fails after its retries, or the solver reports
+	// that the evidence is not enough. When none is left, the run ends with
+	// the outcome the failure calls for. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	MaxReplans *int32 `json:"maxReplans,omitempty"`
 }

@@ -18,7 +18,9 @@ const NoteApprovalVoided loop.NoteKind = "ApprovalVoided"
 // reason says which call and both digests. voided names the call when a
 // person had been asked about it (its approval, given or not, is void).
 // The verifier's call (spec.verify) is the engine's, not the model's: it
-// must be the one the engine makes of the final answer in the transcript.
+// must be the one the engine makes of the final answer in the transcript;
+// so is a plan's step (spec.strategy planExecute): it must be the one the
+// engine makes of the plan in the transcript and the results it names.
 func checkProposals(s *loop.State, e *loop.Engine) (reason, voided string) {
 	if len(s.Calls) == 0 {
 		return "", ""
@@ -52,6 +54,11 @@ func checkProposals(s *loop.State, e *loop.Engine) (reason, voided string) {
 			}
 		}
 		p, ok := proposed[c.ID]
+		if !ok && e != nil {
+			// A plan's step is the engine's call, made of the plan the
+			// model proposed and the results its placeholders name.
+			p, ok = e.PlanStepCall(s, c.ID)
+		}
 		got := loop.ArgumentsDigest(c.Arguments)
 		switch {
 		case !ok:

@@ -138,6 +138,13 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	if v := spec.Verify; v != nil {
 		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
 	}
+	cfg.Strategy = loop.Strategy(spec.Strategy)
+	if p := spec.Plan; p != nil {
+		cfg.Plan.MaxSteps = i32(p.MaxSteps)
+		if p.MaxReplans != nil {
+			cfg.Plan.MaxReplans = new(int(*p.MaxReplans))
+		}
+	}
 	return cfg, nil
 }
 
@@ -173,6 +180,16 @@ func checkLimits(spec *v1alpha1.AgentRunSpec) error {
 			if f.n != nil && (*f.n < 1 || *f.n > loop.MaxTrialsLimit) {
 				return fmt.Errorf("verify.%s must be between 1 and %d", f.name, loop.MaxTrialsLimit)
 			}
+		}
+	}
+	if p := spec.Plan; p != nil {
+		switch {
+		case spec.Strategy != v1alpha1.StrategyPlanExecute:
+			return errors.New("spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan")
+		case p.MaxSteps != nil && (*p.MaxSteps < 1 || *p.MaxSteps > loop.PlanMaxStepsLimit):
+			return fmt.Errorf("plan.maxSteps must be between 1 and %d", loop.PlanMaxStepsLimit)
+		case p.MaxReplans != nil && (*p.MaxReplans < 0 || *p.MaxReplans > loop.MaxReplansLimit):
+			return fmt.Errorf("plan.maxReplans must be between 0 and %d", loop.MaxReplansLimit)
 		}
 	}
 	for n, v := range b.PerTool {

@@ -26,6 +26,7 @@ func (e *Engine) startActing(s *State, notes *[]Note) Effect {
 // backoff has passed, before anything after them. When nothing is left it
 // appends the observations, in proposal order, and ends the turn.
 func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
+	e.stopFailedWave(s)
 	inflight := false
 	var reads []Invocation
 	for i := range s.Calls {
@@ -65,6 +66,9 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 	}
 	if c := s.verifierCall(); c != nil {
 		return e.judge(s, c, notes)
+	}
+	if s.Plan != nil && s.Plan.Stage == StageExecuting {
+		return e.waveDone(s, notes)
 	}
 	for i := range s.Calls {
 		c := &s.Calls[i]

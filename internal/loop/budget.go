@@ -63,6 +63,7 @@ func (c Config) Normalize() Config {
 	if c.Policy.Default == "" {
 		c.Policy.Default = Allow
 	}
+	c.Plan = c.Plan.normalize()
 	if c.Verify != nil {
 		v := c.Verify.normalize()
 		c.Verify = &v

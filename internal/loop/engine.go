@@ -38,6 +38,10 @@ type Engine struct {
 	offered    []ToolSchema
 	goal       Message
 	prefixLen  int64
+	// The planner's and the solver's prompts of a planExecute run.
+	planSystem, solveSystem       string
+	planOffered                   []ToolSchema
+	planPrefixLen, solvePrefixLen int64
 }
 
 // Option configures an Engine.
@@ -116,6 +120,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	for _, t := range e.offered {
 		e.prefixLen += int64(len(t.Name)+len(t.Description)+len(t.Parameters)) + perMessageTokenOverhead
 	}
+	if err := e.compilePlan(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -133,6 +140,12 @@ func (e *Engine) tool(name string) *ToolSpec {
 // byte-stable prefix (system prompt, tool schemas, goal) first, then the
 // transcript of the current trial (all of it, without a verifier).
 func (e *Engine) Request(s *State) *Request {
+	if s.Plan != nil {
+		if s.Plan.Stage == StageSolving {
+			return e.solveRequest(s)
+		}
+		return e.planRequest(s)
+	}
 	start := s.trialStart()
 	msgs := make([]Message, 0, 1+len(s.Transcript)-start)
 	msgs = append(msgs, e.goal)
@@ -146,6 +159,12 @@ func (e *Engine) estimate(req *Request) int64 {
 		return e.estimator.EstimateInputTokens(req)
 	}
 	n := e.prefixLen
+	switch req.System {
+	case e.planSystem:
+		n = e.planPrefixLen
+	case e.solveSystem:
+		n = e.solvePrefixLen
+	}
 	for i := 1; i < len(req.Messages); i++ {
 		m := &req.Messages[i]
 		n += int64(len(m.Content)) + perMessageTokenOverhead
@@ -224,6 +243,8 @@ func (e *Engine) Step(s *State, in Input) Effect {
 				s.Attempt = prev + 1
 			}
 		}
+	case s.Phase == PhasePlanWave:
+		eff = e.startWave(in.context(), s, now, &notes)
 	case s.Phase == PhaseApproval:
 		eff = e.onAnswers(s, in.Answers, now, &notes)
 	case s.Phase == PhaseAct:

@@ -19,6 +19,9 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 		s.StartedAt, s.ActiveSince = &t, t
 	}
 	s.Calls = nil
+	if e.planMode() && s.Plan == nil {
+		s.Plan = &Plan{Number: 1}
+	}
 	req := e.Request(s)
 	res := e.modelReservation(e.estimate(req))
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
@@ -90,6 +93,11 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		return e.endTurn(s)
 	case len(r.ToolCalls) == 0:
 		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content})
+		if s.Plan != nil && s.Plan.Stage == StageSolving {
+			if missing, ok := solverAnswer(r.Content); !ok {
+				return e.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
+			}
+		}
 		s.Answer = cut(r.Content, maxAnswerBytes)
 		if e.cfg.Verify != nil {
 			return e.verifyAnswer(s, notes)
@@ -114,6 +122,9 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		calls[i].Arguments = CallArguments(calls[i].Arguments)
 	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls})
+	if s.Plan != nil {
+		return e.onPlanCalls(ctx, s, calls, decoded, now, notes)
+	}
 
 	// Loop detection names a stuck run before anything else can stop it.
 	for i, c := range calls {

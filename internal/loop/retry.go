@@ -152,7 +152,9 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 		rc := cands[0]
 		e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
 			rc.call.Name, rc.call.ID, plural(rc.call.Attempts, "attempt"), rc.call.LastFailure, rej.Reason), notes)
-		refusedBy(*notes, rej)
+		if s.Done() {
+			refusedBy(*notes, rej)
+		}
 		return
 	}
 	res.PerTool = s.Reserved.PerTool
@@ -174,6 +176,11 @@ func (e *Engine) endWithToolFailure(s *State, rc retryCandidate, reason string, 
 	c := rc.call
 	c.Observation, c.ObsStatus = Observe(c.Name, e.tool(c.Name).MaxResultBytes, rc.failure)
 	c.State = CallDone
+	if s.Plan != nil && s.Plan.Stage == StageExecuting {
+		// A step that failed after its retries stops its plan, not the run.
+		s.Plan.Failure = reason
+		return
+	}
 	for i := range s.Calls {
 		if d := &s.Calls[i]; d.State == CallDone {
 			s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: d.ID, Tool: d.Name, Content: d.Observation, Status: d.ObsStatus})

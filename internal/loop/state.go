@@ -136,6 +136,9 @@ type State struct {
 	// Verify is the trial loop's state, once a verifier has judged (or is
 	// judging) an answer; nil without a verifier.
 	Verify *Verification `json:"verify,omitempty"`
+	// Plan is the plan-then-execute state of a planExecute run; nil
+	// otherwise.
+	Plan *Plan `json:"plan,omitempty"`
 	// Outcome, Reason and Answer are set once the run has ended.
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
@@ -247,6 +250,15 @@ const (
 	// starts; NoteVerdict: the verifier did not verify an answer.
 	NoteVerifying NoteKind = "Verifying"
 	NoteVerdict   NoteKind = "NotVerified"
+	// Plan then execute: a plan was accepted or refused, a step started or
+	// finished, every step has its result (the solver is asked), or a new
+	// plan is asked for.
+	NotePlanSubmitted NoteKind = "PlanSubmitted"
+	NotePlanRefused   NoteKind = "PlanRefused"
+	NoteStepStarted   NoteKind = "StepStarted"
+	NoteStepFinished  NoteKind = "StepFinished"
+	NoteSolving       NoteKind = "Solving"
+	NoteReplanned     NoteKind = "Replanned"
 )
 
 // Note is a human-readable record of something a step did. Notes never

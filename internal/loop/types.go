@@ -111,6 +111,10 @@ type Config struct {
 	// Verify, when set, makes a verifier judge every final answer (see
 	// Verify); nil means the model's final answer completes the run.
 	Verify *Verify
+	// Strategy is ReAct (the default, also when empty) or PlanExecute;
+	// Plan bounds the plans of a PlanExecute run.
+	Strategy Strategy
+	Plan     PlanConfig
 }
 
 // ModelConfig describes the model calls of a run.

@@ -386,6 +386,9 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
 		v.Memory = v.Memory[n-cfg.Memory:]
 	}
 	v.Trial++
+	if s.Plan != nil {
+		e.nextPlan(s.Plan) // a new trial plans afresh
+	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: e.reflections(s)})
 	v.Start = len(s.Transcript) - 1
 	*notes = append(*notes, Note{Kind: NoteVerifying, Message: fmt.Sprintf(

@@ -24,56 +24,19 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 	batch := make([]Call, len(calls))
 	asks := 0
 	for i, c := range calls {
-		bc := &batch[i]
-		bc.ToolCall, bc.State = c, CallProposed
 		if c.Name == EscalateTool {
 			e.finish(s, Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments), notes)
 			return Effect{Kind: EffectFinish}
 		}
-		tool := e.tools[c.Name]
-		if tool == nil {
-			refuse(bc, rejection{rule: RuleUnknownTool, reason: fmt.Sprintf("no tool is named %q", c.Name),
-				observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames())}, notes)
-			continue
-		}
-		bc.Mutates = tool.Mutates
-		args, err := decoded[i].value, decoded[i].err
-		if err != nil {
-			refuse(bc, rejection{rule: RuleInvalidArguments, reason: fmt.Sprintf("the arguments were refused: %v", err),
-				observation: fmt.Sprintf("The arguments of %s were refused: %v. Send a JSON object that matches its parameters.", c.Name, err)}, notes)
-			continue
-		}
-		if sch := e.schemas[c.Name]; sch != nil {
-			if err := sch.Validate(args); err != nil {
-				why := schemaError(err)
-				refuse(bc, rejection{rule: RuleInvalidArguments, reason: "the arguments do not match its parameters: " + why,
-					observation: fmt.Sprintf("The arguments of %s do not match its parameters: %s. Fix them and call again.", c.Name, why)}, notes)
-				continue
-			}
-		}
-		v := e.vet(ctx, tool, c.Name, decoded[i].full, args)
-		bc.Rule, bc.Reason = v.rule, v.reason
-		switch {
-		case v.halt:
-			e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run at call %s (%s) before any call of the batch ran: %s",
-				strings.TrimPrefix(v.rule, "guardrail:"), c.ID, c.Name, v.reason), notes)
+		var halt string
+		batch[i], halt = e.vetCall(ctx, c, decoded[i], now, notes)
+		if halt != "" {
+			e.finish(s, GuardrailStop, halt+" before any call of the batch ran: "+batch[i].Reason, notes)
 			return Effect{Kind: EffectFinish}
-		case v.block:
-			bc.reject(rejection{verdict: Blocked, rule: v.rule, reason: v.reason, status: ObsBlocked,
-				observation: fmt.Sprintf("Blocked by guardrail %s: %s. This call will not run; change the arguments or take another route.",
-					strings.TrimPrefix(v.rule, "guardrail:"), v.reason)})
-		case v.decision == Deny:
-			bc.reject(rejection{verdict: Deny, rule: v.rule, reason: v.reason, status: ObsDenied,
-				observation: fmt.Sprintf("Denied by policy (%s)%s. This call will not run; choose another route.", v.rule, suffix(v.reason))})
-		case v.decision == Ask:
-			bc.Verdict = Ask
-			t := now
-			bc.RequestedAt = &t
-			asks++
-		default:
-			bc.Verdict = Allow
 		}
-		*notes = append(*notes, vettedNote(bc))
+		if batch[i].Verdict == Ask {
+			asks++
+		}
 	}
 	s.Calls = batch
 	if asks > 0 {
@@ -81,6 +44,57 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
 	}
 	return e.startActing(s, notes)
+}
+
+// vetCall gives one proposed call its verdict and notes it. A call that
+// cannot be vetted (unknown tool, arguments that are not an object or
+// break the schema) is refused, a guardrail blocks it, and the policy
+// allows, denies or asks. halt is set, naming the guardrail and the call,
+// when a guardrail with severity halt matched: the caller ends the run.
+func (e *Engine) vetCall(ctx context.Context, c ToolCall, d decodedArgs, now time.Time, notes *[]Note) (bc Call, halt string) {
+	bc.ToolCall, bc.State = c, CallProposed
+	tool := e.tools[c.Name]
+	if tool == nil {
+		refuse(&bc, rejection{rule: RuleUnknownTool, reason: fmt.Sprintf("no tool is named %q", c.Name),
+			observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames())}, notes)
+		return bc, ""
+	}
+	bc.Mutates = tool.Mutates
+	args, err := d.value, d.err
+	if err != nil {
+		refuse(&bc, rejection{rule: RuleInvalidArguments, reason: fmt.Sprintf("the arguments were refused: %v", err),
+			observation: fmt.Sprintf("The arguments of %s were refused: %v. Send a JSON object that matches its parameters.", c.Name, err)}, notes)
+		return bc, ""
+	}
+	if sch := e.schemas[c.Name]; sch != nil {
+		if err := sch.Validate(args); err != nil {
+			why := schemaError(err)
+			refuse(&bc, rejection{rule: RuleInvalidArguments, reason: "the arguments do not match its parameters: " + why,
+				observation: fmt.Sprintf("The arguments of %s do not match its parameters: %s. Fix them and call again.", c.Name, why)}, notes)
+			return bc, ""
+		}
+	}
+	v := e.vet(ctx, tool, c.Name, d.full, args)
+	bc.Rule, bc.Reason = v.rule, v.reason
+	switch {
+	case v.halt:
+		return bc, fmt.Sprintf("guardrail %s halted the run at call %s (%s)", strings.TrimPrefix(v.rule, "guardrail:"), c.ID, c.Name)
+	case v.block:
+		bc.reject(rejection{verdict: Blocked, rule: v.rule, reason: v.reason, status: ObsBlocked,
+			observation: fmt.Sprintf("Blocked by guardrail %s: %s. This call will not run; change the arguments or take another route.",
+				strings.TrimPrefix(v.rule, "guardrail:"), v.reason)})
+	case v.decision == Deny:
+		bc.reject(rejection{verdict: Deny, rule: v.rule, reason: v.reason, status: ObsDenied,
+			observation: fmt.Sprintf("Denied by policy (%s)%s. This call will not run; choose another route.", v.rule, suffix(v.reason))})
+	case v.decision == Ask:
+		bc.Verdict = Ask
+		t := now
+		bc.RequestedAt = &t
+	default:
+		bc.Verdict = Allow
+	}
+	*notes = append(*notes, vettedNote(&bc))
+	return bc, ""
 }
 
 // Rules that name why a call could not be vetted at all.

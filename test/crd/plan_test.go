@@ -1,0 +1,111 @@
+package crd_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+// plannedRun is a run with a strategy block; %s is its name and %s the
+// lines under spec (strategy, plan).
+const plannedRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: %s
+spec:
+  goal: Explain the two August charges.
+  model:
+    provider: scripted
+    script: [{content: Two charges.}]
+  budget: {maxTurns: 6}
+  tools:
+  - name: find_invoices
+    http: {url: "http://billing.default.svc/invoices", method: POST}
+%s`
+
+func TestCreate_strategyAndPlan(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    string
+		wantErr []string
+	}{
+		{name: "react by default", spec: ""},
+		{name: "react named", spec: "  strategy: react\n"},
+		{name: "planExecute with the plan's defaults", spec: "  strategy: planExecute\n"},
+		{name: "planExecute with every field", spec: "  strategy: planExecute\n  plan: {maxSteps: 32, maxReplans: 0}\n"},
+		{name: "an unknown strategy", spec: "  strategy: treeOfThought\n",
+			wantErr: []string{"spec.strategy", `supported values: "react", "planExecute"`}},
+		{name: "a plan without planExecute", spec: "  plan: {maxSteps: 4}\n",
+			wantErr: []string{"spec.plan", "spec.plan applies only to strategy planExecute"}},
+		{name: "a plan with react", spec: "  strategy: react\n  plan: {maxSteps: 4}\n",
+			wantErr: []string{"spec.plan", "spec.plan applies only to strategy planExecute"}},
+		{name: "too many steps", spec: "  strategy: planExecute\n  plan: {maxSteps: 33}\n",
+			wantErr: []string{"spec.plan.maxSteps", "should be less than or equal to 32"}},
+		{name: "no steps", spec: "  strategy: planExecute\n  plan: {maxSteps: 0}\n",
+			wantErr: []string{"spec.plan.maxSteps", "should be greater than or equal to 1"}},
+		{name: "too many replans", spec: "  strategy: planExecute\n  plan: {maxReplans: 6}\n",
+			wantErr: []string{"spec.plan.maxReplans", "should be less than or equal to 5"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := create(testContext(t), fmt.Sprintf(plannedRun, fmt.Sprintf("plan-%d", i), tc.spec))
+			switch {
+			case len(tc.wantErr) == 0 && err != nil:
+				t.Fatalf("The API server rejected a valid manifest: %v", err)
+			case len(tc.wantErr) > 0 && err == nil:
+				t.Fatalf("The API server accepted the manifest; want an error saying %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("The error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCreate_planDefaults(t *testing.T) {
+	ctx := testContext(t)
+	obj, err := create(ctx, fmt.Sprintf(plannedRun, "plan-defaults", "  strategy: planExecute\n  plan: {}\n"))
+	if err != nil {
+		t.Fatalf("Cannot create the run: %v", err)
+	}
+	got := &agentsv1alpha1.AgentRun{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatal(err)
+	}
+	want := &agentsv1alpha1.PlanSpec{MaxSteps: ptr.To[int32](8), MaxReplans: ptr.To[int32](1)}
+	if diff := cmp.Diff(want, got.Spec.Plan); diff != "" {
+		t.Errorf("The defaulted plan differs (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpdate_strategyAndPlanCannotChange(t *testing.T) {
+	for i, patch := range []string{
+		`{"spec": {"strategy": "react"}}`,
+		`{"spec": {"plan": {"maxSteps": 3}}}`,
+		`{"spec": {"plan": null}}`,
+	} {
+		t.Run(patch, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			obj, err := create(ctx, fmt.Sprintf(plannedRun, fmt.Sprintf("plan-edit-%d", i), "  strategy: planExecute\n  plan: {maxSteps: 4}\n"))
+			if err != nil {
+				t.Fatalf("Cannot create the run to edit: %v", err)
+			}
+			err = k8sClient.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+			if err == nil || !strings.Contains(err.Error(), "the spec of an AgentRun cannot change once created") {
+				t.Fatalf("The API server did not refuse the change: %v", err)
+			}
+		})
+	}
+}
