@@ -67,3 +67,47 @@ func BenchmarkLoopDetection(b *testing.B) {
 		s.Recent = s.Recent[:999] // keep the window at 1,000 calls
 	}
 }
+
+// BenchmarkTurnDepth measures the engine's cost per turn as a run grows:
+// each iteration runs a whole run of T turns (the harness task of
+// BenchmarkTurn) and the figure reported is ns/turn. Target: flat in T,
+// the cost at T=200 within 1.5x of the cost at T=5.
+func BenchmarkTurnDepth(b *testing.B) {
+	for _, turns := range []int{5, 50, 200} {
+		b.Run(fmt.Sprintf("T=%d", turns), func(b *testing.B) {
+			e, err := New(Config{
+				Goal:   "Find out what happened.",
+				Budget: Budget{MaxTurns: 1 << 30, MaxTokens: 1 << 50, MaxCost: new(MustMoney("1000000")), MaxToolCalls: new(1 << 30), DefaultToolLimit: new(1 << 30)},
+				Model:  ModelConfig{Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15")}},
+				Tools:  []ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)}},
+				Loop:   LoopDetection{Threshold: 100, MaxPeriod: 1},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			noop := ToolboxFunc(func(context.Context, Invocation) Result { return Result{Output: []byte(`{"ok":true}`)} })
+			replies := make([]*Reply, turns)
+			for i := range replies {
+				replies[i] = &Reply{ToolCalls: []ToolCall{{Name: "lookup", Arguments: json.RawMessage(fmt.Sprintf(`{"id":%d}`, i))}}, Usage: TokenUsage{InputTokens: 1000, OutputTokens: 20}}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				s := &State{}
+				for t := range turns {
+					eff := e.Step(s, Input{})
+					if eff.Kind != EffectCallModel {
+						b.Fatalf("effect %s: %s", eff.Kind, s.Reason)
+					}
+					eff = e.Step(s, Input{Reply: replies[t]})
+					results := ExecuteBatch(ctx, noop, eff.Calls, eff.Concurrent)
+					if eff = e.Step(s, Input{Results: results}); eff.Kind != EffectContinue {
+						b.Fatalf("effect %s", eff.Kind)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*turns), "ns/turn")
+		})
+	}
+}

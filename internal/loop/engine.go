@@ -37,7 +37,11 @@ type Engine struct {
 	system     string
 	offered    []ToolSchema
 	goal       Message
-	prefixLen  int64
+	// prefixLen estimates the input tokens of the system prompt, the tools
+	// and the goal; the estimate of a request adds each message's.
+	prefixLen int64
+	// perMessage is the estimator when it estimates message by message.
+	perMessage MessageEstimator
 	// The planner's and the solver's prompts of a planExecute run.
 	planSystem, solveSystem       string
 	planOffered                   []ToolSchema
@@ -120,6 +124,11 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	for _, t := range e.offered {
 		e.prefixLen += int64(len(t.Name)+len(t.Description)+len(t.Parameters)) + perMessageTokenOverhead
 	}
+	if pm, ok := e.estimator.(MessageEstimator); ok {
+		e.perMessage = pm
+		e.prefixLen = pm.EstimateInputTokens(&Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered,
+			Messages: []Message{e.goal}, MaxOutputTokens: e.cfg.Model.MaxOutputTokens})
+	}
 	if err := e.compilePlan(); err != nil {
 		return nil, err
 	}
@@ -140,20 +149,50 @@ func (e *Engine) tool(name string) *ToolSpec {
 // byte-stable prefix (system prompt, tool schemas, goal) first, then the
 // transcript of the current trial (all of it, without a verifier).
 func (e *Engine) Request(s *State) *Request {
-	if s.Plan != nil {
-		if s.Plan.Stage == StageSolving {
-			return e.solveRequest(s)
-		}
-		return e.planRequest(s)
-	}
-	start := s.trialStart()
-	msgs := make([]Message, 0, 1+len(s.Transcript)-start)
-	msgs = append(msgs, e.goal)
-	msgs = append(msgs, s.Transcript[start:]...)
-	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
-		EarlierAnswers: s.answersBefore(start)}
+	req, _ := e.request(s)
+	return req
 }
 
+// request is Request with the estimate of its input tokens. Both cost
+// what the transcript grew by since the last call on this State, not its
+// length: the messages and their estimate are kept in the State's prompt
+// cache (see promptCache).
+func (e *Engine) request(s *State) (*Request, int64) {
+	if s.Plan != nil {
+		// The planner's and the solver's prompts are not the transcript
+		// (plan.go): they are built and estimated whole.
+		req := e.planRequest(s)
+		if s.Plan.Stage == StageSolving {
+			req = e.solveRequest(s)
+		}
+		return req, e.estimate(req)
+	}
+	start := s.trialStart()
+	p := &s.prompt
+	if !p.fits(e, s, start) {
+		*p = promptCache{by: e, start: start, msgs: make([]Message, 1, 1+len(s.Transcript)-start)}
+		p.msgs[0] = e.goal
+		if len(s.Transcript) > 0 {
+			p.first = &s.Transcript[0]
+		}
+	}
+	for _, m := range s.Transcript[start+len(p.msgs)-1:] {
+		p.msgs = append(p.msgs, m)
+		p.tokens += e.estimateMessage(&m)
+	}
+	// The full slice expression keeps a model that appends to the request
+	// from writing into the cache.
+	msgs := p.msgs[:len(p.msgs):len(p.msgs)]
+	req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
+		EarlierAnswers: s.answersBefore(start)}
+	if e.estimator != nil && e.perMessage == nil {
+		return req, e.estimator.EstimateInputTokens(req)
+	}
+	return req, e.prefixLen + p.tokens
+}
+
+// estimate is the input estimate of a whole request: the planner's or the
+// solver's, whose prompts are not kept as they grow.
 func (e *Engine) estimate(req *Request) int64 {
 	if e.estimator != nil {
 		return e.estimator.EstimateInputTokens(req)
@@ -166,11 +205,52 @@ func (e *Engine) estimate(req *Request) int64 {
 		n = e.solvePrefixLen
 	}
 	for i := 1; i < len(req.Messages); i++ {
-		m := &req.Messages[i]
-		n += int64(len(m.Content)) + perMessageTokenOverhead
-		for _, c := range m.ToolCalls {
-			n += int64(len(c.Name)+len(c.Arguments)) + perMessageTokenOverhead
-		}
+		n += e.estimateMessage(&req.Messages[i])
+	}
+	return n
+}
+
+// promptCache is the model's view of a State's transcript, built as the
+// transcript grows. The loop only ever appends to the transcript, so
+// messages once copied stay right while the transcript's backing array is
+// the same; a new array (an append that grew it, a reloaded State)
+// rebuilds the cache, which amortises to a constant per message. It is
+// never serialised: a reloaded State starts without one.
+type promptCache struct {
+	by     *Engine
+	start  int
+	first  *Message
+	msgs   []Message
+	tokens int64
+}
+
+func (p *promptCache) fits(e *Engine, s *State, start int) bool {
+	if p.by != e || p.start != start || len(p.msgs) == 0 || len(s.Transcript)-start < len(p.msgs)-1 {
+		return false
+	}
+	if len(s.Transcript) == 0 {
+		return p.first == nil
+	}
+	if p.first != &s.Transcript[0] {
+		return false
+	}
+	// A copy of the State stepped on its own may have written the slot
+	// after a shared prefix: the last cached message must still be there.
+	if n := len(p.msgs) - 1; n > 0 {
+		a, b := &p.msgs[n], &s.Transcript[start+n-1]
+		return a.Role == b.Role && a.Turn == b.Turn && a.CallID == b.CallID && a.Content == b.Content && len(a.ToolCalls) == len(b.ToolCalls)
+	}
+	return true
+}
+
+// estimateMessage is one message's share of the input estimate.
+func (e *Engine) estimateMessage(m *Message) int64 {
+	if e.perMessage != nil {
+		return e.perMessage.EstimateMessageTokens(m)
+	}
+	n := int64(len(m.Content)) + perMessageTokenOverhead
+	for _, c := range m.ToolCalls {
+		n += int64(len(c.Name)+len(c.Arguments)) + perMessageTokenOverhead
 	}
 	return n
 }

@@ -22,8 +22,8 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	if e.planMode() && s.Plan == nil {
 		s.Plan = &Plan{Number: 1}
 	}
-	req := e.Request(s)
-	res := e.modelReservation(e.estimate(req))
+	req, tokens := e.request(s)
+	res := e.modelReservation(tokens)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		e.finish(s, BudgetExhausted, rej.Reason, notes)
 		refusedBy(*notes, rej)

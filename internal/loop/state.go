@@ -143,6 +143,10 @@ type State struct {
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
 	Answer  string  `json:"answer,omitempty"`
+
+	// prompt is the next request's messages and their estimate, kept as
+	// the transcript grows (not saved; see promptCache).
+	prompt promptCache
 }
 
 // Done reports whether the run has ended.

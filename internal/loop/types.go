@@ -289,6 +289,16 @@ type TokenEstimator interface {
 	EstimateInputTokens(req *Request) int64
 }
 
+// MessageEstimator is a TokenEstimator whose estimate is a sum over the
+// request's messages: EstimateInputTokens(req) equals the estimate of req
+// with the goal as its only message plus EstimateMessageTokens of every
+// other message. The engine then keeps a running total as the transcript
+// grows instead of estimating the whole transcript every turn.
+type MessageEstimator interface {
+	TokenEstimator
+	EstimateMessageTokens(m *Message) int64
+}
+
 // Request is what the engine sends to the model. System and Tools form a
 // byte-stable prefix across turns so provider prompt caches hit; Messages
 // start with the goal and then replay the transcript.

@@ -43,11 +43,19 @@ func EstimateInputTokens(req *loop.Request) int64 {
 	for _, t := range req.Tools {
 		n += estimatePerTool + int64(len(t.Name)+len(t.Description)+len(t.Parameters))
 	}
-	for _, m := range req.Messages {
-		n += estimatePerMessage + int64(len(m.Content)+len(m.CallID)+len(m.Tool))
-		for _, c := range m.ToolCalls {
-			n += estimatePerToolCall + int64(len(c.ID)+len(c.Name)+len(c.Arguments))
-		}
+	for i := range req.Messages {
+		n += EstimateMessageTokens(&req.Messages[i])
+	}
+	return n
+}
+
+// EstimateMessageTokens is one message's share of EstimateInputTokens, so
+// that an engine can keep a running total as its transcript grows
+// (loop.MessageEstimator).
+func EstimateMessageTokens(m *loop.Message) int64 {
+	n := estimatePerMessage + int64(len(m.Content)+len(m.CallID)+len(m.Tool))
+	for _, c := range m.ToolCalls {
+		n += estimatePerToolCall + int64(len(c.ID)+len(c.Name)+len(c.Arguments))
 	}
 	return n
 }

@@ -72,6 +72,12 @@ func (m *Model) EstimateInputTokens(req *loop.Request) int64 {
 	return model.EstimateInputTokens(req)
 }
 
+// EstimateMessageTokens implements loop.MessageEstimator: one message's
+// share of EstimateInputTokens.
+func (m *Model) EstimateMessageTokens(msg *loop.Message) int64 {
+	return model.EstimateMessageTokens(msg)
+}
+
 // Complete makes one chat completion. Transport failures are retried by
 // the SDK; what still fails is a *model.ProviderError.
 func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
