@@ -85,6 +85,23 @@ bench: ## Run the benchmarks: the engine's turn and loop detection, API writes p
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -run '^$$' -bench . -benchmem ./internal/loop/ ./internal/controller/
 
+# `make scale` sizes; each is a flag of hack/scale (go run ./hack/scale -h).
+SCALE_RUNS ?= 100
+SCALE_TURNS ?= 10
+SCALE_SLOW_RUNS ?= 200
+SCALE_SLOW_TURNS ?= 5
+SCALE_SLOW_LATENCY ?= 2s
+SCALE_MEM_RUNS ?= 1000
+SCALE_WRITES ?= 1000
+SCALE_FLAGS ?=
+
+.PHONY: scale
+scale: ## Measure the operator at scale on a local control plane (a few minutes; not part of test): turns/s against bare patches/s, slow-model time against ideal, heap per active run, API server CPU per status write.
+	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
+	KUBEBUILDER_ASSETS="$$assets" go run ./hack/scale -runs $(SCALE_RUNS) -turns $(SCALE_TURNS) \
+		-slow-runs $(SCALE_SLOW_RUNS) -slow-turns $(SCALE_SLOW_TURNS) -slow-latency $(SCALE_SLOW_LATENCY) \
+		-mem-runs $(SCALE_MEM_RUNS) -writes $(SCALE_WRITES) $(SCALE_FLAGS)
+
 .PHONY: verify
 verify: manifests generate fmt ## Fail when generated files, formatting or go.mod (go mod tidy) are not committed.
 	git diff --exit-code -- api config charts internal cmd

@@ -1,0 +1,872 @@
+// Command scale is `make scale`: one run on one machine that measures what
+// the operator costs at scale against what the API server can do, on a
+// local control plane (envtest's etcd and kube-apiserver) with the operator
+// in this process, a fake OpenAI-compatible model and an HTTP tool served
+// on loopback by a child process. It prints:
+//
+//   - turns/s of many runs with an instant model, against bare ConfigMap
+//     merge patches/s (of an object the size of a run) on the same server;
+//   - the wall time of many runs with a slow model, against the ideal
+//     (turns x latency);
+//   - the operator's heap per active run, with many runs in flight;
+//   - the API server's CPU per AgentRun status merge patch, against a
+//     ConfigMap merge patch of the same size.
+//
+// It is a benchmark, not a test: nothing here fails on a slow machine.
+// Sizes are flags (see `make scale` for the variables).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/operator"
+	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+type options struct {
+	runs, turns             int
+	slowRuns, slowTurns     int
+	slowLatency             time.Duration
+	memRuns, memTurns       int
+	writes                  int
+	workers, burst          int
+	qps                     float64
+	profileDir              string
+	skip                    string
+	sampleFile              string
+	timeout                 time.Duration
+	logOperator             bool
+	bareWorkers, createWork int
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := serve(); err != nil {
+			fmt.Fprintln(os.Stderr, "scale serve:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	fs := flag.NewFlagSet("scale", flag.ExitOnError)
+	fs.IntVar(&o.runs, "runs", 100, "Runs of the throughput measure.")
+	fs.IntVar(&o.turns, "turns", 10, "Turns of each run of the throughput measure (each but the last calls an HTTP tool).")
+	fs.IntVar(&o.slowRuns, "slow-runs", 200, "Runs of the slow-model measure.")
+	fs.IntVar(&o.slowTurns, "slow-turns", 5, "Turns of each run of the slow-model measure.")
+	fs.DurationVar(&o.slowLatency, "slow-latency", 2*time.Second, "The slow model's latency per call.")
+	fs.IntVar(&o.memRuns, "mem-runs", 1000, "Runs in flight for the memory measure.")
+	fs.IntVar(&o.memTurns, "mem-turns", 2, "Turns of each run of the memory measure (the first call is held until all runs are in flight).")
+	fs.IntVar(&o.writes, "writes", 1000, "Status writes (and ConfigMap patches) of the API server CPU measure.")
+	fs.IntVar(&o.workers, "workers", 4, "The operator's reconcile workers (cmd/manager's default).")
+	fs.Float64Var(&o.qps, "qps", 50, "The operator's client QPS (cmd/manager's default).")
+	fs.IntVar(&o.burst, "burst", 100, "The operator's client burst (cmd/manager's default).")
+	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
+	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
+	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
+	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, slow, memory, cpu.")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "Give up after this long.")
+	fs.BoolVar(&o.logOperator, "v", false, "Log the operator's errors.")
+	_ = fs.Parse(os.Args[1:])
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one line of the report.
+type row struct{ measure, value, against, ratio string }
+
+type bench struct {
+	o      options
+	c      client.WithWatch
+	cs     *kubernetes.Clientset
+	cfg    *rest.Config
+	addr   string
+	rows   []row
+	notes  []string
+	sample *v1alpha1.AgentRun // a run in the middle of the throughput measure
+}
+
+func run(o options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	if o.logOperator {
+		ctrl.SetLogger(logr.New(errorLogger{}))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	addr, stop, err := startFake()
+	if err != nil {
+		return fmt.Errorf("starting the fake model: %w", err)
+	}
+	defer stop()
+
+	fmt.Fprintln(os.Stderr, "Starting etcd and kube-apiserver")
+	env, cfg, err := testenv.Start("--profiling=true")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	// The benchmark's own client is not throttled; the operator's is.
+	bcfg := rest.CopyConfig(cfg)
+	bcfg.QPS, bcfg.Burst = -1, 0
+	c, err := client.NewWithWatch(bcfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(bcfg)
+	if err != nil {
+		return err
+	}
+	// The API server runs the admission policies the chart installs.
+	if err := testenv.Apply(ctx, c, "config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
+		"config/rbac/aggregated_roles.yaml"); err != nil {
+		return err
+	}
+	b := &bench{o: o, c: c, cs: cs, cfg: cfg, addr: addr}
+	// The CRD is served, and known to the mutating admission policy, a
+	// moment after it is established.
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		err := c.Create(ctx, b.makeRun("default", "probe", "scale-t1-l0"), client.DryRunAll)
+		if err == nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			return fmt.Errorf("the AgentRun CRD is not served: %w", err)
+		}
+	}
+
+	octx, stopOperator := context.WithCancel(ctx)
+	defer stopOperator()
+	opDone := make(chan error, 1)
+	dir, err := os.MkdirTemp("", "agentrun-scale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	go func() {
+		opDone <- operator.Run(octx, cfg, operator.Options{LocalTools: true, LocalDir: dir, Workers: o.workers,
+			QPS: float32(o.qps), Burst: o.burst})
+	}()
+	skip := map[string]bool{}
+	for s := range strings.SplitSeq(o.skip, ",") {
+		skip[strings.TrimSpace(s)] = true
+	}
+	fmt.Fprintf(os.Stderr, "Operator: %d workers, client %.0f QPS, burst %d; GOMAXPROCS %d\n", o.workers, o.qps, o.burst, runtime.GOMAXPROCS(0))
+	if !skip["throughput"] {
+		if err := b.throughput(ctx); err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if !skip["slow"] {
+		if err := b.slow(ctx); err != nil {
+			return fmt.Errorf("slow model: %w", err)
+		}
+	}
+	if !skip["memory"] {
+		if err := b.memory(ctx); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	stopOperator()
+	select {
+	case err := <-opDone:
+		if err != nil {
+			return fmt.Errorf("the operator: %w", err)
+		}
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("the operator did not stop")
+	}
+	if !skip["cpu"] {
+		if err := b.cpu(ctx); err != nil {
+			return fmt.Errorf("API server CPU: %w", err)
+		}
+	}
+	b.print(os.Stdout)
+	return nil
+}
+
+func (b *bench) print(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASURE\tVALUE\tFLOOR / IDEAL\tRATIO")
+	for _, r := range b.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.measure, r.value, r.against, r.ratio)
+	}
+	tw.Flush()
+	for _, n := range b.notes {
+		fmt.Fprintln(out, n)
+	}
+}
+
+// throughput: runs x turns with an instant model, against bare patches.
+func (b *bench) throughput(ctx context.Context) error {
+	o := b.o
+	ns, err := b.namespace(ctx, "scale-throughput")
+	if err != nil {
+		return err
+	}
+	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := b.drive(ctx, ns, o.runs, fmt.Sprintf("scale-t%d-l0", o.turns), int32(o.turns/2+1), nil)
+	if err != nil {
+		return err
+	}
+	after, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	b.sample = res.sample
+	if o.sampleFile != "" && res.sample != nil {
+		raw, _ := json.MarshalIndent(res.sample, "", "  ")
+		if err := os.WriteFile(o.sampleFile, raw, 0o644); err != nil {
+			return err
+		}
+	}
+	turns := res.turns
+	rate := float64(turns) / res.elapsed.Seconds()
+	size := res.sampleSize
+	if size == 0 {
+		size = 4096
+	}
+	bareRate, err := b.bareRate(ctx, ns, size, max(2000, turns))
+	if err != nil {
+		return err
+	}
+	events, err := b.events(ctx, ns)
+	if err != nil {
+		return err
+	}
+	// Mutating requests, less the benchmark's own creates.
+	writes := after.writes - before.writes - float64(o.runs)
+	b.rows = append(b.rows,
+		row{fmt.Sprintf("%d runs x %d turns, instant model", o.runs, o.turns), fmt.Sprintf("%.1f turns/s", rate),
+			fmt.Sprintf("%.0f ConfigMap merge patches/s (%d B, %d writers)", bareRate, size, o.bareWorkers), fmt.Sprintf("%.3f", rate/bareRate)},
+		row{"  API writes per turn (operator, events included)", fmt.Sprintf("%.2f", writes/float64(turns)), "", ""},
+		row{"  events per turn", fmt.Sprintf("%.2f", float64(events)/float64(turns)), "at most 1", ""},
+		row{"  largest AgentRun seen", fmt.Sprintf("%d B", res.largest), "32768 B", ""},
+	)
+	if res.failed > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("throughput: %d of %d runs did not complete: %s", res.failed, o.runs, res.firstFailure))
+	}
+	return b.cleanup(ctx, ns)
+}
+
+// slow: runs x turns with a model that takes its latency per call.
+func (b *bench) slow(ctx context.Context) error {
+	o := b.o
+	ns, err := b.namespace(ctx, "scale-slow")
+	if err != nil {
+		return err
+	}
+	res, err := b.drive(ctx, ns, o.slowRuns, fmt.Sprintf("scale-t%d-l%d", o.slowTurns, o.slowLatency.Milliseconds()), 0, nil)
+	if err != nil {
+		return err
+	}
+	ideal := time.Duration(o.slowTurns) * o.slowLatency
+	b.rows = append(b.rows, row{fmt.Sprintf("%d runs x %d turns, model latency %s", o.slowRuns, o.slowTurns, o.slowLatency),
+		fmt.Sprintf("%.1f s", res.elapsed.Seconds()), fmt.Sprintf("ideal %.1f s", ideal.Seconds()),
+		fmt.Sprintf("%.2fx ideal", res.elapsed.Seconds()/ideal.Seconds())})
+	if res.failed > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("slow model: %d of %d runs did not complete: %s", res.failed, o.slowRuns, res.firstFailure))
+	}
+	return b.cleanup(ctx, ns)
+}
+
+// memory: the operator's heap with memRuns runs in flight. Each run's
+// first model call is held until every run has made one.
+func (b *bench) memory(ctx context.Context) error {
+	o := b.o
+	ns, err := b.namespace(ctx, "scale-memory")
+	if err != nil {
+		return err
+	}
+	base := heapInuse()
+	var perRun float64
+	var inflight int
+	var held time.Duration
+	res, err := b.drive(ctx, ns, o.memRuns, fmt.Sprintf("scale-t%d-hold", o.memTurns), 0, func(start time.Time) error {
+		// All created: wait for every run's first call, then measure.
+		for {
+			n, _, err := b.inflight(ctx)
+			if err != nil {
+				return err
+			}
+			if n >= o.memRuns {
+				held = time.Since(start)
+				break
+			}
+			if time.Since(start) > 4*time.Minute {
+				b.notes = append(b.notes, fmt.Sprintf("memory: only %d of %d runs had a model call in flight after 4m", n, o.memRuns))
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		n, _, err := b.inflight(ctx)
+		if err != nil {
+			return err
+		}
+		inflight = n
+		perRun = float64(heapInuse()-base) / float64(max(1, n))
+		return b.release(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	b.rows = append(b.rows, row{fmt.Sprintf("operator heap per active run (%d in flight)", inflight),
+		fmt.Sprintf("%.1f KiB", perRun/1024), "at most 50 KiB", ""},
+		row{fmt.Sprintf("  %d runs x %d turns: all in flight after", o.memRuns, o.memTurns), fmt.Sprintf("%.1f s", held.Seconds()),
+			fmt.Sprintf("completed %d of %d in %.1f s", o.memRuns-res.failed, o.memRuns, res.elapsed.Seconds()), ""})
+	if res.failed > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("memory: %d of %d runs did not complete: %s", res.failed, o.memRuns, res.firstFailure))
+	}
+	return b.cleanup(ctx, ns)
+}
+
+// heapInuse is the heap in use after a collection.
+func heapInuse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// driven is what drive saw.
+type driven struct {
+	elapsed      time.Duration
+	turns        int
+	failed       int
+	firstFailure string
+	largest      int
+	sample       *v1alpha1.AgentRun
+	sampleSize   int
+}
+
+// drive creates n runs of the model and waits, on a watch, until every
+// one has ended. sampleTurn > 0 keeps a copy of a run at that turn.
+// afterCreate, when set, runs once every run is created.
+func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampleTurn int32, afterCreate func(time.Time) error) (*driven, error) {
+	w, err := b.c.Watch(ctx, &v1alpha1.AgentRunList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { w.Stop() }()
+	res := &driven{}
+	start := time.Now()
+	if err := b.createRuns(ctx, ns, n, model); err != nil {
+		return nil, err
+	}
+	if afterCreate != nil {
+		if err := afterCreate(start); err != nil {
+			return nil, err
+		}
+	}
+	ended := map[string]bool{}
+	var rv string
+	for len(ended) < n {
+		var ev watch.Event
+		var ok bool
+		select {
+		case ev, ok = <-w.ResultChan():
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d of %d runs ended: %w", len(ended), n, ctx.Err())
+		}
+		if !ok {
+			// The server closed the watch: resume where it left off.
+			w, err = b.c.Watch(ctx, &v1alpha1.AgentRunList{}, client.InNamespace(ns),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		run, isRun := ev.Object.(*v1alpha1.AgentRun)
+		if !isRun {
+			return nil, fmt.Errorf("watch: %v", ev.Object)
+		}
+		rv = run.ResourceVersion
+		raw, _ := json.Marshal(run)
+		res.largest = max(res.largest, len(raw))
+		if sampleTurn > 0 && res.sample == nil && run.Status.Turn == sampleTurn && run.Status.Checkpoint != nil {
+			res.sample, res.sampleSize = run.DeepCopy(), len(raw)
+		}
+		if run.Status.Outcome != "" && !ended[run.Name] {
+			ended[run.Name] = true
+			res.turns += int(run.Status.Turn)
+			if run.Status.Outcome != v1alpha1.OutcomeCompleted {
+				res.failed++
+				if res.firstFailure == "" {
+					res.firstFailure = fmt.Sprintf("%s: %s: %s", run.Name, run.Status.Outcome, run.Status.Reason)
+				}
+			}
+		}
+	}
+	res.elapsed = time.Since(start)
+	return res, nil
+}
+
+func (b *bench) createRuns(ctx context.Context, ns string, n int, model string) error {
+	return parallel(n, b.o.createWork, func(i int) error {
+		return b.c.Create(ctx, b.makeRun(ns, fmt.Sprintf("run-%04d", i), model))
+	})
+}
+
+// makeRun is a run like one a platform would create: instructions, a
+// priced model, a budget and three HTTP tools with parameter schemas.
+func (b *bench) makeRun(ns, name, model string) *v1alpha1.AgentRun {
+	tool := func(name, desc, params string) v1alpha1.ToolSpec {
+		return v1alpha1.ToolSpec{Name: name, Description: desc, Parameters: &kruntime.RawExtension{Raw: []byte(params)},
+			HTTP: &v1alpha1.HTTPTool{URL: "http://" + b.addr + "/tool?q={{.q}}"}}
+	}
+	timeout := metav1.Duration{Duration: time.Minute}
+	return &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": "scale"}},
+		Spec: v1alpha1.AgentRunSpec{
+			Goal: "A customer asks why their last invoice is higher than the one before. Look the account up, " +
+				"compare the two invoices line by line and explain the difference in two sentences.",
+			Instructions: "You are a billing assistant. Use the tools to look facts up; never guess an amount. " +
+				"Answer in plain language a customer understands, and name the invoice lines you compared.",
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: "http://" + b.addr + "/v1",
+				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "model-key", Key: "api-key"}, Timeout: &timeout,
+				Pricing: &v1alpha1.ModelPricing{Input: "1.25", Output: "10"}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 50, MaxCostUSD: "5"},
+			Tools: []v1alpha1.ToolSpec{
+				tool("lookup", "Look a fact up by a query string.",
+					`{"type":"object","properties":{"q":{"type":"string","description":"what to look up"}},"required":["q"]}`),
+				tool("find_invoices", "List an account's invoices between two dates.",
+					`{"type":"object","properties":{"account_id":{"type":"string"},"from_date":{"type":"string","format":"date"},`+
+						`"to_date":{"type":"string","format":"date"}},"required":["account_id"]}`),
+				tool("invoice_lines", "List the lines of one invoice with their amounts in minor units.",
+					`{"type":"object","properties":{"invoice_id":{"type":"string"},"currency":{"type":"string","enum":["EUR","USD","GBP"]}},`+
+						`"required":["invoice_id"]}`),
+			},
+		},
+	}
+}
+
+// namespace creates a namespace with the model key Secret, readable by
+// the runs' ServiceAccount.
+func (b *bench) namespace(ctx context.Context, name string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
+	if err := b.c.Create(ctx, ns); err != nil {
+		return "", err
+	}
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model-key", Namespace: ns.Name}, StringData: map[string]string{"api-key": "sk-scale"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "model-key-reader", Namespace: ns.Name},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"model-key"}, Verbs: []string{"get"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "model-key-reader", Namespace: ns.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "model-key-reader"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns.Name}}},
+	}
+	for _, o := range objs {
+		if err := b.c.Create(ctx, o); err != nil {
+			return "", err
+		}
+	}
+	return ns.Name, nil
+}
+
+// cleanup deletes a measure's runs (envtest has no namespace controller),
+// so the operator's cache does not carry them into the next measure.
+func (b *bench) cleanup(ctx context.Context, ns string) error {
+	if err := b.c.DeleteAllOf(ctx, &v1alpha1.AgentRun{}, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	return b.c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(ns))
+}
+
+// bareRate measures ConfigMap merge patches per second: writers objects
+// of size bytes, each patched in turn by its own writer, total patches.
+func (b *bench) bareRate(ctx context.Context, ns string, size, total int) (float64, error) {
+	workers := b.o.bareWorkers
+	for i := 0; i < workers; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d", i), Namespace: ns},
+			Data: map[string]string{"payload": strings.Repeat("x", size), "n": "0"}}
+		if err := b.c.Create(ctx, cm); err != nil {
+			return 0, err
+		}
+	}
+	var next atomic.Int64
+	start := time.Now()
+	err := parallel(workers, workers, func(i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d", i), Namespace: ns}}
+		for k := next.Add(1); k <= int64(total); k = next.Add(1) {
+			body := fmt.Sprintf(`{"data":{"n":"%d"}}`, k)
+			if err := b.c.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(body))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(total) / time.Since(start).Seconds(), nil
+}
+
+// cpu measures the API server's CPU per AgentRun status merge patch (of a
+// run as the throughput measure left one mid-way: spec, status and
+// checkpoint) and per ConfigMap merge patch of the same size.
+func (b *bench) cpu(ctx context.Context) error {
+	ns, err := b.namespace(ctx, "scale-cpu")
+	if err != nil {
+		return err
+	}
+	sample := b.sample
+	if sample == nil && b.o.sampleFile != "" {
+		raw, err := os.ReadFile(b.o.sampleFile)
+		if err != nil {
+			return err
+		}
+		sample = &v1alpha1.AgentRun{}
+		if err := json.Unmarshal(raw, sample); err != nil {
+			return err
+		}
+	}
+	if sample == nil {
+		sample = b.makeRun(ns, "sample", "scale-t10-l0")
+		sample.Status.Turn = 5
+		sample.Status.Checkpoint = &kruntime.RawExtension{Raw: []byte(`{"turn":5}`)}
+	}
+	workers := 4
+	runs := make([]*v1alpha1.AgentRun, workers)
+	for i := range runs {
+		r := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu-%d", i), Namespace: ns}, Spec: *sample.Spec.DeepCopy()}
+		if err := b.c.Create(ctx, r); err != nil {
+			return err
+		}
+		base := r.DeepCopy()
+		r.Status = *sample.Status.DeepCopy()
+		if err := b.c.Status().Patch(ctx, r, client.MergeFrom(base)); err != nil {
+			return err
+		}
+		runs[i] = r
+	}
+	raw, _ := json.Marshal(runs[0])
+	size := len(raw)
+	// The operator's write: status with optimistic locking; turn, usage,
+	// conditions and the checkpoint change every time.
+	arWrite := func(i, k int) error {
+		r := runs[i]
+		base := r.DeepCopy()
+		r.Status.Turn++
+		if len(r.Status.Conditions) > 0 {
+			r.Status.Conditions[0].Message = fmt.Sprintf("turn %d", k)
+		}
+		r.Status.Checkpoint = &kruntime.RawExtension{Raw: bumpCheckpoint(r.Status.Checkpoint, k)}
+		return b.c.Status().Patch(ctx, r, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	// Something watches both kinds, as the operator does in a cluster.
+	for _, l := range []client.ObjectList{&v1alpha1.AgentRunList{}, &corev1.ConfigMapList{}} {
+		w, err := b.c.Watch(ctx, l, client.InNamespace(ns))
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		go func() {
+			for range w.ResultChan() {
+			}
+		}()
+	}
+	arCPU, arN, err := b.measureCPU(ctx, workers, "agentrun-status", arWrite)
+	if err != nil {
+		return err
+	}
+	// A ConfigMap of the same size, whose patch carries as much.
+	patchBytes := 0
+	if sample.Status.Checkpoint != nil {
+		patchBytes = len(sample.Status.Checkpoint.Raw)
+	}
+	cms := make([]*corev1.ConfigMap, workers)
+	for i := range cms {
+		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu-%d", i), Namespace: ns},
+			Data: map[string]string{"payload": strings.Repeat("x", max(0, size-patchBytes-300)), "state": strings.Repeat("y", patchBytes)}}
+		if err := b.c.Create(ctx, cms[i]); err != nil {
+			return err
+		}
+	}
+	cmWrite := func(i, k int) error {
+		cm := cms[i]
+		base := cm.DeepCopy()
+		cm.Data["state"] = string(bumpCheckpoint(&kruntime.RawExtension{Raw: []byte(cm.Data["state"])}, k))
+		return b.c.Patch(ctx, cm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	cmCPU, cmN, err := b.measureCPU(ctx, workers, "configmap", cmWrite)
+	if err != nil {
+		return err
+	}
+	ar, cm := arCPU/float64(arN), cmCPU/float64(cmN)
+	b.rows = append(b.rows, row{fmt.Sprintf("API server CPU per AgentRun status patch (%d B object)", size),
+		fmt.Sprintf("%.2f ms", ar*1000), fmt.Sprintf("%.2f ms per ConfigMap patch", cm*1000), fmt.Sprintf("%.1fx", ar/cm)})
+	return nil
+}
+
+// bumpCheckpoint changes a checkpoint-sized value without changing its size
+// much: its last digits count the write.
+func bumpCheckpoint(cp *kruntime.RawExtension, k int) []byte {
+	if cp == nil || len(cp.Raw) == 0 {
+		return []byte(fmt.Sprintf(`{"k":%d}`, k))
+	}
+	var m map[string]any
+	if err := json.Unmarshal(cp.Raw, &m); err != nil {
+		// Not JSON (a ConfigMap's filler): replace its tail.
+		s := string(cp.Raw)
+		tag := fmt.Sprintf("%08d", k)
+		if len(s) < len(tag) {
+			return []byte(tag)
+		}
+		return []byte(s[:len(s)-len(tag)] + tag)
+	}
+	m["scaleWrite"] = k
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// measureCPU runs writes until o.writes are done (and, when profiling,
+// until the profile is taken) and returns the API server's CPU seconds
+// spent and the writes made.
+func (b *bench) measureCPU(ctx context.Context, workers int, name string, write func(i, k int) error) (float64, int, error) {
+	before, err := b.requests(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var profiled atomic.Bool
+	profiled.Store(b.o.profileDir == "")
+	var perr error
+	var pwg sync.WaitGroup
+	if b.o.profileDir != "" {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			defer profiled.Store(true)
+			perr = b.profile(ctx, filepath.Join(b.o.profileDir, "apiserver-"+name+".pprof"), 10)
+		}()
+	}
+	var done atomic.Int64
+	err = parallel(workers, workers, func(i int) error {
+		for {
+			k := int(done.Add(1))
+			if k > b.o.writes && profiled.Load() {
+				done.Add(-1)
+				return nil
+			}
+			if err := write(i, k); err != nil {
+				return err
+			}
+		}
+	})
+	pwg.Wait()
+	if err != nil {
+		return 0, 0, err
+	}
+	if perr != nil {
+		return 0, 0, perr
+	}
+	after, err := b.requests(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return after.cpu - before.cpu, int(done.Load()), nil
+}
+
+// profile saves a CPU profile of the API server over the next seconds.
+func (b *bench) profile(ctx context.Context, path string, seconds int) error {
+	raw, err := b.cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+		Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("profiling kube-apiserver: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "Saved", path)
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// serverStats are counters of the API server's /metrics.
+type serverStats struct {
+	cpu    float64 // process_cpu_seconds_total
+	writes float64 // mutating requests (POST, PUT, PATCH, DELETE)
+}
+
+func (b *bench) requests(ctx context.Context) (serverStats, error) {
+	raw, err := b.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return serverStats{}, err
+	}
+	var s serverStats
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "process_cpu_seconds_total "):
+			s.cpu, _ = strconv.ParseFloat(strings.TrimPrefix(line, "process_cpu_seconds_total "), 64)
+		case strings.HasPrefix(line, "apiserver_request_total{"):
+			if !mutating(line) {
+				continue
+			}
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			s.writes += v
+		}
+	}
+	return s, sc.Err()
+}
+
+func mutating(line string) bool {
+	for _, v := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="DELETE"`, `verb="APPLY"`} {
+		if strings.Contains(line, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// events counts the events about runs in ns (a series counts its count).
+func (b *bench) events(ctx context.Context, ns string) (int, error) {
+	evs, err := b.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.Regarding.Kind != "AgentRun" {
+			continue
+		}
+		n++
+		if e.Series != nil {
+			n += int(e.Series.Count) - 1
+		} else if e.DeprecatedCount > 1 {
+			n += int(e.DeprecatedCount) - 1
+		}
+	}
+	return n, nil
+}
+
+// inflight asks the fake model how many calls it is holding and how many
+// it has answered.
+func (b *bench) inflight(ctx context.Context) (int, int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.addr+"/inflight", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var n, calls int
+	_, err = fmt.Fscanf(resp.Body, "%d %d", &n, &calls)
+	return n, calls, err
+}
+
+func (b *bench) release(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.addr+"/release", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// startFake runs this binary's "serve" in a child process.
+func startFake() (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, "serve")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return "", nil, err
+	}
+	stop := func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}
+	return strings.TrimSpace(line), stop, nil
+}
+
+// parallel runs f(0..n-1) on at most workers goroutines; the first error
+// wins.
+func parallel(n, workers int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	idx := make(chan int)
+	for w := 0; w < min(n, workers); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	return first
+}
+
+// errorLogger prints the operator's errors only.
+type errorLogger struct{}
+
+func (errorLogger) Init(logr.RuntimeInfo)            {}
+func (errorLogger) Enabled(int) bool                 { return false }
+func (errorLogger) Info(int, string, ...any)         {}
+func (l errorLogger) WithValues(...any) logr.LogSink { return l }
+func (l errorLogger) WithName(string) logr.LogSink   { return l }
+func (errorLogger) Error(err error, msg string, kv ...any) {
+	fmt.Fprintln(os.Stderr, "operator:", msg, err, kv)
+}
+
+var _ logr.LogSink = errorLogger{}
