@@ -37,8 +37,8 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) < 8 {
-		t.Fatalf("applied %d AgentRuns, want the 8 samples", len(keys))
+	if len(keys) < 10 {
+		t.Fatalf("applied %d AgentRuns, want the 10 samples", len(keys))
 	}
 	var out bytes.Buffer
 	results, err := Watch(ctx, c, keys, &out, 2*time.Minute)
@@ -54,6 +54,13 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 		if !r.OK() {
 			t.Errorf("%s ended %s (%s), its manifest expects %s", r.Name, r.Outcome, r.Reason, r.Expected)
 		}
+	}
+	planned := false
+	for _, r := range results {
+		planned = planned || (r.Name == "plan-execute" && r.OK())
+	}
+	if !planned {
+		t.Errorf("the planExecute sample (plan-execute) did not run to Completed")
 	}
 	if !strings.Contains(out.String(), "answering t1-c1 (issue_refund) with \"approve\"") {
 		t.Errorf("the demo did not answer the approval the refund sample asks for")

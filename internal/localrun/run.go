@@ -208,6 +208,9 @@ func (p *printer) step(s *loop.State, eff loop.Effect) {
 			line := "  " + n.Message
 			if c != nil && c.Observation != "" {
 				line += " -> " + oneLine(c.Observation, 200)
+			} else if m := recorded(s, n.CallID); m != nil && m.Content != "" {
+				// A plan's step is in the transcript once its wave ended.
+				line += " -> " + oneLine(m.Content, 200)
 			}
 			fmt.Fprintln(p.w, line)
 		case loop.NoteApproval:
@@ -220,6 +223,14 @@ func (p *printer) step(s *loop.State, eff loop.Effect) {
 				at := metav1.Now()
 				p.approvals = append(p.approvals, v1alpha1.ApprovalRecord{CallID: c.ID,
 					Decision: v1alpha1.ApprovalDecision(c.Answer), At: &at, By: p.by})
+			}
+		case loop.NotePlanSubmitted, loop.NoteStepStarted, loop.NoteSolving:
+			fmt.Fprintf(p.w, "  %s\n", n.Message)
+		case loop.NoteStepFinished:
+			// A step that ran is printed with its result (CallFinished);
+			// one that did not run says why.
+			if n.Warning {
+				fmt.Fprintf(p.w, "  warning: %s\n", n.Message)
 			}
 		case loop.NoteFinished:
 			// The summary says how the run ended.
@@ -236,6 +247,17 @@ func call(s *loop.State, id string) *loop.Call {
 	for i := range s.Calls {
 		if s.Calls[i].ID == id {
 			return &s.Calls[i]
+		}
+	}
+	return nil
+}
+
+// recorded is the tool message of call id among the current turn's
+// messages, or nil.
+func recorded(s *loop.State, id string) *loop.Message {
+	for i := len(s.Transcript) - 1; i >= 0 && s.Transcript[i].Turn == s.Turn; i-- {
+		if m := &s.Transcript[i]; m.Role == loop.RoleTool && m.CallID == id {
+			return m
 		}
 	}
 	return nil

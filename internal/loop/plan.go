@@ -879,6 +879,7 @@ func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rej
 	p := s.Plan
 	max := *e.cfg.Plan.MaxReplans
 	var b strings.Builder
+	what = strings.TrimRight(what, ". ")
 	fmt.Fprintf(&b, "Plan %d %s.", p.Number, what)
 	if ev := e.evidence(s); ev != "" {
 		b.WriteString("\n\nEvidence so far (results of the steps that ran):\n\n" + ev)
