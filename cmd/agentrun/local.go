@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,28 +11,24 @@ import (
 
 	"github.com/agentrun/agentrun/internal/localrun"
 	"github.com/agentrun/agentrun/internal/telemetry"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
-const localUsage = `Usage: agentrun local -f run.yaml [-o json]
-
-Runs one AgentRun manifest with no cluster, with the operator's loop
-engine. Job tools run their command and args as local processes in the
-manifest's directory (the image is not used); builtin kubernetes tools
-need a cluster and are refused. The file may also hold v1 Secret documents,
-which model.apiKeySecretRef and header valueFrom.secretKeyRef resolve
-against (namespaces are ignored).
+const localLong = `local runs one AgentRun manifest with no cluster, with the operator's loop
+engine. The manifest is checked with the AgentRun CRD's own schema and CEL
+rules, so it is refused here exactly when the API server would refuse it.
+Job tools run their command and args as local processes in the manifest's
+directory (the image is not used); builtin kubernetes tools need a cluster
+and are refused. The file may also hold v1 Secret documents, which
+model.apiKeySecretRef and header valueFrom.secretKeyRef resolve against
+(namespaces are ignored).
 
 Progress streams to standard output, one line per event. A call that asks
 a person is asked on the terminal (approve / deny / stop); when standard
 input is not a terminal, every such call is declined. Ctrl-C stops the run
 at the next boundary (ApprovalDenied); a second Ctrl-C also stops the model
 or tool call in flight.
-
-Flags:
-  -f FILE   the manifest to run (required)
-  -o json   print only the final status, as JSON, in the shape of the
-            AgentRun's status, instead of the stream
 
 Exit status, by outcome:
 `
@@ -46,30 +40,31 @@ var stdinIsTerminal = func(stdin io.Reader) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// localCmd is `agentrun local`. It returns the exit status.
-func localCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("local", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, localUsage+localrun.ExitCodeTable()) }
-	file := fs.String("f", "", "the manifest to run")
-	output := fs.String("o", "", "output format: json, or empty for the stream")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		return localrun.ExitUsage
+func localCommand(code *int) *cobra.Command {
+	var file, output string
+	cmd := &cobra.Command{
+		Use:   "local -f run.yaml [-o json]",
+		Short: "Run one AgentRun manifest with no cluster",
+		Long:  localLong + localrun.ExitCodeTable(),
+		Example: `  agentrun local -f examples/local/double-charge.yaml
+  agentrun local -f examples/local/double-charge.yaml -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case file == "":
+				return usageError("-f FILE is required")
+			case output != "" && output != "json":
+				return usageError("-o %q: the only output format is json", output)
+			case len(args) > 0:
+				return usageError("unexpected argument %q", args[0])
+			}
+			*code = runLocal(file, output == "json", cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
+		},
 	}
-	switch {
-	case *file == "":
-		fmt.Fprintln(stderr, "agentrun local: -f FILE is required")
-	case *output != "" && *output != "json":
-		fmt.Fprintf(stderr, "agentrun local: -o %q: the only output format is json\n", *output)
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "agentrun local: unexpected argument %q\n", fs.Arg(0))
-	default:
-		return runLocal(*file, *output == "json", stdin, stdout, stderr)
-	}
-	fs.Usage()
-	return localrun.ExitUsage
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "the manifest to run (required)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print only the final status, as JSON, in the shape of the AgentRun's status, instead of the stream")
+	return cmd
 }
 
 func runLocal(file string, asJSON bool, stdin io.Reader, stdout, stderr io.Writer) int {

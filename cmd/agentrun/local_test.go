@@ -45,11 +45,11 @@ func manifestFile(t *testing.T, content string) string {
 func local(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = localCmd(args, strings.NewReader(stdin), &out, &errOut)
+	code = execute(append([]string{"local"}, args...), strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
-// terminal makes localCmd treat stdin as a terminal for one test.
+// terminal makes agentrun local treat stdin as a terminal for one test.
 func terminal(t *testing.T) {
 	old := stdinIsTerminal
 	stdinIsTerminal = func(io.Reader) bool { return true }
@@ -64,21 +64,21 @@ func TestLocal_usageErrorsExitOne(t *testing.T) {
 		{"--nope"},
 	} {
 		code, stdout, stderr := local(t, "", args...)
-		if code != 1 || stdout != "" || !strings.Contains(stderr, "Usage: agentrun local -f run.yaml") {
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "Usage:\n  agentrun local -f run.yaml") {
 			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s", args, code, stdout, stderr)
 		}
 	}
 }
 
 func TestLocal_helpDocumentsTheExitStatuses(t *testing.T) {
-	code, _, stderr := local(t, "", "-h")
+	code, stdout, _ := local(t, "", "-h")
 	if code != 0 {
 		t.Errorf("-h exits %d, want 0", code)
 	}
 	for _, want := range []string{"Completed        0", "usage, manifest  1", "BudgetExhausted  2", "GuardrailStop    3",
 		"LoopDetected     4", "ApprovalDenied   5", "Escalated        6", "ToolFailure      7", "Error            8"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("help does not contain %q:\n%s", want, stderr)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("help does not contain %q:\n%s", want, stdout)
 		}
 	}
 }

@@ -3,11 +3,12 @@
 //	agentrun local -f run.yaml   one manifest, no cluster, tools as local processes
 //	agentrun dev                 a local control plane with the operator (make dev)
 //	agentrun demo                the same, applying config/samples and checking outcomes (make demo)
+//
+// Its commands are built with cobra, as the kubectl plugin's are.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,55 +18,85 @@ import (
 
 	"github.com/agentrun/agentrun/internal/devenv"
 	"github.com/agentrun/agentrun/internal/kubescheme"
+	"github.com/agentrun/agentrun/internal/localrun"
 	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-const usage = `agentrun runs LLM agents declared as AgentRun manifests.
-
-Usage:
-  agentrun local -f run.yaml [-o json]   run one manifest with no cluster
-  agentrun dev [--kubeconfig .dev/kubeconfig]
-                                         start a local control plane and the operator
-  agentrun demo [--samples config/samples] [--timeout 2m]
-                                         run the samples and check their outcomes
-
-Run "agentrun <command> -h" for a command's flags.
-`
-
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(1)
-	}
-	args := os.Args[2:]
-	switch os.Args[1] {
-	case "local":
-		os.Exit(localCmd(args, os.Stdin, os.Stdout, os.Stderr))
-	case "dev":
-		os.Exit(devCmd(args, os.Stdout, os.Stderr))
-	case "demo":
-		os.Exit(demoCmd(args, os.Stdout, os.Stderr))
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-	default:
-		fmt.Fprintf(os.Stderr, "agentrun: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(1)
-	}
+	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func devCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	kubeconfig := fs.String("kubeconfig", ".dev/kubeconfig", "Where to write the kubeconfig of the local control plane.")
-	verbose := fs.Bool("v", false, "Show the operator's log.")
-	if err := fs.Parse(args); err != nil {
-		return 1
+// execute runs the command line args and returns the exit status: the
+// outcome's for local (see its help), 1 for a usage error.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code := 0
+	root := newRootCommand(stdin, stdout, stderr, &code)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		if _, ok := err.(usageErr); ok {
+			fmt.Fprint(stderr, "\n"+cmd.UsageString())
+		} else if !cmd.HasParent() {
+			fmt.Fprintln(stderr, `Run "agentrun --help" for the commands.`)
+		}
+		return localrun.ExitUsage
 	}
-	setLogger(*verbose, stderr)
+	return code
+}
+
+// newRootCommand builds the command tree; a command that finishes sets
+// *code to its exit status.
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, code *int) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentrun",
+		Short: "Run LLM agents declared as AgentRun manifests",
+		Long: `agentrun runs LLM agents declared as AgentRun manifests, without an operator
+deployment: one manifest with no cluster at all (local), or a local control
+plane with the operator (dev, and demo, which applies the samples and checks
+their outcomes).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(localCommand(code), devCommand(code), demoCommand(code))
+	return root
+}
+
+// usageErr is a wrong flag or argument: the command's usage follows it.
+type usageErr struct{ error }
+
+func usageError(format string, a ...any) error { return usageErr{fmt.Errorf(format, a...)} }
+
+func devCommand(code *int) *cobra.Command {
+	var kubeconfig string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Start etcd, kube-apiserver and the operator on this machine (make dev)",
+		Long: `dev starts etcd, kube-apiserver and the AgentRun operator on this machine, with
+job tools run as local processes, writes a kubeconfig, and runs until Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			*code = dev(kubeconfig, verbose, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", ".dev/kubeconfig", "where to write the kubeconfig of the local control plane")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the operator's log")
+	return cmd
+}
+
+func dev(kubeconfig string, verbose bool, stdout, stderr io.Writer) int {
+	setLogger(verbose, stderr)
 	fmt.Fprintln(stdout, "Starting etcd, kube-apiserver and the AgentRun operator (job tools run as local processes)...")
-	env, err := devenv.Start(*kubeconfig, "")
+	env, err := devenv.Start(kubeconfig, "")
 	if err != nil {
 		fmt.Fprintln(stderr, "agentrun dev:", err)
 		return 1
@@ -86,18 +117,32 @@ Press Ctrl-C to stop.
 	return 0
 }
 
-func demoCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	samples := fs.String("samples", "config/samples", "Directory of sample manifests to apply.")
-	kubeconfig := fs.String("kubeconfig", ".dev/kubeconfig", "Where to write the kubeconfig of the local control plane.")
-	timeout := fs.Duration("timeout", 2*time.Minute, "How long the samples may take.")
-	verbose := fs.Bool("v", false, "Show the operator's log.")
-	if err := fs.Parse(args); err != nil {
-		return 1
+func demoCommand(code *int) *cobra.Command {
+	var samples, kubeconfig string
+	var timeout time.Duration
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Apply the samples to a fresh local control plane and check their outcomes (make demo)",
+		Long: `demo starts a local control plane with the operator, applies every sample
+manifest, follows the runs and checks that each ends as its manifest expects.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			*code = demo(samples, kubeconfig, timeout, verbose, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
+		},
 	}
-	setLogger(*verbose, stderr)
+	cmd.Flags().StringVar(&samples, "samples", "config/samples", "directory of sample manifests to apply")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", ".dev/kubeconfig", "where to write the kubeconfig of the local control plane")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long the samples may take")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the operator's log")
+	return cmd
+}
+
+func demo(samples, kubeconfig string, timeout time.Duration, verbose bool, stdout, stderr io.Writer) int {
+	setLogger(verbose, stderr)
 	start := time.Now()
-	env, err := devenv.Start(*kubeconfig, "")
+	env, err := devenv.Start(kubeconfig, "")
 	if err != nil {
 		fmt.Fprintln(stderr, "agentrun demo:", err)
 		return 1
@@ -111,13 +156,13 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	keys, err := devenv.Apply(ctx, c, *samples, "default")
+	keys, err := devenv.Apply(ctx, c, samples, "default")
 	if err != nil {
 		fmt.Fprintln(stderr, "agentrun demo:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "Applied %d AgentRuns from %s.\n\n", len(keys), *samples)
-	results, err := devenv.Watch(ctx, c, keys, stdout, *timeout)
+	fmt.Fprintf(stdout, "Applied %d AgentRuns from %s.\n\n", len(keys), samples)
+	results, err := devenv.Watch(ctx, c, keys, stdout, timeout)
 	if err != nil {
 		fmt.Fprintln(stderr, "agentrun demo:", err)
 		return 1

@@ -7,16 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"regexp"
-	"slices"
-	"strings"
+	"sync"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/config/crd"
+	"github.com/agentrun/agentrun/internal/crdcheck"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 )
 
 // Manifest is what a file given to agentrun local holds: one AgentRun and
@@ -73,11 +78,8 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 			if m.Run != nil {
 				return nil, fmt.Errorf("%s: the file holds a second AgentRun (%q came first); agentrun local runs one", what, m.Run.Name)
 			}
-			run := &v1alpha1.AgentRun{}
-			if err := strict(doc, run); err != nil {
-				return nil, fmt.Errorf("%s: %w", what, err)
-			}
-			if err := validate(run); err != nil {
+			run, err := decodeRun(doc)
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", what, err)
 			}
 			m.Run = run
@@ -113,6 +115,65 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 	}
 	return m, nil
 }
+
+// CheckRun checks one AgentRun document (YAML or JSON) as the API server
+// checks it on create, and returns it with the CRD's defaults applied.
+func CheckRun(doc []byte) (*v1alpha1.AgentRun, error) {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	return decodeRun(j)
+}
+
+// decodeRun checks an AgentRun document as the API server checks it on
+// create (unknown fields refused, as kubectl's strict field validation
+// does; then the CRD's own defaults, schema and CEL rules), and returns it
+// with those defaults applied, as a cluster would store it.
+func decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(doc, &obj); err != nil {
+		return nil, err
+	}
+	v, err := runValidator()
+	if err != nil {
+		return nil, err
+	}
+	// The metadata first, then the schema (with its defaults) and CEL,
+	// as the API server does; only then the Go types, whose decoding
+	// errors (a duration without a unit, say) say less than the CRD's.
+	var meta metav1.ObjectMeta
+	if md, err := json.Marshal(obj["metadata"]); err != nil || json.Unmarshal(md, &meta) != nil {
+		return nil, errors.New("metadata is not an object")
+	}
+	if meta.Namespace == "" {
+		meta.Namespace = "default" // a local run lives in default
+	}
+	errs := validation.ValidateObjectMeta(&meta, true, path.ValidatePathSegmentName, field.NewPath("metadata"))
+	errs = append(errs, v.Create(context.Background(), obj)...)
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("AgentRun").GroupKind(), meta.Name, errs)
+	}
+	// Fields the schema does not know are refused here, as kubectl's
+	// strict field validation refuses them.
+	if err := strict(doc, &v1alpha1.AgentRun{}); err != nil {
+		return nil, err
+	}
+	defaulted, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	run := &v1alpha1.AgentRun{}
+	if err := strict(defaulted, run); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// runValidator is built once, from the CRD the binary embeds.
+var runValidator = sync.OnceValues(func() (*crdcheck.Validator, error) {
+	return crdcheck.New(crd.AgentRuns, v1alpha1.GroupVersion.Version)
+})
 
 // strict decodes one document (JSON by now) and refuses unknown fields,
 // as kubectl's default strict field validation does.
@@ -166,91 +227,6 @@ func (m *Manifest) checkSecretRefs() error {
 				}
 			}
 		}
-	}
-	return nil
-}
-
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
-// validate repeats the API server's cheap checks (required fields, the
-// one-executor union, unique tool names and names that refer to tools),
-// so a manifest that runs here also applies to a cluster.
-func validate(run *v1alpha1.AgentRun) error {
-	var errs []string
-	fail := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-	spec := &run.Spec
-	if run.Name == "" {
-		fail("metadata.name is required")
-	}
-	if strings.TrimSpace(spec.Goal) == "" {
-		fail("spec.goal is required")
-	}
-	if spec.Budget.MaxTurns < 1 {
-		fail("spec.budget.maxTurns must be at least 1")
-	}
-	switch p := spec.Model.Provider; p {
-	case v1alpha1.ProviderScripted:
-		if len(spec.Model.Script) == 0 {
-			fail("provider scripted needs spec.model.script: one entry per model call, in order")
-		}
-	case v1alpha1.ProviderOpenAI, v1alpha1.ProviderAnthropic:
-		if spec.Model.Name == "" {
-			fail("spec.model.name is required with provider %s", p)
-		}
-		if spec.Model.APIKeySecretRef == nil {
-			fail("spec.model.apiKeySecretRef is required with provider %s", p)
-		}
-		if spec.Budget.MaxCostUSD == "" {
-			fail("spec.budget.maxCostUSD is required with provider %s", p)
-		}
-		if len(spec.Model.Script) > 0 {
-			fail("spec.model.script is only read by provider scripted")
-		}
-	default:
-		fail("spec.model.provider must be scripted, openai or anthropic, not %q", p)
-	}
-
-	declared := map[string]bool{}
-	for i, t := range spec.Tools {
-		if !toolName.MatchString(t.Name) {
-			fail("spec.tools[%d]: name %q must be 1 to 64 letters, digits, _ or -", i, t.Name)
-		}
-		if declared[t.Name] {
-			fail("spec.tools[%d]: tool name %q is declared twice", i, t.Name)
-		}
-		declared[t.Name] = true
-		n := 0
-		for _, set := range []bool{t.HTTP != nil, t.Job != nil, t.MCP != nil, t.Builtin != ""} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			fail("spec.tools[%d] (%s) sets %d executors: set exactly one of http, job, mcp or builtin", i, t.Name, n)
-		}
-		if t.Job != nil && t.Job.Image == "" {
-			fail("spec.tools[%d] (%s): job.image is required (a cluster runs it; agentrun local runs job.command instead)", i, t.Name)
-		}
-	}
-	undeclared := func(field string, names []string, wildcard bool) {
-		for _, n := range names {
-			if !declared[n] && !(wildcard && n == "*") {
-				fail("%s names tool %q, which is not declared in spec.tools", field, n)
-			}
-		}
-	}
-	undeclared("spec.budget.perTool", slices.Sorted(maps.Keys(spec.Budget.PerTool)), false)
-	if p := spec.Policy; p != nil {
-		for i, r := range p.Rules {
-			undeclared(fmt.Sprintf("spec.policy.rules[%d]", i), r.Tools, true)
-		}
-		undeclared("spec.policy.grants", p.Grants, false)
-	}
-	for i, g := range spec.Guardrails {
-		undeclared(fmt.Sprintf("spec.guardrails[%d]", i), g.Tools, true)
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +82,10 @@ func Start(extraArgs ...string) (*envtest.Environment, *rest.Config, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme,
+		// envtest's default of 20 s is too short on a 2-core machine
+		// that is also compiling; KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+		// still overrides it.
+		ControlPlaneStartTimeout: startTimeout(),
 	}
 	for _, a := range extraArgs {
 		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
@@ -91,6 +96,14 @@ func Start(extraArgs ...string) (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, err
 	}
 	return env, cfg, nil
+}
+
+// startTimeout is how long each control-plane process may take to start.
+func startTimeout() time.Duration {
+	if v, err := time.ParseDuration(os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT")); err == nil {
+		return v
+	}
+	return 2 * time.Minute
 }
 
 // Apply creates (or updates) every object of the YAML files under the

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/localrun"
 	"github.com/agentrun/agentrun/internal/testenv"
 )
 
@@ -311,6 +312,9 @@ spec:
 			t.Parallel()
 			if _, err := create(testContext(t), tc.manifest); err != nil {
 				t.Fatalf("The API server rejected a valid manifest: %v", err)
+			}
+			if _, err := localrun.CheckRun([]byte(tc.manifest)); err != nil {
+				t.Errorf("agentrun local refuses a manifest the API server accepts: %v", err)
 			}
 		})
 	}
@@ -1074,6 +1078,17 @@ spec:
 			for _, want := range tc.wantErr {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("The error does not say %q:\n%v", want, err)
+				}
+			}
+			// agentrun local checks with the same CRD, so it refuses the
+			// same manifest with the same words.
+			if _, err := localrun.CheckRun([]byte(tc.manifest)); err == nil {
+				t.Errorf("agentrun local accepts a manifest the API server refuses")
+			} else {
+				for _, want := range tc.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("agentrun local's error does not say %q:\n%v", want, err)
+					}
 				}
 			}
 		})
