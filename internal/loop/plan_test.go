@@ -448,3 +448,51 @@ func TestPlan_configIsChecked(t *testing.T) {
 		t.Fatal("an unknown strategy was accepted")
 	}
 }
+
+func TestPlan_substitutedArgumentsAreVettedBeforeTheStepRuns(t *testing.T) {
+	r := planRun(t).then(submit(doubleChargePlan))
+	r.cfg.Plan.MaxReplans = new(0)
+	// The rule can only match once E1's result is in place.
+	r.cfg.Policy.Rules = []Rule{{Tools: []string{"find_invoices"}, When: `args.account_id == "acct_4b71c9e20d8af315"`, Decision: Deny, Reason: "this account's invoices are sealed"}}
+	s := r.go_()
+	expectOutcome(t, s, Escalated)
+	if !strings.Contains(s.Reason, "step E2 (find_invoices) did not run (denied, policy.rules[0]): this account's invoices are sealed") {
+		t.Fatalf("reason = %q", s.Reason)
+	}
+	for _, ran := range r.tools.Ran() {
+		if strings.HasSuffix(ran, ":find_invoices") || strings.HasSuffix(ran, ":plan_changes") {
+			t.Fatalf("ran %v: the wave with a refused step runs none of it", r.tools.Ran())
+		}
+	}
+}
+
+func TestPlan_haltingGuardrailEndsTheRunBeforeAnyStepRuns(t *testing.T) {
+	r := planRun(t).then(submit(`{"steps":[{"id":"E1","tool":"identify_account","arguments":{"email":"a@b.example"}},
+		{"id":"E2","tool":"find_invoices","arguments":{"account_id":"#E1.account_id","card":"4111111111111111"}}]}`))
+	r.cfg.Guardrails = []Guardrail{{Name: "no-cards", Tools: []string{"*"}, Pattern: `\b\d{13,19}\b`, Severity: Halt}}
+	s := r.go_()
+	expectOutcome(t, s, GuardrailStop)
+	if !strings.Contains(s.Reason, "guardrail no-cards halted the run at plan step E2 (find_invoices) before any step ran") || len(r.tools.Ran()) != 0 {
+		t.Fatalf("reason %q, ran %v", s.Reason, r.tools.Ran())
+	}
+}
+
+func TestPlan_verifierJudgesTheSolversAnswerAndANewTrialPlansAfresh(t *testing.T) {
+	r := planRun(t).readTool("check").
+		then(submit(doubleChargePlan), answer("No idea."), submit(doubleChargePlan), answer("Two charges: in_9f21 and in_8c04.")).
+		output("check", func(inv Invocation) Result {
+			if strings.Contains(string(inv.Arguments), "in_8c04") {
+				return Result{Output: []byte("names the invoices")}
+			}
+			return Failed(FailExit, 1, "name the invoices")
+		})
+	r.cfg.Verify = &Verify{Tool: "check", MaxTrials: 2}
+	s := r.go_()
+	expectOutcome(t, s, Completed)
+	if s.Plan.Number != 2 || s.Plan.Replans != 0 || s.Verify.Trial != 2 || s.Usage.Turns != 4 {
+		t.Fatalf("plan %+v, trial %d, turns %d", s.Plan, s.Verify.Trial, s.Usage.Turns)
+	}
+	if !strings.Contains(s.Reason, "verified by check") {
+		t.Fatalf("reason = %q", s.Reason)
+	}
+}
