@@ -79,6 +79,9 @@ func TestPlan_threeStepsWithPlaceholdersRunInTwoModelCallsTheIndependentTogether
 	if s.Usage.Turns != 2 || s.Usage.ToolCalls != 3 {
 		t.Fatalf("usage = %+v, want 2 model calls and 3 tool calls", s.Usage)
 	}
+	if !strings.Contains(s.Reason, "final answer on turn 2 (the solver, from the evidence of plan 1)") {
+		t.Fatalf("reason = %q", s.Reason)
+	}
 	want := `{"account_id":"acct_4b71c9e20d8af315","from_date":"2026-08-01","to_date":"2026-08-31"}`
 	for _, id := range []string{"p1-E2", "p1-E3"} {
 		if b.args[id] != want {

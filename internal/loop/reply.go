@@ -102,7 +102,11 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		if e.cfg.Verify != nil {
 			return e.verifyAnswer(s, notes)
 		}
-		e.finish(s, Completed, fmt.Sprintf("the model gave a final answer on turn %d", s.Turn), notes)
+		reason := fmt.Sprintf("the model gave a final answer on turn %d", s.Turn)
+		if s.Plan != nil && s.Plan.Stage == StageSolving {
+			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
+		}
+		e.finish(s, Completed, reason, notes)
 		return Effect{Kind: EffectFinish}
 	}
 
