@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -340,5 +341,36 @@ spec:
 		Timeout: 10 * time.Second, MaxResultBytes: 4096})
 	if res.Failure != nil || string(res.Output) != "you sent [redacted]" {
 		t.Errorf("result = %q (failure %+v), want the echoed token redacted", res.Output, res.Failure)
+	}
+}
+
+func TestConfig_strategyAndPlan(t *testing.T) {
+	manifest := `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: r}
+spec:
+  goal: Find out.
+  model: {provider: scripted}
+  budget: {maxTurns: 3}
+%s`
+	cfg, err := Config(&parse(t, fmt.Sprintf(manifest, "  strategy: planExecute\n  plan: {maxSteps: 4, maxReplans: 0}\n")).Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Strategy != loop.PlanExecute || cfg.Plan.MaxSteps != 4 || cfg.Plan.MaxReplans == nil || *cfg.Plan.MaxReplans != 0 {
+		t.Fatalf("strategy %q, plan %+v", cfg.Strategy, cfg.Plan)
+	}
+	// Left out, the plan takes the engine's defaults; react is the default strategy.
+	cfg, err = Config(&parse(t, fmt.Sprintf(manifest, "")).Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.Normalize(); n.Plan.MaxSteps != loop.DefaultPlanMaxSteps || *n.Plan.MaxReplans != loop.DefaultMaxReplans {
+		t.Fatalf("defaults: %+v", n.Plan)
+	}
+	if _, err := Config(&parse(t, fmt.Sprintf(manifest, "  plan: {maxSteps: 4}\n")).Spec); err == nil ||
+		!strings.Contains(err.Error(), "spec.plan applies only to strategy planExecute") {
+		t.Fatalf("a plan without planExecute: %v", err)
 	}
 }
