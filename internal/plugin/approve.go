@@ -35,7 +35,7 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 	}
 	key := v1alpha1.ApprovalAnnotationPrefix + o.CallID
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 || o.CallID == "" {
-		return fmt.Errorf("%q is not a call id: call ids look like t3-c1 (see status.pendingApprovals)", o.CallID)
+		return fmt.Errorf("%q is not a call id: call ids look like t3-c1, or p1-E2 for a plan's step (see status.pendingApprovals)", o.CallID)
 	}
 
 	run, err := getRun(ctx, c, o.Run)
