@@ -51,8 +51,9 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica drives runs.")
 	fs.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")
 	fs.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
-	fs.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the API server.")
-	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	fs.Float64Var(&qps, "kube-api-qps", 0, fmt.Sprintf("Queries per second to the API server; 0 adapts to the runs in flight (%d per run, between %d and %d), a negative value sets no client-side limit.",
+		operator.DefaultQPSPerRun, operator.DefaultMinQPS, operator.DefaultMaxQPS))
+	fs.IntVar(&o.Burst, "kube-api-burst", 0, "Burst of queries to the API server; 0 means twice the rate.")
 	fs.Func("watch-namespaces", "Comma-separated namespaces the operator watches and acts in (its cache holds only those); empty means all.",
 		func(s string) error {
 			for ns := range strings.SplitSeq(s, ",") {

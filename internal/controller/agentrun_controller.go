@@ -300,6 +300,14 @@ func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
 	r.written[obj.UID] = w
 }
 
+// ActiveRuns counts the runs this process is driving (those it holds
+// state for); the client's adaptive rate limit follows it.
+func (r *AgentRunReconciler) ActiveRuns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.uids)
+}
+
 // track records which UID the run of this name has; a run recreated under
 // the same name makes the old one's state forgotten.
 func (r *AgentRunReconciler) track(key types.NamespacedName, uid types.UID) {

@@ -58,7 +58,7 @@ func Start(kubeconfigPath, toolsDir string) (*Env, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go func() {
-		e.done <- operator.Run(ctx, cfg, operator.Options{LocalTools: true, LocalDir: toolsDir, Workers: 4, QPS: 50, Burst: 100})
+		e.done <- operator.Run(ctx, cfg, operator.Options{LocalTools: true, LocalDir: toolsDir, Workers: 4})
 	}()
 	// Fail fast when the operator cannot start.
 	select {

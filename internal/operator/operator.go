@@ -53,8 +53,11 @@ type Options struct {
 	ToolResources job.Resources
 	// NoToolNetworkPolicy leaves tool pods without their NetworkPolicy.
 	NoToolNetworkPolicy bool
-	// QPS and Burst limit the client. A turn costs about one write; the
-	// defaults (50, 100) allow a few dozen turns a second.
+	// QPS and Burst limit the client. QPS 0 adapts the limit to the runs
+	// in flight (DefaultQPSPerRun each, between DefaultMinQPS and
+	// DefaultMaxQPS); a negative QPS sets no client-side limit, leaving
+	// the API server's priority and fairness to pace the operator. Burst 0
+	// is twice the rate. agentrun_client_throttle_seconds shows the waits.
 	QPS   float32
 	Burst int
 }
@@ -65,8 +68,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("an operator image is required unless job tools run locally")
 	}
 	cfg = rest.CopyConfig(cfg)
-	if o.QPS > 0 {
-		cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	// Every client built from cfg (the manager's, the clientset, the
+	// impersonating ones) shares this one limit.
+	limiter := newClientLimiter(o.QPS, o.Burst)
+	if limiter != nil {
+		cfg.RateLimiter = limiter
+	} else {
+		cfg.QPS, cfg.RateLimiter = -1, nil
 	}
 	if o.ProbeAddr == "" {
 		o.ProbeAddr = "0"
@@ -116,6 +124,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if limiter != nil {
+		limiter.setActive(r.ActiveRuns)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
