@@ -64,7 +64,7 @@ func BenchmarkLoopDetection(b *testing.B) {
 		if d := s.observeSignature(cfg, sigEntry(signature("lookup", decodeArgs(args, ignore).canon, args))); d != nil && i < 2 {
 			b.Fatalf("detected too early: %s", d.reason(cfg))
 		}
-		s.Recent = s.Recent[:999] // keep the window at 1,000 calls
+		s.Window = s.Window[:999*SigHashLen] // keep the window at 1,000 calls
 	}
 }
 

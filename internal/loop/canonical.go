@@ -278,11 +278,17 @@ func signature(tool string, canon []byte, raw json.RawMessage) string {
 	return tool + string(canon)
 }
 
+// SigHashLen is the length of a signature's hash in the loop detector's
+// window: the first 12 hex digits (48 bits) of the SHA-256 of the
+// signature. Two different calls in a window of 1,000 share one with a
+// probability under 1e-8.
+const SigHashLen = 12
+
 // sigEntry makes the detector's record of a signature: a short hash to
 // compare and a cut text to name it in a reason.
 func sigEntry(sig string) SigEntry {
 	h := sha256.Sum256([]byte(sig))
-	return SigEntry{Hash: hex.EncodeToString(h[:8]), Text: cut(sig, 120)}
+	return SigEntry{Hash: hex.EncodeToString(h[:SigHashLen/2]), Text: cut(sig, 120)}
 }
 
 // cut shortens s to at most n bytes on a rune boundary, marking the cut.

@@ -41,19 +41,28 @@ func (d *detection) reason(cfg LoopDetection) string {
 // MaxPeriod is stopped at the same depth as an exact repeat. When the calls
 // since the signature's first occurrence in the window form a cycle of
 // period 2..MaxPeriod, the reason names the cycle and its period.
+//
+// The window keeps hashes only; the texts of the last MaxPeriod calls are
+// kept apart (Named), which is all a reason needs: a cycle ends with the
+// call just proposed, so its calls are the last ones.
 func (s *State) observeSignature(cfg LoopDetection, e SigEntry) *detection {
-	window := cfg.Window
-	s.Recent = append(s.Recent, e)
-	if len(s.Recent) > window {
-		s.Recent = append(s.Recent[:0], s.Recent[len(s.Recent)-window:]...)
+	s.upgradeWindow()
+	w := s.Window + e.Hash
+	if n := len(w) / SigHashLen; n > cfg.Window {
+		w = w[(n-cfg.Window)*SigHashLen:]
+	}
+	s.Window = w
+	s.Named = append(s.Named, e)
+	if keep := max(1, cfg.MaxPeriod); len(s.Named) > keep {
+		s.Named = append(s.Named[:0], s.Named[len(s.Named)-keep:]...)
 	}
 	s.countDepth(e.Hash)
 
 	first, count := -1, 0
-	for i, r := range s.Recent {
-		if r.Hash == e.Hash {
+	for i := 0; i < len(w); i += SigHashLen {
+		if w[i:i+SigHashLen] == e.Hash {
 			if first < 0 {
-				first = i
+				first = i / SigHashLen
 			}
 			count++
 		}
@@ -62,10 +71,50 @@ func (s *State) observeSignature(cfg LoopDetection, e SigEntry) *detection {
 		return nil
 	}
 	d := &detection{period: 1, sigs: []SigEntry{e}, count: count}
-	if p := period(s.Recent[first:], cfg.MaxPeriod); p >= 2 {
-		d.period, d.sigs = p, s.Recent[first:first+p]
+	if p := period(w[first*SigHashLen:], cfg.MaxPeriod); p >= 2 && p <= len(s.Named) {
+		// The cycle as it first came: the call just proposed, then the
+		// p-1 calls before it, oldest first.
+		n := len(s.Named)
+		d.period, d.sigs = p, append([]SigEntry{e}, s.Named[n-p:n-1]...)
 	}
 	return d
+}
+
+// upgradeWindow moves a window saved as full entries (Recent, by an older
+// operator) into Window and Named, and shortens the older, longer hashes
+// (of the same SHA-256) in it and in Depth, so that a run resumed across
+// an upgrade keeps counting its repeats.
+func (s *State) upgradeWindow() {
+	if len(s.Recent) > 0 {
+		var b strings.Builder
+		for i := range s.Recent {
+			s.Recent[i].Hash = shortHash(s.Recent[i].Hash)
+			b.WriteString(s.Recent[i].Hash)
+		}
+		s.Window = b.String()
+		s.Named = append([]SigEntry(nil), s.Recent[max(0, len(s.Recent)-maxNamed):]...)
+		s.Recent = nil
+	}
+	for k, v := range s.Depth {
+		if short := shortHash(k); short != k {
+			delete(s.Depth, k)
+			s.Depth[short] = max(s.Depth[short], v)
+		}
+	}
+}
+
+// maxNamed is the most Named entries an upgraded window keeps (the CRD's
+// largest maxPeriod); the next observed call trims them to the run's.
+const maxNamed = 10
+
+// shortHash cuts a hash to SigHashLen characters (hashes of the same
+// SHA-256, so a longer one's prefix is the short one), or pads a
+// malformed one so that the window keeps its stride.
+func shortHash(h string) string {
+	if len(h) >= SigHashLen {
+		return h[:SigHashLen]
+	}
+	return h + strings.Repeat("-", SigHashLen-len(h))
 }
 
 // checkWindow says why a loop detection configuration cannot stop a cycle
@@ -79,32 +128,24 @@ func (l LoopDetection) checkWindow() error {
 	return nil
 }
 
-// period returns the smallest p in 1..maxPeriod for which seq repeats with
-// period p over its whole length (with at least two full periods and, for
-// p >= 2, at least two distinct entries in a period), or 0.
-func period(seq []SigEntry, maxPeriod int) int {
-	for p := 1; p <= maxPeriod && 2*p <= len(seq); p++ {
-		ok := true
-		for i := p; i < len(seq); i++ {
-			if seq[i].Hash != seq[i-p].Hash {
-				ok = false
-				break
-			}
-		}
-		if !ok {
+// period returns the smallest p in 1..maxPeriod for which the window w
+// (hashes of SigHashLen characters) repeats with period p over its whole
+// length (with at least two full periods and, for p >= 2, at least two
+// distinct entries in a period), or 0.
+func period(w string, maxPeriod int) int {
+	const L = SigHashLen
+	n := len(w) / L
+	for p := 1; p <= maxPeriod && 2*p <= n; p++ {
+		if w[p*L:] != w[:len(w)-p*L] {
 			continue
 		}
 		if p == 1 {
 			return 1
 		}
-		distinct := false
 		for i := 1; i < p; i++ {
-			if seq[i].Hash != seq[0].Hash {
-				distinct = true
+			if w[i*L:(i+1)*L] != w[:L] {
+				return p
 			}
-		}
-		if distinct {
-			return p
 		}
 	}
 	return 0

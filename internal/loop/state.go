@@ -121,7 +121,16 @@ type State struct {
 	Calls []Call `json:"calls,omitempty"`
 	// Transcript is every message after the goal, in order.
 	Transcript []Message `json:"transcript,omitempty"`
-	// Recent is the loop detector's window of proposed call signatures.
+	// Window is the loop detector's window of proposed call signatures:
+	// their hashes (SigHashLen characters each), oldest first, in one
+	// string, so that a window of 1,000 calls takes 12 KB of status.
+	Window string `json:"window,omitempty"`
+	// Named are the last few signatures of the window (at most maxPeriod)
+	// with their text, to name a cycle in a reason.
+	Named []SigEntry `json:"named,omitempty"`
+	// Recent is the window as operators before Window saved it (a full
+	// entry per call); read from an old checkpoint, moved into Window and
+	// Named on the next observed call, never written.
 	Recent []SigEntry `json:"recent,omitempty"`
 	// Depth counts signatures seen more than once (bounded); MaxDepth is the
 	// largest count seen in the run (the repeated-intent depth).

@@ -292,8 +292,8 @@ func TestVerify_verifierGetsAnswerTrialAndGoalAndIsNotVetted(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("verifier arguments = %q, want %q", got, want)
 	}
-	if s.MaxDepth > 0 || len(s.Recent) > 0 {
-		t.Errorf("loop detection saw the verifier's calls: depth %d, window %v", s.MaxDepth, s.Recent)
+	if s.MaxDepth > 0 || len(s.Window) > 0 {
+		t.Errorf("loop detection saw the verifier's calls: depth %d, window %q", s.MaxDepth, s.Window)
 	}
 }
 
