@@ -92,6 +92,7 @@ SCALE_SLOW_RUNS ?= 200
 SCALE_SLOW_TURNS ?= 5
 SCALE_SLOW_LATENCY ?= 2s
 SCALE_MEM_RUNS ?= 1000
+SCALE_MEM_TURNS ?= 1
 SCALE_WRITES ?= 1000
 SCALE_FLAGS ?=
 
@@ -100,7 +101,7 @@ scale: ## Measure the operator at scale on a local control plane (a few minutes;
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go run ./hack/scale -runs $(SCALE_RUNS) -turns $(SCALE_TURNS) \
 		-slow-runs $(SCALE_SLOW_RUNS) -slow-turns $(SCALE_SLOW_TURNS) -slow-latency $(SCALE_SLOW_LATENCY) \
-		-mem-runs $(SCALE_MEM_RUNS) -writes $(SCALE_WRITES) $(SCALE_FLAGS)
+		-mem-runs $(SCALE_MEM_RUNS) -mem-turns $(SCALE_MEM_TURNS) -writes $(SCALE_WRITES) $(SCALE_FLAGS)
 
 .PHONY: verify
 verify: manifests generate fmt ## Fail when generated files, formatting or go.mod (go mod tidy) are not committed.

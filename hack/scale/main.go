@@ -82,7 +82,7 @@ func main() {
 	fs.IntVar(&o.slowTurns, "slow-turns", 5, "Turns of each run of the slow-model measure.")
 	fs.DurationVar(&o.slowLatency, "slow-latency", 2*time.Second, "The slow model's latency per call.")
 	fs.IntVar(&o.memRuns, "mem-runs", 1000, "Runs in flight for the memory measure.")
-	fs.IntVar(&o.memTurns, "mem-turns", 2, "Turns of each run of the memory measure (the first call is held until all runs are in flight).")
+	fs.IntVar(&o.memTurns, "mem-turns", 1, "Turns of each run of the memory measure (the first call is held until all runs are in flight).")
 	fs.IntVar(&o.writes, "writes", 1000, "Status writes (and ConfigMap patches) of the API server CPU measure.")
 	fs.IntVar(&o.workers, "workers", 4, "The operator's reconcile workers (cmd/manager's default).")
 	fs.Float64Var(&o.qps, "qps", 50, "The operator's client QPS (cmd/manager's default).")
@@ -92,7 +92,7 @@ func main() {
 	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
 	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
 	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, slow, memory, cpu.")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "Give up after this long.")
+	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Give up after this long.")
 	fs.BoolVar(&o.logOperator, "v", false, "Log the operator's errors.")
 	_ = fs.Parse(os.Args[1:])
 	if err := run(o); err != nil {
@@ -181,19 +181,15 @@ func run(o options) error {
 		skip[strings.TrimSpace(s)] = true
 	}
 	fmt.Fprintf(os.Stderr, "Operator: %d workers, client %.0f QPS, burst %d; GOMAXPROCS %d\n", o.workers, o.qps, o.burst, runtime.GOMAXPROCS(0))
-	if !skip["throughput"] {
-		if err := b.throughput(ctx); err != nil {
-			return fmt.Errorf("throughput: %w", err)
+	for _, m := range []struct {
+		name string
+		f    func(context.Context) error
+	}{{"throughput", b.throughput}, {"slow", b.slow}, {"memory", b.memory}} {
+		if skip[m.name] {
+			continue
 		}
-	}
-	if !skip["slow"] {
-		if err := b.slow(ctx); err != nil {
-			return fmt.Errorf("slow model: %w", err)
-		}
-	}
-	if !skip["memory"] {
-		if err := b.memory(ctx); err != nil {
-			return fmt.Errorf("memory: %w", err)
+		if err := b.measure(ctx, m.name, m.f); err != nil {
+			return err
 		}
 	}
 	stopOperator()
@@ -206,14 +202,17 @@ func run(o options) error {
 		return fmt.Errorf("the operator did not stop")
 	}
 	if !skip["cpu"] {
-		if err := b.cpu(ctx); err != nil {
-			return fmt.Errorf("API server CPU: %w", err)
+		if err := b.measure(ctx, "cpu", b.cpu); err != nil {
+			return err
 		}
 	}
 	b.print(os.Stdout)
 	return nil
 }
 
+// print writes the table of every measure so far (each measure prints
+// it again to stderr as it ends, so that a run cut short keeps what it
+// measured).
 func (b *bench) print(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASURE\tVALUE\tFLOOR / IDEAL\tRATIO")
@@ -224,6 +223,18 @@ func (b *bench) print(out io.Writer) {
 	for _, n := range b.notes {
 		fmt.Fprintln(out, n)
 	}
+}
+
+// measure runs one measure, saying how long it took.
+func (b *bench) measure(ctx context.Context, name string, f func(context.Context) error) error {
+	start := time.Now()
+	fmt.Fprintf(os.Stderr, "Measuring %s\n", name)
+	if err := f(ctx); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	fmt.Fprintf(os.Stderr, "Measured %s in %.0f s\n", name, time.Since(start).Seconds())
+	b.print(os.Stderr)
+	return nil
 }
 
 // throughput: runs x turns with an instant model, against bare patches.
