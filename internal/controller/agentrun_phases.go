@@ -535,13 +535,10 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 	base := sc.trace.Context(r.background())
 	switch eff := sc.effect; eff.Kind {
 	case loop.EffectCallModel:
-		timeout := cfg.Model.Timeout
-		req := eff.Request
+		eng, req := kit.Engine, eff.Request
 		model := loop.ObserveModel(kit.Model, obs)
 		r.work.start(base, run, modelKey(s), func(ctx context.Context, w *work) {
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			w.reply, w.err = model.Complete(cctx, req)
+			w.reply, w.err = eng.CallModel(ctx, model, req)
 		})
 	case loop.EffectRunTools:
 		if len(eff.Calls) == 0 {

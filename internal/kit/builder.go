@@ -258,10 +258,8 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 	}
 	// One attempt per call: the engine retries transient failures itself
 	// (model.retry), with a backoff it reserves and checkpoints.
+	// The call's deadline is the engine's (loop.Engine.CallModel).
 	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient, MaxRetries: -1}
-	if spec.Timeout != nil {
-		mc.Timeout = spec.Timeout.Duration
-	}
 	switch spec.Provider {
 	case v1alpha1.ProviderOpenAI:
 		return openai.New(mc)

@@ -136,3 +136,53 @@ func TestBudget_zeroCeilingsStopTheFirstStepThatNeedsThem(t *testing.T) {
 		})
 	}
 }
+
+// ExecuteBatch stamps every result with its call's id (the engine joins
+// results to calls by it) and a duration, whatever the toolbox returned;
+// a duration the toolbox measured itself is kept.
+func TestExecuteBatch_stampsCallIDAndDuration(t *testing.T) {
+	tb := ToolboxFunc(func(_ context.Context, inv Invocation) Result {
+		if inv.Tool == "measured" {
+			return Result{CallID: "wrong", Duration: time.Hour}
+		}
+		return Result{}
+	})
+	calls := []Invocation{{CallID: "t1-c1", Tool: "plain", Timeout: time.Second}, {CallID: "t1-c2", Tool: "measured", Timeout: time.Second}}
+	for _, concurrent := range []bool{false, true} {
+		res := ExecuteBatch(context.Background(), tb, calls, concurrent)
+		if res[0].CallID != "t1-c1" || res[0].Duration <= 0 || res[1].CallID != "t1-c2" || res[1].Duration != time.Hour {
+			t.Errorf("concurrent %v: results %+v, want t1-c1 with a duration and t1-c2 with its own hour", concurrent, res)
+		}
+	}
+}
+
+// CallModel is the one place a model call gets its deadline: the model
+// timeout of the normalised config.
+func TestCallModel_deadlineIsTheModelTimeout(t *testing.T) {
+	e, err := New(Config{Goal: "g", Budget: Budget{MaxTurns: 1}, Model: ModelConfig{Timeout: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left time.Duration
+	m := modelFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			t.Fatal("no deadline handed to the model")
+		}
+		left = time.Until(dl)
+		return &Reply{}, nil
+	})
+	if _, err := e.CallModel(context.Background(), m, &Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if left > 3*time.Second || left < 2*time.Second {
+		t.Fatalf("deadline %s away, want close to 3s", left)
+	}
+	e, _ = New(Config{Goal: "g", Budget: Budget{MaxTurns: 1}})
+	if _, err := e.CallModel(context.Background(), m, &Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if left > DefaultModelTimeout || left < DefaultModelTimeout-time.Second {
+		t.Fatalf("deadline %s away, want close to the default %s", left, DefaultModelTimeout)
+	}
+}

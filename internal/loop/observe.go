@@ -40,7 +40,7 @@ func (s ObsStatus) IsError() bool { return s != "" && s != ObsOK }
 // failure); a long result is cut at maxResultBytes and the cut is marked.
 func Observe(tool string, maxResultBytes int, r Result) (text string, status ObsStatus) {
 	if maxResultBytes <= 0 {
-		maxResultBytes = 16384
+		maxResultBytes = DefaultMaxResultBytes
 	}
 	if r.Failure != nil {
 		return failureText(tool, r), ObsFailed

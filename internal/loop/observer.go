@@ -99,9 +99,6 @@ type observedTools struct {
 func (ot observedTools) Execute(ctx context.Context, inv Invocation) Result {
 	ctx, done := ot.o.ToolCall(ctx, inv)
 	res := ot.tb.Execute(ctx, inv)
-	if res.CallID == "" {
-		res.CallID = inv.CallID
-	}
 	done(res)
 	return res
 }

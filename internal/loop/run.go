@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -65,9 +64,7 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 		case EffectFinish:
 			return
 		case EffectCallModel:
-			cctx, cancel := context.WithTimeout(ctx, r.Engine.cfg.Model.Timeout)
-			reply, err := r.Model.Complete(cctx, eff.Request)
-			cancel()
+			reply, err := r.Engine.CallModel(ctx, r.Model, eff.Request)
 			if err != nil {
 				in.ModelErr = err
 			} else {
@@ -125,6 +122,16 @@ func (r *Runner) step(s *State, eff Effect) {
 	}
 }
 
+// CallModel asks m for the reply to req under the model call's deadline,
+// Config.Model.Timeout, which is also the call's wall-clock reservation.
+// It is the one place a model call gets its deadline: the Runner and the
+// operator both call it, and the providers only read it from the context.
+func (e *Engine) CallModel(ctx context.Context, m Model, req *Request) (*Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Model.Timeout)
+	defer cancel()
+	return m.Complete(ctx, req)
+}
+
 // Abort ends a run from outside the turn contract (a tool that is not
 // available at start, a defect found by the caller) with the given
 // outcome and reason.
@@ -138,17 +145,15 @@ func (e *Engine) Abort(s *State, o Outcome, reason string) Effect {
 
 // ExecuteBatch runs one group of approved calls and returns their results
 // in the order of calls. Concurrent groups (reads) run at most eight at a
-// time; each call's context carries its deadline. A panicking executor
-// becomes a failed result, never a lost one.
+// time; each call's context carries its deadline. It is the one place a
+// result is stamped with its call's id (the engine joins results to calls
+// by it) and, when the toolbox did not measure one, its duration. An
+// executor that panics is recovered by tools.Router, the toolbox every run
+// uses, inside the observers, so they see the failure too.
 func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurrent bool) []Result {
 	out := make([]Result, len(calls))
 	one := func(i int) {
 		inv := calls[i]
-		defer func() {
-			if p := recover(); p != nil {
-				out[i] = Result{CallID: inv.CallID, Failure: &Failure{Kind: FailUnavailable, Detail: fmt.Sprintf("the tool executor failed internally: %v", p)}}
-			}
-		}()
 		// The executor enforces the tool's deadline and kill grace; this
 		// backstop ends the call at the end of its wall-clock reservation,
 		// whatever the executor does, so a hard ceiling is never passed.
@@ -157,7 +162,7 @@ func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurren
 		start := time.Now()
 		res := tb.Execute(cctx, inv)
 		res.CallID = inv.CallID
-		if res.Duration == 0 {
+		if res.Duration <= 0 {
 			res.Duration = time.Since(start)
 		}
 		out[i] = res

@@ -19,16 +19,13 @@ import (
 	"time"
 )
 
-// Defaults applied by NewCaller to a Config that leaves a field unset.
-const (
-	// DefaultTimeout bounds one Complete call, retries and waits included.
-	DefaultTimeout = 60 * time.Second
-	// DefaultMaxRetries is the number of retries after the first attempt.
-	DefaultMaxRetries = 3
-	// DefaultMaxOutputTokens is used when a request does not set a limit
-	// (the Anthropic API requires one).
-	DefaultMaxOutputTokens = 4096
-)
+// DefaultMaxRetries is the number of retries after the first attempt,
+// applied by NewCaller to a Config that leaves it unset.
+//
+// A call's deadline and its output limit are not the provider's to
+// default: the engine's Config.Normalize sets both (loop.Engine.CallModel
+// puts the deadline on the context, the Request carries MaxOutputTokens).
+const DefaultMaxRetries = 3
 
 // KeySource returns the API key for one call. It is called at the start of
 // every Complete, so a rotated Secret takes effect on the next call. The
@@ -59,9 +56,6 @@ type Config struct {
 	BaseURL string
 	// Model is the model name used when a request does not name one.
 	Model string
-	// Timeout bounds one Complete call, every attempt and every wait
-	// between attempts included. Zero means DefaultTimeout.
-	Timeout time.Duration
 	// MaxRetries is the number of retries after the first attempt, for
 	// 408, 409, 429, 5xx and connection errors. Zero means
 	// DefaultMaxRetries; a negative value turns retries off.
@@ -75,8 +69,9 @@ type Config struct {
 }
 
 // Caller runs one provider call with the behaviour every provider shares:
-// the key is fetched, the call gets its deadline, the SDK's attempts are
-// observed, and a failure becomes a *ProviderError.
+// the key is fetched, the SDK's attempts are observed (a Retry-After past
+// the context's deadline ends the call at once), and a failure becomes a
+// *ProviderError.
 type Caller struct {
 	provider string
 	cfg      Config
@@ -96,12 +91,6 @@ func NewCaller(provider string, cfg Config) (*Caller, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("%s: base URL %q is not an absolute http(s) URL", provider, cfg.BaseURL)
 		}
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%s: negative timeout %s", provider, cfg.Timeout)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
 	}
 	switch {
 	case cfg.MaxRetries == 0:
@@ -136,13 +125,12 @@ type Middleware = func(req *http.Request, next func(*http.Request) (*http.Respon
 // own error for a response it cannot use) becomes a *ProviderError.
 type CallFunc func(ctx context.Context, key string, observe Middleware) error
 
-// Do runs fn once under the call's deadline. The error it returns is nil
-// or a *ProviderError.
+// Do runs fn once under ctx, whose deadline (set by the engine, see
+// loop.Engine.CallModel) bounds every attempt and every wait between
+// attempts. The error it returns is nil or a *ProviderError.
 func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
-	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-
-	key, err := c.cfg.KeySource(callCtx)
+	start := time.Now()
+	key, err := c.cfg.KeySource(ctx)
 	if err != nil {
 		return &ProviderError{Provider: c.provider, Message: cut("API key unavailable: " + err.Error()), Err: contextErr(err)}
 	}
@@ -150,13 +138,13 @@ func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
 		return &ProviderError{Provider: c.provider, Message: "API key is empty"}
 	}
 
-	deadline, _ := callCtx.Deadline()
+	deadline, _ := ctx.Deadline()
 	obs := &observer{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline}
-	err = fn(callCtx, key, obs.middleware)
+	err = fn(ctx, key, obs.middleware)
 	if err == nil {
 		return nil
 	}
-	return obs.fail(ctx, callCtx, c.cfg.Timeout, err)
+	return obs.fail(ctx, start, err)
 }
 
 // contextErr keeps a context error reachable through errors.Is, and drops

@@ -75,8 +75,8 @@ func TestNewCaller_appliesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Config(); got.Timeout != DefaultTimeout || got.MaxRetries != DefaultMaxRetries {
-		t.Errorf("got timeout %s and %d retries, want the defaults", got.Timeout, got.MaxRetries)
+	if got := c.Config(); got.MaxRetries != DefaultMaxRetries {
+		t.Errorf("got %d retries, want the default", got.MaxRetries)
 	}
 	c, err = NewCaller("openai", Config{Model: "m", KeySource: StaticKey("k"), MaxRetries: -1})
 	if err != nil {

@@ -152,18 +152,19 @@ func (o *observer) waitTooLong(res *http.Response) bool {
 // fail turns the error the SDK call returned into a *ProviderError from
 // what the observer saw; the SDK's error value itself is not kept, since
 // it carries the request and its headers.
-func (o *observer) fail(parent, callCtx context.Context, timeout time.Duration, err error) *ProviderError {
+func (o *observer) fail(ctx context.Context, start time.Time, err error) *ProviderError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message, Wait: o.retryAfter}
 	switch {
-	case parent.Err() != nil:
-		// The caller gave up (cancelled, or its own deadline passed).
-		pe.Err = contextErr(parent.Err())
-		pe.Message = "call abandoned by the caller: " + parent.Err().Error()
-	case callCtx.Err() != nil:
-		pe.Timeout = timeout
+	case ctx.Err() != nil && !o.deadline.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The call's deadline passed: say how long it had.
+		pe.Timeout = o.deadline.Sub(start).Round(time.Millisecond)
 		pe.Err = context.DeadlineExceeded
+	case ctx.Err() != nil:
+		// The caller gave up.
+		pe.Err = contextErr(ctx.Err())
+		pe.Message = "call abandoned by the caller: " + ctx.Err().Error()
 	case o.status >= 400:
 		// The SDK's error is the last response: its status and message
 		// are already recorded.

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/loop"
 )
@@ -34,20 +33,16 @@ func (r *Router) Tools() []string {
 }
 
 // Execute runs inv on its tool's executor. An unknown tool is an
-// InvalidCall. The Result always carries the invocation's call id and a
-// duration. An executor that panics, breaking its contract, yields an
+// InvalidCall. An executor that panics, breaking its contract, yields an
 // OutcomeUnknown result instead of taking the operator down: it may have
-// acted before it failed.
+// acted before it failed (sent the request, started the process), so the
+// call is neither called unavailable nor retried. This is the one place a
+// panic is recovered; loop.ExecuteBatch stamps the call id and duration.
 func (r *Router) Execute(ctx context.Context, inv loop.Invocation) (res loop.Result) {
-	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
 			res = loop.Result{Failure: &loop.Failure{Kind: loop.FailUnknown,
 				Detail: loop.ClipDetail(fmt.Sprintf("the executor of %q failed unexpectedly: %v", inv.Tool, p))}}
-		}
-		res.CallID = inv.CallID
-		if res.Duration <= 0 {
-			res.Duration = time.Since(start)
 		}
 	}()
 	e, ok := r.executors[inv.Tool]

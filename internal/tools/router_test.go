@@ -18,12 +18,19 @@ type fake struct {
 }
 
 func (f fake) Execute(_ context.Context, inv loop.Invocation) loop.Result {
-	return loop.Result{CallID: inv.CallID, Output: []byte(f.output + " " + string(inv.Arguments))}
+	return loop.Result{Output: []byte(f.output + " " + string(inv.Arguments))}
 }
 
 type preflighting struct{ fake }
 
 func (p preflighting) Preflight(context.Context) error { return p.preflight }
+
+// routed dispatches inv through the router as a run does: ExecuteBatch
+// stamps the call id and the duration.
+func routed(r *Router, inv loop.Invocation) loop.Result {
+	inv.Timeout = time.Second
+	return loop.ExecuteBatch(context.Background(), r, []loop.Invocation{inv}, false)[0]
+}
 
 func TestRouter_routesByToolName(t *testing.T) {
 	r := NewRouter(map[string]loop.Toolbox{
@@ -34,7 +41,7 @@ func TestRouter_routesByToolName(t *testing.T) {
 		"identify_account": `acct {"email":"x"}`,
 		"find_invoices":    `invoices {"email":"x"}`,
 	} {
-		res := r.Execute(context.Background(), loop.Invocation{CallID: "t1-c1", Tool: tool, Arguments: []byte(`{"email":"x"}`)})
+		res := routed(r, loop.Invocation{CallID: "t1-c1", Tool: tool, Arguments: []byte(`{"email":"x"}`)})
 		if res.Failure != nil || string(res.Output) != want || res.CallID != "t1-c1" || res.Duration <= 0 {
 			t.Errorf("%s: got %+v, want output %q, call id t1-c1 and a duration", tool, res, want)
 		}
@@ -46,7 +53,7 @@ func TestRouter_routesByToolName(t *testing.T) {
 
 func TestRouter_unknownToolIsInvalidCall(t *testing.T) {
 	r := NewRouter(map[string]loop.Toolbox{"identify_account": fake{}})
-	res := r.Execute(context.Background(), loop.Invocation{CallID: "t1-c2", Tool: "issue_refund"})
+	res := routed(r, loop.Invocation{CallID: "t1-c2", Tool: "issue_refund"})
 	want := &loop.Failure{Kind: loop.FailInvalid, Detail: `unknown tool "issue_refund"`}
 	if diff := cmp.Diff(want, res.Failure); diff != "" || res.CallID != "t1-c2" {
 		t.Errorf("CallID %q, Failure (-want +got):\n%s", res.CallID, diff)
@@ -57,7 +64,7 @@ func TestRouter_panickingExecutorYieldsAResult(t *testing.T) {
 	r := NewRouter(map[string]loop.Toolbox{"boom": loop.ToolboxFunc(func(context.Context, loop.Invocation) loop.Result {
 		panic("nil map")
 	})})
-	res := r.Execute(context.Background(), loop.Invocation{CallID: "t1-c1", Tool: "boom"})
+	res := routed(r, loop.Invocation{CallID: "t1-c1", Tool: "boom"})
 	if res.Failure == nil || res.Failure.Kind != loop.FailUnknown || res.CallID != "t1-c1" {
 		t.Errorf("got %+v, want an OutcomeUnknown failure for t1-c1", res)
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -79,17 +80,19 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	timeout := m.caller.Config().Timeout
 	var reply *loop.Reply
 	err = m.caller.Do(ctx, func(ctx context.Context, key string, observe model.Middleware) error {
-		out, err := m.client.Messages.New(ctx, params,
+		opts := []option.RequestOption{
 			// The header the Messages API documents for API keys.
 			option.WithHeader("X-Api-Key", key),
 			option.WithMiddleware(observe),
-			// Our deadline bounds the call; setting it here also stops
-			// the SDK from refusing large max_tokens without streaming.
-			option.WithRequestTimeout(timeout),
-		)
+		}
+		if d, ok := ctx.Deadline(); ok {
+			// The engine's deadline bounds the call; telling the SDK
+			// also stops it refusing large max_tokens without streaming.
+			opts = append(opts, option.WithRequestTimeout(time.Until(d)))
+		}
+		out, err := m.client.Messages.New(ctx, params, opts...)
 		if err != nil {
 			return err
 		}
@@ -103,13 +106,13 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 }
 
 func buildParams(req *loop.Request, modelName string) (sdk.MessageNewParams, error) {
-	maxOut := req.MaxOutputTokens
-	if maxOut <= 0 {
-		maxOut = model.DefaultMaxOutputTokens
+	if req.MaxOutputTokens <= 0 {
+		// The API requires a limit; the engine always sets one.
+		return sdk.MessageNewParams{}, fmt.Errorf("the request sets no maxOutputTokens")
 	}
 	p := sdk.MessageNewParams{
 		Model:     sdk.Model(modelName),
-		MaxTokens: maxOut,
+		MaxTokens: req.MaxOutputTokens,
 	}
 	for _, t := range req.Tools {
 		tool, err := toolParam(t)

@@ -81,7 +81,6 @@ func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step)
 	cfg := model.Config{
 		BaseURL: f.srv.URL,
 		Model:   "claude-sonnet-4-5",
-		Timeout: 5 * time.Second,
 		KeySource: func(context.Context) (string, error) {
 			f.keys++
 			return testKey, nil
@@ -348,12 +347,15 @@ func TestComplete_unauthorizedIsNeverRetried(t *testing.T) {
 
 func TestComplete_aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T) {
 	// The Anthropic SDK has no ceiling of its own on a server-directed wait.
-	f := newFixture(t, func(c *model.Config) { c.Timeout = 2 * time.Second },
+	f := newFixture(t, nil,
 		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: modeltest.File(t, "error_rate_limit.json")},
 	)
 
 	start := time.Now()
-	_, err := f.model.Complete(context.Background(), billingRequest())
+	// The engine puts the model call's deadline on the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := f.model.Complete(ctx, billingRequest())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests || pe.Attempts != 1 || pe.Timeout != 0 {
 		t.Fatalf("got %v, want a ProviderError for HTTP 429 after 1 attempt", err)
@@ -364,9 +366,12 @@ func TestComplete_aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T) {
 }
 
 func TestComplete_deadlineIsEnforcedAroundTheCall(t *testing.T) {
-	f := newFixture(t, func(c *model.Config) { c.Timeout = 200 * time.Millisecond }, modeltest.Step{Hang: true})
+	f := newFixture(t, nil, modeltest.Step{Hang: true})
 
-	_, err := f.model.Complete(context.Background(), billingRequest())
+	// The engine puts the model call's deadline on the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := f.model.Complete(ctx, billingRequest())
 
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond || !errors.Is(err, context.DeadlineExceeded) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model"
@@ -26,7 +25,6 @@ func Example() {
 	m, err := openai.New(model.Config{
 		BaseURL:   vllm.URL + "/v1",
 		Model:     "llama-3.1-8b-instruct",
-		Timeout:   30 * time.Second,
 		KeySource: model.StaticKey("token-for-vllm"),
 		OnRetry: func(attempt, status int, err error) {
 			fmt.Printf("retrying (attempt %d) after HTTP %d: %v\n", attempt, status, err)

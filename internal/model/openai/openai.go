@@ -104,15 +104,11 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 }
 
 func buildParams(req *loop.Request, modelName string) (sdk.ChatCompletionNewParams, error) {
-	maxOut := req.MaxOutputTokens
-	if maxOut <= 0 {
-		maxOut = model.DefaultMaxOutputTokens
-	}
-	p := sdk.ChatCompletionNewParams{
-		Model: shared.ChatModel(modelName),
+	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(modelName)}
+	if req.MaxOutputTokens > 0 { // the engine always sets one
 		// max_completion_tokens, not the deprecated max_tokens, which
 		// reasoning models reject.
-		MaxCompletionTokens: sdk.Int(maxOut),
+		p.MaxCompletionTokens = sdk.Int(req.MaxOutputTokens)
 	}
 	for _, t := range req.Tools {
 		schema, err := model.Schema(t.Parameters)

@@ -31,6 +31,9 @@ func ExampleNew() {
 	res := e.Execute(context.Background(), loop.Invocation{
 		CallID:    "t1-c1",
 		Arguments: []byte(`{"account": "acct/42", "author": "r&d=1", "text": "say \"hi\"", "pinned": true}`),
+		// A run's invocations carry the tool's timeout and result limit
+		// (the engine's defaults when the manifest sets none).
+		Timeout: loop.DefaultToolTimeout, MaxResultBytes: loop.DefaultMaxResultBytes,
 	})
 	fmt.Println(string(res.Output))
 	// Output:

@@ -31,10 +31,6 @@ import (
 )
 
 const (
-	// DefaultTimeout applies when an invocation carries no timeout.
-	DefaultTimeout = 30 * time.Second
-	// DefaultMaxResultBytes applies when an invocation carries no limit.
-	DefaultMaxResultBytes = 16384
 	// maxRedirects bounds the same-host redirects followed.
 	maxRedirects = 10
 	userAgent    = "agentrun-httptool"
@@ -225,22 +221,13 @@ func (e *Executor) secret(ctx context.Context, h Header) (string, error) {
 
 // Execute sends one request for inv. It always returns a Result.
 func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
-	start := time.Now()
-	res := e.do(ctx, inv)
-	res.CallID = inv.CallID
-	res.Duration = time.Since(start)
-	return res
+	return e.do(ctx, inv) // the Router stamps the call id and the duration
 }
 
 func (e *Executor) do(ctx context.Context, inv loop.Invocation) loop.Result {
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	limit := inv.MaxResultBytes
-	if limit <= 0 {
-		limit = DefaultMaxResultBytes
-	}
+	// The engine's Config.Normalize gave every invocation its timeout and
+	// result limit.
+	timeout, limit := inv.Timeout, inv.MaxResultBytes
 	args, err := decodeArguments(inv.Arguments)
 	if err != nil {
 		return failed(loop.FailInvalid, err.Error())

@@ -222,7 +222,6 @@ func TestExecute_nonSuccessPassesStatusTypeAndBodyThrough(t *testing.T) {
 	})
 	res := mustNew(t, Config{URL: srv.URL}, nil).Execute(context.Background(), call(`{}`))
 	want := loop.Result{
-		CallID:      "t1-c1",
 		Output:      []byte(page),
 		ContentType: "text/html; charset=utf-8",
 		Failure:     &loop.Failure{Kind: loop.FailHTTP, Code: 403, Detail: "403 Forbidden"},

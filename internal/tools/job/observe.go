@@ -58,7 +58,7 @@ func (e *Executor) observe(ctx context.Context, tool *Tool, j *batchv1.Job, inv 
 	if failed != nil && failed.Reason == batchv1.JobReasonDeadlineExceeded {
 		return &observation{failure: &loop.Failure{Kind: loop.FailTimeout, Detail: fmt.Sprintf(
 			"the Job's deadline of %ds (the tool's %s plus up to %s to start) passed before the tool finished",
-			ptrOr(j.Spec.ActiveDeadlineSeconds), timeoutOf(inv), e.startupLimit(inv))}}, nil
+			ptrOr(j.Spec.ActiveDeadlineSeconds), inv.Timeout, e.startupLimit(inv))}}, nil
 	}
 	complete := condition(j, batchv1.JobComplete, batchv1.JobSuccessCriteriaMet)
 
@@ -127,13 +127,10 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 			Detail: bound("the tool's container exited 0 without a result summary: " + err.Error())}}, nil
 	}
 	maxBytes := inv.MaxResultBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxResultBytes
-	}
 	switch {
 	case sum.TimedOut:
 		return &observation{failure: &loop.Failure{Kind: loop.FailTimeout, Code: sum.Exit, Detail: fmt.Sprintf(
-			"the tool did not finish within %s and was stopped", timeoutOf(inv))}}, nil
+			"the tool did not finish within %s and was stopped", inv.Timeout)}}, nil
 	case sum.Error != "":
 		return &observation{failure: &loop.Failure{Kind: loop.FailUnavailable, Code: sum.Exit, Detail: bound(sum.Error)}}, nil
 	case sum.Exit != 0:

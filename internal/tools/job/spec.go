@@ -67,11 +67,6 @@ const (
 	// DefaultEntrypointPath is where the operator's image keeps the
 	// agentrun-entrypoint binary.
 	DefaultEntrypointPath = "/agentrun-entrypoint"
-	// DefaultTimeout applies to an invocation without a timeout (the API's
-	// default for tools).
-	DefaultTimeout = 30 * time.Second
-	// DefaultMaxResultBytes applies to an invocation without a limit.
-	DefaultMaxResultBytes = 16384
 	// MaxArgumentBytes bounds the arguments JSON: it travels in an
 	// environment variable, and Linux refuses one string of 128 KiB or more
 	// in a process's environment.
@@ -149,13 +144,6 @@ func truncate(s string, n int) string {
 // (which says TimedOut) fires first and the Job's is only a backstop.
 const deadlineSlack = 10 * time.Second
 
-func timeoutOf(inv loop.Invocation) time.Duration {
-	if inv.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return inv.Timeout
-}
-
 // startupLimit is how long the pod may take to start (be scheduled, pull
 // its images): the configured pending limit, or the call's startup grace
 // when that is shorter (the caller's own backstop counts on it).
@@ -171,7 +159,7 @@ func (e *Executor) startupLimit(inv loop.Invocation) time.Duration {
 // deadline, which counts from the Job's start, adds the startup allowance,
 // the kill grace and a little slack to it.
 func (e *Executor) jobDeadline(inv loop.Invocation) int64 {
-	d := timeoutOf(inv) + e.startupLimit(inv) + entrypoint.DefaultKillGrace + deadlineSlack
+	d := inv.Timeout + e.startupLimit(inv) + entrypoint.DefaultKillGrace + deadlineSlack
 	return max(1, int64(math.Ceil(d.Seconds())))
 }
 
@@ -219,7 +207,7 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 			env = append(env, v)
 		}
 	}
-	command := append([]string{EntrypointBinary, "--timeout=" + timeoutOf(inv).String(), "--"}, tool.Command...)
+	command := append([]string{EntrypointBinary, "--timeout=" + inv.Timeout.String(), "--"}, tool.Command...)
 	command = append(command, tool.Args...)
 
 	return &batchv1.Job{

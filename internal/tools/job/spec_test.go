@@ -74,7 +74,6 @@ func TestJobDeadline_addsTheStartupAllowanceToTheTimeout(t *testing.T) {
 		{30 * time.Second, 0, 30 + 300 + 5 + 10},                // the pending limit
 		{30 * time.Second, time.Minute, 30 + 60 + 5 + 10},       // a shorter grace
 		{30 * time.Second, time.Hour, 30 + 300 + 5 + 10},        // the limit still holds
-		{0, 0, 30 + 300 + 5 + 10},                               // the default timeout
 		{1500 * time.Millisecond, time.Minute, 2 + 60 + 5 + 10}, // rounded up
 	}
 	for _, tt := range tests {

@@ -116,10 +116,6 @@ const (
 	DefaultListLimit = 50
 	MaxListLimit     = 500
 	MaxEvents        = 50
-	// DefaultMaxResultBytes applies to an invocation without a limit.
-	DefaultMaxResultBytes = 16384
-	// DefaultTimeout applies to an invocation without a timeout.
-	DefaultTimeout = 30 * time.Second
 )
 
 // lastApplied is the annotation kubectl apply leaves: a second copy of the
@@ -201,12 +197,9 @@ func New(cfg Config) (*Toolbox, error) {
 
 // Execute runs one call of a builtin tool.
 func (t *Toolbox) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
-	start := time.Now()
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// The engine's Config.Normalize gave every invocation its timeout and
+	// result limit.
+	ctx, cancel := context.WithTimeout(ctx, inv.Timeout)
 	defer cancel()
 
 	var (
@@ -225,21 +218,17 @@ func (t *Toolbox) Execute(ctx context.Context, inv loop.Invocation) loop.Result 
 	default:
 		f = invalid("unknown builtin tool %q", b)
 	}
-	res := loop.Result{CallID: inv.CallID, Failure: f}
+	res := loop.Result{Failure: f}
 	if f == nil {
 		res.ContentType = "application/json"
 		b := marshal(out)
 		maxBytes := inv.MaxResultBytes
-		if maxBytes <= 0 {
-			maxBytes = DefaultMaxResultBytes
-		}
 		res.Size = int64(len(b))
 		if len(b) > maxBytes+1 {
 			b, res.Truncated = b[:maxBytes+1], true
 		}
 		res.Output = b
 	}
-	res.Duration = time.Since(start)
 	return res
 }
 

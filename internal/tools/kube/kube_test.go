@@ -277,7 +277,7 @@ func TestExecute_invalidCalls(t *testing.T) {
 func TestExecute_boundsTheOutput(t *testing.T) {
 	res := toolbox(t, "reader").Execute(context.Background(), loop.Invocation{
 		CallID: "t1-c1", Tool: "list_objects", Arguments: json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap"}`),
-		MaxResultBytes: 40,
+		Timeout: 10 * time.Second, MaxResultBytes: 40,
 	})
 	if res.Failure != nil || len(res.Output) != 41 || !res.Truncated || res.Size <= 41 {
 		t.Errorf("output %d bytes, size %d, truncated %v; want 41 bytes kept of more", len(res.Output), res.Size, res.Truncated)

@@ -32,13 +32,8 @@ import (
 )
 
 const (
-	// DefaultTimeout applies when an invocation carries no timeout (the
-	// API's default for tools).
-	DefaultTimeout = 30 * time.Second
 	// DefaultGracePeriod is how long a tool has between SIGTERM and SIGKILL.
 	DefaultGracePeriod = 2 * time.Second
-	// DefaultMaxResultBytes applies when an invocation carries no limit.
-	DefaultMaxResultBytes = 16384
 
 	// fallbackPath is the child's PATH when the operator has none.
 	fallbackPath = "/usr/local/bin:/usr/bin:/bin"
@@ -113,11 +108,7 @@ func redactEnv(kv string) string {
 
 // Execute runs the command once for inv. It always returns a Result.
 func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
-	start := time.Now()
-	res := e.run(ctx, inv)
-	res.CallID = inv.CallID
-	res.Duration = time.Since(start)
-	return res
+	return e.run(ctx, inv) // the Router stamps the call id and the duration
 }
 
 // stopCause says why the executor ended the process group.
@@ -134,14 +125,9 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	limit := inv.MaxResultBytes
-	if limit <= 0 {
-		limit = DefaultMaxResultBytes
-	}
+	// The engine's Config.Normalize gave every invocation its timeout and
+	// result limit.
+	timeout, limit := inv.Timeout, inv.MaxResultBytes
 	grace := e.grace
 	if inv.KillGrace > 0 {
 		grace = inv.KillGrace

@@ -160,9 +160,6 @@ func TestExecute_passesArgumentsOnStdinAndInEnvAndPrintsResult(t *testing.T) {
 	if res.Failure != nil {
 		t.Fatalf("Failure = %+v, want none", res.Failure)
 	}
-	if res.CallID != "t1-c1" || res.Duration <= 0 {
-		t.Errorf("CallID, Duration = %q, %v; want t1-c1 and a positive duration", res.CallID, res.Duration)
-	}
 	var got helperReport
 	if err := json.Unmarshal(res.Output, &got); err != nil {
 		t.Fatalf("output %q: %v", res.Output, err)

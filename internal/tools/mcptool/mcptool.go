@@ -47,11 +47,6 @@ import (
 )
 
 const (
-	// DefaultTimeout applies to a call without a timeout, and to Inspect
-	// when its context has no deadline.
-	DefaultTimeout = 30 * time.Second
-	// DefaultMaxResultBytes applies when an invocation carries no limit.
-	DefaultMaxResultBytes = 16384
 	// DefaultMaxResponseBytes bounds any one HTTP response read from the
 	// server. The SDK decodes whole messages, so this, not MaxResultBytes,
 	// bounds what a call may hold in memory; a larger answer fails.
@@ -195,7 +190,7 @@ func (e *Executor) Preflight(ctx context.Context) error {
 func (e *Executor) Inspect(ctx context.Context) (Hints, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		ctx, cancel = context.WithTimeout(ctx, loop.DefaultToolTimeout)
 		defer cancel()
 	}
 	conn, err := e.connect(ctx)
@@ -249,22 +244,13 @@ func offered(names []string) string {
 
 // Execute calls the tool once for inv. It always returns a Result.
 func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
-	start := time.Now()
-	res := e.call(ctx, inv)
-	res.CallID = inv.CallID
-	res.Duration = time.Since(start)
-	return res
+	return e.call(ctx, inv) // the Router stamps the call id and the duration
 }
 
 func (e *Executor) call(ctx context.Context, inv loop.Invocation) loop.Result {
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	limit := inv.MaxResultBytes
-	if limit <= 0 {
-		limit = DefaultMaxResultBytes
-	}
+	// The engine's Config.Normalize gave every invocation its timeout and
+	// result limit.
+	timeout, limit := inv.Timeout, inv.MaxResultBytes
 	args := bytes.TrimSpace(inv.Arguments)
 	if len(args) == 0 {
 		args = []byte("{}")

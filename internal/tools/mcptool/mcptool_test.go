@@ -151,8 +151,8 @@ func TestExecute_concatenatesTextAndPassesTheIdempotencyKey(t *testing.T) {
 		t.Fatalf("Failure = %+v", res.Failure)
 	}
 	want := "acct_42 belongs to r.okafor@northwind.example\nkey=uid/t2-c1"
-	if got := string(res.Output); got != want || res.CallID != "t2-c1" || res.Truncated {
-		t.Errorf("Output %q, CallID %q, Truncated %v; want %q, t2-c1, false", got, res.CallID, res.Truncated, want)
+	if got := string(res.Output); got != want || res.Truncated {
+		t.Errorf("Output %q, Truncated %v; want %q, false", got, res.Truncated, want)
 	}
 }
 
