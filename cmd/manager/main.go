@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,8 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to authenticated and authorized callers only (get on /metrics); false serves plain HTTP to anyone.")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint; empty means a self-signed certificate.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica drives runs.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica (of the shard) drives runs.")
+	fs.StringVar(&o.Shard, "shard", "", "Drive only the AgentRuns labelled "+v1alpha1.LabelShard+"=SHARD (and their Jobs), electing a leader per shard; empty drives the runs without the label.")
 	fs.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")
 	fs.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
 	fs.Float64Var(&qps, "kube-api-qps", 0, fmt.Sprintf("Queries per second to the API server; 0 adapts to the runs in flight (%d per run, between %d and %d), a negative value sets no client-side limit.",
@@ -77,6 +79,10 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	zo := &zap.Options{}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, nil, err
+	}
+	if err := operator.ValidateShard(o.Shard); err != nil {
+		fmt.Fprintln(fs.Output(), "manager: --shard:", err)
 		return o, nil, err
 	}
 	o.QPS = float32(qps)

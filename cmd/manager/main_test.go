@@ -38,3 +38,20 @@ func TestFlags_namespacesAndToolResources(t *testing.T) {
 		t.Error("--tool-network-policy=false did not turn the policy off")
 	}
 }
+
+// --shard names the shard this manager drives; a name that could not be a
+// label value and a Lease's name is refused before anything starts.
+func TestFlags_shard(t *testing.T) {
+	o, _, err := parseFlags([]string{"--shard=team-a"})
+	if err != nil || o.Shard != "team-a" {
+		t.Fatalf("--shard=team-a: shard %q, err %v", o.Shard, err)
+	}
+	if o, _, err := parseFlags(nil); err != nil || o.Shard != "" {
+		t.Fatalf("no --shard: shard %q, err %v", o.Shard, err)
+	}
+	for _, bad := range []string{"Team_A", "-a", strings.Repeat("a", 64)} {
+		if _, _, err := parseFlags([]string{"--shard=" + bad}); err == nil {
+			t.Errorf("--shard=%s was accepted", bad)
+		}
+	}
+}

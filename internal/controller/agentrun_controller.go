@@ -51,6 +51,15 @@ type Config struct {
 	Kits      KitBuilder
 	// Clock is time.Now unless a test sets it.
 	Clock func() time.Time
+	// Shard is the shard this reconciler's manager serves (its cache
+	// selects the shard's runs: ShardCache). The unsharded one (empty)
+	// also reports, in agentrun_runs_unclaimed, labelled runs nobody has
+	// started after UnclaimedAfter (DefaultUnclaimedAfter when zero),
+	// looking every UnclaimedEvery (DefaultUnclaimedEvery when zero), in
+	// Namespaces (all when empty: those the operator watches).
+	Shard                          string
+	UnclaimedEvery, UnclaimedAfter time.Duration
+	Namespaces                     []string
 	// MaxConcurrentReconciles sizes the worker pool (4 when zero). Model
 	// and tool calls never run on a worker (see work.go), so a few workers
 	// serve many runs.
@@ -162,6 +171,18 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	inFlight.watch(mgr.GetCache(), r.Clock)
+	if r.Shard == "" {
+		u := &unclaimedCheck{reader: r.APIReader, namespaces: r.Namespaces, every: r.UnclaimedEvery, after: r.UnclaimedAfter, now: r.Clock}
+		if u.every <= 0 {
+			u.every = DefaultUnclaimedEvery
+		}
+		if u.after <= 0 {
+			u.after = DefaultUnclaimedAfter
+		}
+		if err := mgr.Add(u); err != nil {
+			return err
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Owns(&batchv1.Job{}).

@@ -181,8 +181,13 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		}
 	}
 	if len(jobTools) > 0 {
-		ex, err := job.New(b.Jobs, job.Run{Namespace: run.Namespace, ServiceAccountName: run.Spec.ServiceAccountName,
-			Owner: *metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}, jobTools)
+		jr := job.Run{Namespace: run.Namespace, ServiceAccountName: run.Spec.ServiceAccountName,
+			Owner: *metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}
+		if shard, ok := run.Labels[v1alpha1.LabelShard]; ok {
+			// The shard's cache selects Jobs by this label too.
+			jr.Labels = map[string]string{v1alpha1.LabelShard: shard}
+		}
+		ex, err := job.New(b.Jobs, jr, jobTools)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/controller"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,12 +62,42 @@ type Options struct {
 	// is twice the rate. agentrun_client_throttle_seconds shows the waits.
 	QPS   float32
 	Burst int
+	// Shard is the shard this operator drives (--shard): only AgentRuns
+	// labelled v1alpha1.LabelShard=Shard, and the Jobs made for them, are in
+	// its cache. Empty means the runs without the label. Each shard elects
+	// its own leader (LeaderElectionID).
+	Shard string
+}
+
+// ValidateShard checks a shard's name: a DNS-1123 label (lowercase
+// letters, digits and '-', at most 63), so it is a label value, part of
+// the Lease's name and of the chart's Deployment's.
+func ValidateShard(shard string) error {
+	if shard == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(shard); len(errs) > 0 {
+		return fmt.Errorf("shard %q: %s", shard, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// LeaderElectionID is the Lease the replicas of one shard elect their
+// leader with: replicas of different shards never wait on each other.
+func LeaderElectionID(shard string) string {
+	if shard == "" {
+		return "agentrun.agents.agentrun.dev"
+	}
+	return "agentrun-shard-" + shard + ".agents.agentrun.dev"
 }
 
 // Run runs the operator until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if !o.LocalTools && o.OperatorImage == "" {
 		return fmt.Errorf("an operator image is required unless job tools run locally")
+	}
+	if err := ValidateShard(o.Shard); err != nil {
+		return err
 	}
 	cfg = rest.CopyConfig(cfg)
 	// Every client built from cfg (the manager's, the clientset, the
@@ -87,8 +119,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.ProbeAddr,
 		LeaderElection:         o.LeaderElect,
-		LeaderElectionID:       "agentrun.agents.agentrun.dev",
-		Cache:                  cacheOptions(o.WatchNamespaces),
+		LeaderElectionID:       LeaderElectionID(o.Shard),
+		// A replica that loses its lease exits at once (the manager's
+		// default), so two replicas of a shard never drive a run together.
+		Cache: cacheOptions(o.WatchNamespaces, o.Shard),
 	})
 	if err != nil {
 		return err
@@ -121,7 +155,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 	}()
 	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp})
+		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -134,21 +168,23 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("Starting the AgentRun operator", "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
+	ctrl.Log.Info("Starting the AgentRun operator", "shard", o.Shard, "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
 		"metricsSecure", o.MetricsSecure)
 	return mgr.Start(ctx)
 }
 
-// cacheOptions limits the cache to the watched namespaces, if any.
-func cacheOptions(namespaces []string) cache.Options {
+// cacheOptions limits the cache to the watched namespaces, if any, and
+// the runs and Jobs to the shard's.
+func cacheOptions(namespaces []string, shard string) cache.Options {
+	o := cache.Options{ByObject: controller.ShardCache(shard)}
 	if len(namespaces) == 0 {
-		return cache.Options{}
+		return o
 	}
-	d := map[string]cache.Config{}
+	o.DefaultNamespaces = map[string]cache.Config{}
 	for _, ns := range namespaces {
-		d[ns] = cache.Config{}
+		o.DefaultNamespaces[ns] = cache.Config{}
 	}
-	return cache.Options{DefaultNamespaces: d}
+	return o
 }
 
 // metricsOptions serves metrics on o.MetricsAddr: over HTTPS behind

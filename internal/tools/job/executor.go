@@ -49,6 +49,10 @@ type Run struct {
 	// Owner is the owner reference to the AgentRun, set on every Job; its
 	// UID and Name are the run's.
 	Owner metav1.OwnerReference
+	// Labels are added to every Job and its pod (the run's shard label,
+	// so a sharded operator's cache selects the Jobs of its runs). The
+	// executor's own labels win over these.
+	Labels map[string]string
 }
 
 // Config is how the operator is deployed; it is the same for every run.

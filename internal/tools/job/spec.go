@@ -181,12 +181,18 @@ func restricted(uid int64) *corev1.SecurityContext {
 // so the same call always asks for the same Job.
 func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 	owner := e.run.Owner
-	labels := map[string]string{
+	labels := map[string]string{}
+	for k, v := range e.run.Labels {
+		labels[k] = v
+	}
+	for k, v := range map[string]string{
 		LabelRun:       labelValue(owner.Name),
 		LabelRunUID:    labelValue(string(owner.UID)),
 		LabelCallID:    labelValue(inv.CallID),
 		LabelTool:      labelValue(tool.Name),
 		LabelManagedBy: "agentrun",
+	} {
+		labels[k] = v
 	}
 	if tool.Mutates {
 		labels[LabelKeep] = "true"

@@ -83,3 +83,24 @@ func TestJobDeadline_addsTheStartupAllowanceToTheTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Run.Labels (the run's shard label) reach the Job and its pod, so a
+// sharded operator's cache selects the Jobs of its runs; they cannot
+// override the executor's own labels.
+func TestBuildJob_carriesTheRunsLabels(t *testing.T) {
+	const shard = "sharding.agents.agentrun.dev/key"
+	ex, err := New(Config{Client: k8sClient, OperatorImage: "op"}, Run{Namespace: "ns",
+		Owner: metav1.OwnerReference{Name: "r", UID: runUID}, Labels: map[string]string{shard: "a", LabelRunUID: "forged"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := ex.buildJob(&Tool{Name: "t"}, loop.Invocation{CallID: "t1-c1", Tool: "t"})
+	for what, l := range map[string]map[string]string{"job": j.Labels, "pod": j.Spec.Template.Labels} {
+		if l[shard] != "a" {
+			t.Errorf("%s labels %v lack the shard label", what, l)
+		}
+		if l[LabelRunUID] != string(runUID) {
+			t.Errorf("%s: run-uid label %q, want the run's UID", what, l[LabelRunUID])
+		}
+	}
+}
