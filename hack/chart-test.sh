@@ -50,6 +50,17 @@ has locked-down-values 'secretName: agentrun-metrics-tls'
 has locked-down-values '--metrics-cert-dir=/etc/agentrun/metrics-certs'
 has locked-down-values 'name: registry-credentials'
 has plain-metrics-values '--metrics-secure=false'
+has shards-values 'name: agentrun-shard-a$'
+has shards-values 'name: agentrun-shard-b$'
+has shards-values '--shard=a'
+has shards-values '--shard=b'
+has shards-values 'agents.agentrun.dev/shard: b'
+has shards-values 'app.kubernetes.io/component: operator-shard'
+has shards-values 'kind: Role$' # leader election, for shard b
+[ "$(grep -c -- '--leader-elect=true' "$out/shards-values.yaml")" = 1 ] || fail "shards-values: only shard b (2 replicas) elects a leader"
+[ "$(grep -c -- '^kind: Deployment' "$out/shards-values.yaml")" = 3 ] || fail "shards-values: want 3 Deployments"
+[ "$(grep -c -- '^kind: PodDisruptionBudget' "$out/shards-values.yaml")" = 3 ] || fail "shards-values: want 3 PodDisruptionBudgets"
+hasnt default '--shard='
 has plain-metrics-values 'scheme: http$'
 hasnt plain-metrics-values 'tokenreviews'
 
@@ -72,6 +83,7 @@ refuse "'replica'" --set replica=2
 refuse "'enabeld'" --set metrics.serviceMonitor.enabeld=true
 refuse "'tolerance'" --set-json 'tolerance=[]'
 refuse "/replicas" --set replicas=two
+refuse "/shards/0/name" --set 'shards[0].name=Team_A'
 refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
 refuse "not both" --set podDisruptionBudget.enabled=true --set podDisruptionBudget.minAvailable=1
 echo "chart-test: ${#sets[@]} value sets render and lint; misspelled and mistyped values are refused"

@@ -27,12 +27,34 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end }}
 
-{{- define "agentrun.labels" -}}
+{{/*
+A shard's operator pods (values: shards): their own component, so the
+unsharded Deployment's selector (which cannot change) never matches them.
+Called with a dict: root, shard.
+*/}}
+{{- define "agentrun.shardSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentrun.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: operator-shard
+agents.agentrun.dev/shard: {{ .shard }}
+{{- end }}
+
+{{/* Every operator pod of the release, unsharded and shards' (metrics, NetworkPolicy). */}}
+{{- define "agentrun.podSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentrun.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "agentrun.commonLabels" -}}
 helm.sh/chart: {{ include "agentrun.chart" . }}
-{{ include "agentrun.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: agentrun
+{{- end }}
+
+{{- define "agentrun.labels" -}}
+{{ include "agentrun.selectorLabels" . }}
+{{ include "agentrun.commonLabels" . }}
 {{- end }}
 
 {{- define "agentrun.serviceAccountName" -}}
@@ -56,6 +78,17 @@ app.kubernetes.io/part-of: agentrun
 {{/* "true" when the operator elects a leader: asked for, or more than one replica. */}}
 {{- define "agentrun.leaderElect" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* "true" when any of the release's Deployments (unsharded or a shard's) elects a leader. */}}
+{{- define "agentrun.anyLeaderElect" -}}
+{{- $any := eq (include "agentrun.leaderElect" .) "true" }}
+{{- range .Values.shards }}
+{{- if or $.Values.leaderElection.enabled (gt (int (ternary .replicas $.Values.replicas (hasKey . "replicas"))) 1) }}
+{{- $any = true }}
+{{- end }}
+{{- end }}
+{{- if $any }}true{{ else }}false{{ end }}
 {{- end }}
 
 {{/*
