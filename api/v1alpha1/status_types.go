@@ -151,6 +151,12 @@ const (
 )
 
 // AgentRunStatus is what the operator observed and decided.
+//
+// It is atomic for server-side apply and managed fields: only the operator
+// writes it, always as a whole, so the API server tracks one field
+// (f:status) for it rather than every counter, condition and checkpoint
+// key, which were half the object's bytes and changed on every write.
+// +structType=atomic
 type AgentRunStatus struct {
 	// phase is a display summary: Pending, Running, AwaitingApproval,
 	// Succeeded or Failed. It is derived from the conditions and outcome.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,5 +117,31 @@ func TestRun_aThousandTurnsWithAWindowOfAThousandStayUnder32KiB(t *testing.T) {
 	}
 	if sizing.largest > 32<<10 {
 		t.Fatalf("a status write left an object of %d bytes, want at most 32 KiB", sizing.largest)
+	}
+}
+
+// Status is one managed field: the API server tracks f:status for the
+// operator's writes rather than every counter, condition and checkpoint
+// key (which took half of a mid-run object's bytes and changed on every
+// write, so every status patch re-encoded them; issue 13, item 1).
+func TestStatus_isOneManagedField(t *testing.T) {
+	ns := namespace(t)
+	startManager(t, &kits{tools: newTools()})
+	run := makeRun(ns, "fields").readTool("lookup").calls("lookup", `{"q":1}`).answer("Done.").create(t)
+	var cur *v1alpha1.AgentRun
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { cur = get(t, run); return cur.Status.Outcome }, 30*time.Second, 20*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	found := false
+	for _, e := range cur.ManagedFields {
+		if e.Subresource != "status" {
+			continue
+		}
+		found = true
+		if e.FieldsV1 == nil || string(e.FieldsV1.Raw) != `{"f:status":{}}` {
+			t.Errorf("the status writes of %s manage %s, want only f:status", e.Manager, e.FieldsV1)
+		}
+	}
+	if !found {
+		t.Fatalf("no managed fields entry for the status subresource: %+v", cur.ManagedFields)
 	}
 }
