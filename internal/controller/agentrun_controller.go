@@ -286,7 +286,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if written {
 		r.logTransitions(ctx, sc)
 		r.emit(sc)
-		observe(sc.base, sc.run, sc.state, sc.notes)
+		recordMetrics(sc.base, sc.run, sc.state, sc.notes)
 		r.endTrace(ctx, sc)
 	}
 	return result, nil

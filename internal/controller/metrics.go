@@ -168,11 +168,11 @@ func (m callMetrics) ToolCall(ctx context.Context, inv loop.Invocation) (context
 	return ctx, func(loop.Result) { toolCallDuration.WithLabelValues(inv.Tool).Observe(time.Since(start).Seconds()) }
 }
 
-// observe records what a saved reconcile did: its notes, what it charged
+// recordMetrics records what a saved reconcile did: its notes, what it charged
 // (the difference between the usage it read and the usage it wrote, so a
 // step is counted once, when status holds it) and, when the run ended,
 // its outcome.
-func observe(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) {
+func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) {
 	for _, n := range notes {
 		switch n.Kind {
 		case loop.NoteTurnStarted:

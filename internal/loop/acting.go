@@ -108,7 +108,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				retry = append(retry, retryCandidate{call: c, retryAfter: r.Failure.RetryAfter, failure: r})
 				continue
 			}
-			c.Observation, c.ObsStatus = Observe(c.Name, t.MaxResultBytes, r)
+			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
 			c.State = CallDone
 			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
 			if r.Failure != nil {
@@ -173,7 +173,7 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
 			continue
 		}
 		c.State, c.ObsStatus = CallDone, ObsFailed
-		c.Observation, _ = Observe(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
+		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
 		e.settleCall(s, t, c.Attempts <= 1)
 		*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: true,
 			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})

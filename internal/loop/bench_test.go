@@ -54,14 +54,14 @@ func BenchmarkLoopDetection(b *testing.B) {
 	for i := range 1000 {
 		raw := json.RawMessage(fmt.Sprintf(`{"id":%d}`, i))
 		c, _ := Canonical(raw, nil)
-		s.observeSignature(cfg, sigEntry(signature("lookup", c, raw)))
+		s.recordSignature(cfg, sigEntry(signature("lookup", c, raw)))
 	}
 	args := json.RawMessage(`{"id":5000, "page": 2, "request_id": "abc"}`)
 	ignore := []string{"request_id"}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if d := s.observeSignature(cfg, sigEntry(signature("lookup", decodeArgs(args, ignore).canon, args))); d != nil && i < 2 {
+		if d := s.recordSignature(cfg, sigEntry(signature("lookup", decodeArgs(args, ignore).canon, args))); d != nil && i < 2 {
 			b.Fatalf("detected too early: %s", d.reason(cfg))
 		}
 		s.Window = s.Window[:999*SigHashLen] // keep the window at 1,000 calls

@@ -30,7 +30,7 @@ func (d *detection) reason(cfg LoopDetection) string {
 		d.period, strings.Join(names, " -> "), d.count, d.count, cfg.Window, cfg.Threshold)
 }
 
-// observe adds one proposed signature to the window and reports a loop.
+// recordSignature adds one proposed signature to the window and reports a loop.
 //
 // The depth of a signature is how many times it was proposed within the
 // last Window calls; the run stops when a signature reaches Threshold. An
@@ -45,7 +45,7 @@ func (d *detection) reason(cfg LoopDetection) string {
 // The window keeps hashes only; the texts of the last MaxPeriod calls are
 // kept apart (Named), which is all a reason needs: a cycle ends with the
 // call just proposed, so its calls are the last ones.
-func (s *State) observeSignature(cfg LoopDetection, e SigEntry) *detection {
+func (s *State) recordSignature(cfg LoopDetection, e SigEntry) *detection {
 	s.upgradeWindow()
 	w := s.Window + e.Hash
 	if n := len(w) / SigHashLen; n > cfg.Window {

@@ -19,7 +19,7 @@ func TestLoop_aWindowOfAThousandCallsStaysSmall(t *testing.T) {
 	for i := range 1500 {
 		raw := json.RawMessage(fmt.Sprintf(`{"q":%q,"n":%d}`, long, i))
 		c, _ := Canonical(raw, nil)
-		if d := s.observeSignature(cfg, sigEntry(signature("lookup", c, raw))); d != nil {
+		if d := s.recordSignature(cfg, sigEntry(signature("lookup", c, raw))); d != nil {
 			t.Fatalf("call %d: distinct calls detected as a loop: %s", i, d.reason(cfg))
 		}
 	}
@@ -35,7 +35,7 @@ func TestLoop_aWindowOfAThousandCallsStaysSmall(t *testing.T) {
 	again := func(i int) *detection {
 		raw := json.RawMessage(fmt.Sprintf(`{"q":%q,"n":%d}`, long, i))
 		c, _ := Canonical(raw, nil)
-		return s.observeSignature(cfg, sigEntry(signature("lookup", c, raw)))
+		return s.recordSignature(cfg, sigEntry(signature("lookup", c, raw)))
 	}
 	if d := again(510); d != nil {
 		t.Fatalf("a call 990 calls back counted as a repeat too early: %s", d.reason(cfg))
@@ -55,7 +55,7 @@ func TestLoop_aCycleIsNamedInOrder(t *testing.T) {
 	s := &State{}
 	var d *detection
 	for _, n := range []string{"x", "a", "b", "c", "a", "b", "c", "a"} {
-		d = s.observeSignature(cfg, sigEntry(signature(n, []byte(`{}`), nil)))
+		d = s.recordSignature(cfg, sigEntry(signature(n, []byte(`{}`), nil)))
 	}
 	if d == nil || d.period != 3 || !strings.Contains(d.reason(cfg), "a{} -> b{} -> c{}") {
 		t.Fatalf("detection = %+v", d)
@@ -75,7 +75,7 @@ func TestLoop_resumesAWindowSavedByAnOlderOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := LoopDetection{Threshold: 3, Window: 9, MaxPeriod: 3}
-	d := s.observeSignature(cfg, sigEntry(signature("a", []byte(`{}`), nil)))
+	d := s.recordSignature(cfg, sigEntry(signature("a", []byte(`{}`), nil)))
 	if d == nil || d.count != 3 || s.MaxDepth != 3 {
 		t.Fatalf("the third a after the upgrade: detection %+v, depth %d", d, s.MaxDepth)
 	}

@@ -132,7 +132,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 
 	// Loop detection names a stuck run before anything else can stop it.
 	for i, c := range calls {
-		if d := s.observeSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
+		if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
 			e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
 			return Effect{Kind: EffectFinish}
 		}

@@ -174,7 +174,7 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 // batch's transcript with the observations made so far, and ends the run.
 func (e *Engine) endWithToolFailure(s *State, rc retryCandidate, reason string, notes *[]Note) {
 	c := rc.call
-	c.Observation, c.ObsStatus = Observe(c.Name, e.tool(c.Name).MaxResultBytes, rc.failure)
+	c.Observation, c.ObsStatus = RenderResult(c.Name, e.tool(c.Name).MaxResultBytes, rc.failure)
 	c.State = CallDone
 	if s.Plan != nil && s.Plan.Stage == StageExecuting {
 		// A step that failed after its retries stops its plan, not the run.

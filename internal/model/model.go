@@ -120,10 +120,10 @@ func (c *Caller) ModelName(requested string) string {
 type Middleware = func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error)
 
 // CallFunc makes the SDK call. It must pass key as the credential,
-// observe as a per-request middleware, and use ctx, which carries the
+// record as a per-request middleware, and use ctx, which carries the
 // call's deadline. Whatever it returns besides nil (an SDK error, or its
 // own error for a response it cannot use) becomes a *ProviderError.
-type CallFunc func(ctx context.Context, key string, observe Middleware) error
+type CallFunc func(ctx context.Context, key string, record Middleware) error
 
 // Do runs fn once under ctx, whose deadline (set by the engine, see
 // loop.Engine.CallModel) bounds every attempt and every wait between
@@ -139,7 +139,7 @@ func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
 	}
 
 	deadline, _ := ctx.Deadline()
-	obs := &observer{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline}
+	obs := &attemptLog{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline}
 	err = fn(ctx, key, obs.middleware)
 	if err == nil {
 		return nil

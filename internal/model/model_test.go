@@ -93,10 +93,10 @@ func TestCallerDo_neverPutsTheKeyInTheError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Do(context.Background(), func(ctx context.Context, k string, observe Middleware) error {
+	err = c.Do(context.Background(), func(ctx context.Context, k string, record Middleware) error {
 		// A transport that echoes the key in its error.
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://example.invalid/v1", nil)
-		_, err := observe(req, func(*http.Request) (*http.Response, error) {
+		_, err := record(req, func(*http.Request) (*http.Response, error) {
 			return nil, errors.New("proxy refused credentials " + k)
 		})
 		return err

@@ -176,7 +176,7 @@ func (f *follower) onRunEvent(ctx context.Context, e watch.Event, ok bool) (bool
 	switch e.Type {
 	case watch.Added, watch.Modified:
 		if run, isRun := e.Object.(*v1alpha1.AgentRun); isRun {
-			return f.observe(ctx, run)
+			return f.showUpdate(ctx, run)
 		}
 	case watch.Deleted:
 		return false, fmt.Errorf("%s was deleted before it ended", f.o.Run)
@@ -238,7 +238,7 @@ func (f *follower) resync(ctx context.Context) (bool, error) {
 		return false, nil // the next resync tries again
 	}
 	f.listEvents(ctx)
-	return f.observe(ctx, run)
+	return f.showUpdate(ctx, run)
 }
 
 func (f *follower) listEvents(ctx context.Context) {
@@ -292,9 +292,9 @@ func (f *follower) printEvent(e *eventsv1.Event) {
 	printf(f.w, "event: %s %s: %s%s\n", e.Type, e.Reason, indent(e.Note), times)
 }
 
-// observe prints what is new in this version of the run and reports whether
+// showUpdate prints what is new in this version of the run and reports whether
 // it has ended.
-func (f *follower) observe(ctx context.Context, run *v1alpha1.AgentRun) (bool, error) {
+func (f *follower) showUpdate(ctx context.Context, run *v1alpha1.AgentRun) (bool, error) {
 	if run.UID != f.uid {
 		return false, fmt.Errorf("%s was deleted and created anew; watch it again", f.o.Run)
 	}

@@ -81,11 +81,11 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	var reply *loop.Reply
-	err = m.caller.Do(ctx, func(ctx context.Context, key string, observe model.Middleware) error {
+	err = m.caller.Do(ctx, func(ctx context.Context, key string, record model.Middleware) error {
 		opts := []option.RequestOption{
 			// The header the Messages API documents for API keys.
 			option.WithHeader("X-Api-Key", key),
-			option.WithMiddleware(observe),
+			option.WithMiddleware(record),
 		}
 		if d, ok := ctx.Deadline(); ok {
 			// The engine's deadline bounds the call; telling the SDK

@@ -86,10 +86,10 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	var reply *loop.Reply
-	err = m.caller.Do(ctx, func(ctx context.Context, key string, observe model.Middleware) error {
+	err = m.caller.Do(ctx, func(ctx context.Context, key string, record model.Middleware) error {
 		out, err := m.client.Chat.Completions.New(ctx, params,
 			option.WithAPIKey(key),
-			option.WithMiddleware(observe),
+			option.WithMiddleware(record),
 		)
 		if err != nil {
 			return err

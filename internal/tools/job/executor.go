@@ -266,7 +266,7 @@ func (e *Executor) Poll(ctx context.Context, inv loop.Invocation) (*loop.Result,
 		}
 		return nil, fmt.Errorf("reading Job %s: %w", key, err)
 	}
-	o, err := e.observe(ctx, tool, &j, inv)
+	o, err := e.inspect(ctx, tool, &j, inv)
 	if err != nil || o == nil {
 		return nil, err
 	}

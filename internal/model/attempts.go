@@ -17,14 +17,14 @@ import (
 // maxErrorBody bounds how much of an error response is read for its message.
 const maxErrorBody = 64 << 10
 
-// observer watches the HTTP attempts of one call. Both SDKs run their
-// middlewares once per attempt, inside their retry loop, so the observer
+// attemptLog watches the HTTP attempts of one call. Both SDKs run their
+// middlewares once per attempt, inside their retry loop, so the attemptLog
 // sees every attempt and what it got. It remembers the last status and
 // message for the final error, reports each retry to the hook, and uses
 // the SDKs' own x-should-retry response header to veto the retries our
 // policy forbids. The retry loop, backoff, jitter and Retry-After handling
 // stay the SDK's.
-type observer struct {
+type attemptLog struct {
 	provider string
 	secret   string
 	onRetry  RetryHook
@@ -39,7 +39,7 @@ type observer struct {
 	retryAfter time.Duration
 }
 
-func (o *observer) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+func (o *attemptLog) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	o.mu.Lock()
 	o.attempts++
 	attempt, status, prev := o.attempts, o.status, o.failure()
@@ -85,7 +85,7 @@ func (o *observer) middleware(req *http.Request, next func(*http.Request) (*http
 
 // failure describes the last attempt's failure for the retry hook.
 // Callers hold o.mu.
-func (o *observer) failure() error {
+func (o *attemptLog) failure() error {
 	if o.err != nil {
 		return o.err
 	}
@@ -97,7 +97,7 @@ func (o *observer) failure() error {
 
 // serverMessage reads the error body (bounded) for its message and puts
 // the bytes back so the SDK can read them too.
-func (o *observer) serverMessage(res *http.Response) string {
+func (o *attemptLog) serverMessage(res *http.Response) string {
 	if res.Body == nil {
 		return http.StatusText(res.StatusCode)
 	}
@@ -141,7 +141,7 @@ func errorMessage(body []byte) string {
 
 // waitTooLong reports whether the response's Retry-After reaches past
 // the call's deadline.
-func (o *observer) waitTooLong(res *http.Response) bool {
+func (o *attemptLog) waitTooLong(res *http.Response) bool {
 	if o.deadline.IsZero() {
 		return false
 	}
@@ -150,9 +150,9 @@ func (o *observer) waitTooLong(res *http.Response) bool {
 }
 
 // fail turns the error the SDK call returned into a *ProviderError from
-// what the observer saw; the SDK's error value itself is not kept, since
+// what the attemptLog saw; the SDK's error value itself is not kept, since
 // it carries the request and its headers.
-func (o *observer) fail(ctx context.Context, start time.Time, err error) *ProviderError {
+func (o *attemptLog) fail(ctx context.Context, start time.Time, err error) *ProviderError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message, Wait: o.retryAfter}

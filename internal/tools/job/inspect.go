@@ -16,8 +16,8 @@ import (
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 )
 
-// observation is what Poll concluded from the Job and its pod.
-type observation struct {
+// jobOutcome is what Poll concluded from the Job and its pod.
+type jobOutcome struct {
 	failure *loop.Failure
 	out     output
 	// deleteJob is set when the executor gave up on a Job that would
@@ -52,11 +52,11 @@ var pullFailures = map[string]bool{
 	"ErrImageNeverPull": true,
 }
 
-// observe returns nil while the tool runs.
-func (e *Executor) observe(ctx context.Context, tool *Tool, j *batchv1.Job, inv loop.Invocation) (*observation, error) {
+// inspect reads the Job and its pod: nil while the tool runs.
+func (e *Executor) inspect(ctx context.Context, tool *Tool, j *batchv1.Job, inv loop.Invocation) (*jobOutcome, error) {
 	failed := condition(j, batchv1.JobFailed, batchv1.JobFailureTarget)
 	if failed != nil && failed.Reason == batchv1.JobReasonDeadlineExceeded {
-		return &observation{failure: &loop.Failure{Kind: loop.FailTimeout, Detail: fmt.Sprintf(
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailTimeout, Detail: fmt.Sprintf(
 			"the Job's deadline of %ds (the tool's %s plus up to %s to start) passed before the tool finished",
 			ptrOr(j.Spec.ActiveDeadlineSeconds), inv.Timeout, e.startupLimit(inv))}}, nil
 	}
@@ -70,7 +70,7 @@ func (e *Executor) observe(ctx context.Context, tool *Tool, j *batchv1.Job, inv 
 		return e.finished(ctx, j, pod, failed, inv)
 	}
 	if j.DeletionTimestamp != nil {
-		return &observation{failure: &loop.Failure{Kind: loop.FailUnavailable,
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable,
 			Detail: "the Job was deleted before the tool finished"}}, nil
 	}
 
@@ -80,24 +80,24 @@ func (e *Executor) observe(ctx context.Context, tool *Tool, j *batchv1.Job, inv 
 	starting := e.cfg.Now().Sub(j.CreationTimestamp.Time)
 	if pod == nil {
 		if starting > limit {
-			return &observation{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
+			return &jobOutcome{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
 				"no pod was created for the Job within %s (a quota or an admission policy may refuse it; see the Job's events)", limit))}}, nil
 		}
 		return nil, nil
 	}
 	if f := pullFailure(tool, pod); f != nil {
-		return &observation{deleteJob: true, failure: f}, nil
+		return &jobOutcome{deleteJob: true, failure: f}, nil
 	}
 	if pod.Status.Phase == corev1.PodPending && starting > limit {
-		return &observation{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(pendingDetail(pod, limit))}}, nil
+		return &jobOutcome{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(pendingDetail(pod, limit))}}, nil
 	}
 	return nil, nil
 }
 
 // finished reads the outcome of a Job that completed or failed (for any
 // reason but its deadline).
-func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod, failed *batchv1.JobCondition, inv loop.Invocation) (*observation, error) {
-	jobFailure := func() *observation {
+func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod, failed *batchv1.JobCondition, inv loop.Invocation) (*jobOutcome, error) {
+	jobFailure := func() *jobOutcome {
 		d := "the Job failed"
 		if failed != nil {
 			d = fmt.Sprintf("the Job failed: %s: %s", failed.Reason, failed.Message)
@@ -105,12 +105,12 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 		if pod != nil && (pod.Status.Reason != "" || pod.Status.Message != "") {
 			d += fmt.Sprintf("; pod %s: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
 		}
-		return &observation{failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(d)}}
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(d)}}
 	}
 	term := terminated(pod, ToolContainer)
 	if term == nil {
 		if failed == nil {
-			return &observation{failure: &loop.Failure{Kind: loop.FailUnknown,
+			return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnknown,
 				Detail: "the Job succeeded but its pod is gone, and the result with it"}}, nil
 		}
 		return jobFailure(), nil
@@ -120,47 +120,47 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	if err != nil {
 		// The wrapper itself was killed (OOMKilled, evicted) or never ran.
 		if term.ExitCode != 0 {
-			return &observation{failure: &loop.Failure{Kind: loop.FailExit, Code: int(term.ExitCode), Detail: bound(fmt.Sprintf(
+			return &jobOutcome{failure: &loop.Failure{Kind: loop.FailExit, Code: int(term.ExitCode), Detail: bound(fmt.Sprintf(
 				"the container ended (%s, exit code %d) without a result summary", term.Reason, term.ExitCode))}}, nil
 		}
-		return &observation{failure: &loop.Failure{Kind: loop.FailUnknown,
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnknown,
 			Detail: bound("the tool's container exited 0 without a result summary: " + err.Error())}}, nil
 	}
 	maxBytes := inv.MaxResultBytes
 	switch {
 	case sum.TimedOut:
-		return &observation{failure: &loop.Failure{Kind: loop.FailTimeout, Code: sum.Exit, Detail: fmt.Sprintf(
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailTimeout, Code: sum.Exit, Detail: fmt.Sprintf(
 			"the tool did not finish within %s and was stopped", inv.Timeout)}}, nil
 	case sum.Error != "":
-		return &observation{failure: &loop.Failure{Kind: loop.FailUnavailable, Code: sum.Exit, Detail: bound(sum.Error)}}, nil
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Code: sum.Exit, Detail: bound(sum.Error)}}, nil
 	case sum.Exit != 0:
 		detail := strings.TrimSpace(sum.StderrTail)
 		if detail == "" {
 			detail = fmt.Sprintf("the tool exited with code %d and wrote nothing to standard error", sum.Exit)
 		}
-		return &observation{
+		return &jobOutcome{
 			failure: &loop.Failure{Kind: loop.FailExit, Code: sum.Exit, Detail: boundTail(detail)},
 			out:     bounded([]byte(sum.Out), sum.Size, maxBytes),
 		}, nil
 	case failed != nil:
 		return jobFailure(), nil
 	case !sum.OutInLog:
-		return &observation{out: bounded([]byte(sum.Out), sum.Size, maxBytes)}, nil
+		return &jobOutcome{out: bounded([]byte(sum.Out), sum.Size, maxBytes)}, nil
 	}
 
 	if e.cfg.Logs == nil {
-		return &observation{failure: &loop.Failure{Kind: loop.FailUnknown, Detail: fmt.Sprintf(
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnknown, Detail: fmt.Sprintf(
 			"the result (%d bytes) is longer than the termination message and the executor has no log reader", sum.Size)}}, nil
 	}
 	b, err := e.cfg.Logs.ReadLog(ctx, pod.Namespace, pod.Name, ToolContainer, int64(maxBytes)+1)
 	if apierrors.IsNotFound(err) {
-		return &observation{failure: &loop.Failure{Kind: loop.FailUnknown, Detail: fmt.Sprintf(
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnknown, Detail: fmt.Sprintf(
 			"the tool exited 0 but its result (%d bytes) could not be read: the pod's log is gone", sum.Size)}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the result of %s/%s from its log: %w", pod.Namespace, pod.Name, err)
 	}
-	return &observation{out: bounded(b, sum.Size, maxBytes)}, nil
+	return &jobOutcome{out: bounded(b, sum.Size, maxBytes)}, nil
 }
 
 // pod returns the Job's pod: the one whose tool container terminated, or

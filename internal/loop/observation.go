@@ -33,12 +33,13 @@ const (
 // (failed, denied, blocked, declined, invalid).
 func (s ObsStatus) IsError() bool { return s != "" && s != ObsOK }
 
-// Observe turns a tool's raw result into what the model reads: a bounded,
-// valid UTF-8 text. A failure becomes a short sentence that names the
-// condition, the choices, and whether an unchanged retry can help; an HTML
-// page becomes its text (or, for a sign-in page, an authentication
-// failure); a long result is cut at maxResultBytes and the cut is marked.
-func Observe(tool string, maxResultBytes int, r Result) (text string, status ObsStatus) {
+// RenderResult turns a tool's raw result into what the model reads (its
+// observation): a bounded, valid UTF-8 text. A failure becomes a short
+// sentence that names the condition, the choices, and whether an
+// unchanged retry can help; an HTML page becomes its text (or, for a
+// sign-in page, an authentication failure); a long result is cut at
+// maxResultBytes and the cut is marked.
+func RenderResult(tool string, maxResultBytes int, r Result) (text string, status ObsStatus) {
 	if maxResultBytes <= 0 {
 		maxResultBytes = DefaultMaxResultBytes
 	}

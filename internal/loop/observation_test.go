@@ -47,7 +47,7 @@ func TestObserve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			text, status := Observe("lookup", tc.max, tc.r)
+			text, status := RenderResult("lookup", tc.max, tc.r)
 			if status != tc.status {
 				t.Errorf("status = %s, want %s", status, tc.status)
 			}
