@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -314,7 +315,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		if (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err)) && !sc.stop {
 			// Never answered by running the work again: the run ends,
 			// with what it spent.
-			r.fail(sc, "the run's status cannot be saved: "+runstatus.Clip(err.Error(), 2048))
+			r.fail(sc, "the run's status cannot be saved: "+clip.Cut(err.Error(), 2048, runstatus.CutMark))
 			next = nil
 			if !equalStatus(&sc.base.Status, st) {
 				err = r.patchStatus(ctx, sc.base, sc.run)
@@ -421,7 +422,7 @@ func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State) error {
 // condition Saved=False on the status as it was read. Nothing else of the
 // reconcile is written.
 func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string) {
-	msg = runstatus.Clip(msg, 1024)
+	msg = clip.Cut(msg, 1024, runstatus.CutMark)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, "%s", msg)
 	}
@@ -511,10 +512,7 @@ func cutEscaped(b []byte, limit int) int {
 		}
 		size += escapedByte(b[i])
 	}
-	for i > 0 && i < len(b) && b[i]&0xC0 == 0x80 {
-		i--
-	}
-	return i
+	return len(clip.Head(b, i))
 }
 
 func equalStatus(a, b *v1alpha1.AgentRunStatus) bool {
@@ -603,6 +601,6 @@ func (r *AgentRunReconciler) emit(sc *scope) {
 		if n.CallID != "" {
 			action += " " + n.CallID
 		}
-		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", runstatus.Clip(n.Message, 1024))
+		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", clip.Cut(n.Message, 1024, runstatus.CutMark))
 	}
 }

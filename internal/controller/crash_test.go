@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -154,7 +155,7 @@ func crashScenario(t *testing.T, p crashPoint) crashOutcome {
 		msgs, _ := transcript.Read(context.Background(), k8sClient, done)
 		var roles []string
 		for _, m := range msgs {
-			roles = append(roles, string(m.Role)+":"+m.CallID+":"+runstatus.Clip(m.Content, 80))
+			roles = append(roles, string(m.Role)+":"+m.CallID+":"+clip.Cut(m.Content, 80, runstatus.CutMark))
 		}
 		t.Fatalf("%s: outcome %s: %s; usage %+v; model calls %d; transcript %q", p, done.Status.Outcome, done.Status.Reason, done.Status.Usage, model.calls.Load(), roles)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
@@ -127,7 +128,7 @@ func (r *AgentRunReconciler) guard(ctx context.Context, sc *scope) error {
 
 func refusedWith(run *v1alpha1.AgentRun, msg string) bool {
 	for _, c := range run.Status.Conditions {
-		if c.Type == v1alpha1.ConditionSucceeded && c.Reason == v1alpha1.ReasonRerunRefused && c.Message == runstatus.Clip(msg, 1024) {
+		if c.Type == v1alpha1.ConditionSucceeded && c.Reason == v1alpha1.ReasonRerunRefused && c.Message == clip.Cut(msg, 1024, runstatus.CutMark) {
 			return true
 		}
 	}

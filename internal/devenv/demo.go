@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -151,7 +152,7 @@ func Print(out io.Writer, results []Result) {
 		if !r.OK() {
 			mark = "  <- unexpected"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", r.Name, r.Outcome, r.Expected, cutLine(r.Reason, 90), mark)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", r.Name, r.Outcome, r.Expected, clip.Cut(r.Reason, 90, "…"), mark)
 	}
 	tw.Flush()
 }
@@ -171,11 +172,4 @@ func cost(run *v1alpha1.AgentRun) string {
 		return "0"
 	}
 	return run.Status.Usage.CostUSD
-}
-
-func cutLine(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/safeterm"
@@ -275,13 +276,9 @@ func lastAssistant(s *loop.State) *loop.Message {
 	return nil
 }
 
-// oneLine folds s onto one line and cuts it at n runes.
+// oneLine folds s onto one line and cuts it after n bytes of text.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
+	return clip.Cut(strings.Join(strings.Fields(s), " "), n+len("…"), "…")
 }
 
 // compactJSON drops the whitespace between JSON tokens and nothing else

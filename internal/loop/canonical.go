@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentrun/agentrun/internal/clip"
 )
 
 // Canonical returns the canonical JSON form of a call's arguments: object
@@ -291,19 +293,9 @@ func sigEntry(sig string) SigEntry {
 	return SigEntry{Hash: hex.EncodeToString(h[:SigHashLen/2]), Text: cut(sig, 120)}
 }
 
-// cut shortens s to at most n bytes on a rune boundary, marking the cut.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+// cut shortens s to n bytes of text on a rune boundary, marking the cut
+// with an ellipsis (which the n bytes do not count).
+func cut(s string, n int) string { return clip.Cut(s, n+len("…"), "…") }
 
 // ArgumentsDigest identifies a call's exact arguments: "sha256:" and the
 // hex SHA-256 of their canonical form (Canonical with nothing ignored), so

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
+
+	"github.com/agentrun/agentrun/internal/clip"
 )
 
 // ObsStatus says how a tool call ended, as recorded on its tool message.
@@ -74,10 +76,7 @@ func bound(s string, max, size int, truncated bool) string {
 	if len(s) <= max && !truncated {
 		return s
 	}
-	i := min(max, len(s))
-	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
-		i--
-	}
+	i := len(clip.Head(s, max))
 	total := "more than " + fmt.Sprint(i)
 	if size > i && !truncated {
 		total = fmt.Sprint(size)
@@ -168,11 +167,7 @@ func shortDetail(s string, keepEnd bool) string {
 	}
 	s = strings.Join(strings.Fields(s), " ")
 	if keepEnd && len(s) > 300 {
-		i := len(s) - 300
-		for i < len(s) && !utf8.RuneStart(s[i]) {
-			i++
-		}
-		return "…" + s[i:]
+		return "…" + clip.Tail(s, 300)
 	}
 	return cut(s, 300)
 }
@@ -196,9 +191,7 @@ func looksHTML(contentType string, b []byte) bool {
 
 func looksLikeSignIn(text string) bool {
 	t := strings.ToLower(text)
-	if len(t) > 4096 {
-		t = t[:4096]
-	}
+	t = clip.Head(t, 4096)
 	for _, w := range []string{"sign in", "sign-in", "log in", "login", "signin", "single sign-on", "password"} {
 		if strings.Contains(t, w) {
 			return true

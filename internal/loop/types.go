@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/clip"
 )
 
 // Outcome is the single named reason a run ended. The set is closed: a
@@ -508,16 +510,7 @@ const MaxDetailBytes = 512
 
 // ClipDetail bounds a failure's detail to MaxDetailBytes, keeping its
 // beginning and marking the cut with "...".
-func ClipDetail(s string) string {
-	if len(s) <= MaxDetailBytes {
-		return s
-	}
-	i := MaxDetailBytes - 3
-	for i > 0 && s[i]&0xC0 == 0x80 {
-		i--
-	}
-	return s[:i] + "..."
-}
+func ClipDetail(s string) string { return clip.Cut(s, MaxDetailBytes, "...") }
 
 // Failed is the Result of a failed call, its detail bounded.
 func Failed(kind FailureKind, code int, detail string) Result {

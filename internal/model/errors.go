@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/internal/clip"
 )
 
 // maxMessageBytes bounds the server message kept in an error.
@@ -105,15 +106,7 @@ func plural(n int, word string) string {
 // cut collapses whitespace and shortens s to about maxMessageBytes,
 // on a rune boundary, marking the cut.
 func cut(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= maxMessageBytes {
-		return s
-	}
-	n := maxMessageBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return clip.Cut(strings.Join(strings.Fields(s), " "), maxMessageBytes+len("..."), "...")
 }
 
 // redact removes every occurrence of secret from s.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,8 +80,8 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 		if s.Done() {
 			break // an ended run waits for no one
 		}
-		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: Clip(string(c.Arguments), 16384),
-			ArgumentsDigest: loop.ArgumentsDigest(c.Arguments), Rule: c.Rule, Reason: Clip(c.Reason, 4096)}
+		p := v1alpha1.PendingApproval{CallID: c.ID, Tool: c.Name, Arguments: clip.Cut(string(c.Arguments), 16384, CutMark),
+			ArgumentsDigest: loop.ArgumentsDigest(c.Arguments), Rule: c.Rule, Reason: clip.Cut(c.Reason, 4096, CutMark)}
 		if c.RequestedAt != nil {
 			t := metav1.NewTime(*c.RequestedAt)
 			p.RequestedAt = &t
@@ -104,7 +105,7 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 	switch {
 	case s.Done():
 		st.Outcome = v1alpha1.Outcome(s.Outcome)
-		st.Reason = Clip(s.Reason, 8192)
+		st.Reason = clip.Cut(s.Reason, 8192, CutMark)
 		st.Answer = s.Answer
 		if st.CompletionTime == nil {
 			st.CompletionTime = &now
@@ -143,7 +144,7 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 
 // SetFailed ends a run that could not be built or resumed.
 func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
-	st.Outcome, st.Reason, st.Phase = o, Clip(reason, 8192), v1alpha1.PhaseFailed
+	st.Outcome, st.Reason, st.Phase = o, clip.Cut(reason, 8192, CutMark), v1alpha1.PhaseFailed
 	st.PendingApprovals, st.PendingApprovalCount = nil, 0
 	st.Reserved = nil
 	if st.CompletionTime == nil {
@@ -159,7 +160,7 @@ func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, n
 // is Stalled (not Reconciling) so that kstatus, Flux and Argo CD read it as
 // failed rather than wait for it. Allowing the re-run lets it start.
 func SetRerunRefused(st *v1alpha1.AgentRunStatus, msg string, now metav1.Time) {
-	st.Phase, st.Reason = v1alpha1.PhasePending, Clip(msg, 8192)
+	st.Phase, st.Reason = v1alpha1.PhasePending, clip.Cut(msg, 8192, CutMark)
 	r := v1alpha1.ReasonRerunRefused
 	SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, r, msg, now)
 	SetCondition(st, v1alpha1.ConditionReady, metav1.ConditionFalse, r, msg, now)
@@ -216,7 +217,7 @@ func SettleFinished(run *v1alpha1.AgentRun, now metav1.Time) bool {
 }
 
 func SetCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {
-	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: Clip(msg, 1024),
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: clip.Cut(msg, 1024, CutMark),
 		LastTransitionTime: now})
 }
 
@@ -247,15 +248,5 @@ func recorded(st *v1alpha1.AgentRunStatus, callID string, d v1alpha1.ApprovalDec
 	return false
 }
 
-// Clip cuts s to at most n bytes on a rune boundary, marking the cut.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "… [cut]"
-	i := n - len(mark)
-	for i > 0 && s[i]&0xC0 == 0x80 {
-		i--
-	}
-	return s[:i] + mark
-}
+// CutMark ends a status text cut to its field's limit (clip.Cut).
+const CutMark = "… [cut]"

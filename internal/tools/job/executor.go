@@ -209,7 +209,7 @@ func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
 		// An earlier dispatch may have run it: adopt its Job or nothing.
 		err := e.adopt(ctx, want)
 		if apierrors.IsNotFound(errors.Unwrap(err)) {
-			return &CallError{Failure: loop.Failure{Kind: loop.FailUnknown, Detail: bound(fmt.Sprintf(
+			return &CallError{Failure: loop.Failure{Kind: loop.FailUnknown, Detail: loop.ClipDetail(fmt.Sprintf(
 				"its Job %s is gone (deleted, or never created before the operator stopped), so it was not run again", want.Name))}}
 		}
 		return err
@@ -222,7 +222,7 @@ func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
 		return e.adopt(ctx, want)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable,
-			Detail: bound(fmt.Sprintf("the Job for tool %q could not be created: %v", tool.Name, err))}}
+			Detail: loop.ClipDetail(fmt.Sprintf("the Job for tool %q could not be created: %v", tool.Name, err))}}
 	default:
 		return fmt.Errorf("creating Job %s/%s: %w", want.Namespace, want.Name, err)
 	}
@@ -241,7 +241,7 @@ func (e *Executor) adopt(ctx context.Context, want *batchv1.Job) error {
 		return fmt.Errorf("reading Job %s/%s to adopt it: %w", want.Namespace, want.Name, err)
 	}
 	if got.Labels[LabelRunUID] != want.Labels[LabelRunUID] || got.Annotations[AnnotationCallID] != want.Annotations[AnnotationCallID] {
-		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
+		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf(
 			"a Job named %s already exists and was not made for this call", want.Name))}}
 	}
 	return nil
@@ -292,7 +292,7 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 	if err := e.startWithRetry(ctx, inv); err != nil {
 		f := FailureOf(err)
 		if f == nil {
-			f = &loop.Failure{Kind: loop.FailUnavailable, Detail: bound("the Job could not be created: " + err.Error())}
+			f = &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail("the Job could not be created: " + err.Error())}
 		}
 		return *e.resultSince(inv, start, f)
 	}
@@ -373,7 +373,7 @@ func (e *Executor) deleteJob(ctx context.Context, j *batchv1.Job) error {
 func (e *Executor) tool(inv loop.Invocation) (*Tool, error) {
 	t := e.tools[inv.Tool]
 	if t == nil {
-		return nil, &CallError{Failure: loop.Failure{Kind: loop.FailInvalid, Detail: bound(fmt.Sprintf("no job tool named %q", inv.Tool))}}
+		return nil, &CallError{Failure: loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(fmt.Sprintf("no job tool named %q", inv.Tool))}}
 	}
 	if f := checkInvocation(inv); f != nil {
 		return nil, &CallError{Failure: *f}
@@ -397,15 +397,6 @@ func (e *Executor) result(inv loop.Invocation, j *batchv1.Job, f *loop.Failure, 
 
 func (e *Executor) resultSince(inv loop.Invocation, start time.Time, f *loop.Failure) *loop.Result {
 	return &loop.Result{CallID: inv.CallID, Failure: f, Duration: e.cfg.Now().Sub(start)}
-}
-
-// bound keeps a detail within 512 bytes.
-func bound(s string) string {
-	const limit = 512
-	if len(s) <= limit {
-		return s
-	}
-	return cutUTF8(s, limit-3) + "..."
 }
 
 // DeleteSaved deletes the kept Jobs (those of mutating calls) of these

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 )
@@ -80,7 +80,7 @@ func (e *Executor) inspect(ctx context.Context, tool *Tool, j *batchv1.Job, inv 
 	starting := e.cfg.Now().Sub(j.CreationTimestamp.Time)
 	if pod == nil {
 		if starting > limit {
-			return &jobOutcome{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
+			return &jobOutcome{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf(
 				"no pod was created for the Job within %s (a quota or an admission policy may refuse it; see the Job's events)", limit))}}, nil
 		}
 		return nil, nil
@@ -89,7 +89,7 @@ func (e *Executor) inspect(ctx context.Context, tool *Tool, j *batchv1.Job, inv 
 		return &jobOutcome{deleteJob: true, failure: f}, nil
 	}
 	if pod.Status.Phase == corev1.PodPending && starting > limit {
-		return &jobOutcome{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(pendingDetail(pod, limit))}}, nil
+		return &jobOutcome{deleteJob: true, failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(pendingDetail(pod, limit))}}, nil
 	}
 	return nil, nil
 }
@@ -105,7 +105,7 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 		if pod != nil && (pod.Status.Reason != "" || pod.Status.Message != "") {
 			d += fmt.Sprintf("; pod %s: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
 		}
-		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(d)}}
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(d)}}
 	}
 	term := terminated(pod, ToolContainer)
 	if term == nil {
@@ -120,11 +120,11 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	if err != nil {
 		// The wrapper itself was killed (OOMKilled, evicted) or never ran.
 		if term.ExitCode != 0 {
-			return &jobOutcome{failure: &loop.Failure{Kind: loop.FailExit, Code: int(term.ExitCode), Detail: bound(fmt.Sprintf(
+			return &jobOutcome{failure: &loop.Failure{Kind: loop.FailExit, Code: int(term.ExitCode), Detail: loop.ClipDetail(fmt.Sprintf(
 				"the container ended (%s, exit code %d) without a result summary", term.Reason, term.ExitCode))}}, nil
 		}
 		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnknown,
-			Detail: bound("the tool's container exited 0 without a result summary: " + err.Error())}}, nil
+			Detail: loop.ClipDetail("the tool's container exited 0 without a result summary: " + err.Error())}}, nil
 	}
 	maxBytes := inv.MaxResultBytes
 	switch {
@@ -132,14 +132,14 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailTimeout, Code: sum.Exit, Detail: fmt.Sprintf(
 			"the tool did not finish within %s and was stopped", inv.Timeout)}}, nil
 	case sum.Error != "":
-		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Code: sum.Exit, Detail: bound(sum.Error)}}, nil
+		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Code: sum.Exit, Detail: loop.ClipDetail(sum.Error)}}, nil
 	case sum.Exit != 0:
 		detail := strings.TrimSpace(sum.StderrTail)
 		if detail == "" {
 			detail = fmt.Sprintf("the tool exited with code %d and wrote nothing to standard error", sum.Exit)
 		}
 		return &jobOutcome{
-			failure: &loop.Failure{Kind: loop.FailExit, Code: sum.Exit, Detail: boundTail(detail)},
+			failure: &loop.Failure{Kind: loop.FailExit, Code: sum.Exit, Detail: clip.CutTail(detail, loop.MaxDetailBytes, "...")},
 			out:     bounded([]byte(sum.Out), sum.Size, maxBytes),
 		}, nil
 	case failed != nil:
@@ -219,7 +219,7 @@ func pullFailure(tool *Tool, pod *corev1.Pod) *loop.Failure {
 			if init {
 				what = fmt.Sprintf("the operator's image %q (init container %s)", image(pod.Spec.InitContainers, s.Name), s.Name)
 			}
-			return &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
+			return &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf(
 				"%s could not be pulled (%s): %s", what, w.Reason, w.Message))}
 		}
 		return nil
@@ -271,28 +271,4 @@ func ptrOr[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// boundTail keeps the end of a detail (the end of stderr says the most).
-func boundTail(s string) string {
-	const limit = 512
-	if len(s) <= limit {
-		return s
-	}
-	s = s[len(s)-(limit-3):]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	return "..." + s
-}
-
-// cutUTF8 keeps at most n bytes of s, ending on a rune boundary.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -146,7 +147,7 @@ func NetworkPolicyName(runUID string, tool string) string {
 		uid = uid[:8]
 	}
 	prefix := "ar-" + uid + "-egress-"
-	clean := strings.Trim(truncate(dns1123(tool), validation.DNS1123LabelMaxLength-len(prefix)-9), "-")
+	clean := strings.Trim(clip.Head(dns1123(tool), validation.DNS1123LabelMaxLength-len(prefix)-9), "-")
 	if clean == "" {
 		return prefix + shortHash(tool)
 	}
@@ -212,7 +213,7 @@ func (e *Executor) ensureNetworkPolicy(ctx context.Context, tool *Tool) error {
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
-		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf(
+		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf(
 			"the NetworkPolicy %s that confines tool %q could not be created, so its Job was not: %v", np.Name, tool.Name, err))}}
 	}
 	return fmt.Errorf("creating NetworkPolicy %s/%s: %w", np.Namespace, np.Name, err)

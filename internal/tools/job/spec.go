@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 )
@@ -89,7 +90,7 @@ func JobName(runUID types.UID, callID string) string {
 	}
 	h := shortHash(callID)
 	room := validation.DNS1123LabelMaxLength - len(prefix) - len(h) - 1
-	clean := strings.Trim(truncate(dns1123(callID), room), "-")
+	clean := strings.Trim(clip.Head(dns1123(callID), room), "-")
 	if clean == "" {
 		return prefix + h
 	}
@@ -112,7 +113,7 @@ func labelValue(s string) string {
 	}
 	h := shortHash(s)
 	clean := notLabel.ReplaceAllString(s, "-")
-	clean = truncate(clean, validation.LabelValueMaxLength-len(h)-1)
+	clean = clip.Head(clean, validation.LabelValueMaxLength-len(h)-1)
 	clean = strings.TrimFunc(clean, func(r rune) bool { return !isAlnum(r) })
 	if clean == "" {
 		return h
@@ -127,16 +128,6 @@ func isAlnum(r rune) bool {
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:8]
-}
-
-func truncate(s string, n int) string {
-	if n < 0 {
-		n = 0
-	}
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // deadlineSlack is added to the Job's deadline beyond the tool's timeout,

@@ -431,7 +431,7 @@ func (t *Toolbox) resolve(apiVersion, kind string) (*meta.RESTMapping, *loop.Fai
 		if meta.IsNoMatchError(err) {
 			return nil, invalid("the cluster serves no kind %q in %s", kind, apiVersion)
 		}
-		return nil, &loop.Failure{Kind: loop.FailUnavailable, Detail: bound("resolving " + kind + ": " + err.Error())}
+		return nil, &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail("resolving " + kind + ": " + err.Error())}
 	}
 	if m.Resource.GroupResource() == (schema.GroupResource{Resource: "secrets"}) {
 		return nil, secretRefused()
@@ -468,16 +468,16 @@ func (t *Toolbox) apiFailure(ctx context.Context, err error, verb string, gr sch
 	var status apierrors.APIStatus
 	switch {
 	case apierrors.IsForbidden(err):
-		return &loop.Failure{Kind: loop.FailHTTP, Code: 403, Detail: bound(fmt.Sprintf(
+		return &loop.Failure{Kind: loop.FailHTTP, Code: 403, Detail: loop.ClipDetail(fmt.Sprintf(
 			"the service account %s may not %s %s in %s", t.sa, verb, gr, t.ns))}
 	case apierrors.IsNotFound(err):
-		return &loop.Failure{Kind: loop.FailHTTP, Code: 404, Detail: bound(apiMessage(err) + " in namespace " + t.ns)}
+		return &loop.Failure{Kind: loop.FailHTTP, Code: 404, Detail: loop.ClipDetail(apiMessage(err) + " in namespace " + t.ns)}
 	case ctx.Err() != nil:
-		return &loop.Failure{Kind: loop.FailTimeout, Detail: bound(fmt.Sprintf("%s %s: %v", verb, gr, ctx.Err()))}
+		return &loop.Failure{Kind: loop.FailTimeout, Detail: loop.ClipDetail(fmt.Sprintf("%s %s: %v", verb, gr, ctx.Err()))}
 	case errors.As(err, &status) && status.Status().Code != 0:
-		return &loop.Failure{Kind: loop.FailHTTP, Code: int(status.Status().Code), Detail: bound(apiMessage(err))}
+		return &loop.Failure{Kind: loop.FailHTTP, Code: int(status.Status().Code), Detail: loop.ClipDetail(apiMessage(err))}
 	}
-	return &loop.Failure{Kind: loop.FailUnavailable, Detail: bound(fmt.Sprintf("%s %s: %v", verb, gr, err))}
+	return &loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf("%s %s: %v", verb, gr, err))}
 }
 
 func apiMessage(err error) string {
@@ -516,18 +516,5 @@ func marshal(v any) []byte {
 }
 
 func invalid(format string, args ...any) *loop.Failure {
-	return &loop.Failure{Kind: loop.FailInvalid, Detail: bound(fmt.Sprintf(format, args...))}
-}
-
-// bound keeps a detail within 512 bytes.
-func bound(s string) string {
-	const limit = 512
-	if len(s) <= limit {
-		return s
-	}
-	n := limit - 3
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
+	return &loop.Failure{Kind: loop.FailInvalid, Detail: loop.ClipDetail(fmt.Sprintf(format, args...))}
 }

@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -357,22 +358,12 @@ func withStderr(summary string, stderr []byte) string {
 // surrounding white space, starting on a UTF-8 boundary and marked with
 // "..." when cut here or, as cut says, earlier.
 func tailString(b []byte, n int, cut bool) string {
-	b = bytes.TrimSpace(b)
-	if len(b) <= n && !cut {
-		return string(b)
+	s := string(bytes.TrimSpace(b))
+	if cut {
+		return "..." + clip.Tail(s, n-3)
 	}
-	if len(b) <= n-3 {
-		return "..." + string(b)
-	}
-	b = b[len(b)-(n-3):]
-	for len(b) > 0 && !startsRune(b[0]) {
-		b = b[1:]
-	}
-	return "..." + string(b)
+	return clip.CutTail(s, n, "...")
 }
-
-// startsRune reports whether c can begin a UTF-8 sequence.
-func startsRune(c byte) bool { return c&0xC0 != 0x80 }
 
 // capped keeps the first limit bytes written to it and counts the rest.
 type capped struct {

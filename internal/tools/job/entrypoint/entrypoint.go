@@ -44,6 +44,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/internal/clip"
 )
 
 // Names of the environment variables of the tool process contract.
@@ -269,8 +271,8 @@ func Encode(s Summary, out []byte, limit int) []byte {
 		if len(b) <= limit || (s.StderrTail == "" && s.Error == "") {
 			return b
 		}
-		s.StderrTail = cutHead(s.StderrTail, len(s.StderrTail)/2)
-		s.Error = cutTail(s.Error, len(s.Error)/2)
+		s.StderrTail = clip.Tail(s.StderrTail, len(s.StderrTail)/2)
+		s.Error = clip.Head(s.Error, len(s.Error)/2)
 	}
 }
 
@@ -335,29 +337,4 @@ func (t *tail) Write(p []byte) (int, error) {
 }
 
 // String is the tail, starting at a rune boundary.
-func (t *tail) String() string { return cutHead(string(t.buf), len(t.buf)) }
-
-// cutHead keeps at most n bytes from the end of s, starting on a rune.
-func cutHead(s string, n int) string {
-	if len(s) <= n {
-		n = len(s)
-	}
-	s = s[len(s)-n:]
-	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
-		if utf8.RuneStart(s[i]) {
-			return s[i:]
-		}
-	}
-	return s
-}
-
-// cutTail keeps at most n bytes from the start of s, ending on a rune.
-func cutTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func (t *tail) String() string { return clip.Tail(string(t.buf), len(t.buf)) }
