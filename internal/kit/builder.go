@@ -220,16 +220,22 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 	if est, ok := m.(loop.TokenEstimator); ok {
 		opts = append(opts, loop.WithEstimator(est))
 	}
-	if run.Spec.Model.Provider == v1alpha1.ProviderAnthropic && cfg.Model.Pricing.CacheWrite == 0 {
-		// Anthropic bills cache writes at 1.25 times the input rate.
-		in := cfg.Model.Pricing.Input
-		cfg.Model.Pricing.CacheWrite = in + (in+3)/4
+	if p, ok := m.(pricer); ok {
+		// What a provider bills beyond the manifest's prices is its
+		// adapter's to say.
+		cfg.Model.Pricing = p.Pricing(cfg.Model.Pricing)
 	}
 	eng, err := loop.New(cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &Kit{Engine: eng, Model: m, Tools: tools.NewRouter(executors)}, nil
+}
+
+// pricer is a model adapter that completes the run's prices with what its
+// provider bills (anthropic: cache writes).
+type pricer interface {
+	Pricing(loop.Pricing) loop.Pricing
 }
 
 func (b *Builder) localDir() string {

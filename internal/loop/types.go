@@ -155,7 +155,8 @@ type Pricing struct {
 	Output      Money
 	CachedInput Money
 	// CacheWrite prices input tokens written to the provider's cache; zero
-	// means the input rate. (Anthropic bills them at 1.25 times input.)
+	// means the input rate, unless the provider's adapter prices them
+	// (anthropic.Model.Pricing: 1.25 times input).
 	CacheWrite Money
 }
 

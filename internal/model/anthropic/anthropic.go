@@ -73,6 +73,15 @@ func (m *Model) EstimateMessageTokens(msg *loop.Message) int64 {
 	return model.EstimateMessageTokens(msg)
 }
 
+// Pricing completes the run's prices with what Anthropic bills that the
+// manifest may leave unpriced: cache writes, at 1.25 times the input rate.
+func (m *Model) Pricing(p loop.Pricing) loop.Pricing {
+	if p.CacheWrite == 0 {
+		p.CacheWrite = p.Input + (p.Input+3)/4
+	}
+	return p
+}
+
 // Complete creates one message. Transport failures are retried by the
 // SDK; what still fails is a *model.ProviderError.
 func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {

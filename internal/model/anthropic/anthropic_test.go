@@ -475,3 +475,16 @@ func TestNew_ignoresTheOperatorsAnthropicEnvironment(t *testing.T) {
 		t.Errorf("x-api-key = %q, authorization = %q; want only the configured key", h.Get("X-Api-Key"), h.Get("Authorization"))
 	}
 }
+
+// Anthropic bills cache writes at 1.25 times the input rate; a price the
+// manifest sets is kept.
+func TestPricing_cacheWritesCostAQuarterMoreThanInput(t *testing.T) {
+	m := &Model{}
+	got := m.Pricing(loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15")})
+	if got.CacheWrite != loop.MustMoney("3.75") || got.Input != loop.MustMoney("3") || got.Output != loop.MustMoney("15") {
+		t.Errorf("got %+v, want cache writes at $3.75 and the rest unchanged", got)
+	}
+	if got := m.Pricing(loop.Pricing{Input: loop.MustMoney("3"), CacheWrite: loop.MustMoney("4")}); got.CacheWrite != loop.MustMoney("4") {
+		t.Errorf("the manifest's cache write price became %v", got.CacheWrite)
+	}
+}
