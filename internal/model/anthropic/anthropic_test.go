@@ -3,11 +3,9 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -256,188 +254,6 @@ func TestComplete_stopReasons(t *testing.T) {
 	}
 }
 
-func TestComplete_retriesRateLimitAfterTheServersDelay(t *testing.T) {
-	f := newFixture(t, nil,
-		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: modeltest.File(t, "error_rate_limit.json")},
-		modeltest.Reply(modeltest.File(t, "response_text.json")),
-	)
-
-	start := time.Now()
-	got, err := f.model.Complete(context.Background(), billingRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
-		t.Errorf("the retry came after %s, before the 150ms the server asked for", elapsed)
-	}
-	if got.Content == "" {
-		t.Error("the answer after the retry is empty")
-	}
-	if n := len(f.srv.Requests()); n != 2 {
-		t.Errorf("got %d attempts, want 2", n)
-	}
-	retries := f.retries.Calls()
-	if len(retries) != 1 || retries[0].Attempt != 2 || retries[0].Status != http.StatusTooManyRequests ||
-		!strings.HasPrefix(retries[0].Err, "This request would exceed the rate limit") {
-		t.Errorf("OnRetry saw %+v, want one call for attempt 2 after HTTP 429 with the server's message", retries)
-	}
-}
-
-func TestComplete_serverErrorsUntilRetriesRunOut(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Step{
-		Status: http.StatusInternalServerError,
-		Header: map[string]string{"Retry-After": "0"},
-		Body:   modeltest.File(t, "error_api.json"),
-	})
-
-	_, err := f.model.Complete(context.Background(), billingRequest())
-
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("got %v, want a *model.ProviderError", err)
-	}
-	if pe.Status != 500 || pe.Attempts != 4 {
-		t.Errorf("got status %d after %d attempts, want 500 after 4", pe.Status, pe.Attempts)
-	}
-	if !strings.HasPrefix(err.Error(), "anthropic: HTTP 500 after 4 attempts: Internal server error") {
-		t.Errorf("error %q does not name the provider, the status and the attempts", err)
-	}
-	if len(pe.Message) > 210 {
-		t.Errorf("the server message is %d bytes, want it cut to about 200", len(pe.Message))
-	}
-	if strings.Contains(err.Error(), testKey) {
-		t.Errorf("the error contains the API key: %q", err)
-	}
-	var attempts []int
-	for _, r := range f.retries.Calls() {
-		attempts = append(attempts, r.Attempt)
-		if r.Status != 500 || strings.Contains(r.Err, testKey) {
-			t.Errorf("OnRetry saw %+v, want status 500 and no key", r)
-		}
-	}
-	if diff := cmp.Diff([]int{2, 3, 4}, attempts); diff != "" {
-		t.Errorf("retried attempts (-want +got):\n%s", diff)
-	}
-}
-
-func TestComplete_unauthorizedIsNeverRetried(t *testing.T) {
-	// Even when the server says the request may be retried.
-	f := newFixture(t, nil, modeltest.Step{
-		Status: http.StatusUnauthorized,
-		Header: map[string]string{"X-Should-Retry": "true"},
-		Body:   modeltest.File(t, "error_authentication.json"),
-	})
-
-	_, err := f.model.Complete(context.Background(), billingRequest())
-
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized || pe.Attempts != 1 {
-		t.Fatalf("got %v, want a ProviderError for HTTP 401 after 1 attempt", err)
-	}
-	if err.Error() != "anthropic: HTTP 401 after 1 attempt: invalid x-api-key" {
-		t.Errorf("error = %q", err)
-	}
-	if n := len(f.srv.Requests()); n != 1 {
-		t.Errorf("got %d attempts, want 1", n)
-	}
-	if calls := f.retries.Calls(); len(calls) != 0 {
-		t.Errorf("OnRetry was called: %+v", calls)
-	}
-}
-
-func TestComplete_aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T) {
-	// The Anthropic SDK has no ceiling of its own on a server-directed wait.
-	f := newFixture(t, nil,
-		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: modeltest.File(t, "error_rate_limit.json")},
-	)
-
-	start := time.Now()
-	// The engine puts the model call's deadline on the context.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := f.model.Complete(ctx, billingRequest())
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests || pe.Attempts != 1 || pe.Timeout != 0 {
-		t.Fatalf("got %v, want a ProviderError for HTTP 429 after 1 attempt", err)
-	}
-	if elapsed := time.Since(start); elapsed > time.Second {
-		t.Errorf("the call took %s; it should not wait for a retry it cannot make", elapsed)
-	}
-}
-
-func TestComplete_deadlineIsEnforcedAroundTheCall(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Step{Hang: true})
-
-	// The engine puts the model call's deadline on the context.
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := f.model.Complete(ctx, billingRequest())
-
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("got %v, want a ProviderError for the 200ms deadline", err)
-	}
-}
-
-func TestComplete_keyIsReadAtEveryCallAndSentOnlyInXAPIKey(t *testing.T) {
-	f := newFixture(t, nil,
-		modeltest.Reply(modeltest.File(t, "response_one_tool_use.json")),
-		modeltest.Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: modeltest.File(t, "error_api.json")},
-	)
-	if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
-		t.Fatal(err)
-	}
-	_, err := f.model.Complete(context.Background(), billingRequest())
-	if err == nil {
-		t.Fatal("the second call succeeded, want the server error")
-	}
-
-	if f.keys != 2 {
-		t.Errorf("the key source was called %d times for 2 calls", f.keys)
-	}
-	for i, r := range f.srv.Requests() {
-		if got := r.Header.Get("X-Api-Key"); got != testKey {
-			t.Errorf("request %d: x-api-key = %q, want the key", i, got)
-		}
-		for name, values := range r.Header {
-			if name != "X-Api-Key" && strings.Contains(strings.Join(values, " "), testKey) {
-				t.Errorf("request %d: header %s carries the key too", i, name)
-			}
-		}
-		if strings.Contains(string(r.Body), testKey) {
-			t.Errorf("request %d: the body contains the key", i)
-		}
-	}
-	if strings.Contains(err.Error(), testKey) {
-		t.Errorf("the error contains the key: %q", err)
-	}
-}
-
-func TestComplete_prefixBytesAreTheSameOnEveryTurn(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
-	// Map iteration order changes from call to call; several turns make an
-	// unstable serialization show.
-	for i := 0; i < 5; i++ {
-		if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.model.Complete(context.Background(), roundTripRequest()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prefix := func(body []byte) string {
-		m := modeltest.Members(t, body)
-		return string(m["tools"]) + string(m["system"])
-	}
-	reqs := f.srv.Requests()
-	first := prefix(reqs[0].Body)
-	for i, r := range reqs[1:] {
-		if got := prefix(r.Body); got != first {
-			t.Fatalf("turn %d: the tools and system bytes differ:\n%s\n%s", i+2, first, got)
-		}
-	}
-}
-
 func TestBuildParams_rejectsASchemaThatIsNotAnObject(t *testing.T) {
 	req := billingRequest()
 	req.Tools[0].Parameters = json.RawMessage(`{"type":"string"}`)
@@ -474,6 +290,27 @@ func TestNew_ignoresTheOperatorsAnthropicEnvironment(t *testing.T) {
 	if h.Get("X-Api-Key") != testKey || h.Get("Authorization") != "" {
 		t.Errorf("x-api-key = %q, authorization = %q; want only the configured key", h.Get("X-Api-Key"), h.Get("Authorization"))
 	}
+}
+
+func TestConformance(t *testing.T) {
+	modeltest.Run(t, modeltest.Provider{
+		Name:    Name,
+		New:     func(c model.Config) (loop.Model, error) { return New(c) },
+		Model:   "claude-sonnet-4-5",
+		Request: billingRequest, RoundTrip: roundTripRequest,
+		Text: "response_text.json", ToolCall: "response_one_tool_use.json",
+		RateLimit: "error_rate_limit.json", ServerError: "error_api.json", Unauthorized: "error_authentication.json",
+		RateLimitMessage:    "This request would exceed the rate limit",
+		ServerErrorMessage:  "Internal server error",
+		UnauthorizedMessage: "invalid x-api-key",
+		// The header the Messages API documents for API keys.
+		KeyHeader: "X-Api-Key",
+		KeyValue:  func(key string) string { return key },
+		Prefix: func(t testing.TB, body []byte) string {
+			m := modeltest.Members(t, body)
+			return string(m["tools"]) + string(m["system"])
+		},
+	})
 }
 
 // Anthropic bills cache writes at 1.25 times the input rate; a price the

@@ -1,6 +1,7 @@
 // Package modeltest has the pieces the provider tests share: a scripted
-// HTTP server that records what it was sent, and readers for the testdata
-// files that hold request and response bodies.
+// HTTP server that records what it was sent, readers for the testdata
+// files that hold request and response bodies, and the conformance suite
+// (Run) that every provider adapter's tests run.
 package modeltest
 
 import (

@@ -216,134 +216,6 @@ func TestComplete_finishReasons(t *testing.T) {
 	}
 }
 
-func TestComplete_retriesRateLimitAfterTheServersDelay(t *testing.T) {
-	f := newFixture(t, nil,
-		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: modeltest.File(t, "error_rate_limit.json")},
-		modeltest.Reply(modeltest.File(t, "response_text.json")),
-	)
-
-	start := time.Now()
-	got, err := f.model.Complete(context.Background(), billingRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
-		t.Errorf("the retry came after %s, before the 150ms the server asked for", elapsed)
-	}
-	if got.Content == "" {
-		t.Error("the answer after the retry is empty")
-	}
-	if n := len(f.srv.Requests()); n != 2 {
-		t.Errorf("got %d attempts, want 2", n)
-	}
-	retries := f.retries.Calls()
-	if len(retries) != 1 || retries[0].Attempt != 2 || retries[0].Status != http.StatusTooManyRequests ||
-		!strings.HasPrefix(retries[0].Err, "Rate limit reached for gpt-5.1") {
-		t.Errorf("OnRetry saw %+v, want one call for attempt 2 after HTTP 429 with the server's message", retries)
-	}
-}
-
-func TestComplete_serverErrorsUntilRetriesRunOut(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Step{
-		Status: http.StatusInternalServerError,
-		Header: map[string]string{"Retry-After": "0"},
-		Body:   modeltest.File(t, "error_server.json"),
-	})
-
-	_, err := f.model.Complete(context.Background(), billingRequest())
-
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("got %v, want a *model.ProviderError", err)
-	}
-	if pe.Status != 500 || pe.Attempts != 4 {
-		t.Errorf("got status %d after %d attempts, want 500 after 4", pe.Status, pe.Attempts)
-	}
-	if !strings.HasPrefix(err.Error(), "openai: HTTP 500 after 4 attempts: The server had an error") {
-		t.Errorf("error %q does not name the provider, the status and the attempts", err)
-	}
-	if len(pe.Message) > 210 {
-		t.Errorf("the server message is %d bytes, want it cut to about 200", len(pe.Message))
-	}
-	if strings.Contains(err.Error(), testKey) {
-		t.Errorf("the error contains the API key: %q", err)
-	}
-	if n := len(f.srv.Requests()); n != 4 {
-		t.Errorf("got %d attempts, want 4", n)
-	}
-	var attempts []int
-	for _, r := range f.retries.Calls() {
-		attempts = append(attempts, r.Attempt)
-		if r.Status != 500 || strings.Contains(r.Err, testKey) {
-			t.Errorf("OnRetry saw %+v, want status 500 and no key", r)
-		}
-	}
-	if diff := cmp.Diff([]int{2, 3, 4}, attempts); diff != "" {
-		t.Errorf("retried attempts (-want +got):\n%s", diff)
-	}
-}
-
-func TestComplete_unauthorizedIsNeverRetried(t *testing.T) {
-	// Even when the server says the request may be retried.
-	f := newFixture(t, nil, modeltest.Step{
-		Status: http.StatusUnauthorized,
-		Header: map[string]string{"X-Should-Retry": "true"},
-		Body:   modeltest.File(t, "error_unauthorized.json"),
-	})
-
-	_, err := f.model.Complete(context.Background(), billingRequest())
-
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized || pe.Attempts != 1 {
-		t.Fatalf("got %v, want a ProviderError for HTTP 401 after 1 attempt", err)
-	}
-	if n := len(f.srv.Requests()); n != 1 {
-		t.Errorf("got %d attempts, want 1", n)
-	}
-	if calls := f.retries.Calls(); len(calls) != 0 {
-		t.Errorf("OnRetry was called: %+v", calls)
-	}
-}
-
-func TestComplete_aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T) {
-	f := newFixture(t, nil,
-		modeltest.Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: modeltest.File(t, "error_rate_limit.json")},
-	)
-
-	start := time.Now()
-	// The engine puts the model call's deadline on the context.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := f.model.Complete(ctx, billingRequest())
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests || pe.Attempts != 1 || pe.Timeout != 0 {
-		t.Fatalf("got %v, want a ProviderError for HTTP 429 after 1 attempt", err)
-	}
-	if elapsed := time.Since(start); elapsed > time.Second {
-		t.Errorf("the call took %s; it should not wait for a retry it cannot make", elapsed)
-	}
-}
-
-func TestComplete_deadlineIsEnforcedAroundTheCall(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Step{Hang: true})
-
-	// The engine puts the model call's deadline on the context.
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := f.model.Complete(ctx, billingRequest())
-
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond {
-		t.Fatalf("got %v, want a ProviderError for the 200ms deadline", err)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("errors.Is(%v, context.DeadlineExceeded) is false", err)
-	}
-	if !strings.HasPrefix(err.Error(), "openai: no answer within 200ms") {
-		t.Errorf("error %q does not say the deadline passed", err)
-	}
-}
-
 func TestComplete_connectionErrorsAreRetried(t *testing.T) {
 	f := newFixture(t, func(c *model.Config) { c.MaxRetries = 1 }, modeltest.Reply(nil))
 	f.srv.Close() // nothing listens any more
@@ -359,83 +231,6 @@ func TestComplete_connectionErrorsAreRetried(t *testing.T) {
 	}
 	if calls := f.retries.Calls(); len(calls) != 1 || calls[0].Status != 0 || calls[0].Err == "" {
 		t.Errorf("OnRetry saw %+v, want one call with status 0 and the transport error", calls)
-	}
-}
-
-func TestComplete_keyIsReadAtEveryCallAndSentOnlyAsBearerToken(t *testing.T) {
-	f := newFixture(t, nil,
-		modeltest.Reply(modeltest.File(t, "response_one_tool_call.json")),
-		modeltest.Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: modeltest.File(t, "error_server.json")},
-	)
-	if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
-		t.Fatal(err)
-	}
-	_, err := f.model.Complete(context.Background(), billingRequest())
-	if err == nil {
-		t.Fatal("the second call succeeded, want the server error")
-	}
-
-	if f.keys != 2 {
-		t.Errorf("the key source was called %d times for 2 calls", f.keys)
-	}
-	for i, r := range f.srv.Requests() {
-		if got := r.Header.Get("Authorization"); got != "Bearer "+testKey {
-			t.Errorf("request %d: Authorization = %q, want the bearer key", i, got)
-		}
-		if strings.Contains(string(r.Body), testKey) {
-			t.Errorf("request %d: the body contains the key", i)
-		}
-	}
-	if strings.Contains(err.Error(), testKey) || strings.Contains(strings.ReplaceAll(err.Error(), " ", ""), testKey) {
-		t.Errorf("the error contains the key: %q", err)
-	}
-	var pe *model.ProviderError
-	if errors.As(err, &pe) && pe.Err != nil && strings.Contains(pe.Err.Error(), testKey) {
-		t.Errorf("the wrapped error contains the key")
-	}
-}
-
-func TestComplete_keySourceFailureSendsNothing(t *testing.T) {
-	f := newFixture(t, func(c *model.Config) {
-		c.KeySource = func(context.Context) (string, error) { return "", errors.New(`secret "openai" not found`) }
-	}, modeltest.Reply(modeltest.File(t, "response_text.json")))
-
-	_, err := f.model.Complete(context.Background(), billingRequest())
-
-	if err == nil || err.Error() != `openai: API key unavailable: secret "openai" not found` {
-		t.Errorf("got %v, want the key source's failure", err)
-	}
-	if n := len(f.srv.Requests()); n != 0 {
-		t.Errorf("%d requests were sent without a key", n)
-	}
-}
-
-func TestComplete_prefixBytesAreTheSameOnEveryTurn(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
-	// Map iteration order changes from run to run; a few turns make an
-	// unstable serialization show.
-	for i := 0; i < 5; i++ {
-		if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.model.Complete(context.Background(), roundTripRequest()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prefix := func(body []byte) string {
-		m := modeltest.Members(t, body)
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(m["messages"], &msgs); err != nil {
-			t.Fatal(err)
-		}
-		return string(m["tools"]) + string(msgs[0])
-	}
-	reqs := f.srv.Requests()
-	first := prefix(reqs[0].Body)
-	for i, r := range reqs[1:] {
-		if got := prefix(r.Body); got != first {
-			t.Fatalf("turn %d: the system and tools bytes differ:\n%s\n%s", i+2, first, got)
-		}
 	}
 }
 
@@ -515,4 +310,30 @@ func TestComplete_oneAttemptReportsTransienceAndRetryAfter(t *testing.T) {
 	if !errors.As(err, &te) || !te.Transient() {
 		t.Fatalf("connection refused: got %v, want a transient failure", err)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	modeltest.Run(t, modeltest.Provider{
+		Name:    Name,
+		New:     func(c model.Config) (loop.Model, error) { return New(c) },
+		Path:    "/v1",
+		Model:   "gpt-5.1",
+		Request: billingRequest, RoundTrip: roundTripRequest,
+		Text: "response_text.json", ToolCall: "response_one_tool_call.json",
+		RateLimit: "error_rate_limit.json", ServerError: "error_server.json", Unauthorized: "error_unauthorized.json",
+		RateLimitMessage:    "Rate limit reached for gpt-5.1",
+		ServerErrorMessage:  "The server had an error",
+		UnauthorizedMessage: "Incorrect API key provided",
+		KeyHeader:           "Authorization",
+		KeyValue:            func(key string) string { return "Bearer " + key },
+		// Chat completions carry the system prompt as the first message.
+		Prefix: func(t testing.TB, body []byte) string {
+			m := modeltest.Members(t, body)
+			var msgs []json.RawMessage
+			if err := json.Unmarshal(m["messages"], &msgs); err != nil {
+				t.Fatal(err)
+			}
+			return string(m["tools"]) + string(msgs[0])
+		},
+	})
 }

@@ -1,0 +1,281 @@
+package modeltest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model"
+)
+
+// Provider describes one provider adapter to the conformance suite: how
+// to build it and what its server says. Its testdata files are read from
+// the adapter's own testdata directory.
+type Provider struct {
+	// Name is the provider's name, which its errors start with.
+	Name string
+	// New builds the adapter.
+	New func(model.Config) (loop.Model, error)
+	// Path is appended to the test server's URL to make the base URL
+	// ("/v1" for OpenAI-compatible servers).
+	Path string
+	// Model is the model name of the requests.
+	Model string
+	// Request is a first turn; RoundTrip a later turn with tool results.
+	Request, RoundTrip func() *loop.Request
+	// Testdata files: a text answer, an answer with one tool call, and the
+	// error bodies for HTTP 429, 500 and 401.
+	Text, ToolCall, RateLimit, ServerError, Unauthorized string
+	// The start of the message in each error body.
+	RateLimitMessage, ServerErrorMessage, UnauthorizedMessage string
+	// KeyHeader is the one header that carries the API key, as
+	// KeyValue(key).
+	KeyHeader string
+	KeyValue  func(key string) string
+	// Prefix is the part of a request body that must be the same bytes on
+	// every turn (the tools and the system prompt), for prompt caching.
+	Prefix func(t testing.TB, body []byte) string
+}
+
+// TestKey is the API key the suite configures.
+const TestKey = "sk-test-4f9c2b7e1d"
+
+type fixture struct {
+	srv     *Server
+	model   loop.Model
+	retries *Retries
+	keys    int
+}
+
+func (p Provider) fixture(t *testing.T, edit func(*model.Config), steps ...Step) *fixture {
+	t.Helper()
+	f := &fixture{srv: NewServer(t, steps...), retries: &Retries{}}
+	cfg := model.Config{
+		BaseURL: f.srv.URL + p.Path,
+		Model:   p.Model,
+		KeySource: func(context.Context) (string, error) {
+			f.keys++
+			return TestKey, nil
+		},
+		OnRetry: f.retries.Hook,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	m, err := p.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.model = m
+	return f
+}
+
+// Run runs the behaviour every provider must share (retries, deadlines,
+// the key's handling, a stable prefix) against p, one subtest each.
+func Run(t *testing.T, p Provider) {
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, Provider)
+	}{
+		{"RetriesRateLimitAfterTheServersDelay", retriesRateLimitAfterTheServersDelay},
+		{"ServerErrorsUntilRetriesRunOut", serverErrorsUntilRetriesRunOut},
+		{"UnauthorizedIsNeverRetried", unauthorizedIsNeverRetried},
+		{"ARetryAfterPastTheDeadlineEndsTheCallAtOnce", aRetryAfterPastTheDeadlineEndsTheCallAtOnce},
+		{"DeadlineIsEnforcedAroundTheCall", deadlineIsEnforcedAroundTheCall},
+		{"KeyIsReadAtEveryCallAndSentOnlyInItsHeader", keyIsReadAtEveryCallAndSentOnlyInItsHeader},
+		{"KeySourceFailureSendsNothing", keySourceFailureSendsNothing},
+		{"PrefixBytesAreTheSameOnEveryTurn", prefixBytesAreTheSameOnEveryTurn},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, p) })
+	}
+}
+
+func retriesRateLimitAfterTheServersDelay(t *testing.T, p Provider) {
+	f := p.fixture(t, nil,
+		Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: File(t, p.RateLimit)},
+		Reply(File(t, p.Text)),
+	)
+	start := time.Now()
+	got, err := f.model.Complete(context.Background(), p.Request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
+		t.Errorf("the retry came after %s, before the 150ms the server asked for", elapsed)
+	}
+	if got.Content == "" {
+		t.Error("the answer after the retry is empty")
+	}
+	if n := len(f.srv.Requests()); n != 2 {
+		t.Errorf("got %d attempts, want 2", n)
+	}
+	retries := f.retries.Calls()
+	if len(retries) != 1 || retries[0].Attempt != 2 || retries[0].Status != http.StatusTooManyRequests ||
+		!strings.HasPrefix(retries[0].Err, p.RateLimitMessage) {
+		t.Errorf("OnRetry saw %+v, want one call for attempt 2 after HTTP 429 with the server's message", retries)
+	}
+}
+
+func serverErrorsUntilRetriesRunOut(t *testing.T, p Provider) {
+	f := p.fixture(t, nil, Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)})
+	_, err := f.model.Complete(context.Background(), p.Request())
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("got %v, want a *model.ProviderError", err)
+	}
+	if pe.Status != 500 || pe.Attempts != 4 {
+		t.Errorf("got status %d after %d attempts, want 500 after 4", pe.Status, pe.Attempts)
+	}
+	if want := p.Name + ": HTTP 500 after 4 attempts: " + p.ServerErrorMessage; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q does not start %q (the provider, the status and the attempts)", err, want)
+	}
+	if len(pe.Message) > 210 {
+		t.Errorf("the server message is %d bytes, want it cut to about 200", len(pe.Message))
+	}
+	if strings.Contains(err.Error(), TestKey) {
+		t.Errorf("the error contains the API key: %q", err)
+	}
+	if n := len(f.srv.Requests()); n != 4 {
+		t.Errorf("got %d attempts, want 4", n)
+	}
+	var attempts []int
+	for _, r := range f.retries.Calls() {
+		attempts = append(attempts, r.Attempt)
+		if r.Status != 500 || strings.Contains(r.Err, TestKey) {
+			t.Errorf("OnRetry saw %+v, want status 500 and no key", r)
+		}
+	}
+	if diff := cmp.Diff([]int{2, 3, 4}, attempts); diff != "" {
+		t.Errorf("retried attempts (-want +got):\n%s", diff)
+	}
+}
+
+func unauthorizedIsNeverRetried(t *testing.T, p Provider) {
+	// Even when the server says the request may be retried.
+	f := p.fixture(t, nil, Step{Status: http.StatusUnauthorized, Header: map[string]string{"X-Should-Retry": "true"}, Body: File(t, p.Unauthorized)})
+	_, err := f.model.Complete(context.Background(), p.Request())
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized || pe.Attempts != 1 {
+		t.Fatalf("got %v, want a ProviderError for HTTP 401 after 1 attempt", err)
+	}
+	if want := p.Name + ": HTTP 401 after 1 attempt: " + p.UnauthorizedMessage; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q does not start %q", err, want)
+	}
+	if n := len(f.srv.Requests()); n != 1 {
+		t.Errorf("got %d attempts, want 1", n)
+	}
+	if calls := f.retries.Calls(); len(calls) != 0 {
+		t.Errorf("OnRetry was called: %+v", calls)
+	}
+}
+
+func aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T, p Provider) {
+	f := p.fixture(t, nil, Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: File(t, p.RateLimit)})
+	start := time.Now()
+	// The engine puts the model call's deadline on the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := f.model.Complete(ctx, p.Request())
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests || pe.Attempts != 1 || pe.Timeout != 0 {
+		t.Fatalf("got %v, want a ProviderError for HTTP 429 after 1 attempt", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("the call took %s; it should not wait for a retry it cannot make", elapsed)
+	}
+}
+
+func deadlineIsEnforcedAroundTheCall(t *testing.T, p Provider) {
+	f := p.fixture(t, nil, Step{Hang: true})
+	// The engine puts the model call's deadline on the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := f.model.Complete(ctx, p.Request())
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond {
+		t.Fatalf("got %v, want a ProviderError for the 200ms deadline", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("errors.Is(%v, context.DeadlineExceeded) is false", err)
+	}
+	if want := p.Name + ": no answer within 200ms"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q does not say the deadline passed", err)
+	}
+}
+
+func keyIsReadAtEveryCallAndSentOnlyInItsHeader(t *testing.T, p Provider) {
+	f := p.fixture(t, nil,
+		Reply(File(t, p.ToolCall)),
+		Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)},
+	)
+	if _, err := f.model.Complete(context.Background(), p.Request()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.model.Complete(context.Background(), p.Request())
+	if err == nil {
+		t.Fatal("the second call succeeded, want the server error")
+	}
+	if f.keys != 2 {
+		t.Errorf("the key source was called %d times for 2 calls", f.keys)
+	}
+	for i, r := range f.srv.Requests() {
+		if got, want := r.Header.Get(p.KeyHeader), p.KeyValue(TestKey); got != want {
+			t.Errorf("request %d: %s = %q, want %q", i, p.KeyHeader, got, want)
+		}
+		for name, values := range r.Header {
+			if name != http.CanonicalHeaderKey(p.KeyHeader) && slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, TestKey) }) {
+				t.Errorf("request %d: header %s carries the key too", i, name)
+			}
+		}
+		if strings.Contains(string(r.Body), TestKey) {
+			t.Errorf("request %d: the body contains the key", i)
+		}
+	}
+	if strings.Contains(strings.ReplaceAll(err.Error(), " ", ""), TestKey) {
+		t.Errorf("the error contains the key: %q", err)
+	}
+	var pe *model.ProviderError
+	if errors.As(err, &pe) && pe.Err != nil && strings.Contains(pe.Err.Error(), TestKey) {
+		t.Errorf("the wrapped error contains the key")
+	}
+}
+
+func keySourceFailureSendsNothing(t *testing.T, p Provider) {
+	f := p.fixture(t, func(c *model.Config) {
+		c.KeySource = func(context.Context) (string, error) { return "", errors.New(`secret "llm" not found`) }
+	}, Reply(File(t, p.Text)))
+	_, err := f.model.Complete(context.Background(), p.Request())
+	if want := p.Name + `: API key unavailable: secret "llm" not found`; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	if n := len(f.srv.Requests()); n != 0 {
+		t.Errorf("%d requests were sent without a key", n)
+	}
+}
+
+func prefixBytesAreTheSameOnEveryTurn(t *testing.T, p Provider) {
+	f := p.fixture(t, nil, Reply(File(t, p.Text)))
+	// Map iteration order changes from call to call; several turns make
+	// an unstable serialization show.
+	for range 5 {
+		for _, req := range []*loop.Request{p.Request(), p.RoundTrip()} {
+			if _, err := f.model.Complete(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reqs := f.srv.Requests()
+	first := p.Prefix(t, reqs[0].Body)
+	for i, r := range reqs[1:] {
+		if got := p.Prefix(t, r.Body); got != first {
+			t.Fatalf("turn %d: the tools and system bytes differ:\n%s\n%s", i+2, first, got)
+		}
+	}
+}
