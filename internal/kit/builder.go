@@ -217,9 +217,6 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 	if b.Clock != nil {
 		opts = append(opts, loop.WithClock(b.Clock))
 	}
-	if est, ok := m.(loop.TokenEstimator); ok {
-		opts = append(opts, loop.WithEstimator(est))
-	}
 	if p, ok := m.(pricer); ok {
 		// What a provider bills beyond the manifest's prices is its
 		// adapter's to say.

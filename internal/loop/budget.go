@@ -10,19 +10,18 @@ import (
 // Defaults for ceilings left unset. They are part of the API contract
 // (documented on the AgentRun's budget fields).
 const (
-	DefaultMaxTokens        = 100_000
-	DefaultMaxWallClock     = 15 * time.Minute
-	DefaultMaxToolCalls     = 50
-	DefaultToolLimit        = 10
-	DefaultMaxOutputTokens  = 4096
-	DefaultModelTimeout     = 60 * time.Second
-	DefaultToolTimeout      = 30 * time.Second
-	DefaultMaxResultBytes   = 16384
-	DefaultApprovalTimeout  = time.Hour
-	DefaultLoopThreshold    = 3
-	DefaultLoopMaxPeriod    = 3
-	maxConcurrentReads      = 8
-	perMessageTokenOverhead = 8
+	DefaultMaxTokens       = 100_000
+	DefaultMaxWallClock    = 15 * time.Minute
+	DefaultMaxToolCalls    = 50
+	DefaultToolLimit       = 10
+	DefaultMaxOutputTokens = 4096
+	DefaultModelTimeout    = 60 * time.Second
+	DefaultToolTimeout     = 30 * time.Second
+	DefaultMaxResultBytes  = 16384
+	DefaultApprovalTimeout = time.Hour
+	DefaultLoopThreshold   = 3
+	DefaultLoopMaxPeriod   = 3
+	maxConcurrentReads     = 8
 )
 
 // DefaultMaxCost is the cost ceiling when none is set: one dollar.

@@ -43,9 +43,8 @@ type Engine struct {
 	// perMessage is the estimator when it estimates message by message.
 	perMessage MessageEstimator
 	// The planner's and the solver's prompts of a planExecute run.
-	planSystem, solveSystem       string
-	planOffered                   []ToolSchema
-	planPrefixLen, solvePrefixLen int64
+	planSystem, solveSystem string
+	planOffered             []ToolSchema
 }
 
 // Option configures an Engine.
@@ -55,9 +54,9 @@ type Option func(*Engine)
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
 
 // WithEstimator sets the token estimator used for admission. Without one,
-// the engine counts one token per byte of everything sent plus a small
-// overhead per message, which is never below what providers report for
-// ordinary text.
+// the engine uses ByteEstimator: one token per byte of everything sent
+// plus fixed overheads, never below what providers report for ordinary
+// text.
 func WithEstimator(t TokenEstimator) Option { return func(e *Engine) { e.estimator = t } }
 
 // New compiles a run's configuration: defaults applied, CEL conditions,
@@ -120,9 +119,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		e.system += "\n\n" + s
 	}
 	e.goal = Message{Role: RoleUser, Content: cfg.Goal}
-	e.prefixLen = int64(len(e.system) + len(e.goal.Content))
-	for _, t := range e.offered {
-		e.prefixLen += int64(len(t.Name)+len(t.Description)+len(t.Parameters)) + perMessageTokenOverhead
+	if e.estimator == nil {
+		e.estimator = ByteEstimator{}
 	}
 	if pm, ok := e.estimator.(MessageEstimator); ok {
 		e.perMessage = pm
@@ -185,7 +183,7 @@ func (e *Engine) request(s *State) (*Request, int64) {
 	msgs := p.msgs[:len(p.msgs):len(p.msgs)]
 	req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
 		EarlierAnswers: s.answersBefore(start)}
-	if e.estimator != nil && e.perMessage == nil {
+	if e.perMessage == nil {
 		return req, e.estimator.EstimateInputTokens(req)
 	}
 	return req, e.prefixLen + p.tokens
@@ -193,22 +191,7 @@ func (e *Engine) request(s *State) (*Request, int64) {
 
 // estimate is the input estimate of a whole request: the planner's or the
 // solver's, whose prompts are not kept as they grow.
-func (e *Engine) estimate(req *Request) int64 {
-	if e.estimator != nil {
-		return e.estimator.EstimateInputTokens(req)
-	}
-	n := e.prefixLen
-	switch req.System {
-	case e.planSystem:
-		n = e.planPrefixLen
-	case e.solveSystem:
-		n = e.solvePrefixLen
-	}
-	for i := 1; i < len(req.Messages); i++ {
-		n += e.estimateMessage(&req.Messages[i])
-	}
-	return n
-}
+func (e *Engine) estimate(req *Request) int64 { return e.estimator.EstimateInputTokens(req) }
 
 // promptCache is the model's view of a State's transcript, built as the
 // transcript grows. The loop only ever appends to the transcript, so
@@ -243,16 +226,13 @@ func (p *promptCache) fits(e *Engine, s *State, start int) bool {
 	return true
 }
 
-// estimateMessage is one message's share of the input estimate.
+// estimateMessage is one message's share of the input estimate; zero
+// when the estimator only estimates whole requests.
 func (e *Engine) estimateMessage(m *Message) int64 {
-	if e.perMessage != nil {
-		return e.perMessage.EstimateMessageTokens(m)
+	if e.perMessage == nil {
+		return 0
 	}
-	n := int64(len(m.Content)) + perMessageTokenOverhead
-	for _, c := range m.ToolCalls {
-		n += int64(len(c.Name)+len(c.Arguments)) + perMessageTokenOverhead
-	}
-	return n
+	return e.perMessage.EstimateMessageTokens(m)
 }
 
 // Step advances the run by one phase: it applies the input to the state

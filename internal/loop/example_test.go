@@ -43,10 +43,10 @@ func Example() {
 	fmt.Println(state.Outcome, "-", state.Answer)
 	fmt.Println("cost $" + state.Usage.Cost.String())
 	// Output:
-	// Turn 1 started: reserved 4945 tokens, $0.063987 and 60s
+	// Turn 1 started: reserved 5553 tokens, $0.065811 and 60s
 	// Model answered turn 1 with 1 tool call(s) (1600 input, 40 output tokens, $0.0054)
 	// t1-c1 identify_account: allow (policy.default)
-	// Turn 2 started: reserved 5061 tokens, $0.064335 and 60s
+	// Turn 2 started: reserved 5719 tokens, $0.066309 and 60s
 	// Model answered turn 2 with a final answer (1700 input, 20 output tokens, $0.0054)
 	// Completed: the model gave a final answer on turn 2
 	// Completed - The account is acct_4b71c9e20d8af315.

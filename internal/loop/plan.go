@@ -212,11 +212,6 @@ func (e *Engine) compilePlan() error {
 		{Name: PlanTool, Description: "Submit the whole plan: the steps to run, in order, with their arguments.", Parameters: json.RawMessage(schema)},
 		{Name: EscalateTool, Description: "Hand the task to a person when you cannot finish it safely; this ends the run.", Parameters: escalateSchema},
 	}
-	e.planPrefixLen = int64(len(e.planSystem) + len(e.goal.Content))
-	for _, t := range e.planOffered {
-		e.planPrefixLen += int64(len(t.Name)+len(t.Description)+len(t.Parameters)) + perMessageTokenOverhead
-	}
-	e.solvePrefixLen = int64(len(e.solveSystem)+len(e.goal.Content)) + perMessageTokenOverhead
 	return nil
 }
 
@@ -713,7 +708,8 @@ func (e *Engine) planReservation(steps []PlanStep, levels map[string]int, plan T
 	for _, w := range waves {
 		r.WallClock += time.Duration((w.reads+maxConcurrentReads-1)/maxConcurrentReads) * w.longest
 	}
-	solve := e.modelReservation(e.solvePrefixLen + int64(len(plan.Arguments)) + perMessageTokenOverhead)
+	solve := e.modelReservation(e.estimate(&Request{System: e.solveSystem,
+		Messages: []Message{e.goal, {Role: RoleUser, Content: string(plan.Arguments)}}}))
 	r.Turns += solve.Turns
 	r.InputTokens += solve.InputTokens
 	r.OutputTokens += solve.OutputTokens

@@ -4,7 +4,9 @@
 // unavailable.
 //
 // The providers themselves live in the sub-packages (openai, anthropic) and
-// implement loop.Model and loop.TokenEstimator. Retries are the SDKs' own;
+// implement loop.Model; the token estimate is the engine's, the same for
+// every provider (loop.ByteEstimator), and what a provider bills beyond
+// the manifest's prices is its adapter's (anthropic.Model.Pricing). Retries are the SDKs' own;
 // this package only observes them (through the SDKs' middleware hook) so
 // each retry can be reported, and turns the last failure into a
 // *ProviderError that names the provider and the HTTP status.

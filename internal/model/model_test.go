@@ -185,28 +185,6 @@ func TestSchema(t *testing.T) {
 	}
 }
 
-func TestEstimateInputTokens_coversEveryByteAndGrowsWithTheTranscript(t *testing.T) {
-	req := &loop.Request{
-		System: "You are a billing assistant.",
-		Tools: []loop.ToolSchema{{Name: "identify_account", Description: "Look up an account id by e-mail.",
-			Parameters: json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}}}`)}},
-		Messages: []loop.Message{{Role: loop.RoleUser, Content: "Find out what happened."}},
-	}
-	bytes := len(req.System) + len(req.Tools[0].Name) + len(req.Tools[0].Description) + len(req.Tools[0].Parameters) + len(req.Messages[0].Content)
-	first := EstimateInputTokens(req)
-	if first < int64(bytes) {
-		t.Errorf("estimate %d is below the %d bytes of text", first, bytes)
-	}
-	req.Messages = append(req.Messages, loop.Message{Role: loop.RoleAssistant,
-		ToolCalls: []loop.ToolCall{{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"a@b.example"}`)}}})
-	if next := EstimateInputTokens(req); next <= first {
-		t.Errorf("estimate did not grow with the transcript: %d then %d", first, next)
-	}
-	if got := EstimateInputTokens(nil); got != 0 {
-		t.Errorf("nil request estimated at %d", got)
-	}
-}
-
 func TestProviderError_transientOnesAreWhatARetryMayCure(t *testing.T) {
 	tests := []struct {
 		err  ProviderError

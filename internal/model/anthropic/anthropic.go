@@ -32,10 +32,7 @@ type Model struct {
 	client sdk.Client
 }
 
-var (
-	_ loop.Model          = (*Model)(nil)
-	_ loop.TokenEstimator = (*Model)(nil)
-)
+var _ loop.Model = (*Model)(nil)
 
 // New returns a provider for cfg. The key is not read here but at every
 // call. The SDK's environment defaults (ANTHROPIC_API_KEY, profiles on
@@ -58,19 +55,6 @@ func New(cfg model.Config) (*Model, error) {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
 	return &Model{caller: caller, client: sdk.NewClient(opts...)}, nil
-}
-
-// EstimateInputTokens implements loop.TokenEstimator with the shared
-// conservative estimate (see model.EstimateInputTokens), whose tool
-// overhead covers the tool use system prompt Anthropic adds.
-func (m *Model) EstimateInputTokens(req *loop.Request) int64 {
-	return model.EstimateInputTokens(req)
-}
-
-// EstimateMessageTokens implements loop.MessageEstimator: one message's
-// share of EstimateInputTokens.
-func (m *Model) EstimateMessageTokens(msg *loop.Message) int64 {
-	return model.EstimateMessageTokens(msg)
 }
 
 // Pricing completes the run's prices with what Anthropic bills that the

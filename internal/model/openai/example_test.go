@@ -39,7 +39,7 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println(reply.Content)
-	fmt.Println("input tokens:", reply.Usage.InputTokens, "estimated at most:", m.EstimateInputTokens(req))
+	fmt.Println("input tokens:", reply.Usage.InputTokens, "estimated at most:", loop.ByteEstimator{}.EstimateInputTokens(req))
 	// Output:
 	// Two charges; one is a duplicate.
 	// input tokens: 31 estimated at most: 111

@@ -39,10 +39,7 @@ type Model struct {
 	client sdk.Client
 }
 
-var (
-	_ loop.Model          = (*Model)(nil)
-	_ loop.TokenEstimator = (*Model)(nil)
-)
+var _ loop.Model = (*Model)(nil)
 
 // New returns a provider for cfg. The key is not read here but at every
 // call.
@@ -64,18 +61,6 @@ func New(cfg model.Config) (*Model, error) {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
 	return &Model{caller: caller, client: sdk.NewClient(opts...)}, nil
-}
-
-// EstimateInputTokens implements loop.TokenEstimator with the shared
-// conservative estimate (see model.EstimateInputTokens).
-func (m *Model) EstimateInputTokens(req *loop.Request) int64 {
-	return model.EstimateInputTokens(req)
-}
-
-// EstimateMessageTokens implements loop.MessageEstimator: one message's
-// share of EstimateInputTokens.
-func (m *Model) EstimateMessageTokens(msg *loop.Message) int64 {
-	return model.EstimateMessageTokens(msg)
 }
 
 // Complete makes one chat completion. Transport failures are retried by

@@ -267,7 +267,7 @@ func TestEstimateInputTokens_isNotBelowTheBytesSent(t *testing.T) {
 			text += len(c.Name) + len(c.Arguments)
 		}
 	}
-	if got := f.model.EstimateInputTokens(req); got < int64(text) {
+	if got := (loop.ByteEstimator{}).EstimateInputTokens(req); got < int64(text) {
 		t.Errorf("estimate %d is below the %d bytes of text sent", got, text)
 	}
 }

@@ -192,7 +192,7 @@ func BenchmarkDoubleCharge(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			e, err := loop.New(benchConfig(strategy), loop.WithEstimator(m))
+			e, err := loop.New(benchConfig(strategy))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,4 @@
-package model
-
-import "github.com/agentrun/agentrun/internal/loop"
+package loop
 
 // Overheads of the estimate, in tokens, for what a provider adds around the
 // text: role markers, separators, the framing of tool definitions and
@@ -12,6 +10,13 @@ const (
 	estimatePerTool      = 16
 	estimateToolPreamble = 512
 )
+
+// ByteEstimator is the engine's token estimator, the one every provider
+// shares (WithEstimator replaces it, for a test or a provider with a
+// tokenizer of its own).
+type ByteEstimator struct{}
+
+var _ MessageEstimator = ByteEstimator{}
 
 // EstimateInputTokens is a conservative estimate of the input tokens a
 // provider will count for req: one token per byte of all the text sent
@@ -32,7 +37,7 @@ const (
 // It does not cover content that is not text (images, audio), which
 // AgentRun does not send, nor a server whose chat template injects a long
 // default system prompt of its own.
-func EstimateInputTokens(req *loop.Request) int64 {
+func (ByteEstimator) EstimateInputTokens(req *Request) int64 {
 	if req == nil {
 		return 0
 	}
@@ -44,15 +49,14 @@ func EstimateInputTokens(req *loop.Request) int64 {
 		n += estimatePerTool + int64(len(t.Name)+len(t.Description)+len(t.Parameters))
 	}
 	for i := range req.Messages {
-		n += EstimateMessageTokens(&req.Messages[i])
+		n += ByteEstimator{}.EstimateMessageTokens(&req.Messages[i])
 	}
 	return n
 }
 
 // EstimateMessageTokens is one message's share of EstimateInputTokens, so
-// that an engine can keep a running total as its transcript grows
-// (loop.MessageEstimator).
-func EstimateMessageTokens(m *loop.Message) int64 {
+// that the engine keeps a running total as its transcript grows.
+func (ByteEstimator) EstimateMessageTokens(m *Message) int64 {
 	n := estimatePerMessage + int64(len(m.Content)+len(m.CallID)+len(m.Tool))
 	for _, c := range m.ToolCalls {
 		n += estimatePerToolCall + int64(len(c.ID)+len(c.Name)+len(c.Arguments))
