@@ -14,92 +14,47 @@ import (
 	"github.com/agentrun/agentrun/internal/model/modeltest"
 )
 
-const testKey = "sk-ant-test-9d8c7b6a5f"
+const modelName = "claude-sonnet-4-5"
 
-// billingRequest is the first turn of the API document's example run.
-func billingRequest() *loop.Request {
-	return &loop.Request{
-		Model:  "claude-sonnet-4-5",
-		System: "You are a billing assistant. Answer from the records only.",
-		Tools: []loop.ToolSchema{
-			{
-				Name:        "identify_account",
-				Description: "Look up an account id by e-mail.",
-				Parameters:  json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}},"required":["email"]}`),
-			},
-			{
-				Name:        "find_invoices",
-				Description: "List the invoices of an account for one month.",
-				Parameters: json.RawMessage(`{
-					"type": "object",
-					"title": "find_invoices arguments",
-					"properties": {"account_id": {"type": "string"}, "month": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}},
-					"required": ["account_id", "month"],
-					"additionalProperties": false
-				}`),
-			},
-		},
-		Messages: []loop.Message{
-			{Role: loop.RoleUser, Content: "The customer says they were charged twice in August. Find out what happened."},
-		},
-		MaxOutputTokens: 4096,
-	}
+// provider is this adapter as the conformance suite and the tests below
+// see it.
+var provider = modeltest.Provider{
+	Name:    Name,
+	New:     func(c model.Config) (loop.Model, error) { return New(c) },
+	Model:   modelName,
+	Request: billingRequest, RoundTrip: roundTripRequest,
+	Text: "response_text.json", ToolCall: "response_one_tool_use.json",
+	RateLimit: "error_rate_limit.json", ServerError: "error_api.json", Unauthorized: "error_authentication.json",
+	RateLimitMessage:    "This request would exceed the rate limit",
+	ServerErrorMessage:  "Internal server error",
+	UnauthorizedMessage: "invalid x-api-key",
+	// The header the Messages API documents for API keys.
+	KeyHeader: "X-Api-Key",
+	KeyValue:  func(key string) string { return key },
+	Prefix: func(t testing.TB, body []byte) string {
+		m := modeltest.Members(t, body)
+		return string(m["tools"]) + string(m["system"])
+	},
 }
 
-// roundTripRequest is turn 3: two turns of calls and their results, the
-// results of turn 2 recorded out of call order, then a note for the model.
+func billingRequest() *loop.Request { return modeltest.BillingRequest(modelName) }
+
+// roundTripRequest is turn 3, then a note for the model.
 func roundTripRequest() *loop.Request {
-	req := billingRequest()
-	req.Messages = append(req.Messages,
-		loop.Message{Role: loop.RoleAssistant, Turn: 1, ToolCalls: []loop.ToolCall{
-			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)},
-		}},
-		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`},
-		loop.Message{Role: loop.RoleAssistant, Turn: 2, Content: "Looking at both months.", ToolCalls: []loop.ToolCall{
-			{ID: "t2-c1", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-08"}`)},
-			{ID: "t2-c2", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-07"}`)},
-		}},
-		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c2", Tool: "find_invoices", Status: "declined", Content: "a person declined this call"},
-		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c1", Tool: "find_invoices", Status: "ok", Content: `[{"id":"in_1","amount_minor":8240},{"id":"in_2","amount_minor":8240}]`},
-		loop.Message{Role: loop.RoleUser, Turn: 2, Content: "Budget: 2 of 12 turns left."},
-	)
+	req := modeltest.RoundTripRequest(modelName)
+	req.Messages = append(req.Messages, loop.Message{Role: loop.RoleUser, Turn: 2, Content: "Budget: 2 of 12 turns left."})
 	return req
 }
 
-type fixture struct {
-	srv     *modeltest.Server
-	model   *Model
-	retries *modeltest.Retries
-	keys    int
-}
-
-func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *fixture {
+func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *modeltest.Fixture {
 	t.Helper()
-	f := &fixture{srv: modeltest.NewServer(t, steps...), retries: &modeltest.Retries{}}
-	cfg := model.Config{
-		BaseURL: f.srv.URL,
-		Model:   "claude-sonnet-4-5",
-		KeySource: func(context.Context) (string, error) {
-			f.keys++
-			return testKey, nil
-		},
-		OnRetry: f.retries.Hook,
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	m, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.model = m
-	return f
+	return provider.Fixture(t, edit, steps...)
 }
 
 func TestComplete_textAnswerSendsToolsSystemAndGoal(t *testing.T) {
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 
-	got, err := f.model.Complete(context.Background(), billingRequest())
+	got, err := f.Model.Complete(context.Background(), billingRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +65,7 @@ func TestComplete_textAnswerSendsToolsSystemAndGoal(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reply (-want +got):\n%s", diff)
 	}
-	reqs := f.srv.Requests()
+	reqs := f.Srv.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("got %d requests, want 1", len(reqs))
 	}
@@ -133,10 +88,10 @@ func TestComplete_cacheBreakpointEndsTheStablePrefix(t *testing.T) {
 		f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 		req := billingRequest()
 		req.System = ""
-		if _, err := f.model.Complete(context.Background(), req); err != nil {
+		if _, err := f.Model.Complete(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
-		if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_no_system.json"), f.srv.Requests()[0].Body); diff != "" {
+		if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_no_system.json"), f.Srv.Requests()[0].Body); diff != "" {
 			t.Errorf("request body (-want +got):\n%s", diff)
 		}
 	})
@@ -144,10 +99,10 @@ func TestComplete_cacheBreakpointEndsTheStablePrefix(t *testing.T) {
 		f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 		req := billingRequest()
 		req.System, req.Tools = "", nil
-		if _, err := f.model.Complete(context.Background(), req); err != nil {
+		if _, err := f.Model.Complete(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
-		if body := string(f.srv.Requests()[0].Body); strings.Contains(body, "cache_control") {
+		if body := string(f.Srv.Requests()[0].Body); strings.Contains(body, "cache_control") {
 			t.Errorf("a breakpoint was set without a prefix: %s", body)
 		}
 	})
@@ -185,7 +140,7 @@ func TestComplete_toolUsesBecomeOneBatchInOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
-			got, err := f.model.Complete(context.Background(), billingRequest())
+			got, err := f.Model.Complete(context.Background(), billingRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,10 +164,10 @@ func sameJSON(a, b json.RawMessage) bool {
 func TestComplete_toolResultsGoInOneUserTurnInCallOrder(t *testing.T) {
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 
-	if _, err := f.model.Complete(context.Background(), roundTripRequest()); err != nil {
+	if _, err := f.Model.Complete(context.Background(), roundTripRequest()); err != nil {
 		t.Fatal(err)
 	}
-	body := f.srv.Requests()[0].Body
+	body := f.Srv.Requests()[0].Body
 	if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_round_trip.json"), body); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)
 	}
@@ -221,7 +176,7 @@ func TestComplete_toolResultsGoInOneUserTurnInCallOrder(t *testing.T) {
 func TestComplete_inputTokensAddCacheReadsAndWrites(t *testing.T) {
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_usage_cached.json")))
 
-	got, err := f.model.Complete(context.Background(), roundTripRequest())
+	got, err := f.Model.Complete(context.Background(), roundTripRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +198,7 @@ func TestComplete_stopReasons(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
-			got, err := f.model.Complete(context.Background(), billingRequest())
+			got, err := f.Model.Complete(context.Background(), billingRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -283,45 +238,13 @@ func TestNew_ignoresTheOperatorsAnthropicEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 
-	if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
+	if _, err := f.Model.Complete(context.Background(), billingRequest()); err != nil {
 		t.Fatal(err)
 	}
-	h := f.srv.Requests()[0].Header
-	if h.Get("X-Api-Key") != testKey || h.Get("Authorization") != "" {
+	h := f.Srv.Requests()[0].Header
+	if h.Get("X-Api-Key") != modeltest.TestKey || h.Get("Authorization") != "" {
 		t.Errorf("x-api-key = %q, authorization = %q; want only the configured key", h.Get("X-Api-Key"), h.Get("Authorization"))
 	}
 }
 
-func TestConformance(t *testing.T) {
-	modeltest.Run(t, modeltest.Provider{
-		Name:    Name,
-		New:     func(c model.Config) (loop.Model, error) { return New(c) },
-		Model:   "claude-sonnet-4-5",
-		Request: billingRequest, RoundTrip: roundTripRequest,
-		Text: "response_text.json", ToolCall: "response_one_tool_use.json",
-		RateLimit: "error_rate_limit.json", ServerError: "error_api.json", Unauthorized: "error_authentication.json",
-		RateLimitMessage:    "This request would exceed the rate limit",
-		ServerErrorMessage:  "Internal server error",
-		UnauthorizedMessage: "invalid x-api-key",
-		// The header the Messages API documents for API keys.
-		KeyHeader: "X-Api-Key",
-		KeyValue:  func(key string) string { return key },
-		Prefix: func(t testing.TB, body []byte) string {
-			m := modeltest.Members(t, body)
-			return string(m["tools"]) + string(m["system"])
-		},
-	})
-}
-
-// Anthropic bills cache writes at 1.25 times the input rate; a price the
-// manifest sets is kept.
-func TestPricing_cacheWritesCostAQuarterMoreThanInput(t *testing.T) {
-	m := &Model{}
-	got := m.Pricing(loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15")})
-	if got.CacheWrite != loop.MustMoney("3.75") || got.Input != loop.MustMoney("3") || got.Output != loop.MustMoney("15") {
-		t.Errorf("got %+v, want cache writes at $3.75 and the rest unchanged", got)
-	}
-	if got := m.Pricing(loop.Pricing{Input: loop.MustMoney("3"), CacheWrite: loop.MustMoney("4")}); got.CacheWrite != loop.MustMoney("4") {
-		t.Errorf("the manifest's cache write price became %v", got.CacheWrite)
-	}
-}
+func TestConformance(t *testing.T) { modeltest.Run(t, provider) }

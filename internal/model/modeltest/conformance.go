@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -47,24 +48,29 @@ type Provider struct {
 // TestKey is the API key the suite configures.
 const TestKey = "sk-test-4f9c2b7e1d"
 
-type fixture struct {
-	srv     *Server
-	model   loop.Model
-	retries *Retries
-	keys    int
+// Fixture is an adapter configured against a scripted server, with the
+// TestKey from a key source that counts its calls.
+type Fixture struct {
+	Srv     *Server
+	Model   loop.Model
+	Retries *Retries
+	// Keys counts the calls of the key source.
+	Keys int
 }
 
-func (p Provider) fixture(t *testing.T, edit func(*model.Config), steps ...Step) *fixture {
+// Fixture starts a server for steps and builds p's adapter for it; edit,
+// when set, changes the configuration first.
+func (p Provider) Fixture(t *testing.T, edit func(*model.Config), steps ...Step) *Fixture {
 	t.Helper()
-	f := &fixture{srv: NewServer(t, steps...), retries: &Retries{}}
+	f := &Fixture{Srv: NewServer(t, steps...), Retries: &Retries{}}
 	cfg := model.Config{
-		BaseURL: f.srv.URL + p.Path,
+		BaseURL: f.Srv.URL + p.Path,
 		Model:   p.Model,
 		KeySource: func(context.Context) (string, error) {
-			f.keys++
+			f.Keys++
 			return TestKey, nil
 		},
-		OnRetry: f.retries.Hook,
+		OnRetry: f.Retries.Hook,
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -73,8 +79,58 @@ func (p Provider) fixture(t *testing.T, edit func(*model.Config), steps ...Step)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.model = m
+	f.Model = m
 	return f
+}
+
+// BillingRequest is the first turn of the API document's example run.
+func BillingRequest(modelName string) *loop.Request {
+	return &loop.Request{
+		Model:  modelName,
+		System: "You are a billing assistant. Answer from the records only.",
+		Tools: []loop.ToolSchema{
+			{
+				Name:        "identify_account",
+				Description: "Look up an account id by e-mail.",
+				Parameters:  json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}},"required":["email"]}`),
+			},
+			{
+				Name:        "find_invoices",
+				Description: "List the invoices of an account for one month.",
+				Parameters: json.RawMessage(`{
+					"type": "object",
+					"title": "find_invoices arguments",
+					"properties": {"account_id": {"type": "string"}, "month": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}},
+					"required": ["account_id", "month"],
+					"additionalProperties": false
+				}`),
+			},
+		},
+		Messages: []loop.Message{
+			{Role: loop.RoleUser, Content: "The customer says they were charged twice in August. Find out what happened."},
+		},
+		MaxOutputTokens: 4096,
+	}
+}
+
+// RoundTripRequest is turn 3 of that run: two turns of calls and their
+// results. The results of turn 2 are recorded out of call order, as
+// concurrent calls may finish.
+func RoundTripRequest(modelName string) *loop.Request {
+	req := BillingRequest(modelName)
+	req.Messages = append(req.Messages,
+		loop.Message{Role: loop.RoleAssistant, Turn: 1, ToolCalls: []loop.ToolCall{
+			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)},
+		}},
+		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`},
+		loop.Message{Role: loop.RoleAssistant, Turn: 2, Content: "Looking at both months.", ToolCalls: []loop.ToolCall{
+			{ID: "t2-c1", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-08"}`)},
+			{ID: "t2-c2", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-07"}`)},
+		}},
+		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c2", Tool: "find_invoices", Status: "declined", Content: "a person declined this call"},
+		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c1", Tool: "find_invoices", Status: "ok", Content: `[{"id":"in_1","amount_minor":8240},{"id":"in_2","amount_minor":8240}]`},
+	)
+	return req
 }
 
 // Run runs the behaviour every provider must share (retries, deadlines,
@@ -98,12 +154,12 @@ func Run(t *testing.T, p Provider) {
 }
 
 func retriesRateLimitAfterTheServersDelay(t *testing.T, p Provider) {
-	f := p.fixture(t, nil,
+	f := p.Fixture(t, nil,
 		Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: File(t, p.RateLimit)},
 		Reply(File(t, p.Text)),
 	)
 	start := time.Now()
-	got, err := f.model.Complete(context.Background(), p.Request())
+	got, err := f.Model.Complete(context.Background(), p.Request())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +169,10 @@ func retriesRateLimitAfterTheServersDelay(t *testing.T, p Provider) {
 	if got.Content == "" {
 		t.Error("the answer after the retry is empty")
 	}
-	if n := len(f.srv.Requests()); n != 2 {
+	if n := len(f.Srv.Requests()); n != 2 {
 		t.Errorf("got %d attempts, want 2", n)
 	}
-	retries := f.retries.Calls()
+	retries := f.Retries.Calls()
 	if len(retries) != 1 || retries[0].Attempt != 2 || retries[0].Status != http.StatusTooManyRequests ||
 		!strings.HasPrefix(retries[0].Err, p.RateLimitMessage) {
 		t.Errorf("OnRetry saw %+v, want one call for attempt 2 after HTTP 429 with the server's message", retries)
@@ -124,8 +180,8 @@ func retriesRateLimitAfterTheServersDelay(t *testing.T, p Provider) {
 }
 
 func serverErrorsUntilRetriesRunOut(t *testing.T, p Provider) {
-	f := p.fixture(t, nil, Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)})
-	_, err := f.model.Complete(context.Background(), p.Request())
+	f := p.Fixture(t, nil, Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)})
+	_, err := f.Model.Complete(context.Background(), p.Request())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) {
 		t.Fatalf("got %v, want a *model.ProviderError", err)
@@ -142,11 +198,11 @@ func serverErrorsUntilRetriesRunOut(t *testing.T, p Provider) {
 	if strings.Contains(err.Error(), TestKey) {
 		t.Errorf("the error contains the API key: %q", err)
 	}
-	if n := len(f.srv.Requests()); n != 4 {
+	if n := len(f.Srv.Requests()); n != 4 {
 		t.Errorf("got %d attempts, want 4", n)
 	}
 	var attempts []int
-	for _, r := range f.retries.Calls() {
+	for _, r := range f.Retries.Calls() {
 		attempts = append(attempts, r.Attempt)
 		if r.Status != 500 || strings.Contains(r.Err, TestKey) {
 			t.Errorf("OnRetry saw %+v, want status 500 and no key", r)
@@ -159,8 +215,8 @@ func serverErrorsUntilRetriesRunOut(t *testing.T, p Provider) {
 
 func unauthorizedIsNeverRetried(t *testing.T, p Provider) {
 	// Even when the server says the request may be retried.
-	f := p.fixture(t, nil, Step{Status: http.StatusUnauthorized, Header: map[string]string{"X-Should-Retry": "true"}, Body: File(t, p.Unauthorized)})
-	_, err := f.model.Complete(context.Background(), p.Request())
+	f := p.Fixture(t, nil, Step{Status: http.StatusUnauthorized, Header: map[string]string{"X-Should-Retry": "true"}, Body: File(t, p.Unauthorized)})
+	_, err := f.Model.Complete(context.Background(), p.Request())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized || pe.Attempts != 1 {
 		t.Fatalf("got %v, want a ProviderError for HTTP 401 after 1 attempt", err)
@@ -168,21 +224,21 @@ func unauthorizedIsNeverRetried(t *testing.T, p Provider) {
 	if want := p.Name + ": HTTP 401 after 1 attempt: " + p.UnauthorizedMessage; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q does not start %q", err, want)
 	}
-	if n := len(f.srv.Requests()); n != 1 {
+	if n := len(f.Srv.Requests()); n != 1 {
 		t.Errorf("got %d attempts, want 1", n)
 	}
-	if calls := f.retries.Calls(); len(calls) != 0 {
+	if calls := f.Retries.Calls(); len(calls) != 0 {
 		t.Errorf("OnRetry was called: %+v", calls)
 	}
 }
 
 func aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T, p Provider) {
-	f := p.fixture(t, nil, Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: File(t, p.RateLimit)})
+	f := p.Fixture(t, nil, Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: File(t, p.RateLimit)})
 	start := time.Now()
 	// The engine puts the model call's deadline on the context.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := f.model.Complete(ctx, p.Request())
+	_, err := f.Model.Complete(ctx, p.Request())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests || pe.Attempts != 1 || pe.Timeout != 0 {
 		t.Fatalf("got %v, want a ProviderError for HTTP 429 after 1 attempt", err)
@@ -193,11 +249,11 @@ func aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T, p Provider) {
 }
 
 func deadlineIsEnforcedAroundTheCall(t *testing.T, p Provider) {
-	f := p.fixture(t, nil, Step{Hang: true})
+	f := p.Fixture(t, nil, Step{Hang: true})
 	// The engine puts the model call's deadline on the context.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := f.model.Complete(ctx, p.Request())
+	_, err := f.Model.Complete(ctx, p.Request())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond {
 		t.Fatalf("got %v, want a ProviderError for the 200ms deadline", err)
@@ -211,21 +267,21 @@ func deadlineIsEnforcedAroundTheCall(t *testing.T, p Provider) {
 }
 
 func keyIsReadAtEveryCallAndSentOnlyInItsHeader(t *testing.T, p Provider) {
-	f := p.fixture(t, nil,
+	f := p.Fixture(t, nil,
 		Reply(File(t, p.ToolCall)),
 		Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)},
 	)
-	if _, err := f.model.Complete(context.Background(), p.Request()); err != nil {
+	if _, err := f.Model.Complete(context.Background(), p.Request()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.model.Complete(context.Background(), p.Request())
+	_, err := f.Model.Complete(context.Background(), p.Request())
 	if err == nil {
 		t.Fatal("the second call succeeded, want the server error")
 	}
-	if f.keys != 2 {
-		t.Errorf("the key source was called %d times for 2 calls", f.keys)
+	if f.Keys != 2 {
+		t.Errorf("the key source was called %d times for 2 calls", f.Keys)
 	}
-	for i, r := range f.srv.Requests() {
+	for i, r := range f.Srv.Requests() {
 		if got, want := r.Header.Get(p.KeyHeader), p.KeyValue(TestKey); got != want {
 			t.Errorf("request %d: %s = %q, want %q", i, p.KeyHeader, got, want)
 		}
@@ -248,30 +304,30 @@ func keyIsReadAtEveryCallAndSentOnlyInItsHeader(t *testing.T, p Provider) {
 }
 
 func keySourceFailureSendsNothing(t *testing.T, p Provider) {
-	f := p.fixture(t, func(c *model.Config) {
+	f := p.Fixture(t, func(c *model.Config) {
 		c.KeySource = func(context.Context) (string, error) { return "", errors.New(`secret "llm" not found`) }
 	}, Reply(File(t, p.Text)))
-	_, err := f.model.Complete(context.Background(), p.Request())
+	_, err := f.Model.Complete(context.Background(), p.Request())
 	if want := p.Name + `: API key unavailable: secret "llm" not found`; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	if n := len(f.srv.Requests()); n != 0 {
+	if n := len(f.Srv.Requests()); n != 0 {
 		t.Errorf("%d requests were sent without a key", n)
 	}
 }
 
 func prefixBytesAreTheSameOnEveryTurn(t *testing.T, p Provider) {
-	f := p.fixture(t, nil, Reply(File(t, p.Text)))
+	f := p.Fixture(t, nil, Reply(File(t, p.Text)))
 	// Map iteration order changes from call to call; several turns make
 	// an unstable serialization show.
 	for range 5 {
 		for _, req := range []*loop.Request{p.Request(), p.RoundTrip()} {
-			if _, err := f.model.Complete(context.Background(), req); err != nil {
+			if _, err := f.Model.Complete(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	reqs := f.srv.Requests()
+	reqs := f.Srv.Requests()
 	first := p.Prefix(t, reqs[0].Body)
 	for i, r := range reqs[1:] {
 		if got := p.Prefix(t, r.Body); got != first {

@@ -16,92 +16,47 @@ import (
 	"github.com/agentrun/agentrun/internal/model/modeltest"
 )
 
-const testKey = "sk-test-4f9c2b7e1d"
+const modelName = "gpt-5.1"
 
-// billingRequest is the first turn of the API document's example run.
-func billingRequest() *loop.Request {
-	return &loop.Request{
-		Model:  "gpt-5.1",
-		System: "You are a billing assistant. Answer from the records only.",
-		Tools: []loop.ToolSchema{
-			{
-				Name:        "identify_account",
-				Description: "Look up an account id by e-mail.",
-				Parameters:  json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}},"required":["email"]}`),
-			},
-			{
-				Name:        "find_invoices",
-				Description: "List the invoices of an account for one month.",
-				Parameters: json.RawMessage(`{
-					"type": "object",
-					"title": "find_invoices arguments",
-					"properties": {"account_id": {"type": "string"}, "month": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}},
-					"required": ["account_id", "month"],
-					"additionalProperties": false
-				}`),
-			},
-		},
-		Messages: []loop.Message{
-			{Role: loop.RoleUser, Content: "The customer says they were charged twice in August. Find out what happened."},
-		},
-		MaxOutputTokens: 4096,
-	}
+// provider is this adapter as the conformance suite and the tests below
+// see it.
+var provider = modeltest.Provider{
+	Name:    Name,
+	New:     func(c model.Config) (loop.Model, error) { return New(c) },
+	Path:    "/v1",
+	Model:   modelName,
+	Request: billingRequest, RoundTrip: roundTripRequest,
+	Text: "response_text.json", ToolCall: "response_one_tool_call.json",
+	RateLimit: "error_rate_limit.json", ServerError: "error_server.json", Unauthorized: "error_unauthorized.json",
+	RateLimitMessage:    "Rate limit reached for gpt-5.1",
+	ServerErrorMessage:  "The server had an error",
+	UnauthorizedMessage: "Incorrect API key provided",
+	KeyHeader:           "Authorization",
+	KeyValue:            func(key string) string { return "Bearer " + key },
+	// Chat completions carry the system prompt as the first message.
+	Prefix: func(t testing.TB, body []byte) string {
+		m := modeltest.Members(t, body)
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(m["messages"], &msgs); err != nil {
+			t.Fatal(err)
+		}
+		return string(m["tools"]) + string(msgs[0])
+	},
 }
 
-// roundTripRequest is turn 3: two turns of calls and their results. The
-// results of turn 2 are recorded out of call order, as concurrent calls
-// may finish.
-func roundTripRequest() *loop.Request {
-	req := billingRequest()
-	req.Messages = append(req.Messages,
-		loop.Message{Role: loop.RoleAssistant, Turn: 1, ToolCalls: []loop.ToolCall{
-			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)},
-		}},
-		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`},
-		loop.Message{Role: loop.RoleAssistant, Turn: 2, Content: "Looking at both months.", ToolCalls: []loop.ToolCall{
-			{ID: "t2-c1", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-08"}`)},
-			{ID: "t2-c2", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-07"}`)},
-		}},
-		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c2", Tool: "find_invoices", Status: "declined", Content: "a person declined this call"},
-		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c1", Tool: "find_invoices", Status: "ok", Content: `[{"id":"in_1","amount_minor":8240},{"id":"in_2","amount_minor":8240}]`},
-	)
-	return req
-}
+func billingRequest() *loop.Request { return modeltest.BillingRequest(modelName) }
 
-type fixture struct {
-	srv     *modeltest.Server
-	model   *Model
-	retries *modeltest.Retries
-	keys    int
-}
+func roundTripRequest() *loop.Request { return modeltest.RoundTripRequest(modelName) }
 
-func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *fixture {
+func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *modeltest.Fixture {
 	t.Helper()
-	f := &fixture{srv: modeltest.NewServer(t, steps...), retries: &modeltest.Retries{}}
-	cfg := model.Config{
-		BaseURL: f.srv.URL + "/v1",
-		Model:   "gpt-5.1",
-		KeySource: func(context.Context) (string, error) {
-			f.keys++
-			return testKey, nil
-		},
-		OnRetry: f.retries.Hook,
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	m, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.model = m
-	return f
+	return provider.Fixture(t, edit, steps...)
 }
 
 func TestComplete_textAnswerSendsToolsSystemAndGoal(t *testing.T) {
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 
-	got, err := f.model.Complete(context.Background(), billingRequest())
+	got, err := f.Model.Complete(context.Background(), billingRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +67,7 @@ func TestComplete_textAnswerSendsToolsSystemAndGoal(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reply (-want +got):\n%s", diff)
 	}
-	reqs := f.srv.Requests()
+	reqs := f.Srv.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("got %d requests, want 1", len(reqs))
 	}
@@ -156,7 +111,7 @@ func TestComplete_toolCallsBecomeOneBatchInOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
-			got, err := f.model.Complete(context.Background(), billingRequest())
+			got, err := f.Model.Complete(context.Background(), billingRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,10 +125,10 @@ func TestComplete_toolCallsBecomeOneBatchInOrder(t *testing.T) {
 func TestComplete_toolResultsFollowTheirCallsInCallOrder(t *testing.T) {
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 
-	if _, err := f.model.Complete(context.Background(), roundTripRequest()); err != nil {
+	if _, err := f.Model.Complete(context.Background(), roundTripRequest()); err != nil {
 		t.Fatal(err)
 	}
-	body := f.srv.Requests()[0].Body
+	body := f.Srv.Requests()[0].Body
 	if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_round_trip.json"), body); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)
 	}
@@ -182,7 +137,7 @@ func TestComplete_toolResultsFollowTheirCallsInCallOrder(t *testing.T) {
 func TestComplete_reportsCachedAndCacheWriteTokens(t *testing.T) {
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_usage_cached.json")))
 
-	got, err := f.model.Complete(context.Background(), roundTripRequest())
+	got, err := f.Model.Complete(context.Background(), roundTripRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +160,7 @@ func TestComplete_finishReasons(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
-			got, err := f.model.Complete(context.Background(), billingRequest())
+			got, err := f.Model.Complete(context.Background(), billingRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,9 +173,9 @@ func TestComplete_finishReasons(t *testing.T) {
 
 func TestComplete_connectionErrorsAreRetried(t *testing.T) {
 	f := newFixture(t, func(c *model.Config) { c.MaxRetries = 1 }, modeltest.Reply(nil))
-	f.srv.Close() // nothing listens any more
+	f.Srv.Close() // nothing listens any more
 
-	_, err := f.model.Complete(context.Background(), billingRequest())
+	_, err := f.Model.Complete(context.Background(), billingRequest())
 
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Status != 0 || pe.Attempts != 2 {
@@ -229,7 +184,7 @@ func TestComplete_connectionErrorsAreRetried(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "openai: no response after 2 attempts: ") {
 		t.Errorf("error %q does not say no response came", err)
 	}
-	if calls := f.retries.Calls(); len(calls) != 1 || calls[0].Status != 0 || calls[0].Err == "" {
+	if calls := f.Retries.Calls(); len(calls) != 1 || calls[0].Status != 0 || calls[0].Err == "" {
 		t.Errorf("OnRetry saw %+v, want one call with status 0 and the transport error", calls)
 	}
 }
@@ -252,7 +207,7 @@ func TestNew_rejectsIncompleteConfig(t *testing.T) {
 func TestEstimateInputTokens_isNotBelowTheBytesSent(t *testing.T) {
 	req := roundTripRequest()
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
-	if _, err := f.model.Complete(context.Background(), req); err != nil {
+	if _, err := f.Model.Complete(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	// The wire body holds every text the model sees plus JSON syntax, so
@@ -277,10 +232,10 @@ func TestNew_ignoresTheOperatorsOpenAIEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
 	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
 
-	if _, err := f.model.Complete(context.Background(), billingRequest()); err != nil {
+	if _, err := f.Model.Complete(context.Background(), billingRequest()); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.srv.Requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
+	if got := f.Srv.Requests()[0].Header.Get("Authorization"); got != "Bearer "+modeltest.TestKey {
 		t.Errorf("Authorization = %q, want the configured key", got)
 	}
 }
@@ -292,48 +247,24 @@ func TestComplete_oneAttemptReportsTransienceAndRetryAfter(t *testing.T) {
 	noRetries := func(c *model.Config) { c.MaxRetries = -1 }
 	f := newFixture(t, noRetries, modeltest.Step{Status: http.StatusServiceUnavailable,
 		Header: map[string]string{"Retry-After": "12"}, Body: modeltest.File(t, "error_server.json")})
-	_, err := f.model.Complete(context.Background(), billingRequest())
+	_, err := f.Model.Complete(context.Background(), billingRequest())
 	var te loop.TransientError
-	if !errors.As(err, &te) || !te.Transient() || te.RetryAfter() != 12*time.Second || len(f.srv.Requests()) != 1 {
-		t.Fatalf("got %v after %d attempts, want one transient failure asking for 12s", err, len(f.srv.Requests()))
+	if !errors.As(err, &te) || !te.Transient() || te.RetryAfter() != 12*time.Second || len(f.Srv.Requests()) != 1 {
+		t.Fatalf("got %v after %d attempts, want one transient failure asking for 12s", err, len(f.Srv.Requests()))
 	}
 
 	f = newFixture(t, noRetries, modeltest.Step{Status: http.StatusUnauthorized, Body: modeltest.File(t, "error_unauthorized.json")})
-	_, err = f.model.Complete(context.Background(), billingRequest())
+	_, err = f.Model.Complete(context.Background(), billingRequest())
 	if !errors.As(err, &te) || te.Transient() {
 		t.Fatalf("HTTP 401: got %v, want a failure that is not transient", err)
 	}
 
 	f = newFixture(t, noRetries, modeltest.Reply(nil))
-	f.srv.Close()
-	_, err = f.model.Complete(context.Background(), billingRequest())
+	f.Srv.Close()
+	_, err = f.Model.Complete(context.Background(), billingRequest())
 	if !errors.As(err, &te) || !te.Transient() {
 		t.Fatalf("connection refused: got %v, want a transient failure", err)
 	}
 }
 
-func TestConformance(t *testing.T) {
-	modeltest.Run(t, modeltest.Provider{
-		Name:    Name,
-		New:     func(c model.Config) (loop.Model, error) { return New(c) },
-		Path:    "/v1",
-		Model:   "gpt-5.1",
-		Request: billingRequest, RoundTrip: roundTripRequest,
-		Text: "response_text.json", ToolCall: "response_one_tool_call.json",
-		RateLimit: "error_rate_limit.json", ServerError: "error_server.json", Unauthorized: "error_unauthorized.json",
-		RateLimitMessage:    "Rate limit reached for gpt-5.1",
-		ServerErrorMessage:  "The server had an error",
-		UnauthorizedMessage: "Incorrect API key provided",
-		KeyHeader:           "Authorization",
-		KeyValue:            func(key string) string { return "Bearer " + key },
-		// Chat completions carry the system prompt as the first message.
-		Prefix: func(t testing.TB, body []byte) string {
-			m := modeltest.Members(t, body)
-			var msgs []json.RawMessage
-			if err := json.Unmarshal(m["messages"], &msgs); err != nil {
-				t.Fatal(err)
-			}
-			return string(m["tools"]) + string(msgs[0])
-		},
-	})
-}
+func TestConformance(t *testing.T) { modeltest.Run(t, provider) }
