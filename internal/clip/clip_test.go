@@ -73,3 +73,28 @@ func TestHead_invalidInputIsCutAtTheBudget(t *testing.T) {
 		t.Errorf("Head = %q, want the first 8 bytes", got)
 	}
 }
+
+func TestWriters_keepTheHeadAndTheTailOfAStream(t *testing.T) {
+	h, tl := &HeadWriter{Limit: 5}, &TailWriter{Limit: 5}
+	for _, p := range []string{"ab", "cdé", "fgh", strings.Repeat("x", 3) + "€"} {
+		_, _ = h.Write([]byte(p))
+		_, _ = tl.Write([]byte(p))
+	}
+	if string(h.Bytes()) != "abcd\xc3" || h.Size() != 15 {
+		t.Errorf("head %q of %d bytes, want the first 5 of 15", h.Bytes(), h.Size())
+	}
+	// The last 5 bytes: two x and the euro sign's three.
+	if got := tl.String(); got != "xx€" || !tl.Dropped() {
+		t.Errorf("tail %q (dropped %v), want xx€ and dropped", got, tl.Dropped())
+	}
+	long := &TailWriter{Limit: 4}
+	_, _ = long.Write([]byte("é" + "abc"))
+	if got := long.String(); got != "abc" {
+		t.Errorf("tail %q, want abc: the cut é is left out", got)
+	}
+	short := &TailWriter{Limit: 10}
+	_, _ = short.Write([]byte("ok"))
+	if short.String() != "ok" || short.Dropped() {
+		t.Errorf("a short stream: %q, dropped %v", short.String(), short.Dropped())
+	}
+}

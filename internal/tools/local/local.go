@@ -189,8 +189,8 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 		_ = stdinW.Close()
 	}()
 
-	out := &capped{limit: limit + 1}
-	errTail := &tail{limit: loop.MaxDetailBytes}
+	out := &clip.HeadWriter{Limit: limit + 1}
+	errTail := &clip.TailWriter{Limit: loop.MaxDetailBytes}
 	var readers sync.WaitGroup
 	readers.Go(func() { _, _ = io.Copy(out, stdoutR) })
 	readers.Go(func() { _, _ = io.Copy(errTail, stderrR) })
@@ -241,7 +241,7 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 		<-drained
 	}
 
-	res := loop.Result{Output: out.buf, Size: out.size, Truncated: out.size > int64(len(out.buf))}
+	res := loop.Result{Output: out.Bytes(), Size: out.Size(), Truncated: out.Size() > int64(len(out.Bytes()))}
 	switch cause {
 	case stoppedAtDeadline:
 		how := "SIGTERM"
@@ -249,12 +249,12 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 			how = fmt.Sprintf("SIGTERM, then SIGKILL after %s", grace)
 		}
 		res.Failure = &loop.Failure{Kind: loop.FailTimeout, Detail: withStderr(
-			fmt.Sprintf("no result within %s; the process group was sent %s", timeout, how), errTail.bytes())}
+			fmt.Sprintf("no result within %s; the process group was sent %s", timeout, how), errTail.Bytes())}
 		return res
 	case stoppedByContext:
 		// The tool was running and may have acted: its outcome is unknown.
 		res.Failure = &loop.Failure{Kind: loop.FailUnknown, Detail: withStderr(
-			"stopped before it finished: "+context.Cause(ctx).Error(), errTail.bytes())}
+			"stopped before it finished: "+context.Cause(ctx).Error(), errTail.Bytes())}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Failure.Kind = loop.FailTimeout
 		}
@@ -276,10 +276,10 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 		summary = "killed by signal " + ws.Signal().String()
 	}
 	detail := summary
-	if t := errTail.bytes(); len(bytes.TrimSpace(t)) > 0 {
+	if t := errTail.Bytes(); len(bytes.TrimSpace(t)) > 0 {
 		// The exit code travels in Failure.Code; the detail is the tail of
 		// standard error, as the contract says.
-		detail = tailString(t, loop.MaxDetailBytes, errTail.dropped)
+		detail = tailString(t, loop.MaxDetailBytes, errTail.Dropped())
 	}
 	res.Failure = &loop.Failure{Kind: loop.FailExit, Code: code, Detail: detail}
 	return res
@@ -364,41 +364,3 @@ func tailString(b []byte, n int, cut bool) string {
 	}
 	return clip.CutTail(s, n, "...")
 }
-
-// capped keeps the first limit bytes written to it and counts the rest.
-type capped struct {
-	buf   []byte
-	limit int
-	size  int64
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.size += int64(len(p))
-	if room := c.limit - len(c.buf); room > 0 {
-		c.buf = append(c.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// tail keeps the last limit bytes written to it.
-type tail struct {
-	buf     []byte
-	limit   int
-	dropped bool // earlier bytes were written and let go
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	n := len(p)
-	t.dropped = t.dropped || len(t.buf)+len(p) > t.limit
-	if len(p) >= t.limit {
-		t.buf = append(t.buf[:0], p[len(p)-t.limit:]...)
-		return n, nil
-	}
-	if over := len(t.buf) + len(p) - t.limit; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	t.buf = append(t.buf, p...)
-	return n, nil
-}
-
-func (t *tail) bytes() []byte { return t.buf }

@@ -167,8 +167,8 @@ func run(ctx context.Context, cfg Config) outcome {
 	if limit <= 0 {
 		limit = MaxMessageBytes
 	}
-	stdout := &headCounter{limit: limit}
-	stderr := &tail{limit: StderrTailBytes}
+	stdout := &clip.HeadWriter{Limit: limit}
+	stderr := &clip.TailWriter{Limit: StderrTailBytes}
 	var outW io.Writer = stdout
 	if cfg.Stdout != nil {
 		outW = io.MultiWriter(cfg.Stdout, stdout)
@@ -244,12 +244,12 @@ func run(ctx context.Context, cfg Config) outcome {
 	close(done)
 	watch.Wait()
 
-	s := Summary{Size: stdout.n, StderrTail: stderr.String(), TimedOut: timedOut}
+	s := Summary{Size: stdout.Size(), StderrTail: stderr.String(), TimedOut: timedOut}
 	s.Exit = exitCode(cmd.ProcessState, err)
 	if err != nil && cmd.ProcessState == nil {
 		s.Error = "waiting for the tool: " + err.Error()
 	}
-	return outcome{Summary: s, out: stdout.head.Bytes()}
+	return outcome{Summary: s, out: stdout.Bytes()}
 }
 
 // Encode renders the summary within limit bytes, with out (the head of
@@ -306,35 +306,3 @@ func lookup(env []string, name string) string {
 	}
 	return v
 }
-
-// headCounter keeps the first limit bytes written and counts them all.
-type headCounter struct {
-	limit int
-	head  bytes.Buffer
-	n     int64
-}
-
-func (h *headCounter) Write(p []byte) (int, error) {
-	if room := h.limit - h.head.Len(); room > 0 {
-		h.head.Write(p[:min(room, len(p))])
-	}
-	h.n += int64(len(p))
-	return len(p), nil
-}
-
-// tail keeps the last limit bytes written.
-type tail struct {
-	limit int
-	buf   []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.limit; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// String is the tail, starting at a rune boundary.
-func (t *tail) String() string { return clip.Tail(string(t.buf), len(t.buf)) }
