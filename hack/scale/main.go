@@ -85,8 +85,8 @@ func main() {
 	fs.IntVar(&o.memTurns, "mem-turns", 1, "Turns of each run of the memory measure (the first call is held until all runs are in flight).")
 	fs.IntVar(&o.writes, "writes", 1000, "Status writes (and ConfigMap patches) of the API server CPU measure.")
 	fs.IntVar(&o.workers, "workers", 4, "The operator's reconcile workers (cmd/manager's default).")
-	fs.Float64Var(&o.qps, "qps", 50, "The operator's client QPS (cmd/manager's default).")
-	fs.IntVar(&o.burst, "burst", 100, "The operator's client burst (cmd/manager's default).")
+	fs.Float64Var(&o.qps, "qps", 0, "The operator's client QPS, as cmd/manager's --kube-api-qps (and its default).")
+	fs.IntVar(&o.burst, "burst", 0, "The operator's client burst, as cmd/manager's --kube-api-burst (and its default).")
 	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
 	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
@@ -180,7 +180,7 @@ func run(o options) error {
 	for s := range strings.SplitSeq(o.skip, ",") {
 		skip[strings.TrimSpace(s)] = true
 	}
-	fmt.Fprintf(os.Stderr, "Operator: %d workers, client %.0f QPS, burst %d; GOMAXPROCS %d\n", o.workers, o.qps, o.burst, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(os.Stderr, "Operator: %d workers, client QPS %g, burst %d (0: cmd/manager's defaults); GOMAXPROCS %d\n", o.workers, o.qps, o.burst, runtime.GOMAXPROCS(0))
 	for _, m := range []struct {
 		name string
 		f    func(context.Context) error
