@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,12 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica (of the shard) drives runs.")
 	fs.StringVar(&o.Shard, "shard", "", "Drive only the AgentRuns labelled "+v1alpha1.LabelShard+"=SHARD (and their Jobs), electing a leader per shard; empty drives the runs without the label.")
 	fs.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")
+	fs.Func("event-verbosity", "Which of a run's notes become events: turn (one per turn, the model's answer, plus warnings, approvals, plans and the outcome) or call (also each turn's start and every call's verdict and result).",
+		func(s string) error {
+			v, err := controller.ParseEventVerbosity(s)
+			o.EventVerbosity = v
+			return err
+		})
 	fs.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
 	fs.Float64Var(&qps, "kube-api-qps", 0, fmt.Sprintf("Queries per second to the API server; 0 adapts to the runs in flight (%d per run, between %d and %d), a negative value sets no client-side limit.",
 		operator.DefaultQPSPerRun, operator.DefaultMinQPS, operator.DefaultMaxQPS))

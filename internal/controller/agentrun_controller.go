@@ -23,11 +23,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
@@ -64,6 +67,13 @@ type Config struct {
 	// and tool calls never run on a worker (see work.go), so a few workers
 	// serve many runs.
 	MaxConcurrentReconciles int
+	// EventVerbosity says which of a run's notes become events: EventsPerTurn
+	// (the default) or EventsPerCall.
+	EventVerbosity EventVerbosity
+	// JobWakeups, when set, is told of every change of a Job the Job
+	// informer sees; the job tools' executors wait on it (job.Config's
+	// Wakeups) instead of polling their Jobs.
+	JobWakeups *job.Wakeups
 	// TracerProvider receives the runs' spans (telemetry.Setup builds it
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.
@@ -103,6 +113,9 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 	}
 	if cfg.MaxConcurrentReconciles <= 0 {
 		cfg.MaxConcurrentReconciles = 4
+	}
+	if cfg.EventVerbosity == "" {
+		cfg.EventVerbosity = EventsPerTurn
 	}
 	return &AgentRunReconciler{
 		Config:  cfg,
@@ -183,13 +196,34 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Owns(&batchv1.Job{}).
-		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
+	if r.JobWakeups != nil {
+		// A tool Job's change wakes the call that waits on it (which then
+		// ends its work and so enqueues its run): no call polls its Job.
+		b = b.Watches(&batchv1.Job{}, wakeJobWaits(r.JobWakeups))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("agentrun").
 		Complete(r)
+}
+
+// wakeJobWaits tells w of every change of a Job and enqueues nothing.
+func wakeJobWaits(w *job.Wakeups) handler.EventHandler {
+	notify := func(o client.Object) { w.Notify(o.GetNamespace(), o.GetName()) }
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			notify(e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			notify(e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			notify(e.Object)
+		},
+	}
 }
 
 func (r *AgentRunReconciler) background() context.Context {

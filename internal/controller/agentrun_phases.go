@@ -579,12 +579,49 @@ func (r *AgentRunReconciler) dropStaleAnnotations(ctx context.Context, sc *scope
 	}
 }
 
+// EventVerbosity says which of a run's notes become events. Every event is
+// an API write (and a few hundred bytes the recorder keeps for a while), so
+// the default records at most one event for a turn that goes as planned.
+type EventVerbosity string
+
+const (
+	// EventsPerTurn (the default) records one event per turn, the model's
+	// answer (ModelAnswered: what it asked for, tokens and cost), and
+	// everything a person should look at or that changes the run's course:
+	// warnings (a call refused, denied or waiting for approval, a failed
+	// call, a budget warning, a retry, a lost call), approvals answered,
+	// plans submitted, refused or replaced, verdicts and the outcome.
+	EventsPerTurn EventVerbosity = "turn"
+	// EventsPerCall also records each turn's start, each call's verdict
+	// and result, each plan step and each verification.
+	EventsPerCall EventVerbosity = "call"
+)
+
+// ParseEventVerbosity reads --event-verbosity.
+func ParseEventVerbosity(s string) (EventVerbosity, error) {
+	switch v := EventVerbosity(s); v {
+	case EventsPerTurn, EventsPerCall:
+		return v, nil
+	}
+	return "", fmt.Errorf("event verbosity %q: want %s or %s", s, EventsPerTurn, EventsPerCall)
+}
+
+// perCall are the notes of a turn that goes as planned, besides the
+// model's answer: events at EventsPerCall only, unless they warn.
+var perCall = map[loop.NoteKind]bool{
+	loop.NoteTurnStarted: true, loop.NoteCallVetted: true, loop.NoteCallFinished: true,
+	loop.NoteStepStarted: true, loop.NoteStepFinished: true, loop.NoteSolving: true, loop.NoteVerifying: true,
+}
+
 // emit records the reconcile's notes as events, after the status write.
 func (r *AgentRunReconciler) emit(sc *scope) {
 	if r.Recorder == nil {
 		return
 	}
 	for _, n := range sc.notes {
+		if r.EventVerbosity != EventsPerCall && perCall[n.Kind] && !n.Warning {
+			continue
+		}
 		typ := corev1.EventTypeNormal
 		if n.Warning {
 			typ = corev1.EventTypeWarning
@@ -595,11 +632,15 @@ func (r *AgentRunReconciler) emit(sc *scope) {
 		}
 		// The recorder folds events with the same type, reason and action
 		// into one series and keeps the first note only: a note about a
-		// call names the call in its action, so that every call's verdict
-		// (a refusal, a denial, an answer) is an event of its own.
+		// call names the call in its action, and a note about a turn the
+		// turn, so that every call's verdict (a refusal, a denial, an
+		// answer) and every turn's answer is an event of its own.
 		action := string(n.Kind)
-		if n.CallID != "" {
+		switch {
+		case n.CallID != "":
 			action += " " + n.CallID
+		case n.Turn > 0:
+			action += fmt.Sprintf(" t%d", n.Turn)
 		}
 		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", clip.Cut(n.Message, 1024, runstatus.CutMark))
 	}

@@ -320,6 +320,10 @@ func TestPersist_aConflictingPatchKeepsTheFinishedWork(t *testing.T) {
 type jobKits struct {
 	c     client.Client
 	model loop.Model
+	// wakeups and poll are the executor's Wakeups and PollInterval (50ms
+	// when zero).
+	wakeups *job.Wakeups
+	poll    time.Duration
 }
 
 func (k *jobKits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
@@ -335,7 +339,11 @@ func (k *jobKits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error)
 	for _, ts := range cfg.Tools {
 		tools = append(tools, job.Tool{Name: ts.Name, Image: "example.com/tools:1", Command: []string{ts.Name}, Mutates: ts.Mutates})
 	}
-	ex, err := job.New(job.Config{Client: k.c, OperatorImage: "example.com/agentrun:1", PollInterval: 50 * time.Millisecond},
+	poll := k.poll
+	if poll == 0 {
+		poll = 50 * time.Millisecond
+	}
+	ex, err := job.New(job.Config{Client: k.c, Pods: k8sClient, OperatorImage: "example.com/agentrun:1", PollInterval: poll, Wakeups: k.wakeups},
 		job.Run{Namespace: run.Namespace, Owner: *metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}, tools)
 	if err != nil {
 		return nil, err

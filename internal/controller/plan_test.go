@@ -73,7 +73,7 @@ func TestPlan_threeStepsRunInTwoModelCallsTheIndependentTogether(t *testing.T) {
 	ns := namespace(t)
 	tb := billingToolbox()
 	together(tb, "find_invoices", "plan_changes")
-	startManager(t, &kits{tools: tb})
+	startWith(t, &kits{tools: tb}, managerSetup{config: func(c *Config) { c.EventVerbosity = EventsPerCall }})
 	run := billingTools(makeRun(ns, "planned")).planExecute(1).plan(doubleChargePlan).answer("Two separate charges.").create(t)
 
 	done := waitOutcome(t, run, 30*time.Second)

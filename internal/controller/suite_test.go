@@ -144,7 +144,7 @@ type managerSetup struct {
 
 // startWith is the one way the tests start an operator: a manager against
 // the test API server and the reconciler on it, stopped when the test ends.
-func startWith(t *testing.T, kb KitBuilder, s managerSetup) (*AgentRunReconciler, func()) {
+func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler, func()) {
 	t.Helper()
 	opts := ctrl.Options{
 		Scheme:                 testenv.Scheme,
@@ -186,7 +186,7 @@ func startWith(t *testing.T, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 	return r, stop
 }
 
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ar-test-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {

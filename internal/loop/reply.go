@@ -33,7 +33,7 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	s.Attempt = 1
 	s.Reserved = res
 	s.Phase = PhaseModel
-	*notes = append(*notes, Note{Kind: NoteTurnStarted, Message: fmt.Sprintf(
+	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
 		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
 	return Effect{Kind: EffectCallModel, Request: req}
 }
@@ -73,7 +73,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	case len(r.ToolCalls) > 0:
 		what = fmt.Sprintf("%d tool call(s)", len(r.ToolCalls))
 	}
-	*notes = append(*notes, Note{Kind: NoteModelAnswered, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
+	*notes = append(*notes, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
 		s.Turn, what, r.Usage.InputTokens, r.Usage.OutputTokens, cost)})
 
 	switch {

@@ -280,6 +280,9 @@ type Note struct {
 	Kind    NoteKind
 	CallID  string
 	Message string
+	// Turn is the turn a note about a whole turn (TurnStarted,
+	// ModelAnswered) is about; 0 on other notes.
+	Turn int
 	// Warning marks notes a person should look at (budget warnings, denials).
 	Warning bool
 	// Ceiling is set on the note of a run that ended because a

@@ -43,6 +43,9 @@ type Options struct {
 	// and the runs it drives) to these namespaces; empty means all. The
 	// chart's watchNamespaces grants it Roles in exactly these.
 	WatchNamespaces []string
+	// EventVerbosity says which of a run's notes become events
+	// (controller.EventsPerTurn when empty).
+	EventVerbosity controller.EventVerbosity
 	// LocalDir is where local job tools run.
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
@@ -133,13 +136,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	recorder := mgr.GetEventRecorder("agentrun")
 	secrets := NewRunSecrets(cfg)
+	wakeups := job.NewWakeups()
 	builder := &kit.Builder{
 		LocalJobs:   o.LocalTools,
 		LocalDir:    o.LocalDir,
 		SecretsAs:   secrets.As,
 		CheckSecret: secrets.Check,
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
-			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy},
+			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy,
+			Wakeups: wakeups},
 		Kube: cfg,
 	}
 	tp, shutdown, err := telemetry.Setup(ctx, "agentrun-operator")
@@ -155,7 +160,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 	}()
 	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces})
+		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
+		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

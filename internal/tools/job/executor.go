@@ -79,8 +79,15 @@ type Config struct {
 	// DefaultRunAsUser.
 	RunAsUser int64
 	// PollInterval is Execute's first interval between two polls; it
-	// doubles up to 4 times that. Defaults to one second.
+	// doubles up to 4 times that. Defaults to one second. With Wakeups,
+	// it applies only while the Job's pod has not started (an image that
+	// cannot be pulled, a pod that cannot be scheduled show on the pod,
+	// not on the Job) and while the Job is not yet in the client's cache.
 	PollInterval time.Duration
+	// Wakeups, when set, is fed by the operator's Job informer: Execute
+	// reads a Job whose pod runs only when the Job changes, so its end
+	// wakes the call at once and a running tool costs no reads.
+	Wakeups *Wakeups
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
 	// Resources are the tool containers' default requests and limits and
@@ -251,35 +258,48 @@ func (e *Executor) adopt(ctx context.Context, want *batchv1.Job) error {
 // it ended (successfully or not). An error is worth retrying; it is
 // ErrJobNotFound when the Job does not exist.
 func (e *Executor) Poll(ctx context.Context, inv loop.Invocation) (*loop.Result, error) {
+	res, _, err := e.poll(ctx, inv)
+	return res, err
+}
+
+// poll is Poll, and reports whether the Job's pod has started (the Job
+// counts a ready pod): from then on only the Job's own changes matter.
+func (e *Executor) poll(ctx context.Context, inv loop.Invocation) (*loop.Result, bool, error) {
 	tool, err := e.tool(inv)
 	if err != nil {
 		if f := FailureOf(err); f != nil {
-			return e.result(inv, nil, f, output{}), nil
+			return e.result(inv, nil, f, output{}), false, nil
 		}
-		return nil, err
+		return nil, false, err
 	}
 	var j batchv1.Job
-	key := client.ObjectKey{Namespace: e.run.Namespace, Name: JobName(e.run.Owner.UID, inv.CallID)}
+	key := e.jobKey(inv)
 	if err := e.cfg.Client.Get(ctx, key, &j); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("job %s: %w", key, ErrJobNotFound)
+			return nil, false, fmt.Errorf("job %s: %w", key, ErrJobNotFound)
 		}
-		return nil, fmt.Errorf("reading Job %s: %w", key, err)
+		return nil, false, fmt.Errorf("reading Job %s: %w", key, err)
 	}
+	started := ptrOr(j.Status.Ready) > 0
 	o, err := e.inspect(ctx, tool, &j, inv)
 	if err != nil || o == nil {
-		return nil, err
+		return nil, started, err
 	}
 	if o.deleteJob {
 		if err := e.deleteJob(ctx, &j); err != nil {
-			return nil, err
+			return nil, started, err
 		}
 	}
-	return e.result(inv, &j, o.failure, o.out), nil
+	return e.result(inv, &j, o.failure, o.out), started, nil
 }
 
-// Execute starts the call and waits for its result, polling with a
-// growing interval. The wait is bounded by the Job's deadline plus a few
+func (e *Executor) jobKey(inv loop.Invocation) client.ObjectKey {
+	return client.ObjectKey{Namespace: e.run.Namespace, Name: JobName(e.run.Owner.UID, inv.CallID)}
+}
+
+// Execute starts the call and waits for its result: woken by the Job's
+// changes when Config.Wakeups is set (polling only while its pod has not
+// started), else polling with a growing interval. The wait is bounded by the Job's deadline plus a few
 // seconds; past it, or past ctx's deadline, the Job is deleted and the call
 // fails with Timeout. When ctx is cancelled instead (the operator is
 // stopping), the Job is left to run and the call's outcome is unknown to
@@ -289,6 +309,13 @@ func (e *Executor) Poll(ctx context.Context, inv loop.Invocation) (*loop.Result,
 // new Job.
 func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result {
 	start := e.cfg.Now()
+	var changed <-chan struct{}
+	if e.cfg.Wakeups != nil {
+		// Subscribed before the Job exists, so that no change is missed.
+		ch, done := e.cfg.Wakeups.subscribe(e.jobKey(inv))
+		defer done()
+		changed = ch
+	}
 	if err := e.startWithRetry(ctx, inv); err != nil {
 		f := FailureOf(err)
 		if f == nil {
@@ -315,8 +342,15 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 			return *e.resultSince(inv, start, &loop.Failure{Kind: loop.FailTimeout,
 				Detail: fmt.Sprintf("no result within %s; the Job was deleted", wait)})
 		case <-timer.C:
+		case <-changed:
+			if !timer.Stop() {
+				select { // drain a tick that fired meanwhile
+				case <-timer.C:
+				default:
+				}
+			}
 		}
-		res, err := e.Poll(ctx, inv)
+		res, started, err := e.poll(ctx, inv)
 		if res != nil {
 			res.Duration = e.cfg.Now().Sub(start)
 			return *res
@@ -330,6 +364,11 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 			}
 		} else {
 			missing = 0
+		}
+		if changed != nil && started && err == nil {
+			// The pod runs: only a change of the Job (its end, its
+			// deadline, its deletion) can bring the result.
+			continue
 		}
 		timer.Reset(interval)
 		interval = min(2*interval, 4*e.cfg.PollInterval)
