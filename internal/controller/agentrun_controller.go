@@ -298,12 +298,15 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		r.loadKit,
 		r.loadState,
 		r.advance,
+		r.coverBudgets,
 	} {
 		res, err := phase(ctx, sc)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		result = res
+		if res != (ctrl.Result{}) {
+			result = res
+		}
 		if sc.stop || sc.wait {
 			break
 		}

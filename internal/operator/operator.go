@@ -168,6 +168,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if limiter != nil {
 		limiter.setActive(r.ActiveRuns)
 	}
+	budgets := controller.NewAgentBudgetReconciler(controller.BudgetConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder})
+	if err := budgets.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

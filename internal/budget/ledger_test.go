@@ -1,0 +1,181 @@
+package budget
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+
+func makeBudget(maxCost string) *v1alpha1.AgentBudget {
+	b := &v1alpha1.AgentBudget{}
+	b.Name, b.Namespace = "team-daily", "team-a"
+	b.Spec.MaxCostUSD = v1alpha1.USD(maxCost)
+	b.Spec.Window = &metav1.Duration{Duration: 24 * time.Hour}
+	Roll(b, t0)
+	return b
+}
+
+func usdAmount(s string) Amount { return Amount{Cost: loop.MustMoney(s)} }
+
+// The seed's race: $72 of $100 consumed, two runs each reserve $20. With
+// the check and the reservation in one step of one object, the first is
+// admitted and the second sees $8 and is refused, naming the arithmetic.
+func TestLease_secondOfTwoConcurrentStepsIsRefusedWithTheArithmetic(t *testing.T) {
+	b := makeBudget("100")
+	b.Status.SettledCostUSD = "72"
+	d := Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("20")})
+	if d.Refused != "" || !d.Changed || !d.New {
+		t.Fatalf("first step: %+v", d)
+	}
+	if got := Sum(b).Exposure().Cost; got > loop.MustMoney("100") {
+		t.Fatalf("exposure %s passes the limit", got)
+	}
+	d = Lease(b.DeepCopy(), Request{UID: "b", Run: "b", Exposure: usdAmount("20")})
+	// The first lease took its $20 and a chunk of 1/64 of the limit.
+	want := "AgentBudget team-daily: $72.0000 consumed + $21.5625 reserved + $20.0000 requested > $100.0000 (maxCostUSD)"
+	if d.Refused != want {
+		t.Fatalf("second step refused with %q, want %q", d.Refused, want)
+	}
+	// The first step finishes at $14: $14 becomes consumed, the rest returns.
+	got, ok := Settle(b, "a", usdAmount("14"))
+	if !ok || got.Cost != loop.MustMoney("14") {
+		t.Fatalf("settled %v %v", got, ok)
+	}
+	if b.Status.ConsumedCostUSD != "86.0000" || b.Status.ReservedCostUSD != "0.0000" || b.Status.ActiveRuns != 0 {
+		t.Fatalf("after settling: %+v", b.Status)
+	}
+	if _, ok := Settle(b, "a", usdAmount("14")); ok {
+		t.Fatal("settling twice counted twice")
+	}
+}
+
+// A lease covers several steps like the one asked for while the budget
+// has room, and only the step's need when it is nearly spent.
+func TestLease_chunksShrinkAsTheBudgetRunsOut(t *testing.T) {
+	b := makeBudget("100")
+	Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("1")})
+	r := Find(b, "a")
+	if got := Leased(r).Cost; got != loop.MustMoney("2.5625") {
+		t.Fatalf("leased %s, want the step and 1/64 of the limit ($2.5625)", got)
+	}
+	if !HardCovers(b, r, usdAmount("2.5625")) || HardCovers(b, r, usdAmount("2.57")) {
+		t.Fatal("HardCovers disagrees with the lease")
+	}
+	b = makeBudget("1000")
+	Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("1")})
+	if got := Leased(Find(b, "a")).Cost; got != loop.MustMoney("9") {
+		t.Fatalf("leased %s, want the step and 8 more like it ($9)", got)
+	}
+	b = makeBudget("100")
+	b.Status.SettledCostUSD = "99"
+	Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("0.5")})
+	if got := Leased(Find(b, "a")).Cost; got != loop.MustMoney("0.75") {
+		t.Fatalf("leased %s, want the step and half the room left ($0.75)", got)
+	}
+}
+
+// A run that drew its steps from its lease reports its spend at the next
+// lease; its reserved part is what it holds beyond that.
+func TestLease_recordsSpendAndExtends(t *testing.T) {
+	b := makeBudget("100")
+	Lease(b, Request{UID: "a", Run: "a", Spent: usdAmount("2"), Exposure: usdAmount("3")}) // joined mid-run at $2
+	r := Find(b, "a")
+	if Base(r).Cost != loop.MustMoney("2") || Leased(r).Cost != loop.MustMoney("2.5625") {
+		t.Fatalf("reservation %+v", r)
+	}
+	if d := Lease(b, Request{UID: "a", Run: "a", Spent: usdAmount("10"), Exposure: usdAmount("11")}); d.Refused != "" || !d.Changed {
+		t.Fatalf("%+v", d)
+	}
+	r = Find(b, "a")
+	if Spent(r).Cost != loop.MustMoney("8") || Ceiling(r).Cost < loop.MustMoney("11") {
+		t.Fatalf("reservation %+v", r)
+	}
+	if b.Status.ConsumedCostUSD != "8.0000" {
+		t.Fatalf("consumed %s", b.Status.ConsumedCostUSD)
+	}
+}
+
+func TestLease_softLimitsNeverRefuse(t *testing.T) {
+	b := makeBudget("1")
+	b.Spec.Soft = []v1alpha1.BudgetLimit{v1alpha1.LimitCost}
+	if d := Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("5")}); d.Refused != "" || d.Wait != "" {
+		t.Fatalf("%+v", d)
+	}
+	Settle(b, "a", usdAmount("0.9"))
+	w := SoftWarnings(b)
+	if len(w) != 1 || w[0].Percent != 80 || !strings.Contains(w[0].Message, "soft maxCostUSD") {
+		t.Fatalf("warnings %+v", w)
+	}
+	if len(SoftWarnings(b)) != 0 {
+		t.Fatal("a threshold was announced twice")
+	}
+}
+
+func TestLease_tokensAreAHardDimensionOfTheirOwn(t *testing.T) {
+	b := makeBudget("100")
+	b.Spec.MaxTokens = ptr.To[int64](1000)
+	d := Lease(b, Request{UID: "a", Run: "a", Exposure: Amount{Cost: 1, Tokens: 1200}})
+	if !strings.Contains(d.Refused, "+ 1200 tokens requested > 1000 tokens (maxTokens)") {
+		t.Fatalf("refused %q", d.Refused)
+	}
+}
+
+func TestLease_fullConcurrencyMakesStartingRunsWait(t *testing.T) {
+	b := makeBudget("100")
+	b.Spec.MaxConcurrentRuns = ptr.To[int32](1)
+	Lease(b, Request{UID: "a", Run: "a", Starting: true, Exposure: usdAmount("1")})
+	d := Lease(b, Request{UID: "b", Run: "b", Starting: true, Exposure: usdAmount("1")})
+	if d.Wait != "AgentBudget team-daily: 1 of maxConcurrentRuns 1 runs are active" || d.Changed {
+		t.Fatalf("%+v", d)
+	}
+	Settle(b, "a", usdAmount("1"))
+	if d := Lease(b, Request{UID: "b", Run: "b", Starting: true, Exposure: usdAmount("1")}); d.Wait != "" {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// A deleted run's lease counts for its holdFor after it is found gone,
+// then is charged in full.
+func TestExpire_holdsThenChargesTheWholeLease(t *testing.T) {
+	b := makeBudget("100")
+	Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("1"), HoldFor: time.Minute})
+	changed, _, closed, next := Expire(b, "a", t0)
+	if !changed || closed || next.Before(t0.Add(time.Minute)) {
+		t.Fatalf("first look: changed %v closed %v next %v", changed, closed, next)
+	}
+	if _, _, closed, _ := Expire(b, "a", t0.Add(30*time.Second)); closed {
+		t.Fatal("closed before the call's deadline")
+	}
+	_, charged, closed, _ := Expire(b, "a", next)
+	if !closed || charged.Cost != loop.MustMoney("2.5625") || b.Status.ConsumedCostUSD != "2.5625" {
+		t.Fatalf("charged %v closed %v status %+v", charged, closed, b.Status)
+	}
+}
+
+// A new window forgets settled spend; an open lease keeps what it has not
+// spent, and its ceiling in the run's own terms does not move.
+func TestRoll_newWindowKeepsOpenLeases(t *testing.T) {
+	b := makeBudget("100")
+	b.Status.SettledCostUSD = "50"
+	Lease(b, Request{UID: "a", Run: "a", Spent: usdAmount("0"), Exposure: usdAmount("1")})
+	Lease(b, Request{UID: "a", Run: "a", Spent: usdAmount("4"), Exposure: usdAmount("5")})
+	before := Ceiling(Find(b, "a"))
+	if rolled, _ := Roll(b, t0.Add(23*time.Hour)); rolled {
+		t.Fatal("rolled inside the window")
+	}
+	rolled, ends := Roll(b, t0.Add(49*time.Hour))
+	if !rolled || !ends.Equal(t0.Add(72*time.Hour)) || !b.Status.WindowStart.Time.Equal(t0.Add(48*time.Hour)) {
+		t.Fatalf("rolled %v ends %v start %v", rolled, ends, b.Status.WindowStart)
+	}
+	r := Find(b, "a")
+	if Ceiling(r) != before || b.Status.ConsumedCostUSD != "0.0000" || Spent(r) != (Amount{}) {
+		t.Fatalf("after the roll: ceiling %v (was %v), status %+v", Ceiling(r), before, b.Status)
+	}
+}

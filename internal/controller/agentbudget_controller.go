@@ -1,0 +1,313 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/budget"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+var (
+	budgetWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "agentrun", Subsystem: "budget", Name: "writes_total",
+		Help: "Status writes to AgentBudgets that the API server accepted, by what they did (lease: a run took or extended a lease; refused: a refusal was recorded; settle: the AgentBudget reconciler closed leases, expired them or rolled the window).",
+	}, []string{"kind"})
+	budgetConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "agentrun", Subsystem: "budget", Name: "lease_conflicts_total",
+		Help: "Lease writes refused because the AgentBudget changed since it was read; each is retried on a fresh read.",
+	})
+	softLimitReached = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "agentrun", Subsystem: "budget", Name: "soft_limit_reached_total",
+		Help: "Soft AgentBudget limits that reached a threshold in a window, by limit (maxCostUSD, maxTokens, maxConcurrentRuns) and percent (80 or 100).",
+	}, []string{"limit", "percent"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(budgetWrites, budgetConflicts, softLimitReached)
+}
+
+// BudgetConfig is what an AgentBudgetReconciler is built from.
+type BudgetConfig struct {
+	client.Client
+	// APIReader confirms, uncached, that a run is gone before its lease
+	// starts to expire; the client when nil.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// Clock is time.Now unless a test sets it.
+	Clock func() time.Time
+}
+
+// AgentBudgetReconciler keeps the ledger of AgentBudgets: it settles the
+// leases of runs that ended (their spend becomes consumed, the rest is
+// returned), expires the leases of runs that were deleted once no spend
+// can still arrive, rolls the window over, and sets the conditions and
+// soft-limit warnings. Runs take and extend their leases themselves
+// (agentrun_budgets.go). Build it with NewAgentBudgetReconciler.
+type AgentBudgetReconciler struct {
+	BudgetConfig
+}
+
+// NewAgentBudgetReconciler builds the reconciler, defaults applied.
+func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.APIReader == nil {
+		cfg.APIReader = cfg.Client
+	}
+	return &AgentBudgetReconciler{BudgetConfig: cfg}
+}
+
+// The ledger is kept in the AgentBudget's status; runs write their leases
+// there too (the AgentRun reconciler, same service account).
+//
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets/status,verbs=get;update;patch
+
+// SetupWithManager registers the reconciler: it wakes for a budget's spec
+// changes, and for the runs that hold a lease in it when they end or are
+// deleted.
+func (r *AgentBudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ended := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return runstatus.Finished(e.Object.(*v1alpha1.AgentRun)) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return runstatus.Finished(e.ObjectNew.(*v1alpha1.AgentRun)) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.AgentBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(budgetsOfRun), builder.WithPredicates(ended)).
+		Named("agentbudget").
+		Complete(r)
+}
+
+// budgetsOfRun maps a run to the budgets it holds a lease in.
+func budgetsOfRun(_ context.Context, obj client.Object) []reconcile.Request {
+	run, ok := obj.(*v1alpha1.AgentRun)
+	if !ok {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(run.Status.AgentBudgets))
+	for _, n := range run.Status.AgentBudgets {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: n}})
+	}
+	return out
+}
+
+// Reconcile brings one budget's ledger up to date. A write that conflicts
+// with a run's lease is redone on a fresh read.
+func (r *AgentBudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &v1alpha1.AgentBudget{}
+	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			ledgers.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer ledgers.lock(req.NamespacedName)()
+	b = ledgers.latest(b)
+	for attempt := 1; ; attempt++ {
+		res, err := r.reconcileBudget(ctx, b)
+		if !errors.Is(err, errConflict) {
+			return res, err
+		}
+		if attempt == maxLeaseAttempts {
+			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		budgetConflicts.Inc()
+		ledgers.forget(req.NamespacedName)
+		b = &v1alpha1.AgentBudget{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+}
+
+type budgetEvent struct{ typ, reason, action, msg string }
+
+func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1.AgentBudget) (ctrl.Result, error) {
+	now := r.Clock()
+	work := b.DeepCopy()
+	var evs []budgetEvent
+	rolled, next := budget.Roll(work, now)
+	if rolled {
+		evs = append(evs, budgetEvent{corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
+			"A new window began at " + work.Status.WindowStart.UTC().Format(time.RFC3339)})
+	}
+	for _, res := range b.Status.Reservations {
+		ev, at, err := r.closeIfDone(ctx, work, res, now)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if ev != nil {
+			evs = append(evs, *ev)
+		}
+		if !at.IsZero() && at.Before(next) {
+			next = at
+		}
+	}
+	for _, th := range budget.SoftWarnings(work) {
+		softLimitReached.WithLabelValues(string(th.Limit), fmt.Sprint(th.Percent)).Inc()
+		// One action per threshold: the recorder folds events of the same
+		// reason and action into one series.
+		evs = append(evs, budgetEvent{corev1.EventTypeWarning, v1alpha1.ReasonBudgetSoftWarning, fmt.Sprintf("Warn %s %d%%", th.Limit, th.Percent), th.Message})
+	}
+	budget.SetConditions(work, now)
+	work.Status.ObservedGeneration = work.Generation
+	if !equality.Semantic.DeepEqual(b.Status, work.Status) {
+		if err := r.Status().Update(ctx, work); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{}, errConflict
+			}
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		budgetWrites.WithLabelValues("settle").Inc()
+		ledgers.wrote(work)
+		if r.Recorder != nil {
+			for _, e := range evs {
+				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", runstatus.Clip(e.msg, 1024))
+			}
+		}
+	}
+	if len(work.Status.Reservations) > 0 && now.Add(budgetRecheck).Before(next) {
+		next = now.Add(budgetRecheck)
+	}
+	return ctrl.Result{RequeueAfter: max(time.Second, next.Sub(now))}, nil
+}
+
+// budgetRecheck is how often a budget with open leases is looked at even
+// when no event says one of its runs ended: a safety net for an event
+// missed (or a run that never recorded the budget), so that no lease of an
+// ended run stays open for long.
+const budgetRecheck = time.Minute
+
+// closeIfDone settles the lease of a run that ended, and expires the lease
+// of a run that is gone. It returns the event to record and when to look
+// at the lease again (zero: no need).
+func (r *AgentBudgetReconciler) closeIfDone(ctx context.Context, b *v1alpha1.AgentBudget, res v1alpha1.BudgetReservation, now time.Time) (*budgetEvent, time.Time, error) {
+	key := client.ObjectKey{Namespace: b.Namespace, Name: res.Run}
+	run := &v1alpha1.AgentRun{}
+	err := r.Get(ctx, key, run)
+	if (err == nil && run.UID != res.UID) || apierrors.IsNotFound(err) {
+		// The cache may not have seen a run that was just created: ask
+		// the API server before starting the clock on its lease.
+		run = &v1alpha1.AgentRun{}
+		err = r.APIReader.Get(ctx, key, run)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, time.Time{}, err
+	}
+	if err == nil && run.UID == res.UID {
+		if !runstatus.Finished(run) {
+			if r := budget.Find(b, res.UID); r != nil && r.ExpiresAt != nil {
+				r.ExpiresAt = nil // found again: it holds its lease
+			}
+			return nil, time.Time{}, nil
+		}
+		final := usageAmount(run.Status.Usage)
+		leased := budget.Leased(&res)
+		spent, _ := budget.Settle(b, res.UID, final)
+		back := budget.Amount{Cost: max(leased.Cost-spent.Cost, 0), Tokens: max(leased.Tokens-spent.Tokens, 0)}
+		return &budgetEvent{corev1.EventTypeNormal, v1alpha1.ReasonBudgetReturned, "Settle " + res.Run, fmt.Sprintf(
+			"Run %s ended %s: settled $%s and %d tokens, returned $%s and %d tokens", res.Run, run.Status.Outcome,
+			spent.Cost, spent.Tokens, back.Cost, back.Tokens)}, time.Time{}, nil
+	}
+	_, charged, closed, at := budget.Expire(b, res.UID, now)
+	if closed {
+		return &budgetEvent{corev1.EventTypeWarning, v1alpha1.ReasonBudgetExpired, "Expire " + res.Run, fmt.Sprintf(
+			"Run %s was deleted; no spend can arrive after %s, and its whole lease, $%s and %d tokens, is charged (what it really spent went with it)",
+			res.Run, res.ExpiresAt.UTC().Format(time.RFC3339), charged.Cost, charged.Tokens)}, time.Time{}, nil
+	}
+	return nil, at, nil
+}
+
+// usageAmount reads a run's spend from its status.
+func usageAmount(u *v1alpha1.UsageStatus) budget.Amount {
+	if u == nil {
+		return budget.Amount{}
+	}
+	m, err := loop.ParseMoney(string(u.CostUSD))
+	if err != nil {
+		m = 0
+	}
+	return budget.Amount{Cost: m, Tokens: u.InputTokens + u.OutputTokens}
+}
+
+// ledgerBook serialises this process's writes to each AgentBudget and
+// remembers the last version it wrote. Every writer of a budget in the
+// operator (runs leasing, the AgentBudget reconciler settling) takes the
+// budget's lock and starts from that version, so the operator's own
+// writes never conflict with each other and need no read first: under a
+// burst of runs, a lease is one write instead of a storm of conflicts
+// and re-reads. The compare-and-swap on resourceVersion still guards
+// every write, against anyone else (a person editing the budget, another
+// operator process during a leader hand-over): a conflict re-reads and
+// retries.
+type ledgerBook struct {
+	mu    sync.Mutex
+	locks map[types.NamespacedName]*sync.Mutex
+	last  map[types.NamespacedName]*v1alpha1.AgentBudget
+}
+
+// ledgers is the process's book: both reconcilers write through it.
+var ledgers = &ledgerBook{locks: map[types.NamespacedName]*sync.Mutex{}, last: map[types.NamespacedName]*v1alpha1.AgentBudget{}}
+
+// lock takes the budget's lock and returns its unlock.
+func (l *ledgerBook) lock(key types.NamespacedName) func() {
+	l.mu.Lock()
+	m := l.locks[key]
+	if m == nil {
+		m = &sync.Mutex{}
+		l.locks[key] = m
+	}
+	l.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// latest returns the newer of read (from the cache) and our last write of
+// the same object; the caller holds the budget's lock. Our last write is
+// newer unless the cache has caught up with it or someone else wrote
+// since, which the write's conflict will tell.
+func (l *ledgerBook) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.last[client.ObjectKeyFromObject(read)]
+	if w == nil || w.UID != read.UID || w.ResourceVersion == read.ResourceVersion {
+		return read
+	}
+	return w
+}
+
+// wrote records our write; forget drops it after a conflict.
+func (l *ledgerBook) wrote(b *v1alpha1.AgentBudget) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last[client.ObjectKeyFromObject(b)] = b.DeepCopy()
+}
+
+func (l *ledgerBook) forget(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.last, key)
+}

@@ -1,0 +1,250 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/budget"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Shared budgets (AgentBudget). After the engine admitted a step against
+// the run's own ceilings, and before that step is saved and started,
+// every AgentBudget that selects the run must cover the run's new total
+// exposure (what it spent plus the step's reservation). A run holds one
+// lease per budget, in the budget's status; a lease is extended in chunks
+// with a compare-and-swap (an Update carrying the resourceVersion read),
+// so most steps are covered by the lease already held and write nothing.
+// A hard limit that cannot cover the step ends the run BudgetExhausted
+// before anything is spent; a full maxConcurrentRuns holds a run that has
+// not started in Pending. The AgentBudget reconciler settles the lease
+// once the run has ended (agentbudget_controller.go).
+
+// budgetWaitRetry is how often a run waiting for a budget's concurrency
+// slot looks again.
+const budgetWaitRetry = 2 * time.Second
+
+// maxLeaseAttempts bounds the compare-and-swap retries of one lease in one
+// reconcile; beyond it the reconcile fails (and is retried with backoff)
+// without starting anything: a contended ledger delays, never overspends.
+const maxLeaseAttempts = 32
+
+// coverBudgets is the phase after advance.
+func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.Result, error) {
+	s := sc.state
+	if s == nil || sc.kit == nil || s.Done() || !spends(sc.effect) {
+		return ctrl.Result{}, nil
+	}
+	run := sc.run
+	req := budget.Request{UID: run.UID, Run: run.Name,
+		Spent:    budget.Amount{Cost: s.Usage.Cost, Tokens: s.Usage.Tokens()},
+		Exposure: budget.Amount{Cost: s.Usage.Cost + s.Reserved.Cost, Tokens: s.Usage.Tokens() + s.Reserved.Tokens()},
+		Starting: sc.base.Status.Turn == 0 && sc.consumed == "",
+		HoldFor:  holdFor(sc.kit.Engine.Config()),
+	}
+	list, gone, err := r.budgetsOf(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if gone != "" {
+		r.refuseStep(sc, fmt.Sprintf("AgentBudget %s, in which this run holds a lease, no longer exists: its limits cannot be checked, so the step is refused (a shared limit fails closed)", gone))
+		return ctrl.Result{}, nil
+	}
+	for i := range list {
+		o := r.lease(ctx, &list[i], req)
+		if o.holds && !slices.Contains(run.Status.AgentBudgets, list[i].Name) && len(run.Status.AgentBudgets) < 16 {
+			// Recorded even when this step is refused: the lease was
+			// taken by an earlier attempt, and the run's end must lead
+			// the AgentBudget reconciler to it.
+			run.Status.AgentBudgets = append(run.Status.AgentBudgets, list[i].Name)
+			sort.Strings(run.Status.AgentBudgets)
+		}
+		switch {
+		case o.err != nil:
+			return ctrl.Result{}, o.err
+		case o.refused != "":
+			r.refuseStep(sc, o.refused)
+			return ctrl.Result{}, nil
+		case o.wait != "" && req.Starting:
+			r.waitForBudget(sc, o.wait)
+			return ctrl.Result{RequeueAfter: budgetWaitRetry}, nil
+		case o.wait != "":
+			r.refuseStep(sc, o.wait)
+			return ctrl.Result{}, nil
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// spends reports whether the effect starts work that may cost money.
+func spends(eff loop.Effect) bool {
+	return eff.Kind == loop.EffectCallModel || (eff.Kind == loop.EffectRunTools && len(eff.Calls) > 0)
+}
+
+// holdFor is the longest one call of the run may take: spend may still
+// arrive this long after the run was last seen.
+func holdFor(cfg *loop.Config) time.Duration {
+	d := cfg.Model.Timeout
+	for i := range cfg.Tools {
+		d = max(d, cfg.Tools[i].MaxDuration())
+	}
+	return d
+}
+
+// budgetsOf returns the AgentBudgets that cover the run, by name: those
+// that select it, and those it already holds a lease in. gone names one
+// it holds a lease in that no longer exists.
+func (r *AgentRunReconciler) budgetsOf(ctx context.Context, run *v1alpha1.AgentRun) (out []v1alpha1.AgentBudget, gone string, err error) {
+	var all v1alpha1.AgentBudgetList
+	if err := r.List(ctx, &all, client.InNamespace(run.Namespace)); err != nil {
+		return nil, "", err
+	}
+	for _, b := range all.Items {
+		if budget.Selects(&b, run) || slices.Contains(run.Status.AgentBudgets, b.Name) {
+			out = append(out, b)
+		}
+	}
+	for _, name := range run.Status.AgentBudgets {
+		if slices.ContainsFunc(out, func(b v1alpha1.AgentBudget) bool { return b.Name == name }) {
+			continue
+		}
+		// Not in the cache: ask the API server before failing closed.
+		b := v1alpha1.AgentBudget{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, &b)
+		if apierrors.IsNotFound(err) {
+			return nil, name, nil
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, "", nil
+}
+
+type leaseOutcome struct {
+	refused, wait string
+	err           error
+	// holds: the run holds a lease in the budget (taken now or before).
+	holds bool
+}
+
+// lease makes b cover req: nothing to write when the lease the (cached)
+// budget shows already covers it, else a compare-and-swap, retried on a
+// fresh read after each conflict.
+func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget, req budget.Request) leaseOutcome {
+	if res := budget.Find(b, req.UID); res != nil && budget.HardCovers(b, res, req.Exposure) {
+		return leaseOutcome{holds: true}
+	}
+	key := client.ObjectKeyFromObject(b)
+	defer ledgers.lock(key)()
+	fresh := ledgers.latest(b)
+	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {
+		return leaseOutcome{holds: true} // a lease taken since the cache was read
+	}
+	for attempt := 0; attempt < maxLeaseAttempts; attempt++ {
+		now := r.Clock()
+		work := fresh.DeepCopy()
+		rolled, _ := budget.Roll(work, now)
+		d := budget.Lease(work, req)
+		switch {
+		case d.Refused != "":
+			r.markRefused(ctx, fresh, req, d.Refused)
+			return leaseOutcome{refused: d.Refused, holds: budget.Find(fresh, req.UID) != nil}
+		case d.Wait != "":
+			return leaseOutcome{wait: d.Wait, holds: budget.Find(fresh, req.UID) != nil}
+		case !d.Changed && !rolled:
+			return leaseOutcome{holds: true}
+		}
+		err := r.Status().Update(ctx, work)
+		if err == nil {
+			budgetWrites.WithLabelValues("lease").Inc()
+			ledgers.wrote(work)
+			if r.Recorder != nil {
+				if rolled {
+					r.Recorder.Eventf(work, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
+						"A new window began at %s", work.Status.WindowStart.UTC().Format(time.RFC3339))
+				}
+				if d.New {
+					res := budget.Find(work, req.UID)
+					r.Recorder.Eventf(work, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetLeased, "Lease",
+						"Run %s took a lease of $%s and %d tokens", req.Run, budget.Leased(res).Cost, budget.Leased(res).Tokens)
+				}
+			}
+			return leaseOutcome{holds: true}
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return leaseOutcome{err: fmt.Errorf("leasing from AgentBudget %s: %w", b.Name, err)}
+		}
+		budgetConflicts.Inc()
+		ledgers.forget(key)
+		fresh = &v1alpha1.AgentBudget{}
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), fresh)
+		if apierrors.IsNotFound(err) {
+			return leaseOutcome{refused: fmt.Sprintf("AgentBudget %s was deleted while this run leased from it: its limits cannot be checked, so the step is refused (a shared limit fails closed)", b.Name)}
+		}
+		if err != nil {
+			return leaseOutcome{err: fmt.Errorf("reading AgentBudget %s: %w", b.Name, err)}
+		}
+	}
+	return leaseOutcome{err: fmt.Errorf("AgentBudget %s changed under %d lease attempts in a row; retrying", b.Name, maxLeaseAttempts)}
+}
+
+// markRefused records the refusal on the budget (Exhausted=True, once per
+// window; best effort: the run's own reason is what must not be lost) and
+// as an event.
+func (r *AgentRunReconciler) markRefused(ctx context.Context, b *v1alpha1.AgentBudget, req budget.Request, reason string) {
+	work := b.DeepCopy()
+	if budget.MarkRefused(work, reason, r.Clock()) {
+		if err := r.Status().Update(ctx, work); err == nil {
+			budgetWrites.WithLabelValues("refused").Inc()
+			ledgers.wrote(work)
+		} else {
+			ctrl.LoggerFrom(ctx).V(4).Info("Could not mark the AgentBudget exhausted", "budget", b.Name, "error", err.Error())
+		}
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonBudgetRefused, "Refuse "+req.Run, "Run %s: %s", req.Run, reason)
+	}
+}
+
+// refuseStep ends the run BudgetExhausted in place of the step the engine
+// admitted.
+func (r *AgentRunReconciler) refuseStep(sc *scope, reason string) {
+	if sc.effect.Kind == loop.EffectCallModel {
+		// The turn the engine announced never starts.
+		for i := len(sc.notes) - 1; i >= 0; i-- {
+			if sc.notes[i].Kind == loop.NoteTurnStarted {
+				sc.notes = slices.Delete(sc.notes, i, i+1)
+				break
+			}
+		}
+	}
+	eff := sc.kit.Engine.Refuse(sc.state, sc.effect, reason)
+	sc.notes = append(sc.notes, eff.Notes...)
+	sc.effect = eff
+}
+
+// waitForBudget drops the step the engine took (nothing of it is saved or
+// started) and keeps the run Pending, saying which budget it waits for.
+func (r *AgentRunReconciler) waitForBudget(sc *scope, msg string) {
+	st := &sc.run.Status
+	sc.state, sc.effect = nil, loop.Effect{}
+	msg = "waiting for a free run slot: " + msg
+	if st.Reason != msg {
+		st.Phase, st.Reason = v1alpha1.PhasePending, runstatus.Clip(msg, 8192)
+		runstatus.SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonWaitingForBudget, msg, metav1.NewTime(sc.now))
+		sc.notes = append(sc.notes, loop.Note{Kind: v1alpha1.ReasonWaitingForBudget, Message: msg})
+	}
+}
