@@ -278,6 +278,10 @@ const (
 	ReasonBudgetExpired = "Expired"
 	// ReasonBudgetWindowReset: a new window began (event).
 	ReasonBudgetWindowReset = "WindowReset"
+	// ReasonBudgetUnavailable: an AgentBudget covering a run could not be
+	// read or written (an event on the run). A budget with a hard limit
+	// starts nothing of the run until it can; a soft one lets it go on.
+	ReasonBudgetUnavailable = "BudgetUnavailable"
 	// ReasonWaitingForBudget: a run waits before its first turn because an
 	// AgentBudget's maxConcurrentRuns is full (AgentRun condition
 	// Succeeded=Unknown, phase Pending).

@@ -271,9 +271,10 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxLength=55
 	TraceParent string `json:"traceParent,omitempty"`
 
-	// agentBudgets names the AgentBudgets the run holds a lease in. A
-	// budget named here that no longer exists refuses the run's next step
-	// (a shared hard limit fails closed).
+	// agentBudgets names the AgentBudgets with a hard limit that the run
+	// holds a lease in. A budget named here that no longer exists refuses
+	// the run's next step (a shared hard limit fails closed); a budget
+	// whose every limit is soft is not named, and never stops a run.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16

@@ -123,6 +123,15 @@ func Soft(b *v1alpha1.AgentBudget, l v1alpha1.BudgetLimit) bool {
 	return slices.Contains(b.Spec.Soft, l)
 }
 
+// Hard reports whether the budget has a hard limit (one that is set and
+// not named in soft). A budget without one only warns: it never stops or
+// holds a run, not even when it cannot be read or was deleted.
+func Hard(b *v1alpha1.AgentBudget) bool {
+	_, hasCost, hasTokens := limits(b)
+	return (hasCost && !Soft(b, v1alpha1.LimitCost)) || (hasTokens && !Soft(b, v1alpha1.LimitTokens)) ||
+		(b.Spec.MaxConcurrentRuns != nil && !Soft(b, v1alpha1.LimitConcurrent))
+}
+
 // limits are the budget's cost and token limits; has says which are set.
 func limits(b *v1alpha1.AgentBudget) (lim Amount, hasCost, hasTokens bool) {
 	if b.Spec.MaxCostUSD != "" {

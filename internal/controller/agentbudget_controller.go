@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,7 +83,7 @@ func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
 // there too (the AgentRun reconciler, same service account).
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets/status,verbs=get;update
 
 // SetupWithManager registers the reconciler: it wakes for a budget's spec
 // changes, and for the runs that hold a lease in it when they end or are
@@ -96,19 +97,30 @@ func (r *AgentBudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(budgetsOfRun), builder.WithPredicates(ended)).
+		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.budgetsOfRun), builder.WithPredicates(ended)).
 		Named("agentbudget").
 		Complete(r)
 }
 
-// budgetsOfRun maps a run to the budgets it holds a lease in.
-func budgetsOfRun(_ context.Context, obj client.Object) []reconcile.Request {
+// budgetsOfRun maps a run to the budgets it holds a lease in: those its
+// status names (the budgets with a hard limit) and those of its namespace
+// whose ledger (in the cache) shows a lease of it.
+func (r *AgentBudgetReconciler) budgetsOfRun(ctx context.Context, obj client.Object) []reconcile.Request {
 	run, ok := obj.(*v1alpha1.AgentRun)
 	if !ok {
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(run.Status.AgentBudgets))
-	for _, n := range run.Status.AgentBudgets {
+	names := slices.Clone(run.Status.AgentBudgets)
+	var all v1alpha1.AgentBudgetList
+	if err := r.List(ctx, &all, client.InNamespace(run.Namespace)); err == nil {
+		for i := range all.Items {
+			if budget.Find(&all.Items[i], run.UID) != nil && !slices.Contains(names, all.Items[i].Name) {
+				names = append(names, all.Items[i].Name)
+			}
+		}
+	}
+	out := make([]reconcile.Request, 0, len(names))
+	for _, n := range names {
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: n}})
 	}
 	return out

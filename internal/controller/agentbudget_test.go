@@ -409,3 +409,26 @@ func TestAgentBudget_operatorCrashWhileRunsHoldLeasesNeitherLosesNorDoubleCounts
 		t.Errorf("%d Expired events, want 1 for the deleted run", n)
 	}
 }
+
+// A budget whose every limit is soft, deleted while a run holds a lease in
+// it, stops nothing: the run is not refused and completes (only a hard
+// limit fails closed).
+func TestAgentBudget_deletedSoftBudgetStopsNothing(t *testing.T) {
+	ns := namespace(t)
+	b := makeBudget(t, ns, "advisory", func(s *v1alpha1.AgentBudgetSpec) {
+		s.MaxCostUSD = "10"
+		s.Soft = []v1alpha1.BudgetLimit{v1alpha1.LimitCost}
+	})
+	g := newGatedKits()
+	startWith(t, g, managerSetup{})
+	run := gated(pricedRun(ns, "advised"), "advised").create(t)
+	NewWithT(t).Eventually(func() int { return leases(t, b) }, 10*time.Second, 20*time.Millisecond).Should(Equal(1))
+	if err := k8sClient.Delete(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	g.open("advised")
+	r := waitOutcome(t, run, 20*time.Second)
+	if r.Status.Outcome != v1alpha1.OutcomeCompleted || r.Status.Usage.Turns != 3 {
+		t.Fatalf("ended %s after %d turns: %q; want Completed after 3 (a soft budget never stops a run)", r.Status.Outcome, r.Status.Usage.Turns, r.Status.Reason)
+	}
+}

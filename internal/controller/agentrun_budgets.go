@@ -61,16 +61,29 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 		return ctrl.Result{}, nil
 	}
 	for i := range list {
-		o := r.lease(ctx, &list[i], req)
-		if o.holds && !slices.Contains(run.Status.AgentBudgets, list[i].Name) && len(run.Status.AgentBudgets) < 16 {
+		b := &list[i]
+		hard := budget.Hard(b)
+		o := r.lease(ctx, b, req)
+		if o.holds && hard && !slices.Contains(run.Status.AgentBudgets, b.Name) && len(run.Status.AgentBudgets) < 16 {
 			// Recorded even when this step is refused: the lease was
-			// taken by an earlier attempt, and the run's end must lead
-			// the AgentBudget reconciler to it.
-			run.Status.AgentBudgets = append(run.Status.AgentBudgets, list[i].Name)
+			// taken by an earlier attempt. A budget named here that
+			// disappears refuses the run's next step, so only budgets
+			// with a hard limit are named: a soft one never stops a run.
+			run.Status.AgentBudgets = append(run.Status.AgentBudgets, b.Name)
 			sort.Strings(run.Status.AgentBudgets)
 		}
 		switch {
+		case o.err != nil && !hard:
+			// A budget that only warns never stops a run: its ledger
+			// misses this step, and the run goes on.
+			ctrl.LoggerFrom(ctx).Info("A soft AgentBudget could not record a lease; the run goes on", "budget", b.Name, "error", o.err.Error())
+			r.budgetUnavailable(sc, b.Name, o.err, "the budget only warns, so the run goes on")
+			continue
 		case o.err != nil:
+			// Nothing of the step is saved or started: the reconcile
+			// fails and is retried with backoff (a hard limit fails
+			// closed), and the run says why in an event.
+			r.budgetUnavailable(sc, b.Name, o.err, "nothing is started until it can be checked")
 			return ctrl.Result{}, o.err
 		case o.refused != "":
 			r.refuseStep(sc, o.refused)
@@ -84,6 +97,16 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// budgetUnavailable records on the run (an event) that a budget covering
+// it could not be read or written.
+func (r *AgentRunReconciler) budgetUnavailable(sc *scope, name string, err error, then string) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonBudgetUnavailable, "Lease "+name,
+		"%s", runstatus.Clip(fmt.Sprintf("AgentBudget %s could not be checked (%v): %s", name, err, then), 1024))
 }
 
 // spends reports whether the effect starts work that may cost money.
