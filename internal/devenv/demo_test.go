@@ -37,8 +37,8 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) < 10 {
-		t.Fatalf("applied %d AgentRuns, want the 10 samples", len(keys))
+	if len(keys) < 11 {
+		t.Fatalf("applied %d AgentRuns, want the 11 samples", len(keys))
 	}
 	var out bytes.Buffer
 	results, err := Watch(ctx, c, keys, &out, 2*time.Minute)
