@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -197,7 +198,7 @@ func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1
 		ledgers.wrote(work)
 		if r.Recorder != nil {
 			for _, e := range evs {
-				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", runstatus.Clip(e.msg, 1024))
+				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", clip.Cut(e.msg, 1024, runstatus.CutMark))
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
@@ -106,7 +107,7 @@ func (r *AgentRunReconciler) budgetUnavailable(sc *scope, name string, err error
 		return
 	}
 	r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonBudgetUnavailable, "Lease "+name,
-		"%s", runstatus.Clip(fmt.Sprintf("AgentBudget %s could not be checked (%v): %s", name, err, then), 1024))
+		"%s", clip.Cut(fmt.Sprintf("AgentBudget %s could not be checked (%v): %s", name, err, then), 1024, runstatus.CutMark))
 }
 
 // spends reports whether the effect starts work that may cost money.
@@ -266,7 +267,7 @@ func (r *AgentRunReconciler) waitForBudget(sc *scope, msg string) {
 	sc.state, sc.effect = nil, loop.Effect{}
 	msg = "waiting for a free run slot: " + msg
 	if st.Reason != msg {
-		st.Phase, st.Reason = v1alpha1.PhasePending, runstatus.Clip(msg, 8192)
+		st.Phase, st.Reason = v1alpha1.PhasePending, clip.Cut(msg, 8192, runstatus.CutMark)
 		runstatus.SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonWaitingForBudget, msg, metav1.NewTime(sc.now))
 		sc.notes = append(sc.notes, loop.Note{Kind: v1alpha1.ReasonWaitingForBudget, Message: msg})
 	}
