@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -64,7 +65,7 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 	for i := range list {
 		b := &list[i]
 		hard := budget.Hard(b)
-		o := r.lease(ctx, b, req)
+		o := r.lease(ctx, b, req, func() error { return r.confirmCurrent(ctx, sc) })
 		if o.holds && hard && !slices.Contains(run.Status.AgentBudgets, b.Name) && len(run.Status.AgentBudgets) < 16 {
 			// Recorded even when this step is refused: the lease was
 			// taken by an earlier attempt. A budget named here that
@@ -74,6 +75,8 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 			sort.Strings(run.Status.AgentBudgets)
 		}
 		switch {
+		case errors.Is(o.err, errConflict):
+			return ctrl.Result{}, o.err // the run is read again
 		case o.err != nil && !hard:
 			// A budget that only warns never stops a run: its ledger
 			// misses this step, and the run goes on.
@@ -98,6 +101,22 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// confirmCurrent reports errConflict unless the run as this reconcile
+// read it is the latest version on the API server (read uncached).
+func (r *AgentRunReconciler) confirmCurrent(ctx context.Context, sc *scope) error {
+	cur := &v1alpha1.AgentRun{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sc.run), cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errConflict
+		}
+		return err
+	}
+	if cur.UID != sc.base.UID || cur.ResourceVersion != sc.base.ResourceVersion {
+		return errConflict
+	}
+	return nil
 }
 
 // budgetUnavailable records on the run (an event) that a budget covering
@@ -167,7 +186,14 @@ type leaseOutcome struct {
 // lease makes b cover req: nothing to write when the lease the (cached)
 // budget shows already covers it, else a compare-and-swap, retried on a
 // fresh read after each conflict.
-func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget, req budget.Request) leaseOutcome {
+//
+// A first lease is taken only after confirm says the run as this
+// reconcile read it is the run's latest version: a reconcile working from
+// a stale copy of a run that has already ended (and whose lease was
+// settled) must not open a lease that would then never be settled, or be
+// settled a second time.
+func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget, req budget.Request, confirm func() error) leaseOutcome {
+	confirmed := false
 	if res := budget.Find(b, req.UID); res != nil && budget.HardCovers(b, res, req.Exposure) {
 		return leaseOutcome{holds: true}
 	}
@@ -178,6 +204,12 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		return leaseOutcome{holds: true} // a lease taken since the cache was read
 	}
 	for attempt := 0; attempt < maxLeaseAttempts; attempt++ {
+		if !confirmed && budget.Find(fresh, req.UID) == nil {
+			if err := confirm(); err != nil {
+				return leaseOutcome{err: err}
+			}
+			confirmed = true
+		}
 		now := r.Clock()
 		work := fresh.DeepCopy()
 		rolled, _ := budget.Roll(work, now)
