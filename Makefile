@@ -47,6 +47,12 @@ fmt: ## Run go fmt against code.
 vet: ## Run go vet against code.
 	go vet ./...
 
+GOLANGCI_LINT ?= go tool -modfile=hack/lint/go.mod golangci-lint
+
+.PHONY: lint
+lint: ## Run golangci-lint (.golangci.yml: the standard linters, depguard keeping internal/loop free of Kubernetes).
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: envtest
 envtest: ## Build (once) and print the directory of envtest's kube-apiserver and etcd.
 	@hack/envtest-bins.sh
@@ -104,9 +110,11 @@ scale: ## Measure the operator at scale on a local control plane (a few minutes;
 		-mem-runs $(SCALE_MEM_RUNS) -mem-turns $(SCALE_MEM_TURNS) -writes $(SCALE_WRITES) $(SCALE_FLAGS)
 
 .PHONY: verify
-verify: manifests generate fmt ## Fail when generated files, formatting or go.mod (go mod tidy) are not committed.
-	git diff --exit-code -- api config charts internal cmd
+verify: manifests generate fmt vet lint ## Fail on stale generated files or formatting, an untidy go.mod, a vet or lint finding, or a package the README does not name.
+	git diff --exit-code -- api config charts internal cmd hack test
 	go mod tidy -diff
+	cd hack/lint && go mod tidy -diff
+	hack/verify-readme-packages.sh
 
 ##@ Run locally
 

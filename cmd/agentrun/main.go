@@ -101,7 +101,11 @@ func dev(kubeconfig string, verbose bool, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentrun dev:", err)
 		return 1
 	}
-	defer env.Stop()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(stderr, "agentrun: stopping the local control plane:", err)
+		}
+	}()
 	fmt.Fprintf(stdout, `Ready. In another terminal:
 
   export KUBECONFIG=%s
@@ -147,7 +151,11 @@ func demo(samples, kubeconfig string, timeout time.Duration, verbose bool, stdou
 		fmt.Fprintln(stderr, "agentrun demo:", err)
 		return 1
 	}
-	defer env.Stop()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(stderr, "agentrun: stopping the local control plane:", err)
+		}
+	}()
 	fmt.Fprintf(stdout, "Local control plane and operator ready in %s.\n", time.Since(start).Round(100*time.Millisecond))
 	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {

@@ -450,10 +450,10 @@ func boundResults(results []loop.Result, limit int) []loop.Result {
 		return results
 	}
 	// The largest share that fits: results under it are kept whole.
-	share, left, n := limit/len(results), limit, len(results)
+	share := limit / len(results)
 	for changed := true; changed; {
 		changed = false
-		left, n = limit, 0
+		left, n := limit, 0
 		for _, sz := range sizes {
 			if sz <= share {
 				left -= sz

@@ -137,7 +137,7 @@ func TestStatus_isOneManagedField(t *testing.T) {
 			continue
 		}
 		found = true
-		if e.FieldsV1 == nil || string(e.FieldsV1.Raw) != `{"f:status":{}}` {
+		if e.FieldsV1 == nil || e.FieldsV1.GetRawString() != `{"f:status":{}}` {
 			t.Errorf("the status writes of %s manage %s, want only f:status", e.Manager, e.FieldsV1)
 		}
 	}

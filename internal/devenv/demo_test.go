@@ -27,7 +27,11 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}()
 	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		t.Fatal(err)

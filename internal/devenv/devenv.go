@@ -6,6 +6,7 @@ package devenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,9 +74,11 @@ func Start(kubeconfigPath, toolsDir string) (*Env, error) {
 // Stop stops the operator and the control plane.
 func (e *Env) Stop() error {
 	e.cancel()
+	var err error
 	select {
-	case <-e.done:
+	case err = <-e.done:
 	case <-time.After(10 * time.Second):
+		err = errors.New("the operator did not stop within 10s")
 	}
-	return e.env.Stop()
+	return errors.Join(err, e.env.Stop())
 }

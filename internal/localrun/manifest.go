@@ -15,8 +15,8 @@ import (
 	"github.com/agentrun/agentrun/internal/crdcheck"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -149,7 +149,7 @@ func decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
 	if meta.Namespace == "" {
 		meta.Namespace = "default" // a local run lives in default
 	}
-	errs := validation.ValidateObjectMeta(&meta, true, path.ValidatePathSegmentName, field.NewPath("metadata"))
+	errs := validation.ValidateObjectMeta(&meta, true, pathSegmentName, field.NewPath("metadata"))
 	errs = append(errs, v.Create(context.Background(), obj)...)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("AgentRun").GroupKind(), meta.Name, errs)
@@ -168,6 +168,15 @@ func decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
 		return nil, err
 	}
 	return run, nil
+}
+
+// pathSegmentName is how the API server checks a custom resource's name:
+// a segment of a URL path.
+func pathSegmentName(name string, prefix bool) []string {
+	if prefix {
+		return content.IsPathSegmentPrefix(name)
+	}
+	return content.IsPathSegmentName(name)
 }
 
 // runValidator is built once, from the CRD the binary embeds.

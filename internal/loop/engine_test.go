@@ -110,8 +110,8 @@ func TestStep_approvalTimeoutEscalates(t *testing.T) {
 	r.cfg.ApprovalTimeout = time.Hour
 	e := r.engine()
 	s := &State{}
-	eff := e.Step(s, Input{})
-	eff = e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("refund", `{}`)}}})
+	e.Step(s, Input{})
+	eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("refund", `{}`)}}})
 	if eff.Kind != EffectAsk || len(eff.Pending) != 1 || eff.Pending[0].Rule != "tool.irreversible" {
 		t.Fatalf("effect = %+v", eff)
 	}
@@ -670,8 +670,8 @@ func TestLostToolResults_readsRunAgainWritesAreNeverRepeated(t *testing.T) {
 	e := r.engine()
 	s := &State{}
 	e.Step(s, Input{})
-	eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("read", `{}`), call("write", `{}`)}}})
-	eff = e.Step(s, Input{Results: []Result{{CallID: "t1-c1", Output: []byte("r")}}})
+	e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("read", `{}`), call("write", `{}`)}}})
+	eff := e.Step(s, Input{Results: []Result{{CallID: "t1-c1", Output: []byte("r")}}})
 	if len(eff.Calls) != 1 || eff.Calls[0].Tool != "write" {
 		t.Fatalf("effect = %+v", eff)
 	}

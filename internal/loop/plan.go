@@ -776,9 +776,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 	if refused {
 		return e.waveDone(s, notes)
 	}
-	ids := make([]string, 0, len(batch))
 	for _, c := range batch {
-		ids = append(ids, stepOf(c.ID))
 		msg := fmt.Sprintf("Plan %d step %s (%s) starts", p.Number, stepOf(c.ID), c.Name)
 		if c.Verdict == Ask {
 			msg = fmt.Sprintf("Plan %d step %s (%s) waits for a person's approval", p.Number, stepOf(c.ID), c.Name)

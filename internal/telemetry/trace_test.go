@@ -26,7 +26,7 @@ func spansByName(spans tracetest.SpanStubs) map[string][]tracetest.SpanStub {
 func attrs(s tracetest.SpanStub) map[string]string {
 	out := map[string]string{}
 	for _, kv := range s.Attributes {
-		out[string(kv.Key)] = kv.Value.Emit()
+		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
 }

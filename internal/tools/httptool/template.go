@@ -130,7 +130,7 @@ func parseTemplate(name, src string, kind textKind) (*template.Template, error) 
 	if len(t.Templates()) > 1 {
 		return nil, fmt.Errorf("%s template: {{define}} and {{block}} are not supported", kind)
 	}
-	if t.Tree == nil || t.Tree.Root == nil {
+	if t.Tree == nil || t.Root == nil {
 		return t, nil
 	}
 	esc := escaper{kind: kind, name: name, tree: t.Tree}
@@ -141,7 +141,7 @@ func parseTemplate(name, src string, kind textKind) (*template.Template, error) 
 	case kindJSON:
 		start = posJSONValue
 	}
-	end, err := esc.list(t.Tree.Root, start)
+	end, err := esc.list(t.Root, start)
 	if err != nil {
 		return nil, err
 	}
