@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ type options struct {
 	workers, burst          int
 	qps                     float64
 	profileDir              string
+	heapProfile             string
 	skip                    string
 	sampleFile              string
 	timeout                 time.Duration
@@ -90,6 +92,7 @@ func main() {
 	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
 	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
+	fs.StringVar(&o.heapProfile, "heap-profile", "", "When set, write the operator process's heap profile here while the memory measure's runs are all in flight (go tool pprof -sample_index=inuse_space).")
 	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
 	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, slow, memory, cpu.")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Give up after this long.")
@@ -348,6 +351,11 @@ func (b *bench) memory(ctx context.Context) error {
 		}
 		inflight = n
 		perRun = float64(heapInuse()-base) / float64(max(1, n))
+		if o.heapProfile != "" {
+			if err := writeHeapProfile(o.heapProfile); err != nil {
+				b.notes = append(b.notes, "memory: heap profile: "+err.Error())
+			}
+		}
 		return b.release(ctx)
 	})
 	if err != nil {
@@ -361,6 +369,18 @@ func (b *bench) memory(ctx context.Context) error {
 		b.notes = append(b.notes, fmt.Sprintf("memory: %d of %d runs did not complete: %s", res.failed, o.memRuns, res.firstFailure))
 	}
 	return b.cleanup(ctx, ns)
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // heapInuse is the heap in use after a collection.

@@ -95,6 +95,9 @@ type AgentRunReconciler struct {
 	chunks map[types.UID]*saved
 	// written is our last status write of each run (see freshest).
 	written map[types.UID]written
+	// cached is the last version of each run the cache received that was
+	// not (yet) our remembered write (see caughtUp).
+	cached map[types.UID]string
 	// uids maps each run this process holds anything for to its UID, so
 	// that a run deleted while we held it is forgotten by name.
 	uids map[types.NamespacedName]types.UID
@@ -123,6 +126,7 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		kits:    map[types.UID]*Kit{},
 		chunks:  map[types.UID]*saved{},
 		written: map[types.UID]written{},
+		cached:  map[types.UID]string{},
 		uids:    map[types.NamespacedName]types.UID{},
 	}
 }
@@ -200,6 +204,14 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.AgentRun{}).
 		Owns(&batchv1.Job{}).
 		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
+	// Our last write of a run is dropped as soon as the cache holds it, not
+	// at the run's next reconcile: a thousand runs waiting on their models
+	// would each keep a copy of their object for nothing.
+	b = b.Watches(&v1alpha1.AgentRun{}, handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.caughtUp(e.ObjectNew)
+		},
+	})
 	if r.JobWakeups != nil {
 		// A tool Job's change wakes the call that waits on it (which then
 		// ends its work and so enqueues its run): no call polls its Job.
@@ -345,10 +357,32 @@ func (r *AgentRunReconciler) freshest(cached *v1alpha1.AgentRun) *v1alpha1.Agent
 	return cached
 }
 
+// caughtUp drops our last write of the run once the cache holds it. The
+// watch may deliver the write before the patch returns: the version is
+// then noted, and remember keeps no copy of it.
+func (r *AgentRunReconciler) caughtUp(obj client.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	if w, ok := r.written[uid]; ok && w.obj.ResourceVersion == rv {
+		delete(r.written, uid)
+		return
+	}
+	if _, ours := r.uids[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}]; ours {
+		r.cached[uid] = rv
+	}
+}
+
 // remember records a successful status write that replaced prevRV.
 func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.cached[obj.UID] == obj.ResourceVersion {
+		// The cache already holds this write.
+		delete(r.cached, obj.UID)
+		delete(r.written, obj.UID)
+		return
+	}
 	w, ok := r.written[obj.UID]
 	if !ok || w.obj.ResourceVersion != prevRV {
 		w = written{ours: map[string]bool{}}
@@ -397,6 +431,7 @@ func (r *AgentRunReconciler) forget(uid types.UID) {
 	delete(r.kits, uid)
 	delete(r.chunks, uid)
 	delete(r.written, uid)
+	delete(r.cached, uid)
 	for k, v := range r.uids {
 		if v == uid {
 			delete(r.uids, k)

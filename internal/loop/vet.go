@@ -9,9 +9,12 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -162,24 +165,61 @@ func compileSchemas(tools []ToolSpec) (map[string]*jsonschema.Schema, error) {
 		if len(bytes.TrimSpace(t.Parameters)) == 0 {
 			continue
 		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(t.Parameters))
+		s, err := compiledSchema(t.Name, t.Parameters)
 		if err != nil {
-			return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", t.Name, err)
-		}
-		// One compiler per tool: a schema cannot reach another tool's.
-		c := jsonschema.NewCompiler()
-		c.UseLoader(refuseLoads{})
-		url := "mem://tools/" + t.Name
-		if err := c.AddResource(url, doc); err != nil {
-			return nil, fmt.Errorf("tool %s: parameters: %v", t.Name, err)
-		}
-		s, err := c.Compile(url)
-		if err != nil {
-			return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", t.Name, err)
+			return nil, err
 		}
 		out[t.Name] = s
 	}
 	return out, nil
+}
+
+// schemas shares compiled parameter schemas between engines: a platform
+// starts many runs with the same tools, and a compiled schema (about 3 KiB
+// each) is read-only once compiled. An entry lives as long as an engine
+// holds its schema (a weak pointer, dropped by a cleanup).
+var schemas = struct {
+	sync.Mutex
+	m map[string]weak.Pointer[jsonschema.Schema]
+}{m: map[string]weak.Pointer[jsonschema.Schema]{}}
+
+// compiledSchema compiles one tool's parameters, or returns the schema
+// compiled from the same name and bytes that another engine holds.
+func compiledSchema(name string, params []byte) (*jsonschema.Schema, error) {
+	key := name + "\x00" + string(params)
+	schemas.Lock()
+	s := schemas.m[key].Value()
+	schemas.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", name, err)
+	}
+	// One compiler per tool: a schema cannot reach another tool's.
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refuseLoads{})
+	url := "mem://tools/" + name
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tool %s: parameters: %v", name, err)
+	}
+	s, err = c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", name, err)
+	}
+	wp := weak.Make(s)
+	schemas.Lock()
+	schemas.m[key] = wp
+	schemas.Unlock()
+	runtime.AddCleanup(s, func(key string) {
+		schemas.Lock()
+		defer schemas.Unlock()
+		if cur, ok := schemas.m[key]; ok && cur == wp {
+			delete(schemas.m, key)
+		}
+	}, key)
+	return s, nil
 }
 
 func matchesTool(names []string, tool string) bool {

@@ -29,7 +29,7 @@ const Name = "anthropic"
 // Model calls the Anthropic Messages API. It is safe for concurrent use.
 type Model struct {
 	caller *model.Caller
-	client sdk.Client
+	client *sdk.Client
 }
 
 var _ loop.Model = (*Model)(nil)
@@ -54,7 +54,9 @@ func New(cfg model.Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Model{caller: caller, client: sdk.NewClient(opts...)}, nil
+	key := model.ClientKey{Provider: Name, BaseURL: cfg.BaseURL, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
+	client := model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
+	return &Model{caller: caller, client: client}, nil
 }
 
 // Pricing completes the run's prices with what Anthropic bills that the

@@ -36,7 +36,7 @@ const RefusedByFilter = "the provider's content filter stopped the answer (finis
 // Model calls one OpenAI-compatible endpoint. It is safe for concurrent use.
 type Model struct {
 	caller *model.Caller
-	client sdk.Client
+	client *sdk.Client
 }
 
 var _ loop.Model = (*Model)(nil)
@@ -60,7 +60,9 @@ func New(cfg model.Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Model{caller: caller, client: sdk.NewClient(opts...)}, nil
+	key := model.ClientKey{Provider: Name, BaseURL: base, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
+	client := model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
+	return &Model{caller: caller, client: client}, nil
 }
 
 // Complete makes one chat completion. Transport failures are retried by

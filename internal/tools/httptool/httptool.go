@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -86,8 +87,15 @@ type Executor struct {
 // Option configures an Executor.
 type Option func(*Executor)
 
+// sharedTransport carries the requests of every executor given no
+// transport of its own: one connection pool for all runs, instead of a
+// clone of http.DefaultTransport (and its idle connections) per tool of
+// every run.
+var sharedTransport = sync.OnceValue(func() *http.Transport { return http.DefaultTransport.(*http.Transport).Clone() })
+
 // WithTransport sets the transport requests go through (custom TLS
-// roots, a proxy). The default is a clone of http.DefaultTransport.
+// roots, a proxy). The default is a clone of http.DefaultTransport that
+// every such executor shares.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(e *Executor) { e.client.Transport = rt }
 }
@@ -99,7 +107,7 @@ func New(cfg Config, resolve SecretResolver, opts ...Option) (*Executor, error) 
 		method:  strings.ToUpper(strings.TrimSpace(cfg.Method)),
 		resolve: resolve,
 		client: &http.Client{
-			Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+			Transport:     sharedTransport(),
 			CheckRedirect: sameOriginRedirects,
 		},
 	}

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
+	"weak"
 )
 
 // The templates are text/template over the call's arguments object (map
@@ -120,9 +123,52 @@ func pathSegment(v any) (string, error) {
 // would escape twice.
 var forbidden = map[string]bool{"urlquery": true, "html": true, "js": true}
 
-// parseTemplate parses src and inserts the escaping functions. The result
-// fails on a missing argument instead of printing "<no value>".
+// templateKey names one parsed template.
+type templateKey struct {
+	name, src string
+	kind      textKind
+}
+
+// templates shares parsed templates between executors: the runs a
+// platform starts declare the same tools, a parsed template (a few KiB)
+// is read-only and safe to execute concurrently. An entry lives as long as
+// an executor holds its template (a weak pointer, dropped by a cleanup).
+var templates = struct {
+	sync.Mutex
+	m map[templateKey]weak.Pointer[template.Template]
+}{m: map[templateKey]weak.Pointer[template.Template]{}}
+
+// parseTemplate returns the template parsed from the same name, source
+// and kind that another executor holds, or parses it.
 func parseTemplate(name, src string, kind textKind) (*template.Template, error) {
+	key := templateKey{name, src, kind}
+	templates.Lock()
+	t := templates.m[key].Value()
+	templates.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	t, err := parseNewTemplate(name, src, kind)
+	if err != nil {
+		return nil, err
+	}
+	wp := weak.Make(t)
+	templates.Lock()
+	templates.m[key] = wp
+	templates.Unlock()
+	runtime.AddCleanup(t, func(key templateKey) {
+		templates.Lock()
+		defer templates.Unlock()
+		if cur, ok := templates.m[key]; ok && cur == wp {
+			delete(templates.m, key)
+		}
+	}, key)
+	return t, nil
+}
+
+// parseNewTemplate parses src and inserts the escaping functions. The
+// result fails on a missing argument instead of printing "<no value>".
+func parseNewTemplate(name, src string, kind textKind) (*template.Template, error) {
 	t, err := template.New(name).Option("missingkey=error").Funcs(funcs).Parse(src)
 	if err != nil {
 		return nil, err
