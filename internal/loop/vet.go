@@ -9,13 +9,11 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"weak"
 
+	"github.com/agentrun/agentrun/internal/weakcache"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -178,48 +176,29 @@ func compileSchemas(tools []ToolSpec) (map[string]*jsonschema.Schema, error) {
 // starts many runs with the same tools, and a compiled schema (about 3 KiB
 // each) is read-only once compiled. An entry lives as long as an engine
 // holds its schema (a weak pointer, dropped by a cleanup).
-var schemas = struct {
-	sync.Mutex
-	m map[string]weak.Pointer[jsonschema.Schema]
-}{m: map[string]weak.Pointer[jsonschema.Schema]{}}
+var schemas weakcache.Cache[string, jsonschema.Schema]
 
 // compiledSchema compiles one tool's parameters, or returns the schema
 // compiled from the same name and bytes that another engine holds.
 func compiledSchema(name string, params []byte) (*jsonschema.Schema, error) {
-	key := name + "\x00" + string(params)
-	schemas.Lock()
-	s := schemas.m[key].Value()
-	schemas.Unlock()
-	if s != nil {
-		return s, nil
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", name, err)
-	}
-	// One compiler per tool: a schema cannot reach another tool's.
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refuseLoads{})
-	url := "mem://tools/" + name
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("tool %s: parameters: %v", name, err)
-	}
-	s, err = c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", name, err)
-	}
-	wp := weak.Make(s)
-	schemas.Lock()
-	schemas.m[key] = wp
-	schemas.Unlock()
-	runtime.AddCleanup(s, func(key string) {
-		schemas.Lock()
-		defer schemas.Unlock()
-		if cur, ok := schemas.m[key]; ok && cur == wp {
-			delete(schemas.m, key)
+	return schemas.Get(name+"\x00"+string(params), func() (*jsonschema.Schema, error) {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", name, err)
 		}
-	}, key)
-	return s, nil
+		// One compiler per tool: a schema cannot reach another tool's.
+		c := jsonschema.NewCompiler()
+		c.UseLoader(refuseLoads{})
+		url := "mem://tools/" + name
+		if err := c.AddResource(url, doc); err != nil {
+			return nil, fmt.Errorf("tool %s: parameters: %v", name, err)
+		}
+		s, err := c.Compile(url)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", name, err)
+		}
+		return s, nil
+	})
 }
 
 func matchesTool(names []string, tool string) bool {

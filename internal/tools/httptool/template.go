@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"text/template"
 	"text/template/parse"
-	"weak"
+
+	"github.com/agentrun/agentrun/internal/weakcache"
 )
 
 // The templates are text/template over the call's arguments object (map
@@ -133,37 +132,14 @@ type templateKey struct {
 // platform starts declare the same tools, a parsed template (a few KiB)
 // is read-only and safe to execute concurrently. An entry lives as long as
 // an executor holds its template (a weak pointer, dropped by a cleanup).
-var templates = struct {
-	sync.Mutex
-	m map[templateKey]weak.Pointer[template.Template]
-}{m: map[templateKey]weak.Pointer[template.Template]{}}
+var templates weakcache.Cache[templateKey, template.Template]
 
 // parseTemplate returns the template parsed from the same name, source
 // and kind that another executor holds, or parses it.
 func parseTemplate(name, src string, kind textKind) (*template.Template, error) {
-	key := templateKey{name, src, kind}
-	templates.Lock()
-	t := templates.m[key].Value()
-	templates.Unlock()
-	if t != nil {
-		return t, nil
-	}
-	t, err := parseNewTemplate(name, src, kind)
-	if err != nil {
-		return nil, err
-	}
-	wp := weak.Make(t)
-	templates.Lock()
-	templates.m[key] = wp
-	templates.Unlock()
-	runtime.AddCleanup(t, func(key templateKey) {
-		templates.Lock()
-		defer templates.Unlock()
-		if cur, ok := templates.m[key]; ok && cur == wp {
-			delete(templates.m, key)
-		}
-	}, key)
-	return t, nil
+	return templates.Get(templateKey{name, src, kind}, func() (*template.Template, error) {
+		return parseNewTemplate(name, src, kind)
+	})
 }
 
 // parseNewTemplate parses src and inserts the escaping functions. The
