@@ -14,7 +14,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:path=agentbudgets,singular=agentbudget,scope=Namespaced,shortName=ab,categories=agentrun;agents
+// +kubebuilder:resource:path=agentbudgets,singular=agentbudget,scope=Namespaced,shortName=ab,categories=agents
 // +kubebuilder:printcolumn:name="Max Cost",type=string,JSONPath=`.spec.maxCostUSD`,description="The most the selected runs may spend in one window, in US dollars"
 // +kubebuilder:printcolumn:name="Consumed",type=string,JSONPath=`.status.consumedCostUSD`,description="US dollars spent in this window"
 // +kubebuilder:printcolumn:name="Reserved",type=string,JSONPath=`.status.reservedCostUSD`,description="US dollars leased to running runs and not yet spent"

@@ -37,6 +37,36 @@ func TestDiscovery_agentsCategoryListsRuns(t *testing.T) {
 	}
 }
 
+// kubectl expands a category before it tries a resource's names, so a
+// category that is also another resource's name takes that name over:
+// with AgentBudget in the category agentrun, `kubectl annotate agentrun
+// NAME key=value`, the way a person approves a call, failed with "you
+// must specify only one resource". A category that is some resource's
+// name may hold that resource only.
+func TestDiscovery_noCategoryShadowsAResourceName(t *testing.T) {
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(agentsv1alpha1.GroupVersion.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{} // a name kubectl accepts -> its resource
+	for _, r := range list.APIResources {
+		for _, n := range append([]string{r.Name, r.SingularName}, r.ShortNames...) {
+			owner[n] = r.Name
+		}
+	}
+	for _, r := range list.APIResources {
+		for _, c := range r.Categories {
+			if o, ok := owner[c]; ok && o != r.Name {
+				t.Errorf("%s is in the category %q, which is a name of %s: kubectl %s NAME would mean both", r.Name, c, o, c)
+			}
+		}
+	}
+}
+
 // `kubectl get agentruns -o wide` asks the API server for a Table; its
 // wide columns (priority 1) show budget headroom and the calls waiting
 // for a person, read from status.
