@@ -14,10 +14,10 @@ import (
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 )
 
-// `kubectl get agents` resolves through discovery: the category agents
-// (which is not the singular name, so it cannot be mistaken for one) and
-// the existing short name and category stay.
-func TestDiscovery_agentsCategoryListsRuns(t *testing.T) {
+// groupResources is what discovery says of the API group, as kubectl
+// reads it.
+func groupResources(t *testing.T) *metav1.APIResourceList {
+	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +26,14 @@ func TestDiscovery_agentsCategoryListsRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return list
+}
+
+// `kubectl get agents` resolves through discovery: the category agents
+// (which is not the singular name, so it cannot be mistaken for one) and
+// the existing short name and category stay.
+func TestDiscovery_agentsCategoryListsRuns(t *testing.T) {
+	list := groupResources(t)
 	i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "agentruns" })
 	if i < 0 {
 		t.Fatalf("agentruns not in discovery: %+v", list.APIResources)
@@ -44,14 +52,7 @@ func TestDiscovery_agentsCategoryListsRuns(t *testing.T) {
 // must specify only one resource". A category that is some resource's
 // name may hold that resource only.
 func TestDiscovery_noCategoryShadowsAResourceName(t *testing.T) {
-	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := dc.ServerResourcesForGroupVersion(agentsv1alpha1.GroupVersion.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := groupResources(t)
 	owner := map[string]string{} // a name kubectl accepts -> its resource
 	for _, r := range list.APIResources {
 		for _, n := range append([]string{r.Name, r.SingularName}, r.ShortNames...) {
