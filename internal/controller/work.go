@@ -72,8 +72,9 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 	t.items[run.UID] = w
 	t.mu.Unlock()
 
-	obj := &v1alpha1.AgentRun{}
-	obj.Name, obj.Namespace, obj.UID = run.Name, run.Namespace, run.UID
+	// The goroutine keeps only the run's identity: the decoded run (spec,
+	// tool schemas, status) can be collected while the call waits.
+	uid, name, namespace := run.UID, run.Name, run.Namespace
 	go func() {
 		var out work
 		fn(ctx, &out)
@@ -86,10 +87,12 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 			return
 		}
 		t.mu.Lock()
-		if cur := t.items[run.UID]; cur == w {
+		if cur := t.items[uid]; cur == w {
 			w.done, w.reply, w.err, w.results = true, out.reply, out.err, out.results
 		}
 		t.mu.Unlock()
+		obj := &v1alpha1.AgentRun{}
+		obj.Name, obj.Namespace, obj.UID = name, namespace, uid
 		t.wakeup <- event.GenericEvent{Object: obj}
 	}()
 }
