@@ -183,3 +183,26 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
 	}
 	return e.dispatchNext(s, now, notes)
 }
+
+// abandonCalls ends the calls of a cancelled run that are still
+// dispatched: their results were lost to a restart and the run will not
+// wait for them. Each is charged as onLostResults charges a call it does
+// not repeat, as one call made at its tool's declared maxCostUSD, and its
+// outcome is unknown; none is run again.
+func (e *Engine) abandonCalls(s *State, notes *[]Note) {
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.State != CallDispatched {
+			continue
+		}
+		t := e.tool(c.Name)
+		e.settleCall(s, t, c.Attempts <= 1)
+		c.State, c.ObsStatus = CallDone, ObsFailed
+		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
+		msg := fmt.Sprintf("%s %s was in flight when the run was cancelled and its result was lost: its outcome is unknown, and it is charged as a call made", c.ID, c.Name)
+		if t.MaxCost > 0 {
+			msg += fmt.Sprintf(" ($%s, the tool's maxCostUSD)", t.MaxCost)
+		}
+		*notes = append(*notes, Note{Kind: NoteCallAbandoned, CallID: c.ID, Warning: true, Message: msg})
+	}
+}

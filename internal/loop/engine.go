@@ -262,12 +262,14 @@ func (e *Engine) Step(s *State, in Input) Effect {
 				// Waiting out a retry's backoff: no call is in flight.
 			default:
 				// Stopped or failed mid-call: what it spent is unknown.
-				e.chargeLostModelCall(s)
+				e.abandonModelCall(s, &notes)
 			}
 		}
 		if s.Phase == PhaseAct && len(in.Results) > 0 {
 			e.applyResults(s, in.Results, now, &notes)
 		}
+		// Calls still dispatched have no result, and none will come.
+		e.abandonCalls(s, &notes)
 		reason := in.CancelReason
 		if reason == "" {
 			reason = "the run was cancelled (spec.cancel is true)"

@@ -47,6 +47,18 @@ func (e *Engine) chargeLostModelCall(s *State) {
 	s.Reserved = Usage{}
 }
 
+// abandonModelCall charges the model call of a run cancelled while the
+// call was in flight or lost to a restart: what it spent is unknown, so
+// its reservation is charged, as chargeLostModelCall charges a call lost
+// to a restart.
+func (e *Engine) abandonModelCall(s *State, notes *[]Note) {
+	before := s.Usage
+	e.chargeLostModelCall(s)
+	*notes = append(*notes, Note{Kind: NoteCallAbandoned, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
+		"The model call of turn %d was in flight when the run was cancelled and its reply will not be read: what it spent is unknown, so its reservation is charged (%d tokens, $%s)",
+		s.Turn, s.Usage.Tokens()-before.Tokens(), s.Usage.Cost-before.Cost)})
+}
+
 // settleReply replaces the model call's reservation by what the provider
 // reported, keeping the per-turn tool allowance reserved. It returns the
 // call's cost.

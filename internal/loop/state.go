@@ -256,6 +256,11 @@ const (
 	NoteStaleApproval NoteKind = "StaleApproval"
 	NoteBudgetWarning NoteKind = "BudgetWarning"
 	NoteModelLost     NoteKind = "ModelCallLost"
+	// NoteCallAbandoned: the run was cancelled while a model call or a
+	// tool call was in flight and nothing will collect its result (it
+	// was lost to a restart, or cut off): what it may have spent is
+	// charged, as for a call lost to a restart.
+	NoteCallAbandoned NoteKind = "CallAbandoned"
 	// NoteRetry: an attempt failed transiently and another is scheduled.
 	NoteRetry    NoteKind = "RetryScheduled"
 	NoteFinished NoteKind = "RunFinished"
