@@ -457,7 +457,7 @@ func TestTailString(t *testing.T) {
 		// The cut would fall inside "é"; it moves to the next rune.
 		{in: "aaaaé123", n: 7, want: "...123"},
 	} {
-		if got := tailString([]byte(tc.in), tc.n, tc.cut); got != tc.want {
+		if got := tailString(tc.in, tc.n, tc.cut); got != tc.want {
 			t.Errorf("tailString(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}

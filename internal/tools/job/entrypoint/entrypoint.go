@@ -16,6 +16,7 @@
 //   - the tool's standard error is kept (its tail only) for the summary and
 //     is not copied to the container's log, which would otherwise mix it
 //     into the result read back from the log;
+//   - the tool runs in its own process group (internal/procrun runs it);
 //   - the tool's deadline (--timeout) counts from the tool's start, not
 //     from the pod's creation, so scheduling and image pulls do not eat
 //     into it; at the deadline the tool gets SIGTERM, then SIGKILL, and the
@@ -38,14 +39,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/procrun"
 )
 
 // Names of the environment variables of the tool process contract.
@@ -167,89 +166,35 @@ func run(ctx context.Context, cfg Config) outcome {
 	if limit <= 0 {
 		limit = MaxMessageBytes
 	}
-	stdout := &clip.HeadWriter{Limit: limit}
-	stderr := &clip.TailWriter{Limit: StderrTailBytes}
-	var outW io.Writer = stdout
-	if cfg.Stdout != nil {
-		outW = io.MultiWriter(cfg.Stdout, stdout)
+	grace := cfg.KillGrace
+	if grace <= 0 {
+		grace = DefaultKillGrace
 	}
-
-	// The command is not bound to ctx: the tool is stopped by signals, as
-	// the kubelet stops a container, with time to finish its work. It runs
-	// in its own process group so the signals reach what it started too.
-	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
-	cmd.Env = cfg.Env
-	cmd.Stdin = strings.NewReader(args)
-	cmd.Stdout = outW
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A process the tool left behind may hold its standard output open;
-	// once the tool itself has exited, wait only briefly for it.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return outcome{Summary: Summary{Exit: exitStartFailure, Error: "cannot start the tool: " + err.Error()}}
-	}
-	signal := func(sig os.Signal) {
-		if s, ok := sig.(syscall.Signal); ok && syscall.Kill(-cmd.Process.Pid, s) == nil {
-			return
-		}
-		_ = cmd.Process.Signal(sig)
-	}
-
-	var timedOut bool
-	done := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		var deadline, kill <-chan time.Time
-		if cfg.Timeout > 0 {
-			t := time.NewTimer(cfg.Timeout)
-			defer t.Stop()
-			deadline = t.C
-		}
-		grace := cfg.KillGrace
-		if grace <= 0 {
-			grace = DefaultKillGrace
-		}
-		stop := func() {
-			signal(syscall.SIGTERM)
-			if kill == nil {
-				kill = time.After(grace)
-			}
-		}
-		sigs, cancelled := cfg.Signals, ctx.Done()
-		for {
-			select {
-			case sig, ok := <-sigs:
-				if !ok {
-					sigs = nil
-					continue
-				}
-				signal(sig)
-			case <-cancelled:
-				cancelled = nil
-				stop()
-			case <-deadline:
-				deadline = nil
-				timedOut = true
-				stop()
-			case <-kill:
-				kill = nil
-				signal(syscall.SIGKILL)
-			case <-done:
-				return
-			}
-		}
+	// The tool is stopped by signals, as the kubelet stops a container, with
+	// time to finish its work; its own process group lets them reach what
+	// it started too.
+	p := procrun.Run(ctx, procrun.Spec{
+		Argv:        cfg.Argv,
+		Env:         cfg.Env,
+		Stdin:       []byte(args),
+		Stdout:      cfg.Stdout,
+		StdoutLimit: limit,
+		StderrLimit: StderrTailBytes,
+		Timeout:     cfg.Timeout,
+		Grace:       grace,
+		Signals:     cfg.Signals,
+		// A process that left the tool's group may hold its standard output
+		// open; once the tool itself has exited, wait only briefly for it.
+		DrainWait: 2 * time.Second,
 	})
-	err := cmd.Wait()
-	close(done)
-	watch.Wait()
-
-	s := Summary{Size: stdout.Size(), StderrTail: stderr.String(), TimedOut: timedOut}
-	s.Exit = exitCode(cmd.ProcessState, err)
-	if err != nil && cmd.ProcessState == nil {
-		s.Error = "waiting for the tool: " + err.Error()
+	if p.StartErr != nil {
+		return outcome{Summary: Summary{Exit: exitStartFailure, Error: "cannot start the tool: " + p.StartErr.Error()}}
 	}
-	return outcome{Summary: s, out: stdout.Bytes()}
+	s := Summary{Exit: p.Exit, Size: p.StdoutSize, StderrTail: p.Stderr, TimedOut: p.Stopped == procrun.AtDeadline}
+	if p.WaitErr != nil {
+		s.Exit, s.Error = exitStartFailure, "waiting for the tool: "+p.WaitErr.Error()
+	}
+	return outcome{Summary: s, out: p.Stdout}
 }
 
 // Encode renders the summary within limit bytes, with out (the head of
@@ -282,19 +227,6 @@ func marshal(s Summary) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a struct of strings and numbers always encodes
 	return bytes.TrimRight(buf.Bytes(), "\n")
-}
-
-func exitCode(ps *os.ProcessState, err error) int {
-	if ps == nil {
-		if err != nil {
-			return exitStartFailure
-		}
-		return 0
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }
 
 func lookup(env []string, name string) string {
