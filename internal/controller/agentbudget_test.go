@@ -432,3 +432,121 @@ func TestAgentBudget_deletedSoftBudgetStopsNothing(t *testing.T) {
 		t.Fatalf("ended %s after %d turns: %q; want Completed after 3 (a soft budget never stops a run)", r.Status.Outcome, r.Status.Usage.Turns, r.Status.Reason)
 	}
 }
+
+// warningsOn returns the Warning events of a run with this reason.
+func warningsOn(t *testing.T, run *v1alpha1.AgentRun, reason string) []string {
+	t.Helper()
+	evs := &eventsv1.EventList{}
+	if err := k8sClient.List(context.Background(), evs, client.InNamespace(run.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == "AgentRun" && e.Regarding.Name == run.Name && e.Type == "Warning" && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+func cancelRun(t *testing.T, run *v1alpha1.AgentRun) {
+	t.Helper()
+	if err := k8sClient.Patch(context.Background(), get(t, run), client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"cancel":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The operator stops while a run holds a lease and a tool call with a
+// declared cost is in flight; while no operator runs, the run is
+// cancelled. The new operator ends the run charged that call (one call at
+// the tool's maxCostUSD, its outcome unknown, never run again, a
+// CallAbandoned warning), and the budget settles exactly that.
+func TestAgentBudget_runCancelledWithAToolCallLostToARestartIsChargedTheCall(t *testing.T) {
+	ns := namespace(t)
+	b := makeBudget(t, ns, "cancelled", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "10" })
+	tb := newTools()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tb.funcs["pay"] = func(ctx context.Context, inv loop.Invocation) loop.Result {
+		once.Do(func() { close(entered) })
+		select { // the operator stops first: this result is never read
+		case <-release:
+		case <-ctx.Done():
+		}
+		return loop.Result{Output: []byte("paid")}
+	}
+	usage := &v1alpha1.ScriptUsage{InputTokens: 200, OutputTokens: 20} // $0.0022 at $10 per million
+	run := makeRun(ns, "pay-then-cancel").maxTurns(5).with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "pay", Mutates: ref(true), Reversible: ref(true), MaxCostUSD: "0.05",
+			HTTP: &v1alpha1.HTTPTool{URL: "http://billing.invalid/pay", Method: "POST"}})
+		s.Model.MaxOutputTokens = ptr.To[int32](100)
+		s.Model.Pricing = &v1alpha1.ModelPricing{Input: "10", Output: "10"}
+	}).step(v1alpha1.ScriptStep{Usage: usage, ToolCalls: []v1alpha1.ScriptToolCall{{Name: "pay", Arguments: rawJSON(`{"amount":1}`)}}}).
+		step(v1alpha1.ScriptStep{Content: "Paid.", Usage: usage})
+	run.r.Labels = map[string]string{"team": "a"}
+	run.create(t)
+
+	_, stop := startWith(t, &kits{tools: tb}, managerSetup{})
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call never started")
+	}
+	stop()
+	close(release)
+	if held := getBudget(t, b); len(held.Status.Reservations) != 1 {
+		t.Fatalf("%d leases before the crash, want 1", len(held.Status.Reservations))
+	}
+	cancelRun(t, run.r)
+
+	again := newTools()
+	startWith(t, &kits{tools: again}, managerSetup{})
+	done := waitOutcome(t, run.r, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeApprovalDenied, "cancelled")
+	if got := spentBy(t, done); got != loop.MustMoney("0.0522") || done.Status.Usage.ToolCalls != 1 {
+		t.Errorf("the run was charged $%s and %d tool calls; want $0.0522 (the model call, $0.0022, and the lost call's maxCostUSD, $0.05) and 1 call",
+			got, done.Status.Usage.ToolCalls)
+	}
+	if n := again.counts()["t1-c1:pay"]; n != 0 {
+		t.Errorf("the lost call ran %d more times after the restart", n)
+	}
+	cur := expectSettled(t, b, []*v1alpha1.AgentRun{done}, 0)
+	if cur.Status.ConsumedCostUSD != "0.0522" {
+		t.Errorf("the budget consumed $%s, want $0.0522", cur.Status.ConsumedCostUSD)
+	}
+	NewWithT(t).Eventually(func() []string { return warningsOn(t, done, string(loop.NoteCallAbandoned)) }, 10*time.Second, 50*time.Millisecond).
+		Should(ConsistOf(ContainSubstring("t1-c1 pay was in flight when the run was cancelled")))
+}
+
+// The same with the model call in flight: the run is charged the whole
+// call (its reservation: tokens and cost), and the budget settles that.
+func TestAgentBudget_runCancelledWithAModelCallLostToARestartIsChargedTheWholeCall(t *testing.T) {
+	ns := namespace(t)
+	b := makeBudget(t, ns, "cancelled-mid-call", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "10" })
+	g := newGatedKits()
+	_, stop := startWith(t, g, managerSetup{})
+	run := gated(pricedRun(ns, "think-then-cancel"), "never").create(t)
+	NewWithT(t).Eventually(func() int64 { return g.calls.Load() }, 10*time.Second, 20*time.Millisecond).Should(BeNumerically("==", 1))
+	stop()
+	held := get(t, run)
+	if held.Status.Reserved == nil || held.Status.Reserved.CostUSD == "" {
+		t.Fatalf("the stopped run holds no reservation: %+v", held.Status)
+	}
+	reserved := *held.Status.Reserved
+	cancelRun(t, run)
+
+	startWith(t, &kits{tools: newTools()}, managerSetup{})
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeApprovalDenied, "cancelled")
+	u := done.Status.Usage
+	if u.CostUSD != reserved.CostUSD || u.InputTokens+u.OutputTokens != reserved.InputTokens+reserved.OutputTokens || u.Turns != 1 {
+		t.Errorf("charged $%s, %d tokens, %d turns; want the reservation: $%s, %d tokens, 1 turn", u.CostUSD, u.InputTokens+u.OutputTokens, u.Turns,
+			reserved.CostUSD, reserved.InputTokens+reserved.OutputTokens)
+	}
+	cur := expectSettled(t, b, []*v1alpha1.AgentRun{done}, 0)
+	if string(cur.Status.ConsumedCostUSD) != reserved.CostUSD {
+		t.Errorf("the budget consumed $%s, want the reservation $%s", cur.Status.ConsumedCostUSD, reserved.CostUSD)
+	}
+	NewWithT(t).Eventually(func() []string { return warningsOn(t, done, string(loop.NoteCallAbandoned)) }, 10*time.Second, 50*time.Millisecond).
+		Should(ConsistOf(ContainSubstring("The model call of turn 1 was in flight when the run was cancelled")))
+}
