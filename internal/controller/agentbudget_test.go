@@ -487,11 +487,7 @@ func TestAgentBudget_runCancelledWithAToolCallLostToARestartIsChargedTheCall(t *
 	run.create(t)
 
 	_, stop := startWith(t, &kits{tools: tb}, managerSetup{})
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the call never started")
-	}
+	awaitStarted(t, entered)
 	stop()
 	close(release)
 	if held := getBudget(t, b); len(held.Status.Reservations) != 1 {

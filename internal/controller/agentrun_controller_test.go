@@ -357,11 +357,7 @@ func TestRun_mutatingCallInFlightIsNeverRepeatedAfterARestart(t *testing.T) {
 			HTTP: &v1alpha1.HTTPTool{URL: "http://billing.invalid/charge", Method: "POST"}})
 	}).calls("charge", `{"amount":1}`).answer("checked").create(t)
 	stop := startManager(t, &kits{tools: tb})
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the call never started")
-	}
+	awaitStarted(t, entered)
 	stop()
 	close(release)
 	startManager(t, &kits{tools: tb})

@@ -293,3 +293,14 @@ func annotate(t *testing.T, run *v1alpha1.AgentRun, callID, answer string) {
 		t.Fatal(err)
 	}
 }
+
+// awaitStarted waits, at most 20 s, for a scripted tool to signal that its
+// call has started.
+func awaitStarted(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call never started")
+	}
+}
