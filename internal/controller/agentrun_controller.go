@@ -460,6 +460,9 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 // endTrace emits the run's invoke_agent span when this reconcile saved
 // the run's end: from the run's start (the engine's, to the nanosecond,
 // when the checkpoint had it) to now, under the span id the run carries.
+// Now is read here, after the save, not taken from the reconcile's start:
+// a model or tool call made during this reconcile ended after sc.now, and
+// the run span must enclose every call of the run.
 func (r *AgentRunReconciler) endTrace(ctx context.Context, sc *scope) {
 	run := sc.run
 	if run.Status.Outcome == "" || sc.base.Status.Outcome != "" {
@@ -467,7 +470,7 @@ func (r *AgentRunReconciler) endTrace(ctx context.Context, sc *scope) {
 	}
 	u := usageOf(run)
 	info := telemetry.RunInfo{Name: run.Name, Namespace: run.Namespace, UID: string(run.UID),
-		Provider: string(run.Spec.Model.Provider), Model: run.Spec.Model.Name, End: sc.now,
+		Provider: string(run.Spec.Model.Provider), Model: run.Spec.Model.Name, End: r.Clock(),
 		Outcome: string(run.Status.Outcome), Reason: run.Status.Reason, Turns: int(u.Turns),
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Start: run.CreationTimestamp.Time}
 	switch {
