@@ -225,11 +225,12 @@ func TestCrash_atEveryWriteBoundaryOfATurn(t *testing.T) {
 	for _, p := range points {
 		out := crashScenario(t, p)
 		if !out.crashed {
-			// A clean run makes one write more or less depending on how
-			// the informer and the approval annotation interleave, so the
-			// last boundary may not exist in this run. Any earlier one
-			// must be reached.
-			if p.write > 0 && out.writes < p.write && p.write >= clean.writes-1 {
+			// A clean run makes a write or two more or less depending on
+			// how the informer and the approval annotation interleave, so
+			// the last two boundaries may not exist in this run (under
+			// load, "after-write-14" was once never reached). Any earlier
+			// one must be reached.
+			if p.write > 0 && out.writes < p.write && p.write >= clean.writes-2 {
 				unreached++
 				t.Logf("%s: not reached, this run made %d writes", p, out.writes)
 				continue
