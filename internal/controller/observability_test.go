@@ -28,7 +28,7 @@ import (
 func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerProvider) (stop func()) {
 	t.Helper()
 	_, stop = startWith(t, kb, managerSetup{
-		options: func(o *ctrl.Options) { o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}} },
+		options: func(o *ctrl.Options) { o.Cache.DefaultNamespaces = map[string]cache.Config{ns: {}} },
 		config:  func(c *Config) { c.TracerProvider = tp },
 	})
 	return stop

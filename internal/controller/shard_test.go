@@ -78,7 +78,7 @@ func startShard(t *testing.T, kb KitBuilder, ns, shard string, more func(*ctrl.O
 	t.Helper()
 	_, stop := startWith(t, kb, managerSetup{
 		options: func(o *ctrl.Options) {
-			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: ShardCache(shard)}
+			o.Cache.DefaultNamespaces, o.Cache.ByObject = map[string]cache.Config{ns: {}}, ShardCache(shard)
 			if more != nil {
 				more(o)
 			}

@@ -184,9 +184,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 }
 
 // cacheOptions limits the cache to the watched namespaces, if any, and
-// the runs and Jobs to the shard's.
+// the runs and Jobs to the shard's. Objects are cached without their
+// managed fields: nothing in the operator reads them (the approver's name
+// comes from the annotation the admission policy stamps), and for a run
+// they are the field set of its whole spec again, a few KiB each.
 func cacheOptions(namespaces []string, shard string) cache.Options {
-	o := cache.Options{ByObject: controller.ShardCache(shard)}
+	o := cache.Options{ByObject: controller.ShardCache(shard), DefaultTransform: cache.TransformStripManagedFields()}
 	if len(namespaces) == 0 {
 		return o
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -48,6 +49,14 @@ func TestShard_cacheLeaseAndName(t *testing.T) {
 		}
 		if len(o.ByObject) != 2 {
 			t.Errorf("shard %q: %d kinds selected, want AgentRun and Job", tc.shard, len(o.ByObject))
+		}
+		run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+		if o.DefaultTransform == nil {
+			t.Fatalf("shard %q: the cache keeps managed fields", tc.shard)
+		}
+		if out, err := o.DefaultTransform(run); err != nil || out.(*v1alpha1.AgentRun).ManagedFields != nil {
+			t.Errorf("shard %q: managed fields cached: %v, %v", tc.shard, out, err)
 		}
 	}
 	if a, b, none := LeaderElectionID("a"), LeaderElectionID("b"), LeaderElectionID(""); a == b || a == none || none != "agentrun.agents.agentrun.dev" {
