@@ -546,3 +546,78 @@ func TestAgentBudget_runCancelledWithAModelCallLostToARestartIsChargedTheWholeCa
 	NewWithT(t).Eventually(func() []string { return warningsOn(t, done, string(loop.NoteCallAbandoned)) }, 10*time.Second, 50*time.Millisecond).
 		Should(ConsistOf(ContainSubstring("The model call of turn 1 was in flight when the run was cancelled")))
 }
+
+// staleOnce serves, once it is armed, the first version it read of one
+// run in place of the next read of that run: a reconcile then works from
+// a stale copy, as after a lagging cache or a fail-over.
+type staleOnce struct {
+	client.Client
+	name   string
+	mu     sync.Mutex
+	first  *v1alpha1.AgentRun
+	armed  bool
+	served chan struct{}
+}
+
+func (s *staleOnce) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := s.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	run, ok := obj.(*v1alpha1.AgentRun)
+	if !ok || key.Name != s.name {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.first == nil:
+		s.first = run.DeepCopy()
+	case s.armed:
+		s.armed = false
+		s.first.DeepCopyInto(run)
+		close(s.served)
+	}
+	return nil
+}
+
+func (s *staleOnce) arm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = true
+}
+
+// A run ends and its lease is settled; then a reconcile reads a stale
+// copy of it, from before it started. That reconcile must not open a new
+// lease: nothing would ever settle it against the run's usage but a
+// second settlement of the whole run, which counts its spend twice.
+func TestAgentBudget_aReconcileFromAStaleCopyOfAnEndedRunOpensNoLease(t *testing.T) {
+	ns := namespace(t)
+	b := makeBudget(t, ns, "stale", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "10" })
+	stale := &staleOnce{name: "ended", served: make(chan struct{})}
+	startWith(t, &kits{tools: newTools()}, managerSetup{wrap: func(c client.Client, _ func()) client.Client {
+		stale.Client = c
+		return stale
+	}})
+	run := pricedRun(ns, "ended").create(t)
+	if end := waitOutcome(t, run, 20*time.Second); end.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("ended %s: %s", end.Status.Outcome, end.Status.Reason)
+	}
+	expectSettled(t, b, []*v1alpha1.AgentRun{run}, 0)
+
+	stale.arm()
+	cur := get(t, run)
+	cur.Labels["poked"] = "yes" // any change makes the operator reconcile the run
+	if err := k8sClient.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stale.served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the operator did not read the run again")
+	}
+	want := fmt.Sprintf("consumed %s leases 0", spentBy(t, get(t, run)))
+	NewWithT(t).Consistently(func() string {
+		cur := getBudget(t, b)
+		return fmt.Sprintf("consumed %s leases %d", cur.Status.ConsumedCostUSD, len(cur.Status.Reservations))
+	}, 3*time.Second, 50*time.Millisecond).Should(Equal(want), "a lease opened from the stale copy, or the run settled twice")
+}
