@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +20,12 @@ import (
 // with the argument "serve"), so that the operator's heap, measured in the
 // parent, holds none of their buffers.
 //
+// It serves the same handlers twice: over plain HTTP/1.1, as an
+// OpenAI-compatible server inside the cluster would (vLLM, Ollama), and
+// over TLS with HTTP/2, as the hosted providers do; the operator trusts
+// the TLS listener's certificate through SSL_CERT_FILE, which the parent
+// points at the file the child writes.
+//
 // The model speaks the OpenAI Chat Completions API. What a run gets is
 // named by its model name, "scale-t<turns>-l<latency ms>" or
 // "scale-t<turns>-hold": every turn but the last calls the tool lookup, the
@@ -27,14 +35,16 @@ import (
 type fakeServer struct {
 	inflight atomic.Int64
 	calls    atomic.Int64
+	h2Calls  atomic.Int64 // model calls that came over HTTP/2
 
 	mu      sync.Mutex
 	release chan struct{}
 }
 
-// serve listens on loopback, prints its address on stdout and serves until
-// stdin closes (the parent exits).
-func serve() error {
+// serve listens on loopback, writes the TLS listener's certificate (PEM)
+// to certFile, prints the plain and the TLS address on one line of stdout
+// and serves until stdin closes (the parent exits).
+func serve(certFile string) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -47,7 +57,7 @@ func serve() error {
 		fmt.Fprintf(w, `{"q":%q,"result":"a short answer from the tool"}`, r.URL.Query().Get("q"))
 	})
 	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "%d %d", f.inflight.Load(), f.calls.Load())
+		fmt.Fprintf(w, "%d %d %d", f.inflight.Load(), f.calls.Load(), f.h2Calls.Load())
 	})
 	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
@@ -55,7 +65,15 @@ func serve() error {
 		f.release = make(chan struct{})
 		f.mu.Unlock()
 	})
-	fmt.Println(ln.Addr().String())
+	tlsSrv := httptest.NewUnstartedServer(mux)
+	tlsSrv.EnableHTTP2 = true
+	tlsSrv.Config.ReadHeaderTimeout = 10 * time.Second
+	tlsSrv.StartTLS()
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr().String(), tlsSrv.Listener.Addr().String())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
@@ -74,6 +92,9 @@ func (f *fakeServer) complete(w http.ResponseWriter, r *http.Request) {
 	f.inflight.Add(1)
 	defer f.inflight.Add(-1)
 	f.calls.Add(1)
+	if r.ProtoMajor == 2 {
+		f.h2Calls.Add(1)
+	}
 	var req chatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -10,7 +10,11 @@
 //     (turns x latency);
 //   - the operator's heap per active run, with many runs in flight;
 //   - the API server's CPU per AgentRun status merge patch, against a
-//     ConfigMap merge patch of the same size.
+//     ConfigMap merge patch of the same size;
+//   - the throughput measure again with every run under one shared
+//     AgentBudget: turns/s against the same runs without it, writes to
+//     the AgentBudget per turn, and whether its ledger settled to the
+//     runs' own spend with nothing left reserved.
 //
 // It is a benchmark, not a test: nothing here fails on a slow machine.
 // Sizes are flags (see `make scale` for the variables).
@@ -37,6 +41,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/go-logr/logr"
@@ -69,8 +74,8 @@ type options struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		if err := serve(); err != nil {
+	if len(os.Args) > 2 && os.Args[1] == "serve" {
+		if err := serve(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "scale serve:", err)
 			os.Exit(1)
 		}
@@ -94,7 +99,7 @@ func main() {
 	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "When set, write the operator process's heap profile here while the memory measure's runs are all in flight (go tool pprof -sample_index=inuse_space).")
 	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
-	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, slow, memory, cpu.")
+	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, budget, slow, memory, cpu.")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Give up after this long.")
 	fs.BoolVar(&o.logOperator, "v", false, "Log the operator's errors.")
 	_ = fs.Parse(os.Args[1:])
@@ -108,14 +113,20 @@ func main() {
 type row struct{ measure, value, against, ratio string }
 
 type bench struct {
-	o      options
-	c      client.WithWatch
-	cs     *kubernetes.Clientset
-	cfg    *rest.Config
-	addr   string
-	rows   []row
-	notes  []string
-	sample *v1alpha1.AgentRun // a run in the middle of the throughput measure
+	o    options
+	c    client.WithWatch
+	cs   *kubernetes.Clientset
+	cfg  *rest.Config
+	addr string // the fake's plain HTTP/1.1 listener (model and tool)
+	// tlsAddr is the fake's TLS listener (HTTP/2); modelBase is the model
+	// endpoint the runs created now use.
+	tlsAddr, modelBase string
+	rows               []row
+	notes              []string
+	sample             *v1alpha1.AgentRun // a run in the middle of the throughput measure
+	// unbudgeted is the throughput measure's turns/s, which the budget
+	// measure compares itself with (0 when throughput was skipped).
+	unbudgeted float64
 }
 
 func run(o options) error {
@@ -126,7 +137,7 @@ func run(o options) error {
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
-	addr, stop, err := startFake()
+	addr, tlsAddr, stop, err := startFake()
 	if err != nil {
 		return fmt.Errorf("starting the fake model: %w", err)
 	}
@@ -154,7 +165,7 @@ func run(o options) error {
 		"config/rbac/aggregated_roles.yaml"); err != nil {
 		return err
 	}
-	b := &bench{o: o, c: c, cs: cs, cfg: cfg, addr: addr}
+	b := &bench{o: o, c: c, cs: cs, cfg: cfg, addr: addr, tlsAddr: tlsAddr, modelBase: "http://" + addr + "/v1"}
 	// The CRD is served, and known to the mutating admission policy, a
 	// moment after it is established.
 	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
@@ -187,7 +198,7 @@ func run(o options) error {
 	for _, m := range []struct {
 		name string
 		f    func(context.Context) error
-	}{{"throughput", b.throughput}, {"slow", b.slow}, {"memory", b.memory}} {
+	}{{"throughput", b.throughput}, {"budget", b.budget}, {"slow", b.slow}, {"memory", b.memory}} {
 		if skip[m.name] {
 			continue
 		}
@@ -268,6 +279,7 @@ func (b *bench) throughput(ctx context.Context) error {
 	}
 	turns := res.turns
 	rate := float64(turns) / res.elapsed.Seconds()
+	b.unbudgeted = rate
 	size := res.sampleSize
 	if size == 0 {
 		size = 4096
@@ -295,6 +307,97 @@ func (b *bench) throughput(ctx context.Context) error {
 	return b.cleanup(ctx, ns)
 }
 
+// budget: the throughput measure's runs and turns again, every run under
+// one hard AgentBudget with room for all of them, so that each step also
+// leases from the shared ledger. It reports turns/s against the same runs
+// without a budget, the writes to the AgentBudget per turn, and whether
+// the ledger ended settled: consumed equal to the runs' own spend, nothing
+// reserved, no run active.
+func (b *bench) budget(ctx context.Context) error {
+	o := b.o
+	ns, err := b.namespace(ctx, "scale-budget")
+	if err != nil {
+		return err
+	}
+	ab := &v1alpha1.AgentBudget{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
+		Spec: v1alpha1.AgentBudgetSpec{MaxCostUSD: v1alpha1.USD(strconv.Itoa(10 * o.runs))}}
+	if err := b.c.Create(ctx, ab); err != nil {
+		return err
+	}
+	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := b.drive(ctx, ns, o.runs, fmt.Sprintf("scale-t%d-l0", o.turns), 0, nil)
+	if err != nil {
+		return err
+	}
+	after, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	rate := float64(res.turns) / res.elapsed.Seconds()
+	against, ratio := "throughput skipped", ""
+	if b.unbudgeted > 0 {
+		against, ratio = fmt.Sprintf("%.1f turns/s without a budget", b.unbudgeted), fmt.Sprintf("%.2f", rate/b.unbudgeted)
+	}
+	b.rows = append(b.rows,
+		row{fmt.Sprintf("%d runs x %d turns under one AgentBudget", o.runs, o.turns), fmt.Sprintf("%.1f turns/s", rate), against, ratio},
+		row{"  AgentBudget writes per turn", fmt.Sprintf("%.2f", (after.budgetWrites-before.budgetWrites)/float64(max(1, res.turns))), "", ""})
+	if res.failed > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("budget: %d of %d runs did not complete: %s", res.failed, o.runs, res.firstFailure))
+	}
+	settled, err := b.settled(ctx, ns)
+	if err != nil {
+		return err
+	}
+	b.rows = append(b.rows, row{"  ledger at the end", settled, "consumed = the runs' spend, 0 reserved, 0 active", ""})
+	if err := b.c.Delete(ctx, ab); err != nil {
+		return err
+	}
+	return b.cleanup(ctx, ns)
+}
+
+// settled waits (up to a minute) for the namespace's AgentBudget to
+// settle every run that ended, and says what its ledger holds against
+// the sum of the runs' own spend.
+func (b *bench) settled(ctx context.Context, ns string) (string, error) {
+	var say string
+	for start := time.Now(); ; time.Sleep(250 * time.Millisecond) {
+		var ab v1alpha1.AgentBudget
+		if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "team"}, &ab); err != nil {
+			return "", err
+		}
+		var runs v1alpha1.AgentRunList
+		if err := b.c.List(ctx, &runs, client.InNamespace(ns)); err != nil {
+			return "", err
+		}
+		var spent loop.Money
+		for _, r := range runs.Items {
+			if r.Status.Usage != nil {
+				spent += money(r.Status.Usage.CostUSD)
+			}
+		}
+		consumed, reserved := money(string(ab.Status.ConsumedCostUSD)), money(string(ab.Status.ReservedCostUSD))
+		say = fmt.Sprintf("consumed $%s, runs spent $%s, reserved $%s, %d active", consumed, spent, reserved, ab.Status.ActiveRuns)
+		if consumed == spent && reserved == 0 && ab.Status.ActiveRuns == 0 {
+			return say + " (settled)", nil
+		}
+		if time.Since(start) > time.Minute {
+			return say + " (NOT settled after 1m)", nil
+		}
+	}
+}
+
+// money reads a decimal USD string; empty or unreadable is zero.
+func money(s string) loop.Money {
+	m, err := loop.ParseMoney(s)
+	if err != nil {
+		return 0
+	}
+	return m
+}
+
 // slow: runs x turns with a model that takes its latency per call.
 func (b *bench) slow(ctx context.Context) error {
 	o := b.o
@@ -316,11 +419,34 @@ func (b *bench) slow(ctx context.Context) error {
 	return b.cleanup(ctx, ns)
 }
 
-// memory: the operator's heap with memRuns runs in flight. Each run's
-// first model call is held until every run has made one.
+// memory: the operator's heap with memRuns runs in flight, measured
+// twice: with the model behind TLS and HTTP/2, as the hosted providers
+// serve it (the calls in flight share a few connections), and behind
+// plain HTTP/1.1, as an OpenAI-compatible server inside the cluster may
+// serve it (each call in flight holds a connection of its own).
 func (b *bench) memory(ctx context.Context) error {
+	defer func() { b.modelBase = "http://" + b.addr + "/v1" }()
+	for _, m := range []struct{ base, label string }{
+		{"https://" + b.tlsAddr + "/v1", "HTTPS, HTTP/2 model endpoint"},
+		{"http://" + b.addr + "/v1", "plain HTTP/1.1 model endpoint"},
+	} {
+		b.modelBase = m.base
+		if err := b.memoryOver(ctx, m.label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memoryOver is one memory measure. Each run's first model call is held
+// until every run has made one.
+func (b *bench) memoryOver(ctx context.Context, label string) error {
 	o := b.o
 	ns, err := b.namespace(ctx, "scale-memory")
+	if err != nil {
+		return err
+	}
+	_, calls0, h2Before, err := b.inflight(ctx)
 	if err != nil {
 		return err
 	}
@@ -331,7 +457,7 @@ func (b *bench) memory(ctx context.Context) error {
 	res, err := b.drive(ctx, ns, o.memRuns, fmt.Sprintf("scale-t%d-hold", o.memTurns), 0, func(start time.Time) error {
 		// All created: wait for every run's first call, then measure.
 		for {
-			n, _, err := b.inflight(ctx)
+			n, _, _, err := b.inflight(ctx)
 			if err != nil {
 				return err
 			}
@@ -340,19 +466,23 @@ func (b *bench) memory(ctx context.Context) error {
 				break
 			}
 			if time.Since(start) > 4*time.Minute {
-				b.notes = append(b.notes, fmt.Sprintf("memory: only %d of %d runs had a model call in flight after 4m", n, o.memRuns))
+				b.notes = append(b.notes, fmt.Sprintf("memory (%s): only %d of %d runs had a model call in flight after 4m", label, n, o.memRuns))
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		n, _, err := b.inflight(ctx)
+		n, _, _, err := b.inflight(ctx)
 		if err != nil {
 			return err
 		}
 		inflight = n
 		perRun = float64(heapInuse()-base) / float64(max(1, n))
 		if o.heapProfile != "" {
-			if err := writeHeapProfile(o.heapProfile); err != nil {
+			path := o.heapProfile
+			if strings.Contains(label, "HTTP/1.1") {
+				path += ".http1"
+			}
+			if err := writeHeapProfile(path); err != nil {
 				b.notes = append(b.notes, "memory: heap profile: "+err.Error())
 			}
 		}
@@ -361,12 +491,17 @@ func (b *bench) memory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.rows = append(b.rows, row{fmt.Sprintf("operator heap per active run (%d in flight)", inflight),
+	_, calls1, h2After, err := b.inflight(ctx)
+	if err != nil {
+		return err
+	}
+	b.rows = append(b.rows, row{fmt.Sprintf("operator heap per active run (%d in flight, %s)", inflight, label),
 		fmt.Sprintf("%.1f KiB", perRun/1024), "at most 50 KiB", ""},
 		row{fmt.Sprintf("  %d runs x %d turns: all in flight after", o.memRuns, o.memTurns), fmt.Sprintf("%.1f s", held.Seconds()),
-			fmt.Sprintf("completed %d of %d in %.1f s", o.memRuns-res.failed, o.memRuns, res.elapsed.Seconds()), ""})
+			fmt.Sprintf("completed %d of %d in %.1f s; %d of %d model calls over HTTP/2", o.memRuns-res.failed, o.memRuns, res.elapsed.Seconds(),
+				h2After-h2Before, calls1-calls0), ""})
 	if res.failed > 0 {
-		b.notes = append(b.notes, fmt.Sprintf("memory: %d of %d runs did not complete: %s", res.failed, o.memRuns, res.firstFailure))
+		b.notes = append(b.notes, fmt.Sprintf("memory (%s): %d of %d runs did not complete: %s", label, res.failed, o.memRuns, res.firstFailure))
 	}
 	return b.cleanup(ctx, ns)
 }
@@ -486,7 +621,7 @@ func (b *bench) makeRun(ns, name, model string) *v1alpha1.AgentRun {
 				"compare the two invoices line by line and explain the difference in two sentences.",
 			Instructions: "You are a billing assistant. Use the tools to look facts up; never guess an amount. " +
 				"Answer in plain language a customer understands, and name the invoice lines you compared.",
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: "http://" + b.addr + "/v1",
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: b.modelBase,
 				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "model-key", Key: "api-key"}, Timeout: &timeout,
 				Pricing: &v1alpha1.ModelPricing{Input: "1.25", Output: "10"}},
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 50, MaxCostUSD: "5"},
@@ -746,8 +881,9 @@ func (b *bench) profile(ctx context.Context, path string, seconds int) error {
 
 // serverStats are counters of the API server's /metrics.
 type serverStats struct {
-	cpu    float64 // process_cpu_seconds_total
-	writes float64 // mutating requests (POST, PUT, PATCH, DELETE)
+	cpu          float64 // process_cpu_seconds_total
+	writes       float64 // mutating requests (POST, PUT, PATCH, DELETE)
+	budgetWrites float64 // the mutating requests of them to agentbudgets
 }
 
 func (b *bench) requests(ctx context.Context) (serverStats, error) {
@@ -769,6 +905,9 @@ func (b *bench) requests(ctx context.Context) (serverStats, error) {
 			}
 			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			s.writes += v
+			if strings.Contains(line, `resource="agentbudgets"`) {
+				s.budgetWrites += v
+			}
 		}
 	}
 	return s, sc.Err()
@@ -806,16 +945,17 @@ func (b *bench) events(ctx context.Context, ns string) (int, error) {
 
 // inflight asks the fake model how many calls it is holding and how many
 // it has answered.
-func (b *bench) inflight(ctx context.Context) (int, int, error) {
+// inflight asks the fake how many model calls it holds now, how many it
+// has answered in all, and how many of those came over HTTP/2.
+func (b *bench) inflight(ctx context.Context) (n, calls, h2 int, err error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.addr+"/inflight", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer resp.Body.Close()
-	var n, calls int
-	_, err = fmt.Fscanf(resp.Body, "%d %d", &n, &calls)
-	return n, calls, err
+	_, err = fmt.Fscanf(resp.Body, "%d %d %d", &n, &calls, &h2)
+	return n, calls, h2, err
 }
 
 func (b *bench) release(ctx context.Context) error {
@@ -827,35 +967,53 @@ func (b *bench) release(ctx context.Context) error {
 	return resp.Body.Close()
 }
 
-// startFake runs this binary's "serve" in a child process.
-func startFake() (string, func(), error) {
+// startFake runs this binary's "serve" in a child process and returns its
+// plain and TLS addresses. This process trusts the TLS listener's
+// certificate (SSL_CERT_FILE, read when the first TLS connection checks a
+// certificate against the system roots), as a pod trusts a provider's.
+func startFake() (addr, tlsAddr string, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
-	cmd := exec.Command(self, "serve")
+	dir, err := os.MkdirTemp("", "agentrun-scale-fake-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	certFile := filepath.Join(dir, "ca.pem")
+	cmd := exec.Command(self, "serve", certFile)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		_ = cmd.Process.Kill()
-		return "", nil, err
+		return "", "", nil, err
 	}
-	stop := func() {
+	addrs := strings.Fields(line)
+	if len(addrs) != 2 {
+		_ = cmd.Process.Kill()
+		return "", "", nil, fmt.Errorf("the fake printed %q, want two addresses", line)
+	}
+	if err := os.Setenv("SSL_CERT_FILE", certFile); err != nil {
+		_ = cmd.Process.Kill()
+		return "", "", nil, err
+	}
+	stop = func() {
 		_ = stdin.Close()
 		_ = cmd.Wait()
+		_ = os.RemoveAll(dir)
 	}
-	return strings.TrimSpace(line), stop, nil
+	return addrs[0], addrs[1], stop, nil
 }
 
 // parallel runs f(0..n-1) on at most workers goroutines; the first error
