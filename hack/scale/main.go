@@ -48,6 +48,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -791,10 +792,123 @@ func (b *bench) cpu(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ar, cm := arCPU/float64(arN), cmCPU/float64(cmN)
+	floorCPU, floorN, err := b.schemalessFloor(ctx, ns, runs, workers)
+	if err != nil {
+		return err
+	}
+	ar, cm, floor := arCPU/float64(arN), cmCPU/float64(cmN), floorCPU/float64(floorN)
 	b.rows = append(b.rows, row{fmt.Sprintf("API server CPU per AgentRun status patch (%d B object)", size),
-		fmt.Sprintf("%.2f ms", ar*1000), fmt.Sprintf("%.2f ms per ConfigMap patch", cm*1000), fmt.Sprintf("%.1fx", ar/cm)})
+		fmt.Sprintf("%.2f ms", ar*1000), fmt.Sprintf("%.2f ms per ConfigMap patch", cm*1000), fmt.Sprintf("%.1fx", ar/cm)},
+		row{"  the same patch of the same object, a CRD with no schema", fmt.Sprintf("%.2f ms", floor*1000),
+			"the floor of a custom resource", fmt.Sprintf("%.1fx", floor/cm)})
 	return nil
+}
+
+// schemalessFloor measures the status patch of the runs' very objects as
+// resources of a CRD that has no schema (every field kept, nothing
+// validated, defaulted or pruned, no CEL rule; only status atomic for
+// managed fields, as AgentRun's is): what any custom resource of that
+// size costs the API server, whatever its CRD says.
+func (b *bench) schemalessFloor(ctx context.Context, ns string, runs []*v1alpha1.AgentRun, workers int) (float64, int, error) {
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "floors.scale.agentrun.dev"},
+		"spec": map[string]any{
+			"group": "scale.agentrun.dev", "scope": "Namespaced",
+			"names": map[string]any{"plural": "floors", "singular": "floor", "kind": "Floor", "listKind": "FloorList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+					// status is one managed field, as in the AgentRun CRD
+					"properties": map[string]any{"status": map[string]any{"type": "object",
+						"x-kubernetes-preserve-unknown-fields": true, "x-kubernetes-map-type": "atomic"}}}}}},
+		},
+	}}
+	if err := b.c.Create(ctx, crd); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = b.c.Delete(context.Background(), crd) }()
+	floorOf := func(r *v1alpha1.AgentRun, name string) (*unstructured.Unstructured, error) {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(raw, &u.Object); err != nil {
+			return nil, err
+		}
+		u.Object["metadata"] = map[string]any{"name": name, "namespace": ns}
+		u.SetAPIVersion("scale.agentrun.dev/v1")
+		u.SetKind("Floor")
+		return u, nil
+	}
+	objs := make([]*unstructured.Unstructured, workers)
+	for i := range objs {
+		u, err := floorOf(runs[i], fmt.Sprintf("floor-%d", i))
+		if err != nil {
+			return 0, 0, err
+		}
+		status := u.Object["status"]
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			err = b.c.Create(ctx, u.DeepCopy())
+			if err == nil || time.Since(start) > time.Minute {
+				break
+			}
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("the schemaless CRD is not served: %w", err)
+		}
+		if err := b.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return 0, 0, err
+		}
+		base := u.DeepCopy()
+		u.Object["status"] = status
+		if err := b.c.Status().Patch(ctx, u, client.MergeFrom(base)); err != nil {
+			return 0, 0, err
+		}
+		objs[i] = u
+	}
+	// Watched, as the runs are.
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("scale.agentrun.dev/v1")
+	list.SetKind("FloorList")
+	w, err := b.c.Watch(ctx, list, client.InNamespace(ns))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer w.Stop()
+	go func() {
+		for range w.ResultChan() {
+		}
+	}()
+	// The operator's write, as arWrite makes it.
+	write := func(i, k int) error {
+		u := objs[i]
+		base := u.DeepCopy()
+		st, _ := u.Object["status"].(map[string]any)
+		if st == nil {
+			st = map[string]any{}
+			u.Object["status"] = st
+		}
+		turn, _ := st["turn"].(int64)
+		st["turn"] = turn + 1
+		if conds, _ := st["conditions"].([]any); len(conds) > 0 {
+			if c0, ok := conds[0].(map[string]any); ok {
+				c0["message"] = fmt.Sprintf("turn %d", k)
+			}
+		}
+		var cp *kruntime.RawExtension
+		if raw, err := json.Marshal(st["checkpoint"]); err == nil {
+			cp = &kruntime.RawExtension{Raw: raw}
+		}
+		var next any
+		if err := json.Unmarshal(bumpCheckpoint(cp, k), &next); err != nil {
+			return err
+		}
+		st["checkpoint"] = next
+		return b.c.Status().Patch(ctx, u, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	return b.measureCPU(ctx, workers, "schemaless-status", write)
 }
 
 // bumpCheckpoint changes a checkpoint-sized value without changing its size
