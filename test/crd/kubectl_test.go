@@ -1,7 +1,6 @@
 package crd_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 )
@@ -73,14 +71,7 @@ func TestDiscovery_noCategoryShadowsAResourceName(t *testing.T) {
 // for a person, read from status.
 func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
 	ctx := testContext(t)
-	obj, err := create(ctx, fmt.Sprintf(runToEdit, "wide-columns"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &agentsv1alpha1.AgentRun{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), run); err != nil {
-		t.Fatal(err)
-	}
+	run := created(ctx, t, fmt.Sprintf(runToEdit, "wide-columns"), &agentsv1alpha1.AgentRun{})
 	run.Status = agentsv1alpha1.AgentRunStatus{
 		Phase: agentsv1alpha1.PhaseAwaitingApproval, Turn: 2,
 		Convergence:          &agentsv1alpha1.ConvergenceStatus{Headroom: map[string]string{"turns": "0.33", "tokens": "0.90", "cost": "0.75"}},
@@ -91,25 +82,7 @@ func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := dc.RESTClient().Get().AbsPath("/apis/agents.agentrun.dev/v1alpha1/namespaces", namespace, "agentruns", "wide-columns").
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table metav1.Table
-	if err := json.Unmarshal(body, &table); err != nil || len(table.Rows) != 1 {
-		t.Fatalf("table %s: %v", body, err)
-	}
-	wide := map[string]any{}
-	for i, c := range table.ColumnDefinitions {
-		if c.Priority == 1 {
-			wide[c.Name] = table.Rows[0].Cells[i]
-		}
-	}
+	wide := columns(ctx, t, "agentruns", "wide-columns", 1)
 	want := map[string]any{"Turns Left": "0.33", "Tokens Left": "0.90", "Cost Left": "0.75", "Approvals": float64(2), "Reason": nil}
 	if diff := cmp.Diff(want, wide); diff != "" {
 		t.Fatalf("wide columns (-want +got):\n%s", diff)

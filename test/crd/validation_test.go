@@ -1270,8 +1270,7 @@ func TestUpdate_statusDoesNotTouchTheSpec(t *testing.T) {
 }
 
 func TestCreate_appliesDefaults(t *testing.T) {
-	ctx := testContext(t)
-	obj, err := create(ctx, `
+	got := created(testContext(t), t, `
 apiVersion: agents.agentrun.dev/v1alpha1
 kind: AgentRun
 metadata:
@@ -1292,14 +1291,7 @@ spec:
   guardrails:
   - name: no-secrets
     pattern: "password"
-`)
-	if err != nil {
-		t.Fatalf("Cannot create the run: %v", err)
-	}
-	got := &agentsv1alpha1.AgentRun{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
-		t.Fatal(err)
-	}
+`, &agentsv1alpha1.AgentRun{})
 
 	seconds := func(n int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(n) * time.Second} }
 	want := agentsv1alpha1.AgentRunSpec{

@@ -2,13 +2,10 @@ package crd_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 )
@@ -78,32 +75,13 @@ func TestCreate_verify(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := create(testContext(t), fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-%d", i), tc.verify))
-			switch {
-			case len(tc.wantErr) == 0 && err != nil:
-				t.Fatalf("The API server rejected a valid manifest: %v", err)
-			case len(tc.wantErr) > 0 && err == nil:
-				t.Fatalf("The API server accepted the manifest; want an error saying %q", tc.wantErr)
-			}
-			for _, w := range tc.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("The error does not say %q:\n%v", w, err)
-				}
-			}
+			_ = expectCreate(testContext(t), t, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-%d", i), tc.verify), tc.wantErr)
 		})
 	}
 }
 
 func TestCreate_verifyDefaults(t *testing.T) {
-	ctx := testContext(t)
-	obj, err := create(ctx, fmt.Sprintf(verifiedRun, "verify-defaults", "  verify: {tool: check_refund}\n"))
-	if err != nil {
-		t.Fatalf("Cannot create the run: %v", err)
-	}
-	got := &agentsv1alpha1.AgentRun{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
-		t.Fatal(err)
-	}
+	got := created(testContext(t), t, fmt.Sprintf(verifiedRun, "verify-defaults", "  verify: {tool: check_refund}\n"), &agentsv1alpha1.AgentRun{})
 	want := &agentsv1alpha1.VerifySpec{Tool: "check_refund", MaxTrials: ptr.To[int32](3), Memory: ptr.To[int32](3), StallTrials: ptr.To[int32](2)}
 	if diff := cmp.Diff(want, got.Spec.Verify); diff != "" {
 		t.Errorf("The defaulted verify differs (-want +got):\n%s", diff)
@@ -117,26 +95,10 @@ func TestUpdate_verifyCannotChange(t *testing.T) {
 	} {
 		t.Run(patch, func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t)
-			obj, err := create(ctx, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-edit-%d", i), "  verify: {tool: check_refund}\n"))
-			if err != nil {
-				t.Fatalf("Cannot create the run to edit: %v", err)
-			}
-			err = k8sClient.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
-			if err == nil || !strings.Contains(err.Error(), "the spec of an AgentRun cannot change once created") {
-				t.Fatalf("The API server did not refuse the change: %v", err)
-			}
+			expectPatchRefused(testContext(t), t, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-edit-%d", i), "  verify: {tool: check_refund}\n"), patch, specChangeRefused)
 		})
 	}
 	t.Run("adding a verifier", func(t *testing.T) {
-		ctx := testContext(t)
-		obj, err := create(ctx, fmt.Sprintf(verifiedRun, "verify-edit-add", ""))
-		if err != nil {
-			t.Fatalf("Cannot create the run to edit: %v", err)
-		}
-		err = k8sClient.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec": {"verify": {"tool": "check_refund"}}}`)))
-		if err == nil || !strings.Contains(err.Error(), "the spec of an AgentRun cannot change once created") {
-			t.Fatalf("The API server did not refuse the change: %v", err)
-		}
+		expectPatchRefused(testContext(t), t, fmt.Sprintf(verifiedRun, "verify-edit-add", ""), `{"spec": {"verify": {"tool": "check_refund"}}}`, specChangeRefused)
 	})
 }

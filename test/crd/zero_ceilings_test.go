@@ -5,16 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 )
 
 // A ceiling set to zero is kept as zero where zero is a limit, never
 // replaced by a default: the operator reads zero and enforces zero.
 func TestCreate_zeroCeilingsAreKeptAsZero(t *testing.T) {
-	ctx := testContext(t)
-	obj, err := create(ctx, `
+	got := created(testContext(t), t, `
 apiVersion: agents.agentrun.dev/v1alpha1
 kind: AgentRun
 metadata:
@@ -32,14 +29,7 @@ spec:
   - name: lookup
     maxCostUSD: "0"
     http: {url: "http://lookup.default.svc/"}
-`)
-	if err != nil {
-		t.Fatalf("The API server rejected zero ceilings: %v", err)
-	}
-	got := &agentsv1alpha1.AgentRun{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
-		t.Fatal(err)
-	}
+`, &agentsv1alpha1.AgentRun{})
 	b := got.Spec.Budget
 	if b.MaxCostUSD != "0" || b.MaxToolCalls == nil || *b.MaxToolCalls != 0 || b.DefaultToolLimit == nil || *b.DefaultToolLimit != 0 || b.PerTool["lookup"] != 0 {
 		t.Fatalf("stored budget = %+v, want every zero kept", b)

@@ -1,0 +1,93 @@
+package crd_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// created creates the manifest as written and reads it back into obj as
+// the API server stored it (defaults applied). Either failing fails the
+// test.
+func created[T client.Object](ctx context.Context, t *testing.T, manifest string, obj T) T {
+	t.Helper()
+	u, err := create(ctx, manifest)
+	if err != nil {
+		t.Fatalf("The API server rejected the manifest: %v", err)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(u), obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// expectCreate creates the manifest. With no wantErr the API server must
+// accept it; otherwise it must refuse it with an error that says every
+// part of wantErr. It returns the API server's error.
+func expectCreate(ctx context.Context, t *testing.T, manifest string, wantErr []string) error {
+	t.Helper()
+	_, err := create(ctx, manifest)
+	switch {
+	case len(wantErr) == 0 && err != nil:
+		t.Fatalf("The API server rejected a valid manifest: %v", err)
+	case len(wantErr) > 0 && err == nil:
+		t.Fatalf("The API server accepted the manifest; want an error saying %q", wantErr)
+	}
+	for _, w := range wantErr {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("The error does not say %q:\n%v", w, err)
+		}
+	}
+	return err
+}
+
+// columns reads one object of resource in the test namespace as `kubectl
+// get` does (a Table) and returns the cells of the columns of priority
+// by the columns' names: 0 are the default columns, 1 those -o wide adds.
+func columns(ctx context.Context, t *testing.T, resource, name string, priority int32) map[string]any {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := dc.RESTClient().Get().AbsPath("/apis/agents.agentrun.dev/v1alpha1/namespaces", namespace, resource, name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table %s: %v", body, err)
+	}
+	out := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == priority {
+			out[c.Name] = table.Rows[0].Cells[i]
+		}
+	}
+	return out
+}
+
+// specChangeRefused is what the API server says when a run's spec is
+// edited after creation.
+const specChangeRefused = "the spec of an AgentRun cannot change once created"
+
+// expectPatchRefused creates the manifest, then applies a merge patch to
+// it, which the API server must refuse with an error that says want.
+func expectPatchRefused(ctx context.Context, t *testing.T, manifest, patch, want string) {
+	t.Helper()
+	obj, err := create(ctx, manifest)
+	if err != nil {
+		t.Fatalf("Cannot create the run to edit: %v", err)
+	}
+	err = k8sClient.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("The API server did not refuse %s: %v", patch, err)
+	}
+}
