@@ -1,33 +1,20 @@
 package localrun
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/agentrun/agentrun/internal/testenv"
 )
 
 // Issue 17: config/samples/10-plan-execute.yaml plans the double charge in
 // one model call; E2 and E3 need E1's account id (their tools fail without
 // it) and run after it; the solver answers in the second model call.
 func TestRun_planExecuteSampleCompletesInTwoModelCalls(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	code := Run(ctx, filepath.Join(root, "config", "samples", "10-plan-execute.yaml"), Options{Stdout: &stdout, Stderr: &stderr})
-	out := stdout.String()
-	if code != 0 {
-		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, stderr.String())
-	}
+	r := runPath(t, samplePath(t, "10-plan-execute.yaml"), Options{})
+	r.mustExit(t, 0)
+	out := r.stdout
 	mustContain(t, "stdout", out,
 		"Plan 1 accepted, 3 steps: E1 identify_account; E2 find_invoices (after E1); E3 plan_changes (after E1)",
 		`p1-E2 find_invoices {"account_id":"acct_4b71c9e20d8af315","from_date":"2026-08-01","to_date":"2026-08-31"} -> allow`,
@@ -73,18 +60,9 @@ spec:
     reversible: false
     job: {image: busybox, command: [sh, -c, 'cat >/dev/null; echo refunded; touch refunded']}
 `
-	path := filepath.Join(dir, "run.yaml")
-	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	code := Run(ctx, path, Options{Stdout: &stdout, Stderr: &stderr})
-	if code != 6 {
-		t.Fatalf("exit status = %d, want 6 (Escalated)\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-	}
-	mustContain(t, "stdout", stdout.String(),
+	r := runPath(t, writeManifestIn(t, dir, manifest), Options{})
+	r.mustExit(t, 6) // Escalated
+	mustContain(t, "stdout", r.stdout,
 		`p1-E2 issue_refund {"charge":"ch_2"} -> ask (tool.irreversible)`,
 		"outcome: Escalated\n",
 		"plan 1 stopped: step E2 (issue_refund) did not run (declined")
@@ -176,26 +154,17 @@ func TestRun_planExecuteScenarios(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path := filepath.Join(dir, "run.yaml")
-			if err := os.WriteFile(path, []byte(fmt.Sprintf(plannedRun, tc.script, tc.spec)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			var stdout, stderr strings.Builder
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			o := Options{Stdout: &stdout, Stderr: &stderr}
+			var o Options
 			if tc.stdin != "" {
 				o.Interactive, o.Stdin = true, strings.NewReader(tc.stdin)
 			}
-			code := Run(ctx, path, o)
-			if code != tc.code {
-				t.Fatalf("exit status = %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout.String(), stderr.String())
-			}
-			mustContain(t, "stdout", stdout.String(), tc.want...)
+			r := runPath(t, writeManifestIn(t, dir, fmt.Sprintf(plannedRun, tc.script, tc.spec)), o)
+			r.mustExit(t, tc.code)
+			mustContain(t, "stdout", r.stdout, tc.want...)
 			for _, f := range tc.files {
 				_, err := os.Stat(filepath.Join(dir, strings.TrimPrefix(f, "!")))
 				if strings.HasPrefix(f, "!") == (err == nil) {
-					t.Errorf("file %s: %v\nstdout:\n%s", f, err, stdout.String())
+					t.Errorf("file %s: %v\nstdout:\n%s", f, err, r.stdout)
 				}
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/telemetry"
+	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -88,7 +89,14 @@ type result struct {
 
 func writeManifest(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "run.yaml")
+	return writeManifestIn(t, t.TempDir(), content)
+}
+
+// writeManifestIn writes content as dir/run.yaml; its local tools run in
+// dir, so a test can look there for what they did.
+func writeManifestIn(t *testing.T, dir, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, "run.yaml")
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +105,38 @@ func writeManifest(t *testing.T, content string) string {
 
 func run(t *testing.T, manifest string, o Options) result {
 	t.Helper()
+	return runPath(t, writeManifest(t, manifest), o)
+}
+
+// runPath runs the manifest at path, for at most a minute, with o and its
+// output captured.
+func runPath(t *testing.T, path string, o Options) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	o.Stdout, o.Stderr = &stdout, &stderr
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := Run(ctx, writeManifest(t, manifest), o)
+	code := Run(ctx, path, o)
 	return result{code, stdout.String(), stderr.String()}
+}
+
+// mustExit fails the test unless the run exited with code, and shows what
+// it printed.
+func (r result) mustExit(t *testing.T, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit status = %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+// samplePath is config/samples/name in the repository.
+func samplePath(t *testing.T, name string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "config", "samples", name)
 }
 
 func mustContain(t *testing.T, what, got string, want ...string) {
