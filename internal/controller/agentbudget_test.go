@@ -66,15 +66,6 @@ func makeBudget(t *testing.T, ns, name string, f func(*v1alpha1.AgentBudgetSpec)
 	return b
 }
 
-func getBudget(t *testing.T, b *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
-	t.Helper()
-	out := &v1alpha1.AgentBudget{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(b), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // pricedRun is a run of team a whose every model call costs a known
 // amount: $10 per million tokens, 220 tokens a call ($0.0022), on a
 // reservation of its estimated input plus 100 output tokens. Its script
@@ -113,7 +104,7 @@ func expectSettled(t *testing.T, b *v1alpha1.AgentBudget, runs []*v1alpha1.Agent
 	want := (spent + extra).String()
 	var cur *v1alpha1.AgentBudget
 	NewWithT(t).Eventually(func() string {
-		cur = getBudget(t, b)
+		cur = get(t, b)
 		return fmt.Sprintf("consumed %s reserved %s active %d leases %d", cur.Status.ConsumedCostUSD, cur.Status.ReservedCostUSD,
 			cur.Status.ActiveRuns, len(cur.Status.Reservations))
 	}, 30*time.Second, 50*time.Millisecond).Should(Equal(fmt.Sprintf("consumed %s reserved 0.0000 active 0 leases 0", want)), func() string {
@@ -271,7 +262,7 @@ func gated(b *runBuilder, gate string) *runBuilder {
 }
 
 func leases(t *testing.T, b *v1alpha1.AgentBudget) int {
-	return len(getBudget(t, b).Status.Reservations)
+	return len(get(t, b).Status.Reservations)
 }
 
 // maxConcurrentRuns: a run beyond it waits in Pending, saying which
@@ -381,7 +372,7 @@ func TestAgentBudget_operatorCrashWhileRunsHoldLeasesNeitherLosesNorDoubleCounts
 		}).create(t))
 	}
 	NewWithT(t).Eventually(func() int64 { return g.calls.Load() }, 10*time.Second, 20*time.Millisecond).Should(BeNumerically("==", 5))
-	held := getBudget(t, b)
+	held := get(t, b)
 	if len(held.Status.Reservations) != 5 {
 		t.Fatalf("%d leases before the crash, want 5", len(held.Status.Reservations))
 	}
@@ -491,7 +482,7 @@ func TestAgentBudget_runCancelledWithAToolCallLostToARestartIsChargedTheCall(t *
 	awaitStarted(t, entered)
 	stop()
 	close(release)
-	if held := getBudget(t, b); len(held.Status.Reservations) != 1 {
+	if held := get(t, b); len(held.Status.Reservations) != 1 {
 		t.Fatalf("%d leases before the crash, want 1", len(held.Status.Reservations))
 	}
 	cancelRun(t, run.r)
@@ -618,7 +609,7 @@ func TestAgentBudget_aReconcileFromAStaleCopyOfAnEndedRunOpensNoLease(t *testing
 	}
 	want := fmt.Sprintf("consumed %s leases 0", spentBy(t, get(t, run)))
 	NewWithT(t).Consistently(func() string {
-		cur := getBudget(t, b)
+		cur := get(t, b)
 		return fmt.Sprintf("consumed %s leases %d", cur.Status.ConsumedCostUSD, len(cur.Status.Reservations))
 	}, 3*time.Second, 50*time.Millisecond).Should(Equal(want), "a lease opened from the stale copy, or the run settled twice")
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -34,26 +35,19 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(func() int {
-		env, cfg, err := testenv.Start()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "starting envtest:", err)
-			return 1
-		}
-		defer func() { _ = env.Stop() }()
+	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
 		restCfg = cfg
+		var err error
 		if k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return nil, err
 		}
 		// The API server runs with RBAC and the approval admission policies
 		// and roles the project ships.
 		if err := installApprovalPolicies(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "installing the approval policies:", err)
-			return 1
+			return nil, fmt.Errorf("installing the approval policies: %w", err)
 		}
-		return m.Run()
-	}())
+		return nil, nil
+	}))
 }
 
 // tools is a toolbox for tests: it counts every execution by call id and
@@ -268,13 +262,10 @@ func (b *runBuilder) create(t *testing.T) *v1alpha1.AgentRun {
 	return b.r
 }
 
-func get(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+// get reads obj (a run, a budget) as the API server has it now.
+func get[T client.Object](t *testing.T, obj T) T {
 	t.Helper()
-	out := &v1alpha1.AgentRun{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.Get(t, k8sClient, obj)
 }
 
 // waitOutcome waits (bounded) for the run to end and returns it.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -38,31 +39,25 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(func() int {
-		env, cfg, err := testenv.Start("--authorization-mode=RBAC")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "starting envtest:", err)
-			return 1
-		}
-		defer func() { _ = env.Stop() }()
+	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
 		adminCfg = cfg
+		var err error
 		if admin, err = client.New(cfg, client.Options{Scheme: testenv.Scheme}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return nil, err
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
 			done <- Run(ctx, cfg, Options{OperatorImage: "example.com/agentrun:test", Workers: 2, MetricsAddr: "0", ProbeAddr: "0"})
 		}()
-		code := m.Run()
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "operator:", err)
-			return 1
-		}
-		return code
-	}())
+		return func() error {
+			cancel()
+			if err := <-done; err != nil {
+				return fmt.Errorf("operator: %w", err)
+			}
+			return nil
+		}, nil
+	}, "--authorization-mode=RBAC"))
 }
 
 // tenantNamespace makes a namespace with a production Secret, and a user

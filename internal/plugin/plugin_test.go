@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -37,24 +38,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		env, cfg, err := testenv.Start()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "starting envtest:", err)
-			return 1
-		}
-		defer func() { _ = env.Stop() }()
+	os.Exit(testenv.Main(m, func(env *envtest.Environment, cfg *rest.Config) (func() error, error) {
+		var err error
 		if k8sClient, err = client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.Scheme}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return nil, err
 		}
 		if kubeconfig, err = writeKubeconfig(env); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return nil, err
 		}
-		defer func() { _ = os.RemoveAll(filepath.Dir(kubeconfig)) }()
-		return m.Run()
-	}())
+		return func() error { return os.RemoveAll(filepath.Dir(kubeconfig)) }, nil
+	}))
 }
 
 func writeKubeconfig(env *envtest.Environment) (string, error) {
@@ -152,11 +145,7 @@ func pending(ids ...string) []v1alpha1.PendingApproval {
 
 func get(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 	t.Helper()
-	out := &v1alpha1.AgentRun{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.Get(t, k8sClient, run)
 }
 
 // managedBy reports whether manager owns the field at path (f:metadata,

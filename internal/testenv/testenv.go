@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -148,4 +149,48 @@ func Apply(ctx context.Context, c client.Client, files ...string) error {
 		}
 	}
 	return nil
+}
+
+// Main is a test package's TestMain body (m is its *testing.M): it starts an API server (as
+// Start does, with extraArgs), calls setup with it, runs the package's
+// tests, then calls the cleanup setup returned (when not nil) and stops
+// the server. It returns the exit code for os.Exit; a server that does not
+// start, a setup error or a cleanup error is printed and fails the run.
+func Main(m interface{ Run() int }, setup func(env *envtest.Environment, cfg *rest.Config) (cleanup func() error, err error), extraArgs ...string) int {
+	env, cfg, err := Start(extraArgs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	cleanup, err := setup(env, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setting up the tests:", err)
+		return 1
+	}
+	code := m.Run()
+	if cleanup != nil {
+		if err := cleanup(); err != nil {
+			fmt.Fprintln(os.Stderr, "cleaning up after the tests:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// TB is the part of testing.TB that Get uses.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// Get reads obj's latest version from c into a new object of its type
+// and returns it; an error fails the test.
+func Get[T client.Object](t TB, c client.Reader, obj T) T {
+	t.Helper()
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	encjson "encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -16,25 +15,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 var c client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		env, cfg, err := testenv.Start()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer func() { _ = env.Stop() }()
-		if c, err = client.New(cfg, client.Options{Scheme: testenv.Scheme}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
-	}())
+	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
+		var err error
+		c, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
+		return nil, err
+	}))
 }
 
 func newRun(t *testing.T, name string) *v1alpha1.AgentRun {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
@@ -41,27 +42,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runWithAPIServer(m))
-}
-
-func runWithAPIServer(m *testing.M) int {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "Cannot start the API server: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "Cannot stop the API server: %v\n", err)
-		}
-	}()
-	restCfg = cfg
-	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "Cannot build a client: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
+		restCfg = cfg
+		var err error
+		k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
+		return nil, err
+	}))
 }
 
 // create submits a manifest as written, so that fields the Go types would

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // The executor's tests run against envtest: a real kube-apiserver and etcd,
@@ -24,24 +24,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) int {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restCfg = cfg
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
+		restCfg = cfg
+		var err error
+		if k8sClient, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme}); err != nil {
+			return nil, err
+		}
+		clientset, err = kubernetes.NewForConfig(cfg)
+		return nil, err
+	}))
 }

@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -34,32 +35,22 @@ var (
 const ns = "billing"
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) int {
 	// RBAC is what impersonated requests are judged by; the tests say so
 	// rather than rely on envtest's default.
-	env, cfg, err := testenv.Start("--authorization-mode=RBAC")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	restCfg = cfg
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if mapper, err = NewMapper(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := seed(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "seeding the namespace: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
+		restCfg = cfg
+		var err error
+		if k8sClient, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme}); err != nil {
+			return nil, err
+		}
+		if mapper, err = NewMapper(cfg); err != nil {
+			return nil, err
+		}
+		if err := seed(context.Background()); err != nil {
+			return nil, fmt.Errorf("seeding the namespace: %w", err)
+		}
+		return nil, nil
+	}, "--authorization-mode=RBAC"))
 }
 
 // seed creates the namespace, its objects, and three service accounts:
