@@ -116,12 +116,7 @@ func TestRun_askThenApproveByAnnotation(t *testing.T) {
 	run := makeRun(ns, "refund").writeTool("issue_refund", false).
 		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
 
-	g := NewWithT(t)
-	var cur *v1alpha1.AgentRun
-	g.Eventually(func() int {
-		cur = get(t, run)
-		return len(cur.Status.PendingApprovals)
-	}, 10*time.Second, 20*time.Millisecond).Should(Equal(1))
+	cur := waitPending(t, run, 1)
 	p := cur.Status.PendingApprovals[0]
 	if p.CallID != "t1-c1" || p.Tool != "issue_refund" || p.Rule != "tool.irreversible" || p.Arguments != `{"amount_minor":8240}` {
 		t.Fatalf("pending = %+v", p)

@@ -124,7 +124,7 @@ func waitPending(t *testing.T, run *v1alpha1.AgentRun, n int) *v1alpha1.AgentRun
 	NewWithT(t).Eventually(func() int {
 		cur = get(t, run)
 		return len(cur.Status.PendingApprovals)
-	}, 10*time.Second, 20*time.Millisecond).Should(Equal(n))
+	}, 20*time.Second, 20*time.Millisecond).Should(Equal(n))
 	return cur
 }
 

@@ -305,12 +305,7 @@ func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 		})
 	}
 	t.Run("failed-to-start", func(t *testing.T) {
-		run := makeRun(ns, "failed-to-start").answer("x").create(t)
-		runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, "the run cannot start", now)
-		run.Status.ObservedGeneration = run.Generation
-		if err := k8sClient.Status().Update(context.Background(), run); err != nil {
-			t.Fatal(err)
-		}
+		run := failedToStart(t, ns, now)
 		obj := unstructuredOf(t, run)
 		if st, msg := argoHealth(t, string(script), obj); st != "Degraded" || msg != "Error: the run cannot start" {
 			t.Fatalf("Argo CD health %s (%s), want Degraded (Error: the run cannot start)", st, msg)

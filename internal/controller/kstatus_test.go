@@ -73,12 +73,7 @@ func TestKstatus_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 		})
 	}
 	t.Run("failed-to-start", func(t *testing.T) {
-		run := makeRun(ns, "failed-to-start").answer("x").create(t)
-		runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, "the run cannot start", now)
-		run.Status.ObservedGeneration = run.Generation
-		if err := k8sClient.Status().Update(context.Background(), run); err != nil {
-			t.Fatal(err)
-		}
+		run := failedToStart(t, ns, now)
 		if got := kstatusOf(t, run); got != status.FailedStatus {
 			t.Fatalf("kstatus = %s, want Failed", got)
 		}
@@ -115,4 +110,18 @@ func TestKstatus_liveRunsAndCancelAfterTheEnd(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond).Should(Equal([]int64{2, 2}))
 	g.Expect(kstatusOf(t, completed)).To(Equal(status.CurrentStatus))
 	g.Expect(get(t, completed).Status.Outcome).To(Equal(v1alpha1.OutcomeCompleted))
+}
+
+// failedToStart is a run that ended Error before its first turn, as a run
+// the operator cannot start ends: its status written as the operator
+// writes it, at now.
+func failedToStart(t *testing.T, ns string, now metav1.Time) *v1alpha1.AgentRun {
+	t.Helper()
+	run := makeRun(ns, "failed-to-start").answer("x").create(t)
+	runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, "the run cannot start", now)
+	run.Status.ObservedGeneration = run.Generation
+	if err := k8sClient.Status().Update(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	return run
 }

@@ -186,11 +186,7 @@ func TestTrace_oneTraceAcrossReconcilesAndARestart(t *testing.T) {
 		calls("refund", `{"amount_minor":100}`).
 		answer("Refunded.").create(t)
 	g := NewWithT(t)
-	var cur *v1alpha1.AgentRun
-	g.Eventually(func() int {
-		cur = get(t, run)
-		return len(cur.Status.PendingApprovals)
-	}, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
+	cur := waitPending(t, run, 1)
 	carried := cur.Status.TraceParent
 	sc, err := telemetry.ParseTraceParent(carried)
 	if err != nil {

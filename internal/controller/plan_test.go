@@ -133,12 +133,7 @@ func TestPlan_askStepWaitsAndAnApprovalResumesThePlan(t *testing.T) {
 			{"id":"E2","tool":"issue_refund","arguments":{"account_id":"#E1.account_id","amount_minor":3600}}]}`).
 		answer("Refunded 36.00.").create(t)
 
-	g := NewWithT(t)
-	var cur *v1alpha1.AgentRun
-	g.Eventually(func() int {
-		cur = get(t, run)
-		return len(cur.Status.PendingApprovals)
-	}, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
+	cur := waitPending(t, run, 1)
 	p := cur.Status.PendingApprovals[0]
 	if p.CallID != "p1-E2" || p.Tool != "issue_refund" || p.Arguments != `{"account_id":"acct_4b71c9e20d8af315","amount_minor":3600}` {
 		t.Fatalf("pending = %+v; a person approves the arguments after substitution", p)

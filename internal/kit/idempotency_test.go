@@ -61,12 +61,7 @@ spec:
 	for _, uid := range []types.UID{"0f8e2c4a-6b1d-4c55-9a7e-2b1f3c4d5e6f", "7d1e9b20-3c4f-4a8b-9e6d-5f2a1b0c9d8e"} {
 		run := parse(t, manifest)
 		run.UID = uid
-		k, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &loop.State{}
-		(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+		s := runLocally(t, run)
 		if s.Outcome != loop.Completed {
 			t.Fatalf("outcome %s: %s", s.Outcome, s.Reason)
 		}

@@ -30,6 +30,19 @@ func parse(t *testing.T, manifest string) *v1alpha1.AgentRun {
 	return run
 }
 
+// runLocally builds run's kit with job tools as local processes, as
+// agentrun local does, and runs it to its end.
+func runLocally(t *testing.T, run *v1alpha1.AgentRun) *loop.State {
+	t.Helper()
+	k, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &loop.State{}
+	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+	return s
+}
+
 func TestConfig_convertsTheSpec(t *testing.T) {
 	run := parse(t, `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -118,12 +131,7 @@ spec:
   - name: echo
     job: {image: unused, command: [sh, -c], args: ['cat; echo " $GREETING"'], env: [{name: GREETING, value: hi}]}
 `)
-	k, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &loop.State{}
-	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+	s := runLocally(t, run)
 	if s.Outcome != loop.Completed {
 		t.Fatalf("outcome %s: %s", s.Outcome, s.Reason)
 	}

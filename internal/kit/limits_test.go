@@ -1,7 +1,6 @@
 package kit
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -46,12 +45,7 @@ func TestConfig_zeroCeilingsMeanZero(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := (&Builder{LocalJobs: true}).Build(context.Background(), parse(t, zeroRun(tc.budget)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &loop.State{}
-			(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+			s := runLocally(t, parse(t, zeroRun(tc.budget)))
 			if s.Outcome != tc.outcome || !strings.Contains(s.Reason, tc.reason) || s.Usage.ToolCalls != tc.ran {
 				t.Fatalf("outcome %s (%s) after %d tool calls; want %s with %q after %d", s.Outcome, s.Reason, s.Usage.ToolCalls, tc.outcome, tc.reason, tc.ran)
 			}

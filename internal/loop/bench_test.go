@@ -11,6 +11,29 @@ import (
 // scripted model answer with one read call, vetting, acting with a no-op
 // tool and the observation. Target: under 20 µs and 100 allocations.
 func BenchmarkTurn(b *testing.B) {
+	h := newTurnHarness(b, 64)
+	s := &State{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%8 == 0 { // a short run: the prompt (and its assembly) stays the size of a few turns
+			s = &State{}
+		}
+		h.turn(b, s, i%64)
+	}
+}
+
+// turnHarness is the harness task of the turn benchmarks: an engine with
+// one read tool and room for any number of turns, a no-op toolbox, and
+// replies that each call the tool with other arguments.
+type turnHarness struct {
+	e       *Engine
+	noop    Toolbox
+	replies []*Reply
+}
+
+func newTurnHarness(b *testing.B, replies int) *turnHarness {
+	b.Helper()
 	e, err := New(Config{
 		Goal:   "Find out what happened.",
 		Budget: Budget{MaxTurns: 1 << 30, MaxTokens: 1 << 50, MaxCost: new(MustMoney("1000000")), MaxToolCalls: new(1 << 30), DefaultToolLimit: new(1 << 30)},
@@ -21,28 +44,25 @@ func BenchmarkTurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	noop := ToolboxFunc(func(context.Context, Invocation) Result { return Result{Output: []byte(`{"ok":true}`)} })
-	replies := make([]*Reply, 64)
-	for i := range replies {
-		replies[i] = &Reply{ToolCalls: []ToolCall{{Name: "lookup", Arguments: json.RawMessage(fmt.Sprintf(`{"id":%d}`, i))}}, Usage: TokenUsage{InputTokens: 1000, OutputTokens: 20}}
+	h := &turnHarness{e: e, replies: make([]*Reply, replies),
+		noop: ToolboxFunc(func(context.Context, Invocation) Result { return Result{Output: []byte(`{"ok":true}`)} })}
+	for i := range h.replies {
+		h.replies[i] = &Reply{ToolCalls: []ToolCall{{Name: "lookup", Arguments: json.RawMessage(fmt.Sprintf(`{"id":%d}`, i))}}, Usage: TokenUsage{InputTokens: 1000, OutputTokens: 20}}
 	}
-	s := &State{}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i%8 == 0 { // a short run: the prompt (and its assembly) stays the size of a few turns
-			s = &State{}
-		}
-		eff := e.Step(s, Input{})
-		if eff.Kind != EffectCallModel {
-			b.Fatalf("effect %s: %s", eff.Kind, s.Reason)
-		}
-		eff = e.Step(s, Input{Reply: replies[i%64]})
-		results := ExecuteBatch(ctx, noop, eff.Calls, eff.Concurrent)
-		if eff = e.Step(s, Input{Results: results}); eff.Kind != EffectContinue {
-			b.Fatalf("effect %s", eff.Kind)
-		}
+	return h
+}
+
+// turn runs one turn of s: admission, the model's reply number i, its
+// call through the no-op toolbox and the observation.
+func (h *turnHarness) turn(b *testing.B, s *State, i int) {
+	eff := h.e.Step(s, Input{})
+	if eff.Kind != EffectCallModel {
+		b.Fatalf("effect %s: %s", eff.Kind, s.Reason)
+	}
+	eff = h.e.Step(s, Input{Reply: h.replies[i]})
+	results := ExecuteBatch(context.Background(), h.noop, eff.Calls, eff.Concurrent)
+	if eff = h.e.Step(s, Input{Results: results}); eff.Kind != EffectContinue {
+		b.Fatalf("effect %s", eff.Kind)
 	}
 }
 
@@ -75,36 +95,13 @@ func BenchmarkLoopDetection(b *testing.B) {
 func BenchmarkTurnDepth(b *testing.B) {
 	for _, turns := range []int{5, 50, 200} {
 		b.Run(fmt.Sprintf("T=%d", turns), func(b *testing.B) {
-			e, err := New(Config{
-				Goal:   "Find out what happened.",
-				Budget: Budget{MaxTurns: 1 << 30, MaxTokens: 1 << 50, MaxCost: new(MustMoney("1000000")), MaxToolCalls: new(1 << 30), DefaultToolLimit: new(1 << 30)},
-				Model:  ModelConfig{Pricing: Pricing{Input: MustMoney("3"), Output: MustMoney("15")}},
-				Tools:  []ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)}},
-				Loop:   LoopDetection{Threshold: 100, MaxPeriod: 1},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			noop := ToolboxFunc(func(context.Context, Invocation) Result { return Result{Output: []byte(`{"ok":true}`)} })
-			replies := make([]*Reply, turns)
-			for i := range replies {
-				replies[i] = &Reply{ToolCalls: []ToolCall{{Name: "lookup", Arguments: json.RawMessage(fmt.Sprintf(`{"id":%d}`, i))}}, Usage: TokenUsage{InputTokens: 1000, OutputTokens: 20}}
-			}
+			h := newTurnHarness(b, turns)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
 				s := &State{}
 				for t := range turns {
-					eff := e.Step(s, Input{})
-					if eff.Kind != EffectCallModel {
-						b.Fatalf("effect %s: %s", eff.Kind, s.Reason)
-					}
-					eff = e.Step(s, Input{Reply: replies[t]})
-					results := ExecuteBatch(ctx, noop, eff.Calls, eff.Concurrent)
-					if eff = e.Step(s, Input{Results: results}); eff.Kind != EffectContinue {
-						b.Fatalf("effect %s", eff.Kind)
-					}
+					h.turn(b, s, t)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*turns), "ns/turn")
