@@ -3,10 +3,8 @@ package devenv
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,9 +13,8 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/testenv"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -40,35 +37,21 @@ func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]clien
 	sort.Strings(files)
 	var runs []client.ObjectKey
 	for _, f := range files {
-		fh, err := os.Open(f)
+		objs, err := testenv.ReadObjects(f)
 		if err != nil {
 			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				fh.Close()
-				return nil, fmt.Errorf("%s: %w", f, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
+		for _, obj := range objs {
 			if obj.GetNamespace() == "" {
 				obj.SetNamespace(namespace)
 			}
 			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				fh.Close()
 				return nil, fmt.Errorf("%s: %s %s: %w", f, obj.GetKind(), obj.GetName(), err)
 			}
 			if obj.GetKind() == "AgentRun" {
 				runs = append(runs, client.ObjectKeyFromObject(obj))
 			}
 		}
-		fh.Close()
 	}
 	return runs, nil
 }

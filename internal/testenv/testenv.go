@@ -116,22 +116,11 @@ func Apply(ctx context.Context, c client.Client, files ...string) error {
 		return err
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(filepath.Join(root, f))
+		objs, err := ReadObjects(filepath.Join(root, f))
 		if err != nil {
 			return err
 		}
-		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
+		for _, obj := range objs {
 			if err := c.Create(ctx, obj); apierrors.IsAlreadyExists(err) {
 				cur := &unstructured.Unstructured{}
 				cur.SetGroupVersionKind(obj.GroupVersionKind())
@@ -176,6 +165,30 @@ func Main(m interface{ Run() int }, setup func(env *envtest.Environment, cfg *re
 		}
 	}
 	return code
+}
+
+// ReadObjects reads the objects of a YAML or JSON file of one or more
+// documents, as written; empty documents are skipped. An error names the
+// file.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
 }
 
 // TB is the part of testing.TB that Get uses.

@@ -1,14 +1,10 @@
 package crd_test
 
 import (
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"github.com/agentrun/agentrun/internal/testenv"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,19 +20,11 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 	}
 	runs := 0
 	for _, f := range files {
-		fh, err := os.Open(f)
+		objs, err := testenv.ReadObjects(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				t.Fatalf("%s: %v", f, err)
-			}
+		for _, obj := range objs {
 			if obj.GetKind() != "AgentRun" && obj.GetKind() != "AgentBudget" {
 				continue
 			}
@@ -46,7 +34,6 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 				t.Errorf("%s: %s is rejected: %v", f, obj.GetName(), err)
 			}
 		}
-		fh.Close()
 	}
 	t.Logf("%d AgentRuns and AgentBudgets in %d files accepted", runs, len(files))
 }
