@@ -31,9 +31,17 @@ type Provider struct {
 	Model string
 	// Request is a first turn; RoundTrip a later turn with tool results.
 	Request, RoundTrip func() *loop.Request
-	// Testdata files: a text answer, an answer with one tool call, and the
-	// error bodies for HTTP 429, 500 and 401.
-	Text, ToolCall, RateLimit, ServerError, Unauthorized string
+	// Endpoint is the path the requests go to.
+	Endpoint string
+	// Testdata files: a text answer, an answer with one tool call, one
+	// with several calls and text, and the error bodies for HTTP 429, 500
+	// and 401.
+	Text, ToolCall, ToolCalls, RateLimit, ServerError, Unauthorized string
+	// Truncated is an answer cut at the output limit; Refusals are answers
+	// the model or the provider refused, by file, with the refusal each
+	// must carry.
+	Truncated string
+	Refusals  map[string]string
 	// The start of the message in each error body.
 	RateLimitMessage, ServerErrorMessage, UnauthorizedMessage string
 	// KeyHeader is the one header that carries the API key, as
@@ -134,7 +142,8 @@ func RoundTripRequest(modelName string) *loop.Request {
 }
 
 // Run runs the behaviour every provider must share (retries, deadlines,
-// the key's handling, a stable prefix) against p, one subtest each.
+// the key's handling, a stable prefix, what the example run's requests
+// and replies become) against p, one subtest each.
 func Run(t *testing.T, p Provider) {
 	for _, c := range []struct {
 		name string
@@ -148,6 +157,11 @@ func Run(t *testing.T, p Provider) {
 		{"KeyIsReadAtEveryCallAndSentOnlyInItsHeader", keyIsReadAtEveryCallAndSentOnlyInItsHeader},
 		{"KeySourceFailureSendsNothing", keySourceFailureSendsNothing},
 		{"PrefixBytesAreTheSameOnEveryTurn", prefixBytesAreTheSameOnEveryTurn},
+		{"TextAnswerSendsTheFirstTurn", textAnswerSendsTheFirstTurn},
+		{"ToolCallsBecomeOneBatchInOrder", toolCallsBecomeOneBatchInOrder},
+		{"ToolResultsFollowTheirCalls", toolResultsFollowTheirCalls},
+		{"CachedUsageIsReportedWhole", cachedUsageIsReportedWhole},
+		{"TruncatedAndRefusedAnswersSaySo", truncatedAndRefusedAnswersSaySo},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, p) })
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/model/modeltest"
@@ -26,7 +24,11 @@ var provider = modeltest.Provider{
 	Path:    "/v1",
 	Model:   modelName,
 	Request: billingRequest, RoundTrip: roundTripRequest,
-	Text: "response_text.json", ToolCall: "response_one_tool_call.json",
+	Endpoint: "/v1/chat/completions",
+	Text:     "response_text.json", ToolCall: "response_one_tool_call.json", ToolCalls: "response_tool_calls.json",
+	Truncated: "response_truncated.json",
+	Refusals: map[string]string{"response_refusal.json": "I can't help with reading other customers' card numbers.",
+		"response_content_filter.json": RefusedByFilter},
 	RateLimit: "error_rate_limit.json", ServerError: "error_server.json", Unauthorized: "error_unauthorized.json",
 	RateLimitMessage:    "Rate limit reached for gpt-5.1",
 	ServerErrorMessage:  "The server had an error",
@@ -51,124 +53,6 @@ func roundTripRequest() *loop.Request { return modeltest.RoundTripRequest(modelN
 func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *modeltest.Fixture {
 	t.Helper()
 	return provider.Fixture(t, edit, steps...)
-}
-
-func TestComplete_textAnswerSendsToolsSystemAndGoal(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
-
-	got, err := f.Model.Complete(context.Background(), billingRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &loop.Reply{
-		Content: "Two separate charges of 82.40 were made on 3 and 4 August; the second one is a duplicate.",
-		Usage:   loop.TokenUsage{InputTokens: 2100, OutputTokens: 60},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("reply (-want +got):\n%s", diff)
-	}
-	reqs := f.Srv.Requests()
-	if len(reqs) != 1 {
-		t.Fatalf("got %d requests, want 1", len(reqs))
-	}
-	if reqs[0].Method != http.MethodPost || reqs[0].Path != "/v1/chat/completions" {
-		t.Errorf("request went to %s %s, want POST /v1/chat/completions", reqs[0].Method, reqs[0].Path)
-	}
-	if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_first_turn.json"), reqs[0].Body); diff != "" {
-		t.Errorf("request body (-want +got):\n%s", diff)
-	}
-}
-
-func TestComplete_toolCallsBecomeOneBatchInOrder(t *testing.T) {
-	tests := []struct {
-		name string
-		file string
-		want *loop.Reply
-	}{
-		{
-			name: "one call",
-			file: "response_one_tool_call.json",
-			want: &loop.Reply{
-				ToolCalls: []loop.ToolCall{
-					{Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)},
-				},
-				Usage: loop.TokenUsage{InputTokens: 1600, OutputTokens: 40},
-			},
-		},
-		{
-			name: "several calls",
-			file: "response_tool_calls.json",
-			want: &loop.Reply{
-				Content: "Looking at both months.",
-				ToolCalls: []loop.ToolCall{
-					{Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-08"}`)},
-					{Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-07"}`)},
-				},
-				Usage: loop.TokenUsage{InputTokens: 1810, CachedInputTokens: 1536, OutputTokens: 71},
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
-			got, err := f.Model.Complete(context.Background(), billingRequest())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("reply (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestComplete_toolResultsFollowTheirCallsInCallOrder(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_text.json")))
-
-	if _, err := f.Model.Complete(context.Background(), roundTripRequest()); err != nil {
-		t.Fatal(err)
-	}
-	body := f.Srv.Requests()[0].Body
-	if diff := modeltest.JSONDiff(t, modeltest.File(t, "request_round_trip.json"), body); diff != "" {
-		t.Errorf("request body (-want +got):\n%s", diff)
-	}
-}
-
-func TestComplete_reportsCachedAndCacheWriteTokens(t *testing.T) {
-	f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, "response_usage_cached.json")))
-
-	got, err := f.Model.Complete(context.Background(), roundTripRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := loop.TokenUsage{InputTokens: 5300, CachedInputTokens: 4864, CacheWriteTokens: 256, OutputTokens: 140}
-	if diff := cmp.Diff(want, got.Usage); diff != "" {
-		t.Errorf("usage (-want +got):\n%s", diff)
-	}
-}
-
-func TestComplete_finishReasons(t *testing.T) {
-	tests := []struct {
-		file          string
-		wantTruncated bool
-		wantRefusal   string
-	}{
-		{file: "response_truncated.json", wantTruncated: true},
-		{file: "response_refusal.json", wantRefusal: "I can't help with reading other customers' card numbers."},
-		{file: "response_content_filter.json", wantRefusal: RefusedByFilter},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			f := newFixture(t, nil, modeltest.Reply(modeltest.File(t, tt.file)))
-			got, err := f.Model.Complete(context.Background(), billingRequest())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Truncated != tt.wantTruncated || got.Refusal != tt.wantRefusal {
-				t.Errorf("got Truncated=%v Refusal=%q, want %v %q", got.Truncated, got.Refusal, tt.wantTruncated, tt.wantRefusal)
-			}
-		})
-	}
 }
 
 func TestComplete_connectionErrorsAreRetried(t *testing.T) {
