@@ -12,7 +12,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -339,17 +339,7 @@ func TestAgentBudget_softLimitWarnsAndStopsNothing(t *testing.T) {
 
 func budgetEvents(t *testing.T, b *v1alpha1.AgentBudget, reason string) []string {
 	t.Helper()
-	evs := &eventsv1.EventList{}
-	if err := k8sClient.List(context.Background(), evs, client.InNamespace(b.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range evs.Items {
-		if e.Regarding.Kind == "AgentBudget" && e.Regarding.Name == b.Name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	return eventNotes(t, b.Namespace, "AgentBudget", b.Name, "", reason)
 }
 
 // The crash: the operator stops while runs hold leases (their model calls
@@ -428,17 +418,7 @@ func TestAgentBudget_deletedSoftBudgetStopsNothing(t *testing.T) {
 // warningsOn returns the Warning events of a run with this reason.
 func warningsOn(t *testing.T, run *v1alpha1.AgentRun, reason string) []string {
 	t.Helper()
-	evs := &eventsv1.EventList{}
-	if err := k8sClient.List(context.Background(), evs, client.InNamespace(run.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range evs.Items {
-		if e.Regarding.Kind == "AgentRun" && e.Regarding.Name == run.Name && e.Type == "Warning" && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	return eventNotes(t, run.Namespace, "AgentRun", run.Name, corev1.EventTypeWarning, reason)
 }
 
 func cancelRun(t *testing.T, run *v1alpha1.AgentRun) {

@@ -16,7 +16,6 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,17 +95,7 @@ func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	// kubectl describe tells the story: the model's answer on each turn,
 	// and the outcome (at the default event verbosity).
 	g := NewWithT(t)
-	g.Eventually(func() []string {
-		evs := &eventsv1.EventList{}
-		_ = k8sClient.List(context.Background(), evs, client.InNamespace(ns))
-		var reasons []string
-		for _, e := range evs.Items {
-			if e.Regarding.Name == run.Name {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		return reasons
-	}, 10*time.Second, 50*time.Millisecond).Should(ConsistOf("ModelAnswered", "ModelAnswered", "ModelAnswered", "Completed"))
+	g.Eventually(func() []string { return eventReasons(t, ns, run.Name) }, 10*time.Second, 50*time.Millisecond).Should(ConsistOf("ModelAnswered", "ModelAnswered", "ModelAnswered", "Completed"))
 }
 
 func TestRun_askThenApproveByAnnotation(t *testing.T) {

@@ -252,17 +252,45 @@ func TestPersist_aFailingChunkWriteChargesNothing(t *testing.T) {
 	}
 }
 
-func eventReasons(t *testing.T, ns, name string) []string {
+// eventsAbout lists the events of ns about the object named name, of
+// kind when kind is not empty.
+func eventsAbout(t testing.TB, ns, kind, name string) []eventsv1.Event {
 	t.Helper()
 	evs := &eventsv1.EventList{}
-	_ = k8sClient.List(context.Background(), evs, client.InNamespace(ns))
-	var reasons []string
+	if err := k8sClient.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		t.Logf("listing the events of %s: %v", ns, err)
+		return nil // the callers poll
+	}
+	var out []eventsv1.Event
 	for _, e := range evs.Items {
-		if e.Regarding.Name == name {
-			reasons = append(reasons, e.Reason)
+		if e.Regarding.Name == name && (kind == "" || e.Regarding.Kind == kind) {
+			out = append(out, e)
 		}
 	}
+	return out
+}
+
+// eventReasons are the reasons of the events about the object named name.
+func eventReasons(t *testing.T, ns, name string) []string {
+	t.Helper()
+	var reasons []string
+	for _, e := range eventsAbout(t, ns, "", name) {
+		reasons = append(reasons, e.Reason)
+	}
 	return reasons
+}
+
+// eventNotes are the notes of the events of type typ (any, when empty)
+// and reason about the object of kind and name.
+func eventNotes(t *testing.T, ns, kind, name, typ, reason string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range eventsAbout(t, ns, kind, name) {
+		if e.Reason == reason && (typ == "" || e.Type == typ) {
+			out = append(out, e.Note)
+		}
+	}
+	return out
 }
 
 // conflictEveryOtherPatch makes every other status patch conflict: someone

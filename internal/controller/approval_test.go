@@ -14,7 +14,6 @@ import (
 	. "github.com/onsi/gomega"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -279,13 +278,5 @@ func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
 	if n := tb.counts()["t1-c1:issue_refund"]; n != 0 {
 		t.Fatalf("the changed call ran: %v", tb.counts())
 	}
-	NewWithT(t).Eventually(func() []string {
-		evs := &eventsv1.EventList{}
-		_ = k8sClient.List(context.Background(), evs, client.InNamespace(ns))
-		var reasons []string
-		for _, e := range evs.Items {
-			reasons = append(reasons, e.Reason)
-		}
-		return reasons
-	}, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
+	NewWithT(t).Eventually(func() []string { return eventReasons(t, ns, run.Name) }, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
 }

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -9,10 +8,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // A call refused before policy (an unknown tool, arguments that are not
@@ -42,17 +38,7 @@ func TestRun_everyRefusedCallIsAWarningEvent(t *testing.T) {
 		t.Fatalf("a refused call ran: %v", tb.counts())
 	}
 
-	NewWithT(t).Eventually(func() []string {
-		evs := &eventsv1.EventList{}
-		_ = k8sClient.List(context.Background(), evs, client.InNamespace(ns))
-		var got []string
-		for _, e := range evs.Items {
-			if e.Regarding.Name == run.Name && e.Reason == string(loop.NoteCallVetted) && e.Type == corev1.EventTypeWarning {
-				got = append(got, e.Note)
-			}
-		}
-		return got
-	}, 10*time.Second, 50*time.Millisecond).Should(ContainElements(
+	NewWithT(t).Eventually(func() []string { return warningsOn(t, run, string(loop.NoteCallVetted)) }, 10*time.Second, 50*time.Millisecond).Should(ContainElements(
 		ContainSubstring(`t1-c1 shout: deny (unknown-tool): no tool is named "shout"`),
 		ContainSubstring("t1-c2 lookup: deny (invalid-arguments): the arguments were refused: arguments are not valid JSON"),
 		ContainSubstring("t1-c3 lookup: deny (invalid-arguments): the arguments do not match its parameters: at /q:"),
