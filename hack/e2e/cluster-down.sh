@@ -173,6 +173,9 @@ if [ -n "$(our_mounts)" ]; then
 else
   rm -rf --one-file-system "$E2E_STATE" "$E2E_RUN"
   # containerd's shims and runc keep state here whatever containerd's own state dir.
+  # A containerd just killed may still be listed for a moment: wait for it
+  # (up to 5 s), or the directory is left behind.
+  for ((i = 0; i < 50; i++)); do pgrep -x containerd >/dev/null || break; sleep 0.1; done
   pgrep -x containerd >/dev/null || rm -rf --one-file-system /run/containerd
   # The kubelet puts its device-plugin socket here whatever its root directory.
   rm -rf --one-file-system /var/lib/kubelet/device-plugins
