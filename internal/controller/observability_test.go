@@ -245,3 +245,26 @@ func TestTraceIDOf_readsTheTraceTheRunCarries(t *testing.T) {
 		t.Errorf("trace id %q", got)
 	}
 }
+
+// The run span ends when the reconcile that saved the run's end emits it,
+// not at the reconcile's start: a call whose result that reconcile
+// picked up ended after sc.now, and the run span must enclose it.
+func TestEndTrace_theRunSpanEndsAfterACallThatEndedDuringTheReconcile(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := telemetry.NewProvider(sdktrace.WithSyncer(exp))
+	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	clock := start
+	r := &AgentRunReconciler{Config: Config{Clock: func() time.Time { clock = clock.Add(time.Second); return clock }}}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", CreationTimestamp: metav1.NewTime(start)}}
+	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock(), trace: telemetry.StartRun(tp, "")}
+	callEnd := sc.now.Add(500 * time.Millisecond) // the model call the reconcile picked up
+	run.Status.Outcome = v1alpha1.OutcomeCompleted
+	r.endTrace(context.Background(), sc)
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want the run span", len(spans))
+	}
+	if end := spans[0].EndTime; end.Before(callEnd) {
+		t.Fatalf("the run span ends at %s, before its last call ended (%s)", end.Format(time.StampMilli), callEnd.Format(time.StampMilli))
+	}
+}
