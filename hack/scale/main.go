@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -376,10 +377,10 @@ func (b *bench) settled(ctx context.Context, ns string) (string, error) {
 		var spent loop.Money
 		for _, r := range runs.Items {
 			if r.Status.Usage != nil {
-				spent += money(r.Status.Usage.CostUSD)
+				spent += budget.Money(v1alpha1.USD(r.Status.Usage.CostUSD))
 			}
 		}
-		consumed, reserved := money(string(ab.Status.ConsumedCostUSD)), money(string(ab.Status.ReservedCostUSD))
+		consumed, reserved := budget.Money(ab.Status.ConsumedCostUSD), budget.Money(ab.Status.ReservedCostUSD)
 		say = fmt.Sprintf("consumed $%s, runs spent $%s, reserved $%s, %d active", consumed, spent, reserved, ab.Status.ActiveRuns)
 		if consumed == spent && reserved == 0 && ab.Status.ActiveRuns == 0 {
 			return say + " (settled)", nil
@@ -388,15 +389,6 @@ func (b *bench) settled(ctx context.Context, ns string) (string, error) {
 			return say + " (NOT settled after 1m)", nil
 		}
 	}
-}
-
-// money reads a decimal USD string; empty or unreadable is zero.
-func money(s string) loop.Money {
-	m, err := loop.ParseMoney(s)
-	if err != nil {
-		return 0
-	}
-	return m
 }
 
 // slow: runs x turns with a model that takes its latency per call.
@@ -427,21 +419,22 @@ func (b *bench) slow(ctx context.Context) error {
 // serve it (each call in flight holds a connection of its own).
 func (b *bench) memory(ctx context.Context) error {
 	defer func() { b.modelBase = "http://" + b.addr + "/v1" }()
-	for _, m := range []struct{ base, label string }{
-		{"https://" + b.tlsAddr + "/v1", "HTTPS, HTTP/2 model endpoint"},
-		{"http://" + b.addr + "/v1", "plain HTTP/1.1 model endpoint"},
+	for _, m := range []struct{ base, label, profileSuffix string }{
+		{"https://" + b.tlsAddr + "/v1", "HTTPS, HTTP/2 model endpoint", ""},
+		{"http://" + b.addr + "/v1", "plain HTTP/1.1 model endpoint", ".http1"},
 	} {
 		b.modelBase = m.base
-		if err := b.memoryOver(ctx, m.label); err != nil {
+		if err := b.memoryOver(ctx, m.label, m.profileSuffix); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// memoryOver is one memory measure. Each run's first model call is held
-// until every run has made one.
-func (b *bench) memoryOver(ctx context.Context, label string) error {
+// memoryOver is one memory measure, its heap profile (when asked for)
+// written to -heap-profile plus profileSuffix. Each run's first model call
+// is held until every run has made one.
+func (b *bench) memoryOver(ctx context.Context, label, profileSuffix string) error {
 	o := b.o
 	ns, err := b.namespace(ctx, "scale-memory")
 	if err != nil {
@@ -479,11 +472,7 @@ func (b *bench) memoryOver(ctx context.Context, label string) error {
 		inflight = n
 		perRun = float64(heapInuse()-base) / float64(max(1, n))
 		if o.heapProfile != "" {
-			path := o.heapProfile
-			if strings.Contains(label, "HTTP/1.1") {
-				path += ".http1"
-			}
-			if err := writeHeapProfile(path); err != nil {
+			if err := writeHeapProfile(o.heapProfile + profileSuffix); err != nil {
 				b.notes = append(b.notes, "memory: heap profile: "+err.Error())
 			}
 		}

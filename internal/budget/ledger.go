@@ -43,9 +43,9 @@ func (a Amount) add(b Amount) Amount { return Amount{a.Cost + b.Cost, a.Tokens +
 func maxAmount(a, b Amount) Amount   { return Amount{max(a.Cost, b.Cost), max(a.Tokens, b.Tokens)} }
 func (a Amount) floor() Amount       { return Amount{max(a.Cost, 0), max(a.Tokens, 0)} }
 
-// money reads a USD field; the CRD admits only decimal strings, and an
-// empty field is zero.
-func money(s v1alpha1.USD) loop.Money {
+// Money reads a USD field; the CRD admits only decimal strings, and an
+// empty (or unreadable) field is zero.
+func Money(s v1alpha1.USD) loop.Money {
 	if s == "" {
 		return 0
 	}
@@ -60,17 +60,17 @@ func usd(m loop.Money) v1alpha1.USD { return v1alpha1.USD(m.String()) }
 
 // Leased, Spent and Base read a reservation's amounts.
 func Leased(r *v1alpha1.BudgetReservation) Amount {
-	return Amount{money(r.LeasedCostUSD), r.LeasedTokens}
+	return Amount{Money(r.LeasedCostUSD), r.LeasedTokens}
 }
 
 // Spent is what the run spent in this window, as it last reported.
 func Spent(r *v1alpha1.BudgetReservation) Amount {
-	return Amount{money(r.SpentCostUSD), r.SpentTokens}
+	return Amount{Money(r.SpentCostUSD), r.SpentTokens}
 }
 
 // Base is the run's own total when its lease in this window began.
 func Base(r *v1alpha1.BudgetReservation) Amount {
-	return Amount{money(r.RunBaseCostUSD), r.RunBaseTokens}
+	return Amount{Money(r.RunBaseCostUSD), r.RunBaseTokens}
 }
 
 func setLeased(r *v1alpha1.BudgetReservation, a Amount) {
@@ -135,7 +135,7 @@ func Hard(b *v1alpha1.AgentBudget) bool {
 // limits are the budget's cost and token limits; has says which are set.
 func limits(b *v1alpha1.AgentBudget) (lim Amount, hasCost, hasTokens bool) {
 	if b.Spec.MaxCostUSD != "" {
-		lim.Cost, hasCost = money(b.Spec.MaxCostUSD), true
+		lim.Cost, hasCost = Money(b.Spec.MaxCostUSD), true
 	}
 	if b.Spec.MaxTokens != nil {
 		lim.Tokens, hasTokens = *b.Spec.MaxTokens, true
@@ -171,7 +171,7 @@ func (t Totals) Exposure() Amount { return t.Consumed.add(t.Reserved) }
 
 // Sum adds up the ledger.
 func Sum(b *v1alpha1.AgentBudget) Totals {
-	t := Totals{Consumed: Amount{money(b.Status.SettledCostUSD), b.Status.SettledTokens}}
+	t := Totals{Consumed: Amount{Money(b.Status.SettledCostUSD), b.Status.SettledTokens}}
 	for i := range b.Status.Reservations {
 		r := &b.Status.Reservations[i]
 		sp := Spent(r)
@@ -355,7 +355,7 @@ func Expire(b *v1alpha1.AgentBudget, uid types.UID, now time.Time) (changed bool
 
 func closeLease(b *v1alpha1.AgentBudget, uid types.UID, spent Amount) {
 	st := &b.Status
-	st.SettledCostUSD = usd(money(st.SettledCostUSD) + spent.Cost)
+	st.SettledCostUSD = usd(Money(st.SettledCostUSD) + spent.Cost)
 	st.SettledTokens += spent.Tokens
 	st.Reservations = slices.DeleteFunc(st.Reservations, func(x v1alpha1.BudgetReservation) bool { return x.UID == uid })
 	recount(b)

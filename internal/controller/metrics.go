@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -226,13 +227,7 @@ func usageOf(run *v1alpha1.AgentRun) v1alpha1.UsageStatus {
 	return *run.Status.Usage
 }
 
-func costOf(u v1alpha1.UsageStatus) loop.Money {
-	m, err := loop.ParseMoney(u.CostUSD)
-	if err != nil {
-		return 0
-	}
-	return m
-}
+func costOf(u v1alpha1.UsageStatus) loop.Money { return budget.Money(v1alpha1.USD(u.CostUSD)) }
 
 func lastDecision(run *v1alpha1.AgentRun, callID string) v1alpha1.ApprovalDecision {
 	for i := len(run.Status.Approvals) - 1; i >= 0; i-- {

@@ -55,7 +55,7 @@ spec:
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_ = expectCreate(testContext(t), t, tc.manifest, nil)
+			expectCreate(testContext(t), t, tc.manifest, nil)
 		})
 	}
 }
@@ -123,7 +123,7 @@ spec: {maxConcurrentRuns: 1000}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_ = expectCreate(testContext(t), t, tc.manifest, tc.wantErr)
+			expectCreate(testContext(t), t, tc.manifest, tc.wantErr)
 		})
 	}
 }

@@ -29,8 +29,8 @@ func created[T client.Object](ctx context.Context, t *testing.T, manifest string
 
 // expectCreate creates the manifest. With no wantErr the API server must
 // accept it; otherwise it must refuse it with an error that says every
-// part of wantErr. It returns the API server's error.
-func expectCreate(ctx context.Context, t *testing.T, manifest string, wantErr []string) error {
+// part of wantErr.
+func expectCreate(ctx context.Context, t *testing.T, manifest string, wantErr []string) {
 	t.Helper()
 	_, err := create(ctx, manifest)
 	switch {
@@ -44,7 +44,6 @@ func expectCreate(ctx context.Context, t *testing.T, manifest string, wantErr []
 			t.Errorf("The error does not say %q:\n%v", w, err)
 		}
 	}
-	return err
 }
 
 // columns reads one object of resource in the test namespace as `kubectl

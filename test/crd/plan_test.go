@@ -54,7 +54,7 @@ func TestCreate_strategyAndPlan(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_ = expectCreate(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("plan-%d", i), tc.spec), tc.wantErr)
+			expectCreate(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("plan-%d", i), tc.spec), tc.wantErr)
 		})
 	}
 }

@@ -75,7 +75,7 @@ func TestCreate_verify(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_ = expectCreate(testContext(t), t, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-%d", i), tc.verify), tc.wantErr)
+			expectCreate(testContext(t), t, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-%d", i), tc.verify), tc.wantErr)
 		})
 	}
 }
