@@ -12,26 +12,19 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 )
 
-const echoManifest = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: echo-run}
-spec:
-  goal: "Say hello through the echo tool."
-  model:
-    provider: scripted
-    script:
-    - toolCalls: [{name: echo, arguments: {text: hello}}]
-      usage: {inputTokens: 1000, outputTokens: 20}
-    - content: "The tool said hello."
-      usage: {inputTokens: 1200, outputTokens: 10}
-  budget: {maxTurns: 4}
-  tools:
-  - name: echo
-    mutates: true
-    reversible: false   # a mutating, irreversible tool asks a person
-    job: {image: busybox, command: [sh, -c, "cat; echo"]}
-`
+// echoRun is testdata/echo-run.yaml: the model calls echo once and then
+// answers; echo is mutating and irreversible, so the call asks a person.
+var echoRun = filepath.Join("testdata", "echo-run.yaml")
+
+// readManifest returns the manifest at path, for a test that edits it.
+func readManifest(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 func manifestFile(t *testing.T, content string) string {
 	t.Helper()
@@ -84,7 +77,7 @@ func TestLocal_helpDocumentsTheExitStatuses(t *testing.T) {
 }
 
 func TestLocal_withNoTerminalTheAskIsDeclined(t *testing.T) {
-	code, stdout, stderr := local(t, "approve\n", "-f", manifestFile(t, echoManifest))
+	code, stdout, stderr := local(t, "approve\n", "-f", echoRun)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -95,7 +88,7 @@ func TestLocal_withNoTerminalTheAskIsDeclined(t *testing.T) {
 
 func TestLocal_onATerminalTheAskIsAskedAndJSONIsTheStatus(t *testing.T) {
 	terminal(t)
-	code, stdout, stderr := local(t, "approve\n", "-f", manifestFile(t, echoManifest), "-o", "json")
+	code, stdout, stderr := local(t, "approve\n", "-f", echoRun, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstderr:\n%s", code, stderr)
 	}
@@ -116,20 +109,20 @@ func TestLocal_onATerminalTheAskIsAskedAndJSONIsTheStatus(t *testing.T) {
 }
 
 func TestLocal_exitStatusFollowsTheOutcome(t *testing.T) {
-	builtin := strings.Replace(echoManifest, `job: {image: busybox, command: [sh, -c, "cat; echo"]}`, "builtin: kubernetes.list", 1)
+	builtin := strings.Replace(readManifest(t, echoRun), `job: {image: busybox, command: [sh, -c, "cat; echo"]}`, "builtin: kubernetes.list", 1)
 	code, _, stderr := local(t, "", "-f", manifestFile(t, builtin))
 	if code != 7 || !strings.Contains(stderr, "builtin kubernetes tools need a cluster") {
 		t.Errorf("builtin tool: exit %d, want 7 (ToolFailure), stderr:\n%s", code, stderr)
 	}
 
-	malformed := echoManifest + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\n"
+	malformed := readManifest(t, echoRun) + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\n"
 	code, _, stderr = local(t, "", "-f", manifestFile(t, malformed))
 	if code != 1 || !strings.Contains(stderr, `document 2 (ConfigMap "extra")`) {
 		t.Errorf("malformed manifest: exit %d, want 1, stderr:\n%s", code, stderr)
 	}
 
 	terminal(t)
-	code, stdout, _ := local(t, "stop\n", "-f", manifestFile(t, echoManifest))
+	code, stdout, _ := local(t, "stop\n", "-f", echoRun)
 	if code != 5 || !strings.Contains(stdout, "outcome: ApprovalDenied") {
 		t.Errorf("stop: exit %d, want 5, stdout:\n%s", code, stdout)
 	}
@@ -143,27 +136,11 @@ func TestLocal_theExampleRuns(t *testing.T) {
 }
 
 // A model's answer and a tool's output reach the terminal without the
-// escape sequences they carried (the tool here clears the screen and
-// rewrites its line; the model colours its answer and sets the window
-// title).
+// escape sequences they carried (in testdata/escapes.yaml the tool clears
+// the screen and rewrites its line; the model colours its answer and sets
+// the window title).
 func TestLocal_stripsTerminalEscapesFromModelsAndTools(t *testing.T) {
-	m := `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: escapes}
-spec:
-  goal: "Print something."
-  model:
-    provider: scripted
-    script:
-    - toolCalls: [{name: shout, arguments: {}}]
-    - content: "\e[31mall good\e[0m\e]0;owned\a"
-  budget: {maxTurns: 4}
-  tools:
-  - name: shout
-    job: {image: busybox, command: [sh, -c, "printf '\\033[2J\\033[1Arefund 99999999\\rrefund 1\\n'"]}
-`
-	code, stdout, stderr := local(t, "", "-f", manifestFile(t, m))
+	code, stdout, stderr := local(t, "", "-f", filepath.Join("testdata", "escapes.yaml"))
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%q\nstderr:\n%q", code, stdout, stderr)
 	}

@@ -12,7 +12,7 @@ import (
 // as the call will send them.
 func TestRun_askShowsTheArgumentsWhole(t *testing.T) {
 	note := strings.Repeat("refund  for the double charge; ", 120) // 3,720 characters
-	manifest := strings.Replace(askRun, "{amount_minor: 8240}", `{amount_minor: 8240, note: "`+note+`"}`, 1)
+	manifest := strings.Replace(readTestdata(t, "ask-run.yaml"), "{amount_minor: 8240}", `{amount_minor: 8240, note: "`+note+`"}`, 1)
 	r := run(t, manifest, Options{JSON: true, Interactive: true, Stdin: strings.NewReader("deny\n")})
 	args := `{"amount_minor":8240,"note":"` + note + `"}`
 	mustContain(t, "stderr", r.stderr, "arguments ("+loop.ArgumentsDigest([]byte(args))+"): "+args+"\n")

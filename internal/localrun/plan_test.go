@@ -34,33 +34,7 @@ func TestRun_planExecuteSampleCompletesInTwoModelCalls(t *testing.T) {
 // a person (Escalated, exit status 6) without running the refund.
 func TestRun_planStepDeclinedWithNoReplanLeftEscalates(t *testing.T) {
 	dir := t.TempDir()
-	manifest := `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: planned-refund}
-spec:
-  goal: "Refund the duplicate charge."
-  strategy: planExecute
-  plan: {maxReplans: 0}
-  model:
-    provider: scripted
-    script:
-    - toolCalls:
-      - name: submit_plan
-        arguments:
-          steps:
-          - {id: E1, tool: find_charge, arguments: {}}
-          - {id: E2, tool: issue_refund, arguments: {charge: "#E1.id"}}
-  budget: {maxTurns: 4}
-  tools:
-  - name: find_charge
-    job: {image: busybox, command: [sh, -c, 'cat >/dev/null; echo "{\"id\":\"ch_2\"}"']}
-  - name: issue_refund
-    mutates: true
-    reversible: false
-    job: {image: busybox, command: [sh, -c, 'cat >/dev/null; echo refunded; touch refunded']}
-`
-	r := runPath(t, writeManifestIn(t, dir, manifest), Options{})
+	r := runPath(t, writeManifestIn(t, dir, readTestdata(t, "planned-refund.yaml")), Options{})
 	r.mustExit(t, 6) // Escalated
 	mustContain(t, "stdout", r.stdout,
 		`p1-E2 issue_refund {"charge":"ch_2"} -> ask (tool.irreversible)`,

@@ -8,32 +8,12 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 )
 
-// refusedRun proposes, in one turn, a call to a tool that does not exist
-// and one that breaks the tool's schema, then answers. (Arguments that are
-// not a JSON object cannot be scripted: the CRD refuses them, here as in a
-// cluster; the engine's tests cover them.)
-const refusedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: refused-run}
-spec:
-  goal: "Say hello."
-  model:
-    provider: scripted
-    script:
-    - toolCalls:
-      - {name: shout, arguments: {text: hello}}
-      - {name: echo, arguments: {text: 7}}
-    - content: "I could not say hello."
-  budget: {maxTurns: 3}
-  tools:
-  - name: echo
-    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
-    job: {image: busybox, command: [sh, -c, "cat; echo"]}
-`
-
+// testdata/refused-run.yaml proposes a call to a tool that does not exist
+// and one that breaks the tool's schema. (Arguments that are not a JSON
+// object cannot be scripted: the CRD refuses them, here as in a cluster;
+// the engine's tests cover them.)
 func TestRun_everyRefusedCallPrintsALine(t *testing.T) {
-	r := run(t, refusedRun, Options{})
+	r := runPath(t, testdataPath("refused-run.yaml"), Options{})
 	if r.code != 0 {
 		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -42,15 +22,13 @@ func TestRun_everyRefusedCallPrintsALine(t *testing.T) {
 		`t1-c2 echo {"text":7} -> deny (invalid-arguments): the arguments do not match its parameters: at /text:`)
 }
 
-// askTimeoutRun asks a person about a refund and waits at most 300ms.
-const askTimeoutRun = askRun + `  approvalTimeout: 300ms
-`
-
 // A terminal nobody answers must not hold the run for ever: at
 // approvalTimeout the run ends Escalated, as the operator ends it.
 func TestRun_unansweredAskOnTheTerminalEscalatesAtApprovalTimeout(t *testing.T) {
 	pr, pw := io.Pipe() // a terminal nobody types on
 	defer pw.Close()
+	// ask-run.yaml, waiting at most 300ms for the person.
+	askTimeoutRun := readTestdata(t, "ask-run.yaml") + "  approvalTimeout: 300ms\n"
 	r := run(t, askTimeoutRun, Options{JSON: true, Interactive: true, Stdin: pr})
 	if r.code != ExitCode("Escalated") {
 		t.Fatalf("exit status = %d, want %d (Escalated)\nstdout:\n%s\nstderr:\n%s", r.code, ExitCode("Escalated"), r.stdout, r.stderr)
@@ -65,32 +43,12 @@ func TestRun_unansweredAskOnTheTerminalEscalatesAtApprovalTimeout(t *testing.T) 
 	mustContain(t, "stderr", r.stderr, "no answer within approvalTimeout: the run escalates")
 }
 
-// stubbornRun is the issue's run: a 2s wall-clock ceiling and a tool that
-// ignores SIGTERM. The tool's 1s timeout and the local kill grace (2s) do
-// not fit in what is left after the first model call, so the batch is
-// refused before the tool starts, instead of the run working 3.4s.
-const stubbornRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: stubborn-run}
-spec:
-  goal: "Wait for the stubborn tool."
-  model:
-    provider: scripted
-    timeout: 500ms
-    script:
-    - toolCalls:
-      - {name: stubborn, arguments: {}}
-    - content: "done"
-  budget: {maxTurns: 4, maxWallClock: 2s}
-  tools:
-  - name: stubborn
-    timeout: 1s
-    job: {image: busybox, command: [sh, -c, "trap '' TERM; sleep 30"]}
-`
-
+// testdata/stubborn-run.yaml is the issue's run: a 2s wall-clock ceiling
+// and a tool that ignores SIGTERM. The tool's 1s timeout and the local kill
+// grace (2s) do not fit in what is left after the first model call, so the
+// batch is refused before the tool starts, instead of the run working 3.4s.
 func TestRun_wallClockCeilingHoldsWithAToolThatIgnoresSIGTERM(t *testing.T) {
-	r := run(t, stubbornRun, Options{JSON: true})
+	r := runPath(t, testdataPath("stubborn-run.yaml"), Options{JSON: true})
 	st := decodeStatus(t, r.stdout)
 	t.Logf("outcome %s, worked %ds: %s", st.Outcome, st.Usage.WallClockSeconds, st.Reason)
 	if st.Outcome != v1alpha1.OutcomeBudgetExhausted || !strings.Contains(st.Reason, "wallClock ceiling") {

@@ -24,64 +24,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// echoRun is a run whose one tool echoes its arguments (stdin) back; the
-// scripted model calls it once and then answers.
-const echoRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: echo-run}
-spec:
-  goal: "Say hello through the echo tool."
-  model:
-    provider: scripted
-    pricing: {input: "3", output: "15"}
-    script:
-    - toolCalls:
-      - {name: echo, arguments: {text: hello}}
-      usage: {inputTokens: 1000, outputTokens: 20}
-    - content: "The tool said hello."
-      usage: {inputTokens: 1200, outputTokens: 10}
-  budget: {maxTurns: 4, maxCostUSD: "1"}
-  tools:
-  - name: echo
-    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
-    job: {image: busybox, command: [sh, -c, "cat; echo"]}
-`
-
-// askRun proposes a refund that a policy rule sends to a person, then
-// routes around a decline by calling echo, then answers.
-const askRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: ask-run}
-spec:
-  goal: "Refund the customer, or explain why not."
-  model:
-    provider: scripted
-    script:
-    - toolCalls:
-      - {name: refund, arguments: {amount_minor: 8240}}
-      usage: {inputTokens: 100, outputTokens: 10}
-    - toolCalls:
-      - {name: echo, arguments: {text: "refund declined, telling the customer"}}
-      usage: {inputTokens: 200, outputTokens: 10}
-    - content: "No refund was made; the customer was told."
-      usage: {inputTokens: 300, outputTokens: 10}
-  budget: {maxTurns: 5}
-  tools:
-  - name: refund
-    mutates: true
-    job: {image: busybox, command: [sh, -c, "printf refunded; cat"]}
-  - name: echo
-    job: {image: busybox, command: [sh, -c, "cat; echo"]}
-  policy:
-    rules:
-    - tools: [refund]
-      when: "args.amount_minor > 5000"
-      decision: ask
-      reason: "Refunds above 50.00 need a person."
-`
-
 type result struct {
 	code           int
 	stdout, stderr string
@@ -129,6 +71,23 @@ func (r result) mustExit(t *testing.T, code int) {
 	}
 }
 
+// testdataPath is the manifest testdata/name (go test runs in the package
+// directory).
+func testdataPath(name string) string {
+	return filepath.Join("testdata", name)
+}
+
+// readTestdata returns the manifest testdata/name, for a test that edits
+// it or writes it beside its tools' files.
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(testdataPath(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // samplePath is config/samples/name in the repository.
 func samplePath(t *testing.T, name string) string {
 	t.Helper()
@@ -160,7 +119,7 @@ func decodeStatus(t *testing.T, out string) v1alpha1.AgentRunStatus {
 }
 
 func TestRun_jobToolEchoesItsArgumentsAndRunCompletes(t *testing.T) {
-	r := run(t, echoRun, Options{})
+	r := runPath(t, testdataPath("echo-run.yaml"), Options{})
 	if r.code != 0 {
 		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -179,7 +138,7 @@ func TestRun_jobToolEchoesItsArgumentsAndRunCompletes(t *testing.T) {
 }
 
 func TestRun_jsonPrintsOnlyTheStatus(t *testing.T) {
-	r := run(t, echoRun, Options{JSON: true})
+	r := runPath(t, testdataPath("echo-run.yaml"), Options{JSON: true})
 	if r.code != 0 {
 		t.Fatalf("exit status = %d, want 0; stderr:\n%s", r.code, r.stderr)
 	}
@@ -211,7 +170,7 @@ func TestRun_jsonPrintsOnlyTheStatus(t *testing.T) {
 }
 
 func TestRun_askWithNoTerminalIsDeclinedAndTheModelRoutesAround(t *testing.T) {
-	r := run(t, askRun, Options{JSON: false})
+	r := runPath(t, testdataPath("ask-run.yaml"), Options{JSON: false})
 	if r.code != 0 {
 		t.Fatalf("exit status = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -240,7 +199,7 @@ func TestRun_askOnTheTerminal(t *testing.T) {
 		{input: "stop\n", code: 5, outcome: v1alpha1.OutcomeApprovalDenied},
 	} {
 		t.Run(strings.TrimSpace(tc.input), func(t *testing.T) {
-			r := run(t, askRun, Options{JSON: true, Interactive: true, Stdin: strings.NewReader(tc.input)})
+			r := runPath(t, testdataPath("ask-run.yaml"), Options{JSON: true, Interactive: true, Stdin: strings.NewReader(tc.input)})
 			if r.code != tc.code {
 				t.Fatalf("exit status = %d, want %d\nstderr:\n%s", r.code, tc.code, r.stderr)
 			}
@@ -263,7 +222,7 @@ func TestRun_interruptWhileAskingEndsApprovalDenied(t *testing.T) {
 	defer pw.Close()
 	stop := make(chan struct{})
 	go func() { time.Sleep(100 * time.Millisecond); close(stop) }()
-	r := run(t, askRun, Options{JSON: true, Interactive: true, Stdin: pr, Stop: stop})
+	r := runPath(t, testdataPath("ask-run.yaml"), Options{JSON: true, Interactive: true, Stdin: pr, Stop: stop})
 	if r.code != 5 {
 		t.Fatalf("exit status = %d, want 5 (ApprovalDenied)\nstderr:\n%s", r.code, r.stderr)
 	}
@@ -325,24 +284,14 @@ spec:
 }
 
 func TestRun_builtinKubernetesToolIsToolFailure(t *testing.T) {
-	manifest := `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: cluster-reader}
-spec:
-  goal: "Why is the pod crashing?"
-  model: {provider: scripted, script: [{content: "no idea"}]}
-  budget: {maxTurns: 3}
-  tools:
-  - {name: get, builtin: kubernetes.get}
-`
-	r := run(t, manifest, Options{})
+	path := testdataPath("cluster-reader.yaml")
+	r := runPath(t, path, Options{})
 	if r.code != 7 {
 		t.Fatalf("exit status = %d, want 7 (ToolFailure)\nstderr:\n%s", r.code, r.stderr)
 	}
 	mustContain(t, "stderr", r.stderr, `AgentRun "cluster-reader" cannot run here`, "builtin kubernetes tools need a cluster")
 
-	r = run(t, manifest, Options{JSON: true})
+	r = runPath(t, path, Options{JSON: true})
 	st := decodeStatus(t, r.stdout)
 	if st.Phase != v1alpha1.PhaseFailed || st.Outcome != v1alpha1.OutcomeToolFailure || !strings.Contains(st.Reason, "need a cluster") {
 		t.Errorf("status = %s %s %q, want Failed ToolFailure naming the cluster", st.Phase, st.Outcome, st.Reason)
@@ -350,7 +299,7 @@ spec:
 }
 
 func TestRun_malformedManifestExitsOneNamingTheDocument(t *testing.T) {
-	r := run(t, echoRun+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n", Options{})
+	r := run(t, readTestdata(t, "echo-run.yaml")+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n", Options{})
 	if r.code != ExitUsage {
 		t.Fatalf("exit status = %d, want %d", r.code, ExitUsage)
 	}
@@ -373,7 +322,7 @@ func TestRun_malformedManifestExitsOneNamingTheDocument(t *testing.T) {
 func TestRun_stopBeforeTheFirstTurnEndsApprovalDenied(t *testing.T) {
 	stop := make(chan struct{})
 	close(stop)
-	r := run(t, echoRun, Options{Stop: stop})
+	r := runPath(t, testdataPath("echo-run.yaml"), Options{Stop: stop})
 	if r.code != 5 {
 		t.Fatalf("exit status = %d, want 5\n%s", r.code, r.stdout)
 	}
@@ -418,7 +367,7 @@ spec:
 }
 
 func TestRun_cancelledContextStopsTheCallInFlight(t *testing.T) {
-	manifest := strings.Replace(echoRun, `command: [sh, -c, "cat; echo"]`, `command: [sh, -c, "sleep 20"]`, 1)
+	manifest := strings.Replace(readTestdata(t, "echo-run.yaml"), `command: [sh, -c, "cat; echo"]`, `command: [sh, -c, "sleep 20"]`, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	var stdout, stderr bytes.Buffer
@@ -482,19 +431,7 @@ spec:
 }
 
 func TestRun_transientModelOutageIsRetriedThenToolFailure(t *testing.T) {
-	manifest := `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: outage}
-spec:
-  goal: "Do something."
-  model:
-    provider: scripted
-    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 20ms}
-    script: [{error: "HTTP 503 upstream overloaded", transient: true}]
-  budget: {maxTurns: 2}
-`
-	r := run(t, manifest, Options{})
+	r := runPath(t, testdataPath("outage.yaml"), Options{})
 	if r.code != 7 {
 		t.Fatalf("exit status = %d, want 7\n%s", r.code, r.stdout)
 	}
@@ -506,7 +443,7 @@ spec:
 // tool call, in one trace under the run span.
 func TestRun_sendsTheRunsSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	res := run(t, echoRun, Options{TracerProvider: telemetry.NewProvider(sdktrace.WithSyncer(exp))})
+	res := runPath(t, testdataPath("echo-run.yaml"), Options{TracerProvider: telemetry.NewProvider(sdktrace.WithSyncer(exp))})
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}

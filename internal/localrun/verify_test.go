@@ -24,25 +24,7 @@ func TestRun_verifiedSampleCompletesOnTrialTwo(t *testing.T) {
 // A verifier that never accepts: after maxTrials verdicts the run ends
 // Escalated (exit status 6) with the last feedback in its reason.
 func TestRun_neverVerifiedEscalatesAfterMaxTrials(t *testing.T) {
-	dir := t.TempDir()
-	manifest := `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata: {name: never-verified}
-spec:
-  goal: "Name the invoice."
-  model:
-    provider: scripted
-    script:
-    - content: "first guess"
-    - content: "second guess"
-  budget: {maxTurns: 6}
-  tools:
-  - name: judge
-    job: {image: busybox, command: [sh, -c, 'cat >/dev/null; echo "{\"score\":0.1,\"feedback\":\"no invoice named\"}"; exit 1']}
-  verify: {tool: judge, maxTrials: 2, stallTrials: 5}
-`
-	r := runPath(t, writeManifestIn(t, dir, manifest), Options{})
+	r := runPath(t, testdataPath("never-verified.yaml"), Options{})
 	r.mustExit(t, 6) // Escalated
 	out := r.stdout
 	mustContain(t, "stdout", out, "outcome: Escalated\n", "no invoice named")
