@@ -222,27 +222,48 @@ func (e *Engine) modelCost(u TokenUsage) Money {
 // reads, plus every serial write.
 func (e *Engine) batchReservation(calls []Call) Usage {
 	r := Usage{PerTool: map[string]int{}}
-	var longestRead time.Duration
-	reads := 0
+	var reads readWave
 	for i := range calls {
 		c := &calls[i]
 		if !c.Approved() || c.State == CallDone {
 			continue
 		}
-		t := e.tool(c.Name)
-		r.ToolCalls++
-		r.PerTool[c.Name]++
-		r.Cost += t.MaxCost
-		if t.Mutates {
-			r.WallClock += t.MaxDuration()
-		} else {
-			reads++
-			longestRead = max(longestRead, t.MaxDuration())
+		if t := e.tool(c.Name); r.addCall(t) {
+			reads.add(t)
 		}
 	}
-	waves := (reads + maxConcurrentReads - 1) / maxConcurrentReads
-	r.WallClock += time.Duration(waves) * longestRead
+	r.WallClock += reads.duration()
 	return r
+}
+
+// addCall adds one call of t to r: a tool call, its tool's declared cost
+// and, for a write, which runs alone, its whole MaxDuration. It reports
+// whether the call is a read, whose time counts in its wave instead.
+func (r *Usage) addCall(t *ToolSpec) (read bool) {
+	r.ToolCalls++
+	r.PerTool[t.Name]++
+	r.Cost += t.MaxCost
+	if t.Mutates {
+		r.WallClock += t.MaxDuration()
+		return false
+	}
+	return true
+}
+
+// readWave is reads that may run together: they take, on the wall clock,
+// the longest of them once per maxConcurrentReads.
+type readWave struct {
+	reads   int
+	longest time.Duration
+}
+
+func (w *readWave) add(t *ToolSpec) {
+	w.reads++
+	w.longest = max(w.longest, t.MaxDuration())
+}
+
+func (w *readWave) duration() time.Duration {
+	return time.Duration((w.reads+maxConcurrentReads-1)/maxConcurrentReads) * w.longest
 }
 
 // softWarnings returns a note for each soft ceiling that consumption has

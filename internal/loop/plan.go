@@ -683,30 +683,21 @@ func planLevels(steps []PlanStep) (map[string]int, string) {
 // prompt without the results, which do not exist yet).
 func (e *Engine) planReservation(steps []PlanStep, levels map[string]int, plan ToolCall) Usage {
 	r := Usage{PerTool: map[string]int{}}
-	type wave struct {
-		reads   int
-		longest time.Duration
-	}
-	waves := map[int]*wave{}
+	waves := map[int]*readWave{}
 	for _, st := range steps {
 		t := e.tool(st.Tool)
-		r.ToolCalls++
-		r.PerTool[st.Tool]++
-		r.Cost += t.MaxCost
-		if t.Mutates {
-			r.WallClock += t.MaxDuration()
+		if !r.addCall(t) {
 			continue
 		}
 		w := waves[levels[st.ID]]
 		if w == nil {
-			w = &wave{}
+			w = &readWave{}
 			waves[levels[st.ID]] = w
 		}
-		w.reads++
-		w.longest = max(w.longest, t.MaxDuration())
+		w.add(t)
 	}
 	for _, w := range waves {
-		r.WallClock += time.Duration((w.reads+maxConcurrentReads-1)/maxConcurrentReads) * w.longest
+		r.WallClock += w.duration()
 	}
 	solve := e.modelReservation(e.estimate(&Request{System: e.solveSystem,
 		Messages: []Message{e.goal, {Role: RoleUser, Content: string(plan.Arguments)}}}))
