@@ -582,11 +582,7 @@ func TestAgentBudget_aReconcileFromAStaleCopyOfAnEndedRunOpensNoLease(t *testing
 	if err := k8sClient.Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stale.served:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the operator did not read the run again")
-	}
+	await(t, stale.served, 10*time.Second, "the operator did not read the run again")
 	want := fmt.Sprintf("consumed %s leases 0", spentBy(t, get(t, run)))
 	NewWithT(t).Consistently(func() string {
 		cur := get(t, b)

@@ -99,13 +99,7 @@ func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 }
 
 func TestRun_askThenApproveByAnnotation(t *testing.T) {
-	ns := namespace(t)
-	tb := newTools()
-	startManager(t, &kits{tools: tb})
-	run := makeRun(ns, "refund").writeTool("issue_refund", false).
-		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
-
-	cur := waitPending(t, run, 1)
+	tb, run, cur := pendingRefund(t)
 	p := cur.Status.PendingApprovals[0]
 	if p.CallID != "t1-c1" || p.Tool != "issue_refund" || p.Rule != "tool.irreversible" || p.Arguments != `{"amount_minor":8240}` {
 		t.Fatalf("pending = %+v", p)
@@ -273,12 +267,7 @@ type blockingModel struct {
 }
 
 func (m *blockingModel) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
-	turn := 1
-	for _, msg := range req.Messages {
-		if msg.Role == loop.RoleAssistant {
-			turn++
-		}
-	}
+	turn := turnOf(req)
 	if turn == m.hold {
 		m.once.Do(func() { close(m.entered) })
 		select {
@@ -298,11 +287,7 @@ func TestRun_managerRestartedMidRunFinishesWithEveryCallExecutedOnce(t *testing.
 	run := b.create(t)
 	first := &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 3, entered: make(chan struct{}), release: make(chan struct{})}
 	stop := startManager(t, &kits{tools: tb, model: first})
-	select {
-	case <-first.entered: // turn 3's model call is in flight: turns 1 and 2 ran their tools
-	case <-time.After(20 * time.Second):
-		t.Fatal("turn 3 never started")
-	}
+	await(t, first.entered, 20*time.Second, "turn 3 never started") // turn 3's model call is in flight: turns 1 and 2 ran their tools
 	stop()
 	before := get(t, run)
 	if before.Status.Outcome != "" || before.Status.Reserved == nil {
@@ -396,12 +381,7 @@ func TestRun_aManifestTheEngineRejectsEndsWithError(t *testing.T) {
 type turnsModel struct{ n int }
 
 func (m *turnsModel) Complete(_ context.Context, req *loop.Request) (*loop.Reply, error) {
-	turn := 1
-	for _, msg := range req.Messages {
-		if msg.Role == loop.RoleAssistant {
-			turn++
-		}
-	}
+	turn := turnOf(req)
 	if turn > m.n {
 		return &loop.Reply{Content: fmt.Sprintf("done after %d turns", m.n), Usage: loop.TokenUsage{InputTokens: 100, OutputTokens: 10}}, nil
 	}

@@ -505,11 +505,7 @@ func TestPersist_deletedAndFinishedRunsAreForgotten(t *testing.T) {
 		runs = append(runs, makeRun(ns, name).readTool("a").calls("a", `{}`).answer("x").create(t))
 	}
 	for range runs {
-		select {
-		case <-model.entered:
-		case <-time.After(20 * time.Second):
-			t.Fatal("not every run reached its model call")
-		}
+		await(t, model.entered, 20*time.Second, "not every run reached its model call")
 	}
 	held := func() map[string]int { return heldFor(r, runs) }
 	if h := held(); h["kits"] != 5 || h["work"] != 5 || h["names"] != 5 {
@@ -562,12 +558,7 @@ type holdAll struct {
 }
 
 func (m *holdAll) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
-	turn := 1
-	for _, msg := range req.Messages {
-		if msg.Role == loop.RoleAssistant {
-			turn++
-		}
-	}
+	turn := turnOf(req)
 	if turn == 1 {
 		m.entered <- "in"
 		select {

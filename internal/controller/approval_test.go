@@ -132,7 +132,7 @@ func waitPending(t *testing.T, run *v1alpha1.AgentRun, n int) *v1alpha1.AgentRun
 func TestApproval_patchWithoutApproveIsRefused(t *testing.T) {
 	ns := namespace(t)
 	bind(t, ns, "agentrun-editor", userSubject("pat"))
-	run := makeRun(ns, "refund").writeTool("issue_refund", false).calls("issue_refund", `{"amount_minor":8240}`).create(t)
+	run := refundRun(ns, "refund").create(t)
 	pat := as(t, "pat")
 	ctx := context.Background()
 
@@ -173,8 +173,7 @@ func TestApproval_approverIsRecordedByAuthenticatedName(t *testing.T) {
 	bind(t, ns, "agentrun-approver", userSubject("mallory"))
 	tb := newTools()
 	startManager(t, &kits{tools: tb})
-	run := makeRun(ns, "refund").writeTool("issue_refund", false).
-		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
+	run := refundRun(ns, "refund").answer("Refunded.").create(t)
 	waitPending(t, run, 1)
 	ctx := context.Background()
 
@@ -193,8 +192,7 @@ func TestApproval_approverIsRecordedByAuthenticatedName(t *testing.T) {
 		t.Fatalf("approvals = %+v, want one by mallory (not the field manager or the name she sent, %s)", done.Status.Approvals, jane)
 	}
 
-	run2 := makeRun(ns, "refund-2").writeTool("issue_refund", false).
-		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
+	run2 := refundRun(ns, "refund-2").answer("Refunded.").create(t)
 	waitPending(t, run2, 1)
 	if err := patchAnnotations(ctx, as(t, "mallory"), run2, map[string]any{v1alpha1.ApprovedByAnnotationPrefix + "t1-c1": jane}, "kubectl"); err == nil ||
 		!strings.Contains(err.Error(), "record who answered") {
@@ -222,7 +220,7 @@ func TestApproval_runsOwnServiceAccountIsRefused(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, c := range []struct{ run, specSA, actor string }{{"plain", "", "default"}, {"named", "refunder", "refunder"}} {
-		run := makeRun(ns, c.run).writeTool("issue_refund", false).calls("issue_refund", `{"amount_minor":8240}`).
+		run := refundRun(ns, c.run).
 			with(func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = c.specSA }).create(t)
 		user := "system:serviceaccount:" + ns + ":" + c.actor
 		err := patchAnnotations(ctx, as(t, user, "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated"), run,
@@ -243,12 +241,7 @@ func TestApproval_runsOwnServiceAccountIsRefused(t *testing.T) {
 // An approval applies to the arguments a person was shown: a checkpoint
 // edited after the review voids it, and the call does not run.
 func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
-	ns := namespace(t)
-	tb := newTools()
-	startManager(t, &kits{tools: tb})
-	run := makeRun(ns, "refund").writeTool("issue_refund", false).
-		calls("issue_refund", `{"amount_minor":8240}`).answer("Refunded.").create(t)
-	cur := waitPending(t, run, 1)
+	tb, run, cur := pendingRefund(t)
 	if got, want := cur.Status.PendingApprovals[0].ArgumentsDigest, loop.ArgumentsDigest([]byte(`{"amount_minor":8240}`)); got != want {
 		t.Fatalf("argumentsDigest = %q, want %q", got, want)
 	}
@@ -278,5 +271,5 @@ func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
 	if n := tb.counts()["t1-c1:issue_refund"]; n != 0 {
 		t.Fatalf("the changed call ran: %v", tb.counts())
 	}
-	NewWithT(t).Eventually(func() []string { return eventReasons(t, ns, run.Name) }, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
+	NewWithT(t).Eventually(func() []string { return eventReasons(t, run.Namespace, run.Name) }, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
 }

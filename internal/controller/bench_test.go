@@ -65,18 +65,24 @@ func (s countingStatus) Update(ctx context.Context, o client.Object, opts ...cli
 	return s.SubResourceWriter.Update(ctx, o, opts...)
 }
 
-// noToolModel answers every turn with a truncated answer (a turn without
-// tools that does not end the run) until turn n, then a final answer.
-type noToolModel struct{ n int }
-
-func (m noToolModel) Complete(_ context.Context, req *loop.Request) (*loop.Reply, error) {
+// turnOf is the turn a request is for: one more than the model's replies
+// in it.
+func turnOf(req *loop.Request) int {
 	turn := 1
 	for _, msg := range req.Messages {
 		if msg.Role == loop.RoleAssistant {
 			turn++
 		}
 	}
-	u := loop.TokenUsage{InputTokens: 10, OutputTokens: 1}
+	return turn
+}
+
+// noToolModel answers every turn with a truncated answer (a turn without
+// tools that does not end the run) until turn n, then a final answer.
+type noToolModel struct{ n int }
+
+func (m noToolModel) Complete(_ context.Context, req *loop.Request) (*loop.Reply, error) {
+	turn, u := turnOf(req), loop.TokenUsage{InputTokens: 10, OutputTokens: 1}
 	if turn > m.n {
 		return &loop.Reply{Content: "done", Usage: u}, nil
 	}

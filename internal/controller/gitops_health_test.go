@@ -138,6 +138,16 @@ func fluxHealth(t *testing.T, exprs map[string]string, obj map[string]any) strin
 	return "InProgress"
 }
 
+// shippedArgoScript reads the shipped Argo CD health check.
+func shippedArgoScript(t *testing.T) string {
+	t.Helper()
+	script, err := os.ReadFile(argoHealthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(script)
+}
+
 // shippedFluxExprs reads the AgentRun entry of healthCheckExprs from the
 // shipped Kustomization.
 func shippedFluxExprs(t *testing.T) map[string]string {
@@ -202,10 +212,7 @@ func (silentModel) Complete(ctx context.Context, _ *loop.Request) (*loop.Reply, 
 // Argo CD Lua says Healthy / Degraded / Progressing / Suspended and the
 // Flux expressions Current / Failed / InProgress.
 func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
-	script, err := os.ReadFile(argoHealthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := shippedArgoScript(t)
 	exprs := shippedFluxExprs(t)
 	ns := namespace(t)
 	startManager(t, &holdKits{kits: kits{tools: newTools()}, hold: "running"})
@@ -216,7 +223,7 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 		t.Helper()
 		g.Eventually(func() []string {
 			obj := unstructuredOf(t, run)
-			st, _ := argoHealth(t, string(script), obj)
+			st, _ := argoHealth(t, script, obj)
 			return []string{st, fluxHealth(t, exprs, obj)}
 		}, wait, tick).Should(Equal([]string{argo, flux}), name)
 	}
@@ -228,7 +235,7 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 	asking := makeRun(ns, "asking").writeTool("drop_table", false).calls("drop_table", `{}`).create(t)
 	g.Eventually(func() v1alpha1.Phase { return get(t, asking).Status.Phase }, wait, tick).Should(Equal(v1alpha1.PhaseAwaitingApproval))
 	check("awaiting approval", asking, "Suspended", "InProgress")
-	_, msg := argoHealth(t, string(script), unstructuredOf(t, asking))
+	_, msg := argoHealth(t, script, unstructuredOf(t, asking))
 	g.Expect(msg).To(ContainSubstring("t1-c1 (drop_table)"))
 
 	completed := makeRun(ns, "completed").readTool("get_pod").calls("get_pod", `{"name":"web-0"}`).answer("All good.").create(t)
@@ -238,7 +245,7 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 	annotate(t, asking, "t1-c1", "stop")
 	expectOutcome(t, waitOutcome(t, asking, wait), v1alpha1.OutcomeApprovalDenied, "stopped")
 	check("approval denied", asking, "Degraded", "Failed")
-	_, msg = argoHealth(t, string(script), unstructuredOf(t, asking))
+	_, msg = argoHealth(t, script, unstructuredOf(t, asking))
 	g.Expect(msg).To(HavePrefix("ApprovalDenied: "))
 
 	budget := makeRun(ns, "budget").maxTurns(1).readTool("get_pod").calls("get_pod", `{}`).calls("get_pod", `{}`).answer("late").create(t)
@@ -255,16 +262,13 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 // and a run that could not start are hard to catch live), and a run the
 // operator has not seen yet (no status).
 func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
-	script, err := os.ReadFile(argoHealthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := shippedArgoScript(t)
 	exprs := shippedFluxExprs(t)
 	ns := namespace(t)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 
 	fresh := makeRun(ns, "fresh").answer("x").create(t)
-	if st, _ := argoHealth(t, string(script), unstructuredOf(t, fresh)); st != "Progressing" {
+	if st, _ := argoHealth(t, script, unstructuredOf(t, fresh)); st != "Progressing" {
 		t.Fatalf("a run without status: Argo CD health %s, want Progressing", st)
 	}
 
@@ -296,7 +300,7 @@ func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 			obj := unstructuredOf(t, run)
-			if st, msg := argoHealth(t, string(script), obj); st != tc.argo {
+			if st, msg := argoHealth(t, script, obj); st != tc.argo {
 				t.Fatalf("Argo CD health %s (%s), want %s", st, msg, tc.argo)
 			}
 			if got := fluxHealth(t, exprs, obj); got != tc.flux {
@@ -307,7 +311,7 @@ func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 	t.Run("failed-to-start", func(t *testing.T) {
 		run := failedToStart(t, ns, now)
 		obj := unstructuredOf(t, run)
-		if st, msg := argoHealth(t, string(script), obj); st != "Degraded" || msg != "Error: the run cannot start" {
+		if st, msg := argoHealth(t, script, obj); st != "Degraded" || msg != "Error: the run cannot start" {
 			t.Fatalf("Argo CD health %s (%s), want Degraded (Error: the run cannot start)", st, msg)
 		}
 		if got := fluxHealth(t, exprs, obj); got != "Failed" {

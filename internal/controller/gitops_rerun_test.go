@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -39,10 +38,7 @@ func fluxRun(ns, name, goal string) *runBuilder {
 // (Pending, Stalled; every GitOps reading says failed) and spends nothing,
 // until someone allows the re-run.
 func TestGitOpsRerun_recreatedWithAnotherSpecIsRefusedUntilAllowed(t *testing.T) {
-	script, err := os.ReadFile(argoHealthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := shippedArgoScript(t)
 	exprs := shippedFluxExprs(t)
 	ns := namespace(t)
 	tb := newTools()
@@ -78,7 +74,7 @@ func TestGitOpsRerun_recreatedWithAnotherSpecIsRefusedUntilAllowed(t *testing.T)
 	g.Expect(apimeta.IsStatusConditionTrue(refused.Status.Conditions, v1alpha1.ConditionStalled)).To(BeTrue())
 	g.Expect(kstatusOf(t, refused)).To(Equal(status.FailedStatus))
 	obj := unstructuredOf(t, refused)
-	argo, msg := argoHealth(t, string(script), obj)
+	argo, msg := argoHealth(t, script, obj)
 	g.Expect(argo).To(Equal("Degraded"))
 	g.Expect(msg).To(HavePrefix("RerunRefused: "))
 	g.Expect(fluxHealth(t, exprs, obj)).To(Equal("Failed"))

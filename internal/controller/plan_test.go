@@ -193,11 +193,7 @@ func TestPlan_restartInTheMiddleRepeatsNothing(t *testing.T) {
 	model := &countingModel{inner: &loop.Scripted{Entries: scriptOf(b)}}
 	_, stop := startReconciler(t, &kits{tools: tb, model: model}, 0, nil)
 	run := b.create(t)
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("step E3 never started")
-	}
+	await(t, started, 30*time.Second, "step E3 never started")
 	stop()
 
 	startManager(t, &kits{tools: tb, model: model})

@@ -54,12 +54,7 @@ func (m *recordingModel) Complete(ctx context.Context, req *loop.Request) (*loop
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // a stopped operator calls no model
 	}
-	call := req.EarlierAnswers // as loop.Scripted counts: this call's entry
-	for _, msg := range req.Messages {
-		if msg.Role == loop.RoleAssistant {
-			call++
-		}
-	}
+	call := req.EarlierAnswers + turnOf(req) - 1 // as loop.Scripted counts: this call's entry
 	m.kits.mu.Lock()
 	m.kits.calls[m.run] = append(m.kits.calls[m.run], call)
 	m.kits.mu.Unlock()
@@ -183,11 +178,7 @@ func TestShards_failoverLosesNothing(t *testing.T) {
 	}
 	stopFirst := startShard(t, first, ns, shard, election)
 	run := shardedRun(ns, "failover", shard).create(t)
-	select {
-	case <-held:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the first replica never reached its third model call")
-	}
+	await(t, held, 60*time.Second, "the first replica never reached its third model call")
 	// The second replica waits for the lease while the first holds it.
 	second := newShardKits(tb)
 	startShard(t, second, ns, shard, election)

@@ -66,13 +66,7 @@ func (s sizingStatus) Update(ctx context.Context, o client.Object, opts ...clien
 type lookupModel struct{ n int }
 
 func (m lookupModel) Complete(_ context.Context, req *loop.Request) (*loop.Reply, error) {
-	turn := 1
-	for _, msg := range req.Messages {
-		if msg.Role == loop.RoleAssistant {
-			turn++
-		}
-	}
-	u := loop.TokenUsage{InputTokens: 10, OutputTokens: 1}
+	turn, u := turnOf(req), loop.TokenUsage{InputTokens: 10, OutputTokens: 1}
 	if turn >= m.n {
 		return &loop.Reply{Content: "done", Usage: u}, nil
 	}

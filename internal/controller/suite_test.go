@@ -204,6 +204,23 @@ func namespace(t testing.TB) string {
 	return ns.Name
 }
 
+// refundRun is a run whose first turn asks to issue a refund, a write that
+// waits for a person where policy says ASK.
+func refundRun(ns, name string) *runBuilder {
+	return makeRun(ns, name).writeTool("issue_refund", false).calls("issue_refund", `{"amount_minor":8240}`)
+}
+
+// pendingRefund starts an operator with test tools and a refundRun that
+// answers once its refund is done, and waits for the refund to wait for a
+// person.
+func pendingRefund(t *testing.T) (*tools, *v1alpha1.AgentRun, *v1alpha1.AgentRun) {
+	t.Helper()
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+	run := refundRun(namespace(t), "refund").answer("Refunded.").create(t)
+	return tb, run, waitPending(t, run, 1)
+}
+
 // runBuilder reads like the manifest it makes.
 type runBuilder struct{ r *v1alpha1.AgentRun }
 
@@ -292,9 +309,16 @@ func annotate(t *testing.T, run *v1alpha1.AgentRun, callID, answer string) {
 // call has started.
 func awaitStarted(t *testing.T, entered <-chan struct{}) {
 	t.Helper()
+	await(t, entered, 20*time.Second, "the call never started")
+}
+
+// await waits at most within for ch to be closed or to deliver, and fails
+// the test with msg if it is not.
+func await[T any](t *testing.T, ch <-chan T, within time.Duration, msg string) {
+	t.Helper()
 	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the call never started")
+	case <-ch:
+	case <-time.After(within):
+		t.Fatal(msg)
 	}
 }

@@ -251,11 +251,7 @@ func TestVerify_trialAndReflectionsSurviveARestart(t *testing.T) {
 	}))
 	stop := startManager(t, &kits{tools: tb, model: first})
 	run := b.create(t)
-	select {
-	case <-stuck:
-	case <-time.After(20 * time.Second):
-		t.Fatal("trial 2 never started")
-	}
+	await(t, stuck, 20*time.Second, "trial 2 never started")
 	stop()
 
 	second := &seenModel{inner: script}

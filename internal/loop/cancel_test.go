@@ -7,13 +7,7 @@ import (
 
 // abandoned returns the CallAbandoned notes of an effect.
 func abandoned(eff Effect) []Note {
-	var out []Note
-	for _, n := range eff.Notes {
-		if n.Kind == NoteCallAbandoned {
-			out = append(out, n)
-		}
-	}
-	return out
+	return keep(eff.Notes, func(n Note) bool { return n.Kind == NoteCallAbandoned })
 }
 
 // A run cancelled while a tool call is dispatched and its result was lost

@@ -205,13 +205,7 @@ func TestPrecedence(t *testing.T) {
 }
 
 func toolMessages(s *State) []Message {
-	var out []Message
-	for _, m := range s.Transcript {
-		if m.Role == RoleTool {
-			out = append(out, m)
-		}
-	}
-	return out
+	return keep(s.Transcript, func(m Message) bool { return m.Role == RoleTool })
 }
 
 func TestVetting(t *testing.T) {

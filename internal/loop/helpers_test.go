@@ -67,6 +67,17 @@ type run struct {
 	approve Approver
 }
 
+// keep returns, in order, the elements of xs that f is true of.
+func keep[T any](xs []T, f func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if f(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func makeRun(t testing.TB) *run {
 	c := newClock()
 	return &run{t: t, clock: c, tools: &recorder{outputs: map[string]func(Invocation) Result{}, clock: c},

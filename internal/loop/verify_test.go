@@ -197,13 +197,20 @@ func TestVerify_improvingScoreKeepsGoing(t *testing.T) {
 	}
 }
 
-func TestVerify_unavailableVerifierIsAToolFailure(t *testing.T) {
+// failingVerifier runs to its answer a run whose verifier "check" fails
+// with kind and detail on every call.
+func failingVerifier(t *testing.T, kind FailureKind, detail string) (*run, *State) {
+	t.Helper()
 	r := makeRun(t).readTool("check").then(answer("done"))
 	r.cfg.Verify = &Verify{Tool: "check"}
-	r.output("check", func(Invocation) Result { return Failed(FailUnavailable, 0, "connection refused") })
+	r.output("check", func(Invocation) Result { return Failed(kind, 0, detail) })
 	s, _ := r.goSeen()
-
 	expectOutcome(t, s, ToolFailure)
+	return r, s
+}
+
+func TestVerify_unavailableVerifierIsAToolFailure(t *testing.T) {
+	r, s := failingVerifier(t, FailUnavailable, "connection refused")
 	if !strings.HasPrefix(s.Reason, "the verifier could not run: ") || !strings.Contains(s.Reason, "connection refused") {
 		t.Errorf("reason = %q, want it to name the verifier and the error", s.Reason)
 	}
@@ -213,11 +220,7 @@ func TestVerify_unavailableVerifierIsAToolFailure(t *testing.T) {
 }
 
 func TestVerify_invalidVerifierCallIsAToolFailure(t *testing.T) {
-	r := makeRun(t).readTool("check").then(answer("done"))
-	r.cfg.Verify = &Verify{Tool: "check"}
-	r.output("check", func(Invocation) Result { return Failed(FailInvalid, 0, "template error") })
-	s, _ := r.goSeen()
-	expectOutcome(t, s, ToolFailure)
+	_, s := failingVerifier(t, FailInvalid, "template error")
 	if !strings.Contains(s.Reason, "could not judge") {
 		t.Errorf("reason = %q", s.Reason)
 	}

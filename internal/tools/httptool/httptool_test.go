@@ -25,6 +25,16 @@ type seen struct {
 	Body                            string
 }
 
+// nothingSent fails the test, saying what, if the server saw a request.
+func nothingSent(t *testing.T, got <-chan seen, what string) {
+	t.Helper()
+	select {
+	case s := <-got:
+		t.Errorf("%s: %+v", what, s)
+	default:
+	}
+}
+
 // recorder returns a server that records each request and answers with
 // answer, and a channel of what it saw.
 func recorder(t *testing.T, answer http.HandlerFunc) (*httptest.Server, <-chan seen) {
@@ -161,11 +171,7 @@ func TestExecute_missingArgumentIsInvalidCall(t *testing.T) {
 			}
 		})
 	}
-	select {
-	case s := <-got:
-		t.Errorf("an invalid call reached the server: %+v", s)
-	default:
-	}
+	nothingSent(t, got, "an invalid call reached the server")
 }
 
 func TestExecute_secretHeaderIsResolvedPerCall(t *testing.T) {
@@ -206,11 +212,7 @@ func TestExecute_unreadableSecretFailsWithoutSending(t *testing.T) {
 	if res.Failure == nil || res.Failure.Kind != loop.FailUnavailable || !strings.Contains(res.Failure.Detail, "Authorization") {
 		t.Errorf("Failure = %+v, want Unavailable naming the header", res.Failure)
 	}
-	select {
-	case s := <-got:
-		t.Errorf("the request was sent: %+v", s)
-	default:
-	}
+	nothingSent(t, got, "the request was sent")
 }
 
 func TestExecute_nonSuccessPassesStatusTypeAndBodyThrough(t *testing.T) {
@@ -441,11 +443,7 @@ func TestExecute_dotSegmentsCannotReachAnotherPath(t *testing.T) {
 			t.Errorf("%q: Failure = %+v, want InvalidCall about the dot segment", id, res.Failure)
 		}
 	}
-	select {
-	case s := <-got:
-		t.Errorf("a request with a dot segment was sent: %+v", s)
-	default:
-	}
+	nothingSent(t, got, "a request with a dot segment was sent")
 	if got := mustRender(t, e, `{"id":"a..b"}`); got != "/customers/a..b/invoices" {
 		t.Errorf("an ordinary value with dots: path %q", got)
 	}

@@ -104,6 +104,15 @@ func invocation(callID string) loop.Invocation {
 	}
 }
 
+// start starts inv's call on the fixture's executor and returns its Job.
+func (f *fixture) start(inv loop.Invocation) *batchv1.Job {
+	f.t.Helper()
+	if err := f.ex.Start(context.Background(), inv); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.job(inv)
+}
+
 func (f *fixture) job(inv loop.Invocation) *batchv1.Job {
 	f.t.Helper()
 	var j batchv1.Job
@@ -209,9 +218,7 @@ func (f *fixture) finishJob(j *batchv1.Job, succeeded bool, reason string) {
 func TestStart_twiceAfterCrashAdoptsTheOneJob(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t3-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
+	f.start(inv)
 	// The operator crashed before it recorded the dispatch; a new process
 	// (a new executor) starts the same call again.
 	if err := f.executor().Start(context.Background(), inv); err != nil {
@@ -243,10 +250,7 @@ func TestStart_twiceAfterCrashAdoptsTheOneJob(t *testing.T) {
 func TestStart_refusesAJobMadeForAnotherCall(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t1-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	j.Annotations[AnnotationCallID] = "someone-else"
 	if err := k8sClient.Update(context.Background(), j); err != nil {
 		t.Fatal(err)
@@ -260,10 +264,7 @@ func TestStart_refusesAJobMadeForAnotherCall(t *testing.T) {
 func TestJobSpec_meetsRestrictedPodSecurity(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t1-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 
 	// The policy package the API server's admission uses, at the latest version.
 	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
@@ -326,9 +327,7 @@ func TestJobSpec_meetsRestrictedPodSecurity(t *testing.T) {
 func TestPoll_resultFromTerminationMessage(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t2-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
+	f.start(inv)
 	if res := f.poll(inv); res != nil {
 		t.Fatalf("Poll before the pod exists = %+v, want nil (running)", res)
 	}
@@ -357,10 +356,7 @@ func TestPoll_longResultIsReadFromTheLog(t *testing.T) {
 	// envtest has no kubelet to serve pods/log, so the log reader is a
 	// fake; NewPodLogReader is the real one over client-go's GetLogs.
 	f.logs.content = strings.Repeat("y", 50000)
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	pod := f.startPod(j)
 	f.exit(pod, 0, entrypoint.Summary{Exit: 0, OutInLog: true, Size: 50000})
 	f.finishJob(j, true, "")
@@ -379,10 +375,7 @@ func TestPoll_longResultIsReadFromTheLog(t *testing.T) {
 func TestPoll_deadlineIsTimeout(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t4-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	pod := f.startPod(j)
 	// The Job controller killed the pod at the deadline; the wrapper saw
 	// SIGTERM and exited 143, but the deadline is what happened.
@@ -402,10 +395,7 @@ func TestPoll_deadlineIsTimeout(t *testing.T) {
 func TestPoll_wrapperDeadlineIsTimeout(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t4-c2")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	pod := f.startPod(j)
 	// The wrapper stopped the tool 30s after it started (the pod took a
 	// while to be scheduled, which did not count).
@@ -425,10 +415,7 @@ func TestPoll_wrapperDeadlineIsTimeout(t *testing.T) {
 func TestPoll_nonZeroExitCarriesCodeAndStderr(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t5-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	pod := f.startPod(j)
 	f.exit(pod, 3, entrypoint.Summary{Exit: 3, StderrTail: "refund rejected: account closed\n"})
 	f.finishJob(j, false, batchv1.JobReasonBackoffLimitExceeded)
@@ -443,10 +430,7 @@ func TestPoll_nonZeroExitCarriesCodeAndStderr(t *testing.T) {
 func TestPoll_imagePullFailureIsUnavailableAndDeletesTheJob(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t6-c1")
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	pod := f.startPod(j)
 	f.setPodStatus(pod, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 		Reason: "ImagePullBackOff", Message: `Back-off pulling image "ghcr.io/acme/billing-tools:1.4"`,
@@ -471,10 +455,7 @@ func TestPoll_podPendingPastTheLimitIsUnavailable(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t7-c1")
 	inv.StartupGrace = 10 * time.Minute // longer than the limit: the limit holds
-	if err := f.ex.Start(context.Background(), inv); err != nil {
-		t.Fatal(err)
-	}
-	j := f.job(inv)
+	j := f.start(inv)
 	pod := f.startPod(j)
 	f.setPodStatus(pod, corev1.PodPending, corev1.ContainerState{}, corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,

@@ -46,6 +46,15 @@ type helperReport struct {
 	Pid            int      `json:"pid"`
 }
 
+// startStubbornChild starts, in the helper's process group and on its
+// stdout, a child that ignores SIGTERM.
+func startStubbornChild() (*exec.Cmd, error) {
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), helperEnv+"=stubborn-child")
+	child.Stdout = os.Stdout
+	return child, child.Start()
+}
+
 func runHelper(mode string) int {
 	switch mode {
 	case "echo":
@@ -78,10 +87,7 @@ func runHelper(mode string) int {
 		// Ignores SIGTERM, and so does a child it starts in the same
 		// process group; both print their pid once they ignore it.
 		signal.Ignore(syscall.SIGTERM)
-		child := exec.Command(os.Args[0])
-		child.Env = append(os.Environ(), helperEnv+"=stubborn-child")
-		child.Stdout = os.Stdout
-		if err := child.Start(); err != nil {
+		if _, err := startStubbornChild(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -96,10 +102,8 @@ func runHelper(mode string) int {
 		return 0
 	case "orphan":
 		// Leaves a child behind, holding stdout, and exits at once.
-		child := exec.Command(os.Args[0])
-		child.Env = append(os.Environ(), helperEnv+"=stubborn-child")
-		child.Stdout = os.Stdout
-		if err := child.Start(); err != nil {
+		child, err := startStubbornChild()
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -272,6 +276,15 @@ func TestExecute_killsProcessGroupThatIgnoresSIGTERMAtDeadline(t *testing.T) {
 	if took < timeout+grace || took > timeout+grace+2*time.Second {
 		t.Errorf("Execute took %s, want between %s and %s", took, timeout+grace, timeout+grace+2*time.Second)
 	}
+	pids := leaderAndChild(t, res)
+	waitGroupGone(t, pids["leader"], []int{pids["leader"], pids["child"]})
+}
+
+// leaderAndChild reads the pids a group helper printed, one "role pid"
+// line each, and fails the test unless both the leader and its child are
+// there.
+func leaderAndChild(t *testing.T, res loop.Result) map[string]int {
+	t.Helper()
 	pids := map[string]int{}
 	for line := range strings.Lines(string(res.Output)) {
 		role, pid, _ := strings.Cut(strings.TrimSpace(line), " ")
@@ -280,7 +293,7 @@ func TestExecute_killsProcessGroupThatIgnoresSIGTERMAtDeadline(t *testing.T) {
 	if pids["leader"] == 0 || pids["child"] == 0 {
 		t.Fatalf("Output = %q, want the pids of the leader and its child", res.Output)
 	}
-	waitGroupGone(t, pids["leader"], []int{pids["leader"], pids["child"]})
+	return pids
 }
 
 func TestExecute_killsWhatTheToolLeftInItsGroup(t *testing.T) {
@@ -290,14 +303,7 @@ func TestExecute_killsWhatTheToolLeftInItsGroup(t *testing.T) {
 	if res.Failure != nil {
 		t.Fatalf("Failure = %+v, want none", res.Failure)
 	}
-	pids := map[string]int{}
-	for line := range strings.Lines(string(res.Output)) {
-		role, pid, _ := strings.Cut(strings.TrimSpace(line), " ")
-		pids[role], _ = strconv.Atoi(pid)
-	}
-	if pids["leader"] == 0 || pids["child"] == 0 {
-		t.Fatalf("Output = %q, want the pids of the leader and its child", res.Output)
-	}
+	pids := leaderAndChild(t, res)
 	if took > 5*time.Second {
 		t.Errorf("Execute took %s; it should not wait for the left-behind child", took)
 	}
