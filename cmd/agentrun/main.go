@@ -96,16 +96,11 @@ job tools run as local processes, writes a kubeconfig, and runs until Ctrl-C.`,
 func dev(kubeconfig string, verbose bool, stdout, stderr io.Writer) int {
 	setLogger(verbose, stderr)
 	fmt.Fprintln(stdout, "Starting etcd, kube-apiserver and the AgentRun operator (job tools run as local processes)...")
-	env, err := devenv.Start(kubeconfig, "")
-	if err != nil {
-		fmt.Fprintln(stderr, "agentrun dev:", err)
+	env, stopEnv, ok := startControlPlane("dev", kubeconfig, stderr)
+	if !ok {
 		return 1
 	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(stderr, "agentrun: stopping the local control plane:", err)
-		}
-	}()
+	defer stopEnv()
 	fmt.Fprintf(stdout, `Ready. In another terminal:
 
   export KUBECONFIG=%s
@@ -119,6 +114,22 @@ Press Ctrl-C to stop.
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "Stopping.")
 	return 0
+}
+
+// startControlPlane starts the local control plane and operator of
+// command's make target, or says why it could not; stop stops them, saying
+// what went wrong.
+func startControlPlane(command, kubeconfig string, stderr io.Writer) (env *devenv.Env, stop func(), ok bool) {
+	env, err := devenv.Start(kubeconfig, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "agentrun %s: %v\n", command, err)
+		return nil, nil, false
+	}
+	return env, func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(stderr, "agentrun: stopping the local control plane:", err)
+		}
+	}, true
 }
 
 func demoCommand(code *int) *cobra.Command {
@@ -146,16 +157,11 @@ manifest, follows the runs and checks that each ends as its manifest expects.`,
 func demo(samples, kubeconfig string, timeout time.Duration, verbose bool, stdout, stderr io.Writer) int {
 	setLogger(verbose, stderr)
 	start := time.Now()
-	env, err := devenv.Start(kubeconfig, "")
-	if err != nil {
-		fmt.Fprintln(stderr, "agentrun demo:", err)
+	env, stopEnv, ok := startControlPlane("demo", kubeconfig, stderr)
+	if !ok {
 		return 1
 	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(stderr, "agentrun: stopping the local control plane:", err)
-		}
-	}()
+	defer stopEnv()
 	fmt.Fprintf(stdout, "Local control plane and operator ready in %s.\n", time.Since(start).Round(100*time.Millisecond))
 	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {

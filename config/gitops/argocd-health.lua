@@ -36,22 +36,21 @@ local function describe(prefix, text)
   return prefix
 end
 
-if is_true("Ready") then
-  hs.status = "Healthy"
-  hs.message = describe("Completed", st.reason)
+local function health(status, message)
+  hs.status = status
+  hs.message = message
   return hs
+end
+
+if is_true("Ready") then
+  return health("Healthy", describe("Completed", st.reason))
 end
 if is_true("Stalled") then
   -- An outcome other than Completed, or a run the operator refuses to
   -- start (a GitOps re-run, see docs/gitops.md).
-  hs.status = "Degraded"
-  hs.message = describe(st.outcome or cond["Stalled"].reason, st.reason or cond["Stalled"].message)
-  return hs
+  return health("Degraded", describe(st.outcome or cond["Stalled"].reason, st.reason or cond["Stalled"].message))
 end
 if is_true("AwaitingApproval") then
-  hs.status = "Suspended"
-  hs.message = describe("AwaitingApproval", st.reason)
-  return hs
+  return health("Suspended", describe("AwaitingApproval", st.reason))
 end
-hs.message = describe(st.phase or "Pending", cond["Succeeded"] and cond["Succeeded"].message)
-return hs
+return health("Progressing", describe(st.phase or "Pending", cond["Succeeded"] and cond["Succeeded"].message))
