@@ -4,10 +4,14 @@
 // model text, which often carry customer data; Secrets keep them away from
 // anyone who may only `get` AgentRuns or read ConfigMaps.
 //
-// Every message and every tool result reaches a chunk before the run's
-// status counts it: the operator writes the chunk first, then the status
-// patch that counts it (write-ahead). A chunk that an attempt wrote but
-// whose status patch failed is not counted; the next attempt replaces it.
+// Every message and every tool result reaches a chunk before anything
+// counts it (write-ahead). A save either ends with a status patch that
+// counts its chunks and carries the checkpoint, or, when only the run's
+// progress changed, carries the checkpoint in its last chunk instead and
+// leaves status to a later write (the run's status then counts fewer
+// chunks than are saved). A chunk that carries a checkpoint is saved for
+// good, as is one that status counts; any other chunk past them was left
+// by an attempt that did not finish, and the next attempt replaces it.
 //
 // A chunk is named after the run's UID (ChunkName), so its name is valid
 // whatever the run's name, and it holds at most MaxChunkBytes of JSON, so
@@ -19,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"unicode/utf8"
 
@@ -68,6 +71,10 @@ var (
 type Chunk struct {
 	Messages     []loop.Message `json:"messages,omitempty"`
 	Observations []Observation  `json:"observations,omitempty"`
+	// Checkpoint is the run's state after this chunk, as status.checkpoint
+	// would hold it, when the save that wrote the chunk did not write
+	// status; it is newer than status.checkpoint.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 
 // Observation is the recorded result of one call of the turn in progress.
@@ -163,10 +170,10 @@ func jsonSize(v any) int {
 }
 
 // Write creates chunk n of the run. Chunks are immutable. A chunk of that
-// name left by an attempt whose status patch failed (the run's status,
-// read afresh through r, does not count it) is replaced; a counted one is
-// never touched (ErrStale), and a Secret of that name that the run does
-// not own is an error (ErrRefused), never replaced.
+// name left by an attempt that did not finish (it carries no checkpoint,
+// and the run's status, read afresh through r, does not count it) is
+// replaced; a saved one is never touched (ErrStale), and a Secret of that
+// name that the run does not own is an error (ErrRefused), never replaced.
 func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.AgentRun, n int, ch Chunk) error {
 	data, err := json.Marshal(ch)
 	if err != nil {
@@ -200,6 +207,12 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 		if string(old.Data[dataKey]) == string(data) {
 			return nil
 		}
+		if saved, serr := savedWithCheckpoint(ctx, r, run, n, old); serr != nil || saved {
+			if serr != nil {
+				return serr
+			}
+			return fmt.Errorf("%w: chunk %d is part of a save that ended with a checkpoint", ErrStale, n)
+		}
 		cur := &v1alpha1.AgentRun{}
 		if gerr := r.Get(ctx, client.ObjectKeyFromObject(run), cur); gerr != nil {
 			return gerr
@@ -218,6 +231,35 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 	return err
 }
 
+// savedWithCheckpoint reports whether chunk n (old) belongs to a save that
+// finished without a status write: it, or a chunk after it, carries a
+// checkpoint.
+func savedWithCheckpoint(ctx context.Context, r client.Reader, run *v1alpha1.AgentRun, n int, old *corev1.Secret) (bool, error) {
+	for i := n; ; i++ {
+		sec := old
+		if i > n {
+			sec = &corev1.Secret{}
+			err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: ChunkName(run.UID, i)}, sec)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			if !owns(run, sec) {
+				return false, nil
+			}
+		}
+		ch, err := decodeChunk(sec.Data[dataKey])
+		if err != nil {
+			return false, nil
+		}
+		if len(ch.Checkpoint) > 0 {
+			return true, nil
+		}
+	}
+}
+
 // owns reports whether the Secret is one of the run's chunks: the run is
 // its controller and its label names the run.
 func owns(run *v1alpha1.AgentRun, s *corev1.Secret) bool {
@@ -228,12 +270,12 @@ func owns(run *v1alpha1.AgentRun, s *corev1.Secret) bool {
 	return s.Labels[LabelRunUID] == string(run.UID) || s.Labels[LabelRun] == run.Name
 }
 
-// ReadChunks returns the run's first n chunks, in order. A missing or
-// unreadable chunk is an ErrLost error that names it.
+// ReadChunks returns the run's saved chunks, in order: the n that its
+// status counts, then those saved after them, up to the last that carries
+// a checkpoint (chunks past it were left by an attempt that did not
+// finish). A missing or unreadable counted chunk is an ErrLost error that
+// names it.
 func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
-	if n == 0 {
-		return nil, nil
-	}
 	byIndex := map[int]*corev1.Secret{}
 	collect := func(sel client.MatchingLabels) error {
 		list := &corev1.SecretList{}
@@ -260,11 +302,6 @@ func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n 
 			return nil, err
 		}
 	}
-	idxs := make([]int, 0, len(byIndex))
-	for i := range byIndex {
-		idxs = append(idxs, i)
-	}
-	sort.Ints(idxs)
 	out := make([]Chunk, 0, n)
 	for i := 0; i < n; i++ {
 		s := byIndex[i]
@@ -277,7 +314,31 @@ func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n 
 		}
 		out = append(out, ch)
 	}
-	return out, nil
+	saved := len(out)
+	for i := n; byIndex[i] != nil; i++ {
+		ch, err := decodeChunk(byIndex[i].Data[dataKey])
+		if err != nil {
+			break // never saved for good: a save reads its chunks back whole
+		}
+		out = append(out, ch)
+		if len(ch.Checkpoint) > 0 {
+			saved = len(out)
+		}
+	}
+	return out[:saved], nil
+}
+
+// Newest returns the run's newest checkpoint: that of the last of chunks
+// (as ReadChunks returned them) when it is past the n that status counts
+// and carries one, else status.checkpoint.
+func Newest(run *v1alpha1.AgentRun, chunks []Chunk, n int) []byte {
+	if len(chunks) > n && len(chunks[len(chunks)-1].Checkpoint) > 0 {
+		return chunks[len(chunks)-1].Checkpoint
+	}
+	if run.Status.Checkpoint == nil {
+		return nil
+	}
+	return run.Status.Checkpoint.Raw
 }
 
 // decodeChunk reads a chunk; chunks written before observations were kept
@@ -292,20 +353,31 @@ func decodeChunk(data []byte) (Chunk, error) {
 	return ch, err
 }
 
-// Decode reads a run's checkpoint (the zero state when there is none).
+// Decode reads a run's checkpoint from its status (the zero state when
+// there is none).
 func Decode(run *v1alpha1.AgentRun) (*loop.State, error) {
+	var raw []byte
+	if run.Status.Checkpoint != nil {
+		raw = run.Status.Checkpoint.Raw
+	}
+	return DecodeCheckpoint(raw)
+}
+
+// DecodeCheckpoint reads a checkpoint (the zero state when raw is empty).
+func DecodeCheckpoint(raw []byte) (*loop.State, error) {
 	s := &loop.State{}
-	if run.Status.Checkpoint == nil || len(run.Status.Checkpoint.Raw) == 0 {
+	if len(raw) == 0 {
 		return s, nil
 	}
-	if err := json.Unmarshal(run.Status.Checkpoint.Raw, s); err != nil {
-		return nil, fmt.Errorf("status.checkpoint is unreadable: %w", err)
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, fmt.Errorf("the run's checkpoint is unreadable: %w", err)
 	}
 	return s, nil
 }
 
-// Read returns a run's whole transcript: the messages of its chunks, then
-// any still buffered in its checkpoint (runs saved by older operators).
+// Read returns a run's whole transcript as saved: the messages of its
+// chunks, then any still buffered in its checkpoint (runs saved by older
+// operators).
 func Read(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun) ([]loop.Message, error) {
 	chunks := 0
 	if t := run.Status.Transcript; t != nil {
@@ -319,10 +391,10 @@ func Read(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun) ([]loop.
 	for _, ch := range cs {
 		msgs = append(msgs, ch.Messages...)
 	}
-	if t := run.Status.Transcript; t != nil && int(t.Messages) < len(msgs) {
+	if t := run.Status.Transcript; t != nil && len(cs) == chunks && int(t.Messages) < len(msgs) {
 		msgs = msgs[:t.Messages]
 	}
-	s, err := Decode(run)
+	s, err := DecodeCheckpoint(Newest(run, cs, chunks))
 	if err != nil {
 		return nil, err
 	}

@@ -104,6 +104,79 @@ func TestAChunkCountedByStatusIsNeverReplaced(t *testing.T) {
 	}
 }
 
+// A save that did not write status carries the checkpoint in its last
+// chunk: such chunks are read after those status counts, the newest
+// checkpoint is theirs, they are never replaced, and a chunk past the last
+// of them (an attempt that did not finish) is neither read nor kept.
+func TestChunksSavedWithACheckpointAreReadAfterTheCountedOnesAndNeverReplaced(t *testing.T) {
+	ctx := context.Background()
+	run := newRun(t, "quiet")
+	msg := func(turn int, content string) []loop.Message {
+		return []loop.Message{{Role: loop.RoleAssistant, Turn: turn, Content: content}}
+	}
+	checkpoint := func(turn int) []byte {
+		raw, _ := encjson.Marshal(&loop.State{Turn: turn})
+		return raw
+	}
+	for i, ch := range []Chunk{
+		{Messages: msg(1, "counted")},
+		{Messages: msg(2, "saved"), Checkpoint: checkpoint(2)},
+		{Messages: msg(3, "part of a save")},
+		{Messages: msg(3, "saved too"), Checkpoint: checkpoint(3)},
+		{Messages: msg(4, "unfinished")},
+	} {
+		if err := Write(ctx, c, c, run, i, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := &v1alpha1.AgentRun{}
+	_ = c.Get(ctx, client.ObjectKeyFromObject(run), cur)
+	cur.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: 1, Messages: 1}
+	cur.Status.Checkpoint = &runtime.RawExtension{Raw: checkpoint(1)}
+	if err := c.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+
+	chunks, err := ReadChunks(ctx, c, cur, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != 4 {
+		t.Fatalf("read %d chunks, want the counted one and the three saved after it", len(chunks))
+	}
+	if s, err := DecodeCheckpoint(Newest(cur, chunks, 1)); err != nil || s.Turn != 3 {
+		t.Fatalf("newest checkpoint: turn %d, %v; want the last saved chunk's (turn 3)", s.Turn, err)
+	}
+	if s, _ := DecodeCheckpoint(Newest(cur, chunks[:1], 1)); s.Turn != 1 {
+		t.Fatalf("with nothing saved after the counted chunks the newest checkpoint is status's, got turn %d", s.Turn)
+	}
+	got, err := Read(ctx, c, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var contents []string
+	for _, m := range got {
+		contents = append(contents, m.Content)
+	}
+	if diff := cmp.Diff([]string{"counted", "saved", "part of a save", "saved too"}, contents); diff != "" {
+		t.Fatalf("transcript (-want +got):\n%s", diff)
+	}
+
+	// A writer that read the run before those saves must not replace them.
+	for _, n := range []int{1, 2, 3} {
+		if err := Write(ctx, c, c, cur, n, Chunk{Messages: msg(9, "other")}); !errors.Is(err, ErrStale) {
+			t.Fatalf("rewriting saved chunk %d: err = %v, want ErrStale", n, err)
+		}
+	}
+	// The unfinished attempt's chunk is replaced by the next one.
+	if err := Write(ctx, c, c, cur, 4, Chunk{Messages: msg(4, "again"), Checkpoint: checkpoint(4)}); err != nil {
+		t.Fatalf("replacing the unfinished chunk: %v", err)
+	}
+	if chunks, _ := ReadChunks(ctx, c, cur, 1); len(chunks) != 5 || chunks[4].Messages[0].Content != "again" {
+		t.Fatalf("after the replacement: %d chunks", len(chunks))
+	}
+}
+
 // A run named payments must never touch a tenant's Secret, whatever its
 // name; a Secret in the way of a chunk is an error, not replaced.
 func TestSecretsTheRunDoesNotOwnAreNeverReplaced(t *testing.T) {
