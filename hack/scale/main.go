@@ -42,6 +42,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
+	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -66,6 +67,7 @@ type options struct {
 	writes                  int
 	workers, burst          int
 	qps                     float64
+	statusInterval          time.Duration
 	profileDir              string
 	heapProfile             string
 	skip                    string
@@ -96,6 +98,7 @@ func main() {
 	fs.IntVar(&o.workers, "workers", 4, "The operator's reconcile workers (cmd/manager's default).")
 	fs.Float64Var(&o.qps, "qps", 0, "The operator's client QPS, as cmd/manager's --kube-api-qps (and its default).")
 	fs.IntVar(&o.burst, "burst", 0, "The operator's client burst, as cmd/manager's --kube-api-burst (and its default).")
+	fs.DurationVar(&o.statusInterval, "status-interval", controller.DefaultStatusInterval, "The operator's --status-interval (and its default); 0 writes status at every save.")
 	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
 	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
@@ -189,8 +192,12 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	go func() {
+		interval := o.statusInterval
+		if interval <= 0 {
+			interval = -1 // operator.Options: every save
+		}
 		opDone <- operator.Run(octx, cfg, operator.Options{LocalTools: true, LocalDir: dir, Workers: o.workers,
-			QPS: float32(o.qps), Burst: o.burst})
+			QPS: float32(o.qps), Burst: o.burst, StatusInterval: interval})
 	}()
 	skip := map[string]bool{}
 	for s := range strings.SplitSeq(o.skip, ",") {

@@ -74,6 +74,13 @@ type Config struct {
 	// informer sees; the job tools' executors wait on it (job.Config's
 	// Wakeups) instead of polling their Jobs.
 	JobWakeups *job.Wakeups
+	// StatusInterval is how far a run's status may fall behind its saved
+	// progress: a save that changes only the run's progress (its turn,
+	// usage and checkpoint) carries the checkpoint in its last transcript
+	// chunk, and status is written once StatusInterval has passed since the
+	// first such save (or sooner, with any other change). Zero writes status
+	// at every save. The operator's default is DefaultStatusInterval.
+	StatusInterval time.Duration
 	// TracerProvider receives the runs' spans (telemetry.Setup builds it
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.
@@ -95,6 +102,9 @@ type AgentRunReconciler struct {
 	chunks map[types.UID]*saved
 	// written is our last status write of each run (see freshest).
 	written map[types.UID]written
+	// deferred is each run's status as saved when its last saves did not
+	// write status (see persist).
+	deferred map[types.UID]*deferred
 	// cached is the last version of each run the cache received that was
 	// not (yet) our remembered write (see caughtUp).
 	cached map[types.UID]string
@@ -121,13 +131,14 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		cfg.EventVerbosity = EventsPerTurn
 	}
 	return &AgentRunReconciler{
-		Config:  cfg,
-		work:    newTracker(),
-		kits:    map[types.UID]*Kit{},
-		chunks:  map[types.UID]*saved{},
-		written: map[types.UID]written{},
-		cached:  map[types.UID]string{},
-		uids:    map[types.NamespacedName]types.UID{},
+		Config:   cfg,
+		work:     newTracker(),
+		kits:     map[types.UID]*Kit{},
+		chunks:   map[types.UID]*saved{},
+		written:  map[types.UID]written{},
+		deferred: map[types.UID]*deferred{},
+		cached:   map[types.UID]string{},
+		uids:     map[types.NamespacedName]types.UID{},
 	}
 }
 
@@ -139,6 +150,20 @@ type saved struct {
 	// observations are the stored results of the current turn's calls.
 	observations map[string]transcript.Observation
 }
+
+// deferred is a run's status as its saves left it when they did not write
+// it: status is the whole status as it would have been written (its
+// checkpoint is in the last chunk too), over is the resourceVersion of the
+// stored run it is newer than, and since is when the first of those saves
+// was made.
+type deferred struct {
+	status *v1alpha1.AgentRunStatus
+	over   string
+	since  time.Time
+}
+
+// DefaultStatusInterval is the operator's StatusInterval.
+const DefaultStatusInterval = 5 * time.Second
 
 // written is the object as our last status patch left it, and every
 // resourceVersion our own writes went through since the cache last caught
@@ -298,7 +323,13 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		return ctrl.Result{}, nil
 	}
 	r.track(key, run.UID)
-	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock()}
+	sc := &scope{run: run, stored: run.DeepCopy(), now: r.Clock()}
+	sc.base = sc.stored
+	if d := r.deferredOf(run); d != nil {
+		// Our saves since the stored status: carry on from them.
+		run.Status = *d.status.DeepCopy()
+		sc.base, sc.deferred = run.DeepCopy(), d
+	}
 	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
 	if run.Status.TraceParent == "" {
 		// Saved with this reconcile's status write, before any call of
@@ -324,11 +355,19 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		}
 	}
 	if sc.wait {
-		return result, nil
+		return r.flushDeferred(ctx, sc, result), nil
 	}
 	written, err := r.persist(ctx, sc)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	r.mu.Lock()
+	d := r.deferred[sc.run.UID]
+	r.mu.Unlock()
+	if d != nil {
+		// Back when the deferred status is due, even if nothing wakes the
+		// run before.
+		result = soonest(result, d.since.Add(r.StatusInterval).Sub(sc.now))
 	}
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
@@ -339,6 +378,58 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		r.endTrace(ctx, sc)
 	}
 	return result, nil
+}
+
+// deferredOf returns the run's status as our saves left it when they did
+// not write status, if the run is still the version they were newer than.
+// After any other write of the run (an annotation, a cancel, a status
+// written by anyone) the saves' chunks are the record to resume from, and
+// loadState reads them.
+func (r *AgentRunReconciler) deferredOf(run *v1alpha1.AgentRun) *deferred {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.deferred[run.UID]
+	if d == nil {
+		return nil
+	}
+	if d.over != run.ResourceVersion {
+		delete(r.deferred, run.UID)
+		return nil
+	}
+	return d
+}
+
+// flushDeferred writes, when it is due, the status that saves deferred,
+// while the run waits for its model or tools; otherwise it asks to be
+// back when it is due.
+func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res ctrl.Result) ctrl.Result {
+	d := sc.deferred
+	if d == nil {
+		return res
+	}
+	if due := d.since.Add(r.StatusInterval).Sub(sc.now); due > 0 {
+		return soonest(res, due)
+	}
+	run := sc.stored.DeepCopy()
+	run.Status = *d.status.DeepCopy()
+	if err := r.patchStatus(ctx, sc.stored, run); err != nil {
+		// The next save writes it; until then the chunks hold the progress.
+		ctrl.LoggerFrom(ctx).V(2).Info("Could not write the run's deferred status", "error", err.Error())
+		return soonest(res, time.Second)
+	}
+	r.mu.Lock()
+	delete(r.deferred, run.UID)
+	r.mu.Unlock()
+	return res
+}
+
+// soonest returns res, to be back within d at the latest.
+func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
+	d = max(d, time.Millisecond)
+	if res.RequeueAfter == 0 || d < res.RequeueAfter {
+		res.RequeueAfter = d
+	}
+	return res
 }
 
 // freshest returns our own last write when the cache still holds the
@@ -431,6 +522,7 @@ func (r *AgentRunReconciler) forget(uid types.UID) {
 	delete(r.kits, uid)
 	delete(r.chunks, uid)
 	delete(r.written, uid)
+	delete(r.deferred, uid)
 	delete(r.cached, uid)
 	for k, v := range r.uids {
 		if v == uid {

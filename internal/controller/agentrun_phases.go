@@ -21,6 +21,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -37,9 +38,13 @@ const maxBatchBytes = 512 << 10
 // order (loadKit, loadState, advance); persist writes it out.
 type scope struct {
 	// run is the object being reconciled; its status is rewritten in
-	// place and patched once, against base (the object as read).
-	run  *v1alpha1.AgentRun
-	base *v1alpha1.AgentRun
+	// place and patched once, against stored (the object as read). base is
+	// the object as last saved: stored, or stored with the status that
+	// saves which did not write status left (deferred).
+	run      *v1alpha1.AgentRun
+	base     *v1alpha1.AgentRun
+	stored   *v1alpha1.AgentRun
+	deferred *deferred
 	// now is the reconcile's one reading of the clock.
 	now time.Time
 
@@ -116,19 +121,21 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 // State the checkpoint counts on that is missing or unreadable ends the
 // run Error with a reason that names it: waiting will not bring it back.
 func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Result, error) {
-	s, err := transcript.Decode(sc.run)
-	if err != nil {
-		r.fail(sc, err.Error())
-		return ctrl.Result{}, nil
-	}
+	st := &sc.run.Status
+	resumed := false
 	chunks, messages := 0, 0
-	if t := sc.run.Status.Transcript; t != nil {
+	if t := st.Transcript; t != nil {
 		chunks, messages = int(t.Chunks), int(t.Messages)
 	}
 	r.mu.Lock()
 	sv := r.chunks[sc.run.UID]
 	r.mu.Unlock()
-	if sv == nil || sv.chunks != chunks || len(sv.messages) != messages {
+	if sv != nil && (sv.chunks != chunks || len(sv.messages) != messages) {
+		sv = nil
+	}
+	if sv == nil && (chunks > 0 || st.Checkpoint != nil) {
+		// Not what this process last saved (a restart, another replica):
+		// read the chunks, with those saved after the ones status counts.
 		cs, err := transcript.ReadChunks(ctx, r.APIReader, sc.run, chunks)
 		if errors.Is(err, transcript.ErrLost) {
 			r.fail(sc, "the run cannot resume: "+err.Error())
@@ -137,20 +144,46 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		sv = &saved{chunks: chunks, observations: map[string]transcript.Observation{}}
-		for _, ch := range cs {
+		sv = &saved{chunks: len(cs), observations: map[string]transcript.Observation{}}
+		counted := 0
+		for i, ch := range cs {
 			sv.messages = append(sv.messages, ch.Messages...)
+			if i < chunks {
+				counted += len(ch.Messages)
+			}
 			for _, o := range ch.Observations {
 				sv.observations[o.CallID] = o
 			}
 		}
-		if len(sv.messages) != messages {
-			r.fail(sc, fmt.Sprintf("the run cannot resume: its transcript chunks hold %d messages, its status counts %d", len(sv.messages), messages))
+		if counted != messages {
+			r.fail(sc, fmt.Sprintf("the run cannot resume: its transcript chunks hold %d messages, its status counts %d", counted, messages))
 			return ctrl.Result{}, nil
 		}
-		r.mu.Lock()
-		r.chunks[sc.run.UID] = sv
-		r.mu.Unlock()
+		if len(cs) > chunks {
+			// Saves after the stored status: resume from the newest.
+			st.Checkpoint = &runtime.RawExtension{Raw: transcript.Newest(sc.run, cs, chunks)}
+			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(sv.chunks), Messages: int32(len(sv.messages))}
+			resumed = true
+		}
+	}
+	if sv == nil {
+		sv = &saved{observations: map[string]transcript.Observation{}}
+	}
+	r.mu.Lock()
+	r.chunks[sc.run.UID] = sv
+	r.mu.Unlock()
+	s, err := transcript.Decode(sc.run)
+	if err != nil {
+		r.fail(sc, err.Error())
+		return ctrl.Result{}, nil
+	}
+	if resumed && sc.kit != nil {
+		// The last save is newer than the stored status: what this
+		// reconcile adds (its spend, its transitions) counts from it.
+		sc.base = sc.stored.DeepCopy()
+		sc.base.Status = *st.DeepCopy()
+		runstatus.SetFromState(&sc.base.Status, s, sc.kit.Engine.Convergence(s), metav1.NewTime(sc.now))
+		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), metav1.NewTime(sc.now))
 	}
 	// The results of the turn's calls are in the chunks, not in status.
 	for i := range s.Calls {
@@ -284,31 +317,47 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 	now := metav1.NewTime(sc.now)
 	s := sc.state
 	var next *saved
-	if s != nil && sc.kit != nil {
-		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
-		runstatus.RecordApprovals(st, sc.notes, sc.answers, sc.by, now)
-		next, err = r.saveTranscript(ctx, sc)
-		switch {
-		case errors.Is(err, transcript.ErrStale):
-			return false, errConflict
-		case errors.Is(err, transcript.ErrRefused):
-			r.fail(sc, "the run's transcript cannot be saved: "+err.Error())
-			s, next = nil, nil
-		case err != nil:
-			r.unsaved(ctx, sc, "Saving the transcript failed; retrying: "+err.Error())
-			return false, err
-		default:
-			if err := setCheckpoint(st, s); err != nil {
-				return false, err
-			}
-		}
-	}
 	if st.ObservedGeneration != sc.run.Generation {
 		st.ObservedGeneration = sc.run.Generation
 	}
 	apimeta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSaved) // this save clears it
-	if !equalStatus(&sc.base.Status, st) {
-		err := r.patchStatus(ctx, sc.base, sc.run)
+	quiet := false
+	if s != nil && sc.kit != nil {
+		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
+		runstatus.RecordApprovals(st, sc.notes, sc.answers, sc.by, now)
+		if err := setCheckpoint(st, s); err != nil {
+			return false, err
+		}
+		var checkpoint []byte
+		if r.mayDefer(sc) {
+			checkpoint = st.Checkpoint.Raw
+		}
+		next, quiet, err = r.saveTranscript(ctx, sc, checkpoint)
+		switch {
+		case errors.Is(err, transcript.ErrStale):
+			r.dropSaves(sc.run.UID)
+			return false, errConflict
+		case errors.Is(err, transcript.ErrRefused):
+			r.fail(sc, "the run's transcript cannot be saved: "+err.Error())
+			s, next, quiet = nil, nil, false
+		case err != nil:
+			r.unsaved(ctx, sc, "Saving the transcript failed; retrying: "+err.Error())
+			return false, err
+		}
+	}
+	switch {
+	case quiet:
+		// Saved in the chunk; status follows within StatusInterval.
+		d := &deferred{status: st.DeepCopy(), over: sc.stored.ResourceVersion, since: sc.now}
+		if sc.deferred != nil {
+			d.since = sc.deferred.since
+		}
+		r.mu.Lock()
+		r.deferred[sc.run.UID] = d
+		r.mu.Unlock()
+		written = true
+	case !equalStatus(&sc.stored.Status, st):
+		err := r.patchStatus(ctx, sc.stored, sc.run)
 		if apierrors.IsConflict(err) {
 			return false, errConflict
 		}
@@ -317,8 +366,8 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			// with what it spent.
 			r.fail(sc, "the run's status cannot be saved: "+clip.Cut(err.Error(), 2048, runstatus.CutMark))
 			next = nil
-			if !equalStatus(&sc.base.Status, st) {
-				err = r.patchStatus(ctx, sc.base, sc.run)
+			if !equalStatus(&sc.stored.Status, st) {
+				err = r.patchStatus(ctx, sc.stored, sc.run)
 			}
 			if apierrors.IsConflict(err) {
 				return false, errConflict
@@ -328,6 +377,9 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			r.unsaved(ctx, sc, "Saving the run's status failed; retrying: "+err.Error())
 			return false, err
 		}
+		r.mu.Lock()
+		delete(r.deferred, sc.run.UID)
+		r.mu.Unlock()
 		written = true
 	}
 	if sc.consumed != "" {
@@ -344,10 +396,34 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 	return written, nil
 }
 
+// mayDefer reports whether this save may leave status to a later write:
+// StatusInterval is set, the deferred saves are not due, and the save
+// changes nothing of the status but the run's progress.
+func (r *AgentRunReconciler) mayDefer(sc *scope) bool {
+	if r.StatusInterval <= 0 || sc.stop || sc.state == nil || sc.state.Done() {
+		return false
+	}
+	if sc.deferred != nil && !sc.now.Before(sc.deferred.since.Add(r.StatusInterval)) {
+		return false
+	}
+	return runstatus.OnlyProgress(&sc.stored.Status, &sc.run.Status)
+}
+
+// dropSaves forgets what this process knows of a run's saves, so that the
+// next attempt reads them from the API server.
+func (r *AgentRunReconciler) dropSaves(uid types.UID) {
+	r.mu.Lock()
+	delete(r.chunks, uid)
+	delete(r.deferred, uid)
+	r.mu.Unlock()
+}
+
 // saveTranscript writes the messages and tool results that are not yet in
-// a chunk as new chunks, and counts them in status.transcript. It returns
-// what is saved once status holds that count.
-func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope) (*saved, error) {
+// a chunk as new chunks, and counts them in status.transcript. With a
+// checkpoint, the last new chunk carries it and the save is done when that
+// chunk is (quiet); a save with nothing new for a chunk is not. It returns
+// what is saved once status or the last chunk holds that count.
+func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope, checkpoint []byte) (_ *saved, quiet bool, _ error) {
 	s, sv := sc.state, sc.saved
 	msgs := s.Transcript[sc.flushed:]
 	var obs []transcript.Observation
@@ -364,14 +440,18 @@ func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope) (*sa
 	}
 	if len(msgs) == 0 && len(obs) == 0 {
 		if len(keep) == len(sv.observations) {
-			return sv, nil
+			return sv, false, nil
 		}
-		return &saved{chunks: sv.chunks, messages: sv.messages, observations: keep}, nil
+		return &saved{chunks: sv.chunks, messages: sv.messages, observations: keep}, false, nil
 	}
 	next := &saved{chunks: sv.chunks, messages: sv.messages[:len(sv.messages):len(sv.messages)], observations: keep}
-	for _, ch := range transcript.Split(msgs, obs, transcript.MaxChunkBytes) {
+	chs := transcript.Split(msgs, obs, transcript.MaxChunkBytes)
+	for i, ch := range chs {
+		if i == len(chs)-1 && len(checkpoint) > 0 {
+			ch.Checkpoint = checkpoint
+		}
 		if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, next.chunks, ch); err != nil {
-			return nil, fmt.Errorf("writing transcript chunk %d: %w", next.chunks, err)
+			return nil, false, fmt.Errorf("writing transcript chunk %d: %w", next.chunks, err)
 		}
 		next.chunks++
 		next.messages = append(next.messages, ch.Messages...)
@@ -380,7 +460,7 @@ func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope) (*sa
 		}
 	}
 	sc.run.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(next.chunks), Messages: int32(len(next.messages))}
-	return next, nil
+	return next, len(checkpoint) > 0, nil
 }
 
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha1.AgentRun) error {
@@ -426,12 +506,12 @@ func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, "%s", msg)
 	}
-	if c := apimeta.FindStatusCondition(sc.base.Status.Conditions, v1alpha1.ConditionSaved); c != nil && c.Message == msg {
+	if c := apimeta.FindStatusCondition(sc.stored.Status.Conditions, v1alpha1.ConditionSaved); c != nil && c.Message == msg {
 		return
 	}
-	run := sc.base.DeepCopy()
+	run := sc.stored.DeepCopy()
 	runstatus.SetCondition(&run.Status, v1alpha1.ConditionSaved, metav1.ConditionFalse, v1alpha1.ReasonPersistFailed, msg, metav1.NewTime(sc.now))
-	if err := r.patchStatus(ctx, sc.base, run); err != nil {
+	if err := r.patchStatus(ctx, sc.stored, run); err != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("Could not record the failed save in status", "error", err.Error())
 	}
 }

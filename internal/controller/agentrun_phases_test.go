@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -159,7 +161,7 @@ func TestPersist_aStatusWriteRefusedForSizeEndsTheRunWithoutRerunningTools(t *te
 	ns := namespace(t)
 	tb := newTools()
 	b := makeRun(ns, "too-large").readTool("lookup").calls("lookup", `{"q":1}`).answer("done")
-	_, _ = startReconciler(t, &kits{tools: tb}, 0, func(c client.Client, _ func()) client.Client {
+	startWith(t, &kits{tools: tb}, managerSetup{config: statusAtEverySave, wrap: func(c client.Client, _ func()) client.Client {
 		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
 			run, ok := obj.(*v1alpha1.AgentRun)
 			if ok && op == "status" && run.Status.Outcome == "" && run.Status.Usage != nil && run.Status.Usage.ToolCalls > 0 {
@@ -167,7 +169,7 @@ func TestPersist_aStatusWriteRefusedForSizeEndsTheRunWithoutRerunningTools(t *te
 			}
 			return nil
 		}}
-	})
+	}})
 	run := b.create(t)
 	done := waitOutcome(t, run, 20*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeError, "the run's status cannot be saved")
@@ -324,7 +326,7 @@ func TestPersist_aConflictingPatchKeepsTheFinishedWork(t *testing.T) {
 	}).calls("lookup", `{"q":1}`).calls("refund", `{"amount":1}`).answer("refunded")
 	model.inner = &loop.Scripted{Entries: scriptOf(b)}
 	var conflicts atomic.Int64
-	_, _ = startReconciler(t, &kits{tools: tb, model: model}, 0, conflictEveryOtherPatch(&conflicts))
+	startWith(t, &kits{tools: tb, model: model}, managerSetup{config: statusAtEverySave, wrap: conflictEveryOtherPatch(&conflicts)})
 	run := b.create(t)
 	done := waitOutcome(t, run, 30*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 3")
@@ -657,5 +659,117 @@ func TestBoundResults_aGroupUnderTheLimitIsKeptWhole(t *testing.T) {
 	got := boundResults(in, 100)
 	if string(got[0].Output) != "one" || string(got[1].Output) != "two" || got[0].Truncated || got[1].Truncated {
 		t.Fatalf("results under the limit changed: %+v", got)
+	}
+}
+
+// statusWrites counts the status writes of the AgentRuns of one namespace.
+type statusWrites struct{ n atomic.Int64 }
+
+func (w *statusWrites) wrap(ns string) func(client.Client, func()) client.Client {
+	return func(c client.Client, _ func()) client.Client {
+		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
+			if _, ok := obj.(*v1alpha1.AgentRun); ok && op == "status" && obj.GetNamespace() == ns {
+				w.n.Add(1)
+			}
+			return nil
+		}}
+	}
+}
+
+func statusEvery(d time.Duration) func(*Config) {
+	return func(c *Config) { c.StatusInterval = d }
+}
+
+// Issue 13: a save that changes only a run's progress (its turn, usage and
+// checkpoint) puts the checkpoint in its transcript chunk and writes no
+// status; status is written when the phase changes. Every save used to be
+// a status write: two a turn.
+func TestStatus_aRunThatOnlyProgressesWritesStatusWhenItsPhaseChanges(t *testing.T) {
+	const turns = 8
+	ns := namespace(t)
+	var writes statusWrites
+	startWith(t, &kits{tools: newTools(), model: lookupModel{n: turns}}, managerSetup{wrap: writes.wrap(ns), config: statusEvery(time.Hour)})
+	run := makeRun(ns, "quiet").readTool("lookup").maxTurns(turns).answer("unused").budget(func(b *v1alpha1.BudgetSpec) {
+		b.MaxToolCalls = ptr.To(int32(turns))
+		b.DefaultToolLimit = ptr.To(int32(turns))
+	}).create(t)
+	done := waitOutcome(t, run, 30*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	if done.Status.Usage.Turns != turns || done.Status.Usage.ToolCalls != turns-1 {
+		t.Fatalf("usage %+v, want %d turns and %d tool calls", done.Status.Usage, turns, turns-1)
+	}
+	// Pending to Running, and the end (and a retry of either, at most).
+	if n := writes.n.Load(); n > 3 {
+		t.Fatalf("%d status writes for %d turns, want at most 3: a save that only progresses writes none", n, turns)
+	}
+	msgs, err := transcript.Read(context.Background(), k8sClient, done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2*(turns-1)+1 {
+		t.Fatalf("transcript has %d messages, want %d", len(msgs), 2*(turns-1)+1)
+	}
+	var secrets corev1.SecretList
+	if err := k8sClient.List(context.Background(), &secrets, client.InNamespace(ns), client.MatchingLabels{transcript.LabelRunUID: string(run.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	if int(done.Status.Transcript.Chunks) != len(secrets.Items) {
+		t.Fatalf("status counts %d chunks, %d exist", done.Status.Transcript.Chunks, len(secrets.Items))
+	}
+}
+
+// While a run waits for its model, the progress its saves left out of
+// status reaches status once the interval has passed, with nothing else
+// waking the run.
+func TestStatus_progressReachesStatusWithinTheInterval(t *testing.T) {
+	ns := namespace(t)
+	b := makeRun(ns, "catch-up").readTool("lookup").
+		calls("lookup", `{"q":1}`).calls("lookup", `{"q":2}`).calls("lookup", `{"q":3}`).answer("done")
+	model := &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 4, entered: make(chan struct{}), release: make(chan struct{})}
+	startWith(t, &kits{tools: newTools(), model: model}, managerSetup{config: statusEvery(300 * time.Millisecond)})
+	run := b.create(t)
+	await(t, model.entered, 20*time.Second, "turn 4 never started")
+	NewWithT(t).Eventually(func() string {
+		st := get(t, run).Status
+		return fmt.Sprintf("turn %d, %d tool calls", st.Turn, st.Usage.ToolCalls)
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal("turn 4, 3 tool calls"))
+	close(model.release)
+	expectOutcome(t, waitOutcome(t, run, 20*time.Second), v1alpha1.OutcomeCompleted, "turn 4")
+}
+
+// An operator that stops while its run's status is turns behind (every
+// save since was a chunk with a checkpoint) is followed by one that resumes
+// from the newest checkpoint: no tool runs again, only the model call that
+// was in flight is made again, and the transcript is whole.
+func TestStatus_aRestartResumesFromTheSavesPastTheStoredStatus(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	b := makeRun(ns, "resume").readTool("lookup").writeTool("note", true).
+		calls("lookup", `{"q":1}`).calls("note", `{"text":"a"}`).calls("lookup", `{"q":2}`).answer("done")
+	first := &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 4, entered: make(chan struct{}), release: make(chan struct{})}
+	_, stop := startWith(t, &kits{tools: tb, model: first}, managerSetup{config: statusEvery(time.Hour)})
+	run := b.create(t)
+	await(t, first.entered, 20*time.Second, "turn 4 never started")
+	if st := get(t, run).Status; st.Turn != 1 || st.Phase != v1alpha1.PhaseRunning {
+		t.Fatalf("status says %s, turn %d, with turn 4 in flight; want Running, turn 1 (the saves since are in chunks)", st.Phase, st.Turn)
+	}
+	stop()
+
+	second := &countingModel{inner: &loop.Scripted{Entries: scriptOf(b)}}
+	startWith(t, &kits{tools: tb, model: second}, managerSetup{config: statusEvery(time.Hour)})
+	done := waitOutcome(t, run, 30*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 4")
+	if diff := cmp.Diff(map[string]int{"t1-c1:lookup": 1, "t2-c1:note": 1, "t3-c1:lookup": 1}, tb.counts()); diff != "" {
+		t.Fatalf("executions (-want +got):\n%s", diff)
+	}
+	if n := second.calls.Load(); n != 1 {
+		t.Fatalf("the second operator made %d model calls, want 1 (turn 4's, lost in the restart)", n)
+	}
+	if u := done.Status.Usage; u.Turns != 5 || u.ToolCalls != 3 {
+		t.Fatalf("usage %+v, want 5 turns (4 and the call lost in the restart) and 3 tool calls", u)
+	}
+	msgs, err := transcript.Read(context.Background(), k8sClient, done)
+	if err != nil || len(msgs) != 7 {
+		t.Fatalf("transcript: %d messages, %v; want 7", len(msgs), err)
 	}
 }

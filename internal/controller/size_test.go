@@ -82,6 +82,7 @@ func TestRun_aThousandTurnsWithAWindowOfAThousandStayUnder32KiB(t *testing.T) {
 	ns := namespace(t)
 	var sizing *sizingClient
 	startWith(t, &kits{tools: newTools(), model: lookupModel{n: turns}}, managerSetup{
+		config: statusAtEverySave, // the object's size at every save
 		wrap: func(c client.Client, _ func()) client.Client {
 			sizing = &sizingClient{Client: c}
 			return sizing

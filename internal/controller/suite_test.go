@@ -137,6 +137,10 @@ type managerSetup struct {
 	config  func(*Config)       // the reconciler's (a tracer provider)
 }
 
+// statusAtEverySave makes every save a status write (StatusInterval 0),
+// for the tests of what a status write does.
+func statusAtEverySave(c *Config) { c.StatusInterval = 0 }
+
 // startWith is the one way the tests start an operator: a manager against
 // the test API server and the reconciler on it, stopped when the test ends.
 func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler, func()) {
@@ -162,7 +166,7 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 		c = s.wrap(c, cancel)
 	}
 	cfg := Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
-		MaxConcurrentReconciles: s.workers}
+		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval}
 	if s.config != nil {
 		s.config(&cfg)
 	}

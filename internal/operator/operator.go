@@ -46,6 +46,11 @@ type Options struct {
 	// EventVerbosity says which of a run's notes become events
 	// (controller.EventsPerTurn when empty).
 	EventVerbosity controller.EventVerbosity
+	// StatusInterval is how far a run's status may fall behind its saved
+	// progress (controller.Config's StatusInterval):
+	// controller.DefaultStatusInterval when zero, status written at every
+	// save when negative.
+	StatusInterval time.Duration
 	// LocalDir is where local job tools run.
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
@@ -161,7 +166,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}()
 	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
-		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups})
+		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval)})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -212,4 +217,15 @@ func metricsOptions(o Options) metricsserver.Options {
 		}
 	}
 	return m
+}
+
+// statusInterval is the reconciler's StatusInterval for the option's.
+func statusInterval(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return controller.DefaultStatusInterval
+	case d < 0:
+		return 0
+	}
+	return d
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -250,3 +251,23 @@ func recorded(st *v1alpha1.AgentRunStatus, callID string, d v1alpha1.ApprovalDec
 
 // CutMark ends a status text cut to its field's limit (clip.Cut).
 const CutMark = "… [cut]"
+
+// OnlyProgress reports whether after differs from before in nothing but the
+// run's progress: its turn, usage and reservation, convergence and
+// verification figures, transcript counts and checkpoint, and the messages
+// (and times) of conditions whose status and reason stay. A save that
+// changes only these may leave status to a later write; a change of phase,
+// outcome, reason, approvals or of any condition's status or reason is
+// written at once.
+func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
+	strip := func(st *v1alpha1.AgentRunStatus) *v1alpha1.AgentRunStatus {
+		c := st.DeepCopy()
+		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification = 0, nil, nil, nil, nil
+		c.Transcript, c.Checkpoint = nil, nil
+		for i := range c.Conditions {
+			c.Conditions[i].Message, c.Conditions[i].LastTransitionTime = "", metav1.Time{}
+		}
+		return c
+	}
+	return equality.Semantic.DeepEqual(strip(before), strip(after))
+}
