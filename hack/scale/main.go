@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -271,10 +272,12 @@ func (b *bench) throughput(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ownBefore := ownCPU()
 	res, err := b.drive(ctx, ns, o.runs, fmt.Sprintf("scale-t%d-l0", o.turns), int32(o.turns/2+1), nil)
 	if err != nil {
 		return err
 	}
+	own := ownCPU() - ownBefore
 	after, err := b.requests(ctx)
 	if err != nil {
 		return err
@@ -309,6 +312,8 @@ func (b *bench) throughput(ctx context.Context) error {
 		row{"  API writes per turn (operator, events included)", fmt.Sprintf("%.2f", writes/float64(turns)), "", ""},
 		row{"  events per turn", fmt.Sprintf("%.2f", float64(events)/float64(turns)), "at most 1", ""},
 		row{"  largest AgentRun seen", fmt.Sprintf("%d B", res.largest), "32768 B", ""},
+		row{"  CPU per turn: API server; operator process", fmt.Sprintf("%.2f ms; %.2f ms", 1000*(after.cpu-before.cpu)/float64(turns), 1000*own.Seconds()/float64(turns)),
+			"the operator's share includes this harness (creating and watching the runs)", ""},
 	)
 	if res.failed > 0 {
 		b.notes = append(b.notes, fmt.Sprintf("throughput: %d of %d runs did not complete: %s", res.failed, o.runs, res.firstFailure))
@@ -987,6 +992,16 @@ func (b *bench) profile(ctx context.Context, path string, seconds int) error {
 	}
 	fmt.Fprintln(os.Stderr, "Saved", path)
 	return os.WriteFile(path, raw, 0o644)
+}
+
+// ownCPU is the user and system CPU time this process (the operator and the
+// harness) has used.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // serverStats are counters of the API server's /metrics.
