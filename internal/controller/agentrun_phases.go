@@ -45,6 +45,9 @@ type scope struct {
 	base     *v1alpha1.AgentRun
 	stored   *v1alpha1.AgentRun
 	deferred *deferred
+	// resumed: the state was read back from chunks saved after the stored
+	// status (loadState), so this save writes status.
+	resumed bool
 	// now is the reconcile's one reading of the clock.
 	now time.Time
 
@@ -177,6 +180,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		r.fail(sc, err.Error())
 		return ctrl.Result{}, nil
 	}
+	sc.resumed = resumed
 	if resumed && sc.kit != nil {
 		// The last save is newer than the stored status: what this
 		// reconcile adds (its spend, its transitions) counts from it.
@@ -397,10 +401,12 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 }
 
 // mayDefer reports whether this save may leave status to a later write:
-// StatusInterval is set, the deferred saves are not due, and the save
-// changes nothing of the status but the run's progress.
+// StatusInterval is set, the deferred saves are not due, the state was not
+// read back from saves status does not count (a restart, another write of
+// the run), and the save changes nothing of the status but the run's
+// progress.
 func (r *AgentRunReconciler) mayDefer(sc *scope) bool {
-	if r.StatusInterval <= 0 || sc.stop || sc.state == nil || sc.state.Done() {
+	if r.StatusInterval <= 0 || sc.stop || sc.resumed || sc.state == nil || sc.state.Done() {
 		return false
 	}
 	if sc.deferred != nil && !sc.now.Before(sc.deferred.since.Add(r.StatusInterval)) {

@@ -773,3 +773,38 @@ func TestStatus_aRestartResumesFromTheSavesPastTheStoredStatus(t *testing.T) {
 		t.Fatalf("transcript: %d messages, %v; want 7", len(msgs), err)
 	}
 }
+
+// Another write of the run while status is behind its saves (here an
+// annotation; a cancel or a status edit is the same) makes the operator
+// resume from the saves it reads back, not from its memory of them: the
+// run goes on where it was, no tool runs again, spend is counted once.
+func TestStatus_aWriteOfTheRunWhileStatusIsBehindLosesNoSave(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	b := makeRun(ns, "touched").readTool("lookup").writeTool("note", true).
+		calls("lookup", `{"q":1}`).calls("note", `{"text":"a"}`).calls("lookup", `{"q":2}`).answer("done")
+	model := &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 4, entered: make(chan struct{}), release: make(chan struct{})}
+	startWith(t, &kits{tools: tb, model: model}, managerSetup{config: statusEvery(time.Hour)})
+	run := b.create(t)
+	await(t, model.entered, 20*time.Second, "turn 4 never started")
+	if st := get(t, run).Status; st.Turn != 1 {
+		t.Fatalf("status says turn %d with turn 4 in flight; want 1", st.Turn)
+	}
+	body := []byte(`{"metadata":{"annotations":{"example.com/touched":"yes"}}}`)
+	if err := k8sClient.Patch(context.Background(), run.DeepCopy(), client.RawPatch("application/merge-patch+json", body)); err != nil {
+		t.Fatal(err)
+	}
+	close(model.release)
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 4")
+	if diff := cmp.Diff(map[string]int{"t1-c1:lookup": 1, "t2-c1:note": 1, "t3-c1:lookup": 1}, tb.counts()); diff != "" {
+		t.Fatalf("executions (-want +got):\n%s", diff)
+	}
+	if u := done.Status.Usage; u.Turns != 4 || u.ToolCalls != 3 {
+		t.Fatalf("usage %+v, want 4 turns and 3 tool calls", u)
+	}
+	msgs, err := transcript.Read(context.Background(), k8sClient, done)
+	if err != nil || len(msgs) != 7 {
+		t.Fatalf("transcript: %d messages, %v; want 7", len(msgs), err)
+	}
+}

@@ -142,8 +142,11 @@ func crashScenario(t *testing.T, p crashPoint) crashOutcome {
 		return cur
 	}
 	drive(30 * time.Second)
-	out := crashOutcome{writes: int(writes.Load()), crashed: dead.Load()}
+	// Stopped before reading whether it crashed: a crash after the run's
+	// last write happens once that write has returned, which the test can
+	// see before the hook has run.
 	stop()
+	out := crashOutcome{writes: int(writes.Load()), crashed: dead.Load()}
 
 	// A fresh operator, the same outside world.
 	_, stop = startReconciler(t, &kits{tools: tb, model: model}, 0, nil)
