@@ -102,7 +102,7 @@ func main() {
 	fs.DurationVar(&o.statusInterval, "status-interval", controller.DefaultStatusInterval, "The operator's --status-interval (and its default); 0 writes status at every save.")
 	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
 	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles of the status writes and of the ConfigMap patches here.")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles here: the first 5 s of the throughput measure, and the status writes and ConfigMap patches of the CPU measure.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "When set, write the operator process's heap profile here while the memory measure's runs are all in flight (go tool pprof -sample_index=inuse_space).")
 	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
 	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, budget, slow, memory, cpu.")
@@ -273,11 +273,20 @@ func (b *bench) throughput(ctx context.Context) error {
 		return err
 	}
 	ownBefore := ownCPU()
+	profiled := make(chan error, 1)
+	if o.profileDir != "" {
+		go func() { profiled <- b.profile(ctx, filepath.Join(o.profileDir, "apiserver-throughput.pprof"), 5) }()
+	} else {
+		profiled <- nil
+	}
 	res, err := b.drive(ctx, ns, o.runs, fmt.Sprintf("scale-t%d-l0", o.turns), int32(o.turns/2+1), nil)
 	if err != nil {
 		return err
 	}
 	own := ownCPU() - ownBefore
+	if err := <-profiled; err != nil {
+		b.notes = append(b.notes, "throughput: API server profile: "+err.Error())
+	}
 	after, err := b.requests(ctx)
 	if err != nil {
 		return err
