@@ -742,11 +742,8 @@ func TestStatus_progressReachesStatusWithinTheInterval(t *testing.T) {
 // from the newest checkpoint: no tool runs again, only the model call that
 // was in flight is made again, and the transcript is whole.
 func TestStatus_aRestartResumesFromTheSavesPastTheStoredStatus(t *testing.T) {
-	ns := namespace(t)
-	tb := newTools()
-	b := makeRun(ns, "resume").readTool("lookup").writeTool("note", true).
-		calls("lookup", `{"q":1}`).calls("note", `{"text":"a"}`).calls("lookup", `{"q":2}`).answer("done")
-	first := &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 4, entered: make(chan struct{}), release: make(chan struct{})}
+	b, tb := threeToolTurns(t, "resume")
+	first := heldAtTurn4(b)
 	_, stop := startWith(t, &kits{tools: tb, model: first}, managerSetup{config: statusEvery(time.Hour)})
 	run := b.create(t)
 	await(t, first.entered, 20*time.Second, "turn 4 never started")
@@ -757,20 +754,9 @@ func TestStatus_aRestartResumesFromTheSavesPastTheStoredStatus(t *testing.T) {
 
 	second := &countingModel{inner: &loop.Scripted{Entries: scriptOf(b)}}
 	startWith(t, &kits{tools: tb, model: second}, managerSetup{config: statusEvery(time.Hour)})
-	done := waitOutcome(t, run, 30*time.Second)
-	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 4")
-	if diff := cmp.Diff(map[string]int{"t1-c1:lookup": 1, "t2-c1:note": 1, "t3-c1:lookup": 1}, tb.counts()); diff != "" {
-		t.Fatalf("executions (-want +got):\n%s", diff)
-	}
+	expectEachCallOnce(t, run, tb, 5) // 4 turns and the call lost in the restart
 	if n := second.calls.Load(); n != 1 {
 		t.Fatalf("the second operator made %d model calls, want 1 (turn 4's, lost in the restart)", n)
-	}
-	if u := done.Status.Usage; u.Turns != 5 || u.ToolCalls != 3 {
-		t.Fatalf("usage %+v, want 5 turns (4 and the call lost in the restart) and 3 tool calls", u)
-	}
-	msgs, err := transcript.Read(context.Background(), k8sClient, done)
-	if err != nil || len(msgs) != 7 {
-		t.Fatalf("transcript: %d messages, %v; want 7", len(msgs), err)
 	}
 }
 
@@ -779,11 +765,8 @@ func TestStatus_aRestartResumesFromTheSavesPastTheStoredStatus(t *testing.T) {
 // resume from the saves it reads back, not from its memory of them: the
 // run goes on where it was, no tool runs again, spend is counted once.
 func TestStatus_aWriteOfTheRunWhileStatusIsBehindLosesNoSave(t *testing.T) {
-	ns := namespace(t)
-	tb := newTools()
-	b := makeRun(ns, "touched").readTool("lookup").writeTool("note", true).
-		calls("lookup", `{"q":1}`).calls("note", `{"text":"a"}`).calls("lookup", `{"q":2}`).answer("done")
-	model := &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 4, entered: make(chan struct{}), release: make(chan struct{})}
+	b, tb := threeToolTurns(t, "touched")
+	model := heldAtTurn4(b)
 	startWith(t, &kits{tools: tb, model: model}, managerSetup{config: statusEvery(time.Hour)})
 	run := b.create(t)
 	await(t, model.entered, 20*time.Second, "turn 4 never started")
@@ -795,13 +778,34 @@ func TestStatus_aWriteOfTheRunWhileStatusIsBehindLosesNoSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(model.release)
-	done := waitOutcome(t, run, 20*time.Second)
+	expectEachCallOnce(t, run, tb, 4)
+}
+
+// threeToolTurns is a run of three tool turns (a read, a reversible write,
+// a read) and an answer on turn 4, and the tools it calls.
+func threeToolTurns(t *testing.T, name string) (*runBuilder, *tools) {
+	t.Helper()
+	return makeRun(namespace(t), name).readTool("lookup").writeTool("note", true).
+		calls("lookup", `{"q":1}`).calls("note", `{"text":"a"}`).calls("lookup", `{"q":2}`).answer("done"), newTools()
+}
+
+// heldAtTurn4 is b's scripted model, holding turn 4 until released.
+func heldAtTurn4(b *runBuilder) *blockingModel {
+	return &blockingModel{Scripted: loop.Scripted{Entries: scriptOf(b)}, hold: 4, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// expectEachCallOnce waits for a run of threeToolTurns to complete on
+// turn 4 and checks that each tool call ran once, that turns model calls
+// were paid for, and that the transcript is whole.
+func expectEachCallOnce(t *testing.T, run *v1alpha1.AgentRun, tb *tools, turns int32) {
+	t.Helper()
+	done := waitOutcome(t, run, 30*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 4")
 	if diff := cmp.Diff(map[string]int{"t1-c1:lookup": 1, "t2-c1:note": 1, "t3-c1:lookup": 1}, tb.counts()); diff != "" {
 		t.Fatalf("executions (-want +got):\n%s", diff)
 	}
-	if u := done.Status.Usage; u.Turns != 4 || u.ToolCalls != 3 {
-		t.Fatalf("usage %+v, want 4 turns and 3 tool calls", u)
+	if u := done.Status.Usage; u.Turns != turns || u.ToolCalls != 3 {
+		t.Fatalf("usage %+v, want %d turns and 3 tool calls", u, turns)
 	}
 	msgs, err := transcript.Read(context.Background(), k8sClient, done)
 	if err != nil || len(msgs) != 7 {
