@@ -85,6 +85,17 @@ func TestNewCaller_appliesDefaults(t *testing.T) {
 	if got := c.Config().MaxRetries; got != 0 {
 		t.Errorf("a negative MaxRetries gave %d retries, want 0", got)
 	}
+	// Without a client of its own, a provider gets one with the default
+	// transport's settings (a proxy from the environment, HTTP/2) and
+	// small connection buffers; one that has a client keeps it.
+	tr, ok := c.Config().HTTPClient.Transport.(*http.Transport)
+	if !ok || !tr.ForceAttemptHTTP2 || tr.Proxy == nil || tr.ReadBufferSize != 1<<10 || tr.WriteBufferSize != 1<<10 {
+		t.Errorf("the default client's transport is %+v", c.Config().HTTPClient.Transport)
+	}
+	own := &http.Client{}
+	if c, _ := NewCaller("openai", Config{Model: "m", KeySource: StaticKey("k"), HTTPClient: own}); c.Config().HTTPClient != own {
+		t.Error("a configured client was replaced")
+	}
 }
 
 func TestCallerDo_neverPutsTheKeyInTheError(t *testing.T) {
