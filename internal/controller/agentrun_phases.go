@@ -360,6 +360,9 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		r.deferred[sc.run.UID] = d
 		r.mu.Unlock()
 		written = true
+	case sc.deferred != nil && r.mayDefer(sc) && equalStatus(&sc.base.Status, st):
+		// Nothing new since the saves whose status is deferred: it stays
+		// deferred until it is due.
 	case !equalStatus(&sc.stored.Status, st):
 		err := r.patchStatus(ctx, sc.stored, sc.run)
 		if apierrors.IsConflict(err) {
