@@ -306,11 +306,13 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 
 // persist saves what this reconcile decided, so that nothing is
 // dispatched unless it is saved (write-ahead), and reports whether it
-// wrote status. New messages and tool results go to transcript chunks
+// saved anything. New messages and tool results go to transcript chunks
 // first; then one status patch, with optimistic locking, counts them and
-// carries the checkpoint, stripped of every message and result. A
-// reconcile that read a stale object is refused (errConflict) before it
-// changes anything that status counts.
+// carries the checkpoint, stripped of every message and result. A save
+// that changes only the run's progress (mayDefer) puts the checkpoint in
+// its last chunk instead and leaves status to a later write (deferred),
+// within StatusInterval. A reconcile that read a stale object is refused
+// (errConflict) before it changes anything that status counts.
 //
 // A save the API server will never accept (a Secret in the way, an object
 // too large) ends the run Error, keeping what was spent; a transient
