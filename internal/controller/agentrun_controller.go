@@ -328,7 +328,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if d := r.deferredOf(run); d != nil {
 		// Our saves since the stored status: carry on from them.
 		run.Status = *d.status.DeepCopy()
-		sc.base, sc.deferred = run.DeepCopy(), d
+		sc.base, sc.deferred = withStatus(sc.stored, d.status), d
 	}
 	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
 	if run.Status.TraceParent == "" {
@@ -361,13 +361,10 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.mu.Lock()
-	d := r.deferred[sc.run.UID]
-	r.mu.Unlock()
-	if d != nil {
+	if sc.deferred != nil {
 		// Back when the deferred status is due, even if nothing wakes the
 		// run before.
-		result = soonest(result, d.since.Add(r.StatusInterval).Sub(sc.now))
+		result = soonest(result, r.due(sc.deferred).Sub(sc.now))
 	}
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
@@ -407,7 +404,7 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 	if d == nil {
 		return res
 	}
-	if due := d.since.Add(r.StatusInterval).Sub(sc.now); due > 0 {
+	if due := r.due(d).Sub(sc.now); due > 0 {
 		return soonest(res, due)
 	}
 	run := sc.stored.DeepCopy()
@@ -422,6 +419,9 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 	r.mu.Unlock()
 	return res
 }
+
+// due is when the status that d holds back must be written.
+func (r *AgentRunReconciler) due(d *deferred) time.Time { return d.since.Add(r.StatusInterval) }
 
 // soonest returns res, to be back within d at the latest.
 func soonest(res ctrl.Result, d time.Duration) ctrl.Result {

@@ -125,7 +125,6 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 // run Error with a reason that names it: waiting will not bring it back.
 func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	st := &sc.run.Status
-	resumed := false
 	chunks, messages := 0, 0
 	if t := st.Transcript; t != nil {
 		chunks, messages = int(t.Chunks), int(t.Messages)
@@ -133,12 +132,19 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	r.mu.Lock()
 	sv := r.chunks[sc.run.UID]
 	r.mu.Unlock()
-	if sv != nil && (sv.chunks != chunks || len(sv.messages) != messages) {
-		sv = nil
-	}
-	if sv == nil && (chunks > 0 || st.Checkpoint != nil) {
-		// Not what this process last saved (a restart, another replica):
-		// read the chunks, with those saved after the ones status counts.
+	switch {
+	case sv != nil && sv.chunks == chunks && len(sv.messages) == messages:
+		// What this process last saved.
+	case chunks == 0 && st.Checkpoint == nil:
+		// Never saved: a run's first save writes status.
+		sv = &saved{observations: map[string]transcript.Observation{}}
+		r.mu.Lock()
+		r.chunks[sc.run.UID] = sv
+		r.mu.Unlock()
+	default:
+		// Not what this process last saved (a restart, another replica,
+		// another write of the run): read the chunks, with those saved
+		// after the ones status counts.
 		cs, err := transcript.ReadChunks(ctx, r.APIReader, sc.run, chunks)
 		if errors.Is(err, transcript.ErrLost) {
 			r.fail(sc, "the run cannot resume: "+err.Error())
@@ -166,28 +172,22 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 			// Saves after the stored status: resume from the newest.
 			st.Checkpoint = &runtime.RawExtension{Raw: transcript.Newest(sc.run, cs, chunks)}
 			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(sv.chunks), Messages: int32(len(sv.messages))}
-			resumed = true
+			sc.resumed = true
 		}
+		r.mu.Lock()
+		r.chunks[sc.run.UID] = sv
+		r.mu.Unlock()
 	}
-	if sv == nil {
-		sv = &saved{observations: map[string]transcript.Observation{}}
-	}
-	r.mu.Lock()
-	r.chunks[sc.run.UID] = sv
-	r.mu.Unlock()
 	s, err := transcript.Decode(sc.run)
 	if err != nil {
 		r.fail(sc, err.Error())
 		return ctrl.Result{}, nil
 	}
-	sc.resumed = resumed
-	if resumed && sc.kit != nil {
+	if sc.resumed && sc.kit != nil {
 		// The last save is newer than the stored status: what this
 		// reconcile adds (its spend, its transitions) counts from it.
-		sc.base = sc.stored.DeepCopy()
-		sc.base.Status = *st.DeepCopy()
-		runstatus.SetFromState(&sc.base.Status, s, sc.kit.Engine.Convergence(s), metav1.NewTime(sc.now))
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), metav1.NewTime(sc.now))
+		sc.base = withStatus(sc.stored, st)
 	}
 	// The results of the turn's calls are in the chunks, not in status.
 	for i := range s.Calls {
@@ -327,7 +327,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		st.ObservedGeneration = sc.run.Generation
 	}
 	apimeta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSaved) // this save clears it
-	quiet := false
+	quiet, deferrable := false, false
 	if s != nil && sc.kit != nil {
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
 		runstatus.RecordApprovals(st, sc.notes, sc.answers, sc.by, now)
@@ -335,7 +335,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			return false, err
 		}
 		var checkpoint []byte
-		if r.mayDefer(sc) {
+		if deferrable = r.mayDefer(sc); deferrable {
 			checkpoint = st.Checkpoint.Raw
 		}
 		next, quiet, err = r.saveTranscript(ctx, sc, checkpoint)
@@ -345,7 +345,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			return false, errConflict
 		case errors.Is(err, transcript.ErrRefused):
 			r.fail(sc, "the run's transcript cannot be saved: "+err.Error())
-			s, next, quiet = nil, nil, false
+			s, next, quiet, deferrable = nil, nil, false, false
 		case err != nil:
 			r.unsaved(ctx, sc, "Saving the transcript failed; retrying: "+err.Error())
 			return false, err
@@ -361,8 +361,8 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		r.mu.Lock()
 		r.deferred[sc.run.UID] = d
 		r.mu.Unlock()
-		written = true
-	case sc.deferred != nil && r.mayDefer(sc) && equalStatus(&sc.base.Status, st):
+		sc.deferred, written = d, true
+	case sc.deferred != nil && deferrable && equalStatus(&sc.base.Status, st):
 		// Nothing new since the saves whose status is deferred: it stays
 		// deferred until it is due.
 	case !equalStatus(&sc.stored.Status, st):
@@ -389,7 +389,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		r.mu.Lock()
 		delete(r.deferred, sc.run.UID)
 		r.mu.Unlock()
-		written = true
+		sc.deferred, written = nil, true
 	}
 	if sc.consumed != "" {
 		r.work.clear(sc.run.UID, sc.consumed)
@@ -414,10 +414,18 @@ func (r *AgentRunReconciler) mayDefer(sc *scope) bool {
 	if r.StatusInterval <= 0 || sc.stop || sc.resumed || sc.state == nil || sc.state.Done() {
 		return false
 	}
-	if sc.deferred != nil && !sc.now.Before(sc.deferred.since.Add(r.StatusInterval)) {
+	if sc.deferred != nil && !sc.now.Before(r.due(sc.deferred)) {
 		return false
 	}
 	return runstatus.OnlyProgress(&sc.stored.Status, &sc.run.Status)
+}
+
+// withStatus is run with st for its status, sharing everything else: a
+// read-only view (scope.base) of the run as a save left it.
+func withStatus(run *v1alpha1.AgentRun, st *v1alpha1.AgentRunStatus) *v1alpha1.AgentRun {
+	v := *run
+	v.Status = *st.DeepCopy()
+	return &v
 }
 
 // dropSaves forgets what this process knows of a run's saves, so that the

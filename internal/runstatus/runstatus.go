@@ -7,6 +7,7 @@ package runstatus
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,10 +261,13 @@ const CutMark = "… [cut]"
 // outcome, reason, approvals or of any condition's status or reason is
 // written at once.
 func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
-	strip := func(st *v1alpha1.AgentRunStatus) *v1alpha1.AgentRunStatus {
-		c := st.DeepCopy()
+	// Shallow copies: only the conditions are changed, so only they are
+	// copied; everything else is compared where it is.
+	strip := func(st *v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
+		c := *st
 		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification = 0, nil, nil, nil, nil
 		c.Transcript, c.Checkpoint = nil, nil
+		c.Conditions = slices.Clone(st.Conditions)
 		for i := range c.Conditions {
 			c.Conditions[i].Message, c.Conditions[i].LastTransitionTime = "", metav1.Time{}
 		}

@@ -151,3 +151,53 @@ func ptrString(p *int64) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+// A save whose status differs only in the run's progress may defer its
+// status write; any other change may not. Neither status is changed by
+// the comparison.
+func TestOnlyProgress(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 8, 14, 10, 0, 0, 0, time.UTC))
+	running := func(turn int) *v1alpha1.AgentRunStatus {
+		st := &v1alpha1.AgentRunStatus{}
+		SetFromState(st, &loop.State{Turn: turn, Usage: loop.Usage{Turns: turn, InputTokens: int64(100 * turn)}}, loop.Convergence{}, now)
+		return st
+	}
+	before := running(2)
+	for _, tc := range []struct {
+		name  string
+		after *v1alpha1.AgentRunStatus
+		want  bool
+	}{
+		{"the next turn, its usage and its condition messages", running(3), true},
+		{"a new checkpoint and transcript count", func() *v1alpha1.AgentRunStatus {
+			st := running(2)
+			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: 4, Messages: 5}
+			return st
+		}(), true},
+		{"a call waiting for a person", func() *v1alpha1.AgentRunStatus {
+			st := &v1alpha1.AgentRunStatus{}
+			SetFromState(st, &loop.State{Turn: 3, Phase: loop.PhaseApproval, Calls: []loop.Call{{ToolCall: loop.ToolCall{ID: "t3-c1", Name: "refund"}, Verdict: loop.Ask, State: loop.CallProposed}}}, loop.Convergence{}, now)
+			return st
+		}(), false},
+		{"the end", func() *v1alpha1.AgentRunStatus {
+			st := running(2)
+			SetFromState(st, &loop.State{Turn: 3, Phase: loop.PhaseDone, Outcome: loop.Completed, Reason: "done"}, loop.Convergence{}, now)
+			return st
+		}(), false},
+		{"a budget the run leases from", func() *v1alpha1.AgentRunStatus {
+			st := running(3)
+			st.AgentBudgets = []string{"team"}
+			return st
+		}(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after := tc.after.DeepCopy()
+			if got := OnlyProgress(before, tc.after); got != tc.want {
+				t.Fatalf("OnlyProgress = %v, want %v", got, tc.want)
+			}
+			if diff := cmp.Diff(after, tc.after); diff != "" || cmp.Diff(running(2), before) != "" {
+				t.Fatalf("the comparison changed a status (-before +after):\n%s", diff)
+			}
+		})
+	}
+}

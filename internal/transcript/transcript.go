@@ -207,10 +207,11 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 		if string(old.Data[dataKey]) == string(data) {
 			return nil
 		}
-		if saved, serr := savedWithCheckpoint(ctx, r, run, n, old); serr != nil || saved {
-			if serr != nil {
-				return serr
-			}
+		saved, serr := savedWithCheckpoint(ctx, r, run, n, old)
+		if serr != nil {
+			return serr
+		}
+		if saved {
 			return fmt.Errorf("%w: chunk %d is part of a save that ended with a checkpoint", ErrStale, n)
 		}
 		cur := &v1alpha1.AgentRun{}
@@ -232,30 +233,20 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 }
 
 // savedWithCheckpoint reports whether chunk n (old) belongs to a save that
-// finished without a status write: it, or a chunk after it, carries a
-// checkpoint.
+// finished without a status write: it, or one of the chunks after it,
+// carries a checkpoint.
 func savedWithCheckpoint(ctx context.Context, r client.Reader, run *v1alpha1.AgentRun, n int, old *corev1.Secret) (bool, error) {
-	for i := n; ; i++ {
-		sec := old
-		if i > n {
-			sec = &corev1.Secret{}
-			err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: ChunkName(run.UID, i)}, sec)
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			if !owns(run, sec) {
-				return false, nil
-			}
+	for sec := old; ; n++ {
+		if ch, err := decodeChunk(sec.Data[dataKey]); err != nil || len(ch.Checkpoint) > 0 {
+			return err == nil, nil
 		}
-		ch, err := decodeChunk(sec.Data[dataKey])
-		if err != nil {
+		sec = &corev1.Secret{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: ChunkName(run.UID, n+1)}, sec)
+		if apierrors.IsNotFound(err) || (err == nil && !owns(run, sec)) {
 			return false, nil
 		}
-		if len(ch.Checkpoint) > 0 {
-			return true, nil
+		if err != nil {
+			return false, err
 		}
 	}
 }
