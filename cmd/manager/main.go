@@ -82,7 +82,7 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	resources("tool-default-requests", &o.ToolResources.Requests, job.DefaultRequests, "Requests of a tool container that its manifest leaves out")
 	resources("tool-default-limits", &o.ToolResources.Limits, job.DefaultLimits, "Limits of a tool container that its manifest leaves out")
 	resources("tool-max-resources", &o.ToolResources.Max, job.DefaultMax, "Caps on every request and limit of a tool container; a tool asking more is refused")
-	statusInterval := fs.Duration("status-interval", controller.DefaultStatusInterval, "How far a run's status may fall behind its saved progress: a save that changes only the turn, usage and checkpoint keeps the checkpoint in the run's transcript Secret, and status is written within this interval (a change of phase, condition, approvals or outcome at once); 0 writes status at every save.")
+	o.StatusInterval = fs.Duration("status-interval", controller.DefaultStatusInterval, "How far a run's status may fall behind its saved progress: a save that changes only the turn, usage and checkpoint keeps the checkpoint in the run's transcript Secret, and status is written within this interval (a change of phase, condition, approvals or outcome at once); 0 writes status at every save.")
 	networkPolicy := fs.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
 	zo := &zap.Options{}
 	zo.BindFlags(fs)
@@ -95,10 +95,6 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	}
 	o.QPS = float32(qps)
 	o.NoToolNetworkPolicy = !*networkPolicy
-	o.StatusInterval = *statusInterval
-	if o.StatusInterval <= 0 {
-		o.StatusInterval = -1 // operator.Options: every save
-	}
 	return o, zo, nil
 }
 

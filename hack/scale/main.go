@@ -193,12 +193,8 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	go func() {
-		interval := o.statusInterval
-		if interval <= 0 {
-			interval = -1 // operator.Options: every save
-		}
 		opDone <- operator.Run(octx, cfg, operator.Options{LocalTools: true, LocalDir: dir, Workers: o.workers,
-			QPS: float32(o.qps), Burst: o.burst, StatusInterval: interval})
+			QPS: float32(o.qps), Burst: o.burst, StatusInterval: &o.statusInterval})
 	}()
 	skip := map[string]bool{}
 	for s := range strings.SplitSeq(o.skip, ",") {
@@ -273,19 +269,20 @@ func (b *bench) throughput(ctx context.Context) error {
 		return err
 	}
 	ownBefore := ownCPU()
-	profiled := make(chan error, 1)
+	var profiled chan error // the API server's profile over the first seconds, when asked for
 	if o.profileDir != "" {
+		profiled = make(chan error, 1)
 		go func() { profiled <- b.profile(ctx, filepath.Join(o.profileDir, "apiserver-throughput.pprof"), 5) }()
-	} else {
-		profiled <- nil
 	}
 	res, err := b.drive(ctx, ns, o.runs, fmt.Sprintf("scale-t%d-l0", o.turns), int32(o.turns/2+1), nil)
 	if err != nil {
 		return err
 	}
 	own := ownCPU() - ownBefore
-	if err := <-profiled; err != nil {
-		b.notes = append(b.notes, "throughput: API server profile: "+err.Error())
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			b.notes = append(b.notes, "throughput: API server profile: "+err.Error())
+		}
 	}
 	after, err := b.requests(ctx)
 	if err != nil {

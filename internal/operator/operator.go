@@ -47,10 +47,9 @@ type Options struct {
 	// (controller.EventsPerTurn when empty).
 	EventVerbosity controller.EventVerbosity
 	// StatusInterval is how far a run's status may fall behind its saved
-	// progress (controller.Config's StatusInterval):
-	// controller.DefaultStatusInterval when zero, status written at every
-	// save when negative.
-	StatusInterval time.Duration
+	// progress (controller.Config's StatusInterval; zero or less writes
+	// status at every save); controller.DefaultStatusInterval when nil.
+	StatusInterval *time.Duration
 	// LocalDir is where local job tools run.
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
@@ -220,12 +219,9 @@ func metricsOptions(o Options) metricsserver.Options {
 }
 
 // statusInterval is the reconciler's StatusInterval for the option's.
-func statusInterval(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
+func statusInterval(d *time.Duration) time.Duration {
+	if d == nil {
 		return controller.DefaultStatusInterval
-	case d < 0:
-		return 0
 	}
-	return d
+	return max(*d, 0)
 }
