@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,7 +103,7 @@ func main() {
 	fs.DurationVar(&o.statusInterval, "status-interval", controller.DefaultStatusInterval, "The operator's --status-interval (and its default); 0 writes status at every save.")
 	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
 	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save kube-apiserver CPU profiles here: the first 5 s of the throughput measure, and the status writes and ConfigMap patches of the CPU measure.")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save CPU profiles here: kube-apiserver's over the first 5 s of the throughput measure and over the status writes and ConfigMap patches of the CPU measure, and this process's (the operator and the harness) over the whole throughput measure.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "When set, write the operator process's heap profile here while the memory measure's runs are all in flight (go tool pprof -sample_index=inuse_space).")
 	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
 	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, budget, slow, memory, cpu.")
@@ -268,17 +269,22 @@ func (b *bench) throughput(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ownBefore := ownCPU()
+	ownBefore, machineBefore, procsBefore := ownCPU(), machineCPU(), procCPU()
 	var profiled chan error // the API server's profile over the first seconds, when asked for
+	stopSelf := func() {}   // this process's profile over the runs, when asked for
 	if o.profileDir != "" {
 		profiled = make(chan error, 1)
 		go func() { profiled <- b.profile(ctx, filepath.Join(o.profileDir, "apiserver-throughput.pprof"), 5) }()
+		if stopSelf, err = profileSelf(filepath.Join(o.profileDir, "operator-throughput.pprof")); err != nil {
+			return err
+		}
 	}
 	res, err := b.drive(ctx, ns, o.runs, fmt.Sprintf("scale-t%d-l0", o.turns), int32(o.turns/2+1), nil)
+	stopSelf()
 	if err != nil {
 		return err
 	}
-	own := ownCPU() - ownBefore
+	own, machine, procs := ownCPU()-ownBefore, machineCPU()-machineBefore, procCPU()
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			b.notes = append(b.notes, "throughput: API server profile: "+err.Error())
@@ -302,7 +308,7 @@ func (b *bench) throughput(ctx context.Context) error {
 	if size == 0 {
 		size = 4096
 	}
-	bareRate, err := b.bareRate(ctx, ns, size, max(2000, turns))
+	bareRate, bareCPU, err := b.bareRate(ctx, ns, size, max(2000, turns))
 	if err != nil {
 		return err
 	}
@@ -320,7 +326,13 @@ func (b *bench) throughput(ctx context.Context) error {
 		row{"  largest AgentRun seen", fmt.Sprintf("%d B", res.largest), "32768 B", ""},
 		row{"  CPU per turn: API server; operator process", fmt.Sprintf("%.2f ms; %.2f ms", 1000*(after.cpu-before.cpu)/float64(turns), 1000*own.Seconds()/float64(turns)),
 			"the operator's share includes this harness (creating and watching the runs)", ""},
+		row{"  machine CPU per turn (every process)", fmt.Sprintf("%.2f ms (%.0f%% of %d cores busy)", 1000*machine.Seconds()/float64(turns),
+			100*machine.Seconds()/res.elapsed.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU()),
+			fmt.Sprintf("%.2f ms per bare patch", 1000*bareCPU.Seconds()), fmt.Sprintf("%.1f patches", machine.Seconds()/bareCPU.Seconds()/float64(turns))},
+		row{"  of which etcd; the fake model and tool", fmt.Sprintf("%.2f ms; %.2f ms", 1000*(procs["etcd"]-procsBefore["etcd"]).Seconds()/float64(turns),
+			1000*(procs["fake"]-procsBefore["fake"]).Seconds()/float64(turns)), "", ""},
 	)
+	b.notes = append(b.notes, "throughput: API requests a turn (the runs' creates included): "+perTurn(before, after, turns))
 	if res.failed > 0 {
 		b.notes = append(b.notes, fmt.Sprintf("throughput: %d of %d runs did not complete: %s", res.failed, o.runs, res.firstFailure))
 	}
@@ -423,7 +435,8 @@ func (b *bench) slow(ctx context.Context) error {
 	ideal := time.Duration(o.slowTurns) * o.slowLatency
 	b.rows = append(b.rows, row{fmt.Sprintf("%d runs x %d turns, model latency %s", o.slowRuns, o.slowTurns, o.slowLatency),
 		fmt.Sprintf("%.1f s", res.elapsed.Seconds()), fmt.Sprintf("ideal %.1f s", ideal.Seconds()),
-		fmt.Sprintf("%.2fx ideal", res.elapsed.Seconds()/ideal.Seconds())})
+		fmt.Sprintf("%.2fx ideal", res.elapsed.Seconds()/ideal.Seconds())},
+		row{"  " + res.spread(), "", "", ""})
 	if res.failed > 0 {
 		b.notes = append(b.notes, fmt.Sprintf("slow model: %d of %d runs did not complete: %s", res.failed, o.slowRuns, res.firstFailure))
 	}
@@ -543,10 +556,27 @@ type driven struct {
 	largest      int
 	sample       *v1alpha1.AgentRun
 	sampleSize   int
+	// created is when the last create returned, ends when each run was
+	// seen ended (in order), both from the first create.
+	created time.Duration
+	ends    []time.Duration
+}
+
+// spread says when the runs were created and ended, from the first create:
+// where the time beyond the ideal went.
+func (d *driven) spread() string {
+	if len(d.ends) == 0 {
+		return ""
+	}
+	at := func(q float64) float64 { return d.ends[min(len(d.ends)-1, int(q*float64(len(d.ends))))].Seconds() }
+	return fmt.Sprintf("created by %.1f s; ended: first %.1f s, median %.1f s, 90%% %.1f s, last %.1f s",
+		d.created.Seconds(), d.ends[0].Seconds(), at(0.5), at(0.9), d.ends[len(d.ends)-1].Seconds())
 }
 
 // drive creates n runs of the model and waits, on a watch, until every
-// one has ended. sampleTurn > 0 keeps a copy of a run at that turn.
+// one has ended. sampleTurn > 0 keeps a copy of a running run, the first
+// seen at that turn or, since most saves write no status, the furthest
+// seen short of it.
 // afterCreate, when set, runs once every run is created.
 func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampleTurn int32, afterCreate func(time.Time) error) (*driven, error) {
 	w, err := b.c.Watch(ctx, &v1alpha1.AgentRunList{}, client.InNamespace(ns))
@@ -559,6 +589,7 @@ func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampl
 	if err := b.createRuns(ctx, ns, n, model); err != nil {
 		return nil, err
 	}
+	res.created = time.Since(start)
 	if afterCreate != nil {
 		if err := afterCreate(start); err != nil {
 			return nil, err
@@ -590,11 +621,13 @@ func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampl
 		rv = run.ResourceVersion
 		raw, _ := json.Marshal(run)
 		res.largest = max(res.largest, len(raw))
-		if sampleTurn > 0 && res.sample == nil && run.Status.Turn == sampleTurn && run.Status.Checkpoint != nil {
+		if sampleTurn > 0 && run.Status.Checkpoint != nil && run.Status.Turn <= sampleTurn &&
+			(res.sample == nil || res.sample.Status.Turn < run.Status.Turn) {
 			res.sample, res.sampleSize = run.DeepCopy(), len(raw)
 		}
 		if run.Status.Outcome != "" && !ended[run.Name] {
 			ended[run.Name] = true
+			res.ends = append(res.ends, time.Since(start))
 			res.turns += int(run.Status.Turn)
 			if run.Status.Outcome != v1alpha1.OutcomeCompleted {
 				res.failed++
@@ -681,18 +714,18 @@ func (b *bench) cleanup(ctx context.Context, ns string) error {
 
 // bareRate measures ConfigMap merge patches per second: writers objects
 // of size bytes, each patched in turn by its own writer, total patches.
-func (b *bench) bareRate(ctx context.Context, ns string, size, total int) (float64, error) {
+func (b *bench) bareRate(ctx context.Context, ns string, size, total int) (rate float64, cpu time.Duration, err error) {
 	workers := b.o.bareWorkers
 	for i := 0; i < workers; i++ {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d", i), Namespace: ns},
 			Data: map[string]string{"payload": strings.Repeat("x", size), "n": "0"}}
 		if err := b.c.Create(ctx, cm); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	var next atomic.Int64
-	start := time.Now()
-	err := parallel(workers, workers, func(i int) error {
+	start, machineBefore := time.Now(), machineCPU()
+	err = parallel(workers, workers, func(i int) error {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d", i), Namespace: ns}}
 		for k := next.Add(1); k <= int64(total); k = next.Add(1) {
 			body := fmt.Sprintf(`{"data":{"n":"%d"}}`, k)
@@ -703,9 +736,10 @@ func (b *bench) bareRate(ctx context.Context, ns string, size, total int) (float
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(total) / time.Since(start).Seconds(), nil
+	elapsed := time.Since(start)
+	return float64(total) / elapsed.Seconds(), (machineCPU() - machineBefore) / time.Duration(total), nil
 }
 
 // cpu measures the API server's CPU per AgentRun status merge patch (of a
@@ -1000,6 +1034,86 @@ func (b *bench) profile(ctx context.Context, path string, seconds int) error {
 	return os.WriteFile(path, raw, 0o644)
 }
 
+// profileSelf starts a CPU profile of this process (the operator and the
+// harness) into path; stop ends it.
+func profileSelf(path string) (stop func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		fmt.Fprintln(os.Stderr, "Saved", path)
+	}, nil
+}
+
+// machineCPU is the CPU time every process on this machine has used
+// (the busy time of /proc/stat), 0 where there is no /proc.
+func machineCPU() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// procCPU is the CPU time of every other process on this machine by
+// command name (/proc/PID/stat), with "fake" for the fake model and tool
+// (a child of this process, by the same name).
+func procCPU() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	self := os.Getpid()
+	selfComm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", self))
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		open, shut := strings.IndexByte(string(raw), '('), strings.LastIndexByte(string(raw), ')')
+		if open < 0 || shut < open {
+			continue
+		}
+		comm := string(raw[open+1 : shut])
+		if comm+"\n" == string(selfComm) {
+			comm = "fake"
+		}
+		f := strings.Fields(string(raw[shut+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		out[comm] += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return out
+}
+
 // ownCPU is the user and system CPU time this process (the operator and the
 // harness) has used.
 func ownCPU() time.Duration {
@@ -1015,6 +1129,40 @@ type serverStats struct {
 	cpu          float64 // process_cpu_seconds_total
 	writes       float64 // mutating requests (POST, PUT, PATCH, DELETE)
 	budgetWrites float64 // the mutating requests of them to agentbudgets
+	// byKind counts every request (reads and watches too) by verb and
+	// resource, "PATCH agentruns/status".
+	byKind map[string]float64
+}
+
+// labelOf is the value of label name in a metric line, "" when absent.
+func labelOf(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	v := line[i+len(name)+2:]
+	return v[:strings.IndexByte(v, '"')]
+}
+
+// perTurn says how many requests of each kind that happened between
+// before and after were made a turn, the most first.
+func perTurn(before, after serverStats, turns int) string {
+	type kind struct {
+		name string
+		n    float64
+	}
+	var ks []kind
+	for k, v := range after.byKind {
+		if n := (v - before.byKind[k]) / float64(turns); n >= 0.005 {
+			ks = append(ks, kind{k, n})
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].n > ks[j].n })
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s %.2f", k.name, k.n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (b *bench) requests(ctx context.Context) (serverStats, error) {
@@ -1022,7 +1170,7 @@ func (b *bench) requests(ctx context.Context) (serverStats, error) {
 	if err != nil {
 		return serverStats{}, err
 	}
-	var s serverStats
+	s := serverStats{byKind: map[string]float64{}}
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -1031,10 +1179,15 @@ func (b *bench) requests(ctx context.Context) (serverStats, error) {
 		case strings.HasPrefix(line, "process_cpu_seconds_total "):
 			s.cpu, _ = strconv.ParseFloat(strings.TrimPrefix(line, "process_cpu_seconds_total "), 64)
 		case strings.HasPrefix(line, "apiserver_request_total{"):
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			kind := labelOf(line, "verb") + " " + labelOf(line, "resource")
+			if sub := labelOf(line, "subresource"); sub != "" {
+				kind += "/" + sub
+			}
+			s.byKind[kind] += v
 			if !mutating(line) {
 				continue
 			}
-			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			s.writes += v
 			if strings.Contains(line, `resource="agentbudgets"`) {
 				s.budgetWrites += v
