@@ -56,7 +56,16 @@ func (s *RunSecrets) As(sa string) kit.SecretReader {
 		if err != nil {
 			return "", err
 		}
-		sec, err := c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		// Served from the API server's watch cache (resourceVersion 0): a
+		// key is read at every model call, and a read from etcd costs the
+		// control plane a quorum read each time. The cache follows the
+		// Secret within moments, so a rotated key is still used from the
+		// next call on; a Secret the cache does not hold yet (created a
+		// moment ago) is read from etcd.
+		sec, err := c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+		if apierrors.IsNotFound(err) {
+			sec, err = c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		}
 		if apierrors.IsForbidden(err) {
 			return "", forbidden(ns, sa, name)
 		}

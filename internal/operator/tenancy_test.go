@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -243,4 +244,42 @@ func TestTenant_cannotRequestMoreThanTheToolCaps(t *testing.T) {
 	if err := admin.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 0 {
 		t.Errorf("jobs = %d (%v), want none", len(jobs.Items), err)
 	}
+}
+
+// Keys are read from the API server's watch cache (issue 13: a
+// consistent read at every model call is an etcd quorum read each time).
+// What that must not change: the read is still authorised as the run's
+// account, a Secret created a moment ago is found, and a rotated key is
+// read within moments.
+func TestRunSecrets_cachedReadsStayAuthorisedFreshAndFollowRotation(t *testing.T) {
+	ns, _ := tenantNamespace(t)
+	ctx := context.Background()
+	grantSecret(t, ns, "summarizer", "prod-openai")
+	grantSecret(t, ns, "newcomer", "fresh-key")
+	secrets := NewRunSecrets(adminCfg)
+	read := secrets.As("summarizer")
+
+	if v, err := read(ctx, ns, "prod-openai", "api-key"); err != nil || v != "sk-prod-0123456789" {
+		t.Fatalf("read = %q, %v; want the key", v, err)
+	}
+	if _, err := secrets.As("default")(ctx, ns, "prod-openai", "api-key"); err == nil ||
+		!strings.Contains(err.Error(), `may not get Secret "prod-openai"`) {
+		t.Fatalf("an account without get on the Secret read it: %v", err)
+	}
+
+	fresh := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fresh-key", Namespace: ns}, StringData: map[string]string{"k": "sk-new"}}
+	if err := admin.Create(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := secrets.As("newcomer")(ctx, ns, "fresh-key", "k"); err != nil || v != "sk-new" {
+		t.Fatalf("a Secret read right after its create = %q, %v; want it found", v, err)
+	}
+
+	rotated := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "prod-openai", Namespace: ns}}
+	if err := admin.Patch(ctx, rotated, client.RawPatch(types.MergePatchType, []byte(`{"stringData":{"api-key":"sk-rotated"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	g := NewWithT(t)
+	g.Eventually(func() (string, error) { return read(ctx, ns, "prod-openai", "api-key") }, 2*time.Second, 10*time.Millisecond).
+		Should(Equal("sk-rotated"), "a rotated key is read within moments")
 }
