@@ -59,6 +59,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 type options struct {
@@ -428,10 +429,12 @@ func (b *bench) slow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	before := operatorTimes()
 	res, err := b.drive(ctx, ns, o.slowRuns, fmt.Sprintf("scale-t%d-l%d", o.slowTurns, o.slowLatency.Milliseconds()), 0, nil)
 	if err != nil {
 		return err
 	}
+	b.notes = append(b.notes, "slow model: "+operatorTimes().since(before))
 	ideal := time.Duration(o.slowTurns) * o.slowLatency
 	b.rows = append(b.rows, row{fmt.Sprintf("%d runs x %d turns, model latency %s", o.slowRuns, o.slowTurns, o.slowLatency),
 		fmt.Sprintf("%.1f s", res.elapsed.Seconds()), fmt.Sprintf("ideal %.1f s", ideal.Seconds()),
@@ -1112,6 +1115,65 @@ func procCPU() map[string]time.Duration {
 		out[comm] += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return out
+}
+
+// histSums are the sums and counts of the operator's own latency
+// histograms, from this process's metrics registry.
+type histSums map[string][2]float64
+
+// operatorTimes reads where the operator's reconciles spent their time:
+// waiting in the workqueue, reconciling, and the API requests they made.
+func operatorTimes() histSums {
+	out := histSums{}
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h == nil {
+				continue
+			}
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			var key string
+			switch mf.GetName() {
+			case "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds":
+				if labels["name"] != "agentrun" {
+					continue
+				}
+				key = strings.TrimPrefix(mf.GetName(), "workqueue_")
+			case "rest_client_request_duration_seconds":
+				key = "API " + labels["verb"]
+			default:
+				continue
+			}
+			v := out[key]
+			out[key] = [2]float64{v[0] + h.GetSampleSum(), v[1] + float64(h.GetSampleCount())}
+		}
+	}
+	return out
+}
+
+// since says the mean of each histogram over what was observed after
+// before.
+func (h histSums) since(before histSums) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		sum, n := h[k][0]-before[k][0], h[k][1]-before[k][1]
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f x %.1f ms", k, n, 1000*sum/n))
+		}
+	}
+	return "operator means: " + strings.Join(parts, ", ")
 }
 
 // ownCPU is the user and system CPU time this process (the operator and the
