@@ -25,11 +25,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
@@ -111,6 +113,9 @@ type AgentRunReconciler struct {
 	// uids maps each run this process holds anything for to its UID, so
 	// that a run deleted while we held it is forgotten by name.
 	uids map[types.NamespacedName]types.UID
+	// ownWrite is the resourceVersion of our last status write of each
+	// run, until the watch delivers it (see notOwnWrite).
+	ownWrite map[types.UID]string
 	// baseCtx is the manager's context, which work in flight outlives a
 	// reconcile under; nil until the manager starts.
 	baseCtx context.Context
@@ -139,6 +144,7 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		deferred: map[types.UID]*deferred{},
 		cached:   map[types.UID]string{},
 		uids:     map[types.NamespacedName]types.UID{},
+		ownWrite: map[types.UID]string{},
 	}
 }
 
@@ -226,7 +232,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.AgentRun{}).
+		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnWrite})).
 		Owns(&batchv1.Job{}).
 		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
 	// Our last write of a run is dropped as soon as the cache holds it, not
@@ -464,10 +470,31 @@ func (r *AgentRunReconciler) caughtUp(obj client.Object) {
 	}
 }
 
+// notOwnWrite is false for the watch event of our own last status write of
+// a run: the reconcile that wrote it already acted on everything it holds
+// (and asked to come back when it needed to), so reconciling again would
+// only find the run waiting. A run made two reconciles a turn and this one
+// more for each status write; under a burst of turns these queued in front
+// of the reconciles with work to do. The event of a write that returned
+// after the watch delivered it is not recognised, and reconciles as before.
+func (r *AgentRunReconciler) notOwnWrite(e event.UpdateEvent) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	uid := e.ObjectNew.GetUID()
+	if rv, ok := r.ownWrite[uid]; ok && rv == e.ObjectNew.GetResourceVersion() {
+		delete(r.ownWrite, uid)
+		return false
+	}
+	return true
+}
+
 // remember records a successful status write that replaced prevRV.
 func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ours := r.uids[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}]; ours {
+		r.ownWrite[obj.UID] = obj.ResourceVersion
+	}
 	if r.cached[obj.UID] == obj.ResourceVersion {
 		// The cache already holds this write.
 		delete(r.cached, obj.UID)
@@ -524,6 +551,7 @@ func (r *AgentRunReconciler) forget(uid types.UID) {
 	delete(r.written, uid)
 	delete(r.deferred, uid)
 	delete(r.cached, uid)
+	delete(r.ownWrite, uid)
 	for k, v := range r.uids {
 		if v == uid {
 			delete(r.uids, k)

@@ -18,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 func expectOutcome(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, reason string) {
@@ -438,5 +440,41 @@ func TestRun_aSlowModelHoldsUpNoOtherRun(t *testing.T) {
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
 	if o := get(t, slow).Status.Outcome; o != "" {
 		t.Fatalf("the slow run ended (%s) before its model answered", o)
+	}
+}
+
+// The watch event of our own status write enqueues nothing (a run used to
+// reconcile once more for each of them, finding itself waiting); anyone
+// else's write of the run, and a write of ours the watch delivered before
+// the patch returned, still do.
+func TestNotOwnWrite_skipsOnlyTheEventOfOurLastStatusWrite(t *testing.T) {
+	r := NewAgentRunReconciler(Config{})
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-1", ResourceVersion: "10"}}
+	update := func(rv string) event.UpdateEvent {
+		old, cur := run.DeepCopy(), run.DeepCopy()
+		cur.ResourceVersion = rv
+		return event.UpdateEvent{ObjectOld: old, ObjectNew: cur}
+	}
+	r.track(types.NamespacedName{Namespace: "ns", Name: "run"}, run.UID)
+
+	if !r.notOwnWrite(update("11")) {
+		t.Fatal("an update before any write of ours was skipped")
+	}
+	ours := run.DeepCopy()
+	ours.ResourceVersion = "12"
+	r.remember("11", ours)
+	if r.notOwnWrite(update("12")) {
+		t.Error("the event of our own status write enqueued the run")
+	}
+	if !r.notOwnWrite(update("12")) {
+		t.Error("a second event at that version was skipped too; only the first is ours to skip")
+	}
+	if !r.notOwnWrite(update("13")) {
+		t.Error("someone else's write (an annotation, a cancel) was skipped")
+	}
+	r.remember("13", &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-1", ResourceVersion: "14"}})
+	r.forget(run.UID)
+	if !r.notOwnWrite(update("14")) {
+		t.Error("a run this process forgot (it ended) still had a write to skip")
 	}
 }
