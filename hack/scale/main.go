@@ -741,8 +741,7 @@ func (b *bench) bareRate(ctx context.Context, ns string, size, total int) (rate 
 	if err != nil {
 		return 0, 0, err
 	}
-	elapsed := time.Since(start)
-	return float64(total) / elapsed.Seconds(), (machineCPU() - machineBefore) / time.Duration(total), nil
+	return float64(total) / time.Since(start).Seconds(), (machineCPU() - machineBefore) / time.Duration(total), nil
 }
 
 // cpu measures the API server's CPU per AgentRun status merge patch (of a
@@ -1122,7 +1121,7 @@ func procCPU() map[string]time.Duration {
 type histSums map[string][2]float64
 
 // operatorTimes reads where the operator's reconciles spent their time:
-// waiting in the workqueue, reconciling, and the API requests they made.
+// waiting in the workqueue, and reconciling.
 func operatorTimes() histSums {
 	out := histSums{}
 	mfs, err := ctrlmetrics.Registry.Gather()
@@ -1139,18 +1138,11 @@ func operatorTimes() histSums {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			var key string
-			switch mf.GetName() {
-			case "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds":
-				if labels["name"] != "agentrun" {
-					continue
-				}
-				key = strings.TrimPrefix(mf.GetName(), "workqueue_")
-			case "rest_client_request_duration_seconds":
-				key = "API " + labels["verb"]
-			default:
+			name := mf.GetName()
+			if (name != "workqueue_queue_duration_seconds" && name != "workqueue_work_duration_seconds") || labels["name"] != "agentrun" {
 				continue
 			}
+			key := strings.TrimPrefix(name, "workqueue_")
 			v := out[key]
 			out[key] = [2]float64{v[0] + h.GetSampleSum(), v[1] + float64(h.GetSampleCount())}
 		}
