@@ -113,9 +113,6 @@ type AgentRunReconciler struct {
 	// uids maps each run this process holds anything for to its UID, so
 	// that a run deleted while we held it is forgotten by name.
 	uids map[types.NamespacedName]types.UID
-	// ownWrite is the resourceVersion of our last status write of each
-	// run, until the watch delivers it (see notOwnWrite).
-	ownWrite map[types.UID]string
 	// baseCtx is the manager's context, which work in flight outlives a
 	// reconcile under; nil until the manager starts.
 	baseCtx context.Context
@@ -144,7 +141,6 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		deferred: map[types.UID]*deferred{},
 		cached:   map[types.UID]string{},
 		uids:     map[types.NamespacedName]types.UID{},
-		ownWrite: map[types.UID]string{},
 	}
 }
 
@@ -231,18 +227,16 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnWrite})).
-		Owns(&batchv1.Job{}).
-		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
 	// Our last write of a run is dropped as soon as the cache holds it, not
 	// at the run's next reconcile: a thousand runs waiting on their models
-	// would each keep a copy of their object for nothing.
-	b = b.Watches(&v1alpha1.AgentRun{}, handler.Funcs{
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.caughtUp(e.ObjectNew)
-		},
-	})
+	// would each keep a copy of their object for nothing. The event of that
+	// write enqueues nothing (see caughtUp).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !r.caughtUp(e.ObjectNew) },
+		})).
+		Owns(&batchv1.Job{}).
+		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
 	if r.JobWakeups != nil {
 		// A tool Job's change wakes the call that waits on it (which then
 		// ends its work and so enqueues its run): no call polls its Job.
@@ -454,47 +448,35 @@ func (r *AgentRunReconciler) freshest(cached *v1alpha1.AgentRun) *v1alpha1.Agent
 	return cached
 }
 
-// caughtUp drops our last write of the run once the cache holds it. The
-// watch may deliver the write before the patch returns: the version is
-// then noted, and remember keeps no copy of it.
-func (r *AgentRunReconciler) caughtUp(obj client.Object) {
+// caughtUp drops our last write of the run once the cache holds it, and
+// reports whether obj is that write. The watch may deliver the write
+// before the patch returns: the version is then noted, remember keeps no
+// copy of it, and its event is not recognised.
+//
+// The event of our own last write enqueues nothing: the reconcile that
+// wrote it already acted on everything it holds (and asked to come back
+// when it needed to), so reconciling again would only find the run
+// waiting. A run made two reconciles a turn and one more for each status
+// write; under a burst of turns these queued in front of the reconciles
+// with work to do.
+func (r *AgentRunReconciler) caughtUp(obj client.Object) (ours bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	if w, ok := r.written[uid]; ok && w.obj.ResourceVersion == rv {
 		delete(r.written, uid)
-		return
+		return true
 	}
-	if _, ours := r.uids[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}]; ours {
+	if _, tracked := r.uids[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}]; tracked {
 		r.cached[uid] = rv
 	}
-}
-
-// notOwnWrite is false for the watch event of our own last status write of
-// a run: the reconcile that wrote it already acted on everything it holds
-// (and asked to come back when it needed to), so reconciling again would
-// only find the run waiting. A run made two reconciles a turn and this one
-// more for each status write; under a burst of turns these queued in front
-// of the reconciles with work to do. The event of a write that returned
-// after the watch delivered it is not recognised, and reconciles as before.
-func (r *AgentRunReconciler) notOwnWrite(e event.UpdateEvent) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	uid := e.ObjectNew.GetUID()
-	if rv, ok := r.ownWrite[uid]; ok && rv == e.ObjectNew.GetResourceVersion() {
-		delete(r.ownWrite, uid)
-		return false
-	}
-	return true
+	return false
 }
 
 // remember records a successful status write that replaced prevRV.
 func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ours := r.uids[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}]; ours {
-		r.ownWrite[obj.UID] = obj.ResourceVersion
-	}
 	if r.cached[obj.UID] == obj.ResourceVersion {
 		// The cache already holds this write.
 		delete(r.cached, obj.UID)
@@ -551,7 +533,6 @@ func (r *AgentRunReconciler) forget(uid types.UID) {
 	delete(r.written, uid)
 	delete(r.deferred, uid)
 	delete(r.cached, uid)
-	delete(r.ownWrite, uid)
 	for k, v := range r.uids {
 		if v == uid {
 			delete(r.uids, k)

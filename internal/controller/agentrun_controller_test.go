@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 func expectOutcome(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, reason string) {
@@ -447,34 +446,34 @@ func TestRun_aSlowModelHoldsUpNoOtherRun(t *testing.T) {
 // reconcile once more for each of them, finding itself waiting); anyone
 // else's write of the run, and a write of ours the watch delivered before
 // the patch returned, still do.
-func TestNotOwnWrite_skipsOnlyTheEventOfOurLastStatusWrite(t *testing.T) {
+func TestCaughtUp_skipsOnlyTheEventOfOurLastStatusWrite(t *testing.T) {
 	r := NewAgentRunReconciler(Config{})
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-1", ResourceVersion: "10"}}
-	update := func(rv string) event.UpdateEvent {
-		old, cur := run.DeepCopy(), run.DeepCopy()
+	enqueues := func(rv string) bool {
+		cur := run.DeepCopy()
 		cur.ResourceVersion = rv
-		return event.UpdateEvent{ObjectOld: old, ObjectNew: cur}
+		return !r.caughtUp(cur)
 	}
 	r.track(types.NamespacedName{Namespace: "ns", Name: "run"}, run.UID)
 
-	if !r.notOwnWrite(update("11")) {
+	if !enqueues("11") {
 		t.Fatal("an update before any write of ours was skipped")
 	}
 	ours := run.DeepCopy()
 	ours.ResourceVersion = "12"
 	r.remember("11", ours)
-	if r.notOwnWrite(update("12")) {
+	if enqueues("12") {
 		t.Error("the event of our own status write enqueued the run")
 	}
-	if !r.notOwnWrite(update("12")) {
+	if !enqueues("12") {
 		t.Error("a second event at that version was skipped too; only the first is ours to skip")
 	}
-	if !r.notOwnWrite(update("13")) {
+	if !enqueues("13") {
 		t.Error("someone else's write (an annotation, a cancel) was skipped")
 	}
 	r.remember("13", &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-1", ResourceVersion: "14"}})
 	r.forget(run.UID)
-	if !r.notOwnWrite(update("14")) {
+	if !enqueues("14") {
 		t.Error("a run this process forgot (it ended) still had a write to skip")
 	}
 }
