@@ -10,7 +10,9 @@
 //     (turns x latency);
 //   - the operator's heap per active run, with many runs in flight;
 //   - the API server's CPU per AgentRun status merge patch, against a
-//     ConfigMap merge patch of the same size;
+//     ConfigMap merge patch of the same size, and the same patch of copies
+//     of the CRD without its oldSelf rules, without any CEL rule and with
+//     no schema at all (where the write's cost goes);
 //   - the throughput measure again with every run under one shared
 //     AgentBudget: turns/s against the same runs without it, writes to
 //     the AgentBudget per turn, and whether its ledger settled to the
@@ -861,9 +863,26 @@ func (b *bench) cpu(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Where the rest goes: a copy of the CRD without the rules that
+	// compare the spec with the stored one, and without any rule.
+	immCPU, immN, err := b.variantCPU(ctx, ns, runs, workers, "mutable.scale.agentrun.dev",
+		func(rule string) bool { return strings.Contains(rule, "oldSelf") })
+	if err != nil {
+		return err
+	}
+	nocelCPU, nocelN, err := b.variantCPU(ctx, ns, runs, workers, "nocel.scale.agentrun.dev",
+		func(string) bool { return true })
+	if err != nil {
+		return err
+	}
 	ar, cm, floor := arCPU/float64(arN), cmCPU/float64(cmN), floorCPU/float64(floorN)
+	imm, nocel := immCPU/float64(immN), nocelCPU/float64(nocelN)
 	b.rows = append(b.rows, row{fmt.Sprintf("API server CPU per AgentRun status patch (%d B object)", size),
 		fmt.Sprintf("%.2f ms", ar*1000), fmt.Sprintf("%.2f ms per ConfigMap patch", cm*1000), fmt.Sprintf("%.1fx", ar/cm)},
+		row{"  the same, the CRD without the rules that read oldSelf", fmt.Sprintf("%.2f ms", imm*1000),
+			"what comparing the spec with the stored one costs", fmt.Sprintf("%.1fx", imm/cm)},
+		row{"  the same, the CRD without any CEL rule", fmt.Sprintf("%.2f ms", nocel*1000),
+			"the schema's validation, defaulting and pruning", fmt.Sprintf("%.1fx", nocel/cm)},
 		row{"  the same patch of the same object, a CRD with no schema", fmt.Sprintf("%.2f ms", floor*1000),
 			"the floor of a custom resource", fmt.Sprintf("%.1fx", floor/cm)})
 	return nil
@@ -889,11 +908,77 @@ func (b *bench) schemalessFloor(ctx context.Context, ns string, runs []*v1alpha1
 						"x-kubernetes-preserve-unknown-fields": true, "x-kubernetes-map-type": "atomic"}}}}}},
 		},
 	}}
+	return b.copyStatusCPU(ctx, ns, runs, workers, crd, "schemaless-status")
+}
+
+// variantCPU measures the status patch of the runs' very objects as
+// resources of a copy of the AgentRun CRD, under another group, whose CEL
+// rules drop decides to leave out: where a status write's cost goes
+// (the rules that compare the spec with the stored one, every rule).
+func (b *bench) variantCPU(ctx context.Context, ns string, runs []*v1alpha1.AgentRun, workers int, group string, drop func(rule string) bool) (float64, int, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return 0, 0, err
+	}
+	objs, err := testenv.ReadObjects(filepath.Join(root, "config/crd/bases/agents.agentrun.dev_agentruns.yaml"))
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(objs) != 1 {
+		return 0, 0, fmt.Errorf("the AgentRun CRD file holds %d objects", len(objs))
+	}
+	crd := objs[0]
+	crd.SetName("agentruns." + group)
+	if err := unstructured.SetNestedField(crd.Object, group, "spec", "group"); err != nil {
+		return 0, 0, err
+	}
+	dropRules(crd.Object, drop)
+	return b.copyStatusCPU(ctx, ns, runs, workers, crd, group+"-status")
+}
+
+// dropRules removes, everywhere in a CRD, the CEL rules drop chooses.
+func dropRules(v any, drop func(rule string) bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if rules, ok := v["x-kubernetes-validations"].([]any); ok {
+			var keep []any
+			for _, r := range rules {
+				if m, _ := r.(map[string]any); m == nil || !drop(fmt.Sprint(m["rule"])) {
+					keep = append(keep, r)
+				}
+			}
+			if len(keep) == 0 {
+				delete(v, "x-kubernetes-validations")
+			} else {
+				v["x-kubernetes-validations"] = keep
+			}
+		}
+		for _, e := range v {
+			dropRules(e, drop)
+		}
+	case []any:
+		for _, e := range v {
+			dropRules(e, drop)
+		}
+	}
+}
+
+// copyStatusCPU creates crd, then a copy of each of runs as its
+// resource, and measures the operator's status write of them.
+func (b *bench) copyStatusCPU(ctx context.Context, ns string, runs []*v1alpha1.AgentRun, workers int, crd *unstructured.Unstructured, name string) (float64, int, error) {
 	if err := b.c.Create(ctx, crd); err != nil {
 		return 0, 0, err
 	}
 	defer func() { _ = b.c.Delete(context.Background(), crd) }()
-	floorOf := func(r *v1alpha1.AgentRun, name string) (*unstructured.Unstructured, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	version := ""
+	if len(versions) > 0 {
+		version, _, _ = unstructured.NestedString(versions[0].(map[string]any), "name")
+	}
+	apiVersion := group + "/" + version
+	copyOf := func(r *v1alpha1.AgentRun, name string) (*unstructured.Unstructured, error) {
 		raw, err := json.Marshal(r)
 		if err != nil {
 			return nil, err
@@ -903,13 +988,13 @@ func (b *bench) schemalessFloor(ctx context.Context, ns string, runs []*v1alpha1
 			return nil, err
 		}
 		u.Object["metadata"] = map[string]any{"name": name, "namespace": ns}
-		u.SetAPIVersion("scale.agentrun.dev/v1")
-		u.SetKind("Floor")
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
 		return u, nil
 	}
 	objs := make([]*unstructured.Unstructured, workers)
 	for i := range objs {
-		u, err := floorOf(runs[i], fmt.Sprintf("floor-%d", i))
+		u, err := copyOf(runs[i], fmt.Sprintf("copy-%d", i))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -921,7 +1006,7 @@ func (b *bench) schemalessFloor(ctx context.Context, ns string, runs []*v1alpha1
 			}
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("the schemaless CRD is not served: %w", err)
+			return 0, 0, fmt.Errorf("the CRD %s is not served: %w", crd.GetName(), err)
 		}
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			return 0, 0, err
@@ -935,8 +1020,8 @@ func (b *bench) schemalessFloor(ctx context.Context, ns string, runs []*v1alpha1
 	}
 	// Watched, as the runs are.
 	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("scale.agentrun.dev/v1")
-	list.SetKind("FloorList")
+	list.SetAPIVersion(apiVersion)
+	list.SetKind(kind + "List")
 	w, err := b.c.Watch(ctx, list, client.InNamespace(ns))
 	if err != nil {
 		return 0, 0, err
@@ -973,7 +1058,7 @@ func (b *bench) schemalessFloor(ctx context.Context, ns string, runs []*v1alpha1
 		st["checkpoint"] = next
 		return b.c.Status().Patch(ctx, u, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	}
-	return b.measureCPU(ctx, workers, "schemaless-status", write)
+	return b.measureCPU(ctx, workers, name, write)
 }
 
 // bumpCheckpoint changes a checkpoint-sized value without changing its size
