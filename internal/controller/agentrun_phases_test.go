@@ -387,19 +387,23 @@ func (k *jobKits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error)
 func TestPersist_aMutatingJobThatIsGoneIsNeverCreatedAgain(t *testing.T) {
 	ns := namespace(t)
 	b := makeRun(ns, "refund-job").writeTool("refund", true).calls("refund", `{"amount":1}`).answer("checked")
-	var created atomic.Int64
-	countJobs := func(jk *jobKits) func(client.Client, func()) client.Client {
+	// Attempts, not successes, are counted: stop() can cancel a create
+	// whose Job the API server has already stored, and such a create
+	// returns an error although the Job exists.
+	var attempts [2]atomic.Int64
+	countJobs := func(jk *jobKits, phase int) func(client.Client, func()) client.Client {
 		return func(c client.Client, _ func()) client.Client {
-			jk.c = hookClient{Client: c, after: func(op string, obj client.Object, err error) {
-				if _, ok := obj.(*batchv1.Job); ok && op == "create" && err == nil {
-					created.Add(1)
+			jk.c = hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
+				if _, ok := obj.(*batchv1.Job); ok && op == "create" {
+					attempts[phase].Add(1)
 				}
+				return nil
 			}}
 			return jk.c
 		}
 	}
 	jk := &jobKits{model: &loop.Scripted{Entries: scriptOf(b)}}
-	_, stop := startReconciler(t, jk, 0, countJobs(jk))
+	_, stop := startReconciler(t, jk, 0, countJobs(jk, 0))
 	run := b.create(t)
 	var jobs batchv1.JobList
 	g := NewWithT(t)
@@ -416,11 +420,17 @@ func TestPersist_aMutatingJobThatIsGoneIsNeverCreatedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	jk2 := &jobKits{model: &loop.Scripted{Entries: scriptOf(b)}}
-	startReconciler(t, jk2, 0, countJobs(jk2))
+	startReconciler(t, jk2, 0, countJobs(jk2, 1))
 	done := waitOutcome(t, run, 30*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "turn 2")
-	if created.Load() != 1 {
-		t.Fatalf("%d Jobs were created for one mutating call", created.Load())
+	if n := attempts[0].Load(); n != 1 {
+		t.Fatalf("the first operator tried to create %d Jobs for one mutating call", n)
+	}
+	if n := attempts[1].Load(); n != 0 {
+		t.Fatalf("the restarted operator tried to create the gone Job %d more times", n)
+	}
+	if err := k8sClient.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 0 {
+		t.Fatalf("after the restart: %d Jobs (err %v), want none", len(jobs.Items), err)
 	}
 	msgs := readTranscript(t, done)
 	if !strings.Contains(msgs[1].Content, "whether it took effect is unknown") || !strings.Contains(msgs[1].Content, "not run again") {
