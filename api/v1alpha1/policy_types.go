@@ -81,10 +81,28 @@ const (
 	GuardrailHalt GuardrailSeverity = "halt"
 )
 
+// GuardrailTarget is what a guardrail looks at.
+// +kubebuilder:validation:Enum=arguments;results;answer
+type GuardrailTarget string
+
+// The guardrail targets.
+const (
+	// GuardrailOnArguments: the arguments of each proposed call, before it
+	// runs (block refuses the call).
+	GuardrailOnArguments GuardrailTarget = "arguments"
+	// GuardrailOnResults: each tool result, before the model, the status
+	// or the transcript sees it (block redacts the matches).
+	GuardrailOnResults GuardrailTarget = "results"
+	// GuardrailOnAnswer: the model's final answer, before status.answer
+	// holds it (block redacts the matches).
+	GuardrailOnAnswer GuardrailTarget = "answer"
+)
+
 // GuardrailSpec is an RE2 pattern over a call's arguments, all of them
 // (loopDetection.ignoreArguments included). It fires when it matches any
 // string value as decoded text (no JSON escapes), or the compact JSON of
-// the arguments (sorted keys, normalised numbers, no HTML escaping).
+// the arguments (sorted keys, normalised numbers, no HTML escaping). With
+// on, it also (or instead) looks at tool results and the final answer.
 type GuardrailSpec struct {
 	// name identifies the guardrail in status reasons and events.
 	// +required
@@ -119,4 +137,15 @@ type GuardrailSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
+
+	// on is what the guardrail looks at: arguments (each proposed call's,
+	// before it runs), results (each tool result, before anyone reads it)
+	// and answer (the final answer). On results and the answer, block
+	// replaces every match with "[redacted by guardrail NAME]" and halt
+	// ends the run GuardrailStop, the match redacted too. Defaults to
+	// ["arguments"].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=3
+	On []GuardrailTarget `json:"on,omitempty"`
 }

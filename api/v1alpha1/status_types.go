@@ -237,6 +237,13 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:Type=object
 	Checkpoint *runtime.RawExtension `json:"checkpoint,omitempty"`
 
+	// checkpointSeal authenticates checkpoint and the transcript counts:
+	// an HMAC with a key only the operator holds. A checkpoint whose seal
+	// does not match is never resumed; the run ends Error instead.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	CheckpointSeal string `json:"checkpointSeal,omitempty"`
+
 	// conditions are Succeeded (the run's end, monotonic), AwaitingApproval,
 	// and for generic tools (kstatus) Ready, Reconciling and Stalled;
 	// Saved=False appears only while the operator cannot save the run and

@@ -131,8 +131,11 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		}
 	}
 	for _, g := range spec.Guardrails {
-		cfg.Guardrails = append(cfg.Guardrails, loop.Guardrail{Name: g.Name, Tools: g.Tools, Pattern: g.Pattern,
-			Severity: loop.Severity(g.Severity), Reason: g.Reason})
+		gr := loop.Guardrail{Name: g.Name, Tools: g.Tools, Pattern: g.Pattern, Severity: loop.Severity(g.Severity), Reason: g.Reason}
+		for _, t := range g.On {
+			gr.On = append(gr.On, loop.GuardrailTarget(t))
+		}
+		cfg.Guardrails = append(cfg.Guardrails, gr)
 	}
 	cfg.ApprovalTimeout = dur(spec.ApprovalTimeout)
 	if v := spec.Verify; v != nil {

@@ -95,6 +95,8 @@ func (e *Engine) invocation(s *State, c *Call) Invocation {
 // other call gets its observation.
 func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) {
 	var retry []retryCandidate
+	var halted *Call
+	var haltedBy string
 	for _, r := range results {
 		for i := range s.Calls {
 			c := &s.Calls[i]
@@ -110,6 +112,9 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
 			c.State = CallDone
+			if g := e.screenResult(c, notes); g != "" && halted == nil {
+				halted, haltedBy = c, g
+			}
 			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
 			if r.Failure != nil {
 				msg += fmt.Sprintf(" (%s", r.Failure.Kind)
@@ -123,6 +128,10 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 			}
 			*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: r.Failure != nil, Message: msg})
 		}
+	}
+	if halted != nil {
+		e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the result of call %s (%s)", haltedBy, halted.ID, halted.Name), notes)
+		return
 	}
 	if len(retry) > 0 {
 		e.scheduleRetries(s, retry, now, notes)

@@ -24,6 +24,27 @@ const (
 	maxConcurrentReads     = 8
 )
 
+// MaxCallsPerReply bounds the tool calls read from one model answer. An
+// answer with more is not vetted at all: the model is told the bound and
+// the turn ends. Vetting costs the operator work for every call (decoding,
+// the schema, CEL conditions, guardrails), so a hostile model server must
+// not choose how much.
+const MaxCallsPerReply = 64
+
+// admitProposals refuses a batch of n proposed calls that could never be
+// admitted, whatever their verdicts: more calls than the run's hard
+// maxToolCalls has left. It runs before the calls are vetted; the batch's
+// full reservation is admitted after vetting (startActing).
+func admitProposals(b *Budget, consumed Usage, n int) *Rejection {
+	limit := b.toolCallsCeiling()
+	if b.soft(DimToolCalls) || consumed.ToolCalls+n <= limit {
+		return nil
+	}
+	return &Rejection{Dimension: DimToolCalls, Reason: fmt.Sprintf(
+		"admitting the next step would pass the %s ceiling: %d consumed + %d reserved = %d > %d (the model proposed %d tool calls; none was vetted or run)",
+		DimToolCalls, consumed.ToolCalls, n, consumed.ToolCalls+n, limit, n)}
+}
+
 // DefaultMaxCost is the cost ceiling when none is set: one dollar.
 var DefaultMaxCost = MustMoney("1")
 

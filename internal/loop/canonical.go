@@ -53,6 +53,57 @@ func decodeJSON(args json.RawMessage) (any, error) {
 	return v, nil
 }
 
+// repeatedKey returns the first key that appears twice in one object of
+// raw (valid JSON), or "" when none does. encoding/json keeps the last
+// value of a repeated key, other parsers the first, so the engine never
+// vets arguments that read differently to different parsers.
+func repeatedKey(raw json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	// One frame per open object or array: the keys seen (nil for an
+	// array) and whether the next token of an object is a key.
+	type frame struct {
+		keys  map[string]bool
+		atKey bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		top := len(stack) - 1
+		if top >= 0 && stack[top].keys != nil && stack[top].atKey {
+			if k, ok := tok.(string); ok {
+				if stack[top].keys[k] {
+					return k
+				}
+				stack[top].keys[k] = true
+				stack[top].atKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]bool{}, atKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+			top--
+		}
+		// A value ended: the object around it, if any, expects a key.
+		if top >= 0 && stack[top].keys != nil {
+			stack[top].atKey = true
+		}
+		if len(stack) == 0 {
+			return ""
+		}
+	}
+}
+
 // maxArgumentExponent bounds the magnitude of numbers the engine accepts in
 // arguments: 1e-1000 to 1e1000 (zero aside), far beyond what float64 or any
 // tool can use. Schema validation and policy conditions do exact or float

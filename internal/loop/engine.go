@@ -240,11 +240,14 @@ func (e *Engine) estimateMessage(m *Message) int64 {
 // zero State; resuming is stepping a reloaded one: there is one code path.
 func (e *Engine) Step(s *State, in Input) Effect {
 	now := e.clock()
-	if s.RunID == "" {
+	switch {
+	case e.cfg.RunID != "":
+		// The configured id (the run's UID) wins over a saved one: the
+		// run's identity, in its idempotency keys, is never read from
+		// stored state.
 		s.RunID = e.cfg.RunID
-		if s.RunID == "" {
-			s.RunID = randomRunID()
-		}
+	case s.RunID == "":
+		s.RunID = randomRunID()
 	}
 	notes := e.staleAnswers(s, in.Answers)
 	if s.Done() {

@@ -358,6 +358,35 @@ func dependencies(args any, ids map[string]bool) ([]string, error) {
 	return deps, err
 }
 
+// MaxStepArgumentBytes bounds a plan step's arguments once its
+// placeholders are replaced by the results they name.
+const MaxStepArgumentBytes = 256 << 10
+
+// jsonSize is the size of v as JSON (strings as their length plus quotes:
+// an upper bound is not needed, only a measure that grows with v).
+func jsonSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2
+	case map[string]any:
+		n := 2
+		for k, e := range x {
+			n += len(k) + 4 + jsonSize(e)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range x {
+			n += 1 + jsonSize(e)
+		}
+		return n
+	case json.Number:
+		return len(x)
+	default:
+		return 5
+	}
+}
+
 // resolve follows a placeholder's path into a step's result.
 func resolve(result string, ph placeholder) (any, error) {
 	v, err := decodeJSON(json.RawMessage(result))
@@ -408,6 +437,10 @@ func (e *Engine) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) 
 	for _, p := range s.Plan.Steps {
 		ids[p.ID] = true
 	}
+	// Each placeholder adds up to a whole result: the substituted
+	// arguments are bounded as they grow, so that a plan repeating a
+	// placeholder cannot multiply a result into megabytes.
+	size := len(tc.Arguments)
 	out, err := walkStrings(args, func(v string) (any, error) {
 		ph, ok, err := parsePlaceholder(v, ids)
 		if err != nil || !ok {
@@ -417,7 +450,14 @@ func (e *Engine) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) 
 		if dep == nil || dep.At <= 0 || dep.At >= len(s.Transcript) {
 			return nil, fmt.Errorf("step %s has no result yet", ph.step)
 		}
-		return resolve(s.Transcript[dep.At].Content, ph)
+		r, err := resolve(s.Transcript[dep.At].Content, ph)
+		if err != nil {
+			return nil, err
+		}
+		if size += jsonSize(r); size > MaxStepArgumentBytes {
+			return nil, fmt.Errorf("with its placeholders replaced, the step's arguments would pass %d bytes", MaxStepArgumentBytes)
+		}
+		return r, nil
 	})
 	if err != nil {
 		return tc, err

@@ -62,7 +62,13 @@ func (e *Engine) abandonModelCall(s *State, notes *[]Note) {
 // settleReply replaces the model call's reservation by what the provider
 // reported, keeping the per-turn tool allowance reserved. It returns the
 // call's cost.
+//
+// Counts a provider reports below zero are taken as zero: a run's usage
+// never goes down, whatever its model's server says.
 func (e *Engine) settleReply(s *State, r *Reply) Money {
+	u := &r.Usage
+	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
+	u.CachedInputTokens, u.CacheWriteTokens = max(u.CachedInputTokens, 0), max(u.CacheWriteTokens, 0)
 	cost := e.modelCost(r.Usage)
 	s.Usage.Turns++
 	s.Usage.InputTokens += r.Usage.InputTokens
@@ -98,19 +104,35 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer was cut off at the output limit of %d tokens "+
 				"and was not accepted. Answer again, more briefly, or call one tool at a time.", e.cfg.Model.MaxOutputTokens)})
 		return e.endTurn(s)
+	case len(r.ToolCalls) > MaxCallsPerReply:
+		// Nothing of such a batch is read, decoded or vetted: the model is
+		// told the bound and asked again (the turn counts, as a
+		// truncated answer's does).
+		*notes = append(*notes, Note{Kind: NoteBatchRefused, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
+			"The model proposed %d tool calls on turn %d; at most %d are read from one answer, so none was vetted or run", len(r.ToolCalls), s.Turn, MaxCallsPerReply)})
+		s.Transcript = append(s.Transcript,
+			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content},
+			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer proposed %d tool calls; at most %d are accepted in one answer, "+
+				"so none of them ran. Propose fewer calls at a time.", len(r.ToolCalls), MaxCallsPerReply)})
+		return e.endTurn(s)
 	case len(r.ToolCalls) == 0 && strings.TrimSpace(r.Content) == "":
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn},
 			Message{Role: RoleUser, Turn: s.Turn, Content: "Your answer was empty. Give the final answer, or call a tool."})
 		return e.endTurn(s)
 	case len(r.ToolCalls) == 0:
-		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content})
+		content, halt := e.screenAnswer(s, r.Content, notes)
+		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content})
+		if halt != "" {
+			e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn), notes)
+			return Effect{Kind: EffectFinish}
+		}
 		if s.Plan != nil && s.Plan.Stage == StageSolving {
-			if missing, ok := solverAnswer(r.Content); !ok {
+			if missing, ok := solverAnswer(content); !ok {
 				return e.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
 			}
 		}
-		s.Answer = cut(r.Content, maxAnswerBytes)
+		s.Answer = cut(content, maxAnswerBytes)
 		if e.cfg.Verify != nil {
 			return e.verifyAnswer(s, notes)
 		}
@@ -119,6 +141,16 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
 		}
 		e.finish(s, Completed, reason, notes)
+		return Effect{Kind: EffectFinish}
+	}
+
+	// A batch that could not be admitted whatever its verdicts ends the
+	// run before any of it is decoded or vetted: vetting costs the
+	// operator work (schemas, CEL, guardrails) for each call.
+	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
+		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content})
+		e.finish(s, BudgetExhausted, rej.Reason, notes)
+		refusedBy(*notes, rej)
 		return Effect{Kind: EffectFinish}
 	}
 
@@ -202,6 +234,10 @@ func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
 	switch {
 	case !isObject:
 		d.err = errors.New("they are not a JSON object")
+	case repeatedKey(raw) != "":
+		// The checks see the last value of a repeated key and a tool may
+		// read the first: such arguments are never vetted.
+		d.err = fmt.Errorf("they repeat the key %q in one object; each key may appear once", cut(repeatedKey(raw), 80))
 	case c.outOfRange != "":
 		d.err = fmt.Errorf("the number %s is out of range: numbers must lie between 1e-%d and 1e%d", cut(c.outOfRange, 40), maxArgumentExponent, maxArgumentExponent)
 	default:

@@ -261,6 +261,12 @@ const (
 	// was lost to a restart, or cut off): what it may have spent is
 	// charged, as for a call lost to a restart.
 	NoteCallAbandoned NoteKind = "CallAbandoned"
+	// NoteOutputScreened: a guardrail on results or on the answer matched
+	// and its matches were redacted.
+	NoteOutputScreened NoteKind = "OutputRedacted"
+	// NoteBatchRefused: the model proposed more calls in one answer than
+	// MaxCallsPerReply; none of them was vetted or run.
+	NoteBatchRefused NoteKind = "BatchRefused"
 	// NoteRetry: an attempt failed transiently and another is scheduled.
 	NoteRetry    NoteKind = "RetryScheduled"
 	NoteFinished NoteKind = "RunFinished"

@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/clip"
@@ -265,6 +266,26 @@ type Guardrail struct {
 	Pattern  string
 	Severity Severity
 	Reason   string
+	// On is what the guardrail looks at; empty means the arguments only.
+	On []GuardrailTarget
+}
+
+// GuardrailTarget is what a guardrail looks at.
+type GuardrailTarget string
+
+// The guardrail targets.
+const (
+	OnArguments GuardrailTarget = "arguments"
+	OnResults   GuardrailTarget = "results"
+	OnAnswer    GuardrailTarget = "answer"
+)
+
+// watches reports whether the guardrail looks at t.
+func (g *Guardrail) watches(t GuardrailTarget) bool {
+	if len(g.On) == 0 {
+		return t == OnArguments
+	}
+	return slices.Contains(g.On, t)
 }
 
 // Model is one model provider. Complete makes exactly one call; retrying

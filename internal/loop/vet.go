@@ -211,7 +211,7 @@ func matchesTool(names []string, tool string) bool {
 // the canonical form of every argument, args the decoded object.
 func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []byte, args any) verdict {
 	for _, g := range e.guardrails {
-		if !matchesTool(g.Tools, name) || !guardrailMatches(g.re, full, args) {
+		if !g.watches(OnArguments) || !matchesTool(g.Tools, name) || !guardrailMatches(g.re, full, args) {
 			continue
 		}
 		reason := g.Reason
