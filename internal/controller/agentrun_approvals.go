@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -9,14 +10,24 @@ import (
 
 // answersFrom reads the approval annotations. Answers already applied (in
 // status.approvals, not stale) are left out: they are history, not news.
+// An answer that names the arguments it was given for (approve:sha256:...)
+// applies only to a call with exactly those arguments (see bindAnswers).
 func answersFrom(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]string) {
-	answers := map[string]loop.Answer{}
+	answers, _ := readAnswers(run)
+	return answers, answeredBy(run)
+}
+
+// readAnswers reads the approval annotations: the answers by call id, and
+// the argument digests the answers that name one were given for.
+func readAnswers(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]string) {
+	answers, digests := map[string]loop.Answer{}, map[string]string{}
 	for k, v := range run.Annotations {
 		id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix)
 		if !ok || id == "" {
 			continue
 		}
-		a := loop.Answer(strings.ToLower(strings.TrimSpace(v)))
+		word, digest, _ := strings.Cut(strings.TrimSpace(v), ":")
+		a := loop.Answer(strings.ToLower(word))
 		if a != loop.Approve && a != loop.DenyAnswer && a != loop.Stop {
 			continue
 		}
@@ -28,9 +39,40 @@ func answersFrom(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]str
 		}
 		if !applied {
 			answers[id] = a
+			if digest != "" {
+				digests[id] = strings.ToLower(digest)
+			}
 		}
 	}
-	return answers, answeredBy(run)
+	return answers, digests
+}
+
+// NoteAnswerNotApplied is the event reason of an answer that named other
+// arguments than the call has: it is not applied, and the call waits on.
+const NoteAnswerNotApplied loop.NoteKind = "AnswerNotApplied"
+
+// bindAnswers drops from answers every answer given for other arguments
+// than its call has (the digest after the answer word, as kubectl agentrun
+// approve sends it), with a Warning note for each: a run deleted and
+// created again under the same name, with other arguments, while a person
+// reviewed the first, does not take that person's answer.
+func bindAnswers(run *v1alpha1.AgentRun, s *loop.State, answers map[string]loop.Answer) []loop.Note {
+	_, digests := readAnswers(run)
+	var notes []loop.Note
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		want, named := digests[c.ID]
+		if _, answered := answers[c.ID]; !answered || !named {
+			continue
+		}
+		if got := loop.ArgumentsDigest(c.Arguments); got != want {
+			delete(answers, c.ID)
+			notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: c.ID, Warning: true, Message: fmt.Sprintf(
+				"The answer to %s (%s) was given for arguments %s, but the call waiting has arguments %s: it is not applied, and the call still waits",
+				c.ID, c.Name, want, got)})
+		}
+	}
+	return notes
 }
 
 // answeredBy names who set each approval annotation, as the API server

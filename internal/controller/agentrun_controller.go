@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -83,6 +84,13 @@ type Config struct {
 	// first such save (or sooner, with any other change). Zero writes status
 	// at every save. The operator's default is DefaultStatusInterval.
 	StatusInterval time.Duration
+	// Keys seal what the operator reads back from objects a tenant can
+	// write (status.checkpoint, transcript chunks) and open those seals.
+	// Every process that drives a run must hold the keys that sealed it:
+	// the operator reads them from a Secret in its own namespace
+	// (operator.LoadKeys). Nil gives an ephemeral keyring, whose seals no
+	// other process opens.
+	Keys *seal.Keyring
 	// TracerProvider receives the runs' spans (telemetry.Setup builds it
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.
@@ -131,6 +139,9 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 	}
 	if cfg.EventVerbosity == "" {
 		cfg.EventVerbosity = EventsPerTurn
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = seal.Ephemeral()
 	}
 	return &AgentRunReconciler{
 		Config:   cfg,

@@ -129,6 +129,12 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	if t := st.Transcript; t != nil {
 		chunks, messages = int(t.Chunks), int(t.Messages)
 	}
+	// Status may be written by anyone who may patch it: its checkpoint
+	// and counts are resumed only under the operator's seal.
+	if err := transcript.OpenCheckpoint(r.Keys, sc.run.UID, st); err != nil {
+		r.fail(sc, "the run cannot resume: "+err.Error())
+		return ctrl.Result{}, nil
+	}
 	r.mu.Lock()
 	sv := r.chunks[sc.run.UID]
 	r.mu.Unlock()
@@ -145,8 +151,8 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		// Not what this process last saved (a restart, another replica,
 		// another write of the run): read the chunks, with those saved
 		// after the ones status counts.
-		cs, err := transcript.ReadChunks(ctx, r.APIReader, sc.run, chunks)
-		if errors.Is(err, transcript.ErrLost) {
+		cs, err := transcript.ReadSealed(ctx, r.APIReader, r.Keys, sc.run, chunks)
+		if errors.Is(err, transcript.ErrLost) || errors.Is(err, transcript.ErrForged) {
 			r.fail(sc, "the run cannot resume: "+err.Error())
 			return ctrl.Result{}, nil
 		}
@@ -219,6 +225,13 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	}
 	sc.state, sc.saved, sc.flushed = s, sv, len(sv.messages)
 	sc.answers, sc.by = answersFrom(sc.run)
+	for _, n := range bindAnswers(sc.run, s, sc.answers) {
+		// Recorded now: the run still waits, so this reconcile may save
+		// nothing, and notes become events only with a save.
+		if r.Recorder != nil {
+			r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, string(n.Kind), string(n.Kind)+" "+n.CallID, "%s", n.Message)
+		}
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -351,6 +364,9 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			return false, err
 		}
 	}
+	if err := r.sealStatus(sc.run.UID, st); err != nil {
+		return false, err
+	}
 	switch {
 	case quiet:
 		// Saved in the chunk; status follows within StatusInterval.
@@ -469,7 +485,7 @@ func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope, chec
 		if i == len(chs)-1 && len(checkpoint) > 0 {
 			ch.Checkpoint = checkpoint
 		}
-		if err := transcript.Write(ctx, r.Client, r.APIReader, sc.run, next.chunks, ch); err != nil {
+		if err := transcript.Write(ctx, r.Client, r.APIReader, r.Keys, sc.run, next.chunks, ch); err != nil {
 			return nil, false, fmt.Errorf("writing transcript chunk %d: %w", next.chunks, err)
 		}
 		next.chunks++
@@ -483,11 +499,25 @@ func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope, chec
 }
 
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha1.AgentRun) error {
+	if err := r.sealStatus(run.UID, &run.Status); err != nil {
+		return err
+	}
 	prev := base.ResourceVersion
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
 	r.remember(prev, run)
+	return nil
+}
+
+// sealStatus seals st's checkpoint and counts for the run (loadState opens
+// the seal before resuming).
+func (r *AgentRunReconciler) sealStatus(uid types.UID, st *v1alpha1.AgentRunStatus) error {
+	s, err := transcript.SealCheckpoint(r.Keys, uid, st)
+	if err != nil {
+		return fmt.Errorf("sealing the checkpoint: %w", err)
+	}
+	st.CheckpointSeal = s
 	return nil
 }
 
@@ -713,12 +743,36 @@ var perCall = map[loop.NoteKind]bool{
 }
 
 // emit records the reconcile's notes as events, after the status write.
+// maxRefusalEvents is how many refused calls of one batch are events of
+// their own; a batch with more gets one CallsRefused event instead.
+const maxRefusalEvents = 3
+
+// ReasonCallsRefused is the event that lists the refused calls of a batch
+// with more than maxRefusalEvents of them.
+const ReasonCallsRefused = "CallsRefused"
+
 func (r *AgentRunReconciler) emit(sc *scope) {
 	if r.Recorder == nil {
 		return
 	}
+	// A batch with many refused calls is one event that lists them (a
+	// hostile model proposes up to loop.MaxCallsPerReply calls at once).
+	var refused []string
+	for _, n := range sc.notes {
+		if n.Kind == loop.NoteCallVetted && n.Warning {
+			refused = append(refused, n.Message)
+		}
+	}
+	summarise := len(refused) > maxRefusalEvents
+	if summarise {
+		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, ReasonCallsRefused, ReasonCallsRefused+fmt.Sprintf(" t%d", sc.run.Status.Turn), "%s",
+			clip.Cut(fmt.Sprintf("%d calls of the batch were refused: %s", len(refused), strings.Join(refused, "; ")), 1024, runstatus.CutMark))
+	}
 	for _, n := range sc.notes {
 		if r.EventVerbosity != EventsPerCall && perCall[n.Kind] && !n.Warning {
+			continue
+		}
+		if summarise && n.Kind == loop.NoteCallVetted && n.Warning {
 			continue
 		}
 		typ := corev1.EventTypeNormal

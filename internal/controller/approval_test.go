@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/agentrun/agentrun/internal/transcript"
 	. "github.com/onsi/gomega"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +31,7 @@ var adminName string
 // mutating policy stamps who answered, and the validating policy refuses a
 // client that writes the stamp itself.
 func installApprovalPolicies(ctx context.Context) error {
-	if err := testenv.Apply(ctx, k8sClient, "config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
-		"config/rbac/aggregated_roles.yaml"); err != nil {
+	if err := testenv.Apply(ctx, k8sClient, testenv.ChartPolicies...); err != nil {
 		return err
 	}
 	ssr := &authnv1.SelfSubjectReview{}
@@ -255,6 +255,13 @@ func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
 	calls[0].(map[string]any)["arguments"] = map[string]any{"amount_minor": 99999999}
 	edited := cur.DeepCopy()
 	edited.Status.Checkpoint.Raw, _ = json.Marshal(cp)
+	// Resealed with the operator's key: a status writer cannot (the run
+	// would end on the seal, TestForgedStatusCheckpointIsNeverResumed),
+	// but the comparison with the saved proposal holds even then.
+	var err error
+	if edited.Status.CheckpointSeal, err = transcript.SealCheckpoint(testKeys, edited.UID, &edited.Status); err != nil {
+		t.Fatal(err)
+	}
 	if err := k8sClient.Status().Update(context.Background(), edited); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
@@ -31,6 +32,9 @@ import (
 var (
 	restCfg   *rest.Config
 	k8sClient client.Client
+	// testKeys seal runs' state for every operator the tests start, as
+	// the key Secret does for an operator's replicas and restarts.
+	testKeys = seal.Ephemeral()
 )
 
 func TestMain(m *testing.M) {
@@ -166,7 +170,7 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 		c = s.wrap(c, cancel)
 	}
 	cfg := Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
-		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval}
+		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval, Keys: testKeys}
 	if s.config != nil {
 		s.config(&cfg)
 	}

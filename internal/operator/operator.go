@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -69,6 +70,10 @@ type Options struct {
 	// is twice the rate. agentrun_client_throttle_seconds shows the waits.
 	QPS   float32
 	Burst int
+	// KeysSecret is the Secret ("namespace/name") holding the keys that
+	// seal runs' saved state (--state-keys-secret); empty means
+	// DefaultKeysSecret in the operator's namespace (KeysSecret).
+	KeysSecret string
 	// Shard is the shard this operator drives (--shard): only AgentRuns
 	// labelled v1alpha1.LabelShard=Shard, and the Jobs made for them, are in
 	// its cache. Empty means the runs without the label. Each shard elects
@@ -138,6 +143,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	keysAt, err := KeysSecret(o.KeysSecret)
+	if err != nil {
+		return err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
+	if err != nil {
+		return err
+	}
+	keys, err := LoadKeys(ctx, direct, keysAt)
+	if err != nil {
+		return err
+	}
 	recorder := mgr.GetEventRecorder("agentrun")
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()
@@ -165,7 +182,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}()
 	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
-		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval)})
+		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -182,7 +199,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("Starting the AgentRun operator", "shard", o.Shard, "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
+	ctrl.Log.Info("Starting the AgentRun operator", "shard", o.Shard, "stateKeys", keysAt.String(), "sealingKey", keys.Current(), "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
 		"metricsSecure", o.MetricsSecure)
 	return mgr.Start(ctx)
 }

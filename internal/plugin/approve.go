@@ -42,17 +42,19 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 	if err != nil {
 		return err
 	}
+	value := string(o.Decision)
 	if !o.Force {
 		if err := checkPending(run, o); err != nil {
 			return err
 		}
 		if o.Decision == v1alpha1.ApprovalApprove {
+			value += boundTo(run, o.CallID)
 			showCall(w, run, o.CallID)
 		}
 	}
 
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{key: string(o.Decision)}},
+		"metadata": map[string]any{"annotations": map[string]string{key: value}},
 	})
 	if err != nil {
 		return err
@@ -80,6 +82,19 @@ func showCall(w io.Writer, run *v1alpha1.AgentRun, callID string) {
 	}
 }
 
+// boundTo is what binds an approval to the arguments shown: ":" and
+// their digest, so that the operator applies it only to a call with those
+// arguments (a run recreated under the same name with others does not get
+// it); "" when status gives no digest.
+func boundTo(run *v1alpha1.AgentRun, callID string) string {
+	for _, p := range run.Status.PendingApprovals {
+		if p.CallID == callID && p.ArgumentsDigest != "" {
+			return ":" + p.ArgumentsDigest
+		}
+	}
+	return ""
+}
+
 func answered(d v1alpha1.ApprovalDecision) string {
 	switch d {
 	case v1alpha1.ApprovalApprove:
@@ -103,7 +118,7 @@ func checkPending(run *v1alpha1.AgentRun, o AnswerOptions) error {
 			continue
 		}
 		prev, ok := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+o.CallID]
-		if ok && prev != string(o.Decision) {
+		if word, _, _ := strings.Cut(prev, ":"); ok && word != string(o.Decision) {
 			return fmt.Errorf("%s was already answered %q on %s and the operator has not acted on it yet; use --force to change the answer",
 				o.CallID, prev, ref)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/google/go-cmp/cmp"
@@ -80,7 +81,7 @@ func newNamespace(t *testing.T) string {
 }
 
 func transcriptWrite(ctx context.Context, run *v1alpha1.AgentRun, n int, msgs []loop.Message) error {
-	return transcript.Write(ctx, k8sClient, k8sClient, run, n, transcript.Chunk{Messages: msgs})
+	return transcript.Write(ctx, k8sClient, k8sClient, seal.Ephemeral(), run, n, transcript.Chunk{Messages: msgs})
 }
 
 // runBuilder builds an AgentRun for a test.
@@ -183,10 +184,13 @@ func TestAnswer_setsAnnotationAsKubectlAgentrun(t *testing.T) {
 	for _, tc := range []struct {
 		decision v1alpha1.ApprovalDecision
 		want     string
+		// annotation is the value set: an approval names the digest of
+		// the arguments it shows, so it binds to them.
+		annotation string
 	}{
-		{v1alpha1.ApprovalApprove, "t3-c1 issue_refund (arguments sha256:0b1e):\n" + longArgs + "\nagentrun/r-approve: t3-c1 approved\n"},
-		{v1alpha1.ApprovalDeny, "agentrun/r-deny: t3-c1 denied\n"},
-		{v1alpha1.ApprovalStop, "agentrun/r-stop: t3-c1 denied; the run will stop (ApprovalDenied)\n"},
+		{v1alpha1.ApprovalApprove, "t3-c1 issue_refund (arguments sha256:0b1e):\n" + longArgs + "\nagentrun/r-approve: t3-c1 approved\n", "approve:sha256:0b1e"},
+		{v1alpha1.ApprovalDeny, "agentrun/r-deny: t3-c1 denied\n", "deny"},
+		{v1alpha1.ApprovalStop, "agentrun/r-stop: t3-c1 denied; the run will stop (ApprovalDenied)\n", "stop"},
 	} {
 		t.Run(string(tc.decision), func(t *testing.T) {
 			ns := newNamespace(t)
@@ -208,8 +212,8 @@ func TestAnswer_setsAnnotationAsKubectlAgentrun(t *testing.T) {
 				t.Errorf("output (-want +got):\n%s", diff)
 			}
 			got := get(t, run)
-			if v := got.Annotations["approval.agents.agentrun.dev/t3-c1"]; v != string(tc.decision) {
-				t.Errorf("annotation = %q, want %q", v, tc.decision)
+			if v := got.Annotations["approval.agents.agentrun.dev/t3-c1"]; v != tc.annotation {
+				t.Errorf("annotation = %q, want %q", v, tc.annotation)
 			}
 			if !managedBy(got, FieldManager, "f:metadata", "f:annotations", "f:approval.agents.agentrun.dev/t3-c1") {
 				t.Errorf("the annotation is not managed by %s: %+v", FieldManager, got.ManagedFields)

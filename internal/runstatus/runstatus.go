@@ -255,7 +255,7 @@ const CutMark = "… [cut]"
 
 // OnlyProgress reports whether after differs from before in nothing but the
 // run's progress: its turn, usage and reservation, convergence and
-// verification figures, transcript counts and checkpoint, and the messages
+// verification figures, transcript counts and checkpoint (and its seal), and the messages
 // (and times) of conditions whose status and reason stay. A save that
 // changes only these may leave status to a later write; a change of phase,
 // outcome, reason, approvals or of any condition's status or reason is
@@ -266,7 +266,7 @@ func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
 	strip := func(st *v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
 		c := *st
 		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification = 0, nil, nil, nil, nil
-		c.Transcript, c.Checkpoint = nil, nil
+		c.Transcript, c.Checkpoint, c.CheckpointSeal = nil, nil, ""
 		c.Conditions = slices.Clone(st.Conditions)
 		for i := range c.Conditions {
 			c.Conditions[i].Message, c.Conditions[i].LastTransitionTime = "", metav1.Time{}

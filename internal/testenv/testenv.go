@@ -107,6 +107,12 @@ func startTimeout() time.Duration {
 	return 2 * time.Minute
 }
 
+// ChartPolicies are what the chart installs besides the CRDs and the
+// operator: the approval admission policies and the user roles, as files
+// of the repository for Apply.
+var ChartPolicies = []string{"config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
+	"config/rbac/aggregated_roles.yaml"}
+
 // Apply creates (or updates) every object of the YAML files under the
 // repository root, e.g. "config/admission/approval-policy.yaml", so that a
 // test runs against the files the project ships.

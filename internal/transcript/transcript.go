@@ -16,6 +16,14 @@
 // A chunk is named after the run's UID (ChunkName), so its name is valid
 // whatever the run's name, and it holds at most MaxChunkBytes of JSON, so
 // it always fits a Secret.
+//
+// Chunks live in the tenant's namespace, where anyone who may create
+// Secrets could write one; status.checkpoint may be written by anyone who
+// may patch the run's status. So both are sealed (package seal): each chunk
+// with its run's UID and its index, the checkpoint in status with the UID
+// and the counts beside it. ReadSealed and OpenCheckpoint refuse what the
+// operator did not seal (ErrForged), and the operator never resumes from
+// it.
 package transcript
 
 import (
@@ -28,6 +36,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/seal"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +55,15 @@ const (
 	LabelChunk = "agents.agentrun.dev/transcript-chunk"
 	SecretType = corev1.SecretType("agents.agentrun.dev/transcript")
 	dataKey    = "messages.json"
+	// sealKey holds the chunk's seal (see SealChunk).
+	sealKey = "seal"
+)
+
+// Purposes of the seals this package makes: a seal made for one never
+// opens the other.
+const (
+	purposeChunk      = "agentrun/transcript-chunk"
+	purposeCheckpoint = "agentrun/status-checkpoint"
 )
 
 // MaxChunkBytes bounds the JSON one chunk holds, well under the 1 MiB a
@@ -63,6 +81,10 @@ var (
 	// ErrStale: the caller's view of the run is older than the chunks
 	// already written; read the run again.
 	ErrStale = errors.New("the run changed since it was read")
+	// ErrForged: a chunk or the checkpoint in status was not written by
+	// the operator (its seal is missing or does not match). It is never
+	// adopted.
+	ErrForged = errors.New("the run's saved state was not written by the operator")
 )
 
 // Chunk is what one Secret holds: messages, in order, and the results of
@@ -174,7 +196,9 @@ func jsonSize(v any) int {
 // and the run's status, read afresh through r, does not count it) is
 // replaced; a saved one is never touched (ErrStale), and a Secret of that
 // name that the run does not own is an error (ErrRefused), never replaced.
-func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.AgentRun, n int, ch Chunk) error {
+//
+// The chunk is sealed with kr, bound to the run's UID and to n.
+func Write(ctx context.Context, c client.Client, r client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int, ch Chunk) error {
 	data, err := json.Marshal(ch)
 	if err != nil {
 		return err
@@ -193,7 +217,7 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 		},
 		Type:      SecretType,
 		Immutable: &immutable,
-		Data:      map[string][]byte{dataKey: data},
+		Data:      map[string][]byte{dataKey: data, sealKey: []byte(sealChunk(kr, run, n, data))},
 	}
 	err = c.Create(ctx, sec)
 	if apierrors.IsAlreadyExists(err) {
@@ -207,7 +231,7 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 		if string(old.Data[dataKey]) == string(data) {
 			return nil
 		}
-		saved, serr := savedWithCheckpoint(ctx, r, run, n, old)
+		saved, serr := savedWithCheckpoint(ctx, r, kr, run, n, old)
 		if serr != nil {
 			return serr
 		}
@@ -234,9 +258,12 @@ func Write(ctx context.Context, c client.Client, r client.Reader, run *v1alpha1.
 
 // savedWithCheckpoint reports whether chunk n (old) belongs to a save that
 // finished without a status write: it, or one of the chunks after it,
-// carries a checkpoint.
-func savedWithCheckpoint(ctx context.Context, r client.Reader, run *v1alpha1.AgentRun, n int, old *corev1.Secret) (bool, error) {
+// carries a checkpoint. Only chunks the operator sealed count.
+func savedWithCheckpoint(ctx context.Context, r client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int, old *corev1.Secret) (bool, error) {
 	for sec := old; ; n++ {
+		if openChunk(kr, run, n, sec) != nil {
+			return false, nil
+		}
 		if ch, err := decodeChunk(sec.Data[dataKey]); err != nil || len(ch.Checkpoint) > 0 {
 			return err == nil, nil
 		}
@@ -265,8 +292,20 @@ func owns(run *v1alpha1.AgentRun, s *corev1.Secret) bool {
 // status counts, then those saved after them, up to the last that carries
 // a checkpoint (chunks past it were left by an attempt that did not
 // finish). A missing or unreadable counted chunk is an ErrLost error that
-// names it.
+// names it. It does not check seals: it is for showing a transcript, not
+// for resuming a run (ReadSealed).
 func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
+	return readChunks(ctx, c, nil, run, n)
+}
+
+// ReadSealed is ReadChunks for resuming a run: every chunk it returns was
+// sealed with a key of kr for this run and its index. A counted chunk, or
+// one after them, that is not is an ErrForged error naming the Secret.
+func ReadSealed(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
+	return readChunks(ctx, c, kr, run, n)
+}
+
+func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
 	byIndex := map[int]*corev1.Secret{}
 	collect := func(sel client.MatchingLabels) error {
 		list := &corev1.SecretList{}
@@ -299,6 +338,11 @@ func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n 
 		if s == nil {
 			return nil, fmt.Errorf("%w: transcript chunk %s (%d of %d) is missing", ErrLost, ChunkName(run.UID, i), i+1, n)
 		}
+		if kr != nil {
+			if err := openChunk(kr, run, i, s); err != nil {
+				return nil, fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, s.Namespace, s.Name, err)
+			}
+		}
 		ch, err := decodeChunk(s.Data[dataKey])
 		if err != nil {
 			return nil, fmt.Errorf("%w: transcript chunk %s is unreadable: %v", ErrLost, s.Name, err)
@@ -307,6 +351,11 @@ func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n 
 	}
 	saved := len(out)
 	for i := n; byIndex[i] != nil; i++ {
+		if kr != nil {
+			if err := openChunk(kr, run, i, byIndex[i]); err != nil {
+				return nil, fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, byIndex[i].Namespace, byIndex[i].Name, err)
+			}
+		}
 		ch, err := decodeChunk(byIndex[i].Data[dataKey])
 		if err != nil {
 			break // never saved for good: a save reads its chunks back whole
@@ -330,6 +379,69 @@ func Newest(run *v1alpha1.AgentRun, chunks []Chunk, n int) []byte {
 		return nil
 	}
 	return run.Status.Checkpoint.Raw
+}
+
+// sealChunk seals chunk n's data for the run.
+func sealChunk(kr *seal.Keyring, run *v1alpha1.AgentRun, n int, data []byte) string {
+	return kr.Seal(purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), data)
+}
+
+// openChunk checks the seal of chunk n of the run, as s holds it.
+func openChunk(kr *seal.Keyring, run *v1alpha1.AgentRun, n int, s *corev1.Secret) error {
+	return kr.Open(string(s.Data[sealKey]), purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), s.Data[dataKey])
+}
+
+// SealCheckpoint returns the seal of st's checkpoint and transcript counts
+// for the run with this UID ("" when st has neither: a run never saved).
+// The checkpoint is sealed in its canonical JSON form (loop.Canonical), so
+// the API server's re-encoding of status (key order, number spelling) does
+// not break the seal.
+func SealCheckpoint(kr *seal.Keyring, uid types.UID, st *v1alpha1.AgentRunStatus) (string, error) {
+	parts, err := checkpointParts(uid, st)
+	if err != nil || parts == nil {
+		return "", err
+	}
+	return kr.Seal(purposeCheckpoint, parts...), nil
+}
+
+// OpenCheckpoint checks st.checkpointSeal against st's checkpoint and
+// transcript counts for the run with this UID: an ErrForged error that
+// says why when it does not match. A status with neither a checkpoint,
+// counts nor a seal (a run never saved) opens.
+func OpenCheckpoint(kr *seal.Keyring, uid types.UID, st *v1alpha1.AgentRunStatus) error {
+	parts, err := checkpointParts(uid, st)
+	if err != nil {
+		return fmt.Errorf("%w: status.checkpoint: %v", ErrForged, err)
+	}
+	if parts == nil && st.CheckpointSeal == "" {
+		return nil
+	}
+	if err := kr.Open(st.CheckpointSeal, purposeCheckpoint, parts...); err != nil {
+		return fmt.Errorf("%w: status.checkpoint and status.transcript: %v", ErrForged, err)
+	}
+	return nil
+}
+
+func checkpointParts(uid types.UID, st *v1alpha1.AgentRunStatus) ([][]byte, error) {
+	var raw []byte
+	if st.Checkpoint != nil {
+		raw = st.Checkpoint.Raw
+	}
+	var chunks, messages int32
+	if t := st.Transcript; t != nil {
+		chunks, messages = t.Chunks, t.Messages
+	}
+	if len(raw) == 0 && chunks == 0 && messages == 0 {
+		return nil, nil
+	}
+	var canon []byte
+	if len(raw) > 0 {
+		var err error
+		if canon, err = loop.Canonical(raw, nil); err != nil {
+			return nil, err
+		}
+	}
+	return [][]byte{[]byte(uid), canon, []byte(strconv.Itoa(int(chunks))), []byte(strconv.Itoa(int(messages)))}, nil
 }
 
 // decodeChunk reads a chunk; chunks written before observations were kept

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-var c client.Client
+var (
+	c        client.Client
+	testKeys = seal.Ephemeral()
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
@@ -44,20 +48,20 @@ func TestChunksReadBackWholeAndALeftoverChunkIsReplaced(t *testing.T) {
 	ctx := context.Background()
 	run := newRun(t, "r")
 	first := []loop.Message{{Role: loop.RoleAssistant, Turn: 1, Content: "a"}, {Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Content: "b"}}
-	if err := Write(ctx, c, c, run, 0, Chunk{Messages: first}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: first}); err != nil {
 		t.Fatal(err)
 	}
 	// An attempt whose status write failed left chunk 1 behind with other
 	// messages; the next attempt replaces it.
-	if err := Write(ctx, c, c, run, 1, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Turn: 2, Content: "stale"}}}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 1, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Turn: 2, Content: "stale"}}}); err != nil {
 		t.Fatal(err)
 	}
 	second := []loop.Message{{Role: loop.RoleAssistant, Turn: 2, Content: "final"}}
-	if err := Write(ctx, c, c, run, 1, Chunk{Messages: second, Observations: []Observation{{CallID: "t2-c1", Content: "r", Status: "ok"}}}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 1, Chunk{Messages: second, Observations: []Observation{{CallID: "t2-c1", Content: "r", Status: "ok"}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Writing the same chunk again is a no-op.
-	if err := Write(ctx, c, c, run, 1, Chunk{Messages: second, Observations: []Observation{{CallID: "t2-c1", Content: "r", Status: "ok"}}}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 1, Chunk{Messages: second, Observations: []Observation{{CallID: "t2-c1", Content: "r", Status: "ok"}}}); err != nil {
 		t.Fatal(err)
 	}
 	tail := &loop.State{Transcript: []loop.Message{{Role: loop.RoleUser, Turn: 3, Content: "buffered"}}}
@@ -83,7 +87,7 @@ func TestChunksReadBackWholeAndALeftoverChunkIsReplaced(t *testing.T) {
 func TestAChunkCountedByStatusIsNeverReplaced(t *testing.T) {
 	ctx := context.Background()
 	run := newRun(t, "counted")
-	if err := Write(ctx, c, c, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "kept"}}}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "kept"}}}); err != nil {
 		t.Fatal(err)
 	}
 	cur := &v1alpha1.AgentRun{}
@@ -94,7 +98,7 @@ func TestAChunkCountedByStatusIsNeverReplaced(t *testing.T) {
 	}
 	// A writer that read the run before chunk 0 was counted must not
 	// replace it.
-	err := Write(ctx, c, c, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "other"}}})
+	err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "other"}}})
 	if !errors.Is(err, ErrStale) {
 		t.Fatalf("err = %v, want ErrStale", err)
 	}
@@ -125,7 +129,7 @@ func TestChunksSavedWithACheckpointAreReadAfterTheCountedOnesAndNeverReplaced(t 
 		{Messages: msg(3, "saved too"), Checkpoint: checkpoint(3)},
 		{Messages: msg(4, "unfinished")},
 	} {
-		if err := Write(ctx, c, c, run, i, ch); err != nil {
+		if err := Write(ctx, c, c, testKeys, run, i, ch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,12 +168,12 @@ func TestChunksSavedWithACheckpointAreReadAfterTheCountedOnesAndNeverReplaced(t 
 
 	// A writer that read the run before those saves must not replace them.
 	for _, n := range []int{1, 2, 3} {
-		if err := Write(ctx, c, c, cur, n, Chunk{Messages: msg(9, "other")}); !errors.Is(err, ErrStale) {
+		if err := Write(ctx, c, c, testKeys, cur, n, Chunk{Messages: msg(9, "other")}); !errors.Is(err, ErrStale) {
 			t.Fatalf("rewriting saved chunk %d: err = %v, want ErrStale", n, err)
 		}
 	}
 	// The unfinished attempt's chunk is replaced by the next one.
-	if err := Write(ctx, c, c, cur, 4, Chunk{Messages: msg(4, "again"), Checkpoint: checkpoint(4)}); err != nil {
+	if err := Write(ctx, c, c, testKeys, cur, 4, Chunk{Messages: msg(4, "again"), Checkpoint: checkpoint(4)}); err != nil {
 		t.Fatalf("replacing the unfinished chunk: %v", err)
 	}
 	if chunks, _ := ReadChunks(ctx, c, cur, 1); len(chunks) != 5 || chunks[4].Messages[0].Content != "again" {
@@ -187,7 +191,7 @@ func TestSecretsTheRunDoesNotOwnAreNeverReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := newRun(t, "payments")
-	if err := Write(ctx, c, c, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "a"}}}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "a"}}}); err != nil {
 		t.Fatal(err)
 	}
 	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ChunkName(run.UID, 1), Namespace: "default"},
@@ -195,7 +199,7 @@ func TestSecretsTheRunDoesNotOwnAreNeverReplaced(t *testing.T) {
 	if err := c.Create(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	err := Write(ctx, c, c, run, 1, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "b"}}})
+	err := Write(ctx, c, c, testKeys, run, 1, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "b"}}})
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), ChunkName(run.UID, 1)) {
 		t.Fatalf("err = %v, want ErrRefused naming the Secret", err)
 	}
@@ -210,7 +214,7 @@ func TestSecretsTheRunDoesNotOwnAreNeverReplaced(t *testing.T) {
 func TestChunkNamesAreValidForAnyRunName(t *testing.T) {
 	ctx := context.Background()
 	run := newRun(t, strings.Repeat("a-very-long-run-name-", 12)+"x")
-	if err := Write(ctx, c, c, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "a"}}}); err != nil {
+	if err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "a"}}}); err != nil {
 		t.Fatal(err)
 	}
 	run.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: 1, Messages: 1}
@@ -238,5 +242,108 @@ func TestSplitKeepsEveryChunkWithinTheBound(t *testing.T) {
 	}
 	if !strings.Contains(chunks[1].Messages[0].Content, "to fit the transcript]") && !strings.Contains(chunks[0].Messages[1].Content, "to fit the transcript]") {
 		t.Fatalf("the cut is not marked")
+	}
+}
+
+// A chunk someone else wrote, with the run as its owner and the right
+// labels and name, is refused by ReadSealed with an error naming it, and so
+// is a sealed chunk whose data was replaced; ReadChunks (for showing a
+// transcript) still reads it.
+func TestReadSealedRefusesForgedChunks(t *testing.T) {
+	ctx := context.Background()
+	run := newRun(t, "sealed")
+	if err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleUser, Content: "goal"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if chunks, err := ReadSealed(ctx, c, testKeys, run, 1); err != nil || len(chunks) != 1 {
+		t.Fatalf("the operator's own chunk: %d chunks, %v", len(chunks), err)
+	}
+	if _, err := ReadSealed(ctx, c, seal.Ephemeral(), run, 1); !errors.Is(err, ErrForged) {
+		t.Fatalf("a chunk sealed with another key: %v, want ErrForged", err)
+	}
+	// The next chunk, as a tenant who may create Secrets would write it:
+	// a checkpoint that says the run is at turn 9 and a call approved.
+	forged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ChunkName(run.UID, 1), Namespace: run.Namespace, Labels: labels(run, 1),
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}},
+		Type: SecretType, Data: map[string][]byte{dataKey: []byte(`{"messages":[],"checkpoint":{"turn":9}}`)}}
+	if err := c.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadSealed(ctx, c, testKeys, run, 1)
+	if !errors.Is(err, ErrForged) || !strings.Contains(err.Error(), "default/"+forged.Name) {
+		t.Fatalf("a forged chunk after the counted ones: %v, want ErrForged naming default/%s", err, forged.Name)
+	}
+	if chunks, err := ReadChunks(ctx, c, run, 1); err != nil || len(chunks) != 2 {
+		t.Fatalf("ReadChunks, which checks no seal: %d chunks, %v", len(chunks), err)
+	}
+	// A sealed chunk moved to another index (or another run) no longer opens.
+	first := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: ChunkName(run.UID, 0)}, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	moved := forged.DeepCopy()
+	moved.ResourceVersion, moved.UID = "", ""
+	moved.Data = first.Data
+	if err := c.Create(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSealed(ctx, c, testKeys, run, 2); !errors.Is(err, ErrForged) {
+		t.Fatalf("chunk 0's data and seal copied to chunk 1: %v, want ErrForged", err)
+	}
+}
+
+// The checkpoint's seal survives the API server's re-encoding of status
+// (key order, spacing, number spelling), and any change of the
+// checkpoint, the counts or the run breaks it.
+func TestCheckpointSealSurvivesTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	run := newRun(t, "seal-status")
+	st := &run.Status
+	if err := OpenCheckpoint(testKeys, run.UID, st); err != nil {
+		t.Fatalf("a run never saved: %v", err)
+	}
+	st.Checkpoint = &runtime.RawExtension{Raw: []byte(`{"turn":3,"calls":[{"id":"t3-c1","name":"refund","arguments":{"b":1.50,"a":"x<y"},"verdict":"ask"}]}`)}
+	st.Transcript = &v1alpha1.TranscriptStatus{Chunks: 2, Messages: 7}
+	sealed, err := SealCheckpoint(testKeys, run.UID, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.CheckpointSeal = sealed
+	if err := c.Status().Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	back := &v1alpha1.AgentRun{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(run), back); err != nil {
+		t.Fatal(err)
+	}
+	if string(back.Status.Checkpoint.Raw) == string(st.Checkpoint.Raw) {
+		t.Log("the API server kept the checkpoint's bytes as written")
+	}
+	if err := OpenCheckpoint(testKeys, back.UID, &back.Status); err != nil {
+		t.Fatalf("the seal does not open after the API server: %v", err)
+	}
+	for name, change := range map[string]func(*v1alpha1.AgentRunStatus){
+		"answer": func(s *v1alpha1.AgentRunStatus) {
+			s.Checkpoint.Raw = []byte(strings.Replace(string(s.Checkpoint.Raw), `"ask"`, `"allow"`, 1))
+		},
+		"counts":     func(s *v1alpha1.AgentRunStatus) { s.Transcript.Chunks = 1 },
+		"no seal":    func(s *v1alpha1.AgentRunStatus) { s.CheckpointSeal = "" },
+		"no state":   func(s *v1alpha1.AgentRunStatus) { s.Checkpoint, s.Transcript = nil, nil },
+		"not json":   func(s *v1alpha1.AgentRunStatus) { s.Checkpoint.Raw = []byte(`{`) },
+		"other seal": func(s *v1alpha1.AgentRunStatus) { s.CheckpointSeal = testKeys.Seal("other") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cp := back.Status.DeepCopy()
+			change(cp)
+			if err := OpenCheckpoint(testKeys, back.UID, cp); !errors.Is(err, ErrForged) {
+				t.Fatalf("got %v, want ErrForged", err)
+			}
+		})
+	}
+	if err := OpenCheckpoint(testKeys, "another-uid", &back.Status); !errors.Is(err, ErrForged) {
+		t.Fatalf("another run's status: %v, want ErrForged", err)
 	}
 }
