@@ -100,6 +100,19 @@ func (r *AgentRunReconciler) guard(ctx context.Context, sc *scope) error {
 	if err != nil {
 		return fmt.Errorf("reading the spec hash recorded for %s: %w", run.Name, err)
 	}
+	if rec.Labels[v1alpha1.LabelSpecRecord] != "spec-hash" {
+		// Not a record the operator made: never overwritten. The run
+		// does not start until the name is free.
+		msg := fmt.Sprintf("refusing to start: the re-run protection records this run's spec in the ConfigMap %s, and a ConfigMap of that name "+
+			"that the operator did not make (it lacks the label %s=spec-hash) is in the way; it was left alone. Delete or rename it, "+
+			"or give the run a new name", key.Name, v1alpha1.LabelSpecRecord)
+		if !refusedWith(run, msg) {
+			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteKind(v1alpha1.ReasonRerunRefused), Warning: true, Message: msg})
+		}
+		runstatus.SetRerunRefused(&run.Status, msg, metav1.NewTime(sc.now))
+		sc.stop = true
+		return nil
+	}
 	d := rec.Data
 	if d["uid"] == string(run.UID) {
 		return nil

@@ -138,3 +138,37 @@ func TestGitOpsRerun_whatIsNotRefused(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27, finding 7: the re-run protection overwrote any ConfigMap
+// named after its record (agentrun-spec.<run>), whoever made it. A
+// ConfigMap the operator did not make is left alone, and the run waits
+// with a reason that names it.
+func TestGitOpsRerun_aConfigMapNotOursIsNeverOverwritten(t *testing.T) {
+	ns := namespace(t)
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+	ctx := context.Background()
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-spec.nightly", Namespace: ns},
+		Data: map[string]string{"settings": "precious"}}
+	if err := k8sClient.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	run := fluxRun(ns, "nightly", "Check the nodes.").answer("fine").create(t)
+	NewWithT(t).Eventually(func() string {
+		c := apimeta.FindStatusCondition(get(t, run).Status.Conditions, v1alpha1.ConditionSucceeded)
+		if c == nil || c.Reason != v1alpha1.ReasonRerunRefused {
+			return ""
+		}
+		return c.Message
+	}, 20*time.Second, 20*time.Millisecond).Should(ContainSubstring("ConfigMap agentrun-spec.nightly"))
+	got := &corev1.ConfigMap{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(theirs), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["settings"] != "precious" || got.Data["uid"] != "" || got.ResourceVersion != theirs.ResourceVersion {
+		t.Fatalf("the ConfigMap was changed: %v", got.Data)
+	}
+	if cur := get(t, run); cur.Status.Turn != 0 || cur.Status.Outcome != "" {
+		t.Fatalf("the run started: turn %d, outcome %q", cur.Status.Turn, cur.Status.Outcome)
+	}
+}

@@ -32,6 +32,7 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 			t.Errorf("stopping: %v", err)
 		}
 	}()
+	expectChartPolicies(t, env)
 	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package devenv is the local control plane of `make dev` and `make demo`:
 // etcd and kube-apiserver on loopback (built from Go modules, see
-// hack/envtest-bins.sh), the AgentRun CRD installed, and the operator
+// hack/envtest-bins.sh), the CRDs, approval admission policies and user
+// roles the chart installs, and the operator
 // running in-process with job tools as local processes.
 package devenv
 
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -55,6 +57,17 @@ func Start(kubeconfigPath, toolsDir string) (*Env, error) {
 			return nil, err
 		}
 		e.Kubeconfig = kubeconfigPath
+	}
+	// What the chart installs besides the CRDs: the approval admission
+	// policies and the user roles, so that approving, and who approved,
+	// behave as in a cluster.
+	admin, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err == nil {
+		err = testenv.Apply(context.Background(), admin, testenv.ChartPolicies...)
+	}
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("installing the approval policies and roles: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel

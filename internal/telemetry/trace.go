@@ -213,7 +213,10 @@ func (r *Run) End(ctx context.Context, info RunInfo) {
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	if info.Outcome != string(loop.Completed) {
 		span.SetAttributes(attribute.String("error.type", info.Outcome))
-		span.SetStatus(codes.Error, loop.ClipDetail(info.Reason))
+		// The reason stays in the AgentRun: it may quote the model or a
+		// tool (a refusal, a guardrail's match), and a trace backend is
+		// read by more people than the run's namespace.
+		span.SetStatus(codes.Error, "the run ended "+info.Outcome+"; its reason is in the AgentRun's status.reason")
 	}
 	span.End(trace.WithTimestamp(info.End))
 }
