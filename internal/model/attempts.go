@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/retryafter"
@@ -20,15 +21,22 @@ const maxErrorBody = 64 << 10
 // attemptLog watches the HTTP attempts of one call. Both SDKs run their
 // middlewares once per attempt, inside their retry loop, so the attemptLog
 // sees every attempt and what it got. It remembers the last status and
-// message for the final error, reports each retry to the hook, and uses
-// the SDKs' own x-should-retry response header to veto the retries our
-// policy forbids. The retry loop, backoff, jitter and Retry-After handling
-// stay the SDK's.
+// message for the final error, reports each retry to the hook, bounds
+// every response body (limitBody), and uses the SDKs' own x-should-retry
+// response header to veto the retries our policy forbids. The retry loop,
+// backoff, jitter and Retry-After handling stay the SDK's.
 type attemptLog struct {
 	provider string
 	secret   string
 	onRetry  RetryHook
 	deadline time.Time
+	maxReply int64 // Config.MaxReplyBytes
+
+	// tooLarge is the HTTP status of a response whose body went past
+	// maxReply, 0 while none did. It is set by the body's reader, which
+	// for an answer is the SDK, after the middleware returned: not under
+	// mu.
+	tooLarge atomic.Int32
 
 	mu       sync.Mutex
 	attempts int
@@ -61,13 +69,14 @@ func (o *attemptLog) middleware(req *http.Request, next func(*http.Request) (*ht
 		return res, err
 	}
 	o.status = res.StatusCode
+	if res.Header == nil {
+		res.Header = http.Header{}
+	}
+	o.limitBody(res)
 	if res.StatusCode < 400 {
 		return res, nil
 	}
 	o.message = o.serverMessage(res)
-	if res.Header == nil {
-		res.Header = http.Header{}
-	}
 	o.retryAfter, _ = retryafter.Parse(res.Header, time.Now())
 	switch {
 	case res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden:
@@ -95,13 +104,18 @@ func (o *attemptLog) failure() error {
 	return errors.New(http.StatusText(o.status))
 }
 
-// serverMessage reads the error body (bounded) for its message and puts
-// the bytes back so the SDK can read them too.
+// serverMessage reads the error body for its message, keeping its first
+// maxErrorBody bytes, and puts those back for the SDK. The rest is read
+// and dropped here, up to the reply limit, so that an error body past the
+// limit is known before the SDK decides on a retry (limitBody then vetoes
+// it). The SDK sees at most maxErrorBody bytes of the body; its error is
+// not kept anyway (fail builds the ProviderError from what was seen here).
 func (o *attemptLog) serverMessage(res *http.Response) string {
 	if res.Body == nil {
 		return http.StatusText(res.StatusCode)
 	}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body = replayBody{Reader: io.MultiReader(bytes.NewReader(body), res.Body), Closer: res.Body}
 	msg := errorMessage(body)
 	if msg == "" {
@@ -114,6 +128,73 @@ type replayBody struct {
 	io.Reader
 	io.Closer
 }
+
+// limitBody bounds res's body to o.maxReply bytes. A body that goes past
+// it (or announces in its Content-Length that it will) fails its reader
+// with errReplyTooLarge, and the response's x-should-retry becomes false:
+// both SDKs read that header when a body fails, and would otherwise send
+// the request again as if the connection had dropped. The bytes read
+// before are never more than the limit, whoever reads them.
+func (o *attemptLog) limitBody(res *http.Response) {
+	if res.Body == nil || res.Body == http.NoBody {
+		return
+	}
+	b := &limitedBody{rc: res.Body, left: o.maxReply, over: func() {
+		o.tooLarge.CompareAndSwap(0, int32(res.StatusCode))
+		res.Header.Set("X-Should-Retry", "false")
+	}}
+	if res.ContentLength > o.maxReply {
+		// Announced: nothing of it is read.
+		b.fail()
+		_ = res.Body.Close()
+	}
+	res.Body = b
+}
+
+// errReplyTooLarge is what a limitedBody returns past its limit. The
+// ProviderError does not carry it: its ReplyLimit says what happened.
+var errReplyTooLarge = errors.New("the response body is larger than the reply limit")
+
+// limitedBody reads at most left bytes of rc, then fails with
+// errReplyTooLarge if rc has more, calling over once.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+	over func()
+	err  error
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	// Ask for one byte more than is left, to tell a body that ends at
+	// the limit from one that goes on.
+	if int64(len(p))-1 > b.left {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	if int64(n) > b.left {
+		n = int(b.left)
+		b.left = 0
+		return n, b.fail()
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) fail() error {
+	if b.err == nil {
+		b.err = errReplyTooLarge
+		b.over()
+	}
+	return b.err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // errorMessage finds the human-readable message in an error body. OpenAI,
 // Anthropic, LiteLLM and Ollama put it at error.message; vLLM at message;
@@ -157,6 +238,12 @@ func (o *attemptLog) fail(ctx context.Context, start time.Time, err error) *Prov
 	defer o.mu.Unlock()
 	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message, Wait: o.retryAfter}
 	switch {
+	case o.tooLarge.Load() != 0:
+		// A body went past the limit: that ended the call, whatever the
+		// SDK made of the failed read (and whatever the context did
+		// since).
+		pe.Status, pe.Message, pe.Wait = int(o.tooLarge.Load()), "", 0
+		pe.ReplyLimit = o.maxReply
 	case ctx.Err() != nil && !o.deadline.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The call's deadline passed: say how long it had.
 		pe.Timeout = o.deadline.Sub(start).Round(time.Millisecond)

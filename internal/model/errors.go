@@ -37,16 +37,24 @@ type ProviderError struct {
 	// Wait is how long the last response asked to wait before another
 	// attempt (Retry-After); zero when it did not say.
 	Wait time.Duration
+	// ReplyLimit is set when a response's body was longer than this
+	// many bytes (Config.MaxReplyBytes): reading stopped there, and Status
+	// is that response's.
+	ReplyLimit int64
 }
 
 // Transient reports whether an unchanged retry may succeed: the provider
 // did not answer in time, could not be reached (a transport error), or
 // answered HTTP 408, 409, 429 or 5xx (except 501 and 505; Anthropic's 529
 // overloaded included). A call abandoned by its caller, a key that cannot
-// be read, a 4xx such as 401, and an answer that could not be used are
-// not. It makes *ProviderError a loop.TransientError.
+// be read, a 4xx such as 401, an answer that could not be used, and a
+// reply past the limit (whatever its status: the server that sent it once
+// would send it again, and each time the operator would read it up to the
+// limit) are not. It makes *ProviderError a loop.TransientError.
 func (e *ProviderError) Transient() bool {
 	switch {
+	case e.ReplyLimit > 0:
+		return false
 	case e.Timeout > 0:
 		return true
 	case errors.Is(e.Err, context.Canceled):
@@ -69,6 +77,14 @@ func (e *ProviderError) Error() string {
 	b.WriteString(e.Provider)
 	b.WriteString(": ")
 	switch {
+	case e.ReplyLimit > 0:
+		b.WriteString("the ")
+		if e.Status >= 400 {
+			fmt.Fprintf(&b, "HTTP %d ", e.Status)
+		}
+		fmt.Fprintf(&b, "reply is larger than %s, the operator's limit for a model reply (--model-max-reply-bytes); it was not read",
+			byteSize(e.ReplyLimit))
+		return b.String()
 	case e.Timeout > 0:
 		fmt.Fprintf(&b, "no answer within %s (%s", e.Timeout, plural(e.Attempts, "attempt"))
 		if e.Status > 0 {
@@ -95,6 +111,21 @@ func (e *ProviderError) Error() string {
 
 // Unwrap returns the underlying cause, if any.
 func (e *ProviderError) Unwrap() error { return e.Err }
+
+// byteSize is n in the largest binary unit that divides it: "8 MiB",
+// "1536 KiB", "1000 bytes".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 func plural(n int, word string) string {
 	if n == 1 {

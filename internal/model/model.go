@@ -8,8 +8,10 @@
 // every provider (loop.ByteEstimator), and what a provider bills beyond
 // the manifest's prices is its adapter's (anthropic.Model.Pricing). Retries are the SDKs' own;
 // this package only observes them (through the SDKs' middleware hook) so
-// each retry can be reported, and turns the last failure into a
-// *ProviderError that names the provider and the HTTP status.
+// each retry can be reported, bounds every response body it sees there
+// (Config.MaxReplyBytes: the endpoint is the tenant's choice, the memory
+// the operator's), and turns the last failure into a *ProviderError that
+// names the provider and the HTTP status.
 package model
 
 import (
@@ -28,6 +30,14 @@ import (
 // default: the engine's Config.Normalize sets both (loop.Engine.CallModel
 // puts the deadline on the context, the Request carries MaxOutputTokens).
 const DefaultMaxRetries = 3
+
+// DefaultMaxReplyBytes bounds the body of every response a provider call
+// reads, applied by NewCaller to a Config that leaves MaxReplyBytes unset.
+// A model's answer is bounded by its output limit (the engine's default
+// of 4096 tokens is some 16 KiB of JSON), so 8 MiB is far above any real
+// reply and far below the operator's memory limit (256 MiB in the chart),
+// which a body read whole from a tenant's baseURL could otherwise exceed.
+const DefaultMaxReplyBytes = 8 << 20
 
 // KeySource returns the API key for one call. It is called at the start of
 // every Complete, so a rotated Secret takes effect on the next call. The
@@ -69,6 +79,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// OnRetry, when set, is called before every retry.
 	OnRetry RetryHook
+	// MaxReplyBytes bounds the body of every response, an answer's or an
+	// error's: reading stops one byte past it and the call fails with a
+	// *ProviderError whose ReplyLimit is set, which is not transient.
+	// Zero or less means DefaultMaxReplyBytes.
+	MaxReplyBytes int64
 }
 
 // defaultHTTPClient carries provider calls when the Config names no client:
@@ -87,7 +102,8 @@ var defaultHTTPClient = &http.Client{Transport: func() http.RoundTripper {
 
 // Caller runs one provider call with the behaviour every provider shares:
 // the key is fetched, the SDK's attempts are observed (a Retry-After past
-// the context's deadline ends the call at once), and a failure becomes a
+// the context's deadline ends the call at once), every response body is
+// read up to Config.MaxReplyBytes only, and a failure becomes a
 // *ProviderError.
 type Caller struct {
 	provider string
@@ -111,6 +127,9 @@ func NewCaller(provider string, cfg Config) (*Caller, error) {
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = defaultHTTPClient
+	}
+	if cfg.MaxReplyBytes <= 0 {
+		cfg.MaxReplyBytes = DefaultMaxReplyBytes
 	}
 	switch {
 	case cfg.MaxRetries == 0:
@@ -159,7 +178,7 @@ func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
 	}
 
 	deadline, _ := ctx.Deadline()
-	obs := &attemptLog{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline}
+	obs := &attemptLog{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline, maxReply: c.cfg.MaxReplyBytes}
 	err = fn(ctx, key, obs.middleware)
 	if err == nil {
 		return nil

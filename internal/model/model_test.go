@@ -1,10 +1,15 @@
 package model
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +38,12 @@ func TestProviderError_namesProviderStatusAndAttempts(t *testing.T) {
 			"openai: unusable response (HTTP 200): the response has no choices"},
 		{ProviderError{Provider: "openai", Message: "API key is empty"},
 			"openai: API key is empty"},
+		{ProviderError{Provider: "openai", Status: 200, Attempts: 1, ReplyLimit: 8 << 20},
+			"openai: the reply is larger than 8 MiB, the operator's limit for a model reply (--model-max-reply-bytes); it was not read"},
+		{ProviderError{Provider: "anthropic", Status: 503, Attempts: 1, ReplyLimit: 1536 << 10, Message: "overloaded"},
+			"anthropic: the HTTP 503 reply is larger than 1536 KiB, the operator's limit for a model reply (--model-max-reply-bytes); it was not read"},
+		{ProviderError{Provider: "openai", Status: 200, Attempts: 1, ReplyLimit: 1000},
+			"openai: the reply is larger than 1000 bytes, the operator's limit for a model reply (--model-max-reply-bytes); it was not read"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -213,6 +224,9 @@ func TestProviderError_transientOnesAreWhatARetryMayCure(t *testing.T) {
 		{ProviderError{Status: 200, Attempts: 1, Message: "the response has no choices"}, false},
 		{ProviderError{Message: "API key is empty"}, false},
 		{ProviderError{Attempts: 1, Err: context.Canceled, Message: "call abandoned by the caller"}, false},
+		// A reply past the limit would be as large the next time.
+		{ProviderError{Status: 503, Attempts: 1, ReplyLimit: 8 << 20}, false},
+		{ProviderError{Status: 200, Attempts: 1, ReplyLimit: 8 << 20}, false},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Transient(); got != tt.want {
@@ -222,5 +236,120 @@ func TestProviderError_transientOnesAreWhatARetryMayCure(t *testing.T) {
 	var te loop.TransientError = &ProviderError{Status: 429, Wait: 20 * time.Second}
 	if te.RetryAfter() != 20*time.Second {
 		t.Errorf("RetryAfter() = %s, want the server's 20s", te.RetryAfter())
+	}
+}
+
+func TestNewCaller_defaultsTheReplyLimit(t *testing.T) {
+	for in, want := range map[int64]int64{0: DefaultMaxReplyBytes, -1: DefaultMaxReplyBytes, 1 << 10: 1 << 10} {
+		c, err := NewCaller("openai", Config{Model: "m", KeySource: StaticKey("k"), MaxReplyBytes: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Config().MaxReplyBytes; got != want {
+			t.Errorf("MaxReplyBytes %d became %d, want %d", in, got, want)
+		}
+	}
+}
+
+// callThrough makes one call of c to url with a plain client, the way
+// the SDKs do: through the middleware, then reading the whole body.
+func callThrough(t *testing.T, c *Caller, url string) ([]byte, error) {
+	t.Helper()
+	var body []byte
+	err := c.Do(context.Background(), func(ctx context.Context, _ string, record Middleware) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		if err != nil {
+			return err
+		}
+		res, err := record(req, http.DefaultClient.Do)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		body, err = io.ReadAll(res.Body)
+		if err == nil && res.StatusCode >= 400 {
+			err = errors.New(res.Status)
+		}
+		return err
+	})
+	return body, err
+}
+
+// A body is read up to the limit and no further, however it comes:
+// announced or not, compressed or not; the bytes up to the limit, and an
+// error body's message, are read as before.
+func TestCallerDo_readsNoBodyPastTheLimit(t *testing.T) {
+	const limit = 4 << 10
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		var out io.Writer = w
+		if r.URL.Query().Has("gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			defer zw.Close()
+			out = zw
+		}
+		if r.URL.Query().Has("length") {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+		}
+		if status, _ := strconv.Atoi(r.URL.Query().Get("status")); status != 0 {
+			w.WriteHeader(status)
+		}
+		// A JSON error, then spaces, in chunks from one small buffer.
+		msg := `{"error":{"message":"upstream overloaded"}}`
+		if _, err := io.WriteString(out, msg); err != nil {
+			return
+		}
+		spaces := bytes.Repeat([]byte(" "), 32<<10)
+		for left := n - len(msg); left > 0; left -= len(spaces) {
+			if _, err := out.Write(spaces[:min(left, len(spaces))]); err != nil {
+				return // the client went away
+			}
+		}
+	}))
+	defer srv.Close()
+	c, err := NewCaller("openai", Config{Model: "m", KeySource: StaticKey("k"), MaxReplyBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		query  string
+		status int // of the ProviderError; 0 for none
+		want   string
+	}{
+		{query: "n=4096"},
+		{query: "n=4096&length"},
+		{query: "n=4096&gzip"},
+		{query: "n=4097", status: 200},
+		{query: "n=67108864", status: 200},
+		{query: "n=4097&length", status: 200},
+		// 64 MiB of spaces arrive as some 64 KiB of gzip.
+		{query: "n=67108864&gzip", status: 200},
+		{query: "n=4096&status=503", status: 503, want: "openai: HTTP 503 after 1 attempt: upstream overloaded"},
+		{query: "n=67108864&status=503", status: 503},
+		{query: "n=67108864&status=503&length", status: 503},
+	} {
+		body, err := callThrough(t, c, srv.URL+"/?"+tc.query)
+		var pe *ProviderError
+		switch {
+		case tc.status == 0:
+			if err != nil || len(body) != 4096 {
+				t.Errorf("%s: got %d bytes and %v, want the 4096 bytes", tc.query, len(body), err)
+			}
+		case !errors.As(err, &pe):
+			t.Errorf("%s: got %v, want a ProviderError", tc.query, err)
+		case tc.want != "":
+			if err.Error() != tc.want || pe.ReplyLimit != 0 {
+				t.Errorf("%s: got %q, want %q", tc.query, err, tc.want)
+			}
+		default:
+			want := "openai: the reply is larger than 4 KiB, the operator's limit for a model reply (--model-max-reply-bytes); it was not read"
+			if tc.status != 200 {
+				want = "openai: the HTTP 503 reply is larger than 4 KiB, the operator's limit for a model reply (--model-max-reply-bytes); it was not read"
+			}
+			if err.Error() != want || pe.Status != tc.status || pe.ReplyLimit != limit || pe.Transient() {
+				t.Errorf("%s: got %q (status %d, limit %d, transient %v), want %q", tc.query, err, pe.Status, pe.ReplyLimit, pe.Transient(), want)
+			}
+		}
 	}
 }

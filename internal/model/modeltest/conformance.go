@@ -143,7 +143,7 @@ func RoundTripRequest(modelName string) *loop.Request {
 
 // Run runs the behaviour every provider must share (retries, deadlines,
 // the key's handling, a stable prefix, what the example run's requests
-// and replies become) against p, one subtest each.
+// and replies become, the reply limit) against p, one subtest each.
 func Run(t *testing.T, p Provider) {
 	for _, c := range []struct {
 		name string
@@ -162,6 +162,8 @@ func Run(t *testing.T, p Provider) {
 		{"ToolResultsFollowTheirCalls", toolResultsFollowTheirCalls},
 		{"CachedUsageIsReportedWhole", cachedUsageIsReportedWhole},
 		{"TruncatedAndRefusedAnswersSaySo", truncatedAndRefusedAnswersSaySo},
+		{"AHugeReplyIsNotRead", aHugeReplyIsNotRead},
+		{"TheReplyLimitIsConfigurable", theReplyLimitIsConfigurable},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, p) })
 	}

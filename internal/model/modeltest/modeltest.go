@@ -5,6 +5,7 @@
 package modeltest
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -22,6 +23,11 @@ type Step struct {
 	Status int
 	Header map[string]string
 	Body   []byte
+	// Size, when larger than Body, makes the body that many bytes: Body,
+	// then filler written in chunks from one small buffer, so that a test
+	// can send a reply far larger than anything it allocates. The server
+	// stops writing when the client stops reading.
+	Size int64
 	// Hang makes the server wait until the client gives up.
 	Hang bool
 }
@@ -74,7 +80,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(k, v)
 	}
 	w.WriteHeader(step.Status)
-	_, _ = w.Write(step.Body)
+	if _, err := w.Write(step.Body); err != nil || step.Size <= int64(len(step.Body)) {
+		return
+	}
+	filler := bytes.Repeat([]byte("a"), 32<<10)
+	for left := step.Size - int64(len(step.Body)); left > 0; left -= int64(len(filler)) {
+		if _, err := w.Write(filler[:min(left, int64(len(filler)))]); err != nil {
+			return // the client went away
+		}
+	}
 }
 
 // Requests returns what the server received so far.
