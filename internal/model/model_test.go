@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -350,6 +351,25 @@ func TestCallerDo_readsNoBodyPastTheLimit(t *testing.T) {
 			if err.Error() != want || pe.Status != tc.status || pe.ReplyLimit != limit || pe.Transient() {
 				t.Errorf("%s: got %q (status %d, limit %d, transient %v), want %q", tc.query, err, pe.Status, pe.ReplyLimit, pe.Transient(), want)
 			}
+		}
+	}
+}
+
+func TestTokens_neverNegativeNorWrapped(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int64
+		want int64
+	}{
+		{nil, 0},
+		{[]int64{-5}, 0},
+		{[]int64{180, -256, 4864}, 5044},
+		{[]int64{math.MinInt64, 7}, 7},
+		{[]int64{math.MaxInt64, 1}, math.MaxInt64},
+		{[]int64{math.MaxInt64 - 1, 1}, math.MaxInt64},
+		{[]int64{1 << 62, 1 << 62, 1 << 62}, math.MaxInt64},
+	} {
+		if got := Tokens(tc.in...); got != tc.want {
+			t.Errorf("Tokens(%v) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 }

@@ -232,15 +232,17 @@ func toReply(out *sdk.Message) (*loop.Reply, error) {
 	if out == nil {
 		return nil, fmt.Errorf("the response is empty")
 	}
+	u := out.Usage
 	reply := &loop.Reply{
 		Usage: loop.TokenUsage{
 			// input_tokens counts only the tokens after the last cache
 			// breakpoint; the total input adds what was read from and
-			// written to the cache.
-			InputTokens:       out.Usage.InputTokens + out.Usage.CacheReadInputTokens + out.Usage.CacheCreationInputTokens,
-			CachedInputTokens: out.Usage.CacheReadInputTokens,
-			CacheWriteTokens:  out.Usage.CacheCreationInputTokens,
-			OutputTokens:      out.Usage.OutputTokens,
+			// written to the cache. Each count is clamped at 0 before the
+			// sum (model.Tokens), so a negative one lowers nothing.
+			InputTokens:       model.Tokens(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens),
+			CachedInputTokens: model.Tokens(u.CacheReadInputTokens),
+			CacheWriteTokens:  model.Tokens(u.CacheCreationInputTokens),
+			OutputTokens:      model.Tokens(u.OutputTokens),
 		},
 	}
 	for _, block := range out.Content {

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -128,3 +129,26 @@ func TestNew_ignoresTheOperatorsAnthropicEnvironment(t *testing.T) {
 }
 
 func TestConformance(t *testing.T) { modeltest.Run(t, provider) }
+
+// A server that reports negative token counts lowers nothing: each count
+// is 0 before the input's parts are added up, and a sum too large for an
+// int64 stays at its largest value instead of turning negative.
+func TestComplete_negativeUsageCountsAsZero(t *testing.T) {
+	for usage, want := range map[string]loop.TokenUsage{
+		`{"input_tokens":-180,"cache_creation_input_tokens":-256,"cache_read_input_tokens":-4864,"output_tokens":-140}`: {},
+		`{"input_tokens":-180,"cache_creation_input_tokens":-256,"cache_read_input_tokens":4864,"output_tokens":140}`: {
+			InputTokens: 4864, CachedInputTokens: 4864, OutputTokens: 140},
+		`{"input_tokens":9000000000000000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":9000000000000000000,"output_tokens":1}`: {
+			InputTokens: math.MaxInt64, CachedInputTokens: 9000000000000000000, OutputTokens: 1},
+	} {
+		f := newFixture(t, nil, modeltest.Reply([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",`+
+			`"content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn","stop_sequence":null,"usage":`+usage+`}`)))
+		got, err := f.Model.Complete(context.Background(), billingRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Usage != want {
+			t.Errorf("usage %s became %+v, want %+v", usage, got.Usage, want)
+		}
+	}
+}

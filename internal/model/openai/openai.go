@@ -160,10 +160,10 @@ func toReply(out *sdk.ChatCompletion) (*loop.Reply, error) {
 		Refusal:   msg.Refusal,
 		Truncated: choice.FinishReason == "length",
 		Usage: loop.TokenUsage{
-			InputTokens:       out.Usage.PromptTokens,
-			CachedInputTokens: out.Usage.PromptTokensDetails.CachedTokens,
-			CacheWriteTokens:  out.Usage.PromptTokensDetails.CacheWriteTokens,
-			OutputTokens:      out.Usage.CompletionTokens,
+			InputTokens:       model.Tokens(out.Usage.PromptTokens),
+			CachedInputTokens: model.Tokens(out.Usage.PromptTokensDetails.CachedTokens),
+			CacheWriteTokens:  model.Tokens(out.Usage.PromptTokensDetails.CacheWriteTokens),
+			OutputTokens:      model.Tokens(out.Usage.CompletionTokens),
 		},
 	}
 	if choice.FinishReason == "content_filter" && reply.Refusal == "" {

@@ -152,3 +152,23 @@ func TestComplete_oneAttemptReportsTransienceAndRetryAfter(t *testing.T) {
 }
 
 func TestConformance(t *testing.T) { modeltest.Run(t, provider) }
+
+// A server that reports negative token counts lowers nothing: each count
+// is 0, and the others are kept.
+func TestComplete_negativeUsageCountsAsZero(t *testing.T) {
+	for usage, want := range map[string]loop.TokenUsage{
+		`{"prompt_tokens":-5300,"completion_tokens":-140,"total_tokens":-5440,"prompt_tokens_details":{"cached_tokens":-4864,"cache_write_tokens":-256}}`: {},
+		`{"prompt_tokens":5300,"completion_tokens":-140,"total_tokens":5160,"prompt_tokens_details":{"cached_tokens":-4864,"cache_write_tokens":256}}`: {
+			InputTokens: 5300, CacheWriteTokens: 256},
+	} {
+		f := newFixture(t, nil, modeltest.Reply([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-5.1",`+
+			`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}],"usage":`+usage+`}`)))
+		got, err := f.Model.Complete(context.Background(), billingRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Usage != want {
+			t.Errorf("usage %s became %+v, want %+v", usage, got.Usage, want)
+		}
+	}
+}
