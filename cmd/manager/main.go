@@ -14,9 +14,11 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -84,6 +86,21 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	resources("tool-default-limits", &o.ToolResources.Limits, job.DefaultLimits, "Limits of a tool container that its manifest leaves out")
 	resources("tool-max-resources", &o.ToolResources.Max, job.DefaultMax, "Caps on every request and limit of a tool container; a tool asking more is refused")
 	o.StatusInterval = fs.Duration("status-interval", controller.DefaultStatusInterval, "How far a run's status may fall behind its saved progress: a save that changes only the turn, usage and checkpoint keeps the checkpoint in the run's transcript Secret, and status is written within this interval (a change of phase, condition, approvals or outcome at once); 0 writes status at every save.")
+	o.ModelMaxReplyBytes = model.DefaultMaxReplyBytes
+	fs.Func("model-max-reply-bytes", fmt.Sprintf("The largest response body a model provider's call reads, in bytes or as a quantity such as 8Mi (default %s): a run's model.baseURL is its author's choice, and a larger reply or error body ends that run (ToolFailure, not retried) instead of filling the operator's memory.",
+		resource.NewQuantity(model.DefaultMaxReplyBytes, resource.BinarySI)),
+		func(s string) error {
+			q, err := resource.ParseQuantity(s)
+			if err != nil {
+				return err
+			}
+			n, ok := q.AsInt64()
+			if !ok || n <= 0 {
+				return fmt.Errorf("%s is not a positive whole number of bytes", s)
+			}
+			o.ModelMaxReplyBytes = n
+			return nil
+		})
 	networkPolicy := fs.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
 	zo := &zap.Options{}
 	zo.BindFlags(fs)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/model"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 )
 
 // The production manager cannot be switched to running job tools as local
@@ -53,5 +57,38 @@ func TestFlags_shard(t *testing.T) {
 		if _, _, err := parseFlags([]string{"--shard=" + bad}); err == nil {
 			t.Errorf("--shard=%s was accepted", bad)
 		}
+	}
+}
+
+// --model-max-reply-bytes takes bytes or a quantity, and defaults to the
+// code's limit, which is also the chart's default.
+func TestFlags_modelMaxReplyBytes(t *testing.T) {
+	o, _, err := parseFlags(nil)
+	if err != nil || o.ModelMaxReplyBytes != model.DefaultMaxReplyBytes {
+		t.Fatalf("no flag: %d, %v; want the default %d", o.ModelMaxReplyBytes, err, model.DefaultMaxReplyBytes)
+	}
+	for arg, want := range map[string]int64{"1Mi": 1 << 20, "1000": 1000, "16M": 16e6} {
+		if o, _, err := parseFlags([]string{"--model-max-reply-bytes=" + arg}); err != nil || o.ModelMaxReplyBytes != want {
+			t.Errorf("--model-max-reply-bytes=%s: %d, %v; want %d", arg, o.ModelMaxReplyBytes, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "-1", "1.5", "100m", "lots"} {
+		if _, _, err := parseFlags([]string{"--model-max-reply-bytes=" + bad}); err == nil {
+			t.Errorf("--model-max-reply-bytes=%s was accepted", bad)
+		}
+	}
+
+	values, err := os.ReadFile(filepath.Join("..", "..", "charts", "agentrun", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		ModelMaxReplyBytes string `json:"modelMaxReplyBytes"`
+	}
+	if err := yaml.Unmarshal(values, &chart); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := resource.ParseQuantity(chart.ModelMaxReplyBytes); err != nil || q.Value() != model.DefaultMaxReplyBytes {
+		t.Errorf("the chart's modelMaxReplyBytes is %q, want the code's default %d", chart.ModelMaxReplyBytes, model.DefaultMaxReplyBytes)
 	}
 }

@@ -73,6 +73,11 @@ type Builder struct {
 	Mapper meta.RESTMapper
 	// HTTPClient is used by model providers (tests point it at fakes).
 	HTTPClient *http.Client
+	// MaxReplyBytes bounds every response body a model provider reads
+	// (model.Config's MaxReplyBytes): a run's baseURL is its author's
+	// choice, and a larger body ends the run instead of filling the
+	// operator's memory. Zero means model.DefaultMaxReplyBytes.
+	MaxReplyBytes int64
 	// Clock is time.Now unless set.
 	Clock func() time.Time
 }
@@ -267,7 +272,8 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 	// One attempt per call: the engine retries transient failures itself
 	// (model.retry), with a backoff it reserves and checkpoints.
 	// The call's deadline is the engine's (loop.Engine.CallModel).
-	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient, MaxRetries: -1}
+	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient, MaxRetries: -1,
+		MaxReplyBytes: b.MaxReplyBytes}
 	switch spec.Provider {
 	case v1alpha1.ProviderOpenAI:
 		return openai.New(mc)

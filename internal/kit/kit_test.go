@@ -271,6 +271,43 @@ func TestBuild_openAIReadsItsKeyAtCallTimeAndTheEngineRetries(t *testing.T) {
 	}
 }
 
+// The builder's reply limit reaches the provider: a reply past it ends
+// the run ToolFailure with a reason that names the limit, after one
+// request, since the engine does not retry it.
+func TestBuild_aReplyPastTheLimitEndsTheRun(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"` +
+			strings.Repeat("a", 2<<10) + `"}}]}`))
+	}))
+	defer srv.Close()
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: srv.URL,
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
+			Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
+	}}
+	b := &Builder{
+		Secrets:       func(context.Context, string, string, string) (string, error) { return "sk-test", nil },
+		MaxReplyBytes: 1 << 10,
+	}
+	k, err := b.Build(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &loop.State{}
+	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools}).Run(context.Background(), s)
+	want := "the model provider failed: openai: the reply is larger than 1 KiB, the operator's limit for a model reply (--model-max-reply-bytes); it was not read"
+	if s.Outcome != loop.ToolFailure || s.Reason != want {
+		t.Errorf("outcome %s, reason %q; want ToolFailure, %q", s.Outcome, s.Reason, want)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the server saw %d requests, want 1", n)
+	}
+}
+
 func TestBuild_anthropicPricesCacheWritesAboveInput(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "d"}, Spec: v1alpha1.AgentRunSpec{
 		Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},

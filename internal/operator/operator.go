@@ -51,6 +51,11 @@ type Options struct {
 	// progress (controller.Config's StatusInterval; zero or less writes
 	// status at every save); controller.DefaultStatusInterval when nil.
 	StatusInterval *time.Duration
+	// ModelMaxReplyBytes bounds every response body a model provider
+	// reads (kit.Builder's MaxReplyBytes): a run's model.baseURL is its
+	// author's choice, and a larger body ends that run rather than the
+	// operator. Zero means model.DefaultMaxReplyBytes.
+	ModelMaxReplyBytes int64
 	// LocalDir is where local job tools run.
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
@@ -166,7 +171,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy,
 			Wakeups: wakeups},
-		Kube: cfg,
+		Kube:          cfg,
+		MaxReplyBytes: o.ModelMaxReplyBytes,
 	}
 	tp, shutdown, err := telemetry.Setup(ctx, "agentrun-operator")
 	if err != nil {
