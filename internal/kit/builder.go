@@ -71,13 +71,20 @@ type Builder struct {
 	// means builtin tools are not available (agentrun local).
 	Kube   *rest.Config
 	Mapper meta.RESTMapper
-	// HTTPClient is used by model providers (tests point it at fakes).
+	// HTTPClient is used by model providers (tests point it at fakes);
+	// nil means Egress, or the model package's default client.
 	HTTPClient *http.Client
 	// MaxReplyBytes bounds every response body a model provider reads
 	// (model.Config's MaxReplyBytes): a run's baseURL is its author's
 	// choice, and a larger body ends the run instead of filling the
 	// operator's memory. Zero means model.DefaultMaxReplyBytes.
 	MaxReplyBytes int64
+	// Egress, when set, carries every request a run sends from this
+	// process: model calls (unless HTTPClient is set) and, through its
+	// Transport, HTTP and MCP tools' requests (each with its own redirect
+	// policy). The operator sets it to a client over its egress policy
+	// (internal/egress); nil leaves each package its default transport.
+	Egress *http.Client
 	// Clock is time.Now unless set.
 	Clock func() time.Time
 }
@@ -105,8 +112,12 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		ts := &cfg.Tools[i]
 		switch {
 		case t.HTTP != nil:
+			var opts []httptool.Option
+			if rt := b.toolTransport(); rt != nil {
+				opts = append(opts, httptool.WithTransport(rt))
+			}
 			ex, err := httptool.New(httptool.Config{URL: t.HTTP.URL, Method: string(t.HTTP.Method), Headers: headers(t.HTTP.Headers), Body: t.HTTP.Body},
-				b.resolver(run))
+				b.resolver(run), opts...)
 			if err != nil {
 				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 			}
@@ -114,11 +125,13 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		case t.MCP != nil:
 			opts := []mcptool.Option{}
 			if len(t.MCP.Headers) > 0 {
-				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run))
+				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run), b.toolTransport())
 				if err != nil {
 					return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 				}
 				opts = append(opts, mcptool.WithTransport(ht), mcptool.WithRedaction(ht.sent))
+			} else if rt := b.toolTransport(); rt != nil {
+				opts = append(opts, mcptool.WithTransport(rt))
 			}
 			ex, err := mcptool.New(t.MCP.URL, t.MCP.Tool, opts...)
 			if err != nil {
@@ -272,7 +285,11 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 	// One attempt per call: the engine retries transient failures itself
 	// (model.retry), with a backoff it reserves and checkpoints.
 	// The call's deadline is the engine's (loop.Engine.CallModel).
-	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: b.HTTPClient, MaxRetries: -1,
+	client := b.HTTPClient
+	if client == nil {
+		client = b.Egress
+	}
+	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: client, MaxRetries: -1,
 		MaxReplyBytes: b.MaxReplyBytes}
 	switch spec.Provider {
 	case v1alpha1.ProviderOpenAI:
@@ -281,6 +298,18 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 		return anthropic.New(mc)
 	}
 	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
+}
+
+// toolTransport is the transport of HTTP and MCP tools: Egress's, or nil
+// for their packages' defaults.
+func (b *Builder) toolTransport() http.RoundTripper {
+	if b.Egress == nil {
+		return nil
+	}
+	if b.Egress.Transport == nil {
+		return http.DefaultTransport
+	}
+	return b.Egress.Transport
 }
 
 // serviceAccount is the account a run acts as.
@@ -377,12 +406,16 @@ type headerTransport struct {
 	secrets map[string]string // header name -> last value sent
 }
 
-func newHeaderTransport(endpoint string, hs []httptool.Header, resolve httptool.SecretResolver) (*headerTransport, error) {
+// base carries the requests; nil means http.DefaultTransport.
+func newHeaderTransport(endpoint string, hs []httptool.Header, resolve httptool.SecretResolver, base http.RoundTripper) (*headerTransport, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("mcp tool: %q is not an http(s) URL", endpoint)
 	}
-	return &headerTransport{base: http.DefaultTransport, origin: u, headers: hs, resolve: resolve, secrets: map[string]string{}}, nil
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &headerTransport{base: base, origin: u, headers: hs, resolve: resolve, secrets: map[string]string{}}, nil
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -42,6 +42,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/tools/redact"
 )
@@ -388,6 +389,12 @@ func cause(err error) string {
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		return "cannot resolve host " + dnsErr.Name
+	}
+	// The SDK wraps a request's transport error in a JSON-RPC error
+	// ("rejected by transport") that says nothing of the refusal.
+	var refused *egress.RefusedError
+	if errors.As(err, &refused) {
+		return refused.Error()
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
