@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/tools/job"
@@ -101,6 +102,13 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 			o.ModelMaxReplyBytes = n
 			return nil
 		})
+	fs.Func("egress-allow-cidrs", "Comma-separated CIDRs or addresses that model calls and HTTP and MCP tools may reach although the egress policy refuses their kind (loopback, link-local, private); the cloud metadata addresses and the API server only by an entry of exactly their address (169.254.169.254/32).",
+		func(s string) error {
+			p, err := egress.ParseCIDRs(s)
+			o.EgressAllow = append(o.EgressAllow, p...)
+			return err
+		})
+	fs.BoolVar(&o.EgressAllowPrivate, "egress-allow-private", false, "Let model calls and HTTP and MCP tools reach private addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7); the cloud metadata addresses stay refused.")
 	networkPolicy := fs.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
 	zo := &zap.Options{}
 	zo.BindFlags(fs)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +91,25 @@ func TestFlags_modelMaxReplyBytes(t *testing.T) {
 	}
 	if q, err := resource.ParseQuantity(chart.ModelMaxReplyBytes); err != nil || q.Value() != model.DefaultMaxReplyBytes {
 		t.Errorf("the chart's modelMaxReplyBytes is %q, want the code's default %d", chart.ModelMaxReplyBytes, model.DefaultMaxReplyBytes)
+	}
+}
+
+// --egress-allow-cidrs and --egress-allow-private set the egress policy of
+// model and tool calls; by default nothing is allowed beyond public
+// addresses, and a malformed entry is refused.
+func TestFlags_egress(t *testing.T) {
+	o, _, err := parseFlags(nil)
+	if err != nil || len(o.EgressAllow) != 0 || o.EgressAllowPrivate {
+		t.Fatalf("defaults: allow %v, private %v, err %v", o.EgressAllow, o.EgressAllowPrivate, err)
+	}
+	o, _, err = parseFlags([]string{"--egress-allow-cidrs=10.1.0.0/16, 169.254.169.254", "--egress-allow-private"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(o.EgressAllow) != "[10.1.0.0/16 169.254.169.254/32]" || !o.EgressAllowPrivate {
+		t.Errorf("allow %v, private %v", o.EgressAllow, o.EgressAllowPrivate)
+	}
+	if _, _, err := parseFlags([]string{"--egress-allow-cidrs=10.0.0.0/33"}); err == nil {
+		t.Error("a malformed CIDR was accepted")
 	}
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -197,8 +198,10 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	go func() {
+		// The fake model listens on loopback, which the egress policy
+		// refuses unless allowed.
 		opDone <- operator.Run(octx, cfg, operator.Options{LocalTools: true, LocalDir: dir, Workers: o.workers,
-			QPS: float32(o.qps), Burst: o.burst, StatusInterval: &o.statusInterval})
+			QPS: float32(o.qps), Burst: o.burst, StatusInterval: &o.statusInterval, EgressAllow: egress.Loopback})
 	}()
 	skip := map[string]bool{}
 	for s := range strings.SplitSeq(o.skip, ",") {

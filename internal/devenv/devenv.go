@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"k8s.io/client-go/rest"
@@ -72,7 +73,11 @@ func Start(kubeconfigPath, toolsDir string) (*Env, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go func() {
-		e.done <- operator.Run(ctx, cfg, operator.Options{LocalTools: true, LocalDir: toolsDir, Workers: 4})
+		// Development: models and tools on this machine (a local Ollama,
+		// a fake) and on the local network are allowed; the cloud
+		// metadata addresses and the API server stay refused.
+		e.done <- operator.Run(ctx, cfg, operator.Options{LocalTools: true, LocalDir: toolsDir, Workers: 4,
+			EgressAllow: egress.Loopback, EgressAllowPrivate: true})
 	}()
 	// Fail fast when the operator cannot start.
 	select {

@@ -7,11 +7,14 @@ package operator
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/telemetry"
@@ -79,6 +82,16 @@ type Options struct {
 	// seal runs' saved state (--state-keys-secret); empty means
 	// DefaultKeysSecret in the operator's namespace (KeysSecret).
 	KeysSecret string
+	// EgressAllow are the destinations the operator's own requests for
+	// runs (model calls, HTTP and MCP tools) may reach although the egress
+	// policy refuses their kind (--egress-allow-cidrs; see
+	// internal/egress): loopback, link-local, private ranges. The cloud
+	// metadata addresses and the API server are opened only by an entry of
+	// exactly their address.
+	EgressAllow []netip.Prefix
+	// EgressAllowPrivate lets those requests reach the private ranges
+	// (--egress-allow-private); the metadata addresses stay refused.
+	EgressAllowPrivate bool
 	// Shard is the shard this operator drives (--shard): only AgentRuns
 	// labelled v1alpha1.LabelShard=Shard, and the Jobs made for them, are in
 	// its cache. Empty means the runs without the label. Each shard elects
@@ -164,6 +177,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()
 	builder := &kit.Builder{
+		Egress:      &http.Client{Transport: egressPolicy(ctx, cfg.Host, o).Transport()},
 		LocalJobs:   o.LocalTools,
 		LocalDir:    o.LocalDir,
 		SecretsAs:   secrets.As,
@@ -208,6 +222,22 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	ctrl.Log.Info("Starting the AgentRun operator", "shard", o.Shard, "stateKeys", keysAt.String(), "sealingKey", keys.Current(), "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
 		"metricsSecure", o.MetricsSecure)
 	return mgr.Start(ctx)
+}
+
+// egressPolicy is the policy of the requests the operator sends for runs:
+// o's allowances, with the API server's addresses (cfg's host and the
+// in-cluster Service) refused.
+func egressPolicy(ctx context.Context, host string, o Options) *egress.Policy {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	api, err := egress.APIServer(lctx, host, os.Getenv)
+	if err != nil {
+		ctrl.Log.Error(err, "Some of the API server's addresses are unknown to the egress policy")
+	}
+	p := &egress.Policy{Allow: o.EgressAllow, AllowPrivate: o.EgressAllowPrivate, Protected: api}
+	ctrl.Log.Info("Egress policy of model and tool calls", "allowCIDRs", fmt.Sprint(p.Allow), "allowPrivate", p.AllowPrivate,
+		"apiServer", fmt.Sprint(p.Protected))
+	return p
 }
 
 // cacheOptions limits the cache to the watched namespaces, if any, and

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/testenv"
 )
 
@@ -49,7 +50,10 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- Run(ctx, cfg, Options{OperatorImage: "example.com/agentrun:test", Workers: 2, MetricsAddr: "0", ProbeAddr: "0"})
+			// The tenants' fake providers listen on loopback, which the
+			// egress policy refuses unless allowed.
+			done <- Run(ctx, cfg, Options{OperatorImage: "example.com/agentrun:test", Workers: 2, MetricsAddr: "0", ProbeAddr: "0",
+				EgressAllow: egress.Loopback})
 		}()
 		return func() error {
 			cancel()
