@@ -36,7 +36,15 @@ has default 'name: https-metrics'
 has default 'kind: ClusterRole' # manager, metrics-auth, metrics-reader
 has default 'tokenreviews'
 hasnt default 'kind: ServiceMonitor'
-hasnt default 'kind: NetworkPolicy'
+# The operator's NetworkPolicy is on by default: egress anywhere but the
+# cloud metadata addresses; the egress policy's flags are passed.
+has default 'kind: NetworkPolicy'
+has default 'cidr: 0.0.0.0/0'
+has default '- 169.254.169.254/32'
+has default 'cidr: ::/0'
+has default '- fd00:ec2::254/128'
+has default '--egress-allow-private=false'
+hasnt default '--egress-allow-cidrs'
 hasnt default 'kind: PodDisruptionBudget'
 has ha-values 'kind: PodDisruptionBudget'
 has ha-values 'minAvailable: 1'
@@ -49,6 +57,8 @@ has locked-down-values 'scheme: https'
 has locked-down-values 'secretName: agentrun-metrics-tls'
 has locked-down-values '--metrics-cert-dir=/etc/agentrun/metrics-certs'
 has locked-down-values 'name: registry-credentials'
+has locked-down-values '--egress-allow-cidrs=10.96.0.0/12,192.0.2.7/32'
+hasnt locked-down-values '169.254.169.254/32' # its own egress rules replace the default
 has plain-metrics-values '--metrics-secure=false'
 has shards-values 'name: agentrun-shard-a$'
 has shards-values 'name: agentrun-shard-b$'
@@ -85,5 +95,7 @@ refuse "'tolerance'" --set-json 'tolerance=[]'
 refuse "/replicas" --set replicas=two
 refuse "/shards/0/name" --set 'shards[0].name=Team_A'
 refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
+refuse "/egress/allowCIDRs/0" --set 'egress.allowCIDRs[0]=metadata.internal'
+refuse "/egress/allowPrivate" --set egress.allowPrivate=yes
 refuse "not both" --set podDisruptionBudget.enabled=true --set podDisruptionBudget.minAvailable=1
 echo "chart-test: ${#sets[@]} value sets render and lint; misspelled and mistyped values are refused"

@@ -155,3 +155,61 @@ func TestChart_watchNamespacesGrantsRolesNotAClusterRole(t *testing.T) {
 		t.Errorf("unexpected flag in the default install:\n%s", args)
 	}
 }
+
+// By default the operator runs under its NetworkPolicy, whose egress
+// allows every address but the cloud metadata services', and it is started
+// with the chart's egress policy (nothing private allowed); the values
+// reach the manager's flags.
+func TestChart_operatorNetworkPolicyByDefaultExcludesMetadata(t *testing.T) {
+	docs := helmTemplate(t)
+	var policies []map[string]any
+	for _, d := range docs {
+		if d["kind"] == "NetworkPolicy" {
+			policies = append(policies, d)
+		}
+	}
+	if len(policies) != 1 {
+		t.Fatalf("default install: %d NetworkPolicies, want the operator's", len(policies))
+	}
+	spec, _ := policies[0]["spec"].(map[string]any)
+	if !reflect.DeepEqual(spec["policyTypes"], []any{"Ingress", "Egress"}) {
+		t.Errorf("policyTypes = %v", spec["policyTypes"])
+	}
+	excepts := map[string][]any{}
+	rules, _ := spec["egress"].([]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		if _, ok := rule["ports"]; ok {
+			continue
+		}
+		to, _ := rule["to"].([]any)
+		for _, p := range to {
+			peer, _ := p.(map[string]any)
+			if b, ok := peer["ipBlock"].(map[string]any); ok {
+				cidr, _ := b["cidr"].(string)
+				except, _ := b["except"].([]any)
+				excepts[cidr] = except
+			}
+		}
+	}
+	for cidr, want := range map[string][]any{"0.0.0.0/0": {"169.254.169.254/32"}, "::/0": {"fd00:ec2::254/128"}} {
+		if got, ok := excepts[cidr]; !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("egress to %s: except %v (present %v), want %v; rules: %v", cidr, got, ok, want, rules)
+		}
+	}
+	if args := managerArgs(t, docs); !strings.Contains(args, "--egress-allow-private=false") || strings.Contains(args, "--egress-allow-cidrs") {
+		t.Errorf("default egress flags:\n%s", args)
+	}
+
+	args := managerArgs(t, helmTemplate(t, "--set", "egress.allowCIDRs={10.96.0.0/12,169.254.169.254/32}", "--set", "egress.allowPrivate=true"))
+	for _, want := range []string{"--egress-allow-private=true", "--egress-allow-cidrs=10.96.0.0/12,169.254.169.254/32"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the manager's args lack %s:\n%s", want, args)
+		}
+	}
+	for _, d := range helmTemplate(t, "--set", "networkPolicy.enabled=false") {
+		if d["kind"] == "NetworkPolicy" {
+			t.Error("networkPolicy.enabled=false still renders a NetworkPolicy")
+		}
+	}
+}
