@@ -75,6 +75,8 @@ spec:
 	want := "egress to " + host + " refused: loopback address (the operator's egress policy; allow it with --egress-allow-cidrs)"
 	if _, err := k.Model.Complete(ctx, req); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("model call: %v\nwant it to say %s", err, want)
+	} else if te, ok := err.(loop.TransientError); !ok || te.Transient() {
+		t.Errorf("a model call the policy refused is retried: %v", err)
 	}
 	if res := k.Tools.Execute(ctx, call); res.Failure == nil || res.Failure.Kind != loop.FailUnavailable || !strings.Contains(res.Failure.Detail, want) {
 		t.Errorf("HTTP tool call: %+v\nwant Unavailable saying %s", res.Failure, want)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/retryafter"
 )
 
@@ -65,7 +66,12 @@ func (o *attemptLog) middleware(req *http.Request, next func(*http.Request) (*ht
 		if err == nil {
 			err = errors.New("no response")
 		}
-		o.err = scrubbed{msg: cut(redact(err.Error(), o.secret)), cause: contextErr(err)}
+		cause := contextErr(err)
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			cause = ErrEgressRefused
+		}
+		o.err = scrubbed{msg: cut(redact(err.Error(), o.secret)), cause: cause}
 		return res, err
 	}
 	o.status = res.StatusCode

@@ -43,6 +43,10 @@ type ProviderError struct {
 	ReplyLimit int64
 }
 
+// ErrEgressRefused is the cause of a call the operator's egress policy
+// refused to connect (internal/egress): asking again cannot succeed.
+var ErrEgressRefused = errors.New("refused by the operator's egress policy")
+
 // Transient reports whether an unchanged retry may succeed: the provider
 // did not answer in time, could not be reached (a transport error), or
 // answered HTTP 408, 409, 429 or 5xx (except 501 and 505; Anthropic's 529
@@ -53,7 +57,7 @@ type ProviderError struct {
 // limit) are not. It makes *ProviderError a loop.TransientError.
 func (e *ProviderError) Transient() bool {
 	switch {
-	case e.ReplyLimit > 0:
+	case e.ReplyLimit > 0, errors.Is(e.Err, ErrEgressRefused):
 		return false
 	case e.Timeout > 0:
 		return true
