@@ -87,7 +87,7 @@ func TestForgedChunkIsNeverAdopted(t *testing.T) {
 	}
 	forged := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: transcript.ChunkName(run.UID, next), Namespace: ns,
-			Labels: map[string]string{transcript.LabelRunUID: string(run.UID), transcript.LabelChunk: strconv.Itoa(next), transcript.LabelRun: run.Name},
+			Labels:          map[string]string{transcript.LabelRunUID: string(run.UID), transcript.LabelChunk: strconv.Itoa(next), transcript.LabelRun: run.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cur, v1alpha1.GroupVersion.WithKind("AgentRun"))}},
 		Type: transcript.SecretType,
 		Data: map[string][]byte{"messages.json": chunk},
