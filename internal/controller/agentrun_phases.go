@@ -86,19 +86,46 @@ type scope struct {
 	wait bool
 }
 
+// kitKey is the work that builds a run's kit.
+const kitKey = "kit"
+
+// KitBuildTimeout bounds the building of one run's kit, its MCP servers'
+// inspection included: the run ends ToolFailure (an MCP server that did
+// not answer) or Error past it.
+const KitBuildTimeout = time.Minute
+
 // loadKit builds (or reuses) the run's engine, model and tools. The spec
 // cannot change after creation, so a run's kit is built once per process.
+// The build runs outside the reconcile worker, as model and tool calls do:
+// it inspects the run's MCP servers, which its author chose, and a server
+// that answers slowly must not hold a worker that other tenants' runs need.
 func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	r.mu.Lock()
 	k := r.kits[sc.run.UID]
 	r.mu.Unlock()
 	if k == nil {
-		if err := r.guard(ctx, sc); err != nil || sc.stop {
-			return ctrl.Result{}, err
+		uid := sc.run.UID
+		if r.work.busy(uid, kitKey) {
+			sc.wait = true
+			return ctrl.Result{}, nil
 		}
-		var err error
-		k, err = r.Kits.Build(ctx, sc.run)
-		if err != nil {
+		w := r.work.finished(uid, kitKey)
+		if w == nil {
+			if err := r.guard(ctx, sc); err != nil || sc.stop {
+				return ctrl.Result{}, err
+			}
+			run := sc.run.DeepCopy()
+			r.work.start(r.background(), sc.run, kitKey, func(ctx context.Context, w *work) {
+				ctx, cancel := context.WithTimeout(ctx, KitBuildTimeout)
+				defer cancel()
+				w.kit, w.err = r.Kits.Build(ctx, run)
+			})
+			sc.wait = true
+			return ctrl.Result{}, nil
+		}
+		r.work.clear(uid, kitKey)
+		k = w.kit
+		if err := w.err; err != nil {
 			// The manifest passed the API server's validation but cannot be
 			// run (a CEL condition that does not compile, say): that is
 			// final, not worth a retry.

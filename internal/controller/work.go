@@ -20,7 +20,9 @@ type work struct {
 	reply   *loop.Reply
 	err     error
 	results []loop.Result
-	cancel  context.CancelFunc
+	// kit is a built kit (the work that builds one, see loadKit).
+	kit    *Kit
+	cancel context.CancelFunc
 }
 
 // tracker holds the work in flight in this process, by run. After a
@@ -88,7 +90,7 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 		}
 		t.mu.Lock()
 		if cur := t.items[uid]; cur == w {
-			w.done, w.reply, w.err, w.results = true, out.reply, out.err, out.results
+			w.done, w.reply, w.err, w.results, w.kit = true, out.reply, out.err, out.results, out.kit
 		}
 		t.mu.Unlock()
 		obj := &v1alpha1.AgentRun{}
