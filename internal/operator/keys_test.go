@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,9 +19,9 @@ func TestLoadKeys_createsTheSecretOnceAndReadsItBack(t *testing.T) {
 	ctx := context.Background()
 	at := types.NamespacedName{Namespace: "default", Name: DefaultKeysSecret}
 	sec := &corev1.Secret{}
-	if err := admin.Get(ctx, at, sec); err != nil {
-		t.Fatalf("the operator did not create its keys Secret: %v", err)
-	}
+	// TestMain starts the operator without waiting for it.
+	NewWithT(t).Eventually(func() error { return admin.Get(ctx, at, sec) }, 20*time.Second, 50*time.Millisecond).Should(Succeed(),
+		"the operator did not create its keys Secret")
 	if len(sec.Data["k1"]) != 32 || sec.Annotations[AnnotationCurrentKey] != "k1" {
 		t.Fatalf("keys Secret: %d key bytes, current %q; want a 32-byte k1", len(sec.Data["k1"]), sec.Annotations[AnnotationCurrentKey])
 	}
