@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,6 +132,12 @@ func (e *Engine) compileVerify() error {
 		return errors.New("verify.tool is empty: name the declared tool that judges an answer")
 	case e.tools[v.Tool] == nil:
 		return fmt.Errorf("verify.tool names %q, which is not declared in tools", v.Tool)
+	case e.tools[v.Tool].Mutates && !e.tools[v.Tool].Reversible:
+		// A verifier runs at every final answer, on arguments the model
+		// wrote, and no person is asked first: it must not be able to
+		// change what cannot be undone.
+		return fmt.Errorf("verify.tool names %q, which changes something that cannot be undone (mutates and not reversible); "+
+			"a verifier runs at every final answer without a person's approval: use a read-only or reversible tool", v.Tool)
 	case v.MaxTrials > MaxTrialsLimit:
 		return fmt.Errorf("verify.maxTrials is %d; at most %d trials are allowed", v.MaxTrials, MaxTrialsLimit)
 	case v.Memory > MaxTrialsLimit:
@@ -176,8 +183,11 @@ func (s *State) verifierCall() *Call {
 }
 
 // verifyAnswer hands a trial's final answer to the verifier: one call,
-// allowed by the harness, reserved and charged like any other.
-func (e *Engine) verifyAnswer(s *State, notes *[]Note) Effect {
+// reserved and charged like any other. Its arguments hold the model's
+// answer, so the call is vetted like one the model proposed: guardrails
+// (block or halt end the run GuardrailStop: the answer cannot be judged)
+// and policy (deny ends the run Error; ask waits for a person).
+func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) Effect {
 	if s.Verify == nil {
 		s.Verify = &Verification{Trial: 1}
 	}
@@ -189,9 +199,28 @@ func (e *Engine) verifyAnswer(s *State, notes *[]Note) Effect {
 	}
 	c := Call{ToolCall: tc,
 		Verdict: Allow, Rule: verifyRule, Reason: fmt.Sprintf("judges the answer of trial %d", v.Trial), Mutates: t.Mutates, State: CallProposed}
+	d := decodeArgs(tc.Arguments, nil)
+	if d.err == nil {
+		switch vd := e.vet(ctx, t, t.Name, d.full, d.value); {
+		case vd.halt || vd.block:
+			e.finish(s, GuardrailStop, fmt.Sprintf("the answer of trial %d cannot be judged: %s matched the verifier's call (%s)", v.Trial, vd.rule, vd.reason), notes)
+			return Effect{Kind: EffectFinish}
+		case vd.decision == Deny:
+			e.finish(s, Error, fmt.Sprintf("the answer of trial %d cannot be judged: %s denies the verifier's call%s", v.Trial, vd.rule, suffix(vd.reason)), notes)
+			return Effect{Kind: EffectFinish}
+		case vd.decision == Ask:
+			c.Verdict, c.Reason = Ask, fmt.Sprintf("judges the answer of trial %d; %s asks a person first%s", v.Trial, vd.rule, suffix(vd.reason))
+			now := e.clock()
+			c.RequestedAt = &now
+		}
+	}
 	s.Calls = []Call{c}
 	*notes = append(*notes, Note{Kind: NoteVerifying, CallID: c.ID, Message: fmt.Sprintf(
 		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, e.cfg.Verify.MaxTrials, s.Turn, t.Name, c.ID)})
+	if c.Verdict == Ask {
+		s.Phase = PhaseApproval
+		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+	}
 	return e.startActing(s, notes)
 }
 

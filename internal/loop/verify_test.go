@@ -276,12 +276,8 @@ func TestVerify_refusedTruncatedAndEmptyAnswersNeverReachTheVerifier(t *testing.
 	}
 }
 
-func TestVerify_verifierGetsAnswerTrialAndGoalAndIsNotVetted(t *testing.T) {
+func TestVerify_verifierGetsAnswerTrialAndGoalAndIsNotLoopDetected(t *testing.T) {
 	r := makeRun(t).verifier("check", 2, 0, 0, fail("no"), pass("yes")).then(answer("first"), answer("second"))
-	// A policy that would deny every call and a guardrail that would halt
-	// on any argument do not apply to the verifier.
-	r.cfg.Policy = Policy{Default: Deny}
-	r.cfg.Guardrails = []Guardrail{{Name: "everything", Tools: []string{"*"}, Pattern: ".", Severity: Halt}}
 	var got []string
 	r.tools.outputs["check"] = func(old func(Invocation) Result) func(Invocation) Result {
 		return func(inv Invocation) Result {
@@ -377,5 +373,48 @@ func TestVerify_verifierCallIsRebuiltFromTheTranscript(t *testing.T) {
 	}
 	if _, ok := makeRun(t).engine().VerifierCall(s); ok {
 		t.Fatalf("an engine without a verifier rebuilt a verifier call")
+	}
+}
+
+// Issue 27, finding 7: the verifier's call skipped policy and guardrails,
+// though its arguments hold what the model answered. It is vetted like a
+// proposed call: a guardrail ends the run GuardrailStop, a denying policy
+// Error, an asking one waits for a person; and an irreversible tool
+// cannot be a verifier at all.
+func TestVerify_verifierCallIsVetted(t *testing.T) {
+	r := makeRun(t).verifier("check", 2, 0, 0, pass("yes")).then(answer("card 4111111111111111"))
+	r.cfg.Guardrails = []Guardrail{{Name: "pan", Tools: []string{"*"}, Pattern: `\d{13,19}`, Severity: Block}}
+	s, _ := r.goSeen()
+	expectOutcome(t, s, GuardrailStop)
+	if !strings.Contains(s.Reason, "guardrail:pan matched the verifier's call") || verifierRuns(r.tools.Ran(), "check") != 0 {
+		t.Fatalf("reason %q, verifier runs %d", s.Reason, verifierRuns(r.tools.Ran(), "check"))
+	}
+
+	r = makeRun(t).verifier("check", 2, 0, 0, pass("yes")).then(answer("done"))
+	r.cfg.Policy = Policy{Default: Deny}
+	s, _ = r.goSeen()
+	expectOutcome(t, s, Error)
+	if !strings.Contains(s.Reason, "policy.default denies the verifier's call") {
+		t.Fatalf("reason %q", s.Reason)
+	}
+
+	r = makeRun(t).verifier("check", 2, 0, 0, pass("yes")).then(answer("done"))
+	r.cfg.Policy = Policy{Default: Ask}
+	e := r.engine()
+	st := &State{}
+	e.Step(st, Input{})
+	eff := e.Step(st, Input{Reply: &Reply{Content: "done"}})
+	if eff.Kind != EffectAsk || len(eff.Pending) != 1 || eff.Pending[0].Rule != verifyRule {
+		t.Fatalf("effect %v with %d pending, want the verifier's call asked about", eff.Kind, len(eff.Pending))
+	}
+	eff = e.Step(st, Input{Answers: map[string]Answer{eff.Pending[0].ID: Approve}})
+	if eff.Kind != EffectRunTools || len(eff.Calls) != 1 || eff.Calls[0].Tool != "check" {
+		t.Fatalf("after the approval: effect %v, calls %+v; want the verifier to run", eff.Kind, eff.Calls)
+	}
+
+	r = makeRun(t).tool("check", true, false)
+	r.cfg.Verify = &Verify{Tool: "check"}
+	if _, err := New(r.cfg); err == nil || !strings.Contains(err.Error(), "cannot be undone") {
+		t.Fatalf("an irreversible verifier: %v", err)
 	}
 }
