@@ -126,14 +126,7 @@ func TestForgedStatusCheckpointIsNeverResumed(t *testing.T) {
 // way of what the operator wrote itself.
 func TestSealedStateResumesAfterARestart(t *testing.T) {
 	tb := newTools()
-	_, stop := startReconciler(t, &kits{tools: tb}, 0, nil)
-	run := refundRun(namespace(t), "refund").answer("Refunded.").create(t)
-	waitPending(t, run, 1)
-	stop()
-	startManager(t, &kits{tools: tb})
-	if err := patchAnnotations(context.Background(), k8sClient, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "test"); err != nil {
-		t.Fatal(err)
-	}
+	run := approvedAfterARestart(t, tb, managerSetup{})
 	done := waitOutcome(t, run, 20*time.Second)
 	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
 		t.Fatalf("outcome %s (%s), want Completed", done.Status.Outcome, done.Status.Reason)
@@ -148,7 +141,16 @@ func TestSealedStateResumesAfterARestart(t *testing.T) {
 // lost or a key removed too early.
 func TestStateSealedWithOtherKeysIsRefused(t *testing.T) {
 	tb := newTools()
-	_, stop := startWith(t, &kits{tools: tb}, managerSetup{config: func(c *Config) { c.Keys = nil }})
+	run := approvedAfterARestart(t, tb, managerSetup{config: func(c *Config) { c.Keys = nil }})
+	expectForgeryRefused(t, tb, run, "not sealed by this operator")
+}
+
+// approvedAfterARestart starts an operator as first says, waits for a
+// refund to wait for a person, restarts the operator as the tests run it
+// (with testKeys) and approves the refund.
+func approvedAfterARestart(t *testing.T, tb *tools, first managerSetup) *v1alpha1.AgentRun {
+	t.Helper()
+	_, stop := startWith(t, &kits{tools: tb}, first)
 	run := refundRun(namespace(t), "refund").answer("Refunded.").create(t)
 	waitPending(t, run, 1)
 	stop()
@@ -156,7 +158,7 @@ func TestStateSealedWithOtherKeysIsRefused(t *testing.T) {
 	if err := patchAnnotations(context.Background(), k8sClient, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	expectForgeryRefused(t, tb, run, "not sealed by this operator")
+	return run
 }
 
 // Finding 6 of issue 27: an answer applied to whatever run had that name
