@@ -37,9 +37,8 @@ func expectChartPolicies(t *testing.T, env *Env) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "dev-approval", Namespace: "default"},
 		Spec: v1alpha1.AgentRunSpec{Goal: "g", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
 			Script: []v1alpha1.ScriptStep{{Content: "done"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1}}}
-	if err := admin.Create(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	// The CRD may not be served yet right after the start.
+	NewWithT(t).Eventually(func() error { return admin.Create(ctx, run) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "pat"}
 	pat, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})

@@ -62,6 +62,14 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-manager", Namespace: "team-a"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agentrun-manager"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "agentrun", Namespace: "agentrun-system"}}},
+		// The keys that seal runs' state, in the operator's own namespace,
+		// as the chart's state-keys Role grants them.
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-state-keys", Namespace: "agentrun-system"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"agentrun-state-keys"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-state-keys", Namespace: "agentrun-system"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agentrun-state-keys"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "agentrun", Namespace: "agentrun-system"}}},
 	} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -75,7 +83,7 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- operator.Run(runCtx, opCfg, operator.Options{OperatorImage: "example.com/agentrun:test", Workers: 2,
-			MetricsAddr: "0", ProbeAddr: "0", WatchNamespaces: []string{"team-a"}})
+			MetricsAddr: "0", ProbeAddr: "0", WatchNamespaces: []string{"team-a"}, KeysSecret: "agentrun-system/agentrun-state-keys"})
 	}()
 	t.Cleanup(func() {
 		cancel()
