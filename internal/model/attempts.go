@@ -151,7 +151,7 @@ func (o *attemptLog) limitBody(res *http.Response) {
 	}}
 	if res.ContentLength > o.maxReply {
 		// Announced: nothing of it is read.
-		b.fail()
+		_ = b.fail()
 		_ = res.Body.Close()
 	}
 	res.Body = b
