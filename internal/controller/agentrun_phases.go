@@ -769,7 +769,6 @@ var perCall = map[loop.NoteKind]bool{
 	loop.NoteStepStarted: true, loop.NoteStepFinished: true, loop.NoteSolving: true, loop.NoteVerifying: true,
 }
 
-// emit records the reconcile's notes as events, after the status write.
 // maxRefusalEvents is how many refused calls of one batch are events of
 // their own; a batch with more gets one CallsRefused event instead.
 const maxRefusalEvents = 3
@@ -778,6 +777,7 @@ const maxRefusalEvents = 3
 // with more than maxRefusalEvents of them.
 const ReasonCallsRefused = "CallsRefused"
 
+// emit records the reconcile's notes as events, after the status write.
 func (r *AgentRunReconciler) emit(sc *scope) {
 	if r.Recorder == nil {
 		return

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // shardKits builds kits as kits does (each run's scripted model, the
@@ -196,4 +199,37 @@ func TestShards_failoverLosesNothing(t *testing.T) {
 	g.Expect(cur.Status.Turn).To(BeEquivalentTo(3))
 	g.Expect(cur.Status.Usage).NotTo(BeNil())
 	g.Expect(cur.Status.Usage.Turns).To(BeEquivalentTo(4), "every model call made is charged, the one cut short too (it may have cost)")
+}
+
+// Issue 27, finding 7: anyone who could patch a run could move it to
+// another shard while it ran (the other shard repeats the model call in
+// flight and fails job calls). The admission policy refuses it while the
+// run runs, and allows it before the run starts.
+func TestShard_labelCannotMoveARunningRun(t *testing.T) {
+	ns := namespace(t)
+	startShard(t, &kits{tools: newTools()}, ns, "", nil)
+	run := refundRun(ns, "refund").answer("Refunded.").create(t)
+	waitPending(t, run, 1)
+	ctx := context.Background()
+	move := func(r *v1alpha1.AgentRun, shard any) error {
+		return patchLabels(ctx, r, map[string]any{v1alpha1.LabelShard: shard})
+	}
+	err := move(run, "other")
+	if err == nil || !strings.Contains(err.Error(), "cannot change while the run is running") {
+		t.Fatalf("moving a running run to another shard: %v", err)
+	}
+	// A run nobody has started may be moved (here: out of a shard no
+	// operator serves, to the operator of the tests).
+	waiting := makeRun(run.Namespace, "unclaimed").answer("ok")
+	waiting.r.Labels = map[string]string{v1alpha1.LabelShard: "nobody"}
+	waiting.create(t)
+	if err := move(waiting.r, nil); err != nil {
+		t.Fatalf("moving a run that has not started: %v", err)
+	}
+	expectOutcome(t, waitOutcome(t, waiting.r, 20*time.Second), v1alpha1.OutcomeCompleted, "")
+}
+
+func patchLabels(ctx context.Context, run *v1alpha1.AgentRun, labels map[string]any) error {
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	return k8sClient.Patch(ctx, run.DeepCopy(), client.RawPatch("application/merge-patch+json", body))
 }
