@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		CheckSecret: secrets.Check,
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy,
-			Wakeups: wakeups},
+			Wakeups: wakeups, Keys: keys},
 		Kube:          cfg,
 		MaxReplyBytes: o.ModelMaxReplyBytes,
 	}

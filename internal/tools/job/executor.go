@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/seal"
 )
 
 // Tool is one job tool as the AgentRun declares it (spec.tools[].job).
@@ -78,6 +80,11 @@ type Config struct {
 	// RunAsUser is the non-root uid of both containers; defaults to
 	// DefaultRunAsUser.
 	RunAsUser int64
+	// Keys seal every Job the executor makes (AnnotationSeal), and only a
+	// Job whose seal opens is adopted: a Job of the call's name that a
+	// tenant made first is never taken for the call's. Nil seals nothing
+	// and adopts by labels alone (tests of the executor alone).
+	Keys *seal.Keyring
 	// PollInterval is Execute's first interval between two polls; it
 	// doubles up to 4 times that. Defaults to one second. With Wakeups,
 	// it applies only while the Job's pod has not started (an image that
@@ -209,6 +216,9 @@ func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
 		return err
 	}
 	want := e.buildJob(tool, inv)
+	if e.cfg.Keys != nil {
+		want.Annotations[AnnotationSeal] = e.cfg.Keys.Seal(purposeJob, jobSealParts(want)...)
+	}
 	if err := e.ensureNetworkPolicy(ctx, tool); err != nil {
 		return err
 	}
@@ -251,7 +261,43 @@ func (e *Executor) adopt(ctx context.Context, want *batchv1.Job) error {
 		return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf(
 			"a Job named %s already exists and was not made for this call", want.Name))}}
 	}
+	if e.cfg.Keys != nil {
+		// Labels and annotations anyone who may create Jobs can copy;
+		// the seal only the operator can make.
+		if err := e.cfg.Keys.Open(got.Annotations[AnnotationSeal], purposeJob, jobSealParts(&got)...); err != nil {
+			return &CallError{Failure: loop.Failure{Kind: loop.FailUnavailable, Detail: loop.ClipDetail(fmt.Sprintf(
+				"a Job named %s already exists and was not made by the operator for this call (%v); it was not adopted", want.Name, err))}}
+		}
+	}
 	return nil
+}
+
+// purposeJob is the purpose of a tool Job's seal.
+const purposeJob = "agentrun/tool-job"
+
+// jobSealParts is what a tool Job's seal covers: its name, the run and
+// call it was made for, and what each of its containers runs (image,
+// command, arguments and literal environment, which hold the call's
+// arguments). None of these is defaulted or changed by the API server.
+func jobSealParts(j *batchv1.Job) [][]byte {
+	type run struct {
+		Image         string
+		Command, Args []string
+		Env           [][2]string
+	}
+	var runs []run
+	spec := &j.Spec.Template.Spec
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for _, c := range cs {
+			r := run{Image: c.Image, Command: c.Command, Args: c.Args}
+			for _, v := range c.Env {
+				r.Env = append(r.Env, [2]string{v.Name, v.Value})
+			}
+			runs = append(runs, r)
+		}
+	}
+	containers, _ := json.Marshal(runs)
+	return [][]byte{[]byte(j.Name), []byte(j.Labels[LabelRunUID]), []byte(j.Annotations[AnnotationCallID]), containers}
 }
 
 // Poll reports the call's result: nil while the tool runs, a Result once

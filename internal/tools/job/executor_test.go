@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 )
 
@@ -690,4 +691,58 @@ func TestMutatingCall_jobIsKeptAdoptedNeverRecreatedThenDeleted(t *testing.T) {
 		}
 		return names
 	}, 5*time.Second, 20*time.Millisecond).Should(Equal([]string{"t3-c2"}))
+}
+
+// Issue 27, finding 7: a Job of the call's name that someone else made
+// first (with the run's labels and the call's annotation, which anyone
+// who may create Jobs can copy) was adopted, and its pod's output read as
+// the call's result. With keys, the executor seals each Job it makes and
+// adopts only a Job whose seal opens.
+func TestStart_neverAdoptsAJobTheOperatorDidNotMake(t *testing.T) {
+	f := newFixture(t)
+	keys := seal.Ephemeral()
+	sealing := func() *Executor {
+		ex, err := New(Config{Client: k8sClient, Logs: f.logs, OperatorImage: operatorImage, PollInterval: 20 * time.Millisecond,
+			Now: f.clock.Now, Keys: keys}, f.run, []Tool{refundTool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ex
+	}
+	ctx := context.Background()
+
+	// Its own Job, made by one executor, is adopted by the next (a
+	// restart), and carries its seal.
+	if err := sealing().Start(ctx, invocation("t1-c1")); err != nil {
+		t.Fatal(err)
+	}
+	own := f.job(invocation("t1-c1"))
+	if own.Annotations[AnnotationSeal] == "" {
+		t.Fatal("the Job carries no seal")
+	}
+	if err := sealing().Start(ctx, invocation("t1-c1")); err != nil {
+		t.Fatalf("the operator's own Job was not adopted: %v", err)
+	}
+
+	// A squatter's Job: the executor's own spec with other arguments,
+	// labels and annotations copied, the seal of another call.
+	squat := f.ex.buildJob(f.ex.tools["issue_refund"], invocation("t2-c1"))
+	squat.Annotations[AnnotationSeal] = own.Annotations[AnnotationSeal]
+	for i, v := range squat.Spec.Template.Spec.Containers[0].Env {
+		if v.Name == entrypoint.EnvToolArgs {
+			squat.Spec.Template.Spec.Containers[0].Env[i].Value = `{"amount_minor":99999999}`
+		}
+	}
+	mustCreate(t, squat)
+	err := sealing().Start(ctx, invocation("t2-c1"))
+	if fl := FailureOf(err); fl == nil || fl.Kind != loop.FailUnavailable || !strings.Contains(fl.Detail, "was not made by the operator for this call") {
+		t.Fatalf("Start over a squatted Job = %v, want a final Unavailable failure saying so", err)
+	}
+	// Resumed, a mutating call only adopts: the squatted Job is refused
+	// the same way.
+	inv := invocation("t2-c1")
+	inv.Resumed = true
+	if fl := FailureOf(sealing().Start(ctx, inv)); fl == nil || fl.Kind != loop.FailUnavailable {
+		t.Fatalf("a resumed call adopted a squatted Job: %v", fl)
+	}
 }

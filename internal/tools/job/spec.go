@@ -43,6 +43,10 @@ const (
 	// name when the labels had to change them.
 	AnnotationCallID = "agents.agentrun.dev/call-id"
 	AnnotationTool   = "agents.agentrun.dev/tool"
+	// AnnotationSeal seals the Job to the run, the call and what its
+	// containers run (Config.Keys): a Job of the same name that someone
+	// else made is never adopted.
+	AnnotationSeal = "agents.agentrun.dev/job-seal"
 )
 
 // Names inside the pod.
