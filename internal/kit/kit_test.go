@@ -228,12 +228,7 @@ func TestBuild_openAIReadsItsKeyAtCallTimeAndTheEngineRetries(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hello"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`))
 	}))
 	defer srv.Close()
-	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: srv.URL,
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
-			Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
-	}}
+	run := openAIRun(srv.URL)
 	var reads atomic.Int32
 	var retries []string
 	b := &Builder{
@@ -283,12 +278,7 @@ func TestBuild_aReplyPastTheLimitEndsTheRun(t *testing.T) {
 			strings.Repeat("a", 2<<10) + `"}}]}`))
 	}))
 	defer srv.Close()
-	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: srv.URL,
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
-			Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
-	}}
+	run := openAIRun(srv.URL)
 	b := &Builder{
 		Secrets:       func(context.Context, string, string, string) (string, error) { return "sk-test", nil },
 		MaxReplyBytes: 1 << 10,
@@ -418,4 +408,15 @@ spec:
 		!strings.Contains(err.Error(), "spec.plan applies only to strategy planExecute") {
 		t.Fatalf("a plan without planExecute: %v", err)
 	}
+}
+
+// openAIRun is a two-turn run of the OpenAI provider against baseURL, its
+// key in the Secret openai.
+func openAIRun(baseURL string) *v1alpha1.AgentRun {
+	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
+		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
+			Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
+	}}
 }
