@@ -8,19 +8,12 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
-// answersFrom reads the approval annotations. Answers already applied (in
+// answersFrom reads the approval annotations: the answers by call id, who
+// gave them, and the argument digests of the answers that name one
+// (approve:sha256:...; see bindAnswers). Answers already applied (in
 // status.approvals, not stale) are left out: they are history, not news.
-// An answer that names the arguments it was given for (approve:sha256:...)
-// applies only to a call with exactly those arguments (see bindAnswers).
-func answersFrom(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]string) {
-	answers, _ := readAnswers(run)
-	return answers, answeredBy(run)
-}
-
-// readAnswers reads the approval annotations: the answers by call id, and
-// the argument digests the answers that name one were given for.
-func readAnswers(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]string) {
-	answers, digests := map[string]loop.Answer{}, map[string]string{}
+func answersFrom(run *v1alpha1.AgentRun) (answers map[string]loop.Answer, by, digests map[string]string) {
+	answers, digests = map[string]loop.Answer{}, map[string]string{}
 	for k, v := range run.Annotations {
 		id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix)
 		if !ok || id == "" {
@@ -44,7 +37,7 @@ func readAnswers(run *v1alpha1.AgentRun) (map[string]loop.Answer, map[string]str
 			}
 		}
 	}
-	return answers, digests
+	return answers, answeredBy(run), digests
 }
 
 // NoteAnswerNotApplied is the event reason of an answer that named other
@@ -56,8 +49,7 @@ const NoteAnswerNotApplied loop.NoteKind = "AnswerNotApplied"
 // approve sends it), with a Warning note for each: a run deleted and
 // created again under the same name, with other arguments, while a person
 // reviewed the first, does not take that person's answer.
-func bindAnswers(run *v1alpha1.AgentRun, s *loop.State, answers map[string]loop.Answer) []loop.Note {
-	_, digests := readAnswers(run)
+func bindAnswers(s *loop.State, answers map[string]loop.Answer, digests map[string]string) []loop.Note {
 	var notes []loop.Note
 	for i := range s.Calls {
 		c := &s.Calls[i]

@@ -17,7 +17,7 @@ func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
 		"unrelated": "approve",
 	}
 	run.Status.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t1-c1", Decision: "approve"}}
-	got, _ := answersFrom(run)
+	got, _, _ := answersFrom(run)
 	if diff := cmp.Diff(map[string]loop.Answer{"t2-c1": loop.DenyAnswer}, got); diff != "" {
 		t.Fatalf("answers (-want +got):\n%s", diff)
 	}

@@ -251,8 +251,9 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		return ctrl.Result{}, nil
 	}
 	sc.state, sc.saved, sc.flushed = s, sv, len(sv.messages)
-	sc.answers, sc.by = answersFrom(sc.run)
-	for _, n := range bindAnswers(sc.run, s, sc.answers) {
+	var digests map[string]string
+	sc.answers, sc.by, digests = answersFrom(sc.run)
+	for _, n := range bindAnswers(s, sc.answers, digests) {
 		// Recorded now: the run still waits, so this reconcile may save
 		// nothing, and notes become events only with a save.
 		if r.Recorder != nil {
@@ -391,12 +392,14 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			return false, err
 		}
 	}
-	if err := r.sealStatus(sc.run.UID, st); err != nil {
-		return false, err
-	}
 	switch {
 	case quiet:
-		// Saved in the chunk; status follows within StatusInterval.
+		// Saved in the chunk; status follows within StatusInterval. The
+		// status held back is sealed now (patchStatus seals what it
+		// writes): the next reconcile resumes from it.
+		if err := r.sealStatus(sc.run.UID, st); err != nil {
+			return false, err
+		}
 		d := &deferred{status: st.DeepCopy(), over: sc.stored.ResourceVersion, since: sc.now}
 		if sc.deferred != nil {
 			d.since = sc.deferred.since

@@ -231,13 +231,17 @@ func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
 		d.full = canonicalOf(v, nil, len(raw)).buf.Bytes()
 	}
 	_, isObject := v.(map[string]any)
+	repeated := ""
+	if isObject {
+		repeated = repeatedKey(raw)
+	}
 	switch {
 	case !isObject:
 		d.err = errors.New("they are not a JSON object")
-	case repeatedKey(raw) != "":
+	case repeated != "":
 		// The checks see the last value of a repeated key and a tool may
 		// read the first: such arguments are never vetted.
-		d.err = fmt.Errorf("they repeat the key %q in one object; each key may appear once", cut(repeatedKey(raw), 80))
+		d.err = fmt.Errorf("they repeat the key %q in one object; each key may appear once", cut(repeated, 80))
 	case c.outOfRange != "":
 		d.err = fmt.Errorf("the number %s is out of range: numbers must lie between 1e-%d and 1e%d", cut(c.outOfRange, 40), maxArgumentExponent, maxArgumentExponent)
 	default:
