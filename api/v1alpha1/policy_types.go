@@ -66,6 +66,18 @@ type PolicyRule struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
+
+	// mutating, when true, matches only calls of tools that mutate
+	// (tools[].mutates, as an MCP server's hints may tighten it), for
+	// example "every mutating tool asks".
+	// +optional
+	Mutating bool `json:"mutating,omitempty"`
+
+	// name names the rule where a decision is shown (pendingApprovals[].rule,
+	// events). Defaults to its place, policy.rules[i].
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name,omitempty"`
 }
 
 // GuardrailSeverity is what happens when a guardrail fires.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,10 @@ type Kit struct {
 	Engine *loop.Engine
 	Model  loop.Model
 	Tools  loop.Toolbox
+	// Approvers is who the platform's policies let answer the run's
+	// approvals (the operator sets it; the zero value refuses only
+	// ServiceAccounts).
+	Approvers platform.Approvers
 }
 
 // Config converts a spec into the engine's configuration. Defaults the API
@@ -127,7 +132,8 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	if p := spec.Policy; p != nil {
 		cfg.Policy = loop.Policy{Default: loop.Decision(p.Default), Grants: p.Grants}
 		for _, r := range p.Rules {
-			cfg.Policy.Rules = append(cfg.Policy.Rules, loop.Rule{Tools: r.Tools, When: r.When, Decision: loop.Decision(r.Decision), Reason: r.Reason})
+			cfg.Policy.Rules = append(cfg.Policy.Rules, loop.Rule{Tools: r.Tools, When: r.When, Decision: loop.Decision(r.Decision), Reason: r.Reason,
+				Mutating: r.Mutating, Label: r.Name})
 		}
 	}
 	for _, g := range spec.Guardrails {

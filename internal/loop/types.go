@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -254,6 +255,19 @@ type Rule struct {
 	When     string
 	Decision Decision
 	Reason   string
+	// Mutating limits the rule to tools that mutate.
+	Mutating bool
+	// Label names the rule in verdicts, approvals and errors; empty means
+	// its place, policy.rules[i].
+	Label string
+}
+
+// label is how verdicts and errors name the rule at index i.
+func (r *Rule) label(i int) string {
+	if r.Label != "" {
+		return r.Label
+	}
+	return fmt.Sprintf("policy.rules[%d]", i)
 }
 
 // Guardrail is an RE2 pattern over a call's arguments: it fires when it

@@ -68,28 +68,29 @@ func compileRules(p Policy) ([]compiledRule, error) {
 	out := make([]compiledRule, len(p.Rules))
 	for i, r := range p.Rules {
 		out[i].Rule = r
+		name := r.label(i)
 		if strings.TrimSpace(r.When) == "" {
 			continue
 		}
 		ast, iss := env.Compile(r.When)
 		if iss != nil && iss.Err() != nil {
-			return nil, fmt.Errorf("policy.rules[%d].when %q does not compile: %v", i, r.When, iss.Err())
+			return nil, fmt.Errorf("%s.when %q does not compile: %v", name, r.When, iss.Err())
 		}
 		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-			return nil, fmt.Errorf("policy.rules[%d].when %q must be a condition (true or false), not %s", i, r.When, ast.OutputType())
+			return nil, fmt.Errorf("%s.when %q must be a condition (true or false), not %s", name, r.When, ast.OutputType())
 		}
 		est, err := env.EstimateCost(ast, argsSizeHint{})
 		if err != nil {
-			return nil, fmt.Errorf("policy.rules[%d].when: its cost cannot be estimated: %v", i, err)
+			return nil, fmt.Errorf("%s.when: its cost cannot be estimated: %v", name, err)
 		}
 		if est.Max > maxRuleCost {
-			return nil, fmt.Errorf("policy.rules[%d].when %q is too expensive: it may take up to %s evaluation steps per call "+
+			return nil, fmt.Errorf("%s.when %q is too expensive: it may take up to %s evaluation steps per call "+
 				"(with arguments of up to %d items or characters), and the limit is %d; avoid nested loops over arguments and over large lists",
-				i, cut(r.When, 200), costString(est.Max), celSizeHint, maxRuleCost)
+				name, cut(r.When, 200), costString(est.Max), celSizeHint, maxRuleCost)
 		}
 		prg, err := env.Program(ast, cel.CostLimit(maxRuleCost), cel.InterruptCheckFrequency(celInterruptEvery))
 		if err != nil {
-			return nil, fmt.Errorf("policy.rules[%d].when: %v", i, err)
+			return nil, fmt.Errorf("%s.when: %v", name, err)
 		}
 		out[i].prg = prg
 	}
@@ -234,7 +235,7 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 	}
 	for i := range e.rules {
 		r := &e.rules[i]
-		if !matchesTool(r.Tools, name) {
+		if !matchesTool(r.Tools, name) || (r.Mutating && !tool.Mutates) {
 			continue
 		}
 		if r.prg != nil {
@@ -252,7 +253,7 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 				case ctx.Err() != nil:
 					why = "it was interrupted: " + ctx.Err().Error()
 				}
-				v = verdict{decision: Ask, rule: fmt.Sprintf("policy.rules[%d]", i),
+				v = verdict{decision: Ask, rule: r.label(i),
 					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%s); a person must decide", cut(r.When, 200), why)}
 				break
 			}
@@ -260,7 +261,7 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 				continue
 			}
 		}
-		v = verdict{decision: r.Decision, rule: fmt.Sprintf("policy.rules[%d]", i), reason: r.Reason}
+		v = verdict{decision: r.Decision, rule: r.label(i), reason: r.Reason}
 		break
 	}
 	if v.decision == Allow && tool.Mutates && !tool.Reversible {

@@ -1,0 +1,241 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CreatedByAnnotation holds the authenticated username of who created an
+// AgentRun. The API server writes it at creation
+// (config/admission/approver-identity.yaml) and refuses any change to it
+// afterwards; the operator reads it to apply an AgentRunPolicy's
+// approval.selfApproval.
+const CreatedByAnnotation = "agents.agentrun.dev/created-by"
+
+// AgentRunPolicy is the platform's rules for the AgentRuns of the
+// namespaces it selects: the rules a run's author cannot relax. It is
+// cluster-scoped, so only a cluster administrator writes it; the shipped
+// roles (agentrun-editor, agentrun-approver, and admin, edit and view by
+// aggregation) grant nothing on it.
+//
+// Where several policies select a namespace, each of them applies: a run
+// must pass every one, the smallest maximum wins, the highest price wins,
+// and the required rules of all of them are tried, in the order of the
+// policies' names, before the run's own.
+//
+// The API server enforces it when a run is created or answered (the
+// ValidatingAdmissionPolicy agentrun-platform, config/admission), and the
+// operator again when it builds the run, for runs created before the
+// policy or without the admission policies installed.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=agentrunpolicies,singular=agentrunpolicy,scope=Cluster,shortName=arp,categories=agents
+// +kubebuilder:printcolumn:name="Self Approval",type=string,JSONPath=`.spec.approval.selfApproval`,description="Whether a run's author may answer its approvals"
+// +kubebuilder:printcolumn:name="Required Rules",type=integer,JSONPath=`.spec.rules.length()`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentRunPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the platform's rules.
+	// +required
+	Spec AgentRunPolicySpec `json:"spec"`
+}
+
+// +kubebuilder:object:root=true
+
+// AgentRunPolicyList is a list of AgentRunPolicies.
+type AgentRunPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentRunPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentRunPolicy{}, &AgentRunPolicyList{})
+}
+
+// AgentRunPolicySpec is what a platform requires of the runs it selects.
+// Every field is optional; an unset field requires nothing.
+type AgentRunPolicySpec struct {
+	// namespaceSelector picks the namespaces whose runs the policy governs,
+	// by the namespaces' labels. Empty or unset: every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// models restricts where a shared API key may be sent: a run whose
+	// model.apiKeySecretRef names one of these Secrets must use one of its
+	// providers, and a baseURL among its baseURLs (or none: the provider's
+	// own endpoint). Secrets not listed are not restricted here.
+	// +optional
+	// +listType=map
+	// +listMapKey=apiKeySecret
+	// +kubebuilder:validation:MaxItems=64
+	Models []ModelAllowance `json:"models,omitempty"`
+
+	// pricing is the price list every run's cost is counted in, for its
+	// own ceilings and every AgentBudget: a run's own model.pricing may
+	// raise a price, never lower one. An entry named "*" prices the models
+	// no other entry names.
+	// +optional
+	// +listType=map
+	// +listMapKey=model
+	// +kubebuilder:validation:MaxItems=256
+	Pricing []ModelPrice `json:"pricing,omitempty"`
+
+	// limits are the highest ceilings and timeouts a run may have. A run
+	// that sets a higher one is refused at creation; a run that sets none
+	// gets the maximum (the operator lowers, and never raises, what a run
+	// created before the policy has).
+	// +optional
+	Limits *PlatformLimits `json:"limits,omitempty"`
+
+	// rules are policy rules tried before the run's own policy.rules: the
+	// first that matches decides, so a run cannot allow what they ask or
+	// deny. In pendingApprovals[].rule and events they are named
+	// AgentRunPolicy/<name>.rules[i] (or by their name).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Rules []PolicyRule `json:"rules,omitempty"`
+
+	// serviceAccountNames are the ServiceAccounts a run may act as
+	// (spec.serviceAccountName; "default" when unset). Unset: any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	ServiceAccountNames []string `json:"serviceAccountNames,omitempty"`
+
+	// approval says who may answer the runs' approvals, beyond the verb
+	// "approve" that the API server checks.
+	// +optional
+	Approval *PlatformApproval `json:"approval,omitempty"`
+}
+
+// ModelAllowance is where runs may send one API-key Secret.
+type ModelAllowance struct {
+	// apiKeySecret is the name of the Secret (in the run's namespace) that
+	// holds the shared key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIKeySecret string `json:"apiKeySecret"`
+
+	// providers are the providers the key may be used with.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	Providers []ModelProvider `json:"providers"`
+
+	// baseURLs are the endpoints the key may be sent to besides the
+	// provider's own (a run without model.baseURL), compared exactly,
+	// without a trailing slash.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=2048
+	BaseURLs []string `json:"baseURLs,omitempty"`
+}
+
+// ModelPrice is the platform's price of one model, in US dollars per
+// million tokens.
+type ModelPrice struct {
+	// model is the model's name as runs write it in model.name, or "*"
+	// for every model no other entry names.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+
+	// input, output and cachedInput are the prices, as model.pricing
+	// writes them.
+	ModelPricing `json:",inline"`
+}
+
+// PlatformLimits are the highest ceilings and timeouts a run may have.
+type PlatformLimits struct {
+	// maxTurns is the highest budget.maxTurns.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTurns *int32 `json:"maxTurns,omitempty"`
+
+	// maxTokens is the highest budget.maxTokens.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// maxCostUSD is the highest budget.maxCostUSD, in US dollars.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxToolCalls is the highest budget.maxToolCalls.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
+
+	// maxWallClock is the highest budget.maxWallClock.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxWallClock must be a positive duration such as 1h"
+	MaxWallClock *metav1.Duration `json:"maxWallClock,omitempty"`
+
+	// maxApprovalTimeout is the highest approvalTimeout.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxApprovalTimeout must be a positive duration such as 24h"
+	MaxApprovalTimeout *metav1.Duration `json:"maxApprovalTimeout,omitempty"`
+
+	// maxToolTimeout is the highest tools[].timeout.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxToolTimeout must be a positive duration such as 5m"
+	MaxToolTimeout *metav1.Duration `json:"maxToolTimeout,omitempty"`
+}
+
+// SelfApproval says whether a run's author may answer its approvals.
+// +kubebuilder:validation:Enum=Allow;Deny
+type SelfApproval string
+
+// The self-approval settings.
+const (
+	SelfApprovalAllow SelfApproval = "Allow"
+	SelfApprovalDeny  SelfApproval = "Deny"
+)
+
+// PlatformApproval is who may answer the approvals of governed runs.
+type PlatformApproval struct {
+	// selfApproval: Deny refuses an answer from the user who created the
+	// run (the annotation agents.agentrun.dev/created-by). Defaults to
+	// Allow.
+	// +optional
+	// +kubebuilder:default=Allow
+	SelfApproval SelfApproval `json:"selfApproval,omitempty"`
+
+	// serviceAccounts are the ServiceAccounts that may answer (a bot that
+	// relays a chat approval, say). A ServiceAccount not listed here is
+	// refused even when it holds the verb "approve": every editor of its
+	// namespace can act as it.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	ServiceAccounts []ServiceAccountRef `json:"serviceAccounts,omitempty"`
+}
+
+// ServiceAccountRef names a ServiceAccount.
+type ServiceAccountRef struct {
+	// namespace of the ServiceAccount.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name of the ServiceAccount.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}

@@ -1,0 +1,368 @@
+// Package platform applies AgentRunPolicies, the platform's rules, to a
+// run: what its author may not relax. It reads nothing: the operator lists
+// the policies and the namespace's labels, and this package decides which
+// policies govern the run and what the run becomes under them.
+//
+// The API server enforces the same rules when a run is created or
+// answered (config/admission/platform-policy.yaml); the operator applies
+// them again when it builds a run, for the runs created before a policy
+// existed or where the admission policies are not installed. Where the
+// two could differ (a maximum a run exceeds), the operator lowers rather
+// than refuses, so that a policy never strands a run that was valid when
+// it was created.
+package platform
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// DefaultToolTimeout is a tool's timeout when its manifest sets none (the
+// API server's default for tools[].timeout).
+const DefaultToolTimeout = 30 * time.Second
+
+// Select returns the policies that govern a namespace with these labels,
+// in the order of their names. A policy whose selector cannot be read
+// governs every namespace: a broken policy fails closed.
+func Select(pols []v1alpha1.AgentRunPolicy, nsLabels map[string]string) []v1alpha1.AgentRunPolicy {
+	var out []v1alpha1.AgentRunPolicy
+	for i := range pols {
+		p := &pols[i]
+		if p.Spec.NamespaceSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector)
+			if err == nil && !sel.Matches(labels.Set(nsLabels)) {
+				continue
+			}
+		}
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.AgentRunPolicy) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Refusal is a run that a policy does not let run at all: lowering a
+// ceiling cannot fix it.
+type Refusal struct {
+	Policy string
+	Reason string
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("AgentRunPolicy %s refuses it: %s", r.Policy, r.Reason)
+}
+
+// Apply returns the run as the policies govern it: a copy whose ceilings
+// and timeouts are lowered to the policies' limits, whose prices are
+// raised to the policies' prices, and whose policy rules follow the
+// policies' required rules. changes says, for a person, what was lowered
+// or raised. The error is a *Refusal when the run may not run (a
+// ServiceAccount or API key the policy does not allow), or a policy's own
+// error (a price that is not a number).
+func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.AgentRun, []string, error) {
+	out := run.DeepCopy()
+	if len(pols) == 0 {
+		return out, nil, nil
+	}
+	var changes []string
+	spec := &out.Spec
+	for i := range pols {
+		p := &pols[i]
+		if err := admits(p, spec); err != nil {
+			return nil, nil, err
+		}
+		c, err := lower(p, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		changes = append(changes, c...)
+		c, err = raisePrices(p, &spec.Model)
+		if err != nil {
+			return nil, nil, err
+		}
+		changes = append(changes, c...)
+	}
+	requireRules(pols, spec)
+	return out, changes, nil
+}
+
+// admits checks what cannot be lowered: the ServiceAccount and where the
+// API key goes.
+func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
+	sa := spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	if names := p.Spec.ServiceAccountNames; len(names) > 0 && !slices.Contains(names, sa) {
+		return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("runs may act only as the ServiceAccounts %s, not %s",
+			strings.Join(names, ", "), sa)}
+	}
+	ref := spec.Model.APIKeySecretRef
+	if ref == nil {
+		return nil
+	}
+	for _, m := range p.Spec.Models {
+		if m.APIKeySecret != ref.Name {
+			continue
+		}
+		if !slices.Contains(m.Providers, spec.Model.Provider) {
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be used with the providers %s, not %s",
+				ref.Name, joinProviders(m.Providers), spec.Model.Provider)}
+		}
+		if u := strings.TrimSuffix(spec.Model.BaseURL, "/"); u != "" && !slices.ContainsFunc(m.BaseURLs, func(b string) bool {
+			return strings.TrimSuffix(b, "/") == u
+		}) {
+			allowed := "only to the provider's own endpoint (no model.baseURL)"
+			if len(m.BaseURLs) > 0 {
+				allowed = "to the provider's own endpoint or to " + strings.Join(m.BaseURLs, ", ")
+			}
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be sent %s, not to %s", ref.Name, allowed, u)}
+		}
+	}
+	return nil
+}
+
+func joinProviders(ps []v1alpha1.ModelProvider) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+// lower brings the run's ceilings and timeouts down to the policy's
+// limits; an unset ceiling becomes the limit.
+func lower(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) ([]string, error) {
+	l := p.Spec.Limits
+	if l == nil {
+		return nil, nil
+	}
+	var changes []string
+	note := func(field string, from, to any) {
+		if from == "unset" {
+			changes = append(changes, fmt.Sprintf("%s set to %v by AgentRunPolicy %s (the run left it unset)", field, to, p.Name))
+			return
+		}
+		changes = append(changes, fmt.Sprintf("%s lowered from %v to %v by AgentRunPolicy %s", field, from, to, p.Name))
+	}
+	b := &spec.Budget
+	if l.MaxTurns != nil && b.MaxTurns > *l.MaxTurns {
+		note("budget.maxTurns", b.MaxTurns, *l.MaxTurns)
+		b.MaxTurns = *l.MaxTurns
+	}
+	if l.MaxTokens != nil && (b.MaxTokens == nil || *b.MaxTokens > *l.MaxTokens) {
+		note("budget.maxTokens", unsetOr(b.MaxTokens), *l.MaxTokens)
+		b.MaxTokens = ptr(*l.MaxTokens)
+	}
+	if l.MaxToolCalls != nil && (b.MaxToolCalls == nil || *b.MaxToolCalls > *l.MaxToolCalls) {
+		note("budget.maxToolCalls", unsetOr(b.MaxToolCalls), *l.MaxToolCalls)
+		b.MaxToolCalls = ptr(*l.MaxToolCalls)
+	}
+	if l.MaxCostUSD != "" {
+		limit, err := loop.ParseMoney(string(l.MaxCostUSD))
+		if err != nil {
+			return nil, fmt.Errorf("AgentRunPolicy %s: limits.maxCostUSD: %w", p.Name, err)
+		}
+		cur, err := loop.ParseMoney(string(b.MaxCostUSD))
+		if b.MaxCostUSD == "" || err != nil || cur > limit {
+			note("budget.maxCostUSD", unsetOr(b.MaxCostUSD), l.MaxCostUSD)
+			b.MaxCostUSD = l.MaxCostUSD
+		}
+	}
+	lowerDuration := func(field string, cur **metav1.Duration, limit *metav1.Duration, unset time.Duration) {
+		if limit == nil {
+			return
+		}
+		d := unset
+		if *cur != nil {
+			d = (*cur).Duration
+		}
+		if (d == 0 && *cur == nil) || d > limit.Duration {
+			note(field, unsetOr(*cur), limit.Duration)
+			*cur = &metav1.Duration{Duration: limit.Duration}
+		}
+	}
+	lowerDuration("budget.maxWallClock", &b.MaxWallClock, l.MaxWallClock, 0)
+	lowerDuration("approvalTimeout", &spec.ApprovalTimeout, l.MaxApprovalTimeout, 0)
+	for i := range spec.Tools {
+		lowerDuration(fmt.Sprintf("tools[%d].timeout (%s)", i, spec.Tools[i].Name), &spec.Tools[i].Timeout, l.MaxToolTimeout, DefaultToolTimeout)
+	}
+	return changes, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// unsetOr prints a ceiling, or "unset".
+func unsetOr[T any](v T) any {
+	switch x := any(v).(type) {
+	case *int32:
+		if x != nil {
+			return *x
+		}
+	case *int64:
+		if x != nil {
+			return *x
+		}
+	case *metav1.Duration:
+		if x != nil {
+			return x.Duration
+		}
+	case v1alpha1.USD:
+		if x != "" {
+			return x
+		}
+	}
+	return "unset"
+}
+
+// raisePrices raises each of the run's prices to the policy's price for
+// its model (the entry named as model.name, else "*").
+func raisePrices(p *v1alpha1.AgentRunPolicy, m *v1alpha1.ModelSpec) ([]string, error) {
+	var entry *v1alpha1.ModelPrice
+	for i := range p.Spec.Pricing {
+		e := &p.Spec.Pricing[i]
+		if e.Model == m.Name && m.Name != "" {
+			entry = e
+			break
+		}
+		if e.Model == "*" {
+			entry = e
+		}
+	}
+	if entry == nil {
+		return nil, nil
+	}
+	if m.Pricing == nil {
+		m.Pricing = &v1alpha1.ModelPricing{}
+	}
+	var changes []string
+	for _, f := range []struct {
+		name     string
+		run      *v1alpha1.USD
+		platform v1alpha1.USD
+	}{
+		{"input", &m.Pricing.Input, entry.Input},
+		{"output", &m.Pricing.Output, entry.Output},
+		{"cachedInput", &m.Pricing.CachedInput, entry.CachedInput},
+	} {
+		if f.platform == "" {
+			continue
+		}
+		floor, err := loop.ParseMoney(string(f.platform))
+		if err != nil {
+			return nil, fmt.Errorf("AgentRunPolicy %s: pricing %s.%s: %w", p.Name, entry.Model, f.name, err)
+		}
+		cur, err := loop.ParseMoney(string(*f.run))
+		if *f.run == "" || err != nil || cur < floor {
+			changes = append(changes, fmt.Sprintf("model.pricing.%s raised from %v to %s by AgentRunPolicy %s", f.name, unsetOr(*f.run), f.platform, p.Name))
+			if *f.run == "" {
+				changes[len(changes)-1] = fmt.Sprintf("model.pricing.%s set to %s by AgentRunPolicy %s (the run left it unset)", f.name, f.platform, p.Name)
+			}
+			*f.run = f.platform
+		}
+	}
+	return changes, nil
+}
+
+// requireRules puts the policies' rules before the run's own, each named
+// after its policy, and names the run's own rules after their place in
+// the manifest (which the required rules shift).
+func requireRules(pols []v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) {
+	var required []v1alpha1.PolicyRule
+	for _, p := range pols {
+		for i, r := range p.Spec.Rules {
+			if r.Name == "" {
+				r.Name = fmt.Sprintf("AgentRunPolicy/%s.rules[%d]", p.Name, i)
+			} else {
+				r.Name = fmt.Sprintf("AgentRunPolicy/%s: %s", p.Name, r.Name)
+			}
+			required = append(required, r)
+		}
+	}
+	if len(required) == 0 {
+		return
+	}
+	if spec.Policy == nil {
+		spec.Policy = &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow}
+	}
+	own := spec.Policy.Rules
+	for i := range own {
+		if own[i].Name == "" {
+			own[i].Name = fmt.Sprintf("policy.rules[%d]", i)
+		}
+	}
+	spec.Policy.Rules = append(required, own...)
+}
+
+// Approvers is what the policies governing a run say about who may
+// answer its approvals.
+type Approvers struct {
+	// Author is who created the run, as the API server recorded it.
+	Author string
+	// NoSelf names the policies that refuse the author's answers.
+	NoSelf []string
+	// Accounts are, per governing policy, the ServiceAccount usernames it
+	// allows to answer.
+	Accounts map[string][]string
+}
+
+// ApproversFor reads the approval rules of the policies governing run.
+func ApproversFor(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) Approvers {
+	a := Approvers{Author: run.Annotations[v1alpha1.CreatedByAnnotation], Accounts: map[string][]string{}}
+	for _, p := range pols {
+		var accounts []string
+		if ap := p.Spec.Approval; ap != nil {
+			if ap.SelfApproval == v1alpha1.SelfApprovalDeny {
+				a.NoSelf = append(a.NoSelf, p.Name)
+			}
+			for _, s := range ap.ServiceAccounts {
+				accounts = append(accounts, ServiceAccountUser(s.Namespace, s.Name))
+			}
+		}
+		a.Accounts[p.Name] = accounts
+	}
+	return a
+}
+
+// ServiceAccountUser is the username a ServiceAccount authenticates as.
+func ServiceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// Refuses says why an answer given by user does not count, or "". A
+// ServiceAccount answers only where every governing policy lists it, and
+// so never where no policy governs the run: every editor of its namespace
+// can act as it. The author answers unless a policy says selfApproval
+// Deny. An unknown user (no approved-by stamp: the admission policies are
+// not installed) is not refused here.
+func (a Approvers) Refuses(user string) string {
+	if user == "" {
+		return ""
+	}
+	if strings.HasPrefix(user, "system:serviceaccount:") {
+		if len(a.Accounts) == 0 {
+			return fmt.Sprintf("%s is a ServiceAccount, and no AgentRunPolicy allows ServiceAccounts to answer this run's approvals "+
+				"(every editor of its namespace can act as it); list it in an AgentRunPolicy's approval.serviceAccounts", user)
+		}
+		names := make([]string, 0, len(a.Accounts))
+		for name := range a.Accounts {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			if !slices.Contains(a.Accounts[name], user) {
+				return fmt.Sprintf("%s is a ServiceAccount that AgentRunPolicy %s does not list in approval.serviceAccounts", user, name)
+			}
+		}
+	}
+	if len(a.NoSelf) > 0 && a.Author != "" && user == a.Author {
+		return fmt.Sprintf("%s created this run, and AgentRunPolicy %s refuses self-approval (approval.selfApproval: Deny)", user, a.NoSelf[0])
+	}
+	return ""
+}

@@ -1,0 +1,216 @@
+package platform
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func policy(name string, f func(*v1alpha1.AgentRunPolicySpec)) v1alpha1.AgentRunPolicy {
+	p := v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	f(&p.Spec)
+	return p
+}
+
+func names(ps []v1alpha1.AgentRunPolicy) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestSelect(t *testing.T) {
+	pols := []v1alpha1.AgentRunPolicy{
+		policy("z-every", func(*v1alpha1.AgentRunPolicySpec) {}),
+		policy("team-a", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+		}),
+		policy("not-sandbox", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"sandbox"}}}}
+		}),
+		policy("broken", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "tier", Operator: "Resembles"}}}
+		}),
+	}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   []string
+	}{
+		{map[string]string{"team": "a"}, []string{"broken", "not-sandbox", "team-a", "z-every"}},
+		{map[string]string{"team": "b", "tier": "sandbox"}, []string{"broken", "z-every"}},
+	} {
+		if diff := cmp.Diff(tc.want, names(Select(pols, tc.labels))); diff != "" {
+			t.Errorf("labels %v (-want +got):\n%s", tc.labels, diff)
+		}
+	}
+}
+
+func run(f func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
+	r := &v1alpha1.AgentRun{Spec: v1alpha1.AgentRunSpec{Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 20},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"}}}
+	if f != nil {
+		f(&r.Spec)
+	}
+	return r
+}
+
+func TestApply_lowersCeilingsAndLeavesTheRunAlone(t *testing.T) {
+	r := run(func(s *v1alpha1.AgentRunSpec) {
+		s.Budget.MaxCostUSD = "5"
+		s.Budget.MaxToolCalls = ptr(int32(3))
+		s.Tools = []v1alpha1.ToolSpec{{Name: "slow", Timeout: &metav1.Duration{Duration: time.Hour}}, {Name: "default"}}
+	})
+	p := policy("limits", func(s *v1alpha1.AgentRunPolicySpec) {
+		s.Limits = &v1alpha1.PlatformLimits{MaxTurns: ptr(int32(8)), MaxTokens: ptr(int64(100_000)), MaxCostUSD: "1.50",
+			MaxToolCalls: ptr(int32(10)), MaxWallClock: &metav1.Duration{Duration: time.Hour},
+			MaxApprovalTimeout: &metav1.Duration{Duration: 2 * time.Hour}, MaxToolTimeout: &metav1.Duration{Duration: 10 * time.Second}}
+	})
+	got, changes, err := Apply(r, []v1alpha1.AgentRunPolicy{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := got.Spec.Budget
+	if b.MaxTurns != 8 || *b.MaxTokens != 100_000 || b.MaxCostUSD != "1.50" || *b.MaxToolCalls != 3 || b.MaxWallClock.Duration != time.Hour ||
+		got.Spec.ApprovalTimeout.Duration != 2*time.Hour || got.Spec.Tools[0].Timeout.Duration != 10*time.Second || got.Spec.Tools[1].Timeout.Duration != 10*time.Second {
+		t.Fatalf("budget %+v, approval timeout %v, tools %+v", b, got.Spec.ApprovalTimeout, got.Spec.Tools)
+	}
+	if len(changes) != 7 || !strings.Contains(strings.Join(changes, "\n"), "budget.maxTurns lowered from 20 to 8 by AgentRunPolicy limits") {
+		t.Fatalf("changes %q", changes)
+	}
+	if r.Spec.Budget.MaxTurns != 20 || r.Spec.Budget.MaxTokens != nil || r.Spec.Tools[0].Timeout.Duration != time.Hour {
+		t.Fatal("Apply changed the run it was given")
+	}
+}
+
+func TestApply_pricesOnlyRise(t *testing.T) {
+	p := policy("prices", func(s *v1alpha1.AgentRunPolicySpec) {
+		s.Pricing = []v1alpha1.ModelPrice{
+			{Model: "*", ModelPricing: v1alpha1.ModelPricing{Input: "1", Output: "1"}},
+			{Model: "gpt-x", ModelPricing: v1alpha1.ModelPricing{Input: "2.50", Output: "10"}},
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		model string
+		own   *v1alpha1.ModelPricing
+		want  v1alpha1.ModelPricing
+	}{
+		{"no own prices", "gpt-x", nil, v1alpha1.ModelPricing{Input: "2.50", Output: "10"}},
+		{"own prices lower", "gpt-x", &v1alpha1.ModelPricing{Input: "0", Output: "0.01"}, v1alpha1.ModelPricing{Input: "2.50", Output: "10"}},
+		{"own prices higher", "gpt-x", &v1alpha1.ModelPricing{Input: "3", Output: "12", CachedInput: "1"}, v1alpha1.ModelPricing{Input: "3", Output: "12", CachedInput: "1"}},
+		{"a model the list does not name", "other", nil, v1alpha1.ModelPricing{Input: "1", Output: "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(func(s *v1alpha1.AgentRunSpec) { s.Model.Name, s.Model.Pricing = tc.model, tc.own })
+			got, _, err := Apply(r, []v1alpha1.AgentRunPolicy{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, *got.Spec.Model.Pricing); diff != "" {
+				t.Fatalf("pricing (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApply_refusesWhatCannotBeLowered(t *testing.T) {
+	p := policy("keys", func(s *v1alpha1.AgentRunPolicySpec) {
+		s.ServiceAccountNames = []string{"agent"}
+		s.Models = []v1alpha1.ModelAllowance{{APIKeySecret: "shared-openai", Providers: []v1alpha1.ModelProvider{v1alpha1.ProviderOpenAI},
+			BaseURLs: []string{"https://gateway.example.com/v1/"}}}
+	})
+	key := &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}
+	for _, tc := range []struct {
+		name string
+		f    func(*v1alpha1.AgentRunSpec)
+		why  string
+	}{
+		{"the default ServiceAccount", func(*v1alpha1.AgentRunSpec) {}, "not default"},
+		{"the shared key at another endpoint", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.BaseURL = "agent", key, "https://attacker.example.net/v1"
+		}, "not to https://attacker.example.net/v1"},
+		{"the shared key with another provider", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.Provider = "agent", key, v1alpha1.ProviderAnthropic
+		}, "not anthropic"},
+		{"allowed", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.BaseURL = "agent", key, "https://gateway.example.com/v1"
+		}, ""},
+		{"the provider's own endpoint", func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName, s.Model.APIKeySecretRef = "agent", key }, ""},
+		{"a key the policy does not list", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.BaseURL = "agent", "https://elsewhere.example.org"
+			s.Model.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "own-key", Key: "key"}
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Apply(run(tc.f), []v1alpha1.AgentRunPolicy{p})
+			var ref *Refusal
+			switch {
+			case tc.why == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.why != "" && (!errors.As(err, &ref) || ref.Policy != "keys" || !strings.Contains(err.Error(), tc.why)):
+				t.Fatalf("error %v; want a refusal by keys naming %q", err, tc.why)
+			}
+		})
+	}
+}
+
+func TestApply_requiredRulesComeFirstAndKeepTheirNames(t *testing.T) {
+	r := run(func(s *v1alpha1.AgentRunSpec) {
+		s.Policy = &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow, Rules: []v1alpha1.PolicyRule{
+			{Tools: []string{"*"}, Decision: v1alpha1.PolicyAllow}, {Tools: []string{"x"}, Decision: v1alpha1.PolicyDeny, Name: "mine"}}}
+	})
+	pols := []v1alpha1.AgentRunPolicy{
+		policy("a", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.Rules = []v1alpha1.PolicyRule{{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk}}
+		}),
+		policy("b", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.Rules = []v1alpha1.PolicyRule{{Tools: []string{"drop"}, Decision: v1alpha1.PolicyDeny, Name: "no-drops"}}
+		}),
+	}
+	got, _, err := Apply(r, pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, rule := range got.Spec.Policy.Rules {
+		labels = append(labels, rule.Name)
+	}
+	want := []string{"AgentRunPolicy/a.rules[0]", "AgentRunPolicy/b: no-drops", "policy.rules[0]", "mine"}
+	if diff := cmp.Diff(want, labels); diff != "" {
+		t.Fatalf("rules (-want +got):\n%s", diff)
+	}
+	if !got.Spec.Policy.Rules[0].Mutating || r.Spec.Policy.Rules[0].Name != "" {
+		t.Fatal("the required rule lost its mutating matcher, or the run given was changed")
+	}
+}
+
+func TestApproversFor(t *testing.T) {
+	r := run(nil)
+	r.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: "alice"}
+	bot := ServiceAccountUser("ops", "bot")
+	a := ApproversFor(r, []v1alpha1.AgentRunPolicy{
+		policy("lists-bot", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.Approval = &v1alpha1.PlatformApproval{ServiceAccounts: []v1alpha1.ServiceAccountRef{{Namespace: "ops", Name: "bot"}}}
+		}),
+		policy("strict", func(s *v1alpha1.AgentRunPolicySpec) {
+			s.Approval = &v1alpha1.PlatformApproval{SelfApproval: v1alpha1.SelfApprovalDeny}
+		}),
+	})
+	if why := a.Refuses(bot); !strings.Contains(why, "AgentRunPolicy strict does not list") {
+		t.Fatalf("a bot only one of two policies lists: %q", why)
+	}
+	if why := a.Refuses("alice"); !strings.Contains(why, "AgentRunPolicy strict refuses self-approval") {
+		t.Fatalf("the author: %q", why)
+	}
+	if why := a.Refuses("bob"); why != "" {
+		t.Fatalf("another person: %q", why)
+	}
+}
