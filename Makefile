@@ -32,7 +32,7 @@ manifests: ## Generate the CustomResourceDefinition and copy it into the Helm ch
 	cp $(CRD_BASES)/*.yaml $(CHART_CRDS)/
 	cp config/rbac/role.yaml charts/agentrun/files/role.yaml
 	mkdir -p charts/agentrun/files/admission
-	cp config/admission/approval-policy.yaml config/admission/approver-identity.yaml charts/agentrun/files/admission/
+	cp config/admission/approval-policy.yaml config/admission/approver-identity.yaml config/admission/platform-policy.yaml charts/agentrun/files/admission/
 	cp config/rbac/aggregated_roles.yaml charts/agentrun/files/aggregated_roles.yaml
 
 .PHONY: generate

@@ -2,10 +2,13 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/platform"
 )
 
 // answersFrom reads the approval annotations: the answers by call id, who
@@ -82,4 +85,20 @@ func answeredBy(run *v1alpha1.AgentRun) map[string]string {
 		}
 	}
 	return by
+}
+
+// screenApprovers drops from answers every answer whose author the
+// platform's policies do not let answer (a ServiceAccount not allowed, or
+// the run's own author where self-approval is refused), with a Warning
+// note for each: the call waits on for someone who may answer.
+func screenApprovers(a platform.Approvers, answers map[string]loop.Answer, by map[string]string) []loop.Note {
+	var notes []loop.Note
+	for _, id := range slices.Sorted(maps.Keys(answers)) {
+		if why := a.Refuses(by[id]); why != "" {
+			delete(answers, id)
+			notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: id, Warning: true, Message: fmt.Sprintf(
+				"The answer to %s is not applied, and the call still waits: %s", id, why)})
+		}
+	}
+	return notes
 }

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -20,5 +23,55 @@ func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
 	got, _, _ := answersFrom(run)
 	if diff := cmp.Diff(map[string]loop.Answer{"t2-c1": loop.DenyAnswer}, got); diff != "" {
 		t.Fatalf("answers (-want +got):\n%s", diff)
+	}
+}
+
+// The operator's half of binding an answer to what was reviewed: where the
+// admission policy is not installed, an answer naming other arguments
+// still does not apply.
+func TestBindAnswers_otherArgumentsAreNotApplied(t *testing.T) {
+	args := json.RawMessage(`{"amount_minor":999999}`)
+	s := &loop.State{Calls: []loop.Call{{ToolCall: loop.ToolCall{ID: "t1-c1", Name: "refund", Arguments: args}}}}
+	answers := map[string]loop.Answer{"t1-c1": loop.Approve}
+	notes := bindAnswers(s, answers, map[string]string{"t1-c1": "sha256:00"})
+	if len(answers) != 0 || len(notes) != 1 || notes[0].Kind != NoteAnswerNotApplied {
+		t.Fatalf("answers %v, notes %+v; want the answer dropped with one note", answers, notes)
+	}
+	answers = map[string]loop.Answer{"t1-c1": loop.Approve}
+	if notes := bindAnswers(s, answers, map[string]string{"t1-c1": loop.ArgumentsDigest(args)}); len(notes) != 0 || answers["t1-c1"] != loop.Approve {
+		t.Fatalf("an answer for the call's own arguments was dropped: %+v", notes)
+	}
+}
+
+func TestScreenApprovers(t *testing.T) {
+	bot := platform.ServiceAccountUser("ops", "approver-bot")
+	allowBot := platform.Approvers{Author: "alice", Accounts: map[string][]string{"p": {bot}}}
+	noSelf := platform.Approvers{Author: "alice", NoSelf: []string{"p"}, Accounts: map[string][]string{"p": nil}}
+	for _, tc := range []struct {
+		name    string
+		a       platform.Approvers
+		by      string
+		applied bool
+		why     string
+	}{
+		{"a person, no policy", platform.Approvers{}, "bob", true, ""},
+		{"unknown approver (no stamp)", platform.Approvers{}, "", true, ""},
+		{"a ServiceAccount, no policy", platform.Approvers{}, bot, false, "no AgentRunPolicy allows ServiceAccounts"},
+		{"a listed ServiceAccount", allowBot, bot, true, ""},
+		{"an unlisted ServiceAccount", allowBot, platform.ServiceAccountUser("ops", "other"), false, "does not list"},
+		{"the author, self-approval allowed", allowBot, "alice", true, ""},
+		{"the author, self-approval refused", noSelf, "alice", false, "refuses self-approval"},
+		{"another person, self-approval refused", noSelf, "bob", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answers := map[string]loop.Answer{"t1-c1": loop.Approve}
+			notes := screenApprovers(tc.a, answers, map[string]string{"t1-c1": tc.by})
+			if _, ok := answers["t1-c1"]; ok != tc.applied {
+				t.Fatalf("applied %v, want %v (notes %+v)", ok, tc.applied, notes)
+			}
+			if !tc.applied && (len(notes) != 1 || !strings.Contains(notes[0].Message, tc.why)) {
+				t.Fatalf("notes %+v; want one naming %q", notes, tc.why)
+			}
+		})
 	}
 }

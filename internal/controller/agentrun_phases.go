@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -114,11 +115,31 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			if err := r.guard(ctx, sc); err != nil || sc.stop {
 				return ctrl.Result{}, err
 			}
-			run := sc.run.DeepCopy()
+			// The platform's policies decide what the run may be: it is
+			// built as they govern it, never as its author relaxed it.
+			pols, err := r.platformPolicies(ctx, sc.run)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			run, changes, err := platform.Apply(sc.run, pols)
+			if err != nil {
+				r.fail(sc, "the run cannot start: "+err.Error())
+				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: err.Error()})
+				return ctrl.Result{}, nil
+			}
+			if len(changes) > 0 && r.Recorder != nil {
+				// Recorded now: this reconcile waits for the build and
+				// saves nothing, and notes become events only with a save.
+				r.Recorder.Eventf(sc.run, nil, corev1.EventTypeNormal, string(NotePlatformApplied), string(NotePlatformApplied), "%s", strings.Join(changes, "; "))
+			}
+			approvers := platform.ApproversFor(sc.run, pols)
 			r.work.start(r.background(), sc.run, kitKey, func(ctx context.Context, w *work) {
 				ctx, cancel := context.WithTimeout(ctx, KitBuildTimeout)
 				defer cancel()
 				w.kit, w.err = r.Kits.Build(ctx, run)
+				if w.kit != nil {
+					w.kit.Approvers = approvers
+				}
 			})
 			sc.wait = true
 			return ctrl.Result{}, nil
@@ -253,7 +274,11 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	sc.state, sc.saved, sc.flushed = s, sv, len(sv.messages)
 	var digests map[string]string
 	sc.answers, sc.by, digests = answersFrom(sc.run)
-	for _, n := range bindAnswers(s, sc.answers, digests) {
+	notes := bindAnswers(s, sc.answers, digests)
+	if sc.kit != nil {
+		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, sc.by)...)
+	}
+	for _, n := range notes {
 		// Recorded now: the run still waits, so this reconcile may save
 		// nothing, and notes become events only with a save.
 		if r.Recorder != nil {

@@ -1,7 +1,8 @@
 // Package scoped runs the operator installed for one namespace only, as
 // the chart's watchNamespaces installs it: its ServiceAccount holds the
-// generated rules (config/rbac/role.yaml) as a Role in that namespace and
-// nothing cluster-wide, and it runs with --watch-namespaces.
+// generated rules (config/rbac/role.yaml) as a Role in that namespace, and
+// cluster-wide only the reads of AgentRunPolicies and namespaces
+// (config/rbac/platform_reader_role.yaml); it runs with --watch-namespaces.
 package scoped
 
 import (
@@ -54,7 +55,29 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &generated); err != nil {
 		t.Fatal(err)
 	}
+	// The platform policies' reader, as the chart grants it in every mode.
+	readerObjs, err := testenv.ReadObjects(filepath.Join(root, "config", "rbac", "platform_reader_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reader rbacv1.ClusterRole
+	for _, o := range readerObjs {
+		if o.GetKind() == "ClusterRole" {
+			raw, _ := o.MarshalJSON()
+			if err := yaml.Unmarshal(raw, &reader); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(reader.Rules) == 0 {
+		t.Fatal("config/rbac/platform_reader_role.yaml has no ClusterRole rules")
+	}
+	reader.ObjectMeta = metav1.ObjectMeta{Name: "agentrun-platform-reader"}
 	for _, o := range []client.Object{
+		&reader,
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-platform-reader"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentrun-platform-reader"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "agentrun", Namespace: "agentrun-system"}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-system"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}},

@@ -1,0 +1,232 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// governedNamespace is a test namespace that an AgentRunPolicy selects by a
+// label no other test's namespace has; the policy (cluster-scoped) is
+// deleted when the test ends.
+func governedNamespace(t *testing.T, spec v1alpha1.AgentRunPolicySpec) (string, *v1alpha1.AgentRunPolicy) {
+	t.Helper()
+	ns := namespace(t)
+	ctx := context.Background()
+	cur := &corev1.Namespace{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: ns}, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Labels = map[string]string{"platform.test/governed": ns}
+	if err := k8sClient.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"platform.test/governed": ns}}
+	p := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: spec}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+	return ns, p
+}
+
+// refusedAtCreation waits (bounded: the API server learns of a new
+// AgentRunPolicy through a watch) until creating run, as a dry run, is
+// refused with a message containing want.
+func refusedAtCreation(t *testing.T, c client.Client, run *v1alpha1.AgentRun, want string) {
+	t.Helper()
+	var last error
+	NewWithT(t).Eventually(func() string {
+		last = c.Create(context.Background(), run.DeepCopy(), client.DryRunAll)
+		if last == nil {
+			return ""
+		}
+		return last.Error()
+	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring(want), "creating %s", run.Name)
+}
+
+// Finding 5 and build item 4 of issue 27: a run's author cannot exceed the
+// platform's ceilings, act as a ServiceAccount it does not allow, or send a
+// shared API key anywhere but where it allows. The API server refuses such
+// a run when it is created, with a message that names the policy.
+func TestPlatform_admissionRefusesWhatThePolicyForbids(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{
+		Limits:              &v1alpha1.PlatformLimits{MaxTurns: ptr.To(int32(5)), MaxCostUSD: "2", MaxToolTimeout: &metav1.Duration{Duration: time.Minute}},
+		ServiceAccountNames: []string{"agent"},
+		Models: []v1alpha1.ModelAllowance{{APIKeySecret: "shared-openai", Providers: []v1alpha1.ModelProvider{v1alpha1.ProviderOpenAI},
+			BaseURLs: []string{"https://gateway.example.com/v1"}}},
+	})
+	ok := func() *runBuilder {
+		return makeRun(ns, "ok").answer("done").with(func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = "agent" }).maxTurns(5)
+	}
+	refusedAtCreation(t, k8sClient, ok().maxTurns(10).r, "spec.budget.maxTurns is 10; AgentRunPolicy "+p.Name+" allows at most 5")
+	refusedAtCreation(t, k8sClient, ok().budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2.50" }).r,
+		"spec.budget.maxCostUSD is 2.50; AgentRunPolicy "+p.Name+" allows at most 2")
+	refusedAtCreation(t, k8sClient, ok().writeTool("slow", true).with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools[0].Timeout = &metav1.Duration{Duration: time.Hour}
+	}).r, "the timeouts of tools slow are above 1m0s")
+	refusedAtCreation(t, k8sClient, ok().with(func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = "" }).r,
+		"act only as the ServiceAccounts agent, not default")
+	shared := func(s *v1alpha1.AgentRunSpec) {
+		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1",
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}}
+		s.Budget.MaxCostUSD = "1"
+	}
+	refusedAtCreation(t, k8sClient, ok().with(shared).r, "restricts the API key in Secret shared-openai")
+
+	ctx := context.Background()
+	for _, r := range []*v1alpha1.AgentRun{
+		ok().r,
+		ok().with(shared).with(func(s *v1alpha1.AgentRunSpec) { s.Model.BaseURL = "https://gateway.example.com/v1/" }).r,
+		ok().with(shared).with(func(s *v1alpha1.AgentRunSpec) {
+			s.Model.BaseURL, s.Model.APIKeySecretRef.Name = "https://elsewhere.example.org", "own-key"
+		}).r,
+		makeRun(namespace(t), "elsewhere").maxTurns(50).answer("done").r, // a namespace the policy does not select
+	} {
+		if err := k8sClient.Create(ctx, r, client.DryRunAll); err != nil {
+			t.Errorf("a run the policy allows was refused: %v", err)
+		}
+	}
+}
+
+// The operator applies the policies again when it builds a run: here to
+// runs created before the policy existed. It lowers a ceiling, raises the
+// run's prices to the platform's (a run without pricing spent at $0), puts
+// the required rule before the run's own, and refuses a ServiceAccount.
+func TestPlatform_operatorGovernsRunsCreatedBeforeThePolicy(t *testing.T) {
+	ns := namespace(t)
+	allowAll := &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow, Rules: []v1alpha1.PolicyRule{{Tools: []string{"*"}, Decision: v1alpha1.PolicyAllow}}}
+	restock := makeRun(ns, "restock").writeTool("restock", true).calls("restock", `{"sku":"A-1"}`).answer("Restocked.").with(func(s *v1alpha1.AgentRunSpec) {
+		s.ServiceAccountName, s.Policy = "agent", allowAll
+	}).create(t)
+	wrongAccount := makeRun(ns, "wrong-account").answer("done").create(t)
+
+	ctx := context.Background()
+	cur := &corev1.Namespace{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: ns}, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Labels = map[string]string{"platform.test/governed": ns}
+	if err := k8sClient.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: v1alpha1.AgentRunPolicySpec{
+		NamespaceSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"platform.test/governed": ns}},
+		ServiceAccountNames: []string{"agent"},
+		Limits:              &v1alpha1.PlatformLimits{MaxTurns: ptr.To(int32(4))},
+		Pricing:             []v1alpha1.ModelPrice{{Model: "*", ModelPricing: v1alpha1.ModelPricing{Input: "10", Output: "10"}}},
+		Rules:               []v1alpha1.PolicyRule{{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "every change is reviewed"}},
+	}}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+
+	out := waitOutcome(t, wrongAccount, 20*time.Second)
+	if out.Status.Outcome != v1alpha1.OutcomeError || !strings.Contains(out.Status.Reason, "AgentRunPolicy "+p.Name+" refuses it: runs may act only as the ServiceAccounts agent, not default") {
+		t.Fatalf("the run acting as default ended %s: %s", out.Status.Outcome, out.Status.Reason)
+	}
+
+	// The run's own rule allows every call; the platform's asks first.
+	pending := waitPending(t, restock, 1).Status.PendingApprovals[0]
+	if pending.Rule != "AgentRunPolicy/"+p.Name+".rules[0]" || pending.Reason != "every change is reviewed" {
+		t.Fatalf("the call waits by %q (%q); want the platform's rule", pending.Rule, pending.Reason)
+	}
+	NewWithT(t).Eventually(func() []string {
+		return eventNotes(t, ns, "AgentRun", restock.Name, corev1.EventTypeNormal, string(NotePlatformApplied))
+	}, 10*time.Second, 50*time.Millisecond).Should(ContainElement(And(
+		ContainSubstring("budget.maxTurns lowered from 12 to 4 by AgentRunPolicy "+p.Name),
+		ContainSubstring("model.pricing.input set to 10 "))))
+	annotate(t, restock, pending.CallID, "approve")
+	done := waitOutcome(t, restock, 20*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted || tb.counts()[pending.CallID+":restock"] != 1 {
+		t.Fatalf("outcome %s (%s), calls %v", done.Status.Outcome, done.Status.Reason, tb.counts())
+	}
+	// 1020 + 1230 tokens at $10 per million.
+	if done.Status.Usage == nil || done.Status.Usage.CostUSD != "0.0225" {
+		t.Fatalf("usage %+v; want $0.0225 at the platform's prices", done.Status.Usage)
+	}
+}
+
+// Finding 6: who may answer. The author of a run may not answer it where a
+// policy refuses self-approval, and a ServiceAccount answers only when a
+// policy lists it. The API server records the author at creation and
+// refuses any change to that record.
+func TestPlatform_selfApprovalAndServiceAccountApprovers(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{Approval: &v1alpha1.PlatformApproval{
+		SelfApproval:    v1alpha1.SelfApprovalDeny,
+		ServiceAccounts: []v1alpha1.ServiceAccountRef{{Namespace: "ops", Name: "relay"}},
+	}})
+	for _, u := range []string{"carol", "dave"} {
+		bind(t, ns, "agentrun-editor", userSubject(u))
+		bind(t, ns, "agentrun-approver", userSubject(u))
+	}
+	for _, sa := range []string{"relay", "other"} {
+		bind(t, ns, "agentrun-approver", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "ops", Name: sa})
+	}
+	carol := as(t, "carol")
+	ctx := context.Background()
+	run := makeRun(ns, "carols").answer("done").r
+	if err := carol.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, run).Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
+		t.Fatalf("created-by is %q; want carol", got)
+	}
+	answer := func(c client.Client, id string) error {
+		return patchAnnotations(ctx, c, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + id: "approve"}, "kubectl-annotate")
+	}
+	NewWithT(t).Eventually(func() string {
+		if err := answer(carol, "t1-c1"); err != nil {
+			return err.Error()
+		}
+		return ""
+	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring("carol created carols and may not answer its approvals"))
+	if err := answer(as(t, "dave"), "t1-c1"); err != nil {
+		t.Fatalf("another approver was refused: %v", err)
+	}
+	saGroups := []string{"system:serviceaccounts", "system:serviceaccounts:ops"}
+	if err := answer(as(t, "system:serviceaccount:ops:other", saGroups...), "t1-c2"); err == nil ||
+		!strings.Contains(err.Error(), "AgentRunPolicy "+p.Name+" does not list it in approval.serviceAccounts") {
+		t.Fatalf("an unlisted ServiceAccount was not refused: %v", err)
+	}
+	if err := answer(as(t, "system:serviceaccount:ops:relay", saGroups...), "t1-c3"); err != nil {
+		t.Fatalf("the listed ServiceAccount was refused: %v", err)
+	}
+	for _, forged := range []any{"dave", nil} {
+		err := patchAnnotations(ctx, carol, run, map[string]any{v1alpha1.CreatedByAnnotation: forged}, "kubectl-annotate")
+		if err == nil || !strings.Contains(err.Error(), "cannot be set to another user, changed or removed") {
+			t.Fatalf("setting created-by to %v was not refused: %v", forged, err)
+		}
+	}
+}
+
+// Where no policy lists a ServiceAccount, its answer does not count: the
+// API server cannot tell (no policy, nothing to check), so the operator
+// refuses it, and the call waits on for a person.
+func TestPlatform_serviceAccountAnswerWithoutAPolicyIsNotApplied(t *testing.T) {
+	tb, run, _ := pendingRefund(t)
+	bind(t, run.Namespace, "agentrun-approver", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "ops", Name: "bot"})
+	bot := as(t, "system:serviceaccount:ops:bot", "system:serviceaccounts", "system:serviceaccounts:ops")
+	if err := patchAnnotations(context.Background(), bot, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "bot"); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() []string { return warningsOn(t, run, string(NoteAnswerNotApplied)) }, 10*time.Second, 50*time.Millisecond).Should(
+		ContainElement(ContainSubstring("no AgentRunPolicy allows ServiceAccounts to answer")))
+	NewWithT(t).Consistently(tb.counts, 500*time.Millisecond, 50*time.Millisecond).ShouldNot(HaveKey("t1-c1:issue_refund"))
+	if got := get(t, run); len(got.Status.PendingApprovals) != 1 || got.Status.Outcome != "" {
+		t.Fatalf("the run no longer waits: outcome %q, %d pending", got.Status.Outcome, len(got.Status.PendingApprovals))
+	}
+}
