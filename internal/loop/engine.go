@@ -260,7 +260,9 @@ func (e *Engine) Step(s *State, in Input) Effect {
 		if s.Phase == PhaseModel {
 			switch {
 			case in.Reply != nil:
-				e.settleReply(s, in.Reply)
+				// Charged in full; a usage far above the reservation
+				// is noted, and the run ends as cancelled all the same.
+				e.settleReply(s, in.Reply, &notes)
 			case s.RetryAt != nil:
 				// Waiting out a retry's backoff: no call is in flight.
 			default:

@@ -396,7 +396,8 @@ func TestBudget_eachDimensionCanBeExhausted(t *testing.T) {
 		{"cost", func(r *run) {
 			r.cfg.Model.Pricing = Pricing{Input: MustMoney("3"), Output: MustMoney("15")}
 			r.cfg.Budget.MaxCost = new(MustMoney("0.10"))
-			r.then(ScriptEntry{ToolCalls: []ToolCall{call("a", `{}`)}, Usage: usage(20000, 100)})
+			// $0.051 spent, then the next turn's $0.066 reservation passes $0.10.
+			r.then(ScriptEntry{ToolCalls: []ToolCall{call("a", `{}`)}, Usage: usage(2000, 3000)})
 		}, "cost ceiling"},
 		{"tool calls", func(r *run) {
 			r.cfg.Budget.MaxToolCalls = new(2)
@@ -503,12 +504,15 @@ func TestAdmission_turnElevenTable(t *testing.T) {
 // a fresh request id, is LoopDetected on turn 4 at $0.195.
 func TestLoop_loginPageIncident(t *testing.T) {
 	r := makeRun(t).readTool("read_incident").readTool("fetch_dashboard")
-	r.cfg.Model.Pricing = Pricing{Input: MustMoney("1"), Output: MustMoney("5")}
+	// The seed's turn costs ($0.041, $0.049, $0.051, $0.054) at a price
+	// that makes them usages this small prompt can have: a reply far above
+	// what its call reserved would end the run Error.
+	r.cfg.Model.Pricing = Pricing{Input: MustMoney("20"), Output: MustMoney("100")}
 	r.then(
-		ScriptEntry{ToolCalls: []ToolCall{call("read_incident", `{"id":"INC-2231"}`)}, Usage: usage(40000, 200)},
-		ScriptEntry{ToolCalls: []ToolCall{call("fetch_dashboard", `{"deployment":"checkout-7f9c"}`)}, Usage: usage(48000, 200)},
-		ScriptEntry{ToolCalls: []ToolCall{call("fetch_dashboard", `{"deployment":"checkout-7f9c"}`)}, Usage: usage(50000, 200)},
-		ScriptEntry{ToolCalls: []ToolCall{call("fetch_dashboard", `{"deployment":"checkout-7f9c"}`)}, Usage: usage(53000, 200)},
+		ScriptEntry{ToolCalls: []ToolCall{call("read_incident", `{"id":"INC-2231"}`)}, Usage: usage(2000, 10)},
+		ScriptEntry{ToolCalls: []ToolCall{call("fetch_dashboard", `{"deployment":"checkout-7f9c"}`)}, Usage: usage(2400, 10)},
+		ScriptEntry{ToolCalls: []ToolCall{call("fetch_dashboard", `{"deployment":"checkout-7f9c"}`)}, Usage: usage(2500, 10)},
+		ScriptEntry{ToolCalls: []ToolCall{call("fetch_dashboard", `{"deployment":"checkout-7f9c"}`)}, Usage: usage(2650, 10)},
 		answer("never reached"),
 	)
 	n := 0

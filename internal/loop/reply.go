@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -59,17 +61,63 @@ func (e *Engine) abandonModelCall(s *State, notes *[]Note) {
 		s.Turn, s.Usage.Tokens()-before.Tokens(), s.Usage.Cost-before.Cost)})
 }
 
+// A model call's reservation is what admission checked against the
+// ceilings, and what a shared AgentBudget leased for it. A reply whose
+// reported usage is far above that reservation is charged in full, but the
+// run stops there: otherwise a model server that over-reports (a tenant's
+// own baseURL, a misconfigured proxy) would spend past the ceilings call
+// after call, each time by more than was reserved. Stopping bounds what
+// any one run can pass its ceilings (or a shared budget) by to one call's
+// excess.
+//
+// Reported input is far above the reservation when it exceeds
+// InputToleranceFactor times the reserved input plus InputToleranceTokens;
+// reported output, when it exceeds the reserved output, which is the most
+// the request allowed (model.maxOutputTokens).
+const (
+	// InputToleranceFactor bounds reported input tokens relative to the
+	// estimate reserved for them. The estimate is meant to be above what
+	// a provider counts (ByteEstimator counts a token per byte), so twice
+	// the estimate is already far past any honest count.
+	InputToleranceFactor = 2
+	// InputToleranceTokens is added to the bound on reported input tokens
+	// for what a server may add to a prompt that the estimate does not
+	// see (a chat template's default system prompt), so that a small
+	// prompt is not held to a bound of a few hundred tokens.
+	InputToleranceTokens = 1024
+)
+
+// usageAboveReservation says how a reply's usage passed its reservation
+// res beyond tolerance, or "" when it did not.
+func usageAboveReservation(u TokenUsage, res Usage) string {
+	var over []string
+	if res.InputTokens <= (math.MaxInt64-InputToleranceTokens)/InputToleranceFactor &&
+		u.InputTokens > InputToleranceFactor*res.InputTokens+InputToleranceTokens {
+		over = append(over, fmt.Sprintf("input is more than %d times the reserved input plus %d tokens", InputToleranceFactor, InputToleranceTokens))
+	}
+	if u.OutputTokens > res.OutputTokens {
+		over = append(over, "output is more than the request allowed")
+	}
+	return strings.Join(over, ", and ")
+}
+
 // settleReply replaces the model call's reservation by what the provider
 // reported, keeping the per-turn tool allowance reserved. It returns the
-// call's cost.
+// call's cost and, when the reported usage is far above what the call
+// reserved (usageAboveReservation), the reason the run must stop, having
+// recorded a warning note that names both. Every path that reads a reply
+// settles it here.
 //
 // Counts a provider reports below zero are taken as zero: a run's usage
-// never goes down, whatever its model's server says.
-func (e *Engine) settleReply(s *State, r *Reply) Money {
+// never goes down, whatever its model's server says. Counts far above the
+// reservation are charged in full as well: the usage says what the
+// provider says was spent.
+func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, stop string) {
 	u := &r.Usage
 	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	u.CachedInputTokens, u.CacheWriteTokens = max(u.CachedInputTokens, 0), max(u.CacheWriteTokens, 0)
-	cost := e.modelCost(r.Usage)
+	res := s.Reserved
+	cost = e.modelCost(r.Usage)
 	s.Usage.Turns++
 	s.Usage.InputTokens += r.Usage.InputTokens
 	s.Usage.OutputTokens += r.Usage.OutputTokens
@@ -77,11 +125,23 @@ func (e *Engine) settleReply(s *State, r *Reply) Money {
 	s.Usage.Cost += cost
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
-	return cost
+	why := usageAboveReservation(r.Usage, res)
+	if why == "" {
+		return cost, ""
+	}
+	reservedCost := max(res.Cost-a.Cost, 0)
+	*notes = append(*notes, Note{Kind: NoteUsageAboveReservation, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
+		"The model call of turn %d reported %d input and %d output tokens ($%s) against a reservation of %d input and %d output tokens ($%s): "+
+			"its %s. The whole reported usage is charged and the run stops",
+		s.Turn, r.Usage.InputTokens, r.Usage.OutputTokens, cost, res.InputTokens, res.OutputTokens, reservedCost, why)})
+	return cost, fmt.Sprintf("the provider reported %d input and %d output tokens ($%s) for a model call on turn %d reserved at %d and %d ($%s): "+
+		"the run stops rather than spend past what it reserves (check the model's baseURL)",
+		r.Usage.InputTokens, r.Usage.OutputTokens, cost, s.Turn, res.InputTokens, res.OutputTokens, reservedCost)
 }
 
 func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) Effect {
-	cost := e.settleReply(s, r)
+	settled := len(*notes)
+	cost, stop := e.settleReply(s, r, notes)
 	what := "a final answer"
 	switch {
 	case r.Refusal != "":
@@ -91,8 +151,15 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	case len(r.ToolCalls) > 0:
 		what = fmt.Sprintf("%d tool call(s)", len(r.ToolCalls))
 	}
-	*notes = append(*notes, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
+	// The answer's note comes before any note settling it wrote.
+	*notes = slices.Insert(*notes, settled, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
 		s.Turn, what, r.Usage.InputTokens, r.Usage.OutputTokens, cost)})
+	if stop != "" {
+		// Nothing of this reply is read: no call of it is vetted or run,
+		// and no answer of it is accepted.
+		e.finish(s, Error, stop, notes)
+		return Effect{Kind: EffectFinish}
+	}
 
 	switch {
 	case r.Refusal != "":

@@ -267,6 +267,11 @@ const (
 	// NoteBatchRefused: the model proposed more calls in one answer than
 	// MaxCallsPerReply; none of them was vetted or run.
 	NoteBatchRefused NoteKind = "BatchRefused"
+	// NoteUsageAboveReservation: a model reply reported usage far above
+	// what its call reserved (see InputToleranceFactor). It is charged in
+	// full and the run ends Error before any of the reply is read (or
+	// ApprovalDenied, when it was being cancelled).
+	NoteUsageAboveReservation NoteKind = "UsageAboveReservation"
 	// NoteRetry: an attempt failed transiently and another is scheduled.
 	NoteRetry    NoteKind = "RetryScheduled"
 	NoteFinished NoteKind = "RunFinished"

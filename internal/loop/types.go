@@ -34,7 +34,9 @@ const (
 	Escalated Outcome = "Escalated"
 	// ToolFailure: the model provider stayed unavailable after its retries.
 	ToolFailure Outcome = "ToolFailure"
-	// Error: a defect in the harness itself.
+	// Error: a defect in the harness itself, or a model provider that
+	// reported usage far above what its call reserved (see
+	// InputToleranceFactor).
 	Error Outcome = "Error"
 )
 
