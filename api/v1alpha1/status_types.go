@@ -131,7 +131,9 @@ const (
 	// provider stayed unavailable after its retries.
 	OutcomeToolFailure Outcome = "ToolFailure"
 	// OutcomeError is set on a defect in the operator itself: an unexpected
-	// condition it cannot recover from.
+	// condition it cannot recover from. It is also set when the model
+	// provider reported usage far above what its call reserved (the usage is
+	// charged, and the run stops rather than spend past its reservations).
 	OutcomeError Outcome = "Error"
 )
 
