@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Every AgentRun and AgentBudget in config/samples and docs examples is accepted by the
+// Every AgentRun, AgentBudget and AgentRunPolicy in config/samples and examples is accepted by the
 // API server as written (a server-side dry run: nothing is stored).
 func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
@@ -25,15 +25,18 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, obj := range objs {
-			if obj.GetKind() != "AgentRun" && obj.GetKind() != "AgentBudget" {
+			switch obj.GetKind() {
+			case "AgentRun", "AgentBudget":
+				obj.SetNamespace(namespace)
+			case "AgentRunPolicy": // cluster-scoped
+			default:
 				continue
 			}
 			runs++
-			obj.SetNamespace(namespace)
 			if err := k8sClient.Create(testContext(t), obj, client.DryRunAll); err != nil {
 				t.Errorf("%s: %s is rejected: %v", f, obj.GetName(), err)
 			}
 		}
 	}
-	t.Logf("%d AgentRuns and AgentBudgets in %d files accepted", runs, len(files))
+	t.Logf("%d AgentRuns, AgentBudgets and AgentRunPolicies in %d files accepted", runs, len(files))
 }

@@ -1,0 +1,44 @@
+package crd_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// An AgentRunPolicy is cluster-scoped; a mistake in one is refused with a
+// message that names the field.
+func TestAgentRunPolicy_rejectsInvalidManifests(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		wantErr    []string
+	}{
+		{"a price that is not a decimal", `pricing: [{model: "*", input: "1e3"}]`, []string{"spec.pricing[0].input", "decimal string"}},
+		{"a wall clock that is not a duration", `limits: {maxWallClock: forever}`, []string{"limits.maxWallClock must be a positive duration"}},
+		{"self-approval neither Allow nor Deny", `approval: {selfApproval: Sometimes}`, []string{"spec.approval.selfApproval", "Allow", "Deny"}},
+		{"a key allowed with no provider", `models: [{apiKeySecret: shared, providers: []}]`, []string{"spec.models[0].providers"}},
+		{"a key listed twice", `models: [{apiKeySecret: shared, providers: [openai]}, {apiKeySecret: shared, providers: [anthropic]}]`,
+			[]string{"Duplicate value", "shared"}},
+		{"a required rule with an unknown decision", `rules: [{tools: ["*"], decision: maybe}]`, []string{"spec.rules[0].decision"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{}
+			manifest := "apiVersion: agents.agentrun.dev/v1alpha1\nkind: AgentRunPolicy\nmetadata: {name: invalid}\nspec:\n  " + tc.spec + "\n"
+			if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			err := k8sClient.Create(testContext(t), obj, client.DryRunAll)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}
