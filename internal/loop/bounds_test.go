@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // callsOf is n calls of tool, each with other arguments.
@@ -180,5 +181,37 @@ func TestBounds_theConfiguredRunIDWinsOverASavedOne(t *testing.T) {
 	eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", `{}`)}}})
 	if len(eff.Calls) != 1 || eff.Calls[0].IdempotencyKey != IdempotencyKey("uid-of-the-run", "t1-c1") {
 		t.Fatalf("invocations %+v, want the idempotency key of uid-of-the-run", eff.Calls)
+	}
+}
+
+// Issue 27, finding 3: vetting one step is bounded in time, whatever the
+// calls and rules. Past cfg.VetTimeout no further condition is evaluated:
+// each call still to be decided by one goes to a person (fail closed).
+func TestBounds_vettingOneStepHasADeadline(t *testing.T) {
+	r := makeRun(t).readTool("lookup")
+	r.cfg.Policy.Rules = []Rule{{Tools: []string{"lookup"}, When: `args.q != "never"`, Decision: Allow}}
+	r.cfg.VetTimeout = time.Nanosecond
+	e := r.engine()
+	s := &State{}
+	e.Step(s, Input{})
+	e.Step(s, Input{Reply: &Reply{ToolCalls: callsOf("lookup", 3)}})
+	if len(s.Calls) != 3 || s.Phase != PhaseApproval {
+		t.Fatalf("calls %d, phase %s: want 3 calls waiting for a person", len(s.Calls), s.Phase)
+	}
+	for _, c := range s.Calls {
+		if c.Verdict != Ask || !strings.Contains(c.Reason, "vetting this step passed its deadline, 1ns") {
+			t.Fatalf("call %s: %s (%s); want ask for the deadline", c.ID, c.Verdict, c.Reason)
+		}
+	}
+	// With the default deadline the same calls are allowed.
+	r.cfg.VetTimeout = 0
+	e = r.engine()
+	s = &State{}
+	e.Step(s, Input{})
+	e.Step(s, Input{Reply: &Reply{ToolCalls: callsOf("lookup", 3)}})
+	for _, c := range s.Calls {
+		if c.Verdict != Allow {
+			t.Fatalf("call %s: %s (%s) with the default deadline", c.ID, c.Verdict, c.Reason)
+		}
 	}
 }

@@ -19,6 +19,11 @@ const (
 	DefaultToolTimeout     = 30 * time.Second
 	DefaultMaxResultBytes  = 16384
 	DefaultApprovalTimeout = time.Hour
+	// DefaultVetTimeout bounds the vetting of one step. Conditions are
+	// cost-bounded each (maxRuleCost), but a step may carry 64 calls and a
+	// policy 64 rules: together they must not hold a reconcile worker that
+	// other tenants' runs need.
+	DefaultVetTimeout = 5 * time.Second
 	DefaultLoopThreshold   = 3
 	DefaultLoopMaxPeriod   = 3
 	maxConcurrentReads     = 8
@@ -70,6 +75,9 @@ func (c Config) Normalize() Config {
 	c.Model.Retry = c.Model.Retry.normalize(DefaultModelRetry)
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if c.VetTimeout <= 0 {
+		c.VetTimeout = DefaultVetTimeout
 	}
 	if c.Loop.Threshold <= 0 {
 		c.Loop.Threshold = DefaultLoopThreshold

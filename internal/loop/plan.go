@@ -583,6 +583,8 @@ func (e *Engine) answerCall(s *State, c ToolCall, status ObsStatus, text string)
 // with severity halt matched (the run ends); rej is the ceiling that
 // refused it, if one did.
 func (e *Engine) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedArgs, now time.Time) (steps []PlanStep, why, halt string, rej *Rejection) {
+	ctx, cancel := e.vetContext(ctx)
+	defer cancel()
 	if d.err != nil {
 		return nil, "its arguments were refused: " + d.err.Error(), "", nil
 	}
@@ -753,6 +755,8 @@ func (e *Engine) planReservation(steps []PlanStep, levels map[string]int, plan T
 // results, with its placeholders replaced; when no step is left, the
 // solver is due.
 func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) Effect {
+	ctx, cancel := e.vetContext(ctx)
+	defer cancel()
 	p := s.Plan
 	s.Calls, s.Reserved = nil, Usage{}
 	doc, err := e.acceptedPlan(s)

@@ -110,6 +110,11 @@ type Config struct {
 	Guardrails   []Guardrail
 	// ApprovalTimeout ends the run Escalated when an ASK waits longer.
 	ApprovalTimeout time.Duration
+	// VetTimeout bounds the vetting of one step (a reply's batch, a plan,
+	// a wave of plan steps): a policy condition not yet evaluated when it
+	// passes sends its call to a person, as a condition that cannot be
+	// evaluated does. Zero means DefaultVetTimeout.
+	VetTimeout time.Duration
 	// ToolAllowance is reserved for tools before the model call of every
 	// turn, and replaced by the approved batch's declared maxima after
 	// vetting. Zero by default.

@@ -239,6 +239,14 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 			continue
 		}
 		if r.prg != nil {
+			if ctx.Err() != nil {
+				// The step's vetting deadline passed (or the caller gave
+				// up): fail closed, without starting another evaluation.
+				v = verdict{decision: Ask, rule: r.label(i), reason: fmt.Sprintf(
+					"the rule's condition %q was not evaluated (%s, %s); a person must decide",
+					cut(r.When, 200), context.Cause(ctx), e.cfg.VetTimeout)}
+				break
+			}
 			if celArgs == nil {
 				celArgs = celValue(args)
 			}
@@ -251,7 +259,7 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 				case strings.Contains(why, "cost limit exceeded"):
 					why = fmt.Sprintf("it reached the cost limit of %d evaluation steps", maxRuleCost)
 				case ctx.Err() != nil:
-					why = "it was interrupted: " + ctx.Err().Error()
+					why = "it was interrupted: " + context.Cause(ctx).Error()
 				}
 				v = verdict{decision: Ask, rule: r.label(i),
 					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%s); a person must decide", cut(r.When, 200), why)}

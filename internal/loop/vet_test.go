@@ -209,3 +209,26 @@ func TestSchema_referencesOutsideTheSchemaAreRefused(t *testing.T) {
 		t.Fatalf("call = %+v", c)
 	}
 }
+
+// A rule with Mutating matches only tools that mutate (a platform's "every
+// change asks"), and a rule's Label names it in the verdict.
+func TestVet_mutatingRulesAndLabels(t *testing.T) {
+	r := makeRun(t).readTool("lookup").tool("restock", true, true)
+	r.cfg.Policy.Rules = []Rule{
+		{Tools: []string{"*"}, Mutating: true, Decision: Ask, Reason: "every change is reviewed", Label: "AgentRunPolicy/p.rules[0]"},
+		{Tools: []string{"*"}, Decision: Allow},
+	}
+	e := r.engine()
+	s := &State{}
+	e.Step(s, Input{})
+	e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", `{}`), call("restock", `{}`)}}})
+	if len(s.Calls) != 2 {
+		t.Fatalf("%d calls", len(s.Calls))
+	}
+	if c := s.Calls[0]; c.Verdict != Allow || c.Rule != "policy.rules[1]" {
+		t.Fatalf("the read: %s by %s; want allow by policy.rules[1]", c.Verdict, c.Rule)
+	}
+	if c := s.Calls[1]; c.Verdict != Ask || c.Rule != "AgentRunPolicy/p.rules[0]" || c.Reason != "every change is reviewed" {
+		t.Fatalf("the write: %s by %s (%s); want ask by the labelled rule", c.Verdict, c.Rule, c.Reason)
+	}
+}

@@ -21,6 +21,8 @@ import (
 // a guardrail halts the run or blocks the call, and the policy allows,
 // denies or asks. Any ask moves the run to approval; otherwise it acts.
 func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) Effect {
+	ctx, cancel := e.vetContext(ctx)
+	defer cancel()
 	batch := make([]Call, len(calls))
 	asks := 0
 	for i, c := range calls {
@@ -45,6 +47,14 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 	}
 	return e.startActing(s, notes)
 }
+
+// vetContext bounds the vetting of one step by cfg.VetTimeout.
+func (e *Engine) vetContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, e.cfg.VetTimeout, errVetDeadline)
+}
+
+// errVetDeadline is why a step's vetting context ended.
+var errVetDeadline = errors.New("vetting this step passed its deadline")
 
 // vetCall gives one proposed call its verdict and notes it. A call that
 // cannot be vetted (unknown tool, arguments that are not an object or
