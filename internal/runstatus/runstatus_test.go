@@ -201,3 +201,55 @@ func TestOnlyProgress(t *testing.T) {
 		})
 	}
 }
+
+// One list of outcomes: the engine's (loop.Outcomes), the API's enum on
+// status.outcome as the CRD states it, and the table of docs/api.md ("The
+// eight outcomes") name the same outcomes in the same order. A new outcome
+// fails here until every layer has it.
+func TestOutcomes_engineAPIAndDocsAgree(t *testing.T) {
+	var engine []string
+	for _, o := range loop.Outcomes {
+		engine = append(engine, string(o))
+	}
+	raw, err := os.ReadFile("../../config/crd/bases/agents.agentrun.dev_agentruns.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		t.Fatal(err)
+	}
+	var enum []string
+	for _, v := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["outcome"].Enum {
+		enum = append(enum, strings.Trim(string(v.Raw), `"`))
+	}
+	doc, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## The eight outcomes\n")
+	if !ok {
+		t.Fatal(`docs/api.md has no "## The eight outcomes"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var documented []string
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || !strings.HasPrefix(line, "| ") {
+			continue
+		}
+		name := strings.TrimSpace(cells[1])
+		if name != "outcome" && !strings.HasPrefix(name, "---") {
+			documented = append(documented, name)
+		}
+	}
+	if diff := cmp.Diff(engine, enum); diff != "" {
+		t.Errorf("the engine's outcomes and the CRD's status.outcome enum differ (-engine +CRD):\n%s", diff)
+	}
+	if diff := cmp.Diff(engine, documented); diff != "" {
+		t.Errorf("the engine's outcomes and docs/api.md's outcome table differ (-engine +docs):\n%s", diff)
+	}
+	if len(engine) != 8 {
+		t.Errorf("%d outcomes; the API and its docs promise eight", len(engine))
+	}
+}
