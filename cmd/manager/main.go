@@ -54,6 +54,7 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint; empty means a self-signed certificate.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica (of the shard) drives runs.")
+	fs.BoolVar(&o.AcceptUnstampedAnswers, "accept-unstamped-answers", false, "Apply approval answers that carry no approved-by stamp, whose author the API server did not record (the admission policy agentrun-approver-identity is not installed). Off, such an answer is not applied and the run gets a Warning event.")
 	fs.StringVar(&o.KeysSecret, "state-keys-secret", "", "NAMESPACE/NAME of the Secret holding the keys that seal runs' saved state (created with a fresh key when missing); empty means "+operator.DefaultKeysSecret+" in the operator's namespace (POD_NAMESPACE).")
 	fs.StringVar(&o.Shard, "shard", "", "Drive only the AgentRuns labelled "+v1alpha1.LabelShard+"=SHARD (and their Jobs), electing a leader per shard; empty drives the runs without the label.")
 	fs.StringVar(&o.OperatorImage, "operator-image", os.Getenv("AGENTRUN_OPERATOR_IMAGE"), "Image whose agentrun-entrypoint binary tool Jobs copy in.")

@@ -89,12 +89,20 @@ func answeredBy(run *v1alpha1.AgentRun) map[string]string {
 
 // screenApprovers drops from answers every answer whose author the
 // platform's policies do not let answer (a ServiceAccount not allowed, or
-// the run's own author where self-approval is refused), with a Warning
-// note for each: the call waits on for someone who may answer.
-func screenApprovers(a platform.Approvers, answers map[string]loop.Answer, by map[string]string) []loop.Note {
+// the run's own author where self-approval is refused), and, unless
+// acceptUnstamped, every answer whose author the API server did not
+// record, with a Warning note for each: the call waits on for someone who
+// may answer.
+func screenApprovers(a platform.Approvers, answers map[string]loop.Answer, by map[string]string, acceptUnstamped bool) []loop.Note {
 	var notes []loop.Note
 	for _, id := range slices.Sorted(maps.Keys(answers)) {
-		if why := a.Refuses(by[id]); why != "" {
+		why := a.Refuses(by[id])
+		if by[id] == "" && !acceptUnstamped {
+			why = "the API server did not record who gave it (no " + v1alpha1.ApprovedByAnnotationPrefix + id +
+				" annotation: the admission policy agentrun-approver-identity is not installed), and the operator applies only answers " +
+				"whose author it knows (--accept-unstamped-answers, chart approvals.recordIdentity.enabled=false, applies them anyway)"
+		}
+		if why != "" {
 			delete(answers, id)
 			notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: id, Warning: true, Message: fmt.Sprintf(
 				"The answer to %s is not applied, and the call still waits: %s", id, why)})

@@ -55,7 +55,7 @@ func TestScreenApprovers(t *testing.T) {
 		why     string
 	}{
 		{"a person, no policy", platform.Approvers{}, "bob", true, ""},
-		{"unknown approver (no stamp)", platform.Approvers{}, "", true, ""},
+		{"unknown approver (no stamp)", platform.Approvers{}, "", false, "did not record who gave it"},
 		{"a ServiceAccount, no policy", platform.Approvers{}, bot, false, "no AgentRunPolicy allows ServiceAccounts"},
 		{"a listed ServiceAccount", allowBot, bot, true, ""},
 		{"an unlisted ServiceAccount", allowBot, platform.ServiceAccountUser("ops", "other"), false, "does not list"},
@@ -65,7 +65,7 @@ func TestScreenApprovers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answers := map[string]loop.Answer{"t1-c1": loop.Approve}
-			notes := screenApprovers(tc.a, answers, map[string]string{"t1-c1": tc.by})
+			notes := screenApprovers(tc.a, answers, map[string]string{"t1-c1": tc.by}, false)
 			if _, ok := answers["t1-c1"]; ok != tc.applied {
 				t.Fatalf("applied %v, want %v (notes %+v)", ok, tc.applied, notes)
 			}
@@ -73,5 +73,17 @@ func TestScreenApprovers(t *testing.T) {
 				t.Fatalf("notes %+v; want one naming %q", notes, tc.why)
 			}
 		})
+	}
+}
+
+// Where the identity policy is not installed (chart
+// approvals.recordIdentity.enabled=false), the operator may be told to
+// take unstamped answers; the platform's rules still apply to the rest.
+func TestScreenApprovers_acceptingUnstampedAnswers(t *testing.T) {
+	answers := map[string]loop.Answer{"t1-c1": loop.Approve, "t1-c2": loop.Approve}
+	by := map[string]string{"t1-c2": platform.ServiceAccountUser("ops", "bot")}
+	notes := screenApprovers(platform.Approvers{}, answers, by, true)
+	if _, ok := answers["t1-c1"]; !ok || len(answers) != 1 || len(notes) != 1 {
+		t.Fatalf("answers %v, notes %+v; want the unstamped answer kept and the ServiceAccount's dropped", answers, notes)
 	}
 }

@@ -91,6 +91,11 @@ type Config struct {
 	// (operator.LoadKeys). Nil gives an ephemeral keyring, whose seals no
 	// other process opens.
 	Keys *seal.Keyring
+	// AcceptUnstampedAnswers applies approval annotations that carry no
+	// approved-by stamp (the admission policy agentrun-approver-identity is
+	// not installed), whose author nobody authenticated. Off, such an
+	// answer is not applied: the call waits, with a Warning event.
+	AcceptUnstampedAnswers bool
 	// TracerProvider receives the runs' spans (telemetry.Setup builds it
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.

@@ -276,7 +276,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	sc.answers, sc.by, digests = answersFrom(sc.run)
 	notes := bindAnswers(s, sc.answers, digests)
 	if sc.kit != nil {
-		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, sc.by)...)
+		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, sc.by, r.AcceptUnstampedAnswers)...)
 	}
 	for _, n := range notes {
 		// Recorded now: the run still waits, so this reconcile may save

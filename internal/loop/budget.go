@@ -23,10 +23,10 @@ const (
 	// cost-bounded each (maxRuleCost), but a step may carry 64 calls and a
 	// policy 64 rules: together they must not hold a reconcile worker that
 	// other tenants' runs need.
-	DefaultVetTimeout = 5 * time.Second
-	DefaultLoopThreshold   = 3
-	DefaultLoopMaxPeriod   = 3
-	maxConcurrentReads     = 8
+	DefaultVetTimeout    = 5 * time.Second
+	DefaultLoopThreshold = 3
+	DefaultLoopMaxPeriod = 3
+	maxConcurrentReads   = 8
 )
 
 // MaxCallsPerReply bounds the tool calls read from one model answer. An

@@ -240,11 +240,14 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 		}
 		if r.prg != nil {
 			if ctx.Err() != nil {
-				// The step's vetting deadline passed (or the caller gave
-				// up): fail closed, without starting another evaluation.
+				// The step's vetting deadline passed, or the caller gave
+				// up: fail closed, without starting another evaluation.
+				why := "it was interrupted: " + context.Cause(ctx).Error()
+				if errors.Is(context.Cause(ctx), errVetDeadline) {
+					why = fmt.Sprintf("%s, %s", errVetDeadline, e.cfg.VetTimeout)
+				}
 				v = verdict{decision: Ask, rule: r.label(i), reason: fmt.Sprintf(
-					"the rule's condition %q was not evaluated (%s, %s); a person must decide",
-					cut(r.When, 200), context.Cause(ctx), e.cfg.VetTimeout)}
+					"the rule's condition %q was not evaluated (%s); a person must decide", cut(r.When, 200), why)}
 				break
 			}
 			if celArgs == nil {

@@ -92,6 +92,10 @@ type Options struct {
 	// EgressAllowPrivate lets those requests reach the private ranges
 	// (--egress-allow-private); the metadata addresses stay refused.
 	EgressAllowPrivate bool
+	// AcceptUnstampedAnswers applies approval answers whose author the API
+	// server did not record (--accept-unstamped-answers; see
+	// controller.Config).
+	AcceptUnstampedAnswers bool
 	// Shard is the shard this operator drives (--shard): only AgentRuns
 	// labelled v1alpha1.LabelShard=Shard, and the Jobs made for them, are in
 	// its cache. Empty means the runs without the label. Each shard elects
@@ -202,7 +206,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}()
 	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
-		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys})
+		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
+		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
