@@ -271,7 +271,7 @@ const (
 // proposal, and a cycle (A,B,A,B,...) when its calls have come round
 // threshold times.
 //
-// +kubebuilder:validation:XValidation:rule=`!has(self.window) || self.window >= (has(self.threshold) ? self.threshold : 3) * (has(self.maxPeriod) ? self.maxPeriod : 3)`,message="loopDetection.window must be at least threshold x maxPeriod (3 x 3 = 9 with the defaults), so that a cycle of maxPeriod calls can repeat threshold times inside it; raise window, or leave it unset to get exactly that"
+// +kubebuilder:validation:XValidation:rule=`!has(self.window) || self.window >= (has(self.threshold) ? self.threshold : 3) * (has(self.maxPeriod) ? self.maxPeriod : 3)`,message="loopDetection.window must be at least threshold x maxPeriod, as this manifest sets them (each is 3 when unset), so that a cycle of maxPeriod calls can repeat threshold times inside it; raise window, or leave it unset to get exactly that"
 type LoopDetectionSpec struct {
 	// threshold is the depth that stops the run as LoopDetected: how many
 	// times the same signature may be proposed within the window (for a

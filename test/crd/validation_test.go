@@ -892,7 +892,7 @@ spec:
   budget: {maxTurns: 1}
   loopDetection: {threshold: 3, window: 3}
 `,
-			wantErr: []string{"loopDetection.window must be at least threshold x maxPeriod (3 x 3 = 9 with the defaults), so that a cycle of maxPeriod calls can repeat threshold times inside it"},
+			wantErr: []string{"loopDetection.window must be at least threshold x maxPeriod, as this manifest sets them (each is 3 when unset), so that a cycle of maxPeriod calls can repeat threshold times inside it"},
 		},
 		{
 			name: "a loop window too small for a period-two cycle",
