@@ -159,12 +159,16 @@ func decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
 	if err := strict(doc, &v1alpha1.AgentRun{}); err != nil {
 		return nil, err
 	}
-	defaulted, err := json.Marshal(obj)
-	if err != nil {
+	// Without HTML escaping: a scripted call's arguments reach the tool,
+	// the stream and the transcript as written ("<b>", not "\u003cb\u003e").
+	var defaulted bytes.Buffer
+	enc := json.NewEncoder(&defaulted)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
 		return nil, err
 	}
 	run := &v1alpha1.AgentRun{}
-	if err := strict(defaulted, run); err != nil {
+	if err := strict(defaulted.Bytes(), run); err != nil {
 		return nil, err
 	}
 	return run, nil

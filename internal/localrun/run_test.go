@@ -465,3 +465,21 @@ func TestRun_sendsTheRunsSpans(t *testing.T) {
 		}
 	}
 }
+
+// Issue 28: the stream says what happened. A scripted call's arguments are
+// shown, and reach the tool, as written (no "\u003c" for "<"), and an
+// empty answer is not called a final one.
+func TestRun_streamShowsArgumentsAsWrittenAndAnEmptyAnswerAsEmpty(t *testing.T) {
+	manifest := strings.Replace(readTestdata(t, "echo-run.yaml"), "{text: hello}", `{text: "<b>&</b>"}`, 1)
+	manifest = strings.Replace(manifest, `    - content: "The tool said hello."`, "    - content: \"\"\n    - content: \"The tool said hello.\"", 1)
+	r := run(t, manifest, Options{})
+	r.mustExit(t, 0)
+	mustContain(t, "stdout", r.stdout,
+		`t1-c1 echo {"text":"<b>&</b>"} -> allow (policy.default)`,
+		`-> {"text":"<b>&</b>"}`,
+		"Model answered turn 2 with an empty answer, not a final one",
+		"Model answered turn 3 with a final answer")
+	if strings.Contains(r.stdout, `\u003c`) {
+		t.Errorf("the stream escapes what the script wrote:\n%s", r.stdout)
+	}
+}

@@ -150,6 +150,8 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		what = "a truncated answer"
 	case len(r.ToolCalls) > 0:
 		what = fmt.Sprintf("%d tool call(s)", len(r.ToolCalls))
+	case strings.TrimSpace(r.Content) == "":
+		what = "an empty answer, not a final one"
 	}
 	// The answer's note comes before any note settling it wrote.
 	*notes = slices.Insert(*notes, settled, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
