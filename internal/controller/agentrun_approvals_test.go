@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/google/go-cmp/cmp"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
@@ -85,5 +87,20 @@ func TestScreenApprovers_acceptingUnstampedAnswers(t *testing.T) {
 	notes := screenApprovers(platform.Approvers{}, answers, by, true)
 	if _, ok := answers["t1-c1"]; !ok || len(answers) != 1 || len(notes) != 1 {
 		t.Fatalf("answers %v, notes %+v; want the unstamped answer kept and the ServiceAccount's dropped", answers, notes)
+	}
+}
+
+// Issue 28: the phases of one reconcile take the soonest requeue any of
+// them asks for; the last phase's alone once won.
+func TestCombine_takesTheSoonestRequeue(t *testing.T) {
+	var r ctrl.Result
+	for _, phase := range []ctrl.Result{{RequeueAfter: time.Second}, {}, {RequeueAfter: time.Minute}} {
+		r = combine(r, phase)
+	}
+	if r.RequeueAfter != time.Second {
+		t.Fatalf("requeue after %s; want the soonest, 1s", r.RequeueAfter)
+	}
+	if r := combine(ctrl.Result{}, ctrl.Result{}); r != (ctrl.Result{}) {
+		t.Fatalf("no phase asked for a requeue, got %+v", r)
 	}
 }

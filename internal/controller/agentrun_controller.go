@@ -363,9 +363,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if res != (ctrl.Result{}) {
-			result = res
-		}
+		result = combine(result, res)
 		if sc.stop || sc.wait {
 			break
 		}
@@ -440,6 +438,16 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 func (r *AgentRunReconciler) due(d *deferred) time.Time { return d.since.Add(r.StatusInterval) }
 
 // soonest returns res, to be back within d at the latest.
+// combine is what two phases of one reconcile ask for together: the
+// soonest requeue either asks for (as Cluster API's and Flux's reconcilers
+// combine their sub-reconcilers' results), never the last phase's alone.
+func combine(a, b ctrl.Result) ctrl.Result {
+	if b.RequeueAfter > 0 {
+		a = soonest(a, b.RequeueAfter)
+	}
+	return a
+}
+
 func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 	d = max(d, time.Millisecond)
 	if res.RequeueAfter == 0 || d < res.RequeueAfter {
