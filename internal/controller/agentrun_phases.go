@@ -186,6 +186,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	r.mu.Lock()
 	sv := r.chunks[sc.run.UID]
 	r.mu.Unlock()
+	fromStorage := false
 	switch {
 	case sv != nil && sv.chunks == chunks && len(sv.messages) == messages:
 		// What this process last saved.
@@ -199,6 +200,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		// Not what this process last saved (a restart, another replica,
 		// another write of the run): read the chunks, with those saved
 		// after the ones status counts.
+		fromStorage = true
 		cs, err := transcript.ReadSealed(ctx, r.APIReader, r.Keys, sc.run, chunks)
 		if errors.Is(err, transcript.ErrLost) || errors.Is(err, transcript.ErrForged) {
 			r.fail(sc, "the run cannot resume: "+err.Error())
@@ -272,6 +274,12 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		return ctrl.Result{}, nil
 	}
 	sc.state, sc.saved, sc.flushed = s, sv, len(sv.messages)
+	if fromStorage && sc.kit != nil {
+		// Read back from storage: a saved verdict counts only as far as
+		// vetting the waiting batch again, under the policies in force
+		// now, agrees with it.
+		sc.notes = append(sc.notes, sc.kit.Engine.Revet(ctx, s, sc.now)...)
+	}
 	var digests map[string]string
 	sc.answers, sc.by, digests = answersFrom(sc.run)
 	notes := bindAnswers(s, sc.answers, digests)

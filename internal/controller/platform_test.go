@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -229,4 +230,45 @@ func TestPlatform_serviceAccountAnswerWithoutAPolicyIsNotApplied(t *testing.T) {
 	if got := get(t, run); len(got.Status.PendingApprovals) != 1 || got.Status.Outcome != "" {
 		t.Fatalf("the run no longer waits: outcome %q, %d pending", got.Status.Outcome, len(got.Status.PendingApprovals))
 	}
+}
+
+// Issue 27, item 1: on resume the operator vets a waiting batch again. A
+// platform rule added while a refund waited for a person (and the
+// operator restarted) denies it: it never runs, and the model is told.
+func TestPlatform_aPolicyAddedWhileACallWaitsAppliesOnResume(t *testing.T) {
+	tb := newTools()
+	_, stop := startReconciler(t, &kits{tools: tb}, 0, nil)
+	run := refundRun(namespace(t), "refund").answer("I could not refund it.").create(t)
+	waitPending(t, run, 1)
+	stop()
+
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: run.Namespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels = map[string]string{"platform.test/governed": run.Namespace}
+	if err := k8sClient.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: run.Namespace}, Spec: v1alpha1.AgentRunPolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"platform.test/governed": run.Namespace}},
+		Rules: []v1alpha1.PolicyRule{{Tools: []string{"issue_refund"}, Decision: v1alpha1.PolicyDeny, Reason: "refunds go through billing",
+			Name: "no-refunds"}},
+	}}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+
+	startManager(t, &kits{tools: tb})
+	if err := patchAnnotations(ctx, k8sClient, run, map[string]any{"team": "payments"}, "kubectl-annotate"); err != nil {
+		t.Fatal(err)
+	}
+	done := waitOutcome(t, run, 20*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted || tb.counts()["t1-c1:issue_refund"] != 0 {
+		t.Fatalf("outcome %s (%s), calls %v; want Completed with no refund", done.Status.Outcome, done.Status.Reason, tb.counts())
+	}
+	NewWithT(t).Eventually(func() []string { return warningsOn(t, run, string(loop.NoteRevetted)) }, 10*time.Second, 50*time.Millisecond).Should(
+		ContainElement(ContainSubstring("t1-c1 (issue_refund) is now deny (AgentRunPolicy/" + p.Name + ": no-refunds): refunds go through billing; it was ask (tool.irreversible)")))
 }

@@ -3,6 +3,7 @@ package loop
 // Approvals: calls the policy asked about wait here for a person's answer.
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -99,4 +100,57 @@ func (e *Engine) staleAnswers(s *State, answers map[string]Answer) []Note {
 			Message: fmt.Sprintf("Ignored answer %q for %s: that call is not waiting for approval", answers[id], id)})
 	}
 	return notes
+}
+
+// Revet vets again the calls of a batch that waits for people, under the
+// engine's configuration as it is now, and keeps for each call the
+// stricter of the saved verdict and the new one. A caller that resumes a
+// run from storage calls it, so that a verdict read back counts only as
+// far as vetting agrees with it now: after a platform policy or guardrail
+// changed, a call it now denies or blocks does not run, a call it now
+// asks about waits for a person (an answer given before stands only for a
+// call that was asked about before), and a guardrail that now halts ends
+// the run before any call of the batch runs.
+//
+// Only a batch in PhaseApproval is vetted again: nothing of it has run.
+// In any other phase Revet changes nothing.
+func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
+	if s.Phase != PhaseApproval || s.Done() {
+		return nil
+	}
+	ctx, cancel := e.vetContext(ctx)
+	defer cancel()
+	var notes []Note
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if c.State != CallProposed {
+			continue
+		}
+		var discard []Note
+		fresh, halt := e.vetCall(ctx, c.ToolCall, decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments), now, &discard)
+		switch {
+		case halt != "":
+			e.finish(s, GuardrailStop, halt+" when the run was resumed, before any call of the batch ran: "+fresh.Reason, &notes)
+			return notes
+		case fresh.State == CallDone:
+			// Denied, blocked or refused now: it will not run.
+			was := *c
+			fresh.Mutates = c.Mutates
+			*c = fresh
+			notes = append(notes, revettedNote(&was, c))
+		case fresh.Verdict == Ask && c.Verdict == Allow:
+			was := *c
+			c.Verdict, c.Rule, c.Reason = Ask, fresh.Rule, fresh.Reason
+			t := now
+			c.RequestedAt = &t
+			notes = append(notes, revettedNote(&was, c))
+		}
+	}
+	return notes
+}
+
+func revettedNote(was, now *Call) Note {
+	return Note{Kind: NoteRevetted, CallID: now.ID, Warning: true, Message: fmt.Sprintf(
+		"Vetted again when the run was resumed, %s (%s) is now %s (%s)%s; it was %s (%s)",
+		now.ID, now.Name, now.Verdict, now.Rule, suffix(now.Reason), was.Verdict, was.Rule)}
 }

@@ -267,6 +267,10 @@ const (
 	// NoteBatchRefused: the model proposed more calls in one answer than
 	// MaxCallsPerReply; none of them was vetted or run.
 	NoteBatchRefused NoteKind = "BatchRefused"
+	// NoteRevetted: on resume, vetting a waiting batch again under the
+	// engine's configuration as it is now gave a call a stricter verdict
+	// than the one saved (Engine.Revet).
+	NoteRevetted NoteKind = "VerdictTightened"
 	// NoteUsageAboveReservation: a model reply reported usage far above
 	// what its call reserved (see InputToleranceFactor). It is charged in
 	// full and the run ends Error before any of the reply is read (or
