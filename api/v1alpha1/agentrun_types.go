@@ -169,6 +169,17 @@ type AgentRunSpec struct {
 	// creation, and once true it stays true.
 	// +optional
 	Cancel bool `json:"cancel,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the run this many seconds after it
+	// ended (status.completionTime), with its transcript Secrets, its tool
+	// Jobs and the other objects the operator made for it, as
+	// ttlSecondsAfterFinished does for a Job; 0 deletes it as soon as it
+	// ends. Unset: the operator's default (--default-ttl-seconds-after-finished,
+	// chart runs.ttlSecondsAfterFinished), which keeps runs for ever unless
+	// set. Unlike the rest of the spec, it may be changed at any time.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // BudgetSpec is the vector of ceilings of a run. Defaults: maxTokens 100000,

@@ -10,7 +10,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller"
@@ -54,6 +56,16 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint; empty means a self-signed certificate.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica (of the shard) drives runs.")
+	fs.Func("default-ttl-seconds-after-finished", "Delete a finished AgentRun that sets no spec.ttlSecondsAfterFinished this many seconds after it ended, with its transcript Secrets and the objects made for it (0: as soon as it ends). Unset: keep finished runs.",
+		func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want a whole number of seconds, 0 or more, not %q", v)
+			}
+			d := time.Duration(n) * time.Second
+			o.DefaultTTLAfterFinished = &d
+			return nil
+		})
 	fs.BoolVar(&o.AcceptUnstampedAnswers, "accept-unstamped-answers", false, "Apply approval answers that carry no approved-by stamp, whose author the API server did not record (the admission policy agentrun-approver-identity is not installed). Off, such an answer is not applied and the run gets a Warning event.")
 	fs.StringVar(&o.KeysSecret, "state-keys-secret", "", "NAMESPACE/NAME of the Secret holding the keys that seal runs' saved state (created with a fresh key when missing); empty means "+operator.DefaultKeysSecret+" in the operator's namespace (POD_NAMESPACE).")
 	fs.StringVar(&o.Shard, "shard", "", "Drive only the AgentRuns labelled "+v1alpha1.LabelShard+"=SHARD (and their Jobs), electing a leader per shard; empty drives the runs without the label.")

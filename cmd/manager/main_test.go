@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/model"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -111,5 +112,24 @@ func TestFlags_egress(t *testing.T) {
 	}
 	if _, _, err := parseFlags([]string{"--egress-allow-cidrs=10.0.0.0/33"}); err == nil {
 		t.Error("a malformed CIDR was accepted")
+	}
+}
+
+// --default-ttl-seconds-after-finished is unset (keep finished runs) unless
+// given, takes whole seconds from 0, and refuses anything else.
+func TestFlags_defaultTTLAfterFinished(t *testing.T) {
+	if o, _, err := parseFlags(nil); err != nil || o.DefaultTTLAfterFinished != nil {
+		t.Fatalf("no flag: %v, %v; want unset", o.DefaultTTLAfterFinished, err)
+	}
+	for arg, want := range map[string]time.Duration{"0": 0, "3600": time.Hour} {
+		o, _, err := parseFlags([]string{"--default-ttl-seconds-after-finished=" + arg})
+		if err != nil || o.DefaultTTLAfterFinished == nil || *o.DefaultTTLAfterFinished != want {
+			t.Errorf("--default-ttl-seconds-after-finished=%s: %v, %v; want %s", arg, o.DefaultTTLAfterFinished, err, want)
+		}
+	}
+	for _, bad := range []string{"-1", "1h", "1.5", ""} {
+		if _, _, err := parseFlags([]string{"--default-ttl-seconds-after-finished=" + bad}); err == nil {
+			t.Errorf("--default-ttl-seconds-after-finished=%s was accepted", bad)
+		}
 	}
 }

@@ -91,6 +91,9 @@ type Config struct {
 	// (operator.LoadKeys). Nil gives an ephemeral keyring, whose seals no
 	// other process opens.
 	Keys *seal.Keyring
+	// DefaultTTLAfterFinished deletes a finished run that sets no
+	// spec.ttlSecondsAfterFinished this long after it ended; nil keeps it.
+	DefaultTTLAfterFinished *time.Duration
 	// AcceptUnstampedAnswers applies approval annotations that carry no
 	// approved-by stamp (the admission policy agentrun-approver-identity is
 	// not installed), whose author nobody authenticated. Off, such an
@@ -208,7 +211,7 @@ type written struct {
 //   - ConfigMaps: read and write the spec-hash records of the GitOps
 //     re-run protection (gitops.go); read uncached.
 //
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
@@ -217,7 +220,7 @@ type written struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 
 // SetupWithManager registers the reconciler.
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -335,6 +338,9 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 				}
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
+		}
+		if run.DeletionTimestamp.IsZero() {
+			return r.expire(ctx, run)
 		}
 		return ctrl.Result{}, nil
 	}

@@ -54,7 +54,7 @@ func protected(run *v1alpha1.AgentRun) bool {
 // it: spec.cancel is left out (it is the one field that may change).
 func SpecHash(spec *v1alpha1.AgentRunSpec) string {
 	s := spec.DeepCopy()
-	s.Cancel = false
+	s.Cancel, s.TTLSecondsAfterFinished = false, nil // housekeeping, not what runs
 	raw, err := json.Marshal(s)
 	if err != nil {
 		panic(err) // a typed spec always marshals

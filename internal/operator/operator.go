@@ -92,6 +92,10 @@ type Options struct {
 	// EgressAllowPrivate lets those requests reach the private ranges
 	// (--egress-allow-private); the metadata addresses stay refused.
 	EgressAllowPrivate bool
+	// DefaultTTLAfterFinished deletes finished runs that set no
+	// spec.ttlSecondsAfterFinished this long after they ended
+	// (--default-ttl-seconds-after-finished); nil keeps them.
+	DefaultTTLAfterFinished *time.Duration
 	// AcceptUnstampedAnswers applies approval answers whose author the API
 	// server did not record (--accept-unstamped-answers; see
 	// controller.Config).
@@ -207,7 +211,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
 		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
-		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers})
+		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
