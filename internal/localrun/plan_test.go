@@ -37,7 +37,7 @@ func TestRun_planStepDeclinedWithNoReplanLeftEscalates(t *testing.T) {
 	r := runPath(t, writeManifestIn(t, dir, readTestdata(t, "planned-refund.yaml")), Options{})
 	r.mustExit(t, 6) // Escalated
 	mustContain(t, "stdout", r.stdout,
-		`p1-E2 issue_refund {"charge":"ch_2"} -> ask (tool.irreversible)`,
+		`p1-E2 issue_refund {"charge":"ch_2"} -> needs a person (tool.irreversible)`,
 		"outcome: Escalated\n",
 		"plan 1 stopped: step E2 (issue_refund) did not run (declined")
 	if _, err := os.Stat(filepath.Join(dir, "refunded")); err == nil {

@@ -200,7 +200,12 @@ func (p *printer) step(s *loop.State, eff loop.Effect) {
 				fmt.Fprintf(p.w, "  %s\n", n.Message)
 				continue
 			}
-			line := fmt.Sprintf("  %s %s %s -> %s (%s)", c.ID, c.Name, oneLine(string(c.Arguments), 160), c.Verdict, c.Rule)
+			verdict := string(c.Verdict)
+			if c.Verdict == loop.Ask && !p.interactive {
+				// Nobody is asked: the next line says it is declined.
+				verdict = "needs a person"
+			}
+			line := fmt.Sprintf("  %s %s %s -> %s (%s)", c.ID, c.Name, oneLine(string(c.Arguments), 160), verdict, c.Rule)
 			if c.Reason != "" {
 				line += ": " + oneLine(c.Reason, 200)
 			}

@@ -176,12 +176,16 @@ func TestRun_askWithNoTerminalIsDeclinedAndTheModelRoutesAround(t *testing.T) {
 	}
 	mustContain(t, "stderr", r.stderr, "no terminal to ask on: declining t1-c1 (refund), which asks a person (policy.rules[0]: Refunds above 50.00 need a person.)")
 	mustContain(t, "stdout", r.stdout,
-		`t1-c1 refund {"amount_minor":8240} -> ask (policy.rules[0]): Refunds above 50.00 need a person.`,
+		`t1-c1 refund {"amount_minor":8240} -> needs a person (policy.rules[0]): Refunds above 50.00 need a person.`,
 		"t1-c1 refund: declined, no terminal to ask on",
 		"t2-c1 echo: ok",
 		"outcome: Completed")
 	if strings.Contains(r.stdout, "refunded") {
 		t.Errorf("the declined refund ran:\n%s", r.stdout)
+	}
+	// "ask" is printed only where someone is asked (issue 28).
+	if strings.Contains(r.stdout, "-> ask") {
+		t.Errorf("the stream says ask, but nobody was asked:\n%s", r.stdout)
 	}
 }
 
