@@ -24,6 +24,7 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -162,8 +163,10 @@ func summary(w io.Writer, s *loop.State) {
 	u := s.Usage
 	fmt.Fprintf(w, "outcome: %s\n", s.Outcome)
 	fmt.Fprintf(w, "reason: %s\n", s.Reason)
-	fmt.Fprintf(w, "usage: %d turns, %d input and %d output tokens, $%s, %d tool calls, %s\n",
-		u.Turns, u.InputTokens, u.OutputTokens, u.Cost, u.ToolCalls, u.WallClock.Round(time.Millisecond))
+	// Wall clock as status.usage.wallClockSeconds counts it (whole seconds,
+	// rounded up), then as measured.
+	fmt.Fprintf(w, "usage: %d turns, %d input and %d output tokens, $%s, %d tool calls, %ds of wall clock (%s)\n",
+		u.Turns, u.InputTokens, u.OutputTokens, u.Cost, u.ToolCalls, runstatus.WallClockSeconds(u.WallClock), u.WallClock.Round(time.Millisecond))
 	if s.Outcome == loop.Completed {
 		answer := strings.TrimSpace(s.Answer)
 		if !strings.Contains(answer, "\n") {

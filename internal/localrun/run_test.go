@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
@@ -485,5 +488,24 @@ func TestRun_streamShowsArgumentsAsWrittenAndAnEmptyAnswerAsEmpty(t *testing.T) 
 		"Model answered turn 3 with a final answer")
 	if strings.Contains(r.stdout, `\u003c`) {
 		t.Errorf("the stream escapes what the script wrote:\n%s", r.stdout)
+	}
+}
+
+// The stream's wall clock agrees with the status's (issue 28): the whole
+// seconds status.usage.wallClockSeconds shows (rounded up), then the
+// measured time they round up from.
+func TestRun_streamWallClockAgreesWithStatus(t *testing.T) {
+	r := runPath(t, testdataPath("echo-run.yaml"), Options{})
+	r.mustExit(t, 0)
+	m := regexp.MustCompile(`(\d+)s of wall clock \(([^)]+)\)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no wall clock in the usage line:\n%s", r.stdout)
+	}
+	measured, err := time.ParseDuration(m[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := runstatus.WallClockSeconds(measured); m[1] != strconv.FormatInt(want, 10) {
+		t.Fatalf("the stream shows %ss for %s; status shows %ds", m[1], measured, want)
 	}
 }

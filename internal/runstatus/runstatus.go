@@ -29,6 +29,11 @@ func Finished(run *v1alpha1.AgentRun) bool {
 	return c != nil && c.Status != metav1.ConditionUnknown
 }
 
+// WallClockSeconds is a run's wall clock as status.usage.wallClockSeconds
+// shows it: whole seconds, rounded up, so a run that worked at all shows
+// at least one.
+func WallClockSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
 // usageStatus converts a usage vector for status.
 func usageStatus(u loop.Usage) *v1alpha1.UsageStatus {
 	out := &v1alpha1.UsageStatus{
@@ -38,7 +43,7 @@ func usageStatus(u loop.Usage) *v1alpha1.UsageStatus {
 		CachedInputTokens: u.CachedInputTokens,
 		CostUSD:           u.Cost.String(),
 		ToolCalls:         int32(u.ToolCalls),
-		WallClockSeconds:  int64((u.WallClock + time.Second - 1) / time.Second),
+		WallClockSeconds:  WallClockSeconds(u.WallClock),
 	}
 	if len(u.PerTool) > 0 {
 		out.PerTool = map[string]int32{}
