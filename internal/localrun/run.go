@@ -200,6 +200,13 @@ func (p *printer) step(s *loop.State, eff loop.Effect) {
 			}
 		case loop.NoteCallVetted:
 			if c == nil {
+				// The batch ended while it was vetted (a guardrail halted
+				// it): the call is in the model's answer, not in s.Calls.
+				if tc := proposed(s, n.CallID); tc != nil {
+					fmt.Fprintf(p.w, "  %s %s %s -> %s\n", tc.ID, tc.Name, oneLine(string(tc.Arguments), 160),
+						strings.TrimPrefix(n.Message, tc.ID+" "+tc.Name+": "))
+					continue
+				}
 				fmt.Fprintf(p.w, "  %s\n", n.Message)
 				continue
 			}
@@ -256,6 +263,19 @@ func call(s *loop.State, id string) *loop.Call {
 	for i := range s.Calls {
 		if s.Calls[i].ID == id {
 			return &s.Calls[i]
+		}
+	}
+	return nil
+}
+
+// proposed is call id as the model proposed it in the current turn's
+// answer, or nil.
+func proposed(s *loop.State, id string) *loop.ToolCall {
+	if m := lastAssistant(s); m != nil && id != "" {
+		for i := range m.ToolCalls {
+			if m.ToolCalls[i].ID == id {
+				return &m.ToolCalls[i]
+			}
 		}
 	}
 	return nil

@@ -509,3 +509,28 @@ func TestRun_streamWallClockAgreesWithStatus(t *testing.T) {
 		t.Fatalf("the stream shows %ss for %s; status shows %ds", m[1], measured, want)
 	}
 }
+
+// A batch that a guardrail halts while it is vetted still shows the
+// arguments of the calls vetted before (issue 28).
+func TestRun_aHaltedBatchKeepsTheArgumentsOfItsCalls(t *testing.T) {
+	r := run(t, `apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: halted}
+spec:
+  goal: Look it up.
+  model:
+    provider: scripted
+    script:
+    - toolCalls:
+      - {name: echo, arguments: {q: fine}}
+      - {name: echo, arguments: {q: "4111111111111111"}}
+  budget: {maxTurns: 2}
+  guardrails:
+  - {name: pan, pattern: '\d{16}', severity: halt}
+  tools:
+  - name: echo
+    job: {image: busybox, command: [cat]}
+`, Options{})
+	r.mustExit(t, 3) // GuardrailStop
+	mustContain(t, "stdout", r.stdout, `t1-c1 echo {"q":"fine"} -> allow (policy.default)`, "outcome: GuardrailStop")
+}
