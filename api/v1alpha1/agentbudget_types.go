@@ -73,7 +73,7 @@ const MaxBudgetReservations = 256
 // AgentBudgetSpec is the limits of an AgentBudget. At least one limit is
 // set; an unset limit does not apply. A limit set to zero means zero.
 //
-// +kubebuilder:validation:XValidation:rule=`has(self.maxCostUSD) || has(self.maxTokens) || has(self.maxConcurrentRuns)`,message="an AgentBudget needs at least one limit: set maxCostUSD, maxTokens or maxConcurrentRuns"
+// +kubebuilder:validation:XValidation:rule=`has(self.maxCostUSD) || has(self.maxTokens) || has(self.maxConcurrentRuns) || self.?suspend.orValue(false)`,message="an AgentBudget needs at least one limit: set maxCostUSD, maxTokens or maxConcurrentRuns (or suspend: true)"
 // +kubebuilder:validation:XValidation:rule=`!has(self.soft) || self.soft.all(n, (n == 'maxCostUSD' && has(self.maxCostUSD)) || (n == 'maxTokens' && has(self.maxTokens)) || (n == 'maxConcurrentRuns' && has(self.maxConcurrentRuns)))`,message="soft names a limit that is not set",messageExpression=`'soft names ' + self.soft.filter(n, !((n == 'maxCostUSD' && has(self.maxCostUSD)) || (n == 'maxTokens' && has(self.maxTokens)) || (n == 'maxConcurrentRuns' && has(self.maxConcurrentRuns))))[0] + ', which is not set: set it, or remove it from soft'`,fieldPath=`.soft`
 type AgentBudgetSpec struct {
 	// selector picks the runs of this namespace the budget covers, by
@@ -113,6 +113,16 @@ type AgentBudgetSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=256
 	MaxConcurrentRuns *int32 `json:"maxConcurrentRuns,omitempty"`
+
+	// suspend: true is the kill switch for the runs the budget selects.
+	// Each stops at once, as spec.cancel stops it (a model call in flight
+	// is abandoned and charged its reservation, running tool calls finish
+	// and are recorded), and ends ApprovalDenied with a reason that names
+	// the budget, including runs that hold a lease and runs that have not
+	// started. Runs created while it is set end the same way. Setting it
+	// back to false lets new runs start; stopped runs stay stopped.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 
 	// soft lists the limits that only warn: reaching 80% and 100% of one
 	// records an event, the condition SoftLimitReached and the metric

@@ -29,6 +29,7 @@ const CreatedByAnnotation = "agents.agentrun.dev/created-by"
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=agentrunpolicies,singular=agentrunpolicy,scope=Cluster,shortName=arp,categories=agents
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`,description="Whether the runs the policy selects are stopped"
 // +kubebuilder:printcolumn:name="Self Approval",type=string,JSONPath=`.spec.approval.selfApproval`,description="Whether a run's author may answer its approvals"
 // +kubebuilder:printcolumn:name="Required Rules",type=integer,JSONPath=`.spec.rules.length()`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -112,6 +113,14 @@ type AgentRunPolicySpec struct {
 	// "approve" that the API server checks.
 	// +optional
 	Approval *PlatformApproval `json:"approval,omitempty"`
+
+	// suspend: true is the platform's kill switch, for an incident: every
+	// run of the namespaces the policy selects stops at once, as
+	// spec.cancel stops it, and ends ApprovalDenied with a reason that
+	// names the policy; runs created while it is set end the same way.
+	// (With no namespaceSelector it stops every run of the cluster.)
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // ModelAllowance is where runs may send one API-key Secret.

@@ -255,6 +255,8 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(e event.UpdateEvent) bool { return !r.caughtUp(e.ObjectNew) },
 		})).
 		Owns(&batchv1.Job{}).
+		Watches(&v1alpha1.AgentBudget{}, r.wakeSuspended()).
+		Watches(&v1alpha1.AgentRunPolicy{}, r.wakeSuspended()).
 		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
 	if r.JobWakeups != nil {
 		// A tool Job's change wakes the call that waits on it (which then

@@ -324,6 +324,14 @@ func toolsKey(s *loop.State) string {
 func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, uid := sc.state, sc.run.UID
 	in := loop.Input{Answers: sc.answers, Cancel: sc.run.Spec.Cancel}
+	if !in.Cancel {
+		// The kill switches stop the run as spec.cancel does.
+		why, err := r.suspension(ctx, sc.run)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		in.Cancel, in.CancelReason = why != "", why
+	}
 	switch s.Phase {
 	case loop.PhaseModel:
 		key := modelKey(s)
