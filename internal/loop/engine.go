@@ -40,6 +40,8 @@ type Engine struct {
 	// prefixLen estimates the input tokens of the system prompt, the tools
 	// and the goal; the estimate of a request adds each message's.
 	prefixLen int64
+	// fpPrefix fingerprints what precedes a ReAct request's messages.
+	fpPrefix promptFP
 	// perMessage is the estimator when it estimates message by message.
 	perMessage MessageEstimator
 	// The planner's and the solver's prompts of a planExecute run.
@@ -56,7 +58,8 @@ func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock =
 // WithEstimator sets the token estimator used for admission. Without one,
 // the engine uses ByteEstimator: one token per byte of everything sent
 // plus fixed overheads, never below what providers report for ordinary
-// text.
+// text. Estimates are built on the provider's counts (PromptCount) only
+// with an estimator that is a MessageEstimator.
 func WithEstimator(t TokenEstimator) Option { return func(e *Engine) { e.estimator = t } }
 
 // New compiles a run's configuration: defaults applied, CEL conditions,
@@ -124,8 +127,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if pm, ok := e.estimator.(MessageEstimator); ok {
 		e.perMessage = pm
-		e.prefixLen = pm.EstimateInputTokens(&Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered,
-			Messages: []Message{e.goal}, MaxOutputTokens: e.cfg.Model.MaxOutputTokens})
+		req := e.prefixRequest()
+		e.fpPrefix = fpStart(e.cfg.Model.Provider, req)
+		req.Messages = []Message{e.goal}
+		e.prefixLen = pm.EstimateInputTokens(req)
 	}
 	if err := e.compilePlan(); err != nil {
 		return nil, err
@@ -151,11 +156,11 @@ func (e *Engine) Request(s *State) *Request {
 	return req
 }
 
-// request is Request with the estimate of its input tokens. Both cost
-// what the transcript grew by since the last call on this State, not its
-// length: the messages and their estimate are kept in the State's prompt
-// cache (see promptCache).
-func (e *Engine) request(s *State) (*Request, int64) {
+// request is Request with the estimate of its input tokens (see
+// PromptCount). Both cost what the transcript grew by since the last call
+// on this State, not its length: the messages, their bounds and their
+// fingerprints are kept in the State's prompt cache (see promptCache).
+func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	if s.Plan != nil {
 		// The planner's and the solver's prompts are not the transcript
 		// (plan.go): they are built and estimated whole.
@@ -163,7 +168,7 @@ func (e *Engine) request(s *State) (*Request, int64) {
 		if s.Plan.Stage == StageSolving {
 			req = e.solveRequest(s)
 		}
-		return req, e.estimate(req)
+		return req, e.estimateFresh(s, req)
 	}
 	start := s.trialStart()
 	p := &s.prompt
@@ -173,10 +178,18 @@ func (e *Engine) request(s *State) (*Request, int64) {
 		if len(s.Transcript) > 0 {
 			p.first = &s.Transcript[0]
 		}
+		if e.perMessage != nil {
+			p.fps = append(make([]promptFP, 0, cap(p.msgs)), p.chain.next(e.fpPrefix, &e.goal))
+			p.bounds = append(make([]int64, 0, cap(p.msgs)), 0)
+		}
 	}
 	for _, m := range s.Transcript[start+len(p.msgs)-1:] {
 		p.msgs = append(p.msgs, m)
-		p.tokens += e.estimateMessage(&m)
+		if e.perMessage != nil {
+			p.tokens += e.perMessage.EstimateMessageTokens(&m)
+			p.fps = append(p.fps, p.chain.next(p.fps[len(p.fps)-1], &m))
+			p.bounds = append(p.bounds, p.tokens)
+		}
 	}
 	// The full slice expression keeps a model that appends to the request
 	// from writing into the cache.
@@ -184,14 +197,43 @@ func (e *Engine) request(s *State) (*Request, int64) {
 	req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
 		EarlierAnswers: s.answersBefore(start)}
 	if e.perMessage == nil {
-		return req, e.estimator.EstimateInputTokens(req)
+		return req, inputEstimate{tokens: e.estimator.EstimateInputTokens(req)}
 	}
-	return req, e.prefixLen + p.tokens
+	return req, builtOn(s.Counted, e.prefixLen+p.tokens, p.fps, p.bounds)
 }
 
-// estimate is the input estimate of a whole request: the planner's or the
-// solver's, whose prompts are not kept as they grow.
+// prefixRequest is a ReAct request without its messages: what its
+// estimate and its fingerprint start from.
+func (e *Engine) prefixRequest() *Request {
+	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
+}
+
+// estimate is the bound of a whole request's input tokens.
 func (e *Engine) estimate(req *Request) int64 { return e.estimator.EstimateInputTokens(req) }
+
+// estimateFresh is the input estimate of a request built afresh (the
+// planner's or the solver's, whose prompts are not kept as they grow):
+// built on the last count when it extends the counted request, as the
+// transcript's is.
+func (e *Engine) estimateFresh(s *State, req *Request) inputEstimate {
+	full := e.estimate(req)
+	if e.perMessage == nil || len(req.Messages) == 0 {
+		return inputEstimate{tokens: full}
+	}
+	var chain fpChain
+	fps := make([]promptFP, len(req.Messages))
+	bounds := make([]int64, len(req.Messages))
+	prev := fpStart(e.cfg.Model.Provider, req)
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		prev = chain.next(prev, m)
+		fps[i] = prev
+		if i > 0 {
+			bounds[i] = bounds[i-1] + e.perMessage.EstimateMessageTokens(m)
+		}
+	}
+	return builtOn(s.Counted, full, fps, bounds)
+}
 
 // promptCache is the model's view of a State's transcript, built as the
 // transcript grows. The loop only ever appends to the transcript, so
@@ -200,11 +242,18 @@ func (e *Engine) estimate(req *Request) int64 { return e.estimator.EstimateInput
 // rebuilds the cache, which amortises to a constant per message. It is
 // never serialised: a reloaded State starts without one.
 type promptCache struct {
-	by     *Engine
-	start  int
-	first  *Message
-	msgs   []Message
+	by    *Engine
+	start int
+	first *Message
+	msgs  []Message
+	// tokens is the bound of the messages after the goal; bounds[i] is
+	// that of the messages after the goal up to msgs[i], and fps[i]
+	// fingerprints the request up to msgs[i] (both empty when the
+	// estimator bounds whole requests only).
 	tokens int64
+	bounds []int64
+	fps    []promptFP
+	chain  fpChain
 }
 
 func (p *promptCache) fits(e *Engine, s *State, start int) bool {
@@ -224,15 +273,6 @@ func (p *promptCache) fits(e *Engine, s *State, start int) bool {
 		return a.Role == b.Role && a.Turn == b.Turn && a.CallID == b.CallID && a.Content == b.Content && len(a.ToolCalls) == len(b.ToolCalls)
 	}
 	return true
-}
-
-// estimateMessage is one message's share of the input estimate; zero
-// when the estimator only estimates whole requests.
-func (e *Engine) estimateMessage(m *Message) int64 {
-	if e.perMessage == nil {
-		return 0
-	}
-	return e.perMessage.EstimateMessageTokens(m)
 }
 
 // Step advances the run by one phase: it applies the input to the state

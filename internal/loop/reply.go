@@ -24,8 +24,8 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	if e.planMode() && s.Plan == nil {
 		s.Plan = &Plan{Number: 1}
 	}
-	req, tokens := e.request(s)
-	res := e.modelReservation(tokens)
+	req, est := e.request(s)
+	res := e.modelReservation(est.tokens)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		e.finish(s, BudgetExhausted, rej.Reason, notes)
 		refusedBy(*notes, rej)
@@ -34,6 +34,7 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	s.Turn++
 	s.Attempt = 1
 	s.Reserved = res
+	s.InFlight = est.sent
 	s.Phase = PhaseModel
 	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
 		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
@@ -47,6 +48,9 @@ func (e *Engine) chargeLostModelCall(s *State) {
 	s.Usage.OutputTokens += r.OutputTokens
 	s.Usage.Cost += r.Cost - e.cfg.ToolAllowance.Cost
 	s.Reserved = Usage{}
+	// What the provider counted of the lost call is unknown: the call
+	// made again is bounded whole.
+	s.InFlight, s.Counted = nil, nil
 }
 
 // abandonModelCall charges the model call of a run cancelled while the
@@ -73,12 +77,20 @@ func (e *Engine) abandonModelCall(s *State, notes *[]Note) {
 // Reported input is far above the reservation when it exceeds
 // InputToleranceFactor times the reserved input plus InputToleranceTokens;
 // reported output, when it exceeds the reserved output, which is the most
-// the request allowed (model.maxOutputTokens).
+// the request allowed (model.maxOutputTokens). When the input reserved
+// was built on the provider's count of the request before (PromptCount),
+// the reported input is held to the bound of the whole request instead,
+// as it was before estimates were built on counts: a server whose counts
+// are not consistent is not stopped for what the engine took on trust
+// from it; its count is charged, and its later requests of the run are
+// bounded whole (State.WholeEstimates). A server that over-reports is
+// stopped at the same count as when every request was bounded whole.
 const (
 	// InputToleranceFactor bounds reported input tokens relative to the
-	// estimate reserved for them. The estimate is meant to be above what
-	// a provider counts (ByteEstimator counts a token per byte), so twice
-	// the estimate is already far past any honest count.
+	// bound of the request's input (ByteEstimator's, a token per byte,
+	// whole or on top of an earlier count). That bound is meant to be
+	// above what a provider counts, so twice it is already far past any
+	// honest count.
 	InputToleranceFactor = 2
 	// InputToleranceTokens is added to the bound on reported input tokens
 	// for what a server may add to a prompt that the estimate does not
@@ -88,12 +100,17 @@ const (
 )
 
 // usageAboveReservation says how a reply's usage passed its reservation
-// res beyond tolerance, or "" when it did not.
-func usageAboveReservation(u TokenUsage, res Usage) string {
+// res beyond tolerance, its input held to inputBound (State.inputBound),
+// or "" when it did not.
+func usageAboveReservation(u TokenUsage, res Usage, inputBound int64) string {
 	var over []string
-	if res.InputTokens <= (math.MaxInt64-InputToleranceTokens)/InputToleranceFactor &&
-		u.InputTokens > InputToleranceFactor*res.InputTokens+InputToleranceTokens {
-		over = append(over, fmt.Sprintf("input is more than %d times the reserved input plus %d tokens", InputToleranceFactor, InputToleranceTokens))
+	if inputBound <= (math.MaxInt64-InputToleranceTokens)/InputToleranceFactor &&
+		u.InputTokens > InputToleranceFactor*inputBound+InputToleranceTokens {
+		what := "the reserved input"
+		if inputBound != res.InputTokens {
+			what = fmt.Sprintf("the bound of the whole request's input (%d tokens)", inputBound)
+		}
+		over = append(over, fmt.Sprintf("input is more than %d times %s plus %d tokens", InputToleranceFactor, what, InputToleranceTokens))
 	}
 	if u.OutputTokens > res.OutputTokens {
 		over = append(over, "output is more than the request allowed")
@@ -116,16 +133,17 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	u := &r.Usage
 	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	u.CachedInputTokens, u.CacheWriteTokens = max(u.CachedInputTokens, 0), max(u.CacheWriteTokens, 0)
-	res := s.Reserved
+	res, bound := s.Reserved, s.inputBound()
 	cost = e.modelCost(r.Usage)
 	s.Usage.Turns++
 	s.Usage.InputTokens += r.Usage.InputTokens
 	s.Usage.OutputTokens += r.Usage.OutputTokens
 	s.Usage.CachedInputTokens += r.Usage.CachedInputTokens
 	s.Usage.Cost += cost
+	s.countInput(r.Usage.InputTokens, res.InputTokens)
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
-	why := usageAboveReservation(r.Usage, res)
+	why := usageAboveReservation(r.Usage, res, bound)
 	if why == "" {
 		return cost, ""
 	}

@@ -148,6 +148,18 @@ type State struct {
 	// Plan is the plan-then-execute state of a planExecute run; nil
 	// otherwise.
 	Plan *Plan `json:"plan,omitempty"`
+	// InFlight identifies the request of the model call admitted last,
+	// until its reply is read; Counted is the last request whose reply
+	// reported an input count, with that count. The next request's input
+	// estimate is built on Counted when it extends that request (see
+	// PromptCount). Both are nil in a State saved before the engine kept
+	// them: the next request is then bounded whole.
+	InFlight *PromptCount `json:"inFlight,omitempty"`
+	Counted  *PromptCount `json:"counted,omitempty"`
+	// WholeEstimates is set once the provider's counts proved unfit to
+	// build estimates on (see State.countInput): from then on every
+	// request of the run is bounded whole.
+	WholeEstimates bool `json:"wholeEstimates,omitempty"`
 	// Outcome, Reason and Answer are set once the run has ended.
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`

@@ -338,7 +338,10 @@ type TokenEstimator interface {
 // request's messages: EstimateInputTokens(req) equals the estimate of req
 // with the goal as its only message plus EstimateMessageTokens of every
 // other message. The engine then keeps a running total as the transcript
-// grows instead of estimating the whole transcript every turn.
+// grows instead of estimating the whole transcript every turn, and builds
+// the estimate of a request that extends the one before on the provider's
+// count of that one (see PromptCount): EstimateMessageTokens must then
+// not be below what a message adds to the provider's count.
 type MessageEstimator interface {
 	TokenEstimator
 	EstimateMessageTokens(m *Message) int64
