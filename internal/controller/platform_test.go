@@ -22,6 +22,13 @@ import (
 func governedNamespace(t *testing.T, spec v1alpha1.AgentRunPolicySpec) (string, *v1alpha1.AgentRunPolicy) {
 	t.Helper()
 	ns := namespace(t)
+	return ns, govern(t, ns, spec)
+}
+
+// govern labels namespace ns and creates an AgentRunPolicy with spec that
+// selects it by that label, deleted when the test ends.
+func govern(t *testing.T, ns string, spec v1alpha1.AgentRunPolicySpec) *v1alpha1.AgentRunPolicy {
+	t.Helper()
 	ctx := context.Background()
 	cur := &corev1.Namespace{}
 	if err := k8sClient.Get(ctx, client.ObjectKey{Name: ns}, cur); err != nil {
@@ -37,7 +44,7 @@ func governedNamespace(t *testing.T, spec v1alpha1.AgentRunPolicySpec) (string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
-	return ns, p
+	return p
 }
 
 // refusedAtCreation waits (bounded: the API server learns of a new
@@ -110,27 +117,12 @@ func TestPlatform_operatorGovernsRunsCreatedBeforeThePolicy(t *testing.T) {
 		s.ServiceAccountName, s.Policy = "agent", allowAll
 	}).create(t)
 	wrongAccount := makeRun(ns, "wrong-account").answer("done").create(t)
-
-	ctx := context.Background()
-	cur := &corev1.Namespace{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: ns}, cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Labels = map[string]string{"platform.test/governed": ns}
-	if err := k8sClient.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
-	p := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: v1alpha1.AgentRunPolicySpec{
-		NamespaceSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"platform.test/governed": ns}},
+	p := govern(t, ns, v1alpha1.AgentRunPolicySpec{
 		ServiceAccountNames: []string{"agent"},
 		Limits:              &v1alpha1.PlatformLimits{MaxTurns: ptr.To(int32(4))},
 		Pricing:             []v1alpha1.ModelPrice{{Model: "*", ModelPricing: v1alpha1.ModelPricing{Input: "10", Output: "10"}}},
 		Rules:               []v1alpha1.PolicyRule{{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "every change is reviewed"}},
-	}}
-	if err := k8sClient.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+	})
 
 	tb := newTools()
 	startManager(t, &kits{tools: tb})
@@ -241,25 +233,11 @@ func TestPlatform_aPolicyAddedWhileACallWaitsAppliesOnResume(t *testing.T) {
 	run := refundRun(namespace(t), "refund").answer("I could not refund it.").create(t)
 	waitPending(t, run, 1)
 	stop()
-
 	ctx := context.Background()
-	ns := &corev1.Namespace{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: run.Namespace}, ns); err != nil {
-		t.Fatal(err)
-	}
-	ns.Labels = map[string]string{"platform.test/governed": run.Namespace}
-	if err := k8sClient.Update(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	p := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: run.Namespace}, Spec: v1alpha1.AgentRunPolicySpec{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"platform.test/governed": run.Namespace}},
+	p := govern(t, run.Namespace, v1alpha1.AgentRunPolicySpec{
 		Rules: []v1alpha1.PolicyRule{{Tools: []string{"issue_refund"}, Decision: v1alpha1.PolicyDeny, Reason: "refunds go through billing",
 			Name: "no-refunds"}},
-	}}
-	if err := k8sClient.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+	})
 
 	startManager(t, &kits{tools: tb})
 	if err := patchAnnotations(ctx, k8sClient, run, map[string]any{"team": "payments"}, "kubectl-annotate"); err != nil {
