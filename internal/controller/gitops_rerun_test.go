@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,5 +172,62 @@ func TestGitOpsRerun_aConfigMapNotOursIsNeverOverwritten(t *testing.T) {
 	}
 	if cur := get(t, run); cur.Status.Turn != 0 || cur.Status.Outcome != "" {
 		t.Fatalf("the run started: turn %d, outcome %q", cur.Status.Turn, cur.Status.Outcome)
+	}
+}
+
+// Finding 7 of issue 27: the operator's ClusterRole grants ConfigMap
+// writes in every namespace (for the re-run records), and RBAC cannot
+// narrow that by label. The admission policy agentrun-operator-writes
+// does: as the operator's ServiceAccount, only ConfigMaps labelled as
+// re-run records may be created, changed or deleted.
+func TestOperatorWrites_onlyItsReRunRecords(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	writer := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "configmap-writer", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update", "delete"}}}}
+	if err := k8sClient.Create(ctx, writer); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "operator-configmaps", Namespace: ns},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmap-writer"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "agentrun-system", Name: "agentrun-controller-manager"}}}); err != nil {
+		t.Fatal(err)
+	}
+	op := as(t, "system:serviceaccount:agentrun-system:agentrun-controller-manager", "system:serviceaccounts", "system:serviceaccounts:agentrun-system")
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-settings"}, Data: map[string]string{"mode": "safe"}}
+	if err := k8sClient.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "writes only its re-run records") {
+			t.Errorf("%s as the operator: %v; want it refused", what, err)
+		}
+	}
+	NewWithT(t).Eventually(func() error {
+		cm := get(t, theirs.DeepCopy())
+		cm.Data["mode"] = "unsafe"
+		return op.Update(ctx, cm)
+	}, 20*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("writes only its re-run records")))
+	refused("deleting a ConfigMap it did not make", op.Delete(ctx, theirs.DeepCopy()))
+	refused("creating an unlabelled ConfigMap", op.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}}))
+
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: recordName("refund"),
+		Labels: map[string]string{v1alpha1.LabelSpecRecord: "spec-hash"}}, Data: map[string]string{"uid": "a"}}
+	if err := op.Create(ctx, record); err != nil {
+		t.Fatalf("creating a re-run record as the operator: %v", err)
+	}
+	record.Data["uid"] = "b"
+	if err := op.Update(ctx, record); err != nil {
+		t.Fatalf("updating a re-run record as the operator: %v", err)
+	}
+	unlabelled := record.DeepCopy()
+	unlabelled.Labels = nil
+	refused("taking the label off a record", op.Update(ctx, unlabelled))
+	if err := op.Delete(ctx, record); err != nil {
+		t.Fatalf("deleting a re-run record as the operator: %v", err)
+	}
+	if got := get(t, theirs.DeepCopy()); got.Data["mode"] != "safe" {
+		t.Fatalf("the ConfigMap the operator did not make was changed: %v", got.Data)
 	}
 }

@@ -111,7 +111,7 @@ func startTimeout() time.Duration {
 // operator: the approval admission policies and the user roles, as files
 // of the repository for Apply.
 var ChartPolicies = []string{"config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
-	"config/admission/platform-policy.yaml", "config/rbac/aggregated_roles.yaml"}
+	"config/admission/platform-policy.yaml", "config/admission/operator-writes.yaml", "config/rbac/aggregated_roles.yaml"}
 
 // Apply creates (or updates) every object of the YAML files under the
 // repository root, e.g. "config/admission/approval-policy.yaml", so that a
