@@ -94,6 +94,10 @@ func Start(extraArgs ...string) (*envtest.Environment, *rest.Config, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// A start that failed after the control plane came up (a CRD the
+		// API server refuses, say) would leave kube-apiserver and etcd
+		// running, orphaned, for as long as the machine runs.
+		_ = env.Stop()
 		return nil, nil, err
 	}
 	return env, cfg, nil
