@@ -189,7 +189,7 @@ func TestOperatorWrites_onlyItsReRunRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "operator-configmaps", Namespace: ns},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmap-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmap-writer"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "agentrun-system", Name: "agentrun-controller-manager"}}}); err != nil {
 		t.Fatal(err)
 	}
