@@ -30,7 +30,10 @@ func TestTTL_aFinishedRunIsDeletedWithWhatWasMadeForIt(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	run := makeRun(ns, "short-lived").answer("done").r
-	run.Spec.TTLSecondsAfterFinished = ptr.To(int32(1))
+	// Kept until the test has looked at what was made for it: then its
+	// TTL is lowered (status.completionTime has whole seconds, so a TTL of
+	// a second may pass as soon as the run ends).
+	run.Spec.TTLSecondsAfterFinished = ptr.To(int32(3600))
 	run.Annotations = map[string]string{v1alpha1.AnnotationGitOpsProtect: "true"} // so that it has a re-run record
 	if err := k8sClient.Create(ctx, run); err != nil {
 		t.Fatal(err)
@@ -53,6 +56,12 @@ func TestTTL_aFinishedRunIsDeletedWithWhatWasMadeForIt(t *testing.T) {
 	// A second run of the namespace, without a TTL, is kept.
 	kept := makeRun(ns, "kept").answer("done").create(t)
 	waitOutcome(t, kept, 20*time.Second)
+	NewWithT(t).Consistently(gone(run), time.Second, 100*time.Millisecond).Should(BeFalse(), "deleted before its TTL of an hour")
+	cur := get(t, run)
+	cur.Spec.TTLSecondsAfterFinished = ptr.To(int32(1))
+	if err := k8sClient.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
 
 	NewWithT(t).Eventually(gone(run), 20*time.Second, 100*time.Millisecond).Should(BeTrue(), "the run was not deleted")
 	NewWithT(t).Eventually(gone(record), 10*time.Second, 100*time.Millisecond).Should(BeTrue(), "its re-run record was not deleted")
