@@ -122,7 +122,9 @@ func longRun(tb testing.TB, turns int) (*loop.Engine, loop.Model, loop.Toolbox) 
 	script[turns-1] = loop.ScriptEntry{Content: "Invoice in_0312 was paid twice; refund the second payment.", Usage: loop.TokenUsage{OutputTokens: 30}}
 	toolbox := loop.ToolboxFunc(func(_ context.Context, inv loop.Invocation) loop.Result {
 		var n int
-		fmt.Sscanf(inv.CallID, "t%d", &n)
+		if _, err := fmt.Sscanf(inv.CallID, "t%d", &n); err != nil {
+			return loop.Result{Output: []byte(`{"error":"unexpected call id"}`)}
+		}
 		size := 150 + (n*379)%1400
 		row := fmt.Sprintf(`{"id":"in_%04d","date":"2026-03-%02d","amount_minor":%d,"status":"paid"},`, n, 1+n%28, 1000+n*7)
 		out := `{"rows":[` + strings.Repeat(row, size/len(row)+1)[:size] + `]}`

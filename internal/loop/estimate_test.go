@@ -252,8 +252,8 @@ func TestEstimate_requestThatDoesNotExtendTheCountedOneIsBoundedWhole(t *testing
 	e := r.engine()
 	s := &State{}
 	for i := range 2 {
-		eff := e.Step(s, Input{})
-		eff = e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", fmt.Sprintf(`{"id":%d}`, i))}, Usage: usage(int64(500+40*i), 10)}})
+		e.Step(s, Input{})
+		eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", fmt.Sprintf(`{"id":%d}`, i))}, Usage: usage(int64(500+40*i), 10)}})
 		e.Step(s, Input{Results: ExecuteBatch(context.Background(), r.tools, eff.Calls, eff.Concurrent)})
 	}
 	whole := func(e *Engine, s *State) int64 { return ByteEstimator{}.EstimateInputTokens(e.Request(s)) }
