@@ -58,7 +58,9 @@ const (
 )
 
 // Condition reasons that are not outcomes. Once a run has ended, the
-// reason of ConditionSucceeded is its Outcome.
+// reason of ConditionSucceeded is its Outcome, except for a run that ended
+// Error because of its own manifest or namespace, whose reason is
+// ReasonInvalidConfiguration.
 const (
 	// ReasonPending is the reason of Succeeded=Unknown before the first
 	// turn is admitted.
@@ -74,6 +76,13 @@ const (
 	ReasonNoApprovalPending = "NoApprovalPending"
 	// ReasonPersistFailed is the reason of Saved=False.
 	ReasonPersistFailed = "PersistFailed"
+	// ReasonInvalidConfiguration is the reason of Succeeded=False (and of
+	// the summary conditions) for a run that ended Error before its first
+	// turn because of what its author or its namespace gave it (a CEL
+	// condition that does not compile, a Secret its ServiceAccount may not
+	// read, a manifest the platform's policies refuse), not because of a
+	// defect of the operator: alerts for defects leave it out.
+	ReasonInvalidConfiguration = "InvalidConfiguration"
 )
 
 // Phase is a display summary of where a run stands, derived from its

@@ -58,7 +58,8 @@ func defaults(t *testing.T) map[string]any {
 func TestPrometheusRule_everyAlertParsesAndHasItsParts(t *testing.T) {
 	rs := rules(t, defaults(t))
 	want := map[string]bool{"AgentRunSpendRateHigh": false, "AgentRunAwaitingApprovalTooLong": false,
-		"AgentRunToolFailureRateHigh": false, "AgentRunReconcileErrors": false}
+		"AgentRunToolFailureRateHigh": false, "AgentRunReconcileErrors": false, "AgentRunOperatorError": false,
+		"AgentRunOperatorPanics": false}
 	for _, r := range rs {
 		name, _ := r["alert"].(string)
 		expr, _ := r["expr"].(string)

@@ -129,6 +129,8 @@ type AgentRunReconciler struct {
 	// uids maps each run this process holds anything for to its UID, so
 	// that a run deleted while we held it is forgotten by name.
 	uids map[types.NamespacedName]types.UID
+	// panics counts each run's recovered panics (see panicked).
+	panics map[types.UID]int
 	// baseCtx is the manager's context, which work in flight outlives a
 	// reconcile under; nil until the manager starts.
 	baseCtx context.Context
@@ -160,6 +162,7 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		deferred: map[types.UID]*deferred{},
 		cached:   map[types.UID]string{},
 		uids:     map[types.NamespacedName]types.UID{},
+		panics:   map[types.UID]int{},
 	}
 }
 
@@ -293,13 +296,13 @@ func (r *AgentRunReconciler) background() context.Context {
 	return r.baseCtx
 }
 
-// Reconcile advances one run by at most one phase of one turn: it steps
+// reconcile advances one run by at most one phase of one turn: it steps
 // the engine until the next step needs the outside world, saves what it
 // decided (transcript chunks first, then one status patch), and only then
 // starts the model call or the tools. A status patch that conflicts with
 // another writer is retried at once on a fresh read; the finished work it
 // carried stays in memory until a patch holds it.
-func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -565,6 +568,7 @@ func (r *AgentRunReconciler) forget(uid types.UID) {
 	delete(r.written, uid)
 	delete(r.deferred, uid)
 	delete(r.cached, uid)
+	delete(r.panics, uid)
 	for k, v := range r.uids {
 		if v == uid {
 			delete(r.uids, k)

@@ -24,6 +24,18 @@ import (
 
 func expectOutcome(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, reason string) {
 	t.Helper()
+	expectEnded(t, run, want, string(want), reason)
+}
+
+// expectInvalid checks that the run ended Error because of its
+// configuration: condition reason InvalidConfiguration.
+func expectInvalid(t *testing.T, run *v1alpha1.AgentRun, reason string) {
+	t.Helper()
+	expectEnded(t, run, v1alpha1.OutcomeError, v1alpha1.ReasonInvalidConfiguration, reason)
+}
+
+func expectEnded(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, condReason, reason string) {
+	t.Helper()
 	if run.Status.Outcome != want {
 		t.Fatalf("outcome = %s (%s), want %s", run.Status.Outcome, run.Status.Reason, want)
 	}
@@ -35,8 +47,8 @@ func expectOutcome(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, 
 	if want == v1alpha1.OutcomeCompleted {
 		wantStatus = metav1.ConditionTrue
 	}
-	if c == nil || c.Status != wantStatus || c.Reason != string(want) {
-		t.Fatalf("Succeeded condition = %+v, want %s with reason %s", c, wantStatus, want)
+	if c == nil || c.Status != wantStatus || c.Reason != condReason {
+		t.Fatalf("Succeeded condition = %+v, want %s with reason %s", c, wantStatus, condReason)
 	}
 	if run.Status.CompletionTime == nil || run.Status.Reserved != nil || len(run.Status.PendingApprovals) != 0 {
 		t.Fatalf("finished status is incomplete: %+v", run.Status)
@@ -46,7 +58,7 @@ func expectOutcome(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, 
 func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	ns := namespace(t)
 	tb := newTools()
-	completedBefore := testutil.ToFloat64(runsFinished.WithLabelValues("Completed"))
+	completedBefore := testutil.ToFloat64(runsFinished.WithLabelValues("Completed", "Completed"))
 	startManager(t, &kits{tools: tb})
 	run := makeRun(ns, "double-charge").readTool("identify_account").readTool("find_invoices").
 		calls("identify_account", `{"email":"r.okafor@northwind.example"}`).
@@ -70,7 +82,7 @@ func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	}
 
 	// The outcome is counted once, in the domain metrics.
-	NewWithT(t).Eventually(func() float64 { return testutil.ToFloat64(runsFinished.WithLabelValues("Completed")) },
+	NewWithT(t).Eventually(func() float64 { return testutil.ToFloat64(runsFinished.WithLabelValues("Completed", "Completed")) },
 		5*time.Second, 20*time.Millisecond).Should(Equal(completedBefore + 1))
 
 	// The transcript lives in owned Secrets and reads back whole.
@@ -368,14 +380,16 @@ func TestRun_invalidManifestIsRejectedWithItsMessage(t *testing.T) {
 	}
 }
 
-func TestRun_aManifestTheEngineRejectsEndsWithError(t *testing.T) {
+// A manifest the engine rejects is its author's mistake, not a defect:
+// it ends Error with the reason InvalidConfiguration.
+func TestRun_aManifestTheEngineRejectsEndsInvalidConfiguration(t *testing.T) {
 	ns := namespace(t)
 	startManager(t, &kits{tools: newTools()})
 	run := makeRun(ns, "bad-cel").readTool("a").answer("x").with(func(s *v1alpha1.AgentRunSpec) {
 		s.Policy = &v1alpha1.PolicySpec{Default: "allow", Rules: []v1alpha1.PolicyRule{{Tools: []string{"a"}, When: "args.amount >", Decision: "deny"}}}
 	}).create(t)
 	done := waitOutcome(t, run, 20*time.Second)
-	expectOutcome(t, done, v1alpha1.OutcomeError, "policy.rules[0].when")
+	expectInvalid(t, done, "policy.rules[0].when")
 }
 
 // turnsModel answers n turns with a fresh read call each, then a final answer.

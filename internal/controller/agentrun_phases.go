@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
-	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -123,7 +122,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			}
 			run, changes, err := platform.Apply(sc.run, pols)
 			if err != nil {
-				r.fail(sc, "the run cannot start: "+err.Error())
+				r.failInvalid(sc, "the run cannot start: "+err.Error())
 				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: err.Error()})
 				return ctrl.Result{}, nil
 			}
@@ -151,11 +150,16 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			// run (a CEL condition that does not compile, say): that is
 			// final, not worth a retry.
 			outcome := v1alpha1.OutcomeError
-			if errors.Is(err, kit.ErrUnavailable) {
-				outcome = v1alpha1.OutcomeToolFailure
-			}
 			reason := "the run cannot start: " + err.Error()
-			runstatus.SetFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
+			switch cause := buildFailure(err); cause {
+			case causeUnavailable:
+				outcome = v1alpha1.OutcomeToolFailure
+				runstatus.SetFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
+			case causeConfiguration:
+				runstatus.SetInvalid(&sc.run.Status, reason, metav1.NewTime(sc.now))
+			default:
+				runstatus.SetFailed(&sc.run.Status, outcome, reason, metav1.NewTime(sc.now))
+			}
 			sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(outcome) + ": " + reason})
 			sc.stop = true
 			return ctrl.Result{}, nil
@@ -300,6 +304,17 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 // spent.
 func (r *AgentRunReconciler) fail(sc *scope, reason string) {
 	runstatus.SetFailed(&sc.run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(sc.now))
+	r.failed(sc, reason)
+}
+
+// failInvalid ends the run Error as fail does, blaming its configuration
+// (condition reason InvalidConfiguration) rather than the operator.
+func (r *AgentRunReconciler) failInvalid(sc *scope, reason string) {
+	runstatus.SetInvalid(&sc.run.Status, reason, metav1.NewTime(sc.now))
+	r.failed(sc, reason)
+}
+
+func (r *AgentRunReconciler) failed(sc *scope, reason string) {
 	sc.run.Status.Checkpoint = nil
 	sc.notes = append(sc.notes, loop.Note{Kind: loop.NoteFinished, Warning: true, Message: string(v1alpha1.OutcomeError) + ": " + reason})
 	sc.state = nil

@@ -8,6 +8,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -22,8 +23,8 @@ import (
 var (
 	runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "runs_finished_total",
-		Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error).",
-	}, []string{"outcome"})
+		Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect).",
+	}, []string{"outcome", "reason"})
 	turnsStarted = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "turns_total",
 		Help: "Turns admitted (each is one model call).",
@@ -208,7 +209,7 @@ func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Not
 		return
 	}
 	o := string(run.Status.Outcome)
-	runsFinished.WithLabelValues(o).Inc()
+	runsFinished.WithLabelValues(o, runstatus.EndReason(&run.Status)).Inc()
 	if s != nil {
 		repeatedIntent.Observe(float64(s.MaxDepth))
 		if s.Outcome == loop.Completed {

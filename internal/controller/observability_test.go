@@ -148,7 +148,7 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	g.Expect(delta("agentrun_reservation_refusals_total", map[string]string{"ceiling": "turns"})).To(Equal(1.0), "refusals by turns")
 	g.Expect(delta("agentrun_retries_total", map[string]string{"kind": "model"})).To(Equal(1.0), "model retries")
 	for outcome, n := range map[string]float64{"Completed": 1, "BudgetExhausted": 1, "ToolFailure": 1} {
-		g.Expect(delta("agentrun_runs_finished_total", map[string]string{"outcome": outcome})).To(Equal(n), outcome)
+		g.Expect(delta("agentrun_runs_finished_total", map[string]string{"outcome": outcome, "reason": outcome})).To(Equal(n), outcome)
 	}
 	// The gauges count this namespace's runs only (the cache is scoped).
 	// They read the operator's informer cache, which may hold a run's

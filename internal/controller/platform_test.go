@@ -128,9 +128,7 @@ func TestPlatform_operatorGovernsRunsCreatedBeforeThePolicy(t *testing.T) {
 	startManager(t, &kits{tools: tb})
 
 	out := waitOutcome(t, wrongAccount, 20*time.Second)
-	if out.Status.Outcome != v1alpha1.OutcomeError || !strings.Contains(out.Status.Reason, "AgentRunPolicy "+p.Name+" refuses it: runs may act only as the ServiceAccounts agent, not default") {
-		t.Fatalf("the run acting as default ended %s: %s", out.Status.Outcome, out.Status.Reason)
-	}
+	expectInvalid(t, out, "AgentRunPolicy "+p.Name+" refuses it: runs may act only as the ServiceAccounts agent, not default")
 
 	// The run's own rule allows every call; the platform's asks first.
 	pending := waitPending(t, restock, 1).Status.PendingApprovals[0]

@@ -100,7 +100,7 @@ func TestLog_oneLinePerTransition(t *testing.T) {
 
 	// A run that cannot start: one line, with the outcome.
 	broken := makeRun(ns, "broken").answer("x").create(t)
-	expectOutcome(t, waitOutcome(t, broken, wait), v1alpha1.OutcomeError, "cannot start")
+	expectInvalid(t, waitOutcome(t, broken, wait), "cannot start")
 	g.Eventually(func() []map[string]any { return logs.of(ns, "broken", transitionMsgs...) }, wait, tick).Should(
 		ConsistOf(And(HaveKeyWithValue("msg", "Run finished"), HaveKeyWithValue("outcome", "Error"))))
 

@@ -79,7 +79,16 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 	uid, name, namespace := run.UID, run.Name, run.Namespace
 	go func() {
 		var out work
-		fn(ctx, &out)
+		func() {
+			// A panic here would end the whole operator (every tenant's
+			// runs) for one run's defect: it becomes this work's error.
+			defer func() {
+				if p := recover(); p != nil {
+					out.err = recovered(ctx, "work", p)
+				}
+			}()
+			fn(ctx, &out)
+		}()
 		if ctx.Err() != nil {
 			// Cancelled by a shutdown or because the run was forgotten:
 			// what came back is an interruption, not the call's result.

@@ -151,13 +151,36 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 
 // SetFailed ends a run that could not be built or resumed.
 func SetFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, reason string, now metav1.Time) {
+	setFailed(st, o, string(o), reason, now)
+}
+
+// SetInvalid ends a run Error because of its configuration (its manifest
+// or its namespace), not a defect: as SetFailed, with the conditions'
+// reason InvalidConfiguration.
+func SetInvalid(st *v1alpha1.AgentRunStatus, reason string, now metav1.Time) {
+	setFailed(st, v1alpha1.OutcomeError, v1alpha1.ReasonInvalidConfiguration, reason, now)
+}
+
+// EndReason is the reason of a finished run's Succeeded condition (its
+// outcome, or InvalidConfiguration), or "" while the run works.
+func EndReason(st *v1alpha1.AgentRunStatus) string {
+	if st.Outcome == "" {
+		return ""
+	}
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded); c != nil && c.Reason == v1alpha1.ReasonInvalidConfiguration {
+		return c.Reason
+	}
+	return string(st.Outcome)
+}
+
+func setFailed(st *v1alpha1.AgentRunStatus, o v1alpha1.Outcome, condReason, reason string, now metav1.Time) {
 	st.Outcome, st.Reason, st.Phase = o, clip.Cut(reason, 8192, CutMark), v1alpha1.PhaseFailed
 	st.PendingApprovals, st.PendingApprovalCount = nil, 0
 	st.Reserved = nil
 	if st.CompletionTime == nil {
 		st.CompletionTime = &now
 	}
-	SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, string(o), st.Reason, now)
+	SetCondition(st, v1alpha1.ConditionSucceeded, metav1.ConditionFalse, condReason, st.Reason, now)
 	setSummaryConditions(st, now)
 	SetCondition(st, v1alpha1.ConditionAwaitingApproval, metav1.ConditionFalse, v1alpha1.ReasonNoApprovalPending, "no call waits for a person", now)
 }

@@ -253,3 +253,28 @@ func TestOutcomes_engineAPIAndDocsAgree(t *testing.T) {
 		t.Errorf("%d outcomes; the API and its docs promise eight", len(engine))
 	}
 }
+
+// A run its configuration stops ends Error, told apart by its conditions'
+// reason; every other ended run's reason is its outcome.
+func TestSetInvalid_endsErrorWithTheConfigurationReason(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	var invalid, failed, running v1alpha1.AgentRunStatus
+	SetInvalid(&invalid, "the run cannot start: a condition does not compile", now)
+	SetFailed(&failed, v1alpha1.OutcomeError, "the run cannot resume", now)
+	if invalid.Outcome != v1alpha1.OutcomeError || invalid.Phase != v1alpha1.PhaseFailed || invalid.CompletionTime == nil {
+		t.Fatalf("invalid status = %+v", invalid)
+	}
+	for _, typ := range []string{v1alpha1.ConditionSucceeded, v1alpha1.ConditionReady, v1alpha1.ConditionStalled} {
+		if c := apimeta.FindStatusCondition(invalid.Conditions, typ); c == nil || c.Reason != v1alpha1.ReasonInvalidConfiguration {
+			t.Errorf("%s = %+v, want reason InvalidConfiguration", typ, c)
+		}
+	}
+	if c := apimeta.FindStatusCondition(invalid.Conditions, v1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Stalled = %+v, want True", c)
+	}
+	for st, want := range map[*v1alpha1.AgentRunStatus]string{&invalid: v1alpha1.ReasonInvalidConfiguration, &failed: "Error", &running: ""} {
+		if got := EndReason(st); got != want {
+			t.Errorf("EndReason = %q, want %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/runstatus"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// MaxPanics is how many reconciles of one run may panic before the run
+// ends Error: a defect that fails every time must end the run, not retry
+// it for ever, and one that fails once (a race) deserves another try.
+const MaxPanics = 3
+
+// errPanic marks an error made from a recovered panic: a defect of the
+// operator, never the run author's doing.
+var errPanic = errors.New("the operator panicked")
+
+var panics = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "agentrun", Name: "panics_total",
+	Help: "Panics the operator recovered from, by where (reconcile: a reconcile of a run; work: a model call, tool call or kit build off the workers). Each is a defect: its stack is in the operator's log.",
+}, []string{"where"})
+
+func init() { metrics.Registry.MustRegister(panics) }
+
+// recovered turns a recovered panic value into an error (wrapping
+// errPanic), logging its stack and counting it.
+func recovered(ctx context.Context, where string, p any) error {
+	panics.WithLabelValues(where).Inc()
+	err := fmt.Errorf("%w: %s", errPanic, clip.Cut(fmt.Sprint(p), 512, runstatus.CutMark))
+	ctrl.LoggerFrom(ctx).Error(err, "Recovered from a panic", "where", where, "stack", string(debug.Stack()))
+	return err
+}
+
+// failureCause says whose fault a failure to build a run's kit is.
+type failureCause int
+
+const (
+	// causeDefect: the operator's (a panic) or the platform's (the API
+	// server failed to answer): outcome Error.
+	causeDefect failureCause = iota
+	// causeConfiguration: the run's own manifest or namespace: outcome
+	// Error with the condition reason InvalidConfiguration.
+	causeConfiguration
+	// causeUnavailable: a declared tool is not there: ToolFailure.
+	causeUnavailable
+)
+
+// buildFailure classifies an error from building a run's kit. Anything
+// the API server or the operator got wrong is a defect; the rest (a CEL
+// condition that does not compile, a Secret the run's ServiceAccount may
+// not read, a limit over the operator's caps) is what the run was given.
+func buildFailure(err error) failureCause {
+	switch {
+	case errors.Is(err, kit.ErrUnavailable):
+		return causeUnavailable
+	case errors.Is(err, errPanic), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return causeDefect
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch {
+		case apierrors.IsForbidden(err), apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+			return causeConfiguration
+		}
+		return causeDefect // timeouts, throttling, an API server that failed
+	}
+	return causeConfiguration
+}
+
+// Reconcile drives one run (see reconcile). A panic in it is recovered:
+// the reconcile fails (and is retried with back-off) until the run's
+// MaxPanics-th panic, which ends the run Error.
+func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = r.panicked(ctx, req.NamespacedName, recovered(ctx, "reconcile", p))
+		}
+	}()
+	return r.reconcile(ctx, req)
+}
+
+// panicked counts a run's panic and, at its MaxPanics-th, ends it Error
+// with a status write of its own: the reconcile that panicked may have
+// left this process's memory of the run half-updated, so that memory is
+// dropped and the status is written from the stored run (or from this
+// process's saves since, which its chunks already hold).
+func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedName, cause error) (ctrl.Result, error) {
+	run := &v1alpha1.AgentRun{}
+	if err := r.APIReader.Get(ctx, key, run); err != nil {
+		return ctrl.Result{}, errors.Join(cause, client.IgnoreNotFound(err))
+	}
+	if runstatus.Finished(run) {
+		return ctrl.Result{}, cause
+	}
+	r.mu.Lock()
+	r.panics[run.UID]++
+	n := r.panics[run.UID]
+	r.mu.Unlock()
+	if n < MaxPanics {
+		return ctrl.Result{}, cause // retried with the workqueue's back-off
+	}
+	if d := r.deferredOf(run); d != nil {
+		run.Status = *d.status.DeepCopy()
+	}
+	reason := fmt.Sprintf("the operator failed on this run %d times (%v); the operator's log has the stack of each", n, cause)
+	runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(r.Clock()))
+	run.Status.Checkpoint = nil
+	if err := r.Status().Update(ctx, run); err != nil {
+		// Counted: the next panic tries again, and a conflict means the
+		// run changed (perhaps it ended) under us.
+		return ctrl.Result{}, errors.Join(cause, err)
+	}
+	r.forget(run.UID)
+	if r.Recorder != nil {
+		func() {
+			defer func() { _ = recover() }() // the recorder may be what panicked
+			r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, "RunFinished", "RunFinished", "%s: %s", v1alpha1.OutcomeError, reason)
+		}()
+	}
+	runsFinished.WithLabelValues(string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError)).Inc()
+	return ctrl.Result{}, nil
+}
