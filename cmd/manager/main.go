@@ -122,6 +122,19 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 			return err
 		})
 	fs.BoolVar(&o.EgressAllowPrivate, "egress-allow-private", false, "Let model calls and HTTP and MCP tools reach private addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7); the cloud metadata addresses stay refused.")
+	fs.Func("tool-run-as-user", "The uid tool pods run as (default 65532), or \"assigned\" to leave runAsUser, runAsGroup and fsGroup unset for the platform to assign, as OpenShift's restricted-v2 SecurityContextConstraints require.",
+		func(s string) error {
+			if s == "assigned" {
+				o.ToolRunAsUser, o.ToolAssignedUser = 0, true
+				return nil
+			}
+			uid, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || uid < 1 {
+				return fmt.Errorf("%q is neither a non-root uid (1 or more) nor \"assigned\"", s)
+			}
+			o.ToolRunAsUser, o.ToolAssignedUser = uid, false
+			return nil
+		})
 	networkPolicy := fs.Bool("tool-network-policy", true, "Confine each job tool's pods with a NetworkPolicy: no ingress, egress only to DNS and the tool's egress list.")
 	zo := &zap.Options{}
 	zo.BindFlags(fs)

@@ -133,3 +133,22 @@ func TestFlags_defaultTTLAfterFinished(t *testing.T) {
 		}
 	}
 }
+
+// --tool-run-as-user takes a non-root uid or "assigned" (OpenShift), and
+// refuses root and anything else.
+func TestFlags_toolRunAsUser(t *testing.T) {
+	if o, _, err := parseFlags(nil); err != nil || o.ToolRunAsUser != 0 || o.ToolAssignedUser {
+		t.Fatalf("no flag: %d %v, %v; want the job package's default", o.ToolRunAsUser, o.ToolAssignedUser, err)
+	}
+	if o, _, err := parseFlags([]string{"--tool-run-as-user=1001"}); err != nil || o.ToolRunAsUser != 1001 || o.ToolAssignedUser {
+		t.Errorf("1001: %d %v, %v", o.ToolRunAsUser, o.ToolAssignedUser, err)
+	}
+	if o, _, err := parseFlags([]string{"--tool-run-as-user=assigned"}); err != nil || !o.ToolAssignedUser {
+		t.Errorf("assigned: %d %v, %v", o.ToolRunAsUser, o.ToolAssignedUser, err)
+	}
+	for _, bad := range []string{"0", "-5", "root", ""} {
+		if _, _, err := parseFlags([]string{"--tool-run-as-user=" + bad}); err == nil {
+			t.Errorf("--tool-run-as-user=%s was accepted", bad)
+		}
+	}
+}

@@ -71,6 +71,11 @@ type Options struct {
 	ToolResources job.Resources
 	// NoToolNetworkPolicy leaves tool pods without their NetworkPolicy.
 	NoToolNetworkPolicy bool
+	// ToolRunAsUser is the uid of tool pods (job.DefaultRunAsUser when
+	// zero); ToolAssignedUser leaves it to the platform (job.Config's
+	// AssignedUser), as OpenShift requires.
+	ToolRunAsUser    int64
+	ToolAssignedUser bool
 	// QPS and Burst limit the client. QPS 0 adapts the limit to the runs
 	// in flight (DefaultQPSPerRun each, between DefaultMinQPS and
 	// DefaultMaxQPS); a negative QPS sets no client-side limit, leaving
@@ -192,7 +197,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		CheckSecret: secrets.Check,
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy,
-			Wakeups: wakeups, Keys: keys},
+			RunAsUser: o.ToolRunAsUser, AssignedUser: o.ToolAssignedUser, Wakeups: wakeups, Keys: keys},
 		Kube:          cfg,
 		MaxReplyBytes: o.ModelMaxReplyBytes,
 	}

@@ -23,7 +23,9 @@
 // An init container from the operator's image installs the
 // agentrun-entrypoint wrapper into an emptyDir; the tool's container runs
 // the tool through it (see package entrypoint). Both containers pass the
-// Pod Security "restricted" profile: non-root (uid 65532 by default),
+// Pod Security "restricted" profile: non-root (uid 65532 by default, or
+// the uid the platform assigns with Config.AssignedUser, as OpenShift's
+// restricted-v2 requires),
 // RuntimeDefault seccomp, no privilege escalation, every capability
 // dropped, a read-only root filesystem with an emptyDir at /tmp. The
 // service account token is not mounted unless the tool asks for it. The

@@ -80,6 +80,12 @@ type Config struct {
 	// RunAsUser is the non-root uid of both containers; defaults to
 	// DefaultRunAsUser.
 	RunAsUser int64
+	// AssignedUser leaves the pods' runAsUser, runAsGroup and fsGroup
+	// unset (RunAsUser is then unused), for platforms that assign each
+	// namespace's pods a uid of their own and refuse any other, as
+	// OpenShift's restricted-v2 SecurityContextConstraints do. The pods
+	// still must run as non-root.
+	AssignedUser bool
 	// Keys seal every Job the executor makes (AnnotationSeal), and only a
 	// Job whose seal opens is adopted: a Job of the call's name that a
 	// tenant made first is never taken for the call's. Nil seals nothing

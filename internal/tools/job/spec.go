@@ -159,12 +159,13 @@ func (e *Executor) jobDeadline(inv loop.Invocation) int64 {
 }
 
 // restricted is a container security context that passes the Pod Security
-// "restricted" profile on its own.
-func restricted(uid int64) *corev1.SecurityContext {
+// "restricted" profile on its own; a nil uid leaves the user and group to
+// the platform (Config.AssignedUser).
+func restricted(uid *int64) *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		RunAsNonRoot:             ptr.To(true),
-		RunAsUser:                ptr.To(uid),
-		RunAsGroup:               ptr.To(uid),
+		RunAsUser:                uid,
+		RunAsGroup:               uid,
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -196,7 +197,10 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 		AnnotationCallID: inv.CallID,
 		AnnotationTool:   tool.Name,
 	}
-	uid := e.cfg.RunAsUser
+	var uid *int64
+	if !e.cfg.AssignedUser {
+		uid = ptr.To(e.cfg.RunAsUser)
+	}
 
 	env := []corev1.EnvVar{
 		{Name: entrypoint.EnvToolArgs, Value: string(inv.Arguments)},
@@ -234,9 +238,9 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(uid),
-						RunAsGroup:     ptr.To(uid),
-						FSGroup:        ptr.To(uid),
+						RunAsUser:      uid,
+						RunAsGroup:     uid,
+						FSGroup:        uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Volumes: []corev1.Volume{
