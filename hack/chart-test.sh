@@ -14,7 +14,7 @@ trap 'rm -rf "$out"' EXIT
 # `go tool` call would check the build again.
 go build -modfile=hack/tools/go.mod -o "$out/helm" helm.sh/helm/v3/cmd/helm
 helm() { "$out/helm" "$@"; }
-# The chart needs Kubernetes 1.36+ (kubeVersion); Helm assumes an old one
+# The chart needs Kubernetes 1.31+ (kubeVersion); Helm assumes an old one
 # unless told. This is the version the e2e node runs.
 kube=(--kube-version "${CHART_KUBE_VERSION:-1.37.2}")
 
@@ -73,6 +73,33 @@ has shards-values 'kind: Role$' # leader election, for shard b
 hasnt default '--shard='
 has plain-metrics-values 'scheme: http$'
 hasnt plain-metrics-values 'tokenreviews'
+# Tool pods: a fixed uid by default, the platform's on OpenShift.
+has default '--tool-run-as-user=65532'
+has openshift-values '--tool-run-as-user=assigned'
+# The identity policies (MutatingAdmissionPolicy v1) where the cluster
+# serves them, 1.36+; before, the chart leaves them out and the operator
+# applies unstamped answers.
+has default 'kind: MutatingAdmissionPolicy$'
+hasnt default '--accept-unstamped-answers'
+helm template agentrun "$chart" --namespace agentrun-system --kube-version 1.35.0 >"$out/k135.yaml" \
+  || fail "helm template --kube-version 1.35.0 failed"
+helm lint --strict "$chart" --kube-version 1.35.0 >/dev/null || fail "helm lint --strict --kube-version 1.35.0 failed"
+hasnt k135 'kind: MutatingAdmissionPolicy$'
+has k135 'kind: ValidatingAdmissionPolicy$'
+has k135 '--accept-unstamped-answers'
+# A cluster's discovery decides where it lists kinds: a 1.37 API server
+# with MutatingAdmissionPolicy turned off gets none.
+vap=admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
+map=admissionregistration.k8s.io/v1/MutatingAdmissionPolicy
+helm template agentrun "$chart" "${kube[@]}" --api-versions "$vap" >"$out/nomap.yaml" || fail "helm template --api-versions $vap failed"
+hasnt nomap 'kind: MutatingAdmissionPolicy$'
+has nomap '--accept-unstamped-answers'
+helm template agentrun "$chart" "${kube[@]}" --api-versions "$vap" --api-versions "$map" >"$out/map.yaml" || fail "helm template --api-versions $map failed"
+has map 'kind: MutatingAdmissionPolicy$'
+hasnt map '--accept-unstamped-answers'
+if helm template agentrun "$chart" --kube-version 1.30.0 >/dev/null 2>&1; then
+  fail "helm template accepted Kubernetes 1.30, whose API server cannot serve the CRDs' rules (isCIDR)"
+fi
 
 # Refused: each must fail helm template (so helm install), naming the
 # value; a schema violation must fail helm lint --strict too (lint reports a
@@ -97,5 +124,7 @@ refuse "/shards/0/name" --set 'shards[0].name=Team_A'
 refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
 refuse "/egress/allowCIDRs/0" --set 'egress.allowCIDRs[0]=metadata.internal'
 refuse "/egress/allowPrivate" --set egress.allowPrivate=yes
+refuse "/toolPods/runAsUser" --set toolPods.runAsUser=0
+refuse "/toolPods/runAsUser" --set toolPods.runAsUser=root
 refuse "not both" --set podDisruptionBudget.enabled=true --set podDisruptionBudget.minAvailable=1
 echo "chart-test: ${#sets[@]} value sets render and lint; misspelled and mistyped values are refused"

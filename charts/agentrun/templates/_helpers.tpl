@@ -106,3 +106,23 @@ A resource list as a flag's value: cpu=100m,memory=128Mi (keys sorted).
 {{- define "agentrun.metricsPortName" -}}
 {{- if .Values.metrics.secure }}https-metrics{{ else }}http-metrics{{ end }}
 {{- end }}
+
+{{/*
+"true" when the chart installs the MutatingAdmissionPolicies that stamp who
+approved a call and who created a run: asked for (approvals.recordIdentity)
+and served by the cluster (admissionregistration.k8s.io/v1, Kubernetes
+1.36+). Where it is not, the operator applies answers without a stamp
+(--accept-unstamped-answers): see docs/api.md, "Clusters before 1.36".
+*/}}
+{{- define "agentrun.recordsIdentity" -}}
+{{- $caps := .Capabilities.APIVersions }}
+{{- $served := false }}
+{{- if $caps.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
+{{- /* The API server's discovery (helm install, or --api-versions): it lists the kinds it serves. */}}
+{{- $served = $caps.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" }}
+{{- else }}
+{{- /* helm template without a cluster lists no kinds: go by the version, as served by default. */}}
+{{- $served = semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version }}
+{{- end }}
+{{- if and .Values.approvals.recordIdentity.enabled $served }}true{{ else }}false{{ end }}
+{{- end }}
