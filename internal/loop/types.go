@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/clip"
@@ -548,6 +549,24 @@ func (f *Failure) Transient() bool {
 		return c == 408 || c == 429 || (c >= 500 && c <= 599 && c != 501 && c != 505)
 	}
 	return false
+}
+
+// ExitTempFail is the exit status by which a process tool says that a
+// dependency it needs is down and the call may succeed later (EX_TEMPFAIL
+// in sysexits.h). It is an Unavailable failure, retried as one: a tool
+// whose dependency stays down ends its run ToolFailure, where any other
+// non-zero exit is an observation the model reads.
+const ExitTempFail = 75
+
+// TempFail is the failure of a process tool that exited ExitTempFail,
+// with the tail of its standard error (or a note that it wrote none).
+func TempFail(stderrTail string) *Failure {
+	d := strings.TrimSpace(stderrTail)
+	if d == "" {
+		d = "no standard error"
+	}
+	return &Failure{Kind: FailUnavailable, Code: ExitTempFail,
+		Detail: ClipDetail("the tool exited 75 (EX_TEMPFAIL: a dependency it needs is unavailable): " + d)}
 }
 
 // MaxDetailBytes bounds Failure.Detail: a detail is a short account, never

@@ -428,6 +428,31 @@ func TestPoll_nonZeroExitCarriesCodeAndStderr(t *testing.T) {
 	}
 }
 
+// Issue 33.1: exit 75 (EX_TEMPFAIL) says a dependency is down: an
+// Unavailable failure, retried as one, and the Job goes so that the retry
+// runs the tool again.
+func TestPoll_exitTempFailIsUnavailableAndDeletesTheJob(t *testing.T) {
+	f := newFixture(t)
+	inv := invocation("t5-c2")
+	j := f.start(inv)
+	pod := f.startPod(j)
+	f.exit(pod, 75, entrypoint.Summary{Exit: 75, StderrTail: "billing API: connection refused\n"})
+	f.finishJob(j, false, batchv1.JobReasonBackoffLimitExceeded)
+
+	got := f.poll(inv)
+	want := &loop.Result{CallID: "t5-c2", Failure: &loop.Failure{Kind: loop.FailUnavailable, Code: 75,
+		Detail: "the tool exited 75 (EX_TEMPFAIL: a dependency it needs is unavailable): billing API: connection refused"}}
+	if diff := cmp.Diff(want, got, cmpIgnoreDuration); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	if !got.Failure.Transient() {
+		t.Error("an EX_TEMPFAIL failure is not transient: it would not be retried")
+	}
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("reading the Job after the failure = %v, want NotFound", err)
+	}
+}
+
 func TestPoll_imagePullFailureIsUnavailableAndDeletesTheJob(t *testing.T) {
 	f := newFixture(t)
 	inv := invocation("t6-c1")

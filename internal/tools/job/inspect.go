@@ -133,6 +133,10 @@ func (e *Executor) finished(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 			"the tool did not finish within %s and was stopped", inv.Timeout)}}, nil
 	case sum.Error != "":
 		return &jobOutcome{failure: &loop.Failure{Kind: loop.FailUnavailable, Code: sum.Exit, Detail: loop.ClipDetail(sum.Error)}}, nil
+	case sum.Exit == loop.ExitTempFail:
+		// By the contract the tool changed nothing: the Job goes, so that a
+		// retry runs the tool again rather than adopt this failure.
+		return &jobOutcome{deleteJob: true, failure: loop.TempFail(sum.StderrTail)}, nil
 	case sum.Exit != 0:
 		detail := strings.TrimSpace(sum.StderrTail)
 		if detail == "" {

@@ -177,6 +177,10 @@ func (e *Executor) run(ctx context.Context, inv loop.Invocation) loop.Result {
 		// standard error, as the contract says.
 		detail = tailString(p.Stderr, loop.MaxDetailBytes, p.StderrDropped)
 	}
+	if p.Exit == loop.ExitTempFail && p.Signal == 0 {
+		res.Failure = loop.TempFail(tailString(p.Stderr, loop.MaxDetailBytes, p.StderrDropped))
+		return res
+	}
 	res.Failure = &loop.Failure{Kind: loop.FailExit, Code: p.Exit, Detail: detail}
 	return res
 }

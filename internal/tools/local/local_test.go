@@ -75,6 +75,9 @@ func runHelper(mode string) int {
 		fmt.Fprint(os.Stderr, strings.Repeat("noise ", 400))
 		fmt.Fprint(os.Stderr, "\nerror: account 42 is locked\n")
 		return 3
+	case "tempfail":
+		fmt.Fprint(os.Stderr, "billing API: connection refused\n")
+		return 75
 	case "big":
 		w := bufio.NewWriterSize(os.Stdout, 64<<10)
 		line := strings.Repeat("x", 1023) + "\n"
@@ -223,6 +226,16 @@ func TestExecute_nonZeroExitCarriesCodeAndStderrTail(t *testing.T) {
 	}
 	if got := string(res.Output); got != "{\"partial\":true}\n" {
 		t.Errorf("Output = %q, want what the tool printed on stdout", got)
+	}
+}
+
+// Issue 33.1: exit 75 (EX_TEMPFAIL) is an Unavailable failure, retried
+// as one, naming the tool's last words.
+func TestExecute_exitTempFailIsUnavailable(t *testing.T) {
+	res := helper(t, "tempfail").Execute(context.Background(), invocation(`{}`))
+	if f := res.Failure; f == nil || f.Kind != loop.FailUnavailable || f.Code != 75 || !f.Transient() ||
+		!strings.HasSuffix(f.Detail, "EX_TEMPFAIL: a dependency it needs is unavailable): billing API: connection refused") {
+		t.Fatalf("Failure = %+v, want a transient Unavailable failure with code 75 and the tool's stderr", f)
 	}
 }
 
