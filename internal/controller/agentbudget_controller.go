@@ -90,6 +90,7 @@ func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
 // changes, and for the runs that hold a lease in it when they end or are
 // deleted.
 func (r *AgentBudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	budgetGauges.watch(mgr.GetCache())
 	ended := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return runstatus.Finished(e.Object.(*v1alpha1.AgentRun)) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return runstatus.Finished(e.ObjectNew.(*v1alpha1.AgentRun)) },

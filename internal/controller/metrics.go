@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,37 +19,42 @@ import (
 
 // Domain metrics, next to controller-runtime's own (reconcile counts,
 // errors and durations, work queue depth). No label names a run: every
-// label takes a bounded set of values. provider and model are the run's
-// spec.model (the models an installation uses); tool is a declared tool
-// name, which users choose: bounded per installation, but a cluster whose
-// runs declare ever new tool names grows that label.
+// label takes a bounded set of values. namespace is the run's; provider
+// and model are its spec.model; tool is a declared tool name. The
+// namespace, model and tool values are chosen by the people who write
+// runs, so each is bounded (metricLabels): past its bound a new value is
+// counted as "other".
 var (
 	runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "runs_finished_total",
 		Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect).",
-	}, []string{"outcome", "reason"})
-	turnsStarted = prometheus.NewCounter(prometheus.CounterOpts{
+	}, []string{"namespace", "provider", "model", "outcome", "reason"})
+	turnsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "turns_total",
-		Help: "Turns admitted (each is one model call).",
-	})
+		Help: "Turns admitted (each is one model call), by the run's namespace, model provider and model.",
+	}, []string{"namespace", "provider", "model"})
 	spend = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "spend_usd_total",
-		Help: "US dollars charged to runs (model calls as the provider reported them, tool calls at their declared maxCostUSD, lost calls at their reservation), counted as each step is saved, by the run's model provider and model.",
-	}, []string{"provider", "model"})
+		Help: "US dollars charged to runs (model calls as the provider reported them, tool calls at their declared maxCostUSD, lost calls at their reservation), counted as each step is saved, by the run's namespace, model provider and model.",
+	}, []string{"namespace", "provider", "model"})
 	tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "tokens_total",
-		Help: "Tokens charged to runs, counted as each model call is saved, by the run's model provider and model, and type (input or output).",
-	}, []string{"provider", "model", "type"})
+		Help: "Tokens charged to runs, counted as each model call is saved, by the run's namespace, model provider and model, and type (input or output).",
+	}, []string{"namespace", "provider", "model", "type"})
 	modelCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentrun", Name: "model_call_duration_seconds",
-		Help:    "Duration of model calls (the provider SDK's own retries included), by provider.",
+		Help:    "Duration of model calls (the provider SDK's own retries included), by provider and model.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
-	}, []string{"provider"})
+	}, []string{"provider", "model"})
 	toolCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentrun", Name: "tool_call_duration_seconds",
 		Help:    "Duration of tool call attempts, by declared tool name.",
 		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
 	}, []string{"tool"})
+	toolFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "agentrun", Name: "tool_failures_total",
+		Help: "Tool call attempts that failed, by declared tool name and kind (Unavailable, Timeout, ExitCode, HTTPStatus, ToolError, InvalidCall, OutcomeUnknown): an Unavailable tool whose retries run out ends its run ToolFailure.",
+	}, []string{"tool", "kind"})
 	retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "retries_total",
 		Help: "Retries the loop scheduled after a transient failure, by kind (model or tool).",
@@ -55,11 +63,16 @@ var (
 		Namespace: "agentrun", Name: "reservation_refusals_total",
 		Help: "Runs ended because the next step's reservation did not fit, by ceiling (turns, tokens, wallClock, cost, toolCalls, perTool).",
 	}, []string{"ceiling"})
-	turnsToCompletion = prometheus.NewHistogram(prometheus.HistogramOpts{
+	turnsToCompletion = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentrun", Name: "turns_to_completion",
-		Help:    "Model turns of runs that ended Completed.",
+		Help:    "Model turns of runs that ended Completed, by model provider and model.",
 		Buckets: []float64{1, 2, 3, 5, 8, 13, 21, 34, 55, 100},
-	})
+	}, []string{"provider", "model"})
+	headroomAtCompletion = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "agentrun", Name: "headroom_at_completion",
+		Help:    "The fraction of each ceiling (turns, tokens, wallClock, cost, toolCalls) a run that ended Completed left unused, as status.convergence.headroom shows it.",
+		Buckets: []float64{0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1},
+	}, []string{"ceiling"})
 	repeatedIntent = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "agentrun", Name: "repeated_intent_depth",
 		Help:    "The most times one call signature was proposed in a run, for runs that ended.",
@@ -87,8 +100,8 @@ var inFlight = &runCollector{
 }
 
 func init() {
-	metrics.Registry.MustRegister(runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration,
-		retries, refusals, turnsToCompletion, repeatedIntent, approvals, verificationTrials, inFlight)
+	metrics.Registry.MustRegister(runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
+		retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges)
 }
 
 type runCollector struct {
@@ -155,19 +168,30 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
 }
 
-// callMetrics times a run's model and tool calls as they happen.
-type callMetrics struct{ provider string }
+// callMetrics times a run's model and tool calls as they happen, and
+// counts the tool calls that fail.
+type callMetrics struct{ provider, model string }
+
+func newCallMetrics(provider, model string) callMetrics {
+	return callMetrics{provider: provider, model: labelsOf.model(model)}
+}
 
 func (m callMetrics) ModelCall(ctx context.Context, _ *loop.Request) (context.Context, func(*loop.Reply, error)) {
 	start := time.Now()
 	return ctx, func(*loop.Reply, error) {
-		modelCallDuration.WithLabelValues(m.provider).Observe(time.Since(start).Seconds())
+		modelCallDuration.WithLabelValues(m.provider, m.model).Observe(time.Since(start).Seconds())
 	}
 }
 
 func (m callMetrics) ToolCall(ctx context.Context, inv loop.Invocation) (context.Context, func(loop.Result)) {
 	start := time.Now()
-	return ctx, func(loop.Result) { toolCallDuration.WithLabelValues(inv.Tool).Observe(time.Since(start).Seconds()) }
+	return ctx, func(res loop.Result) {
+		tool := labelsOf.tool(inv.Tool)
+		toolCallDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
+		if res.Failure != nil {
+			toolFailures.WithLabelValues(tool, string(res.Failure.Kind)).Inc()
+		}
+	}
 }
 
 // recordMetrics records what a saved reconcile did: its notes, what it charged
@@ -175,10 +199,11 @@ func (m callMetrics) ToolCall(ctx context.Context, inv loop.Invocation) (context
 // step is counted once, when status holds it) and, when the run ended,
 // its outcome.
 func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) {
+	ns, provider, model := labelsOf.run(run)
 	for _, n := range notes {
 		switch n.Kind {
 		case loop.NoteTurnStarted:
-			turnsStarted.Inc()
+			turnsStarted.WithLabelValues(ns, provider, model).Inc()
 		case loop.NoteApproval:
 			approvals.WithLabelValues(string(lastDecision(run, n.CallID))).Inc()
 		case loop.NoteStaleApproval:
@@ -194,26 +219,32 @@ func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Not
 			refusals.WithLabelValues(string(n.Ceiling)).Inc()
 		}
 	}
-	provider, model := string(run.Spec.Model.Provider), run.Spec.Model.Name
 	was, now := usageOf(base), usageOf(run)
 	if d := now.InputTokens - was.InputTokens; d > 0 {
-		tokens.WithLabelValues(provider, model, "input").Add(float64(d))
+		tokens.WithLabelValues(ns, provider, model, "input").Add(float64(d))
 	}
 	if d := now.OutputTokens - was.OutputTokens; d > 0 {
-		tokens.WithLabelValues(provider, model, "output").Add(float64(d))
+		tokens.WithLabelValues(ns, provider, model, "output").Add(float64(d))
 	}
 	if d := costOf(now) - costOf(was); d > 0 {
-		spend.WithLabelValues(provider, model).Add(float64(d) / 1e12)
+		spend.WithLabelValues(ns, provider, model).Add(float64(d) / 1e12)
 	}
 	if run.Status.Outcome == "" || base.Status.Outcome != "" {
 		return
 	}
 	o := string(run.Status.Outcome)
-	runsFinished.WithLabelValues(o, runstatus.EndReason(&run.Status)).Inc()
+	runsFinished.WithLabelValues(ns, provider, model, o, runstatus.EndReason(&run.Status)).Inc()
+	if run.Status.Outcome == v1alpha1.OutcomeCompleted && run.Status.Convergence != nil {
+		for ceiling, v := range run.Status.Convergence.Headroom {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && isCeiling(ceiling) {
+				headroomAtCompletion.WithLabelValues(ceiling).Observe(f)
+			}
+		}
+	}
 	if s != nil {
 		repeatedIntent.Observe(float64(s.MaxDepth))
 		if s.Outcome == loop.Completed {
-			turnsToCompletion.Observe(float64(s.Usage.Turns))
+			turnsToCompletion.WithLabelValues(provider, model).Observe(float64(s.Usage.Turns))
 		}
 		if s.Verify != nil {
 			verificationTrials.WithLabelValues(o).Observe(float64(s.Verify.Trial))
@@ -237,4 +268,94 @@ func lastDecision(run *v1alpha1.AgentRun, callID string) v1alpha1.ApprovalDecisi
 		}
 	}
 	return "unknown"
+}
+
+// MaxBudgetSeries bounds the AgentBudgets the budget gauges report (the
+// first, by namespace and name): budgets are written by namespace
+// administrators, not run authors, and an installation has few.
+const MaxBudgetSeries = 200
+
+// budgetGauges reports each AgentBudget's limits, consumption,
+// reservations and active runs from the informer cache at each scrape.
+var budgetGauges = &budgetCollector{
+	limit: prometheus.NewDesc("agentrun_budget_limit", "An AgentBudget's limit per window, by ceiling (cost in US dollars, tokens, concurrentRuns); absent for a ceiling it does not set.",
+		[]string{"namespace", "budget", "ceiling"}, nil),
+	consumed: prometheus.NewDesc("agentrun_budget_consumed", "What an AgentBudget's runs have consumed in its window, by ceiling (cost in US dollars, tokens).",
+		[]string{"namespace", "budget", "ceiling"}, nil),
+	reserved: prometheus.NewDesc("agentrun_budget_reserved", "What an AgentBudget's runs hold reserved for steps in flight, by ceiling (cost in US dollars, tokens).",
+		[]string{"namespace", "budget", "ceiling"}, nil),
+	active: prometheus.NewDesc("agentrun_budget_active_runs", "Runs an AgentBudget counts as active.",
+		[]string{"namespace", "budget"}, nil),
+}
+
+type budgetCollector struct {
+	limit, consumed, reserved, active *prometheus.Desc
+
+	mu     sync.Mutex
+	reader client.Reader
+}
+
+func (c *budgetCollector) watch(r client.Reader) {
+	c.mu.Lock()
+	c.reader = r
+	c.mu.Unlock()
+}
+
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.limit
+	ch <- c.consumed
+	ch <- c.reserved
+	ch <- c.active
+}
+
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	r := c.reader
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list := &v1alpha1.AgentBudgetList{}
+	if err := r.List(ctx, list); err != nil {
+		return
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b v1alpha1.AgentBudget) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for i := range items[:min(len(items), MaxBudgetSeries)] {
+		b := &items[i]
+		gauge := func(d *prometheus.Desc, v float64, ceiling ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{b.Namespace, b.Name}, ceiling...)...)
+		}
+		if b.Spec.MaxCostUSD != "" {
+			gauge(c.limit, dollars(b.Spec.MaxCostUSD), "cost")
+		}
+		if b.Spec.MaxTokens != nil {
+			gauge(c.limit, float64(*b.Spec.MaxTokens), "tokens")
+		}
+		if b.Spec.MaxConcurrentRuns != nil {
+			gauge(c.limit, float64(*b.Spec.MaxConcurrentRuns), "concurrentRuns")
+		}
+		st := &b.Status
+		gauge(c.consumed, dollars(st.ConsumedCostUSD), "cost")
+		gauge(c.consumed, float64(st.ConsumedTokens), "tokens")
+		gauge(c.reserved, dollars(st.ReservedCostUSD), "cost")
+		gauge(c.reserved, float64(st.ReservedTokens), "tokens")
+		gauge(c.active, float64(st.ActiveRuns))
+	}
+}
+
+// dollars is a USD amount as a float for a gauge (0 when empty or not a
+// decimal).
+func dollars(u v1alpha1.USD) float64 { return float64(budget.Money(u)) / 1e12 }
+
+func isCeiling(name string) bool {
+	switch loop.Dimension(name) {
+	case loop.DimTurns, loop.DimTokens, loop.DimWallClock, loop.DimCost, loop.DimToolCalls:
+		return true
+	}
+	return false
 }

@@ -123,7 +123,14 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	delta := func(name string, labels map[string]string) float64 {
 		return sample(after, name, labels) - sample(before, name, labels)
 	}
-	model := map[string]string{"provider": "scripted", "model": "metrics-model"}
+	model := map[string]string{"namespace": ns, "provider": "scripted", "model": "metrics-model"}
+	with2 := func(k1, v1, k2, v2 string) map[string]string {
+		out := map[string]string{k1: v1, k2: v2}
+		for a, b := range model {
+			out[a] = b
+		}
+		return out
+	}
 	with := func(k, v string) map[string]string {
 		out := map[string]string{k: v}
 		for a, b := range model {
@@ -144,11 +151,23 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	g.Expect(delta("agentrun_spend_usd_total", model)).To(BeNumerically("~", spent, 1e-9), "spend")
 	g.Expect(spent).To(BeNumerically(">", 0.0))
 	g.Expect(delta("agentrun_tool_call_duration_seconds", map[string]string{"tool": "metrics_lookup"})).To(Equal(3.0), "timed reads")
-	g.Expect(delta("agentrun_model_call_duration_seconds", map[string]string{"provider": "scripted"})).To(Equal(6.0), "timed model calls: 2 + 1 + 2 attempts + 1")
+	g.Expect(delta("agentrun_model_call_duration_seconds", map[string]string{"provider": "scripted", "model": "metrics-model"})).To(Equal(6.0), "timed model calls: 2 + 1 + 2 attempts + 1")
 	g.Expect(delta("agentrun_reservation_refusals_total", map[string]string{"ceiling": "turns"})).To(Equal(1.0), "refusals by turns")
 	g.Expect(delta("agentrun_retries_total", map[string]string{"kind": "model"})).To(Equal(1.0), "model retries")
 	for outcome, n := range map[string]float64{"Completed": 1, "BudgetExhausted": 1, "ToolFailure": 1} {
-		g.Expect(delta("agentrun_runs_finished_total", map[string]string{"outcome": outcome, "reason": outcome})).To(Equal(n), outcome)
+		g.Expect(delta("agentrun_runs_finished_total", with2("outcome", outcome, "reason", outcome))).To(Equal(n), outcome)
+	}
+	// Turns by namespace and model: every turn the runs' usage counts.
+	turns := 0.0
+	for _, r := range []*v1alpha1.AgentRun{done, refused, down, waiting} {
+		turns += float64(get(t, r).Status.Usage.Turns)
+	}
+	g.Expect(delta("agentrun_turns_total", model)).To(Equal(turns), "turns")
+	g.Expect(turns).To(BeNumerically(">=", 4.0))
+	// The completed run: its turns, and the headroom it left per ceiling.
+	g.Expect(delta("agentrun_turns_to_completion", map[string]string{"provider": "scripted", "model": "metrics-model"})).To(Equal(1.0))
+	for _, c := range []string{"turns", "tokens", "wallClock", "toolCalls"} {
+		g.Expect(delta("agentrun_headroom_at_completion", map[string]string{"ceiling": c})).To(Equal(1.0), "headroom of "+c)
 	}
 	// The gauges count this namespace's runs only (the cache is scoped).
 	// They read the operator's informer cache, which may hold a run's

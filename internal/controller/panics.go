@@ -131,6 +131,7 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 			r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, "RunFinished", "RunFinished", "%s: %s", v1alpha1.OutcomeError, reason)
 		}()
 	}
-	runsFinished.WithLabelValues(string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError)).Inc()
+	ns, provider, model := labelsOf.run(run)
+	runsFinished.WithLabelValues(ns, provider, model, string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError)).Inc()
 	return ctrl.Result{}, nil
 }

@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"sync"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+// The most distinct values each tenant-chosen label of the domain metrics
+// takes in one operator process. Namespaces, model names and tool names
+// are written by the people who write runs, so each would otherwise grow
+// the series without bound; past its bound a new value is reported as
+// OtherLabelValue. The first values seen keep their own series, so an
+// installation with fewer namespaces, models or tools than the bound sees
+// every one of them.
+const (
+	MaxNamespaceLabelValues = 200
+	MaxModelLabelValues     = 50
+	MaxToolLabelValues      = 200
+	// OtherLabelValue stands for every value past a label's bound.
+	OtherLabelValue = "other"
+)
+
+// boundedValues hands out label values, at most max distinct ones; any
+// further value becomes OtherLabelValue.
+type boundedValues struct {
+	mu   sync.Mutex
+	max  int
+	seen map[string]struct{}
+}
+
+func newBoundedValues(max int) *boundedValues {
+	return &boundedValues{max: max, seen: map[string]struct{}{}}
+}
+
+// value returns v while fewer than max values have been seen (or v is one
+// of them), else OtherLabelValue.
+func (b *boundedValues) value(v string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.seen[v]; ok {
+		return v
+	}
+	if len(b.seen) >= b.max {
+		return OtherLabelValue
+	}
+	b.seen[v] = struct{}{}
+	return v
+}
+
+// metricLabels bounds the tenant-chosen labels of the domain metrics.
+type metricLabels struct {
+	namespaces, models, tools *boundedValues
+}
+
+func newMetricLabels() *metricLabels {
+	return &metricLabels{
+		namespaces: newBoundedValues(MaxNamespaceLabelValues),
+		models:     newBoundedValues(MaxModelLabelValues),
+		tools:      newBoundedValues(MaxToolLabelValues),
+	}
+}
+
+// labelsOf bounds the metrics' labels; it lives as long as the metrics,
+// which are registered once per process.
+var labelsOf = newMetricLabels()
+
+// run is the namespace, provider and model labels of a run's series. The
+// provider is one of the API's enum, bounded by it.
+func (l *metricLabels) run(run *v1alpha1.AgentRun) (namespace, provider, model string) {
+	return l.namespaces.value(run.Namespace), string(run.Spec.Model.Provider), l.model(run.Spec.Model.Name)
+}
+
+func (l *metricLabels) model(name string) string { return l.models.value(name) }
+
+func (l *metricLabels) tool(name string) string { return l.tools.value(name) }
