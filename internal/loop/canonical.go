@@ -241,8 +241,17 @@ func parseDecimal(lit string) (decimal, error) {
 		}
 		d.exp += e
 	}
+	// The canonical form writes the order as its exponent: a literal whose
+	// digits push the order past the bound (990e999999999999999) would
+	// canonicalise to a form that does not read back.
+	if o := d.order(); o > maxExponent || o < -maxExponent {
+		return decimal{}, fmt.Errorf("number %s: %w", cut(lit, 40), errExponent)
+	}
 	return d, nil
 }
+
+// maxExponent is the largest exponent of maxExponentDigits digits.
+const maxExponent = 999_999_999_999_999
 
 var errExponent = errors.New("the exponent is too large")
 

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,8 @@ func TestCanonical_numbers(t *testing.T) {
 		{"1e-22", "0.0000000000000000000001"}, {"1e-23", "1e-23"}, {"-1.5e-30", "-1.5e-30"}, {"0.00015e-30", "1.5e-34"},
 		{"1e999999", "1e999999"}, {"10e999998", "1e999999"}, {"1E+999999", "1e999999"}, {"0.1e-999999", "1e-1000000"},
 		{"123456789012345678901234567890", "123456789012345678901234567890"},
+		// The largest order the canonical form can write, from either side.
+		{"9e999999999999999", "9e999999999999999"}, {"0.9e-999999999999998", "9e-999999999999999"},
 	}
 	for _, tc := range cases {
 		got, err := Canonical(json.RawMessage(`[`+tc.in+`]`), nil)
@@ -30,6 +33,13 @@ func TestCanonical_numbers(t *testing.T) {
 	}
 	if _, err := Canonical(json.RawMessage(`[1e1234567890123456789]`), nil); err == nil || !strings.Contains(err.Error(), "exponent") {
 		t.Errorf("a 19-digit exponent: err = %v", err)
+	}
+	// Found by fuzzing in CI: digits that push the order past 15 digits
+	// once gave a canonical form that does not read back.
+	for _, lit := range []string{"990e999999999999999", "10e999999999999999", "0.01e-999999999999999"} {
+		if _, err := Canonical(json.RawMessage(`[`+lit+`]`), nil); !errors.Is(err, errExponent) {
+			t.Errorf("Canonical(%s): err = %v, want the exponent refused", lit, err)
+		}
 	}
 }
 
