@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"text/template"
@@ -59,7 +60,8 @@ func TestPrometheusRule_everyAlertParsesAndHasItsParts(t *testing.T) {
 	rs := rules(t, defaults(t))
 	want := map[string]bool{"AgentRunSpendRateHigh": false, "AgentRunAwaitingApprovalTooLong": false,
 		"AgentRunToolFailureRateHigh": false, "AgentRunReconcileErrors": false, "AgentRunOperatorError": false,
-		"AgentRunOperatorPanics": false}
+		"AgentRunOperatorPanics": false, "AgentRunStuck": false, "AgentRunLoopsRising": false, "AgentRunToolUnavailable": false,
+		"AgentRunBudgetNearLimit": false, "AgentRunOperatorDown": false, "AgentRunWorkqueueBacklog": false}
 	for _, r := range rs {
 		name, _ := r["alert"].(string)
 		expr, _ := r["expr"].(string)
@@ -130,5 +132,95 @@ func TestGrafanaDashboard_everyQueryParses(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d queries", n)
+	}
+}
+
+// exported is every series name the operator exports: the agentrun_
+// series docs/observability.md describes (a test in internal/controller
+// checks that it describes every one the operator registers), with a
+// histogram's _bucket, _sum and _count, and the controller-runtime series
+// the alerts and panels use.
+func exported(t *testing.T) map[string]bool {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	row := regexp.MustCompile("(?m)^\\| (.*?) \\| (counter|gauge|histogram) \\|")
+	name := regexp.MustCompile("`(agentrun_[a-z_]+)`")
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		for _, n := range name.FindAllStringSubmatch(m[1], -1) {
+			out[n[1]] = true
+			if m[2] == "histogram" {
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					out[n[1]+suffix] = true
+				}
+			}
+		}
+	}
+	if len(out) < 20 {
+		t.Fatalf("only %d series in docs/observability.md's table", len(out))
+	}
+	for _, n := range []string{"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total", "workqueue_depth"} {
+		out[n] = true
+	}
+	return out
+}
+
+// names lists the series an expression selects.
+func names(t *testing.T, expr string) []string {
+	t.Helper()
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		t.Fatalf("%q does not parse: %v", expr, err)
+	}
+	var out []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			out = append(out, vs.Name)
+		}
+		return nil
+	})
+	return out
+}
+
+// Issue 33.6: every alert and every dashboard panel selects series the
+// operator exports, so none stays silent for want of its series.
+func TestQueries_nameOnlyExportedSeries(t *testing.T) {
+	ok := exported(t)
+	check := func(where, expr string) {
+		for _, n := range names(t, expr) {
+			if !ok[n] {
+				t.Errorf("%s selects %s, which the operator does not export", where, n)
+			}
+		}
+	}
+	for _, r := range rules(t, defaults(t)) {
+		check("alert "+r["alert"].(string), r["expr"].(string))
+	}
+	raw, err := os.ReadFile(chart + "files/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			check("panel "+p.Title, strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+		}
+	}
+	// The check can fail: a misspelled series is caught.
+	if n := names(t, "sum(agentrun_run_finished_total)"); ok[n[0]] {
+		t.Errorf("%s passes as exported", n[0])
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -43,10 +42,6 @@ var (
 		Help: "Soft AgentBudget limits that reached a threshold in a window, by limit (maxCostUSD, maxTokens, maxConcurrentRuns) and percent (80 or 100).",
 	}, []string{"limit", "percent"})
 )
-
-func init() {
-	metrics.Registry.MustRegister(budgetWrites, budgetConflicts, softLimitReached)
-}
 
 // BudgetConfig is what an AgentBudgetReconciler is built from.
 type BudgetConfig struct {

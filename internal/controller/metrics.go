@@ -97,15 +97,52 @@ var inFlight = &runCollector{
 		"Calls waiting for a person's answer, over all runs.", nil, nil),
 	oldest: prometheus.NewDesc("agentrun_pending_approval_oldest_seconds",
 		"How long the longest-waiting call has waited for a person, in seconds (0 when none waits).", nil, nil),
+	overdue: prometheus.NewDesc("agentrun_runs_overdue",
+		"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
 }
 
-func init() {
-	metrics.Registry.MustRegister(runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
-		retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges)
+// OverdueMargin is the slack agentrun_runs_overdue allows a run past the
+// latest moment it could end: a save, a requeue, a slow API server.
+const OverdueMargin = 5 * time.Minute
+
+// deadline is the latest a run that started can end, and whether it has
+// started: its wall clock counts working time only, and each ask waits at
+// most approvalTimeout (the asks answered, as status.approvals records
+// them, and one waiting now).
+func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
+	st := &run.Status
+	if st.StartTime == nil {
+		return time.Time{}, false
+	}
+	wall, ask := 15*time.Minute, time.Hour // the CRD's defaults
+	if d := run.Spec.Budget.MaxWallClock; d != nil {
+		wall = d.Duration
+	}
+	if d := run.Spec.ApprovalTimeout; d != nil {
+		ask = d.Duration
+	}
+	asks := 0
+	for _, a := range st.Approvals {
+		if !a.Stale {
+			asks++
+		}
+	}
+	if len(st.PendingApprovals) > 0 {
+		asks++
+	}
+	return st.StartTime.Add(wall + time.Duration(asks)*ask + OverdueMargin), true
 }
+
+// domainMetrics is every collector of this package, registered once; a
+// test checks that docs/observability.md describes each of their series.
+var domainMetrics = []prometheus.Collector{runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
+	retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges,
+	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics}
+
+func init() { metrics.Registry.MustRegister(domainMetrics...) }
 
 type runCollector struct {
-	runs, pending, oldest *prometheus.Desc
+	runs, pending, oldest, overdue *prometheus.Desc
 
 	mu     sync.Mutex
 	reader client.Reader
@@ -123,6 +160,7 @@ func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.runs
 	ch <- c.pending
 	ch <- c.oldest
+	ch <- c.overdue
 }
 
 func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
@@ -141,11 +179,15 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	phases := map[v1alpha1.Phase]int{v1alpha1.PhasePending: 0, v1alpha1.PhaseRunning: 0, v1alpha1.PhaseAwaitingApproval: 0}
 	pending := 0
 	var oldest time.Duration
+	overdue := map[string]int{}
 	t := now()
 	for i := range list.Items {
 		st := &list.Items[i].Status
 		if st.Outcome != "" {
 			continue
+		}
+		if d, ok := deadline(&list.Items[i]); ok && t.After(d) {
+			overdue[labelsOf.namespaces.value(list.Items[i].Namespace)]++
 		}
 		p := st.Phase
 		if p == "" {
@@ -166,6 +208,9 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
+	for ns, n := range overdue {
+		ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(n), ns)
+	}
 }
 
 // callMetrics times a run's model and tool calls as they happen, and

@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Issue 33.1: a storm of 1,000 runs, each with its own namespace, model
@@ -71,4 +75,94 @@ func TestMetrics_toolFailuresAndBudgetGauges(t *testing.T) {
 		return []float64{at("agentrun_budget_limit", "cost"), at("agentrun_budget_limit", "tokens"),
 			at("agentrun_budget_consumed", "tokens"), at("agentrun_budget_reserved", "tokens")}
 	}, 10*time.Second, 50*time.Millisecond).Should(Equal([]float64{5, 100000, 0, 0}))
+}
+
+// listReader lists the runs it holds, as the manager's cache would.
+type listReader struct {
+	client.Reader
+	runs []v1alpha1.AgentRun
+}
+
+func (r listReader) List(_ context.Context, l client.ObjectList, _ ...client.ListOption) error {
+	if rl, ok := l.(*v1alpha1.AgentRunList); ok {
+		rl.Items = append(rl.Items, r.runs...)
+	}
+	return nil
+}
+
+// Issue 33.2: a run with no outcome past the latest moment it could end
+// (its wall clock, an approval timeout per ask, a margin) is overdue: the
+// stuck-run alert reads agentrun_runs_overdue.
+func TestRunCollector_countsOverdueRuns(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	started := func(name string, ago time.Duration, f func(*v1alpha1.AgentRun)) v1alpha1.AgentRun {
+		r := v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-overdue", Name: name}}
+		r.Spec.Budget.MaxWallClock = &metav1.Duration{Duration: 10 * time.Minute}
+		r.Spec.ApprovalTimeout = &metav1.Duration{Duration: 30 * time.Minute}
+		r.Status.StartTime = ptr.To(metav1.NewTime(now.Add(-ago)))
+		if f != nil {
+			f(&r)
+		}
+		return r
+	}
+	asked := func(r *v1alpha1.AgentRun) {
+		r.Status.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t1-c1", Decision: "approve"}, {CallID: "t2-c1", Decision: "approve", Stale: true}}
+	}
+	runs := []v1alpha1.AgentRun{
+		started("fresh", 14*time.Minute, nil),         // within 10m + 5m
+		started("late", 16*time.Minute, nil),          // past it: overdue
+		started("answered", 44*time.Minute, asked),    // one real ask: 10m + 30m + 5m
+		started("slow-answer", 46*time.Minute, asked), // past that
+		started("ended", 5*time.Hour, func(r *v1alpha1.AgentRun) { r.Status.Outcome = v1alpha1.OutcomeCompleted }),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-overdue", Name: "not-started"}},
+	}
+	c := &runCollector{runs: inFlight.runs, pending: inFlight.pending, oldest: inFlight.oldest, overdue: inFlight.overdue}
+	c.watch(listReader{runs: runs}, func() time.Time { return now })
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	for _, f := range fams {
+		if f.GetName() == "agentrun_runs_overdue" {
+			for _, m := range f.Metric {
+				got += m.GetGauge().GetValue()
+			}
+		}
+	}
+	if got != 2 {
+		t.Fatalf("agentrun_runs_overdue = %v, want 2 (late, slow-answer)", got)
+	}
+}
+
+// Issue 33.6: every series this package exports is described in
+// docs/observability.md's table (which hack/promrules reads to check that
+// every alert and dashboard query names an exported series).
+func TestMetrics_everySeriesIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fqName := regexp.MustCompile(`fqName: "([a-z_:]+)"`)
+	n := 0
+	for _, c := range domainMetrics {
+		ch := make(chan *prometheus.Desc, 16)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("no name in %s", d)
+			}
+			n++
+			if !strings.Contains(string(doc), "`"+m[1]+"`") {
+				t.Errorf("%s is exported but docs/observability.md does not describe it", m[1])
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d series described by the collectors", n)
+	}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // MaxPanics is how many reconciles of one run may panic before the run
@@ -33,8 +32,6 @@ var panics = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "agentrun", Name: "panics_total",
 	Help: "Panics the operator recovered from, by where (reconcile: a reconcile of a run; work: a model call, tool call or kit build off the workers). Each is a defect: its stack is in the operator's log.",
 }, []string{"where"})
-
-func init() { metrics.Registry.MustRegister(panics) }
 
 // recovered turns a recovered panic value into an error (wrapping
 // errPanic), logging its stack and counting it.

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // ShardSelector selects the objects of one shard: labelled
@@ -54,8 +53,6 @@ var unclaimedRuns = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "AgentRuns labelled " + v1alpha1.LabelShard + " that no operator has started (no phase) for longer than the check's grace, by the label's value: " +
 		"no replica serves that shard, or its replicas are down. Reported by the operator without --shard.",
 }, []string{"shard"})
-
-func init() { metrics.Registry.MustRegister(unclaimedRuns) }
 
 // unclaimedCheck is the unsharded operator's look at the runs of every
 // shard: it cannot drive them, but it can say which nobody drives. It
