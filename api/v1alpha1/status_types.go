@@ -10,6 +10,12 @@ import (
 // approve, deny or stop.
 const ApprovalAnnotationPrefix = "approval.agents.agentrun.dev/"
 
+// AttributedOutcomeAnnotation records the outcome a reviewer thinks a
+// finished run deserved, one of the eight; the metric
+// agentrun_outcome_attributions counts it against the outcome the run
+// emitted. Setting it needs the verb "approve", as answering does.
+const AttributedOutcomeAnnotation = "agents.agentrun.dev/attributed-outcome"
+
 // ApprovedByAnnotationPrefix starts the annotation the API server's
 // admission (config/admission/approver-identity.yaml) writes when an
 // approval annotation is set: approved-by.agents.agentrun.dev/<callID> holds

@@ -97,6 +97,9 @@ var inFlight = &runCollector{
 		"Calls waiting for a person's answer, over all runs.", nil, nil),
 	oldest: prometheus.NewDesc("agentrun_pending_approval_oldest_seconds",
 		"How long the longest-waiting call has waited for a person, in seconds (0 when none waits).", nil, nil),
+	attributed: prometheus.NewDesc("agentrun_outcome_attributions",
+		"Ended runs a reviewer attributed an outcome to (the annotation "+v1alpha1.AttributedOutcomeAnnotation+"), by the outcome the run emitted, the one attributed, and whether they agree; over the runs that exist.",
+		[]string{"emitted", "attributed", "agree"}, nil),
 	overdue: prometheus.NewDesc("agentrun_runs_overdue",
 		"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
 }
@@ -142,7 +145,7 @@ var domainMetrics = []prometheus.Collector{runsFinished, turnsStarted, spend, to
 func init() { metrics.Registry.MustRegister(domainMetrics...) }
 
 type runCollector struct {
-	runs, pending, oldest, overdue *prometheus.Desc
+	runs, pending, oldest, overdue, attributed *prometheus.Desc
 
 	mu     sync.Mutex
 	reader client.Reader
@@ -161,6 +164,7 @@ func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.oldest
 	ch <- c.overdue
+	ch <- c.attributed
 }
 
 func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
@@ -180,10 +184,17 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	pending := 0
 	var oldest time.Duration
 	overdue := map[string]int{}
+	type pair struct{ emitted, attributed v1alpha1.Outcome }
+	attributed := map[pair]int{}
 	t := now()
 	for i := range list.Items {
 		st := &list.Items[i].Status
 		if st.Outcome != "" {
+			// The admission policy admits only outcomes; the filter keeps
+			// a value written without it from making a series.
+			if a := v1alpha1.Outcome(list.Items[i].Annotations[v1alpha1.AttributedOutcomeAnnotation]); slices.Contains(outcomes, a) && slices.Contains(outcomes, st.Outcome) {
+				attributed[pair{st.Outcome, a}]++
+			}
 			continue
 		}
 		if d, ok := deadline(&list.Items[i]); ok && t.After(d) {
@@ -208,6 +219,10 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
+	for p, n := range attributed {
+		ch <- prometheus.MustNewConstMetric(c.attributed, prometheus.GaugeValue, float64(n), string(p.emitted), string(p.attributed),
+			strconv.FormatBool(p.emitted == p.attributed))
+	}
 	for ns, n := range overdue {
 		ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(n), ns)
 	}
@@ -404,3 +419,7 @@ func isCeiling(name string) bool {
 	}
 	return false
 }
+
+// outcomes are the eight outcomes a run can end with.
+var outcomes = []v1alpha1.Outcome{v1alpha1.OutcomeCompleted, v1alpha1.OutcomeBudgetExhausted, v1alpha1.OutcomeGuardrailStop,
+	v1alpha1.OutcomeLoopDetected, v1alpha1.OutcomeApprovalDenied, v1alpha1.OutcomeEscalated, v1alpha1.OutcomeToolFailure, v1alpha1.OutcomeError}

@@ -116,7 +116,7 @@ func TestRunCollector_countsOverdueRuns(t *testing.T) {
 		started("ended", 5*time.Hour, func(r *v1alpha1.AgentRun) { r.Status.Outcome = v1alpha1.OutcomeCompleted }),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-overdue", Name: "not-started"}},
 	}
-	c := &runCollector{runs: inFlight.runs, pending: inFlight.pending, oldest: inFlight.oldest, overdue: inFlight.overdue}
+	c := &runCollector{runs: inFlight.runs, pending: inFlight.pending, oldest: inFlight.oldest, overdue: inFlight.overdue, attributed: inFlight.attributed}
 	c.watch(listReader{runs: runs}, func() time.Time { return now })
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
