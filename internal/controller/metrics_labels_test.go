@@ -19,6 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// nsLabel is the namespace label the metrics give ns: ns itself, unless
+// this process has seen more namespaces than the bound (a suite run with
+// -count=N), when every test's runs share "other".
+func nsLabel(ns string) string { return labelsOf.namespaces.value(ns) }
+
 // Issue 33.1: a storm of 1,000 runs, each with its own namespace, model
 // and tool, grows the series of a labelled metric only to the bounds, the
 // rest counted as "other", and nothing is lost.

@@ -123,7 +123,7 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	delta := func(name string, labels map[string]string) float64 {
 		return sample(after, name, labels) - sample(before, name, labels)
 	}
-	model := map[string]string{"namespace": ns, "provider": "scripted", "model": "metrics-model"}
+	model := map[string]string{"namespace": nsLabel(ns), "provider": "scripted", "model": labelsOf.model("metrics-model")}
 	with2 := func(k1, v1, k2, v2 string) map[string]string {
 		out := map[string]string{k1: v1, k2: v2}
 		for a, b := range model {

@@ -25,7 +25,7 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	ns := namespace(t)
 	var attempts atomic.Int64
 	before := testutil.ToFloat64(panics.WithLabelValues("reconcile"))
-	errorsBefore := testutil.ToFloat64(runsFinished.WithLabelValues(ns, "scripted", "", "Error", "Error"))
+	errorsBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error"))
 	startReconciler(t, &kits{tools: newTools()}, 0, func(c client.Client, _ func()) client.Client {
 		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
 			// A defect in the save of one run: its first transcript chunk.
@@ -48,7 +48,7 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(attempts.Load()).To(BeEquivalentTo(MaxPanics), "saves that panicked")
 	g.Expect(testutil.ToFloat64(panics.WithLabelValues("reconcile")) - before).To(BeEquivalentTo(MaxPanics))
-	g.Expect(testutil.ToFloat64(runsFinished.WithLabelValues(ns, "scripted", "", "Error", "Error")) - errorsBefore).To(BeEquivalentTo(1))
+	g.Expect(testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error")) - errorsBefore).To(BeEquivalentTo(1))
 	// Ended, the run is not saved again: the panic does not come back.
 	g.Consistently(attempts.Load, time.Second, 50*time.Millisecond).Should(BeEquivalentTo(MaxPanics))
 }
@@ -98,7 +98,7 @@ func (f *failingKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, 
 // server failed ends Error as a defect.
 func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	ns := namespace(t)
-	invalidBefore := testutil.ToFloat64(runsFinished.WithLabelValues(ns, "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration))
+	invalidBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration))
 	startManager(t, &failingKits{kits: kits{tools: newTools()}, errs: map[string]error{
 		"forbidden": fmt.Errorf("model.apiKeySecretRef: %w", apierrors.NewForbidden(corev1.Resource("secrets"), "openai", errors.New("no"))),
 		"typo":      errors.New("policy.rules[0].when: a condition does not compile"),
@@ -110,6 +110,6 @@ func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	expectInvalid(t, waitOutcome(t, forbidden, 20*time.Second), "the run cannot start: model.apiKeySecretRef")
 	expectInvalid(t, waitOutcome(t, typo, 20*time.Second), "does not compile")
 	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeError, "etcd is busy")
-	NewWithT(t).Expect(testutil.ToFloat64(runsFinished.WithLabelValues(ns, "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration)) - invalidBefore).
+	NewWithT(t).Expect(testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration)) - invalidBefore).
 		To(BeEquivalentTo(2))
 }
