@@ -128,11 +128,15 @@ demo: ## Apply config/samples to a fresh local control plane, print progress and
 
 ##@ Build
 
+# VERSION is linked into the binaries (agentrun version, kubectl agentrun version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/agentrun/agentrun/internal/version.Version=$(VERSION)
+
 .PHONY: build
 build: ## Build the operator, the entrypoint, the agentrun CLI and the kubectl plugin into bin/.
-	CGO_ENABLED=0 go build -o bin/manager ./cmd/manager
-	CGO_ENABLED=0 go build -o bin/agentrun-entrypoint ./cmd/agentrun-entrypoint
-	CGO_ENABLED=0 go build -o bin/agentrun ./cmd/agentrun
-	CGO_ENABLED=0 go build -o bin/kubectl-agentrun ./cmd/kubectl-agentrun
+	CGO_ENABLED=0 go build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/agentrun-entrypoint ./cmd/agentrun-entrypoint
+	CGO_ENABLED=0 go build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/agentrun ./cmd/agentrun
+	CGO_ENABLED=0 go build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/kubectl-agentrun ./cmd/kubectl-agentrun
 
 include hack/e2e.mk

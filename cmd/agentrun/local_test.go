@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/version"
 )
 
 // echoRun is testdata/echo-run.yaml: the model calls echo once and then
@@ -151,5 +152,16 @@ func TestLocal_stripsTerminalEscapesFromModelsAndTools(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "all good") || !strings.Contains(stdout, "refund 99999999") || !strings.Contains(stdout, "refund 1") {
 		t.Errorf("the text itself is missing:\n%q", stdout)
+	}
+}
+
+// Issue 34.5: agentrun version says what the binary was built from.
+func TestVersion_printsTheBuild(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := execute([]string{"version"}, strings.NewReader(""), &out, &errOut); code != 0 || errOut.Len() != 0 {
+		t.Fatalf("agentrun version = %d, stderr %q", code, errOut.String())
+	}
+	if want := version.Get().String() + "\n"; out.String() != want {
+		t.Errorf("agentrun version printed %q, want %q", out.String(), want)
 	}
 }

@@ -3,6 +3,7 @@
 //	agentrun local -f run.yaml   one manifest, no cluster, tools as local processes
 //	agentrun dev                 a local control plane with the operator (make dev)
 //	agentrun demo                the same, applying config/samples and checking outcomes (make demo)
+//	agentrun version             what this binary was built from
 //
 // Its commands are built with cobra, as the kubectl plugin's are.
 package main
@@ -19,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/internal/devenv"
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/localrun"
+	"github.com/agentrun/agentrun/internal/version"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,7 +67,7 @@ their outcomes).`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(localCommand(code), devCommand(code), demoCommand(code))
+	root.AddCommand(localCommand(code), devCommand(code), demoCommand(code), version.Command())
 	return root
 }
 

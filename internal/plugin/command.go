@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kubescheme"
+	"github.com/agentrun/agentrun/internal/version"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -75,7 +76,7 @@ answer, and who gave it, in status.approvals.`,
 	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
 		root.AddCommand(answerCommand(f, d))
 	}
-	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f))
+	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
 	return root
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
+	"github.com/agentrun/agentrun/internal/version"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -676,6 +677,8 @@ func TestMain_honoursKubectlFlagsAndExitStatus(t *testing.T) {
 		{"unknown run", []string{"cancel", "nope"}, 1, "", fmt.Sprintf("error: agentrun \"nope\" not found in namespace %q\n", ns)},
 		{"bad format", []string{"transcript", "r", "-o", "yaml"}, 1, "", "error: unknown output format \"yaml\": use -o text or -o json\n"},
 		{"transcript", []string{"transcript", "r", "-o", "json"}, 0, "[]\n", ""},
+		{"version", []string{"version", "-o", "json"}, 0, version.Get().JSON() + "\n", ""},
+		{"version, bad format", []string{"version", "-o", "yaml"}, 1, "", "error: --output \"yaml\": want json"},
 	} {
 		code, out, errOut := kubectl(tc.args...)
 		if code != tc.code || out != tc.out || !strings.Contains(errOut, tc.inErr) || (tc.inErr == "" && errOut != "") {
