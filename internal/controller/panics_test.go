@@ -48,7 +48,10 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(attempts.Load()).To(BeEquivalentTo(MaxPanics), "saves that panicked")
 	g.Expect(testutil.ToFloat64(panics.WithLabelValues("reconcile")) - before).To(BeEquivalentTo(MaxPanics))
-	g.Expect(testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error")) - errorsBefore).To(BeEquivalentTo(1))
+	// Counted after the status write the test saw: wait for it.
+	g.Eventually(func() float64 {
+		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error")) - errorsBefore
+	}, 10*time.Second, 20*time.Millisecond).Should(BeEquivalentTo(1))
 	// Ended, the run is not saved again: the panic does not come back.
 	g.Consistently(attempts.Load, time.Second, 50*time.Millisecond).Should(BeEquivalentTo(MaxPanics))
 }
@@ -110,6 +113,8 @@ func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	expectInvalid(t, waitOutcome(t, forbidden, 20*time.Second), "the run cannot start: model.apiKeySecretRef")
 	expectInvalid(t, waitOutcome(t, typo, 20*time.Second), "does not compile")
 	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeError, "etcd is busy")
-	NewWithT(t).Expect(testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration)) - invalidBefore).
-		To(BeEquivalentTo(2))
+	// Counted after the status write the test saw: wait for it.
+	NewWithT(t).Eventually(func() float64 {
+		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration)) - invalidBefore
+	}, 10*time.Second, 20*time.Millisecond).Should(BeEquivalentTo(2))
 }
