@@ -110,16 +110,30 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 	if n < MaxPanics {
 		return ctrl.Result{}, cause // retried with the workqueue's back-off
 	}
-	if d := r.deferredOf(run); d != nil {
-		run.Status = *d.status.DeepCopy()
-	}
 	reason := fmt.Sprintf("the operator failed on this run %d times (%v); the operator's log has the stack of each", n, cause)
-	runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(r.Clock()))
-	run.Status.Checkpoint = nil
-	if err := r.Status().Update(ctx, run); err != nil {
-		// Counted: the next panic tries again, and a conflict means the
-		// run changed (perhaps it ended) under us.
-		return ctrl.Result{}, errors.Join(cause, err)
+	for attempt := 1; ; attempt++ {
+		if d := r.deferredOf(run); d != nil {
+			run.Status = *d.status.DeepCopy()
+		}
+		runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(r.Clock()))
+		run.Status.Checkpoint = nil
+		err := r.Status().Update(ctx, run)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 3 {
+			// The next panic tries again.
+			return ctrl.Result{}, errors.Join(cause, err)
+		}
+		// The run changed under us: read it again, unless it ended.
+		run = &v1alpha1.AgentRun{}
+		if err := r.APIReader.Get(ctx, key, run); err != nil {
+			return ctrl.Result{}, errors.Join(cause, client.IgnoreNotFound(err))
+		}
+		if runstatus.Finished(run) {
+			r.forget(run.UID)
+			return ctrl.Result{}, nil
+		}
 	}
 	r.forget(run.UID)
 	if r.Recorder != nil {
