@@ -103,22 +103,31 @@ func TestPrometheusRule_aBadThresholdFailsTheParse(t *testing.T) {
 	t.Fatal("no AgentRunSpendRateHigh alert")
 }
 
-func TestGrafanaDashboard_everyQueryParses(t *testing.T) {
+// panel is what the checks read of a dashboard panel.
+type panel struct {
+	Title   string `json:"title"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+}
+
+// dashboard reads the chart's Grafana dashboard.
+func dashboard(t *testing.T) (d struct {
+	Panels []panel `json:"panels"`
+}) {
+	t.Helper()
 	raw, err := os.ReadFile(chart + "files/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+func TestGrafanaDashboard_everyQueryParses(t *testing.T) {
+	d := dashboard(t)
 	n := 0
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
@@ -199,21 +208,7 @@ func TestQueries_nameOnlyExportedSeries(t *testing.T) {
 	for _, r := range rules(t, defaults(t)) {
 		check("alert "+r["alert"].(string), r["expr"].(string))
 	}
-	raw, err := os.ReadFile(chart + "files/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatal(err)
-	}
+	d := dashboard(t)
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
 			check("panel "+p.Title, strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
