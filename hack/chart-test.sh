@@ -73,6 +73,15 @@ has shards-values 'kind: Role$' # leader election, for shard b
 hasnt default '--shard='
 has plain-metrics-values 'scheme: http$'
 hasnt plain-metrics-values 'tokenreviews'
+# Extension points: objects made with the release (a map or a string, both
+# through tpl), volumes and mounts, pod labels, annotations and priority.
+has extras-values 'name: agentrun-company-ca'
+has extras-values 'name: agentrun-notes'
+has extras-values 'mountPath: /etc/agentrun/company-ca'
+has extras-values 'value: /etc/agentrun/company-ca'
+has extras-values 'priorityClassName: system-cluster-critical'
+has extras-values 'example.com/owner: platform-team'
+hasnt default 'volumeMounts:'
 # Tool pods: a fixed uid by default, the platform's on OpenShift.
 has default '--tool-run-as-user=65532'
 has openshift-values '--tool-run-as-user=assigned'
@@ -125,6 +134,7 @@ refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
 refuse "/egress/allowCIDRs/0" --set 'egress.allowCIDRs[0]=metadata.internal'
 refuse "/egress/allowPrivate" --set egress.allowPrivate=yes
 refuse "/toolPods/runAsUser" --set toolPods.runAsUser=0
+refuse "/extraVolumes" --set extraVolumes=ca
 refuse "/toolPods/runAsUser" --set toolPods.runAsUser=root
 refuse "not both" --set podDisruptionBudget.enabled=true --set podDisruptionBudget.minAvailable=1
 echo "chart-test: ${#sets[@]} value sets render and lint; misspelled and mistyped values are refused"
