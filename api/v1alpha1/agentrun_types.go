@@ -61,23 +61,29 @@ func init() {
 // AgentRunSpec is the desired run. It is immutable once created, except for
 // cancel.
 //
-// +kubebuilder:validation:XValidation:rule=`self.goal == oldSelf.goal && self.model == oldSelf.model && self.budget == oldSelf.budget && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions) && has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection) && has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools) && has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy) && has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout) && has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName) && has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+// +kubebuilder:validation:XValidation:rule=`has(self.goal) == has(oldSelf.goal) && (!has(self.goal) || self.goal == oldSelf.goal) && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.budget) == has(oldSelf.budget) && (!has(self.budget) || self.budget == oldSelf.budget) && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions) && has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection) && has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools) && has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy) && has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout) && has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName) && has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify) && has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef) && has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 // +kubebuilder:validation:XValidation:rule=`!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)`,message="spec.cancel cannot go back to false: a cancelled run stays cancelled",fieldPath=`.cancel`
-// +kubebuilder:validation:XValidation:rule=`self.model.provider == 'scripted' || has(self.budget.maxCostUSD)`,message="budget.maxCostUSD is required with a real model provider (openai, anthropic): set the most this run may spend, for example \"1.00\"",messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule=`!has(self.budget.perTool) || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="budget.perTool names a tool that is not declared in spec.tools",messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
+// +kubebuilder:validation:XValidation:rule=`!has(self.model) || self.model.provider == 'scripted' || (has(self.budget) && has(self.budget.maxCostUSD))`,message="budget.maxCostUSD is required with a real model provider (openai, anthropic): set the most this run may spend, for example \"1.00\"",messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`!has(self.budget) || !has(self.budget.perTool) || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="budget.perTool names a tool that is not declared in spec.tools",messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
 // +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.rules) || self.policy.rules.all(r, r.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'policy.rules name a tool that is not declared in spec.tools ("*" means every tool): ' + self.policy.rules.filter(r, r.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.rules`
 // +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
 // +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
 // +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
 // +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && has(self.plan) == has(oldSelf.plan)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 // +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
+// +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.goal)`,message="spec.goal is required (the task the agent works towards), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.goal`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.model)`,message="spec.model is required (the model provider and model), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.model`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.budget)`,message="spec.budget is required (the ceilings of the run, at least budget.maxTurns), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.budget`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !(has(self.goal) || has(self.instructions) || has(self.model) || has(self.budget) || has(self.tools) || has(self.guardrails) || has(self.verify) || has(self.strategy) || has(self.plan) || has(self.serviceAccountName))`,message="a run made from a template (spec.templateRef) takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan and serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.templateRef`
+// +kubebuilder:validation:XValidation:rule=`!has(self.parameters) || has(self.templateRef)`,message="spec.parameters apply only to a run made from a template: set spec.templateRef too, or remove spec.parameters",fieldPath=`.parameters`
 type AgentRunSpec struct {
 	// goal is the task, in plain words, that the model works towards. It is
-	// the first user message of the conversation.
-	// +required
+	// the first user message of the conversation. Required unless the run
+	// is made from a template (templateRef).
+	// +optional
 	// +kubebuilder:validation:MaxLength=32768
 	// +kubebuilder:validation:XValidation:rule=`self.trim().size() > 0`,message="goal must not be empty: say what the agent should achieve"
-	Goal string `json:"goal"`
+	Goal string `json:"goal,omitempty"`
 
 	// instructions are added to the system prompt, for example the role the
 	// model plays or house rules it must follow.
@@ -86,14 +92,16 @@ type AgentRunSpec struct {
 	Instructions string `json:"instructions,omitempty"`
 
 	// model selects the model provider and how each model call is made.
-	// +required
-	Model ModelSpec `json:"model"`
+	// Required unless the run is made from a template (templateRef).
+	// +optional
+	Model ModelSpec `json:"model,omitzero"`
 
 	// budget holds the ceilings of the run. Every ceiling is always active:
 	// those left unset take their documented defaults. Admitting a step that
-	// would pass a hard ceiling ends the run as BudgetExhausted.
-	// +required
-	Budget BudgetSpec `json:"budget"`
+	// would pass a hard ceiling ends the run as BudgetExhausted. Required
+	// unless the run is made from a template (templateRef).
+	// +optional
+	Budget BudgetSpec `json:"budget,omitzero"`
 
 	// loopDetection stops a run that keeps proposing the same call, or
 	// cycles through a few calls, as LoopDetected.
@@ -180,6 +188,57 @@ type AgentRunSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// templateRef makes the run from an AgentRunTemplate in the run's
+	// namespace: the template's spec.run, with its $(params.NAME)
+	// placeholders replaced by the parameters, is what runs. The operator
+	// resolves it once, before anything is spent, and keeps the resolved
+	// spec with the run (status.template records the template's
+	// resourceVersion and the digest of the result), so a later edit or
+	// deletion of the template never changes a run already created. With
+	// templateRef, the run sets no goal, model, budget, tools or other
+	// field the template decides; policy, loopDetection and approvalTimeout
+	// are the template's too (the run's own, which the API server fills
+	// with defaults, are ignored).
+	// +optional
+	TemplateRef *TemplateRef `json:"templateRef,omitempty"`
+
+	// parameters are the values of the template's parameters, by name.
+	// Every required parameter must be given, every name must be one the
+	// template declares, and a value must satisfy the parameter's enum or
+	// pattern; otherwise the run ends Error with a reason that names the
+	// parameter. Values are data: they are put into the strings where the
+	// template placed a placeholder, and nowhere else.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Parameters []ParameterValue `json:"parameters,omitempty"`
+}
+
+// TemplateRef names an AgentRunTemplate in the run's namespace.
+type TemplateRef struct {
+	// name is the AgentRunTemplate's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ParameterValue is the value of one template parameter.
+type ParameterValue struct {
+	// name is the parameter's name, as the template declares it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// value is the parameter's value, a string. It replaces every
+	// $(params.NAME) of the template as it is, never read as YAML, JSON or
+	// another placeholder.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Value string `json:"value"`
 }
 
 // BudgetSpec is the vector of ceilings of a run. Defaults: maxTokens 100000,

@@ -304,6 +304,14 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	AgentBudgets []string `json:"agentBudgets,omitempty"`
+
+	// template records the AgentRunTemplate the run was made from, as the
+	// operator resolved it before the run started: its name, its
+	// resourceVersion then, and the digest of the resolved spec kept with
+	// the run (a Secret the run owns). Empty for a run that names no
+	// template.
+	// +optional
+	Template *TemplateStatus `json:"template,omitempty"`
 }
 
 // UsageStatus is a vector of consumed (or reserved) resources.
