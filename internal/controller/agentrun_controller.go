@@ -396,7 +396,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if written {
 		r.logTransitions(ctx, sc)
 		r.emit(sc)
-		recordMetrics(sc.base, sc.run, sc.state, sc.notes)
+		recordMetrics(sc.base, asBuilt(sc), sc.state, sc.notes)
 		r.endTrace(ctx, sc)
 	}
 	return result, nil
@@ -601,7 +601,7 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 // a model or tool call made during this reconcile ended after sc.now, and
 // the run span must enclose every call of the run.
 func (r *AgentRunReconciler) endTrace(ctx context.Context, sc *scope) {
-	run := sc.run
+	run := asBuilt(sc)
 	if run.Status.Outcome == "" || sc.base.Status.Outcome != "" {
 		return
 	}

@@ -120,7 +120,24 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			if err != nil {
 				return ctrl.Result{}, err
 			}
-			run, changes, err := platform.Apply(sc.run, pols)
+			// A run made from a template is built from the spec resolved
+			// from it, once, and kept with the run.
+			src, tpl, err := r.resolved(ctx, sc.run)
+			switch {
+			case errors.Is(err, errTemplateMissing) && sc.now.Sub(sc.run.CreationTimestamp.Time) < TemplateWait:
+				if r.Recorder != nil {
+					r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, ReasonTemplateNotFound, ReasonTemplateNotFound,
+						"%s; waiting up to %s for it", err.Error(), TemplateWait)
+				}
+				sc.wait = true
+				return ctrl.Result{RequeueAfter: TemplateWait / 10}, nil
+			case errors.Is(err, errTemplateMissing), errors.Is(err, errTemplateRefused):
+				r.failInvalid(sc, "the run cannot start: "+err.Error())
+				return ctrl.Result{}, nil
+			case err != nil:
+				return ctrl.Result{}, err
+			}
+			run, changes, err := platform.Apply(src, pols)
 			if err != nil {
 				r.failInvalid(sc, "the run cannot start: "+err.Error())
 				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: err.Error()})
@@ -138,13 +155,18 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				w.kit, w.err = r.Kits.Build(ctx, run)
 				if w.kit != nil {
 					w.kit.Approvers = approvers
+					w.kit.Spec = &run.Spec
 				}
+				w.template = tpl
 			})
 			sc.wait = true
 			return ctrl.Result{}, nil
 		}
 		r.work.clear(uid, kitKey)
 		k = w.kit
+		if w.template != nil && sc.run.Status.Template == nil {
+			sc.run.Status.Template = w.template
+		}
 		if err := w.err; err != nil {
 			// The manifest passed the API server's validation but cannot be
 			// run (a CEL condition that does not compile, say): that is

@@ -181,6 +181,9 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 	if err := NewAgentBudgetReconciler(BudgetConfig{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := (&AgentRunTemplateReconciler{Client: c}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

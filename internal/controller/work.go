@@ -21,8 +21,11 @@ type work struct {
 	err     error
 	results []loop.Result
 	// kit is a built kit (the work that builds one, see loadKit).
-	kit    *Kit
-	cancel context.CancelFunc
+	kit *Kit
+	// template is the record of the template a built kit's run was made
+	// from, for status.template.
+	template *v1alpha1.TemplateStatus
+	cancel   context.CancelFunc
 }
 
 // tracker holds the work in flight in this process, by run. After a
@@ -99,7 +102,7 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 		}
 		t.mu.Lock()
 		if cur := t.items[uid]; cur == w {
-			w.done, w.reply, w.err, w.results, w.kit = true, out.reply, out.err, out.results, out.kit
+			w.done, w.reply, w.err, w.results, w.kit, w.template = true, out.reply, out.err, out.results, out.kit, out.template
 		}
 		t.mu.Unlock()
 		obj := &v1alpha1.AgentRun{}

@@ -29,6 +29,9 @@ type Kit struct {
 	// approvals (the operator sets it; the zero value refuses only
 	// ServiceAccounts).
 	Approvers platform.Approvers
+	// Spec is the spec the kit was built from, as the platform's policies
+	// govern it; for a run made from a template, the resolved spec.
+	Spec *v1alpha1.AgentRunSpec
 }
 
 // Config converts a spec into the engine's configuration. Defaults the API

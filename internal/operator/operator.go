@@ -227,6 +227,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&controller.AgentRunTemplateReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
