@@ -132,7 +132,9 @@ type AgentRunTemplateStatus struct {
 
 	// conditions: Ready is True when runs can be made from the template,
 	// False (reason InvalidTemplate) when a placeholder names no declared
-	// parameter; the message names it.
+	// parameter or a default breaks its own enum or pattern; the message
+	// names it. Stalled is True with the same reason and message then, as
+	// kstatus reads a failure.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -165,3 +165,27 @@ func TestVersion_printsTheBuild(t *testing.T) {
 		t.Errorf("agentrun version printed %q, want %q", out.String(), want)
 	}
 }
+
+func TestLocal_aRunFromATemplate(t *testing.T) {
+	manifest := `apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRunTemplate
+metadata: {name: greeter}
+spec:
+  parameters: [{name: who, default: world}]
+  run:
+    goal: "Greet $(params.who)."
+    model: {provider: scripted, script: [{content: "Hello, $(params.who)."}]}
+    budget: {maxTurns: 2}
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: greet-ops}
+spec:
+  templateRef: {name: greeter}
+  parameters: [{name: who, value: ops}]
+`
+	code, stdout, stderr := local(t, "", "-f", manifestFile(t, manifest))
+	if code != 0 || !strings.Contains(stdout, "Hello, ops.") || !strings.Contains(stdout, "outcome: Completed") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}

@@ -152,6 +152,12 @@ func shippedArgoScript(t *testing.T) string {
 // shipped Kustomization.
 func shippedFluxExprs(t *testing.T) map[string]string {
 	t.Helper()
+	return shippedFluxExprsOf(t, "AgentRun")
+}
+
+// shippedFluxExprsOf reads the entry of healthCheckExprs for kind.
+func shippedFluxExprsOf(t *testing.T, kind string) map[string]string {
+	t.Helper()
 	raw, err := os.ReadFile(fluxFile)
 	if err != nil {
 		t.Fatal(err)
@@ -165,14 +171,14 @@ func shippedFluxExprs(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	for _, e := range k.Spec.HealthCheckExprs {
-		if e["apiVersion"] == v1alpha1.GroupVersion.String() && e["kind"] == "AgentRun" {
+		if e["apiVersion"] == v1alpha1.GroupVersion.String() && e["kind"] == kind {
 			if e["current"] == "" {
 				t.Fatal("Flux requires a current expression")
 			}
 			return e
 		}
 	}
-	t.Fatalf("%s has no healthCheckExprs entry for AgentRun", fluxFile)
+	t.Fatalf("%s has no healthCheckExprs entry for %s", fluxFile, kind)
 	return nil
 }
 

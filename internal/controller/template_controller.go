@@ -52,6 +52,12 @@ func (r *AgentRunTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		Message: "runs can be made from this template", ObservedGeneration: tpl.Generation}
 	if problem := checkTemplate(tpl); problem != "" {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonTemplateInvalid, problem
+		// Stalled is what kstatus (and so Flux and kubectl wait) reads as
+		// failed: a template no run can be made from waits for an edit.
+		apimeta.SetStatusCondition(&tpl.Status.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue,
+			Reason: ReasonTemplateInvalid, Message: problem, ObservedGeneration: tpl.Generation})
+	} else {
+		apimeta.RemoveStatusCondition(&tpl.Status.Conditions, "Stalled")
 	}
 	apimeta.SetStatusCondition(&tpl.Status.Conditions, cond)
 	tpl.Status.ObservedGeneration = tpl.Generation

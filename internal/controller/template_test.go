@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -74,6 +77,15 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 			s.Goal = "Investigate $(params.ticket)."
 			s.Instructions = "Be $(params.tone)."
 		}).readTool("lookup").calls("lookup", `{"ticket":"$(params.ticket)"}`).answer("Done with $(params.ticket)."), ticketParams...)
+	// The template reports itself usable; after that it does not change.
+	NewWithT(t).Eventually(func() string {
+		c := apimeta.FindStatusCondition(get(t, tpl).Status.Conditions, "Ready")
+		if c == nil {
+			return ""
+		}
+		return string(c.Status) + "/" + c.Reason
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal("True/" + ReasonTemplateValid))
+	tpl = get(t, tpl)
 	run := runOf(t, ns, "t-1042", tpl.Name, "ticket", "T-1042")
 	done := waitOutcome(t, run, 20*time.Second)
 	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
@@ -92,14 +104,6 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 	if ref := metav1.GetControllerOf(sec); ref == nil || ref.UID != run.UID {
 		t.Errorf("the resolved spec is not owned by the run: %+v", sec.OwnerReferences)
 	}
-	// The template reports itself usable.
-	NewWithT(t).Eventually(func() string {
-		c := apimeta.FindStatusCondition(get(t, tpl).Status.Conditions, "Ready")
-		if c == nil {
-			return ""
-		}
-		return string(c.Status) + "/" + c.Reason
-	}, 10*time.Second, 20*time.Millisecond).Should(Equal("True/" + ReasonTemplateValid))
 }
 
 func TestTemplate_editOrDeleteAfterCreationDoesNotChangeTheRun(t *testing.T) {
@@ -251,5 +255,54 @@ func TestTemplate_resolvedSpecIsValidatedByTheAPIServer(t *testing.T) {
 	var list v1alpha1.AgentRunList
 	if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
 		t.Errorf("the validation left runs behind: %d runs, %v", len(list.Items), err)
+	}
+}
+
+// readyHealthOf runs the shipped health checks of templates and schedules
+// on obj read back from the API server: Argo CD's, Flux's and kstatus'.
+func readyHealthOf(t *testing.T, obj client.Object, kind string) (argo, flux string, ks status.Status) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind))
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), u); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../../config/gitops/argocd-health-ready.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argo, _ = argoHealth(t, string(script), u.Object)
+	res, err := status.Compute(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return argo, fluxHealth(t, shippedFluxExprsOf(t, kind), u.Object), res.Status
+}
+
+func TestTemplate_gitOpsHealth(t *testing.T) {
+	ns := namespace(t)
+	startManager(t, &kits{tools: newTools()})
+	good := makeTemplate(t, ns, "good", makeRun(ns, "").with(func(s *v1alpha1.AgentRunSpec) { s.Goal = "Look at $(params.ticket)." }).answer("ok"), ticketParams...)
+	bad := makeTemplate(t, ns, "bad", makeRun(ns, "").with(func(s *v1alpha1.AgentRunSpec) { s.Goal = "Look at $(params.nothing)." }).answer("ok"))
+	for _, tc := range []struct {
+		tpl         *v1alpha1.AgentRunTemplate
+		argo, flux  string
+		ks          status.Status
+		readyStatus metav1.ConditionStatus
+	}{
+		{good, "Healthy", "Current", status.CurrentStatus, metav1.ConditionTrue},
+		{bad, "Degraded", "Failed", status.FailedStatus, metav1.ConditionFalse},
+	} {
+		NewWithT(t).Eventually(func() metav1.ConditionStatus {
+			c := apimeta.FindStatusCondition(get(t, tc.tpl).Status.Conditions, "Ready")
+			if c == nil {
+				return ""
+			}
+			return c.Status
+		}, 10*time.Second, 20*time.Millisecond).Should(Equal(tc.readyStatus))
+		argo, flux, ks := readyHealthOf(t, tc.tpl, "AgentRunTemplate")
+		if argo != tc.argo || flux != tc.flux || ks != tc.ks {
+			t.Errorf("%s: Argo CD %s, Flux %s, kstatus %s; want %s, %s, %s", tc.tpl.Name, argo, flux, ks, tc.argo, tc.flux, tc.ks)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/config/crd"
 	"github.com/agentrun/agentrun/internal/crdcheck"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,9 @@ type Manifest struct {
 	// stringData wins over data, as on the API server. Namespaces are
 	// ignored: a local run and its Secrets all live in "default".
 	Secrets map[string]map[string]string
+	// Templates are the file's AgentRunTemplates by name; a run that
+	// names one (spec.templateRef) is resolved against them.
+	Templates map[string]*v1alpha1.AgentRunTemplate
 }
 
 // ReadManifest reads and validates a manifest file.
@@ -50,7 +54,7 @@ func ReadManifest(path string) (*Manifest, error) {
 // way the API server would check it, as far as that is cheap to do here;
 // the loop engine checks the rest when the run is built.
 func ParseManifest(r io.Reader) (*Manifest, error) {
-	m := &Manifest{Secrets: map[string]map[string]string{}}
+	m := &Manifest{Secrets: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for n := 1; ; n++ {
 		var doc json.RawMessage
@@ -102,18 +106,62 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 				values[k] = v
 			}
 			m.Secrets[s.Name] = values
+		case tm.APIVersion == v1alpha1.GroupVersion.String() && tm.Kind == "AgentRunTemplate":
+			t := &v1alpha1.AgentRunTemplate{}
+			if err := strict(doc, t); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+			if _, dup := m.Templates[t.Name]; dup || t.Name == "" {
+				return nil, fmt.Errorf("%s: every AgentRunTemplate needs a name of its own", what)
+			}
+			m.Templates[t.Name] = t
 		default:
-			return nil, fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s) and v1 Secrets",
+			return nil, fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates and v1 Secrets",
 				what, tm.APIVersion, tm.Kind, v1alpha1.GroupVersion)
 		}
 	}
 	if m.Run == nil {
 		return nil, fmt.Errorf("the file holds no AgentRun (apiVersion %s, kind AgentRun)", v1alpha1.GroupVersion)
 	}
+	if ref := m.Run.Spec.TemplateRef; ref != nil {
+		run, err := m.resolve()
+		if err != nil {
+			return nil, fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
+		}
+		m.Run = run
+	}
 	if err := m.checkSecretRefs(); err != nil {
 		return nil, fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
 	}
 	return m, nil
+}
+
+// resolve makes the run from the template it names, as the operator does:
+// parameters checked, placeholders replaced, and the result checked as the
+// API server checks a run written out in full.
+func (m *Manifest) resolve() (*v1alpha1.AgentRun, error) {
+	ref := m.Run.Spec.TemplateRef
+	tpl := m.Templates[ref.Name]
+	if tpl == nil {
+		return nil, fmt.Errorf("spec.templateRef names the AgentRunTemplate %q, which is not in the file: add it as a document", ref.Name)
+	}
+	spec, err := template.Resolve(tpl, m.Run.Spec.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "AgentRun",
+		"metadata": map[string]any{"name": m.Run.Name, "namespace": m.Run.Namespace}, "spec": spec})
+	if err != nil {
+		return nil, err
+	}
+	run, err := decodeRun(doc)
+	if err != nil {
+		return nil, fmt.Errorf("AgentRunTemplate %s with these parameters does not make a valid run: %w", tpl.Name, err)
+	}
+	run.ObjectMeta = m.Run.ObjectMeta
+	run.Spec.Cancel, run.Spec.TTLSecondsAfterFinished = m.Run.Spec.Cancel, m.Run.Spec.TTLSecondsAfterFinished
+	run.Spec.TemplateRef, run.Spec.Parameters = ref, m.Run.Spec.Parameters
+	return run, nil
 }
 
 // CheckRun checks one AgentRun document (YAML or JSON) as the API server

@@ -100,3 +100,52 @@ func TestParseManifest_rejectsWhatTheAPIServerWould(t *testing.T) {
 		})
 	}
 }
+
+const investigatorTemplate = `apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRunTemplate
+metadata: {name: investigator}
+spec:
+  parameters:
+  - {name: ticket, required: true, pattern: '^T-[0-9]+$'}
+  run:
+    goal: "Investigate $(params.ticket)."
+    model: {provider: scripted, script: [{content: "Looked at $(params.ticket)."}]}
+    budget: {maxTurns: 3}
+`
+
+func TestParseManifest_resolvesARunFromATemplateInTheFile(t *testing.T) {
+	run := "apiVersion: agents.agentrun.dev/v1alpha1\nkind: AgentRun\nmetadata: {name: t-7}\n" +
+		"spec:\n  templateRef: {name: investigator}\n  parameters: [{name: ticket, value: T-7}]\n"
+	m, err := ParseManifest(strings.NewReader(investigatorTemplate + "---\n" + run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := m.Run.Spec
+	if spec.Goal != "Investigate T-7." || spec.Model.Script[0].Content != "Looked at T-7." || spec.TemplateRef == nil {
+		t.Errorf("resolved spec: goal %q, script %+v, templateRef %v", spec.Goal, spec.Model.Script, spec.TemplateRef)
+	}
+	if spec.LoopDetection == nil || spec.ApprovalTimeout == nil {
+		t.Error("the CRD's defaults were not applied to the resolved spec")
+	}
+
+	for _, tc := range []struct{ name, doc, want string }{
+		{"no template", run, `spec.templateRef names the AgentRunTemplate "investigator", which is not in the file`},
+		{"bad value", investigatorTemplate + "---\n" + strings.Replace(run, "value: T-7", "value: X-7", 1), `parameter "ticket" must match the pattern ^T-[0-9]+$, and "X-7" does not`},
+	} {
+		_, err := ParseManifest(strings.NewReader(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestParseManifest_aTemplateThatMakesAnInvalidRunIsRefusedAsTheAPIServerWould(t *testing.T) {
+	tpl := strings.Replace(strings.Replace(investigatorTemplate, "Investigate $(params.ticket).", "$(params.ticket)", 1),
+		"required: true, pattern: '^T-[0-9]+$'", "required: true", 1)
+	run := "apiVersion: agents.agentrun.dev/v1alpha1\nkind: AgentRun\nmetadata: {name: t-7}\n" +
+		"spec:\n  templateRef: {name: investigator}\n  parameters: [{name: ticket, value: '   '}]\n"
+	_, err := ParseManifest(strings.NewReader(tpl + "---\n" + run))
+	if err == nil || !strings.Contains(err.Error(), "does not make a valid run") || !strings.Contains(err.Error(), "goal must not be empty") {
+		t.Errorf("err = %v", err)
+	}
+}
