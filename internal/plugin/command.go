@@ -198,36 +198,41 @@ when --timeout passes first).`,
 			if err != nil {
 				return err
 			}
-			prefix := "kubectl agentrun"
-			if _, explicit, _ := f.flags.ToRawKubeConfigLoader().Namespace(); explicit {
-				prefix += " -n " + ns
-			}
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			ref := Ref{Namespace: ns, Name: args[0]}
-			run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, cmd.OutOrStdout())
-			if err != nil {
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
-					phase := "unknown"
-					if run != nil && run.Status.Phase != "" {
-						phase = string(run.Status.Phase)
-					}
-					return fmt.Errorf("timed out after %s waiting for %s to end (phase %s)", timeout, ref, phase)
-				}
-				return err
-			}
-			if run.Status.Outcome != v1alpha1.OutcomeCompleted {
-				return &ExitError{Code: 1}
-			}
-			return nil
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: args[0]}, timeout)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (for example 10m); 0 waits for ever")
 	return cmd
+}
+
+// follow watches the run until it ends, as the watch command does, and
+// turns its outcome into the exit status: 0 only for Completed.
+func follow(cmd *cobra.Command, f *factory, c client.WithWatch, ref Ref, timeout time.Duration) error {
+	prefix := "kubectl agentrun"
+	if _, explicit, _ := f.flags.ToRawKubeConfigLoader().Namespace(); explicit {
+		prefix += " -n " + ref.Namespace
+	}
+	ctx := cmd.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, cmd.OutOrStdout())
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+			phase := "unknown"
+			if run != nil && run.Status.Phase != "" {
+				phase = string(run.Status.Phase)
+			}
+			return fmt.Errorf("timed out after %s waiting for %s to end (phase %s)", timeout, ref, phase)
+		}
+		return err
+	}
+	if run.Status.Outcome != v1alpha1.OutcomeCompleted {
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
 
 // exactArgs checks the positional arguments and names the missing ones.
