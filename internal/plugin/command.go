@@ -21,8 +21,8 @@ import (
 )
 
 // Main runs kubectl-agentrun with args (without the program name) and
-// returns its exit status: 0 on success, 1 on an error or, for watch, when
-// the run ended with any outcome but Completed.
+// returns its exit status: 0 on success, 1 on an error or, for watch and
+// --wait, when the run ended with any outcome but Completed.
 func Main(args []string, stdout, stderr io.Writer) int {
 	// The client logs through controller-runtime's logger; the plugin
 	// reports errors itself.
@@ -53,9 +53,10 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := &factory{flags: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
 		Use:   "kubectl-agentrun",
-		Short: "Answer, cancel and follow AgentRuns",
-		Long: `kubectl agentrun answers the calls an AgentRun waits on, cancels a run, prints
-its transcript and follows it to its end.
+		Short: "Run, answer, cancel and follow AgentRuns",
+		Long: `kubectl agentrun creates AgentRuns from a template or from an earlier run,
+answers the calls a run waits on, cancels a run, prints its transcript and
+follows it to its end.
 
 A call that policy marks "ask" waits in status.pendingApprovals under a call id
 such as t3-c1. approve, deny and stop answer it by setting the annotation
@@ -76,6 +77,7 @@ answer, and who gave it, in status.approvals.`,
 	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
 		root.AddCommand(answerCommand(f, d))
 	}
+	root.AddCommand(runCommand(f), rerunCommand(f))
 	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
 	return root
 }
@@ -198,36 +200,158 @@ when --timeout passes first).`,
 			if err != nil {
 				return err
 			}
-			prefix := "kubectl agentrun"
-			if _, explicit, _ := f.flags.ToRawKubeConfigLoader().Namespace(); explicit {
-				prefix += " -n " + ns
-			}
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			ref := Ref{Namespace: ns, Name: args[0]}
-			run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, cmd.OutOrStdout())
-			if err != nil {
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
-					phase := "unknown"
-					if run != nil && run.Status.Phase != "" {
-						phase = string(run.Status.Phase)
-					}
-					return fmt.Errorf("timed out after %s waiting for %s to end (phase %s)", timeout, ref, phase)
-				}
-				return err
-			}
-			if run.Status.Outcome != v1alpha1.OutcomeCompleted {
-				return &ExitError{Code: 1}
-			}
-			return nil
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: args[0]}, timeout)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (for example 10m); 0 waits for ever")
 	return cmd
+}
+
+func runCommand(f *factory) *cobra.Command {
+	var (
+		params []string
+		name   string
+		w      waitFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "run TEMPLATE [-p NAME=VALUE ...]",
+		Short: "Create a run from an AgentRunTemplate",
+		Long: `run creates an AgentRun from the AgentRunTemplate TEMPLATE in the namespace:
+spec.templateRef names the template and each -p NAME=VALUE becomes one of
+spec.parameters. The operator fills the template's $(params.NAME) placeholders
+with the values and runs the result.
+
+Before creating anything, run reads the template and checks the values against
+the parameters it declares: a name it does not declare, a required parameter
+left out (the error shows the parameter's description), or a value outside the
+parameter's enum or pattern is refused, naming the parameter. A parameter left
+out that has a default takes it. The operator checks the values again.
+
+The run is named --name, or TEMPLATE- and five random characters. run prints
+the name as kubectl create does; with --wait it then follows the run as watch
+does and exits 0 only if the run ends Completed.`,
+		Example: `  kubectl get agentruntemplates
+  kubectl agentrun run refund-investigator -p ticket=T-1042 -p tone=formal
+  kubectl agentrun run refund-investigator -p ticket=T-1042 --name refund-t-1042 --wait`,
+		Args: exactArgs("TEMPLATE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(); err != nil {
+				return err
+			}
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			run, err := RunTemplate(cmd.Context(), c, RunOptions{Namespace: ns, Template: args[0], Params: params, Name: name}, cmd.OutOrStdout())
+			if err != nil || !w.wait {
+				return err
+			}
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w.timeout)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "a parameter's value, NAME=VALUE (repeat for each; the value may contain '=' and ',')")
+	cmd.Flags().StringVar(&name, "name", "", "the new run's name (default: generated from TEMPLATE)")
+	w.add(cmd)
+	return cmd
+}
+
+func rerunCommand(f *factory) *cobra.Command {
+	var (
+		name string
+		w    waitFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "rerun NAME",
+		Short: "Create a new run with the spec of the run NAME",
+		Long: `rerun creates a new AgentRun with the spec of the AgentRun NAME (spec.cancel
+left out), as an AgentRun's spec cannot change and a name cannot run twice. A
+run made from a template keeps its templateRef and parameters: the operator
+reads the template again, as it is now.
+
+The new run is named --name, or NAME- and five random characters, and carries
+the label agents.agentrun.dev/rerun-of=NAME (a name longer than a label value's
+63 characters is cut there, and the annotation of the same key holds it whole),
+so that
+
+  kubectl get agentruns -l agents.agentrun.dev/rerun-of=NAME
+
+lists the re-runs of NAME. It keeps NAME's labels and annotations except the
+operator's (agents.agentrun.dev/..., answers to approvals), an AgentSchedule's
+label, kubectl apply's last-applied-configuration and those of Flux and Argo CD:
+the new run is not something a GitOps tool applied. Owner references are not
+copied.
+
+rerun prints the new name as kubectl create does; with --wait it then follows
+the run as watch does and exits 0 only if the run ends Completed.`,
+		Example: `  kubectl agentrun rerun explain-double-charge
+  kubectl agentrun rerun explain-double-charge --wait --timeout 15m`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(); err != nil {
+				return err
+			}
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			run, err := Rerun(cmd.Context(), c, RerunOptions{Run: Ref{Namespace: ns, Name: args[0]}, Name: name}, cmd.OutOrStdout())
+			if err != nil || !w.wait {
+				return err
+			}
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w.timeout)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the new run's name (default: generated from NAME)")
+	w.add(cmd)
+	return cmd
+}
+
+// waitFlags are --wait and --timeout of the commands that create a run.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the new run until it ends, as watch does; exit 0 only if it Completed")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 0, "with --wait, give up waiting after this long (for example 10m); 0 waits for ever")
+}
+
+func (w *waitFlags) check() error {
+	if w.timeout != 0 && !w.wait {
+		return errors.New("--timeout applies only with --wait")
+	}
+	return nil
+}
+
+// follow watches the run until it ends, as the watch command does, and
+// turns its outcome into the exit status: 0 only for Completed.
+func follow(cmd *cobra.Command, f *factory, c client.WithWatch, ref Ref, timeout time.Duration) error {
+	prefix := "kubectl agentrun"
+	if _, explicit, _ := f.flags.ToRawKubeConfigLoader().Namespace(); explicit {
+		prefix += " -n " + ref.Namespace
+	}
+	ctx := cmd.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, cmd.OutOrStdout())
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+			phase := "unknown"
+			if run != nil && run.Status.Phase != "" {
+				phase = string(run.Status.Phase)
+			}
+			return fmt.Errorf("timed out after %s waiting for %s to end (phase %s)", timeout, ref, phase)
+		}
+		return err
+	}
+	if run.Status.Outcome != v1alpha1.OutcomeCompleted {
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
 
 // exactArgs checks the positional arguments and names the missing ones.

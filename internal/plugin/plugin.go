@@ -1,5 +1,6 @@
-// Package plugin is the kubectl plugin kubectl-agentrun: commands that answer
-// pending calls, cancel a run, print its transcript and follow it to its end.
+// Package plugin is the kubectl plugin kubectl-agentrun: commands that
+// create a run from a template or from an earlier run, answer pending
+// calls, cancel a run, print its transcript and follow it to its end.
 //
 // Every command works over the same annotations and fields a person could
 // set with kubectl itself (see "Approving a step" in the API contract); the
@@ -74,6 +75,21 @@ func explain(err error, ref Ref) error {
 		}
 	}
 	return err
+}
+
+// printGoal starts what transcript and watch print: the goal. A run made
+// from a template has none in its spec (the operator keeps the resolved
+// one with the run), so the template and the parameters given stand in.
+func printGoal(w io.Writer, run *v1alpha1.AgentRun) {
+	if run.Spec.Goal == "" && run.Spec.TemplateRef != nil {
+		printf(w, "template: %s", run.Spec.TemplateRef.Name)
+		for _, p := range run.Spec.Parameters {
+			printf(w, " %s=%q", p.Name, p.Value)
+		}
+		printf(w, "\n")
+		return
+	}
+	printf(w, "goal: %s\n", indent(run.Spec.Goal))
 }
 
 // printf writes to w; output errors of a terminal are not worth failing for.

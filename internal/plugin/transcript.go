@@ -49,7 +49,7 @@ func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w 
 		printf(w, "%s\n", out)
 		return nil
 	}
-	printf(w, "goal: %s\n", indent(run.Spec.Goal))
+	printGoal(w, run)
 	for _, m := range msgs {
 		printf(w, "%s", FormatMessage(m))
 	}

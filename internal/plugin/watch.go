@@ -67,7 +67,7 @@ func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer)
 	}
 	defer f.stopWatches()
 
-	printf(w, "goal: %s\n", indent(run.Spec.Goal))
+	printGoal(w, run)
 	done, err := f.resync(ctx)
 	ticker := time.NewTicker(o.Resync)
 	defer ticker.Stop()

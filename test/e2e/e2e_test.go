@@ -12,6 +12,7 @@
 //
 //	E2E_KUBECONFIG           admin kubeconfig (default .e2e/kubeconfig)
 //	E2E_KUBECTL              kubectl for `kubectl annotate` (default: kubectl on PATH)
+//	E2E_KUBECTL_AGENTRUN     the kubectl-agentrun plugin (default: built from ./cmd/kubectl-agentrun)
 //	E2E_TESTTOOL_IMAGE       the test-tools image (default agentrun.local/testtool:e2e)
 //	E2E_OPERATOR_NAMESPACE   where the chart is installed (default agentrun-system)
 //	E2E_RELEASE              the Helm release (default agentrun)
@@ -21,11 +22,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"text/template"
 	"time"
@@ -87,7 +90,11 @@ func TestMain(m *testing.M) {
 	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
 		panic(err)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if pluginDir != "" {
+		_ = os.RemoveAll(pluginDir)
+	}
+	os.Exit(code)
 }
 
 // newNamespace makes the test's namespace, enforcing the restricted Pod
@@ -304,6 +311,57 @@ func kubectl(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+var (
+	pluginOnce sync.Once
+	pluginDir  string
+	pluginErr  error
+)
+
+// kubectlAgentrun runs `kubectl agentrun ARGS` as a person would: kubectl
+// finds the plugin on PATH and hands it the arguments. It returns the
+// combined output and the exit status; it fails the test only when the
+// command could not be started.
+func kubectlAgentrun(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	pluginOnce.Do(func() {
+		// kubectl finds plugins by name on PATH: a directory of our own
+		// holds the one under test.
+		if pluginDir, pluginErr = os.MkdirTemp("", "e2e-plugin"); pluginErr != nil {
+			return
+		}
+		bin := os.Getenv("E2E_KUBECTL_AGENTRUN")
+		if bin == "" { // built once per test binary
+			out, err := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(pluginDir, "kubectl-agentrun"), "../../cmd/kubectl-agentrun").CombinedOutput()
+			if err != nil {
+				pluginErr = fmt.Errorf("building kubectl-agentrun: %v\n%s", err, out)
+			}
+			return
+		}
+		if bin, pluginErr = filepath.Abs(bin); pluginErr == nil {
+			pluginErr = os.Symlink(bin, filepath.Join(pluginDir, "kubectl-agentrun"))
+		}
+	})
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
+	}
+	kc, err := filepath.Abs(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(envOr("E2E_KUBECTL", "kubectl"), append([]string{"agentrun"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kc)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	t.Fatalf("kubectl agentrun %s: %v\n%s", strings.Join(args, " "), err, out)
+	return "", -1
 }
 
 // operatorPods lists the operator's pods that are not being deleted.

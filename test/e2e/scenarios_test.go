@@ -115,6 +115,79 @@ spec:
 	}
 }
 
+// A run made from an AgentRunTemplate with `kubectl agentrun run --wait`:
+// the plugin checks the parameter, creates the run and follows it; it
+// exits 0 once the run Completed, after the operator resolved the
+// template and the tool ran in a real pod.
+func TestPlugin_runFromATemplateAndWait(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "e2e-tpl")
+	tpl := &v1alpha1.AgentRunTemplate{}
+	if err := yaml.UnmarshalStrict(render(t, `
+metadata:
+  name: account-lookup
+spec:
+  parameters:
+  - name: email
+    description: "The customer's e-mail address."
+    required: true
+    pattern: '^[^@ ]+@[^@ ]+$'
+  run:
+    goal: "Find the account of $(params.email)."
+    model:
+      provider: scripted
+      script:
+      - toolCalls:
+        - name: identify_account
+          arguments: {email: r.okafor@northwind.example}
+      - content: "The account is found."
+    budget: {maxTurns: 3}
+    tools:
+    - name: identify_account
+      description: "Echoes its arguments, read from standard input."
+      timeout: 60s
+      job:
+        image: {{.Image}}
+        command: [/testtool]
+        args: [cat]
+`, fixture{Image: testtoolImage}), tpl); err != nil {
+		t.Fatalf("the test's manifest: %v", err)
+	}
+	tpl.Namespace = ns
+	if err := cl.Create(context.Background(), tpl); err != nil {
+		t.Fatalf("creating AgentRunTemplate %s/%s: %v", ns, tpl.Name, err)
+	}
+
+	// A value the pattern refuses creates nothing.
+	out, code := kubectlAgentrun(t, "run", "account-lookup", "-n", ns, "-p", "email=not an address")
+	if code == 0 || !strings.Contains(out, "parameter email must match") {
+		t.Errorf("a refused parameter: exit %d, output:\n%s", code, out)
+	}
+
+	out, code = kubectlAgentrun(t, "run", "account-lookup", "-n", ns,
+		"-p", "email=r.okafor@northwind.example", "--name", "lookup", "--wait", "--timeout", runTimeout.String())
+	if code != 0 {
+		t.Fatalf("kubectl agentrun run --wait exited %d:\n%s", code, out)
+	}
+	if !strings.HasPrefix(out, "agentrun.agents.agentrun.dev/lookup created\n") || !strings.Contains(out, "outcome: Completed\n") {
+		t.Errorf("kubectl agentrun run --wait printed:\n%s", out)
+	}
+	run := waitFinished(t, ns, "lookup", v1alpha1.OutcomeCompleted)
+	if run.Status.Template == nil || run.Status.Template.Name != "account-lookup" || run.Status.Template.Digest == "" {
+		t.Errorf("status.template = %+v, want account-lookup with the digest of the resolved spec", run.Status.Template)
+	}
+	if obs := observation(t, run, "t1-c1"); obs.Status != loop.ObsOK {
+		t.Errorf("observation %s: %s, want ok", obs.Status, obs.Content)
+	}
+	runs := &v1alpha1.AgentRunList{}
+	if err := cl.List(context.Background(), runs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Items) != 1 {
+		t.Errorf("%d runs in the namespace, want only lookup (the refused one created nothing)", len(runs.Items))
+	}
+}
+
 // (b) A result over 4 KiB does not fit the termination message: the
 // summary says so and the executor reads it from the pod's log.
 func TestJobTool_resultOverFourKiBThroughPodLog(t *testing.T) {

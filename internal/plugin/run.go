@@ -1,0 +1,178 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// RunOptions says which template to run, with which parameters, under
+// which name.
+type RunOptions struct {
+	Namespace string
+	Template  string
+	// Params are the -p arguments as given: NAME=VALUE, split at the
+	// first '=' so that a value may contain more.
+	Params []string
+	// Name is the new run's name; empty makes the API server generate one
+	// from the template's name.
+	Name string
+}
+
+// RunTemplate creates an AgentRun from an AgentRunTemplate and prints its
+// name as kubectl create does. It checks the parameters against the ones
+// the template declares first, so that a person reads what is wrong before
+// anything is created; the operator checks them again when it resolves
+// the template, and its check is the one that counts.
+func RunTemplate(ctx context.Context, c client.Client, o RunOptions, w io.Writer) (*v1alpha1.AgentRun, error) {
+	params, err := ParseParams(o.Params)
+	if err != nil {
+		return nil, err
+	}
+	tpl := &v1alpha1.AgentRunTemplate{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Template}, tpl); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("agentruntemplate %q not found in namespace %q: `kubectl get agentruntemplates -n %s` lists the templates there",
+				o.Template, o.Namespace, o.Namespace)
+		case meta.IsNoMatchError(err):
+			return nil, fmt.Errorf("this cluster does not serve AgentRunTemplates (%s): install the AgentRun CRDs of this version first", v1alpha1.GroupVersion)
+		}
+		return nil, explain(err, Ref{Namespace: o.Namespace, Name: o.Template})
+	}
+	if err := templateReady(tpl); err != nil {
+		return nil, err
+	}
+	if err := CheckParams(tpl, params); err != nil {
+		return nil, err
+	}
+
+	run := &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
+		Spec: v1alpha1.AgentRunSpec{
+			TemplateRef: &v1alpha1.TemplateRef{Name: o.Template},
+			Parameters:  params,
+		},
+	}
+	if o.Name == "" {
+		run.GenerateName = generateName(o.Template)
+	}
+	if err := c.Create(ctx, run, client.FieldOwner(FieldManager)); err != nil {
+		return nil, explainCreate(err, o.Namespace, o.Name)
+	}
+	printCreated(w, run)
+	return run, nil
+}
+
+// ParseParams reads -p NAME=VALUE arguments. A name may be given once.
+func ParseParams(args []string) ([]v1alpha1.ParameterValue, error) {
+	var out []v1alpha1.ParameterValue
+	seen := map[string]bool{}
+	for _, a := range args {
+		name, value, ok := strings.Cut(a, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("-p %q: write -p NAME=VALUE", a)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("-p %s is given more than once", name)
+		}
+		seen[name] = true
+		out = append(out, v1alpha1.ParameterValue{Name: name, Value: value})
+	}
+	return out, nil
+}
+
+// CheckParams checks values against the template's declared parameters,
+// as the operator will: every name declared, every required one given,
+// enum and pattern satisfied. The first problem found is returned.
+func CheckParams(tpl *v1alpha1.AgentRunTemplate, params []v1alpha1.ParameterValue) error {
+	declared := map[string]*v1alpha1.TemplateParameter{}
+	var names []string
+	for i := range tpl.Spec.Parameters {
+		p := &tpl.Spec.Parameters[i]
+		declared[p.Name] = p
+		names = append(names, p.Name)
+	}
+	given := map[string]string{}
+	for _, v := range params {
+		p, ok := declared[v.Name]
+		if !ok {
+			if len(names) == 0 {
+				return fmt.Errorf("template %s declares no parameters; remove -p %s", tpl.Name, v.Name)
+			}
+			return fmt.Errorf("template %s has no parameter %q; it declares: %s", tpl.Name, v.Name, strings.Join(names, ", "))
+		}
+		given[v.Name] = v.Value
+		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v.Value) {
+			return fmt.Errorf("parameter %s must be one of %s, not %q%s", p.Name, strings.Join(p.Enum, ", "), v.Value, about(p))
+		}
+		if p.Pattern != "" {
+			// A pattern the API server let through but Go cannot read is
+			// left to the operator, which reports it on the run.
+			if re, err := regexp.Compile(p.Pattern); err == nil && !re.MatchString(v.Value) {
+				return fmt.Errorf("parameter %s must match %s, and %q does not%s", p.Name, p.Pattern, v.Value, about(p))
+			}
+		}
+	}
+	for _, p := range tpl.Spec.Parameters {
+		if _, ok := given[p.Name]; p.Required && !ok {
+			return fmt.Errorf("template %s requires the parameter %s%s\nset it with -p %s=VALUE", tpl.Name, p.Name, about(&p), p.Name)
+		}
+	}
+	return nil
+}
+
+// about is the parameter's description, for an error message.
+func about(p *v1alpha1.TemplateParameter) string {
+	if p.Description == "" {
+		return ""
+	}
+	return ": " + p.Description
+}
+
+// maxGeneratedBase is the longest generateName the API server keeps whole:
+// it cuts longer ones to this length before adding 5 random characters.
+const maxGeneratedBase = 58
+
+// generateName is the generateName of a run made from base: "base-", with
+// base cut so that the server does not cut the '-' off instead, and with
+// no '.' or '-' left dangling before it.
+func generateName(base string) string {
+	if len(base) >= maxGeneratedBase {
+		base = strings.TrimRight(base[:maxGeneratedBase-1], ".-")
+	}
+	return base + "-"
+}
+
+// explainCreate rewrites the usual failures of creating a run.
+func explainCreate(err error, ns, name string) error {
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("agentrun %q already exists in namespace %q: choose another --name, or leave it out for a generated one", name, ns)
+	}
+	return explain(err, Ref{Namespace: ns, Name: name})
+}
+
+// printCreated says what kubectl create says.
+func printCreated(w io.Writer, run *v1alpha1.AgentRun) {
+	printf(w, "agentrun.%s/%s created\n", v1alpha1.GroupVersion.Group, run.Name)
+}
+
+// templateReady refuses a template whose Ready condition, for its current
+// generation, is False: every run made from it would end Error.
+func templateReady(tpl *v1alpha1.AgentRunTemplate) error {
+	c := meta.FindStatusCondition(tpl.Status.Conditions, "Ready")
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != tpl.Generation {
+		return nil
+	}
+	return fmt.Errorf("template %s is not ready (%s): %s", tpl.Name, c.Reason, c.Message)
+}
