@@ -11,9 +11,9 @@ import (
 	"sync"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/config/crd"
 	"github.com/agentrun/agentrun/internal/crdcheck"
+	"github.com/agentrun/agentrun/internal/template"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validate/content"
