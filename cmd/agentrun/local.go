@@ -22,7 +22,8 @@ Job tools run their command and args as local processes in the manifest's
 directory (the image is not used); builtin kubernetes tools need a cluster
 and are refused. The file may also hold v1 Secret documents, which
 model.apiKeySecretRef and header valueFrom.secretKeyRef resolve against
-(namespaces are ignored).
+(namespaces are ignored), and AgentRunTemplate documents, against which a
+run's spec.templateRef is resolved.
 
 Progress streams to standard output, one line per event. A call that asks
 a person is asked on the terminal (approve / deny / stop); when standard
