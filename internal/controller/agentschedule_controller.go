@@ -106,11 +106,15 @@ func NewAgentScheduleReconciler(cfg ScheduleConfig) *AgentScheduleReconciler {
 	return &AgentScheduleReconciler{ScheduleConfig: cfg}
 }
 
+// A run's owner reference blocks the schedule's deletion until the run
+// is gone, which needs update on agentschedules/finalizers where the API
+// server enforces owner reference permissions.
 // Deleting a run's history takes its transcript Secrets with it, by label:
 // there may be no garbage collector to follow the owner references soon.
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentschedules/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=deletecollection
 
@@ -243,13 +247,15 @@ func (r *AgentScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 
-	res, err := r.schedule(ctx, work, active, now)
 	setActive(st, active)
+	res, err := r.schedule(ctx, work, active, now) // and the run it creates
 	st.ObservedGeneration = s.Generation
 	if !equality.Semantic.DeepEqual(s.Status, work.Status) {
 		if uerr := r.Status().Update(ctx, work); uerr != nil {
 			if apierrors.IsConflict(uerr) {
-				return ctrl.Result{Requeue: true}, nil
+				// Redone on a fresh read: a run created here is then
+				// found (AlreadyExists) and recorded.
+				return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(uerr)
 		}
