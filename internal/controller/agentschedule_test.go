@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -76,6 +77,13 @@ func makeSchedule(t *testing.T, ns, name string, edit func(*v1alpha1.AgentSchedu
 	if err := k8sClient.Create(context.Background(), s); err != nil {
 		t.Fatalf("creating schedule %s: %v", name, err)
 	}
+	// A schedule left behind would create runs for a later test's
+	// scheduler, which a later test's operator would then drive.
+	t.Cleanup(func() {
+		if err := k8sClient.Delete(context.Background(), s); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting schedule %s: %v", name, err)
+		}
+	})
 	return s, s.CreationTimestamp.Truncate(time.Minute).Add(time.Minute)
 }
 
@@ -471,12 +479,13 @@ func scheduleKstatus(t *testing.T, s *v1alpha1.AgentSchedule) status.Status {
 	return res.Status
 }
 
-// startScheduler runs the schedule reconciler alone in a manager, at the
-// clock's time, until the test ends.
-func startScheduler(t *testing.T, clock *fakeClock) {
+// startScheduler runs the schedule reconciler alone in a manager for the
+// test's namespace, at the clock's time, until the test ends.
+func startScheduler(t *testing.T, ns string, clock *fakeClock) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +514,7 @@ func TestSchedule_watchesItsRuns(t *testing.T) {
 	// the run's end can wake the schedule.
 	ny := time.Date(time.Now().UTC().Year()+1, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: ny.Add(time.Second)}
-	startScheduler(t, clock)
+	startScheduler(t, ns, clock)
 	g := NewWithT(t)
 	g.Eventually(func() int32 { return get(t, s).Status.ActiveCount }, 20*time.Second, 20*time.Millisecond).Should(Equal(int32(1)))
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nameAt(s, ny)}}
@@ -514,4 +523,25 @@ func TestSchedule_watchesItsRuns(t *testing.T) {
 		st := get(t, s).Status
 		return st.ActiveCount == 0 && len(st.Active) == 0 && st.LastSuccessfulTime != nil
 	}, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "the schedule did not see its run end")
+}
+
+// After an outage too long to walk time by time, the latest time is still
+// found exactly and the count of the times passed is close.
+func TestSchedule_dueTimesAfterALongOutage(t *testing.T) {
+	sched, _, err := scheduleOf(&v1alpha1.AgentSchedule{Spec: v1alpha1.AgentScheduleSpec{Schedule: "*/5 * * * *"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 31, 12, 7, 30, 0, time.UTC)
+	at, n := dueTimes(sched, now.Add(-30*24*time.Hour), now)
+	if want := time.Date(2026, 3, 31, 12, 5, 0, 0, time.UTC); !at.Equal(want) {
+		t.Fatalf("latest %s, want %s", at, want)
+	}
+	if want := int64(30 * 24 * 12); n < want-2 || n > want+2 {
+		t.Fatalf("%d times counted, want about %d", n, want)
+	}
+	at, n = dueTimes(sched, now.Add(-11*time.Minute), now)
+	if n != 2 || !at.Equal(time.Date(2026, 3, 31, 12, 5, 0, 0, time.UTC)) {
+		t.Fatalf("%d times, latest %s; want 2, 12:05", n, at)
+	}
 }
