@@ -34,6 +34,7 @@ const (
 // +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:validation:XValidation:rule=`self.metadata.name.size() <= 52`,message="the name of an AgentSchedule is at most 52 characters: the runs it creates are named after it, with the scheduled minute appended"
 type AgentSchedule struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -199,6 +200,12 @@ type AgentScheduleStatus struct {
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
 
+	// lastMissedTime is the latest scheduled time skipped because it was
+	// older than startingDeadlineSeconds when the operator came to it;
+	// times up to it are not looked at (nor counted as missed) again.
+	// +optional
+	LastMissedTime *metav1.Time `json:"lastMissedTime,omitempty"`
+
 	// lastSuccessfulTime is when the last run that ended Completed ended.
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
@@ -207,9 +214,26 @@ type AgentScheduleStatus struct {
 	// runs (reason Scheduled, or Suspended with status True), False when
 	// its schedule or time zone cannot be read (reason InvalidSchedule)
 	// or a run could not be created (reason CreateFailed); the message
-	// says why.
+	// says why. Stalled is True (reason InvalidSchedule) only while the
+	// schedule cannot be read, which kstatus reports as Failed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// The AgentSchedule's condition reasons (its Ready condition; Stalled
+// takes ReasonInvalidSchedule).
+const (
+	// ScheduleConditionReady is the schedule's Ready condition.
+	ScheduleConditionReady = "Ready"
+	// ReasonScheduled: the schedule is valid and creates runs.
+	ReasonScheduled = "Scheduled"
+	// ReasonScheduleSuspended: spec.suspend is true (Ready=True).
+	ReasonScheduleSuspended = "Suspended"
+	// ReasonInvalidSchedule: spec.schedule or spec.timeZone cannot be read.
+	ReasonInvalidSchedule = "InvalidSchedule"
+	// ReasonCreateFailed: the API server refused the run the schedule
+	// created.
+	ReasonCreateFailed = "CreateFailed"
+)

@@ -693,6 +693,10 @@ func (in *AgentScheduleStatus) DeepCopyInto(out *AgentScheduleStatus) {
 		in, out := &in.LastScheduleTime, &out.LastScheduleTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastMissedTime != nil {
+		in, out := &in.LastMissedTime, &out.LastMissedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.LastSuccessfulTime != nil {
 		in, out := &in.LastSuccessfulTime, &out.LastSuccessfulTime
 		*out = (*in).DeepCopy()

@@ -361,7 +361,9 @@ func toolsKey(s *loop.State) string {
 func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, uid := sc.state, sc.run.UID
 	in := loop.Input{Answers: sc.answers, Cancel: sc.run.Spec.Cancel}
-	if !in.Cancel {
+	if in.Cancel {
+		in.CancelReason = cancelReason(sc.run) // who cancelled, when the run says
+	} else {
 		// The kill switches stop the run as spec.cancel does.
 		why, err := r.suspension(ctx, sc.run)
 		if err != nil {

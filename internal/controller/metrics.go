@@ -140,7 +140,7 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 // test checks that docs/observability.md describes each of their series.
 var domainMetrics = []prometheus.Collector{runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
 	retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges,
-	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics}
+	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics, scheduleRunsCreated, scheduleMissed}
 
 func init() { metrics.Registry.MustRegister(domainMetrics...) }
 

@@ -230,6 +230,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := (&controller.AgentRunTemplateReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	// Schedules are kept by the unsharded manager only: a sharded one sees
+	// only its shard's runs, so it would miss a schedule's runs in other
+	// shards, and two managers would both act on every scheduled time.
+	if o.Shard == "" {
+		schedules := controller.NewAgentScheduleReconciler(controller.ScheduleConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder})
+		if err := schedules.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
