@@ -177,7 +177,13 @@ func demo(samples, kubeconfig string, timeout time.Duration, verbose bool, stdou
 		fmt.Fprintln(stderr, "agentrun demo:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "Applied %d AgentRuns from %s.\n\n", len(keys), samples)
+	runs := 0
+	for _, k := range keys {
+		if !k.Schedule {
+			runs++
+		}
+	}
+	fmt.Fprintf(stdout, "Applied %d AgentRuns and %d AgentSchedules from %s.\n\n", runs, len(keys)-runs, samples)
 	results, err := devenv.Watch(ctx, c, keys, stdout, timeout)
 	if err != nil {
 		fmt.Fprintln(stderr, "agentrun demo:", err)

@@ -27,15 +27,22 @@ const (
 	Answers = "demo.agentrun.dev/answers"
 )
 
+// Sample is what the demo follows: an AgentRun it applied, or an
+// AgentSchedule, whose first run it follows once the schedule creates it.
+type Sample struct {
+	client.ObjectKey
+	Schedule bool
+}
+
 // Apply creates every document of the YAML files in dir (not its
-// subdirectories) and returns the AgentRuns it created.
-func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]client.ObjectKey, error) {
+// subdirectories) and returns the AgentRuns and AgentSchedules it created.
+func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]Sample, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
-	var runs []client.ObjectKey
+	var runs []Sample
 	for _, f := range files {
 		objs, err := testenv.ReadObjects(f)
 		if err != nil {
@@ -48,8 +55,11 @@ func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]clien
 			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("%s: %s %s: %w", f, obj.GetKind(), obj.GetName(), err)
 			}
-			if obj.GetKind() == "AgentRun" {
-				runs = append(runs, client.ObjectKeyFromObject(obj))
+			switch obj.GetKind() {
+			case "AgentRun":
+				runs = append(runs, Sample{ObjectKey: client.ObjectKeyFromObject(obj)})
+			case "AgentSchedule":
+				runs = append(runs, Sample{ObjectKey: client.ObjectKeyFromObject(obj), Schedule: true})
 			}
 		}
 	}
@@ -69,16 +79,37 @@ func (r Result) OK() bool { return string(r.Outcome) == r.Expected }
 // Watch follows the runs until each has ended (or the timeout passes),
 // printing progress and answering approvals the samples ask the demo to
 // give.
-func Watch(ctx context.Context, c client.Client, keys []client.ObjectKey, out io.Writer, timeout time.Duration) ([]Result, error) {
+func Watch(ctx context.Context, c client.Client, samples []Sample, out io.Writer, timeout time.Duration) ([]Result, error) {
 	deadline := time.Now().Add(timeout)
 	seen := map[string]string{}
 	answered := map[string]bool{}
 	results := map[string]Result{}
+	keys := make([]client.ObjectKey, len(samples))
+	for i, s := range samples {
+		keys[i] = s.ObjectKey
+	}
 	for len(results) < len(keys) {
 		if time.Now().After(deadline) {
 			break
 		}
-		for _, k := range keys {
+		for i := range keys {
+			if samples[i].Schedule && keys[i] == samples[i].ObjectKey {
+				// Follow the schedule's first run once it exists.
+				first, err := firstRunOf(ctx, c, samples[i].ObjectKey)
+				if err != nil {
+					return nil, err
+				}
+				if first == nil {
+					if seen[keys[i].Name] == "" {
+						fmt.Fprintf(out, "%-22s AgentSchedule, waiting for its first run\n", keys[i].Name)
+						seen[keys[i].Name] = "waiting"
+					}
+					continue
+				}
+				fmt.Fprintf(out, "%-22s AgentSchedule created %s for %s\n", keys[i].Name, first.Name, first.Annotations[v1alpha1.AnnotationScheduledTime])
+				keys[i] = client.ObjectKeyFromObject(first)
+			}
+			k := keys[i]
 			if _, ok := results[k.Name]; ok {
 				continue
 			}
@@ -117,6 +148,10 @@ func Watch(ctx context.Context, c client.Client, keys []client.ObjectKey, out io
 	}
 	out2 := make([]Result, 0, len(keys))
 	for _, k := range keys {
+		if _, ok := results[k.Name]; !ok && seen[k.Name] == "waiting" {
+			out2 = append(out2, Result{Name: k.Name, Reason: "the schedule created no run within " + timeout.String()})
+			continue
+		}
 		r, ok := results[k.Name]
 		if !ok {
 			r = Result{Name: k.Name, Reason: "did not end within " + timeout.String()}
@@ -155,4 +190,20 @@ func cost(run *v1alpha1.AgentRun) string {
 		return "0"
 	}
 	return run.Status.Usage.CostUSD
+}
+
+// firstRunOf is the oldest run the schedule created, or nil.
+func firstRunOf(ctx context.Context, c client.Client, schedule client.ObjectKey) (*v1alpha1.AgentRun, error) {
+	var list v1alpha1.AgentRunList
+	if err := c.List(ctx, &list, client.InNamespace(schedule.Namespace), client.MatchingLabels{v1alpha1.LabelSchedule: schedule.Name}); err != nil {
+		return nil, err
+	}
+	var first *v1alpha1.AgentRun
+	for i := range list.Items {
+		if r := &list.Items[i]; first == nil || r.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			(r.CreationTimestamp.Equal(&first.CreationTimestamp) && r.Name < first.Name) {
+			first = r
+		}
+	}
+	return first, nil
 }

@@ -72,6 +72,14 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 	if !planned {
 		t.Errorf("the planExecute sample (plan-execute) did not run to Completed")
 	}
+	templated, scheduled := false, false
+	for _, r := range results {
+		templated = templated || (r.Name == "refund-t-1042" && r.OK())
+		scheduled = scheduled || (strings.HasPrefix(r.Name, "refund-sweep-") && r.OK())
+	}
+	if !templated || !scheduled {
+		t.Errorf("the run made from a template (refund-t-1042: %v) or the schedule's first run (refund-sweep-*: %v) did not complete", templated, scheduled)
+	}
 	if !strings.Contains(out.String(), "answering t1-c1 (issue_refund) with \"approve\"") {
 		t.Errorf("the demo did not answer the approval the refund sample asks for")
 	}
