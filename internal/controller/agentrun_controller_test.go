@@ -58,7 +58,7 @@ func expectEnded(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, co
 func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	ns := namespace(t)
 	tb := newTools()
-	completedBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed"))
+	completedBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed", ""))
 	startManager(t, &kits{tools: tb})
 	run := makeRun(ns, "double-charge").readTool("identify_account").readTool("find_invoices").
 		calls("identify_account", `{"email":"r.okafor@northwind.example"}`).
@@ -83,7 +83,7 @@ func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 
 	// The outcome is counted once, in the domain metrics.
 	NewWithT(t).Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed"))
+		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed", ""))
 	},
 		5*time.Second, 20*time.Millisecond).Should(Equal(completedBefore + 1))
 

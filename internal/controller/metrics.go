@@ -27,16 +27,16 @@ import (
 var (
 	runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "runs_finished_total",
-		Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect).",
-	}, []string{"namespace", "provider", "model", "outcome", "reason"})
+		Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect); template is the AgentRunTemplate the run was made from, empty for a run written out in full.",
+	}, []string{"namespace", "provider", "model", "outcome", "reason", "template"})
 	turnsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "turns_total",
 		Help: "Turns admitted (each is one model call), by the run's namespace, model provider and model.",
 	}, []string{"namespace", "provider", "model"})
 	spend = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "spend_usd_total",
-		Help: "US dollars charged to runs (model calls as the provider reported them, tool calls at their declared maxCostUSD, lost calls at their reservation), counted as each step is saved, by the run's namespace, model provider and model.",
-	}, []string{"namespace", "provider", "model"})
+		Help: "US dollars charged to runs (model calls as the provider reported them, tool calls at their declared maxCostUSD, lost calls at their reservation), counted as each step is saved, by the run's namespace, model provider and model, and the AgentRunTemplate it was made from (empty for a run written out in full).",
+	}, []string{"namespace", "provider", "model", "template"})
 	tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentrun", Name: "tokens_total",
 		Help: "Tokens charged to runs, counted as each model call is saved, by the run's namespace, model provider and model, and type (input or output).",
@@ -65,9 +65,9 @@ var (
 	}, []string{"ceiling"})
 	turnsToCompletion = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentrun", Name: "turns_to_completion",
-		Help:    "Model turns of runs that ended Completed, by model provider and model.",
+		Help:    "Model turns of runs that ended Completed, by model provider and model, and the AgentRunTemplate the run was made from (empty for a run written out in full).",
 		Buckets: []float64{1, 2, 3, 5, 8, 13, 21, 34, 55, 100},
-	}, []string{"provider", "model"})
+	}, []string{"provider", "model", "template"})
 	headroomAtCompletion = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentrun", Name: "headroom_at_completion",
 		Help:    "The fraction of each ceiling (turns, tokens, wallClock, cost, toolCalls) a run that ended Completed left unused, as status.convergence.headroom shows it.",
@@ -287,13 +287,13 @@ func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Not
 		tokens.WithLabelValues(ns, provider, model, "output").Add(float64(d))
 	}
 	if d := costOf(now) - costOf(was); d > 0 {
-		spend.WithLabelValues(ns, provider, model).Add(float64(d) / 1e12)
+		spend.WithLabelValues(ns, provider, model, labelsOf.template(run)).Add(float64(d) / 1e12)
 	}
 	if run.Status.Outcome == "" || base.Status.Outcome != "" {
 		return
 	}
 	o := string(run.Status.Outcome)
-	runsFinished.WithLabelValues(ns, provider, model, o, runstatus.EndReason(&run.Status)).Inc()
+	runsFinished.WithLabelValues(ns, provider, model, o, runstatus.EndReason(&run.Status), labelsOf.template(run)).Inc()
 	if run.Status.Outcome == v1alpha1.OutcomeCompleted && run.Status.Convergence != nil {
 		for ceiling, v := range run.Status.Convergence.Headroom {
 			if f, err := strconv.ParseFloat(v, 64); err == nil && isCeiling(ceiling) {
@@ -304,7 +304,7 @@ func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Not
 	if s != nil {
 		repeatedIntent.Observe(float64(s.MaxDepth))
 		if s.Outcome == loop.Completed {
-			turnsToCompletion.WithLabelValues(provider, model).Observe(float64(s.Usage.Turns))
+			turnsToCompletion.WithLabelValues(provider, model, labelsOf.template(run)).Observe(float64(s.Usage.Turns))
 		}
 		if s.Verify != nil {
 			verificationTrials.WithLabelValues(o).Observe(float64(s.Verify.Trial))

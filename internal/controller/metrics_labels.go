@@ -17,6 +17,7 @@ const (
 	MaxNamespaceLabelValues = 200
 	MaxModelLabelValues     = 50
 	MaxToolLabelValues      = 200
+	MaxTemplateLabelValues  = 200
 	// OtherLabelValue stands for every value past a label's bound.
 	OtherLabelValue = "other"
 )
@@ -50,7 +51,7 @@ func (b *boundedValues) value(v string) string {
 
 // metricLabels bounds the tenant-chosen labels of the domain metrics.
 type metricLabels struct {
-	namespaces, models, tools *boundedValues
+	namespaces, models, tools, templates *boundedValues
 }
 
 func newMetricLabels() *metricLabels {
@@ -58,6 +59,7 @@ func newMetricLabels() *metricLabels {
 		namespaces: newBoundedValues(MaxNamespaceLabelValues),
 		models:     newBoundedValues(MaxModelLabelValues),
 		tools:      newBoundedValues(MaxToolLabelValues),
+		templates:  newBoundedValues(MaxTemplateLabelValues),
 	}
 }
 
@@ -74,3 +76,12 @@ func (l *metricLabels) run(run *v1alpha1.AgentRun) (namespace, provider, model s
 func (l *metricLabels) model(name string) string { return l.models.value(name) }
 
 func (l *metricLabels) tool(name string) string { return l.tools.value(name) }
+
+// template is the name of the AgentRunTemplate the run was made from, ""
+// for a run written out in full.
+func (l *metricLabels) template(run *v1alpha1.AgentRun) string {
+	if run.Spec.TemplateRef == nil {
+		return ""
+	}
+	return l.templates.value(run.Spec.TemplateRef.Name)
+}

@@ -143,6 +143,6 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 		}()
 	}
 	ns, provider, model := labelsOf.run(run)
-	runsFinished.WithLabelValues(ns, provider, model, string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError)).Inc()
+	runsFinished.WithLabelValues(ns, provider, model, string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError), labelsOf.template(run)).Inc()
 	return ctrl.Result{}, nil
 }

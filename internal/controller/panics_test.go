@@ -25,7 +25,7 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	ns := namespace(t)
 	var attempts atomic.Int64
 	before := testutil.ToFloat64(panics.WithLabelValues("reconcile"))
-	errorsBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error"))
+	errorsBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error", ""))
 	startReconciler(t, &kits{tools: newTools()}, 0, func(c client.Client, _ func()) client.Client {
 		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
 			// A defect in the save of one run: its first transcript chunk.
@@ -50,7 +50,7 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	g.Expect(testutil.ToFloat64(panics.WithLabelValues("reconcile")) - before).To(BeEquivalentTo(MaxPanics))
 	// Counted after the status write the test saw: wait for it.
 	g.Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error")) - errorsBefore
+		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error", "")) - errorsBefore
 	}, 10*time.Second, 20*time.Millisecond).Should(BeEquivalentTo(1))
 	// Ended, the run is not saved again: the panic does not come back.
 	g.Consistently(attempts.Load, time.Second, 50*time.Millisecond).Should(BeEquivalentTo(MaxPanics))
@@ -101,7 +101,7 @@ func (f *failingKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, 
 // server failed ends Error as a defect.
 func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	ns := namespace(t)
-	invalidBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration))
+	invalidBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration, ""))
 	startManager(t, &failingKits{kits: kits{tools: newTools()}, errs: map[string]error{
 		"forbidden": fmt.Errorf("model.apiKeySecretRef: %w", apierrors.NewForbidden(corev1.Resource("secrets"), "openai", errors.New("no"))),
 		"typo":      errors.New("policy.rules[0].when: a condition does not compile"),
@@ -115,6 +115,6 @@ func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeError, "etcd is busy")
 	// Counted after the status write the test saw: wait for it.
 	NewWithT(t).Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration)) - invalidBefore
+		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration, "")) - invalidBefore
 	}, 10*time.Second, 20*time.Millisecond).Should(BeEquivalentTo(2))
 }

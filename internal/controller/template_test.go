@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -99,6 +100,11 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 	if rec == nil || rec.Name != tpl.Name || rec.ResourceVersion != tpl.ResourceVersion || !strings.HasPrefix(rec.Digest, "sha256:") {
 		t.Fatalf("status.template = %+v, want the template %s at resourceVersion %s", rec, tpl.Name, tpl.ResourceVersion)
 	}
+	// Counted by the template, with the provider of the resolved spec
+	// (the run's own spec names none).
+	NewWithT(t).Eventually(func() float64 {
+		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed", tpl.Name))
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal(1.0))
 	// The resolved spec is kept with the run, owned by it.
 	sec := get(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ResolvedSpecName(run.UID)}})
 	if ref := metav1.GetControllerOf(sec); ref == nil || ref.UID != run.UID {
