@@ -116,7 +116,7 @@ type TemplateParameter struct {
 	// value.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule=`''.matches(self) || true`,message="pattern must be a valid regular expression (RE2 syntax)"
+	// +kubebuilder:validation:XValidation:rule=`''.matches(self) == ''.matches(self)`,message="pattern must be a valid regular expression (RE2 syntax)"
 	Pattern string `json:"pattern,omitempty"`
 }
 
