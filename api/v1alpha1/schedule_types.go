@@ -115,8 +115,9 @@ type AgentScheduleSpec struct {
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
 	// suspend stops creating runs; runs already created go on. Times that
-	// pass while suspended are missed.
+	// pass while suspended are missed. Defaults to false.
 	// +optional
+	// +kubebuilder:default=false
 	Suspend *bool `json:"suspend,omitempty"`
 
 	// successfulRunsHistoryLimit is how many runs that ended Completed
