@@ -424,6 +424,9 @@ func TestSchedule_suspendCreatesNothing(t *testing.T) {
 	if c := readyOf(t, s); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonScheduleSuspended {
 		t.Fatalf("Ready %+v, want True Suspended", c)
 	}
+	if argo, flux, ks := readyHealthOf(t, s, "AgentSchedule"); argo != "Suspended" || flux != "Current" || ks != status.CurrentStatus {
+		t.Errorf("a suspended schedule reads Argo CD %s, Flux %s, kstatus %s; want Suspended, Current, Current", argo, flux, ks)
+	}
 }
 
 // A schedule or time zone that cannot be read is Ready=False with a
@@ -450,6 +453,9 @@ func TestSchedule_invalidScheduleOrTimeZone(t *testing.T) {
 			if got := scheduleKstatus(t, s); got != status.FailedStatus {
 				t.Fatalf("kstatus %s, want Failed", got)
 			}
+			if argo, flux, _ := readyHealthOf(t, s, "AgentSchedule"); argo != "Degraded" || flux != "Failed" {
+				t.Errorf("Argo CD %s, Flux %s; want Degraded, Failed", argo, flux)
+			}
 		})
 	}
 	t.Run("valid-zone", func(t *testing.T) {
@@ -461,6 +467,9 @@ func TestSchedule_invalidScheduleOrTimeZone(t *testing.T) {
 		}
 		if got := scheduleKstatus(t, s); got != status.CurrentStatus {
 			t.Fatalf("kstatus %s, want Current", got)
+		}
+		if argo, flux, _ := readyHealthOf(t, s, "AgentSchedule"); argo != "Healthy" || flux != "Current" {
+			t.Errorf("Argo CD %s, Flux %s; want Healthy, Current", argo, flux)
 		}
 	})
 }
