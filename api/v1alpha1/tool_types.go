@@ -216,6 +216,8 @@ type HeaderValueSource struct {
 }
 
 // JobTool runs a container once per call.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.resources) || !has(self.pod) || !has(self.pod.resources)`,message="set job.resources or job.pod.resources, not both"
 type JobTool struct {
 	// image is the container image. Not used where tools run as local
 	// processes.
@@ -251,8 +253,16 @@ type JobTool struct {
 	// --tool-default-limits), and no request or limit may exceed the
 	// operator's caps (--tool-max-resources): a tool that asks for more is
 	// refused, and the run ends Error with a reason naming the resource.
+	// pod.resources is the same field; set one of them.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// pod places the tool's pod (node selector, tolerations, runtime
+	// class) and adds labels and annotations to it. Everything else of
+	// the pod is the operator's: its security context, volumes and
+	// service account.
+	// +optional
+	Pod *JobPod `json:"pod,omitempty"`
 
 	// egress lists where the tool's pod may connect. The operator puts every
 	// tool pod under a NetworkPolicy that denies all ingress and all egress
@@ -306,6 +316,8 @@ type EgressPort struct {
 }
 
 // EnvVar is one environment variable of a job tool.
+//
+// +kubebuilder:validation:XValidation:rule=`!(has(self.value) && has(self.valueFrom))`,message="an env var sets value or valueFrom, not both"
 type EnvVar struct {
 	// name is the variable's name.
 	// +required
@@ -314,10 +326,72 @@ type EnvVar struct {
 	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('AGENTRUN_')`,message="env names starting with AGENTRUN_ are reserved for the tool process contract"
 	Name string `json:"name"`
 
-	// value is the variable's value.
+	// value is the variable's value. Use valueFrom for credentials.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32768
 	Value string `json:"value,omitempty"`
+
+	// valueFrom reads the value from a Secret in the run's namespace.
+	// The Job's pod names the Secret (a secretKeyRef in its container's
+	// env) and the kubelet reads it when the pod starts: the value never
+	// passes through the operator and is never in the run's status or
+	// events. The run starts only if spec.serviceAccountName may get the
+	// Secret.
+	// +optional
+	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
+}
+
+// EnvVarSource is where an environment variable's value comes from.
+type EnvVarSource struct {
+	// secretKeyRef names a key of a Secret in the AgentRun's namespace.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// JobPod is what a manifest may set of a job tool's pod. The operator's
+// caps and its restricted security context still apply.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.labels) || self.labels.all(k, !k.contains('agentrun.dev/') && k != 'app.kubernetes.io/managed-by')`,message="pod.labels may not use the agentrun.dev prefixes or app.kubernetes.io/managed-by: the operator sets those"
+// +kubebuilder:validation:XValidation:rule=`!has(self.annotations) || self.annotations.all(k, !k.contains('agentrun.dev/') && !k.contains('security.alpha.kubernetes.io/') && !k.contains('security.beta.kubernetes.io/'))`,message="pod.annotations may not use the agentrun.dev prefixes (the operator sets those) nor the AppArmor and seccomp annotations (the operator's security context decides those)"
+type JobPod struct {
+	// nodeSelector must match a node's labels for the pod to run there.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the pod run on nodes with these taints.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// labels are added to the pod (not the Job). Keys under the
+	// operator's prefixes (agents.agentrun.dev/ and the like) and
+	// app.kubernetes.io/managed-by are refused: the operator finds and
+	// confines its pods by them.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to the pod (not the Job). Keys under the
+	// operator's prefixes are refused, and so are the AppArmor and seccomp
+	// annotations (*.security.alpha/beta.kubernetes.io/): the pod's
+	// security is the operator's restricted context.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// resources are the tool container's requests and limits, within the
+	// operator's caps (see job.resources, the same field).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// runtimeClassName runs the pod under this RuntimeClass (gVisor, Kata)
+	// where the cluster offers one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')`,message="runtimeClassName must be a DNS subdomain such as gvisor"
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 }
 
 // MCPTool calls one tool of a Model Context Protocol server over the

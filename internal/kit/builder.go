@@ -165,7 +165,21 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 			}
 			var env []string
 			for _, e := range t.Job.Env {
-				env = append(env, e.Name+"="+e.Value)
+				v := e.Value
+				if e.ValueFrom != nil {
+					// On this machine there is no kubelet to read it:
+					// read as the run would, once, for the process.
+					ref := e.ValueFrom.SecretKeyRef
+					read := b.secretReader(run)
+					if read == nil {
+						return nil, fmt.Errorf("tools[%d] (%s) env %s: no Secret reader is configured", i, t.Name, e.Name)
+					}
+					var err error
+					if v, err = read(ctx, run.Namespace, ref.Name, ref.Key); err != nil {
+						return nil, fmt.Errorf("tools[%d] (%s) env %s: reading Secret %s key %s: %w", i, t.Name, e.Name, ref.Name, ref.Key, err)
+					}
+				}
+				env = append(env, e.Name+"="+v)
 			}
 			ex, err := local.New(t.Job.Command[0], append(append([]string{}, t.Job.Command[1:]...), t.Job.Args...), env, b.localDir())
 			if err != nil {
@@ -177,23 +191,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 			if pl := b.Jobs.PendingLimit; pl > 0 && pl < ts.StartupGrace {
 				ts.StartupGrace = pl // the executor fails a pod pending longer
 			}
-			jt := job.Tool{Name: t.Name, Image: t.Job.Image, Command: t.Job.Command, Args: t.Job.Args,
-				MountServiceAccountToken: t.Job.AutomountServiceAccountToken != nil && *t.Job.AutomountServiceAccountToken,
-				Mutates:                  ts.Mutates}
-			for _, e := range t.Job.Env {
-				jt.Env = append(jt.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
-			}
-			if t.Job.Resources != nil {
-				jt.Resources = *t.Job.Resources
-			}
-			for _, r := range t.Job.Egress {
-				er := job.EgressRule{CIDR: r.CIDR}
-				for _, p := range r.Ports {
-					er.Ports = append(er.Ports, job.Port{Port: p.Port, Protocol: p.Protocol})
-				}
-				jt.Egress = append(jt.Egress, er)
-			}
-			jobTools = append(jobTools, jt)
+			jobTools = append(jobTools, jobTool(t, ts.Mutates))
 		default:
 			return nil, fmt.Errorf("tools[%d] (%s) has no executor", i, t.Name)
 		}
@@ -245,6 +243,44 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		return nil, err
 	}
 	return &Kit{Engine: eng, Model: m, Tools: tools.NewRouter(executors)}, nil
+}
+
+// jobTool is the Job executor's view of a job tool. A Secret's value stays
+// a reference, for the kubelet to read for the tool's pod: it never passes
+// through the operator.
+func jobTool(t *v1alpha1.ToolSpec, mutates bool) job.Tool {
+	jt := job.Tool{Name: t.Name, Image: t.Job.Image, Command: t.Job.Command, Args: t.Job.Args,
+		MountServiceAccountToken: t.Job.AutomountServiceAccountToken != nil && *t.Job.AutomountServiceAccountToken,
+		Mutates:                  mutates}
+	for _, e := range t.Job.Env {
+		ev := corev1.EnvVar{Name: e.Name, Value: e.Value}
+		if e.ValueFrom != nil {
+			// A reference in the pod: the kubelet reads the value,
+			// which never passes through the operator.
+			ref := e.ValueFrom.SecretKeyRef
+			ev.ValueFrom = &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}
+		}
+		jt.Env = append(jt.Env, ev)
+	}
+	if t.Job.Resources != nil {
+		jt.Resources = *t.Job.Resources
+	}
+	if p := t.Job.Pod; p != nil {
+		if p.Resources != nil {
+			jt.Resources = *p.Resources
+		}
+		jt.Pod = job.Pod{NodeSelector: p.NodeSelector, Tolerations: p.Tolerations, Labels: p.Labels,
+			Annotations: p.Annotations, RuntimeClassName: p.RuntimeClassName}
+	}
+	for _, r := range t.Job.Egress {
+		er := job.EgressRule{CIDR: r.CIDR}
+		for _, p := range r.Ports {
+			er.Ports = append(er.Ports, job.Port{Port: p.Port, Protocol: p.Protocol})
+		}
+		jt.Egress = append(jt.Egress, er)
+	}
+	return jt
 }
 
 // pricer is a model adapter that completes the run's prices with what its
@@ -339,7 +375,7 @@ func (b *Builder) resolver(run *v1alpha1.AgentRun) httptool.SecretResolver {
 }
 
 // checkSecrets asks CheckSecret about every Secret the run names: the API
-// key and the headers' valueFrom. Only a refusal fails: a Secret that does
+// key, the headers' valueFrom and the job tools' env valueFrom. Only a refusal fails: a Secret that does
 // not exist yet may be created before the first call needs it.
 func (b *Builder) checkSecrets(ctx context.Context, run *v1alpha1.AgentRun) error {
 	if b.CheckSecret == nil {
@@ -366,6 +402,18 @@ func (b *Builder) checkSecrets(ctx context.Context, run *v1alpha1.AgentRun) erro
 			hs = t.HTTP.Headers
 		case t.MCP != nil:
 			hs = t.MCP.Headers
+		case t.Job != nil:
+			// The kubelet reads these for the tool's pod whatever the
+			// pod's account may do; asking first keeps a run to the
+			// Secrets its account may get.
+			for _, e := range t.Job.Env {
+				if e.ValueFrom == nil {
+					continue
+				}
+				if err := check(fmt.Sprintf("tools[%d] (%s) env %s", i, t.Name, e.Name), e.ValueFrom.SecretKeyRef.Name); err != nil {
+					return err
+				}
+			}
 		}
 		for _, h := range hs {
 			if h.ValueFrom == nil {

@@ -265,6 +265,36 @@ spec:
 `,
 		},
 		{
+			name: "a job tool with a Secret in its env and a placed pod",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-pod
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job:
+      image: busybox
+      command: [lookup]
+      env:
+      - name: TOKEN
+        valueFrom: {secretKeyRef: {name: lookup, key: token}}
+      - name: MODE
+        value: fast
+      pod:
+        nodeSelector: {pool: tools}
+        tolerations: [{key: dedicated, operator: Equal, value: tools, effect: NoSchedule}]
+        labels: {team: billing, app.kubernetes.io/name: lookup}
+        annotations: {owner: billing@example.com}
+        resources: {limits: {memory: 256Mi}}
+        runtimeClassName: gvisor
+`,
+		},
+		{
 			name: "a script that exercises every reply form",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -984,6 +1014,87 @@ spec:
       env: [{name: AGENTRUN_TOOL_ARGS, value: "{}"}]
 `,
 			wantErr: []string{"env names starting with AGENTRUN_ are reserved"},
+		},
+		{
+			name: "a job env var with both a value and a Secret",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-env-both
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job:
+      image: busybox
+      command: [lookup]
+      env: [{name: TOKEN, value: x, valueFrom: {secretKeyRef: {name: lookup, key: token}}}]
+`,
+			wantErr: []string{"an env var sets value or valueFrom, not both"},
+		},
+		{
+			name: "a job pod label the operator owns",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-pod-label
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job:
+      image: busybox
+      command: [lookup]
+      pod: {labels: {agents.agentrun.dev/run-uid: someone-else}}
+`,
+			wantErr: []string{"pod.labels may not use the agentrun.dev prefixes"},
+		},
+		{
+			name: "a job pod AppArmor annotation",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-pod-apparmor
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job:
+      image: busybox
+      command: [lookup]
+      pod: {annotations: {container.apparmor.security.beta.kubernetes.io/tool: unconfined}}
+`,
+			wantErr: []string{"nor the AppArmor and seccomp annotations"},
+		},
+		{
+			name: "job resources set twice",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: job-resources-twice
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    job:
+      image: busybox
+      command: [lookup]
+      resources: {limits: {cpu: "1"}}
+      pod: {resources: {limits: {cpu: "2"}}}
+`,
+			wantErr: []string{"set job.resources or job.pod.resources, not both"},
 		},
 		{
 			name: "a job tool without a command",

@@ -705,3 +705,133 @@ func (r *jobRecorder) seen() ([]batchv1.Job, []string) {
 	defer r.mu.Unlock()
 	return append([]batchv1.Job(nil), r.jobs...), append([]string(nil), r.events...)
 }
+
+// (i) A job tool reads a Secret and lands on a labelled node: the kubelet
+// reads the value for the pod (the Job holds only a reference), the run's
+// ServiceAccount may get the Secret, the pod carries the manifest's
+// nodeSelector and runs on the node that has the label, and the tool
+// sees TRACEPARENT in the run's trace. The value is in no Job, no status
+// and no event.
+func TestJobTool_readsASecretAndLandsOnALabelledNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-pod")
+
+	// The e2e cluster has one node; a label only this test uses, so that
+	// tests running in parallel do not meet it.
+	var nodes corev1.NodeList
+	if err := cl.List(ctx, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) == 0 {
+		t.Fatal("the cluster has no nodes")
+	}
+	node := nodes.Items[0].Name
+	labelKey := "e2e.agentrun.dev/tool-pool-" + ns
+	setLabel := func(value *string) error {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{labelKey: value}}})
+		return cl.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, patch))
+	}
+	if err := setLabel(ptr.To("tools")); err != nil {
+		t.Fatalf("labelling node %s: %v", node, err)
+	}
+	t.Cleanup(func() { _ = setLabel(nil) })
+
+	const secretValue = "tok-5f1c9e3a-e2e"
+	apply(t, ns, `
+apiVersion: v1
+kind: Secret
+metadata:
+  name: billing-token
+stringData:
+  token: `+secretValue+`
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: token-reader
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: token-reader
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [billing-token]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: token-reader
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: token-reader}
+subjects:
+- {kind: ServiceAccount, name: token-reader, namespace: {{.Namespace}}}
+`)
+	createRun(t, ns, "placed", `
+spec:
+  goal: "Print the tool's environment."
+  serviceAccountName: token-reader
+  model:
+    provider: scripted
+    script:
+    - toolCalls:
+      - name: show_env
+        arguments: {}
+    - content: "Done."
+  budget: {maxTurns: 3}
+  tools:
+  - name: show_env
+    timeout: 60s
+    job:
+      image: {{.Image}}
+      command: [/testtool]
+      args: [env]
+      env:
+      - name: BILLING_TOKEN
+        valueFrom: {secretKeyRef: {name: billing-token, key: token}}
+      pod:
+        nodeSelector: {`+labelKey+`: tools}
+        labels: {team: billing}
+`)
+	run := waitFinished(t, ns, "placed", v1alpha1.OutcomeCompleted)
+
+	obs := observation(t, run, "t1-c1")
+	if obs.Status != loop.ObsOK || !strings.Contains(obs.Content, "BILLING_TOKEN="+secretValue) {
+		t.Errorf("the tool's environment: %s: %q, want BILLING_TOKEN with the Secret's value", obs.Status, obs.Content)
+	}
+	if run.Status.TraceParent != "" {
+		// 00-<trace id>-<span id>-<flags>: the tool's parent is in the run's trace.
+		traceID := strings.Split(run.Status.TraceParent, "-")[1]
+		if !strings.Contains(obs.Content, "TRACEPARENT=00-"+traceID+"-") {
+			t.Errorf("the tool's environment has no TRACEPARENT in the run's trace %s: %q", traceID, obs.Content)
+		}
+	}
+
+	j := onlyJob(t, run, "t1-c1")
+	if got := j.Spec.Template.Spec.NodeSelector[labelKey]; got != "tools" {
+		t.Errorf("the pod template's nodeSelector %v, want %s=tools", j.Spec.Template.Spec.NodeSelector, labelKey)
+	}
+	if j.Spec.Template.Labels["team"] != "billing" {
+		t.Errorf("the pod template's labels %v lack team=billing", j.Spec.Template.Labels)
+	}
+	pods := podsOf(t, &j)
+	if len(pods) != 1 || pods[0].Spec.NodeName != node {
+		t.Errorf("the tool's pods %d, want one on node %s", len(pods), node)
+	}
+
+	// The value is in none of what the operator writes.
+	jobJSON, _ := json.Marshal(j)
+	statusJSON, _ := json.Marshal(run.Status)
+	var events corev1.EventList
+	if err := cl.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	eventsJSON, _ := json.Marshal(events.Items)
+	for what, b := range map[string][]byte{"the Job": jobJSON, "the run's status": statusJSON, "the namespace's events": eventsJSON} {
+		if strings.Contains(string(b), secretValue) {
+			t.Errorf("the Secret's value is in %s", what)
+		}
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/retryafter"
 	"github.com/agentrun/agentrun/internal/tools/redact"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 const (
@@ -334,6 +335,10 @@ func (e *Executor) request(ctx context.Context, args map[string]any, key string)
 		// HTTP Header Field"); a configured header replaces it.
 		req.Header.Set("Idempotency-Key", key)
 	}
+	// The W3C traceparent of the tool call's span, so that the spans the
+	// service makes join the run's trace; nothing when there is no trace.
+	// A configured header replaces it.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	var secrets []string
 	for _, h := range e.headers {
 		v := h.Value

@@ -40,6 +40,18 @@ type Tool struct {
 	// it finishes (no TTL) until the operator has saved the result, and a
 	// resumed call of it only ever adopts its Job, never creates one.
 	Mutates bool
+	// Pod places the tool's pod and labels it (spec.tools[].job.pod).
+	Pod Pod
+}
+
+// Pod is what a manifest may set of a tool's pod. Everything else (its
+// security context, volumes, service account) stays the executor's.
+type Pod struct {
+	NodeSelector     map[string]string
+	Tolerations      []corev1.Toleration
+	Labels           map[string]string
+	Annotations      map[string]string
+	RuntimeClassName *string
 }
 
 // Run is what the executor needs to know of the AgentRun it works for.
@@ -171,6 +183,12 @@ func New(cfg Config, run Run, tools []Tool) (*Executor, error) {
 			return nil, err
 		}
 		t.Resources = res
+		if err := checkPod(t.Name, t.Pod); err != nil {
+			return nil, err
+		}
+		if err := checkEnv(t.Name, t.Env); err != nil {
+			return nil, err
+		}
 		switch {
 		case t.Name == "":
 			return nil, fmt.Errorf("job executor: tool %d has no name", i)
@@ -221,7 +239,7 @@ func (e *Executor) Start(ctx context.Context, inv loop.Invocation) error {
 	if err != nil {
 		return err
 	}
-	want := e.buildJob(tool, inv)
+	want := e.buildJob(tool, inv, traceParent(ctx))
 	if e.cfg.Keys != nil {
 		want.Annotations[AnnotationSeal] = e.cfg.Keys.Seal(purposeJob, jobSealParts(want)...)
 	}
@@ -283,8 +301,9 @@ const purposeJob = "agentrun/tool-job"
 
 // jobSealParts is what a tool Job's seal covers: its name, the run and
 // call it was made for, and what each of its containers runs (image,
-// command, arguments and literal environment, which hold the call's
-// arguments). None of these is defaulted or changed by the API server.
+// command, arguments and environment: the literal values, which hold the
+// call's arguments, and the Secret keys the others are read from). None
+// of these is defaulted or changed by the API server.
 func jobSealParts(j *batchv1.Job) [][]byte {
 	type run struct {
 		Image         string
@@ -297,7 +316,13 @@ func jobSealParts(j *batchv1.Job) [][]byte {
 		for _, c := range cs {
 			r := run{Image: c.Image, Command: c.Command, Args: c.Args}
 			for _, v := range c.Env {
-				r.Env = append(r.Env, [2]string{v.Name, v.Value})
+				value := v.Value
+				if ref := secretRef(v); ref != nil {
+					// A NUL is in no literal value (no process
+					// environment holds one), so this is told apart.
+					value = "\x00secretKeyRef\x00" + ref.Name + "\x00" + ref.Key
+				}
+				r.Env = append(r.Env, [2]string{v.Name, value})
 			}
 			runs = append(runs, r)
 		}

@@ -751,7 +751,7 @@ func TestStart_neverAdoptsAJobTheOperatorDidNotMake(t *testing.T) {
 
 	// A squatter's Job: the executor's own spec with other arguments,
 	// labels and annotations copied, the seal of another call.
-	squat := f.ex.buildJob(f.ex.tools["issue_refund"], invocation("t2-c1"))
+	squat := f.ex.buildJob(f.ex.tools["issue_refund"], invocation("t2-c1"), "")
 	squat.Annotations[AnnotationSeal] = own.Annotations[AnnotationSeal]
 	for i, v := range squat.Spec.Template.Spec.Containers[0].Env {
 		if v.Name == entrypoint.EnvToolArgs {

@@ -132,7 +132,7 @@ func TestStart_confinesTheToolsPodsWithANetworkPolicy(t *testing.T) {
 	if podLabels := labels.Set(f.job(inv).Spec.Template.Labels); !sel.Matches(podLabels) {
 		t.Errorf("the policy's selector %s does not select the tool's pod %v", sel, podLabels)
 	}
-	otherJob := ex.buildJob(ex.tools["send_email"], invocation("t1-c2"))
+	otherJob := ex.buildJob(ex.tools["send_email"], invocation("t1-c2"), "")
 	if sel.Matches(labels.Set(otherJob.Spec.Template.Labels)) {
 		t.Errorf("the policy's selector %s also selects another tool's pod", sel)
 	}

@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,8 +176,10 @@ func restricted(uid *int64) *corev1.SecurityContext {
 }
 
 // buildJob is the Job for one call. It is a pure function of its inputs,
-// so the same call always asks for the same Job.
-func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
+// so the same call always asks for the same Job. traceParent, when set,
+// is the tool call span's W3C traceparent, given to the tool as
+// TRACEPARENT.
+func (e *Executor) buildJob(tool *Tool, inv loop.Invocation, traceParent string) *batchv1.Job {
 	owner := e.run.Owner
 	labels := map[string]string{}
 	for k, v := range e.run.Labels {
@@ -197,6 +201,13 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 		AnnotationCallID: inv.CallID,
 		AnnotationTool:   tool.Name,
 	}
+	// The pod's own labels and annotations come first, so the executor's
+	// win: it finds its pods and its NetworkPolicy selects them by these.
+	podLabels, podAnnotations := map[string]string{}, map[string]string{}
+	maps.Copy(podLabels, tool.Pod.Labels)
+	maps.Copy(podLabels, labels)
+	maps.Copy(podAnnotations, tool.Pod.Annotations)
+	maps.Copy(podAnnotations, annotations)
 	var uid *int64
 	if !e.cfg.AssignedUser {
 		uid = ptr.To(e.cfg.RunAsUser)
@@ -207,10 +218,17 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 		{Name: entrypoint.EnvIdempotencyKey, Value: inv.IdempotencyKey},
 	}
 	for _, v := range tool.Env {
-		// The contract's variables are the executor's to set.
-		if v.Name != entrypoint.EnvToolArgs && v.Name != entrypoint.EnvIdempotencyKey {
-			env = append(env, v)
+		// The contract's variables are the executor's to set, and so is
+		// the trace's parent when there is a trace.
+		if v.Name != entrypoint.EnvToolArgs && v.Name != entrypoint.EnvIdempotencyKey &&
+			(traceParent == "" || v.Name != EnvTraceParent) {
+			// A Secret's value stays a reference: the kubelet reads it
+			// for the pod, and it is never in the Job.
+			env = append(env, *v.DeepCopy())
 		}
+	}
+	if traceParent != "" {
+		env = append(env, corev1.EnvVar{Name: EnvTraceParent, Value: traceParent})
 	}
 	command := append([]string{EntrypointBinary, "--timeout=" + inv.Timeout.String(), "--"}, tool.Command...)
 	command = append(command, tool.Args...)
@@ -230,9 +248,12 @@ func (e *Executor) buildJob(tool *Tool, inv loop.Invocation) *batchv1.Job {
 			ActiveDeadlineSeconds:   ptr.To(e.jobDeadline(inv)),
 			TTLSecondsAfterFinished: e.ttl(tool),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
+					NodeSelector:                 maps.Clone(tool.Pod.NodeSelector),
+					Tolerations:                  slices.Clone(tool.Pod.Tolerations),
+					RuntimeClassName:             tool.Pod.RuntimeClassName,
 					ServiceAccountName:           e.run.ServiceAccountName,
 					AutomountServiceAccountToken: ptr.To(tool.MountServiceAccountToken),
 					EnableServiceLinks:           ptr.To(false),

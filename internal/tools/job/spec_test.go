@@ -94,7 +94,7 @@ func TestBuildJob_carriesTheRunsLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := ex.buildJob(&Tool{Name: "t"}, loop.Invocation{CallID: "t1-c1", Tool: "t"})
+	j := ex.buildJob(&Tool{Name: "t"}, loop.Invocation{CallID: "t1-c1", Tool: "t"}, "")
 	for what, l := range map[string]map[string]string{"job": j.Labels, "pod": j.Spec.Template.Labels} {
 		if l[shard] != "a" {
 			t.Errorf("%s labels %v lack the shard label", what, l)

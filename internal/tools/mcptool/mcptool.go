@@ -41,6 +41,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -139,7 +140,16 @@ type connection struct {
 // connect opens a session. The standalone SSE stream is not opened: a
 // session lives for one call and waits for no server-initiated messages.
 func (e *Executor) connect(ctx context.Context) (*connection, error) {
-	lt := &limitedTransport{next: e.transport, limit: e.maxResponseBytes}
+	next := e.transport
+	// A session lives for one call: every request of it carries the W3C
+	// traceparent of the call's span (none when there is no trace), so the
+	// server's spans join the run's trace.
+	trace := http.Header{}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(trace))
+	if len(trace) > 0 {
+		next = &traceTransport{next: next, trace: trace}
+	}
+	lt := &limitedTransport{next: next, limit: e.maxResponseBytes}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentrun", Version: "v1alpha1"}, nil)
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             e.endpoint,
@@ -456,4 +466,19 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	return n, err
+}
+
+// traceTransport adds the call's trace context headers to every request
+// of its session.
+type traceTransport struct {
+	next  http.RoundTripper
+	trace http.Header
+}
+
+func (t *traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.trace {
+		req.Header[k] = v
+	}
+	return t.next.RoundTrip(req)
 }

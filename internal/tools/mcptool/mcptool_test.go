@@ -29,6 +29,12 @@ type refundIn struct {
 // with a few tools that exercise the executor.
 func billingServer(t *testing.T) *httptest.Server {
 	t.Helper()
+	return billingServerWith(t, nil)
+}
+
+// billingServerWith is billingServer with see called on every request.
+func billingServerWith(t *testing.T, see func(*http.Request)) *httptest.Server {
+	t.Helper()
 	release := make(chan struct{})
 	s := mcp.NewServer(&mcp.Implementation{Name: "billing", Version: "v0.0.1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "lookup_account", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -61,7 +67,13 @@ func billingServer(t *testing.T) *httptest.Server {
 			}
 			return &mcp.CallToolResult{}, nil, nil
 		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if see != nil {
+			see(r)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() { close(release); srv.Close() })
 	return srv
 }
