@@ -139,4 +139,17 @@ build: ## Build the operator, the entrypoint, the agentrun CLI and the kubectl p
 	CGO_ENABLED=0 go build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/agentrun ./cmd/agentrun
 	CGO_ENABLED=0 go build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/kubectl-agentrun ./cmd/kubectl-agentrun
 
+# RELEASE_URL is where the archives will be downloaded from; it goes into
+# the krew manifest (dist/agentrun.yaml). The default is the tag's GitHub
+# release.
+RELEASE_URL ?= https://github.com/agentrun/agentrun/releases/download/$(VERSION)
+
+.PHONY: release
+release: ## Build a release into dist/ (make release VERSION=v0.2.0): archives for linux and darwin on amd64 and arm64, checksums.txt, the krew manifest; checked.
+	VERSION="$(VERSION)" LDFLAGS="$(LDFLAGS)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh
+
+.PHONY: krew-check
+krew-check: ## Check that plugins/agentrun.yaml.in renders a manifest krew's validator accepts (seconds; no build).
+	hack/release.sh check-manifest
+
 include hack/e2e.mk

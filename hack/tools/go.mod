@@ -7,7 +7,10 @@ module github.com/agentrun/agentrun/hack/tools
 
 go 1.26.0
 
-tool helm.sh/helm/v3/cmd/helm
+tool (
+	helm.sh/helm/v3/cmd/helm
+	sigs.k8s.io/krew/cmd/validate-krew-manifest
+)
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -118,9 +121,15 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	oras.land/oras-go/v2 v2.6.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
+	sigs.k8s.io/krew v0.4.3 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.21.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// krew's go.mod requires client-go v11.0.0+incompatible, which sorts above
+// every v0 release and would replace Helm's client-go; the validator does
+// not use client-go.
+exclude k8s.io/client-go v11.0.0+incompatible
