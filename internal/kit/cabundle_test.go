@@ -68,7 +68,7 @@ func newPrivateCA(t *testing.T) privateCA {
 
 // serve starts a TLS server on loopback with the CA's server certificate.
 // It answers chat completions, an HTTP tool at /lookup and an MCP server
-// at /mcp.
+// at /mcp (to requests with the MCP tool's header).
 func (ca privateCA) serve(t *testing.T) *httptest.Server {
 	t.Helper()
 	ms := mcp.NewServer(&mcp.Implementation{Name: "billing", Version: "v1"}, nil)
@@ -76,7 +76,16 @@ func (ca privateCA) serve(t *testing.T) *httptest.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "from mcp"}}}, nil, nil
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil)
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		// The MCP tool's headers go through their own transport, over
+		// the one with the bundle.
+		if r.Header.Get("X-Team") != "billing" {
+			http.Error(w, "who are you?", http.StatusUnauthorized)
+			return
+		}
+		mh.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hello"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
@@ -107,7 +116,7 @@ spec:
   - name: web
     http: {url: '` + url + `/lookup'` + ref + `}
   - name: lookup
-    mcp: {url: '` + url + `/mcp', tool: lookup` + ref + `}
+    mcp: {url: '` + url + `/mcp', tool: lookup, headers: [{name: X-Team, value: billing}]` + ref + `}
 `
 }
 
@@ -135,7 +144,7 @@ func caBuilder(configMaps, secrets objects) *Builder {
 // ConfigMap or a Secret), and fail without it with an error that says the
 // certificate is not trusted and names the endpoint.
 func TestBuild_caBundleTrustsAPrivateCA(t *testing.T) {
-	ca := newPrivateCA(t)
+	ca, other := newPrivateCA(t), newPrivateCA(t)
 	srv := ca.serve(t)
 	host := strings.TrimPrefix(srv.URL, "https://")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -151,7 +160,9 @@ func TestBuild_caBundleTrustsAPrivateCA(t *testing.T) {
 		{"Secret", "{secretKeyRef: {name: company-ca, key: ca.crt}}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{"company-ca": {"ca.crt": ca.pem}})
+			// The Secret's bundle holds another CA first: every
+			// certificate of a bundle is trusted.
+			b := caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{"company-ca": {"ca.crt": other.pem + ca.pem}})
 			k, err := b.Build(ctx, parse(t, caManifest(srv.URL, tc.ref)))
 			if err != nil {
 				t.Fatal(err)
