@@ -26,6 +26,7 @@ const (
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || (has(self.script) && size(self.script) > 0)`,message="provider scripted needs model.script: one entry per model call, in order",fieldPath=`.script`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || !has(self.script)`,message="model.script is only read by provider scripted: remove it, or set provider to scripted",fieldPath=`.script`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || (has(self.name) && self.name.size() > 0)`,message="model.name is required with a real model provider (openai, anthropic)",messageExpression=`'model.name is required with provider ' + self.provider + ': name the model to call, for example gpt-5.1'`,fieldPath=`.name`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || !has(self.caBundleRef)`,message="model.caBundleRef is only read by a real model provider (openai, anthropic): provider scripted calls no endpoint",fieldPath=`.caBundleRef`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || has(self.apiKeySecretRef)`,message="model.apiKeySecretRef is required with a real model provider (openai, anthropic)",messageExpression=`'model.apiKeySecretRef is required with provider ' + self.provider + ': name the Secret and key that hold the API key'`,fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
 type ModelSpec struct {
 	// provider is the kind of model endpoint: scripted (replays
@@ -51,6 +52,13 @@ type ModelSpec struct {
 	// status, events or logs.
 	// +optional
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// caBundleRef names PEM certificates of the certificate authorities
+	// that may sign the model endpoint's certificate (a baseURL served
+	// under a private CA), trusted besides the system's roots. It is read
+	// when the run starts.
+	// +optional
+	CABundleRef *CABundleRef `json:"caBundleRef,omitempty"`
 
 	// maxOutputTokens caps the tokens of one model reply. Defaults to 4096;
 	// 0 is refused (a reply cannot be made of no tokens).

@@ -184,6 +184,12 @@ type HTTPTool struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	Body string `json:"body,omitempty"`
+
+	// caBundleRef names PEM certificates of the certificate authorities
+	// that may sign the endpoint's certificate, trusted besides the
+	// system's roots. It is read when the run starts.
+	// +optional
+	CABundleRef *CABundleRef `json:"caBundleRef,omitempty"`
 }
 
 // HTTPHeader is one request header, with its value given inline or read
@@ -413,6 +419,47 @@ type MCPTool struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// caBundleRef names PEM certificates of the certificate authorities
+	// that may sign the server's certificate, trusted besides the system's
+	// roots. It is read when the run starts.
+	// +optional
+	CABundleRef *CABundleRef `json:"caBundleRef,omitempty"`
+}
+
+// CABundleRef names a key holding one or more PEM certificates (a CA
+// bundle), in a ConfigMap or a Secret of the AgentRun's namespace. A CA
+// bundle is public, so a ConfigMap is the natural home (it is where
+// cert-manager's trust-manager and OpenShift's CA injection put one); a
+// Secret is accepted for bundles that are already kept in one. Exactly
+// one of the two is set.
+//
+// +kubebuilder:validation:XValidation:rule=`has(self.configMapKeyRef) != has(self.secretKeyRef)`,message="caBundleRef names exactly one of configMapKeyRef or secretKeyRef"
+type CABundleRef struct {
+	// configMapKeyRef names a key of a ConfigMap in the AgentRun's
+	// namespace.
+	// +optional
+	ConfigMapKeyRef *ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
+
+	// secretKeyRef names a key of a Secret in the AgentRun's namespace.
+	// +optional
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// ConfigMapKeySelector names one key of a ConfigMap in the AgentRun's
+// namespace.
+type ConfigMapKeySelector struct {
+	// name is the name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the key within the ConfigMap's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
 }
 
 // BuiltinTool names a tool the operator implements.

@@ -39,6 +39,8 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -201,6 +203,18 @@ func (p *Policy) Transport() http.RoundTripper {
 }
 
 type transport struct{ *http.Transport }
+
+// WithRootCAs returns a copy of the transport that trusts roots instead
+// of the system's roots, with the same policy and settings (a run's CA
+// bundle: kit.RootCAsSetter).
+func (t *transport) WithRootCAs(roots *x509.CertPool) http.RoundTripper {
+	c := t.Clone()
+	if c.TLSClientConfig == nil {
+		c.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	c.TLSClientConfig.RootCAs = roots
+	return &transport{Transport: c}
+}
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.Transport.RoundTrip(req)

@@ -62,6 +62,13 @@ type Builder struct {
 	// so that a run reads only the Secrets its account may read (the
 	// operator impersonates the account).
 	SecretsAs func(serviceAccount string) SecretReader
+	// ConfigMaps resolves caBundleRef.configMapKeyRef (agentrun local,
+	// tests). ConfigMapsAs, when set, is used instead; with neither, a run
+	// that names a ConfigMap fails to build.
+	ConfigMaps ConfigMapReader
+	// ConfigMapsAs returns the reader that acts as a run's service
+	// account, as SecretsAs does.
+	ConfigMapsAs func(serviceAccount string) ConfigMapReader
 	// CheckSecret, when set, is asked before the run starts about every
 	// Secret the run names; a refusal fails the build with the reason.
 	CheckSecret SecretAccess
@@ -72,7 +79,8 @@ type Builder struct {
 	Kube   *rest.Config
 	Mapper meta.RESTMapper
 	// HTTPClient is used by model providers (tests point it at fakes);
-	// nil means Egress, or the model package's default client.
+	// nil means Egress, or the model package's default client. A run's
+	// model.caBundleRef is applied to a copy of it.
 	HTTPClient *http.Client
 	// MaxReplyBytes bounds every response body a model provider reads
 	// (model.Config's MaxReplyBytes): a run's baseURL is its author's
@@ -113,7 +121,11 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		switch {
 		case t.HTTP != nil:
 			var opts []httptool.Option
-			if rt := b.toolTransport(); rt != nil {
+			rt, err := b.toolRoundTripper(ctx, run, fmt.Sprintf("tools[%d] (%s) http.caBundleRef", i, t.Name), t.HTTP.CABundleRef)
+			if err != nil {
+				return nil, err
+			}
+			if rt != nil {
 				opts = append(opts, httptool.WithTransport(rt))
 			}
 			ex, err := httptool.New(httptool.Config{URL: t.HTTP.URL, Method: string(t.HTTP.Method), Headers: headers(t.HTTP.Headers), Body: t.HTTP.Body},
@@ -124,13 +136,17 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 			executors[t.Name] = ex
 		case t.MCP != nil:
 			opts := []mcptool.Option{}
+			rt, err := b.toolRoundTripper(ctx, run, fmt.Sprintf("tools[%d] (%s) mcp.caBundleRef", i, t.Name), t.MCP.CABundleRef)
+			if err != nil {
+				return nil, err
+			}
 			if len(t.MCP.Headers) > 0 {
-				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run), b.toolTransport())
+				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run), rt)
 				if err != nil {
 					return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 				}
 				opts = append(opts, mcptool.WithTransport(ht), mcptool.WithRedaction(ht.sent))
-			} else if rt := b.toolTransport(); rt != nil {
+			} else if rt != nil {
 				opts = append(opts, mcptool.WithTransport(rt))
 			}
 			ex, err := mcptool.New(t.MCP.URL, t.MCP.Tool, opts...)
@@ -225,7 +241,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		}
 	}
 
-	m, err := b.model(run)
+	m, err := b.model(ctx, run)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +313,7 @@ func (b *Builder) localDir() string {
 	return d
 }
 
-func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
+func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model, error) {
 	spec := &run.Spec.Model
 	if spec.Provider == v1alpha1.ProviderScripted {
 		return &loop.Scripted{Entries: Script(spec.Script)}, nil
@@ -321,9 +337,9 @@ func (b *Builder) model(run *v1alpha1.AgentRun) (loop.Model, error) {
 	// One attempt per call: the engine retries transient failures itself
 	// (model.retry), with a backoff it reserves and checkpoints.
 	// The call's deadline is the engine's (loop.Engine.CallModel).
-	client := b.HTTPClient
-	if client == nil {
-		client = b.Egress
+	client, err := b.modelClient(ctx, run)
+	if err != nil {
+		return nil, err
 	}
 	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: client, MaxRetries: -1,
 		MaxReplyBytes: b.MaxReplyBytes}

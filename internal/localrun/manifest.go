@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"sync"
 
@@ -26,13 +27,17 @@ import (
 )
 
 // Manifest is what a file given to agentrun local holds: one AgentRun and
-// the Secrets its spec refers to.
+// the Secrets and ConfigMaps its spec refers to.
 type Manifest struct {
 	Run *v1alpha1.AgentRun
 	// Secrets are the file's Secrets by name, their values decoded:
 	// stringData wins over data, as on the API server. Namespaces are
 	// ignored: a local run and its Secrets all live in "default".
 	Secrets map[string]map[string]string
+	// ConfigMaps are the file's ConfigMaps by name (data and binaryData),
+	// for the CA bundles a run names; namespaces are ignored, as for
+	// Secrets.
+	ConfigMaps map[string]map[string]string
 	// Templates are the file's AgentRunTemplates by name; a run that
 	// names one (spec.templateRef) is resolved against them.
 	Templates map[string]*v1alpha1.AgentRunTemplate
@@ -49,12 +54,13 @@ func ReadManifest(path string) (*Manifest, error) {
 }
 
 // ParseManifest reads YAML or JSON documents: exactly one AgentRun
-// (agents.agentrun.dev/v1alpha1) and any number of v1 Secrets. Anything
+// (agents.agentrun.dev/v1alpha1) and any number of v1 Secrets and
+// ConfigMaps. Anything
 // else is an error that names the document. The AgentRun is checked the
 // way the API server would check it, as far as that is cheap to do here;
 // the loop engine checks the rest when the run is built.
 func ParseManifest(r io.Reader) (*Manifest, error) {
-	m := &Manifest{Secrets: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
+	m := &Manifest{Secrets: map[string]map[string]string{}, ConfigMaps: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for n := 1; ; n++ {
 		var doc json.RawMessage
@@ -106,6 +112,23 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 				values[k] = v
 			}
 			m.Secrets[s.Name] = values
+		case tm.APIVersion == "v1" && tm.Kind == "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			if err := strict(doc, cm); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+			if cm.Name == "" {
+				return nil, fmt.Errorf("%s: metadata.name is required", what)
+			}
+			if _, dup := m.ConfigMaps[cm.Name]; dup {
+				return nil, fmt.Errorf("%s: a second ConfigMap of this name (namespaces are ignored locally)", what)
+			}
+			values := map[string]string{}
+			for k, v := range cm.BinaryData {
+				values[k] = string(v)
+			}
+			maps.Copy(values, cm.Data)
+			m.ConfigMaps[cm.Name] = values
 		case tm.APIVersion == v1alpha1.GroupVersion.String() && tm.Kind == "AgentRunTemplate":
 			t := &v1alpha1.AgentRunTemplate{}
 			if err := strict(doc, t); err != nil {
@@ -116,7 +139,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 			}
 			m.Templates[t.Name] = t
 		default:
-			return nil, fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates and v1 Secrets",
+			return nil, fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates, v1 Secrets and v1 ConfigMaps",
 				what, tm.APIVersion, tm.Kind, v1alpha1.GroupVersion)
 		}
 	}
@@ -259,12 +282,40 @@ func (m *Manifest) SecretReader() func(ctx context.Context, namespace, name, key
 	}
 }
 
+// ConfigMapReader resolves references against the file's ConfigMaps.
+func (m *Manifest) ConfigMapReader() func(ctx context.Context, namespace, name, key string) (string, error) {
+	return func(_ context.Context, _, name, key string) (string, error) {
+		cm, ok := m.ConfigMaps[name]
+		if !ok {
+			return "", fmt.Errorf("no ConfigMap %q in the manifest file", name)
+		}
+		v, ok := cm[key]
+		if !ok {
+			return "", fmt.Errorf("ConfigMap %q has no key %q", name, key)
+		}
+		return v, nil
+	}
+}
+
 // checkSecretRefs fails early on a reference the file cannot satisfy. In a
-// cluster the Secret could appear later; here nothing else can provide it.
+// cluster the Secret or ConfigMap could appear later; here nothing else
+// can provide it.
 func (m *Manifest) checkSecretRefs() error {
 	check := func(field string, ref v1alpha1.SecretKeySelector) error {
 		if _, err := m.SecretReader()(context.Background(), "", ref.Name, ref.Key); err != nil {
 			return fmt.Errorf("%s: %w (add a v1 Secret document to the file)", field, err)
+		}
+		return nil
+	}
+	checkCA := func(field string, ref *v1alpha1.CABundleRef) error {
+		switch {
+		case ref == nil:
+		case ref.SecretKeyRef != nil:
+			return check(field, *ref.SecretKeyRef)
+		case ref.ConfigMapKeyRef != nil:
+			if _, err := m.ConfigMapReader()(context.Background(), "", ref.ConfigMapKeyRef.Name, ref.ConfigMapKeyRef.Key); err != nil {
+				return fmt.Errorf("%s: %w (add a v1 ConfigMap document to the file)", field, err)
+			}
 		}
 		return nil
 	}
@@ -274,12 +325,21 @@ func (m *Manifest) checkSecretRefs() error {
 			return err
 		}
 	}
+	if err := checkCA("model.caBundleRef", spec.Model.CABundleRef); err != nil {
+		return err
+	}
 	for i, t := range spec.Tools {
 		var hs []v1alpha1.HTTPHeader
 		if t.HTTP != nil {
 			hs = t.HTTP.Headers
+			if err := checkCA(fmt.Sprintf("tools[%d] (%s) http.caBundleRef", i, t.Name), t.HTTP.CABundleRef); err != nil {
+				return err
+			}
 		} else if t.MCP != nil {
 			hs = t.MCP.Headers
+			if err := checkCA(fmt.Sprintf("tools[%d] (%s) mcp.caBundleRef", i, t.Name), t.MCP.CABundleRef); err != nil {
+				return err
+			}
 		}
 		for j, h := range hs {
 			if h.ValueFrom != nil {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -290,6 +292,50 @@ spec:
 	}
 }
 
+// A ConfigMap document holds the CA bundle an HTTP tool names: the tool
+// reaches a server signed by that CA. A bundle the file does not hold is
+// refused before anything runs, naming the field and the ConfigMap.
+func TestRun_configMapDocumentHoldsTheToolsCABundle(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{"ok":true}`) }))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer srv.Close()
+	// httptest's certificate is its own CA.
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	manifest := func(bundle string) string {
+		return fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: company-ca}
+data:
+  ca.crt: %q
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: ca-run}
+spec:
+  goal: "Look it up."
+  model:
+    provider: scripted
+    script:
+    - toolCalls: [{name: lookup, arguments: {}}]
+    - content: "done"
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    http:
+      url: "%s/lookup"
+      caBundleRef: {configMapKeyRef: {name: %s, key: ca.crt}}
+`, ca, srv.URL, bundle)
+	}
+	r := run(t, manifest("company-ca"), Options{})
+	r.mustExit(t, 0)
+	mustContain(t, "stdout", r.stdout, `t1-c1 lookup: ok`, `{"ok":true}`)
+
+	r = run(t, manifest("other-ca"), Options{})
+	r.mustExit(t, ExitUsage)
+	mustContain(t, "stderr", r.stderr, `tools[0] (lookup) http.caBundleRef: no ConfigMap "other-ca" in the manifest file (add a v1 ConfigMap document to the file)`)
+}
+
 func TestRun_builtinKubernetesToolIsToolFailure(t *testing.T) {
 	path := testdataPath("cluster-reader.yaml")
 	r := runPath(t, path, Options{})
@@ -306,11 +352,11 @@ func TestRun_builtinKubernetesToolIsToolFailure(t *testing.T) {
 }
 
 func TestRun_malformedManifestExitsOneNamingTheDocument(t *testing.T) {
-	r := run(t, readTestdata(t, "echo-run.yaml")+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n", Options{})
+	r := run(t, readTestdata(t, "echo-run.yaml")+"---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n", Options{})
 	if r.code != ExitUsage {
 		t.Fatalf("exit status = %d, want %d", r.code, ExitUsage)
 	}
-	mustContain(t, "stderr", r.stderr, `document 2 (ConfigMap "settings")`)
+	mustContain(t, "stderr", r.stderr, `document 2 (Service "web")`)
 	if r.stdout != "" {
 		t.Errorf("stdout = %q, want nothing", r.stdout)
 	}

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -68,8 +69,12 @@ func (o *attemptLog) middleware(req *http.Request, next func(*http.Request) (*ht
 		}
 		cause := contextErr(err)
 		var refused *egress.RefusedError
-		if errors.As(err, &refused) {
+		var untrusted *tls.CertificateVerificationError
+		switch {
+		case errors.As(err, &refused):
 			cause = ErrEgressRefused
+		case errors.As(err, &untrusted):
+			cause = ErrUntrustedCertificate
 		}
 		o.err = scrubbed{msg: cut(redact(err.Error(), o.secret)), cause: cause}
 		return res, err

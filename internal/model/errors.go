@@ -47,6 +47,12 @@ type ProviderError struct {
 // refused to connect (internal/egress): asking again cannot succeed.
 var ErrEgressRefused = errors.New("refused by the operator's egress policy")
 
+// ErrUntrustedCertificate is the cause of a call whose server's
+// certificate could not be verified (a CA the operator does not trust, a
+// name the certificate does not hold): asking again cannot succeed until
+// the run names the CA (model.caBundleRef) or the server changes.
+var ErrUntrustedCertificate = errors.New("the server's certificate is not trusted")
+
 // Transient reports whether an unchanged retry may succeed: the provider
 // did not answer in time, could not be reached (a transport error), or
 // answered HTTP 408, 409, 429 or 5xx (except 501 and 505; Anthropic's 529
@@ -54,10 +60,11 @@ var ErrEgressRefused = errors.New("refused by the operator's egress policy")
 // be read, a 4xx such as 401, an answer that could not be used, and a
 // reply past the limit (whatever its status: the server that sent it once
 // would send it again, and each time the operator would read it up to the
-// limit) are not. It makes *ProviderError a loop.TransientError.
+// limit), an egress refusal and a certificate that cannot be verified are
+// not. It makes *ProviderError a loop.TransientError.
 func (e *ProviderError) Transient() bool {
 	switch {
-	case e.ReplyLimit > 0, errors.Is(e.Err, ErrEgressRefused):
+	case e.ReplyLimit > 0, errors.Is(e.Err, ErrEgressRefused), errors.Is(e.Err, ErrUntrustedCertificate):
 		return false
 	case e.Timeout > 0:
 		return true

@@ -100,6 +100,11 @@ var defaultHTTPClient = &http.Client{Transport: func() http.RoundTripper {
 	return t
 }()}
 
+// DefaultHTTPClient is the client provider calls use when the Config
+// names none, for callers that need a copy of its settings (a run's own
+// CA bundle).
+func DefaultHTTPClient() *http.Client { return defaultHTTPClient }
+
 // Caller runs one provider call with the behaviour every provider shares:
 // the key is fetched, the SDK's attempts are observed (a Retry-After past
 // the context's deadline ends the call at once), every response body is

@@ -190,11 +190,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()
 	builder := &kit.Builder{
-		Egress:      &http.Client{Transport: egressPolicy(ctx, cfg.Host, o).Transport()},
-		LocalJobs:   o.LocalTools,
-		LocalDir:    o.LocalDir,
-		SecretsAs:   secrets.As,
-		CheckSecret: secrets.Check,
+		Egress:       &http.Client{Transport: egressPolicy(ctx, cfg.Host, o).Transport()},
+		LocalJobs:    o.LocalTools,
+		LocalDir:     o.LocalDir,
+		SecretsAs:    secrets.As,
+		ConfigMapsAs: secrets.ConfigMapsAs,
+		CheckSecret:  secrets.Check,
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy,
 			RunAsUser: o.ToolRunAsUser, AssignedUser: o.ToolAssignedUser, Wakeups: wakeups, Keys: keys},

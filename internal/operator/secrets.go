@@ -17,7 +17,7 @@ import (
 )
 
 // RunSecrets reads the Secrets a run names (its API key, its tools' header
-// values) as the run's ServiceAccount, by impersonation, the way the
+// values, CA bundles) and the ConfigMaps it names (CA bundles) as the run's ServiceAccount, by impersonation, the way the
 // builtin tools read objects. A run therefore gets only the Secrets its
 // account may get: naming a Secret in a manifest is not enough. The
 // operator's own account needs only "impersonate" on serviceaccounts
@@ -77,6 +77,35 @@ func (s *RunSecrets) As(sa string) kit.SecretReader {
 			return "", fmt.Errorf("secret %s has no key %q", name, key)
 		}
 		return strings.TrimRight(string(v), "\r\n"), nil
+	}
+}
+
+// ConfigMapsAs returns the reader of one service account's ConfigMaps
+// (caBundleRef.configMapKeyRef), which reads as Secrets are read: a run
+// gets only the ConfigMaps its account may get.
+func (s *RunSecrets) ConfigMapsAs(sa string) kit.ConfigMapReader {
+	return func(ctx context.Context, ns, name, key string) (string, error) {
+		c, err := s.client(ns, sa)
+		if err != nil {
+			return "", err
+		}
+		// Read once per run build, so from etcd: a bundle created a
+		// moment before the run is found.
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsForbidden(err) {
+			return "", fmt.Errorf("%w: ServiceAccount %s/%s (the run's spec.serviceAccountName) may not get ConfigMap %q; "+
+				"grant that account get on the ConfigMap (a Role with resourceNames: [%s] and a RoleBinding)", err, ns, sa, name, name)
+		}
+		if err != nil {
+			return "", err
+		}
+		if v, ok := cm.Data[key]; ok {
+			return v, nil
+		}
+		if v, ok := cm.BinaryData[key]; ok {
+			return string(v), nil
+		}
+		return "", fmt.Errorf("configmap %s has no key %q", name, key)
 	}
 }
 

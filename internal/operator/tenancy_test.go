@@ -2,8 +2,10 @@ package operator
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -131,9 +134,13 @@ type keyCatcher struct {
 	keys []string
 }
 
-func newKeyCatcher(t *testing.T) *keyCatcher {
+func newKeyCatcher(t *testing.T) *keyCatcher { return startKeyCatcher(t, httptest.NewServer) }
+
+// startKeyCatcher starts the catcher with start (httptest.NewTLSServer
+// for one served under a certificate the operator does not trust).
+func startKeyCatcher(t *testing.T, start func(http.Handler) *httptest.Server) *keyCatcher {
 	k := &keyCatcher{}
-	k.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	k.Server = start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		k.mu.Lock()
 		k.keys = append(k.keys, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
@@ -213,6 +220,79 @@ func TestTenant_readsASecretTheRunsAccountMayGet(t *testing.T) {
 	catcher := newKeyCatcher(t)
 	run := openAIRun(ns, "allowed", catcher.URL+"/v1", "summarizer")
 	if err := alice.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if got := ended(t, alice, run); got.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("outcome %s (%s), want Completed", got.Status.Outcome, got.Status.Reason)
+	}
+	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
+		t.Errorf("the provider received %q, want the key", s)
+	}
+}
+
+// A run's model.caBundleRef names a ConfigMap its ServiceAccount may get,
+// holding the CA of a provider served over TLS under a private CA: the
+// run completes. A bundle with no certificate, or a ConfigMap the account
+// may not get, ends the run Error InvalidConfiguration with a reason that
+// names it, before any request is sent.
+func TestTenant_modelTrustsTheCABundleTheRunNames(t *testing.T) {
+	ctx := context.Background()
+	ns, alice := tenantNamespace(t)
+	grantSecret(t, ns, "summarizer", "prod-openai")
+	catcher := startKeyCatcher(t, httptest.NewTLSServer)
+	catcher.Config.ErrorLog = log.New(io.Discard, "", 0)
+	// httptest's certificate is its own CA: a private CA, here.
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: catcher.Certificate().Raw}))
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "company-ca", Namespace: ns}, Data: map[string]string{"ca.crt": ca}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "broken-ca", Namespace: ns}, Data: map[string]string{"ca.crt": "not a certificate"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-ca", Namespace: ns}, Data: map[string]string{"ca.crt": ca}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "summarizer-cas", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"company-ca", "broken-ca"}, Verbs: []string{"get"},
+		}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "summarizer-cas", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "summarizer-cas"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "summarizer", Namespace: ns}}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withCA := func(name, cm string) *v1alpha1.AgentRun {
+		run := openAIRun(ns, name, catcher.URL+"/v1", "summarizer")
+		run.Spec.Model.CABundleRef = &v1alpha1.CABundleRef{ConfigMapKeyRef: &v1alpha1.ConfigMapKeySelector{Name: cm, Key: "ca.crt"}}
+		return run
+	}
+
+	broken, forbidden := withCA("broken-ca", "broken-ca"), withCA("forbidden-ca", "other-ca")
+	for _, tc := range []struct {
+		run  *v1alpha1.AgentRun
+		want []string
+	}{
+		{broken, []string{"model.caBundleRef: the CA bundle in ConfigMap broken-ca key ca.crt holds no PEM certificate"}},
+		{forbidden, []string{`model.caBundleRef: reading the CA bundle from ConfigMap other-ca key ca.crt: `,
+			`ServiceAccount ` + ns + `/summarizer (the run's spec.serviceAccountName) may not get ConfigMap "other-ca"`}},
+	} {
+		if err := alice.Create(ctx, tc.run); err != nil {
+			t.Fatal(err)
+		}
+		got := ended(t, alice, tc.run)
+		c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionSucceeded)
+		if got.Status.Outcome != v1alpha1.OutcomeError || c == nil || c.Reason != v1alpha1.ReasonInvalidConfiguration {
+			t.Errorf("%s: outcome %s, condition %+v (%s); want Error, InvalidConfiguration", tc.run.Name, got.Status.Outcome, c, got.Status.Reason)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got.Status.Reason, w) {
+				t.Errorf("%s: reason %q; want it to say %s", tc.run.Name, got.Status.Reason, w)
+			}
+		}
+	}
+	if s := catcher.saw(); s != "" {
+		t.Errorf("the provider received %q before the runs with unusable bundles ended; want nothing", s)
+	}
+
+	run := withCA("private-ca", "company-ca")
+	if err := alice.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}
 	if got := ended(t, alice, run); got.Status.Outcome != v1alpha1.OutcomeCompleted {

@@ -90,6 +90,34 @@ func TestCreate_acceptsValidManifests(t *testing.T) {
 		manifest string
 	}{
 		{
+			name: "CA bundles for the model, an HTTP tool and an MCP tool",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: ca-bundles
+spec:
+  goal: Refund the duplicate charge.
+  model:
+    provider: openai
+    name: gpt-5.1
+    baseURL: https://llm.internal.example/v1
+    apiKeySecretRef: {name: openai, key: api-key}
+    caBundleRef: {configMapKeyRef: {name: company-ca, key: ca.crt}}
+  budget: {maxTurns: 3, maxCostUSD: "1.00"}
+  tools:
+  - name: find_invoices
+    http:
+      url: https://billing.internal.example/invoices
+      caBundleRef: {secretKeyRef: {name: billing-ca, key: ca.crt}}
+  - name: refund
+    mcp:
+      url: https://mcp.internal.example/mcp
+      tool: refund
+      caBundleRef: {configMapKeyRef: {name: company-ca, key: ca.crt}}
+`,
+		},
+		{
 			name: "retry policies for the model and the tools",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -735,6 +763,60 @@ spec:
   budget: {maxTurns: 1, maxCostUSD: "0.10"}
 `,
 			wantErr: []string{"model.script is only read by provider scripted"},
+		},
+		{
+			name: "a CA bundle in both a ConfigMap and a Secret",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: ca-bundle-both
+spec:
+  goal: Say hello.
+  model:
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    caBundleRef:
+      configMapKeyRef: {name: company-ca, key: ca.crt}
+      secretKeyRef: {name: company-ca, key: ca.crt}
+  budget: {maxTurns: 1, maxCostUSD: "0.10"}
+`,
+			wantErr: []string{"caBundleRef names exactly one of configMapKeyRef or secretKeyRef"},
+		},
+		{
+			name: "an MCP tool's CA bundle that names nothing",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: ca-bundle-none
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1, maxCostUSD: "0.10"}
+  tools:
+  - name: billing
+    mcp: {url: "https://mcp.example:8443/mcp", tool: billing, caBundleRef: {}}
+`,
+			wantErr: []string{"caBundleRef names exactly one of configMapKeyRef or secretKeyRef"},
+		},
+		{
+			name: "a CA bundle for the scripted model",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: ca-bundle-scripted
+spec:
+  goal: Say hello.
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+    caBundleRef: {configMapKeyRef: {name: company-ca, key: ca.crt}}
+  budget: {maxTurns: 1, maxCostUSD: "0.10"}
+`,
+			wantErr: []string{"model.caBundleRef is only read by a real model provider"},
 		},
 		{
 			name: "openai without an API key",

@@ -25,6 +25,7 @@ package mcptool
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -405,6 +406,11 @@ func cause(err error) string {
 	var refused *egress.RefusedError
 	if errors.As(err, &refused) {
 		return refused.Error()
+	}
+	// The same for a certificate the client does not trust.
+	var untrusted *tls.CertificateVerificationError
+	if errors.As(err, &untrusted) {
+		return untrusted.Error()
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -153,6 +155,30 @@ func TestPreflight_failsForAnUnreachableServer(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Preflight took %s to find a refused connection", took)
+	}
+}
+
+// A server whose certificate the client does not trust (a private CA the
+// run did not name) is unreachable for that reason, not for a bare
+// "rejected by transport"; with the CA in the transport's roots it is
+// reached.
+func TestPreflight_saysWhenTheServersCertificateIsNotTrusted(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "billing", Version: "v0.0.1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup_account"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake fails on purpose
+	srv.StartTLS()
+	defer srv.Close()
+	endpoint := srv.URL + "/mcp"
+	err := executor(t, endpoint, "lookup_account").Preflight(context.Background())
+	want := "MCP server " + endpoint + " is unreachable: tls: failed to verify certificate: x509: certificate signed by unknown authority"
+	if err == nil || err.Error() != want {
+		t.Errorf("Preflight = %v\nwant %s", err, want)
+	}
+	if err := executor(t, endpoint, "lookup_account", WithTransport(srv.Client().Transport)).Preflight(context.Background()); err != nil {
+		t.Errorf("Preflight trusting the server's certificate = %v", err)
 	}
 }
 

@@ -1,0 +1,195 @@
+package kit
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/model"
+	"github.com/agentrun/agentrun/internal/weakcache"
+)
+
+// ConfigMapReader returns one key of a ConfigMap in a namespace. CA
+// bundles (caBundleRef.configMapKeyRef) are read through it when a run is
+// built.
+type ConfigMapReader func(ctx context.Context, namespace, name, key string) (string, error)
+
+// RootCAsSetter is a transport that can copy itself with other TLS roots
+// and every other setting kept (the egress policy's transport).
+type RootCAsSetter interface {
+	WithRootCAs(roots *x509.CertPool) http.RoundTripper
+}
+
+// toolClient stands for the tool packages' default transport, for HTTP
+// and MCP tools whose run names a CA bundle when the builder has no
+// Egress client.
+var toolClient = &http.Client{Transport: http.DefaultTransport}
+
+// trustKey is what makes two clients with a CA bundle interchangeable:
+// the client they copy and the bundle's content.
+type trustKey struct {
+	base *http.Client
+	sum  [sha256.Size]byte
+}
+
+// trusted shares a client between the runs that name the same bundle
+// over the same base, so that they share its connections, and so that
+// the model package's SDK clients, kept by HTTP client for the life of
+// the process (model.SharedClient), number one per bundle rather than one
+// per run.
+var trusted weakcache.Cache[trustKey, http.Client]
+
+// caBundle reads the bundle ref names (field says where the run names it,
+// such as model.caBundleRef) and returns base with a transport that trusts
+// the system's roots and the bundle's certificates. A bundle that cannot
+// be read, or holds no certificate or anything else than certificates,
+// fails with an error that names the ConfigMap or Secret and its key.
+func (b *Builder) caBundle(ctx context.Context, run *v1alpha1.AgentRun, field string, ref *v1alpha1.CABundleRef, base *http.Client) (*http.Client, error) {
+	var (
+		where string
+		data  string
+		err   error
+	)
+	switch {
+	case ref.ConfigMapKeyRef != nil:
+		r := ref.ConfigMapKeyRef
+		where = fmt.Sprintf("ConfigMap %s key %s", r.Name, r.Key)
+		read := b.configMapReader(run)
+		if read == nil {
+			return nil, fmt.Errorf("%s: %s: ConfigMaps cannot be read here; name the bundle with secretKeyRef", field, where)
+		}
+		data, err = read(ctx, run.Namespace, r.Name, r.Key)
+	case ref.SecretKeyRef != nil:
+		r := ref.SecretKeyRef
+		where = fmt.Sprintf("Secret %s key %s", r.Name, r.Key)
+		read := b.secretReader(run)
+		if read == nil {
+			return nil, fmt.Errorf("%s: %s: no Secret reader is configured", field, where)
+		}
+		data, err = read(ctx, run.Namespace, r.Name, r.Key)
+	default:
+		return nil, fmt.Errorf("%s names neither a configMapKeyRef nor a secretKeyRef", field)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the CA bundle from %s: %w", field, where, err)
+	}
+	certs, err := ParseCABundle([]byte(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: the CA bundle in %s %w", field, where, err)
+	}
+	c, err := trusted.Get(trustKey{base: base, sum: sha256.Sum256([]byte(data))}, func() (*http.Client, error) {
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool() // no system roots here: the bundle's only
+		}
+		for _, c := range certs {
+			roots.AddCert(c)
+		}
+		rt, err := withRootCAs(base.Transport, roots)
+		if err != nil {
+			return nil, err
+		}
+		return &http.Client{Transport: rt, CheckRedirect: base.CheckRedirect, Jar: base.Jar, Timeout: base.Timeout}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return c, nil
+}
+
+// ParseCABundle returns the certificates of a PEM bundle. It fails on a
+// bundle with no certificate, a certificate that does not parse, or a
+// block of another type (a private key has no place in a bundle that is
+// read as public data).
+func ParseCABundle(data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for rest := data; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("holds a PEM block of type %q: a CA bundle holds only CERTIFICATE blocks", blk.Type)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("holds a certificate (the %d. in the bundle) that does not parse: %w", len(certs)+1, err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("holds no PEM certificate (a block that begins -----BEGIN CERTIFICATE-----)")
+	}
+	return certs, nil
+}
+
+// withRootCAs copies rt with roots as its TLS roots, keeping every other
+// setting (timeouts, proxy, the egress policy's dialer, buffer sizes).
+func withRootCAs(rt http.RoundTripper, roots *x509.CertPool) (http.RoundTripper, error) {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	switch t := rt.(type) {
+	case *http.Transport:
+		c := t.Clone()
+		if c.TLSClientConfig == nil {
+			c.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		c.TLSClientConfig.RootCAs = roots
+		return c, nil
+	case RootCAsSetter:
+		return t.WithRootCAs(roots), nil
+	}
+	return nil, fmt.Errorf("the operator's HTTP transport (%T) cannot take a CA bundle", rt)
+}
+
+// modelClient is the client of the run's model calls: HTTPClient, else
+// Egress, else the model package's default; with the run's CA bundle when
+// it names one.
+func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun) (*http.Client, error) {
+	client := b.HTTPClient
+	if client == nil {
+		client = b.Egress
+	}
+	ref := run.Spec.Model.CABundleRef
+	if ref == nil {
+		return client, nil
+	}
+	if client == nil {
+		client = model.DefaultHTTPClient()
+	}
+	return b.caBundle(ctx, run, "model.caBundleRef", ref, client)
+}
+
+// toolRoundTripper is the transport of one HTTP or MCP tool: Egress's (or
+// nil, the tool package's default), with the tool's CA bundle when it
+// names one.
+func (b *Builder) toolRoundTripper(ctx context.Context, run *v1alpha1.AgentRun, field string, ref *v1alpha1.CABundleRef) (http.RoundTripper, error) {
+	if ref == nil {
+		return b.toolTransport(), nil
+	}
+	base := b.Egress
+	if base == nil {
+		base = toolClient
+	}
+	c, err := b.caBundle(ctx, run, field, ref, base)
+	if err != nil {
+		return nil, err
+	}
+	return c.Transport, nil
+}
+
+// configMapReader reads as the run's service account when the builder can.
+func (b *Builder) configMapReader(run *v1alpha1.AgentRun) ConfigMapReader {
+	if b.ConfigMapsAs != nil {
+		return b.ConfigMapsAs(serviceAccount(run))
+	}
+	return b.ConfigMaps
+}
