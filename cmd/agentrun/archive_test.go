@@ -152,7 +152,8 @@ status:
 	if stdout != want {
 		t.Errorf("got:\n%s\nwant:\n%s", stdout, want)
 	}
-	if !strings.Contains(stderr, "shop/refund-1042 ran 2 times; this is the newest (uid 0b6f4f5e-2222-4c1e-9d4a-000000000002") {
+	if stderr != "shop/refund-1042 ran 2 times; this is the newest (uid 0b6f4f5e-2222-4c1e-9d4a-000000000002, "+
+		"finished 2026-05-20T10:00:00Z). agentrun archive list -n shop -o wide shows the others' UIDs.\n" {
 		t.Errorf("stderr does not say the name ran twice: %q", stderr)
 	}
 
