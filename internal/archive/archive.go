@@ -48,6 +48,9 @@ type Summary struct {
 	// Turns and CostUSD are read from the status, for the listing.
 	Turns   int32
 	CostUSD string
+	// Phase is status.phase: kubectl get ar shows it, so the archive's
+	// listing does too.
+	Phase string
 }
 
 // Filter selects records in List. Zero fields select everything.
