@@ -96,6 +96,9 @@ type Config struct {
 	// Archive, when set, keeps the record of every finished run: a run
 	// cannot be deleted before its record is written (see archive.go).
 	Archive archive.Store
+	// ArchiveRetry is how soon a failed archive write is tried again;
+	// zero means DefaultArchiveRetry.
+	ArchiveRetry time.Duration
 	// DefaultTTLAfterFinished deletes a finished run that sets no
 	// spec.ttlSecondsAfterFinished this long after it ended; nil keeps it.
 	DefaultTTLAfterFinished *time.Duration

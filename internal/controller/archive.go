@@ -32,8 +32,8 @@ import (
 // Archived=False, agentrun_archive_failures_total) and never a running
 // run: only finished or deleted runs are archived.
 
-// ArchiveRetry is how soon a failed archive write is tried again.
-const ArchiveRetry = 30 * time.Second
+// DefaultArchiveRetry is how soon a failed archive write is tried again.
+const DefaultArchiveRetry = 30 * time.Second
 
 // Event reasons of the archive.
 const (
@@ -104,7 +104,11 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 				}
 			}
 		}
-		return ctrl.Result{RequeueAfter: ArchiveRetry}, nil
+		retry := r.ArchiveRetry
+		if retry <= 0 {
+			retry = DefaultArchiveRetry
+		}
+		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	archiveWrites.Inc()
 	if run.DeletionTimestamp.IsZero() {

@@ -283,3 +283,25 @@ func credential() (*syscall.Credential, int, int, error) {
 	}
 	return nil, 0, 0, errors.New("running as root, and there is no postgres or nobody user to run PostgreSQL as")
 }
+
+// Own starts a server for this test alone and returns the address of its
+// postgres database; the server is stopped when the test ends. It is for
+// packages whose TestMain belongs to something else (the controller's
+// envtest suite). Without PostgreSQL it skips the test, or fails it under
+// CI=true.
+func Own(t testing.TB) string {
+	t.Helper()
+	s, err := Start()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("pgtest: %v (CI=true: PostgreSQL must be installed; .ci/run installs it)", err)
+		}
+		t.Skipf("*** SKIPPED: no PostgreSQL: %v ***", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return s.DSN("postgres")
+}
