@@ -36,6 +36,10 @@ has default 'name: https-metrics'
 has default 'kind: ClusterRole' # manager, metrics-auth, metrics-reader
 has default 'tokenreviews'
 hasnt default 'kind: ServiceMonitor'
+hasnt default 'AGENTRUN_ARCHIVE_DSN'
+has archive-values 'name: AGENTRUN_ARCHIVE_DSN'
+has archive-values '--archive-ttl=2160h'
+hasnt archive-values 'postgres://'
 # The operator's NetworkPolicy is on by default: egress anywhere but the
 # cloud metadata addresses; the egress policy's flags are passed.
 has default 'kind: NetworkPolicy'

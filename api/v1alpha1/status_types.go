@@ -41,6 +41,16 @@ const (
 	// succeeds, so a healthy run does not carry it.
 	ConditionSaved = "Saved"
 
+	// ConditionArchived is True (reason Archived) once a finished run's
+	// record is in the archive, False (reason ArchiveUnavailable) while
+	// the operator cannot write it and retries. Only with an archive
+	// configured; the run cannot be deleted before it is True.
+	ConditionArchived = "Archived"
+
+	// FinalizerArchive holds a run that has not been archived yet: the
+	// operator removes it once the run's record is in the archive.
+	FinalizerArchive = "agents.agentrun.dev/archive"
+
 	// ConditionReady is True (reason Completed) only once the run has
 	// completed. It is False otherwise: with the outcome as reason once the
 	// run has ended any other way, and reason Pending, Running or

@@ -3,6 +3,7 @@
 //	agentrun local -f run.yaml   one manifest, no cluster, tools as local processes
 //	agentrun dev                 a local control plane with the operator (make dev)
 //	agentrun demo                the same, applying config/samples and checking outcomes (make demo)
+//	agentrun archive list|show|transcript   finished runs kept in PostgreSQL by the operator
 //	agentrun version             what this binary was built from
 //
 // Its commands are built with cobra, as the kubectl plugin's are.
@@ -60,14 +61,15 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, code *int) *cobra
 		Long: `agentrun runs LLM agents declared as AgentRun manifests, without an operator
 deployment: one manifest with no cluster at all (local), or a local control
 plane with the operator (dev, and demo, which applies the samples and checks
-their outcomes).`,
+their outcomes). archive reads the records of finished runs that the operator
+keeps in PostgreSQL.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(localCommand(code), devCommand(code), demoCommand(code), version.Command())
+	root.AddCommand(localCommand(code), devCommand(code), demoCommand(code), archiveCommand(), version.Command())
 	return root
 }
 

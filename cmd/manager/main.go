@@ -66,6 +66,8 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 			o.DefaultTTLAfterFinished = &d
 			return nil
 		})
+	fs.StringVar(&o.ArchiveDSN, "archive-postgres-dsn", os.Getenv("AGENTRUN_ARCHIVE_DSN"), "PostgreSQL database (URL or key=value DSN) that keeps the record of every finished run; a run is deleted only once its record is written. Empty: no archive. Prefer the AGENTRUN_ARCHIVE_DSN environment variable, which this defaults to: a flag shows in the process list.")
+	fs.DurationVar(&o.ArchiveTTL, "archive-ttl", 0, "Delete archived records this long after their run ended (for example 2160h); 0 keeps them.")
 	fs.BoolVar(&o.AcceptUnstampedAnswers, "accept-unstamped-answers", false, "Apply approval answers that carry no approved-by stamp, whose author the API server did not record (the admission policy agentrun-approver-identity is not installed). Off, such an answer is not applied and the run gets a Warning event.")
 	fs.StringVar(&o.KeysSecret, "state-keys-secret", "", "NAMESPACE/NAME of the Secret holding the keys that seal runs' saved state (created with a fresh key when missing); empty means "+operator.DefaultKeysSecret+" in the operator's namespace (POD_NAMESPACE).")
 	fs.StringVar(&o.Shard, "shard", "", "Drive only the AgentRuns labelled "+v1alpha1.LabelShard+"=SHARD (and their Jobs), electing a leader per shard; empty drives the runs without the label.")

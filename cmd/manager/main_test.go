@@ -152,3 +152,16 @@ func TestFlags_toolRunAsUser(t *testing.T) {
 		}
 	}
 }
+
+// The archive's DSN comes from the environment by default (a flag shows
+// in the process list); --archive-ttl is a duration.
+func TestParseFlags_archive(t *testing.T) {
+	t.Setenv("AGENTRUN_ARCHIVE_DSN", "host=/run/pg dbname=agentrun")
+	o, _, err := parseFlags([]string{"--archive-ttl=2160h"})
+	if err != nil || o.ArchiveDSN != "host=/run/pg dbname=agentrun" || o.ArchiveTTL != 2160*time.Hour {
+		t.Fatalf("got %q, %s, %v", o.ArchiveDSN, o.ArchiveTTL, err)
+	}
+	if _, _, err := parseFlags([]string{"--archive-ttl=90"}); err == nil {
+		t.Error("--archive-ttl without a unit was accepted")
+	}
+}

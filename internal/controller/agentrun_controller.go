@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -91,6 +93,12 @@ type Config struct {
 	// (operator.LoadKeys). Nil gives an ephemeral keyring, whose seals no
 	// other process opens.
 	Keys *seal.Keyring
+	// Archive, when set, keeps the record of every finished run: a run
+	// cannot be deleted before its record is written (see archive.go).
+	Archive archive.Store
+	// ArchiveRetry is how soon a failed archive write is tried again;
+	// zero means DefaultArchiveRetry.
+	ArchiveRetry time.Duration
 	// DefaultTTLAfterFinished deletes a finished run that sets no
 	// spec.ttlSecondsAfterFinished this long after it ended; nil keeps it.
 	DefaultTTLAfterFinished *time.Duration
@@ -344,10 +352,23 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
 		}
+		if r.Archive != nil && !apimeta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionArchived) {
+			if err := r.claimForArchive(ctx, run); err != nil {
+				return ctrl.Result{}, err
+			}
+			if res, err := r.archiveRun(ctx, run); err != nil || res.RequeueAfter > 0 {
+				return res, err
+			}
+		}
 		if run.DeletionTimestamp.IsZero() {
 			return r.expire(ctx, run)
 		}
 		return ctrl.Result{}, nil
+	}
+	// Claimed for the archive before anything is spent, so that no
+	// delete can take the run before its record is written.
+	if err := r.claimForArchive(ctx, run); err != nil {
+		return ctrl.Result{}, err
 	}
 	r.track(key, run.UID)
 	sc := &scope{run: run, stored: run.DeepCopy(), now: r.Clock()}

@@ -138,7 +138,7 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 
 // domainMetrics is every collector of this package, registered once; a
 // test checks that docs/observability.md describes each of their series.
-var domainMetrics = []prometheus.Collector{runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
+var domainMetrics = []prometheus.Collector{archiveWrites, archiveFailures, runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
 	retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges,
 	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics, scheduleRunsCreated, scheduleMissed}
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -110,6 +112,13 @@ type Options struct {
 	// its cache. Empty means the runs without the label. Each shard elects
 	// its own leader (LeaderElectionID).
 	Shard string
+	// ArchiveDSN is the PostgreSQL database that keeps the record of every
+	// finished run (--archive-postgres-dsn, or AGENTRUN_ARCHIVE_DSN); empty
+	// archives nothing. It may hold a password: it is never logged.
+	ArchiveDSN string
+	// ArchiveTTL deletes archived records this long after their run ended
+	// (--archive-ttl); zero keeps them.
+	ArchiveTTL time.Duration
 }
 
 // ValidateShard checks a shard's name: a DNS-1123 label (lowercase
@@ -214,7 +223,23 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			ctrl.Log.Error(err, "Sending the last spans")
 		}
 	}()
-	r := controller.NewAgentRunReconciler(controller.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+	var store archive.Store
+	if o.ArchiveDSN != "" {
+		octx, cancel := context.WithTimeout(ctx, time.Minute)
+		pg, err := archive.Open(octx, o.ArchiveDSN)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("opening the archive: %w", err)
+		}
+		defer pg.Close()
+		store = pg
+		if o.ArchiveTTL > 0 {
+			if err := mgr.Add(archiveExpiry(pg, o.ArchiveTTL)); err != nil {
+				return err
+			}
+		}
+	}
+	r := controller.NewAgentRunReconciler(controller.Config{Archive: store, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
 		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
 		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished})
@@ -304,4 +329,26 @@ func statusInterval(d *time.Duration) time.Duration {
 		return controller.DefaultStatusInterval
 	}
 	return max(*d, 0)
+}
+
+// archiveExpiry deletes archived records older than ttl, hourly, on the
+// leader only (one replica's deletes are enough).
+func archiveExpiry(store archive.Store, ttl time.Duration) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			n, err := store.Expire(ctx, time.Now().Add(-ttl))
+			if err != nil {
+				ctrl.Log.Error(err, "Expiring archived runs")
+			} else if n > 0 {
+				ctrl.Log.Info("Expired archived runs", "records", n, "olderThan", ttl)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
 }

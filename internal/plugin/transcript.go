@@ -29,7 +29,6 @@ func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w 
 	if format != OutputText && format != OutputJSON {
 		return fmt.Errorf("unknown output format %q: use text or json", format)
 	}
-	w = safeterm.Writer(w) // what models and tools said must not drive the terminal
 	run, err := getRun(ctx, c, ref)
 	if err != nil {
 		return err
@@ -38,6 +37,17 @@ func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w 
 	if err != nil {
 		return fmt.Errorf("reading the transcript of %s: %w", ref, explain(err, ref))
 	}
+	return PrintTranscript(w, run, msgs, format)
+}
+
+// PrintTranscript prints the messages of run as Transcript does. It is
+// apart so that agentrun archive transcript prints an archived run, whose
+// messages come from the archive, exactly as a live one.
+func PrintTranscript(w io.Writer, run *v1alpha1.AgentRun, msgs []loop.Message, format string) error {
+	if format != OutputText && format != OutputJSON {
+		return fmt.Errorf("unknown output format %q: use text or json", format)
+	}
+	w = safeterm.Writer(w) // what models and tools said must not drive the terminal
 	if format == OutputJSON {
 		if msgs == nil {
 			msgs = []loop.Message{}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/archive"
+	"github.com/agentrun/agentrun/internal/archive/pgtest"
+	"sigs.k8s.io/yaml"
+)
+
+// TestMain starts the throwaway PostgreSQL the archive tests read (the
+// other tests of the package do not use it).
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+// archiveClock is the listing's now in these tests.
+var archiveClock = time.Date(2026, 5, 20, 12, 0, 0, 0, time.UTC)
+
+// archived fills a fresh archive with runs and returns its DSN: refund-1042
+// in shop ran twice (the newer ended in Error), nightly-report once in
+// shop and once in billing.
+func archived(t *testing.T) string {
+	t.Helper()
+	old := archiveNow
+	archiveNow = func() time.Time { return archiveClock }
+	t.Cleanup(func() { archiveNow = old })
+	dsn := pgtest.DSN(t)
+	s, err := archive.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	transcript := `[{"role":"user","content":"Refund order 1042 if it was charged twice."},` +
+		`{"role":"assistant","turn":1,"toolCalls":[{"id":"t1-c1","name":"get_order","arguments":{"order_id": "1042"}}]},` +
+		`{"role":"tool","turn":1,"callID":"t1-c1","tool":"get_order","content":"{\"charges\":2}"},` +
+		`{"role":"assistant","turn":2,"content":"Order 1042 was charged twice.\nI refunded the second charge."}]`
+	for _, r := range []*archive.Record{
+		{UID: "0b6f4f5e-1111-4c1e-9d4a-000000000001", Namespace: "shop", Name: "refund-1042",
+			Labels: map[string]string{"app": "refunds"}, CreatedAt: archiveClock.Add(-26 * time.Hour),
+			FinishedAt: archiveClock.Add(-25 * time.Hour), Outcome: "Completed", Reason: "the model answered",
+			Spec:       json.RawMessage(`{"goal":"Refund order 1042 if it was charged twice.","budget":{"maxTurns":10}}`),
+			Status:     json.RawMessage(`{"phase":"Succeeded","outcome":"Completed","reason":"the model answered","turn":2,"usage":{"costUSD":"0.0042"}}`),
+			Transcript: json.RawMessage(`[{"role":"user","content":"first run"}]`)},
+		{UID: "0b6f4f5e-2222-4c1e-9d4a-000000000002", Namespace: "shop", Name: "refund-1042",
+			Labels: map[string]string{"app": "refunds"}, CreatedAt: archiveClock.Add(-3 * time.Hour),
+			FinishedAt: archiveClock.Add(-2 * time.Hour), Outcome: "Error", Reason: "the model\nanswered nonsense",
+			Spec: json.RawMessage(`{"goal":"Refund order 1042 if it was charged twice.","budget":{"maxTurns":10}}`),
+			Status: json.RawMessage(`{"phase":"Failed","outcome":"Error","reason":"the model answered nonsense","turn":2,` +
+				`"usage":{"costUSD":"0.0061","inputTokens":2100},"approvals":[{"callID":"t1-c1","decision":"Approved","by":"bob@example.com"}]}`),
+			Transcript: json.RawMessage(transcript)},
+		{UID: "0b6f4f5e-3333-4c1e-9d4a-000000000003", Namespace: "shop", Name: "nightly-report", Template: "report",
+			Labels: map[string]string{"app": "reports"}, CreatedAt: archiveClock.Add(-50 * time.Minute),
+			FinishedAt: archiveClock.Add(-45 * time.Minute), Outcome: "Completed",
+			Status: json.RawMessage(`{"phase":"Succeeded","outcome":"Completed","turn":7,"usage":{"costUSD":"0.0310"}}`)},
+		{UID: "0b6f4f5e-4444-4c1e-9d4a-000000000004", Namespace: "billing", Name: "nightly-report", Template: "report",
+			Labels: map[string]string{"app": "reports"}, CreatedAt: archiveClock.Add(-8 * 24 * time.Hour),
+			FinishedAt: archiveClock.Add(-8 * 24 * time.Hour).Add(time.Minute), Outcome: "BudgetExhausted",
+			Status: json.RawMessage(`{"phase":"Failed","outcome":"BudgetExhausted","turn":20,"usage":{"costUSD":"1.0000"}}`)},
+	} {
+		if err := s.Put(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dsn
+}
+
+func agentrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = execute(args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestArchiveList_kubectlColumns(t *testing.T) {
+	dsn := archived(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dsn", dsn}, `NAMESPACE   NAME             PHASE       OUTCOME           TURN   COST     FINISHED
+shop        nightly-report   Succeeded   Completed         7      0.0310   45m
+shop        refund-1042      Failed      Error             2      0.0061   120m
+shop        refund-1042      Succeeded   Completed         2      0.0042   25h
+billing     nightly-report   Failed      BudgetExhausted   20     1.0000   7d23h
+`},
+		{[]string{"--dsn", dsn, "-n", "shop", "-l", "app=refunds", "--outcome", "Completed"}, `NAME          PHASE       OUTCOME     TURN   COST     FINISHED
+refund-1042   Succeeded   Completed   2      0.0042   25h
+`},
+		{[]string{"--dsn", dsn, "--since", "24h", "-o", "wide"}, `NAMESPACE   NAME             PHASE       OUTCOME     TURN   COST     FINISHED   UID                                    TEMPLATE   REASON
+shop        nightly-report   Succeeded   Completed   7      0.0310   45m        0b6f4f5e-3333-4c1e-9d4a-000000000003   report     
+shop        refund-1042      Failed      Error       2      0.0061   120m       0b6f4f5e-2222-4c1e-9d4a-000000000002   <none>     the model answered nonsense
+`},
+		{[]string{"--dsn", dsn, "--since", "2026-05-12T00:00:00Z", "-l", "app!=refunds"}, `NAMESPACE   NAME             PHASE       OUTCOME           TURN   COST     FINISHED
+shop        nightly-report   Succeeded   Completed         7      0.0310   45m
+billing     nightly-report   Failed      BudgetExhausted   20     1.0000   7d23h
+`},
+	} {
+		code, stdout, stderr := agentrun(t, append([]string{"archive", "list"}, tc.args...)...)
+		if code != 0 || stdout != tc.want {
+			t.Errorf("list %q: exit %d, stderr %s\ngot:\n%s\nwant:\n%s", tc.args[2:], code, stderr, stdout, tc.want)
+		}
+	}
+	code, stdout, stderr := agentrun(t, "archive", "list", "--dsn", dsn, "-n", "nowhere")
+	if code != 0 || stdout != "" || stderr != "No archived runs found.\n" {
+		t.Errorf("an empty listing: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = agentrun(t, "archive", "list", "--dsn", dsn, "-o", "json", "--limit", "1")
+	var listed []listedRun
+	if err := json.Unmarshal([]byte(stdout), &listed); code != 0 || err != nil || len(listed) != 1 || listed[0].Name != "nightly-report" || listed[0].Turn != 7 {
+		t.Errorf("-o json --limit 1: exit %d, %v:\n%s", code, err, stdout)
+	}
+}
+
+func TestArchiveShow_theNewestRunOfANameAsKubectlPrintsIt(t *testing.T) {
+	dsn := archived(t)
+	t.Setenv(dsnEnv, dsn) // the DSN from the environment, as a person with a password would give it
+	code, stdout, stderr := agentrun(t, "archive", "show", "refund-1042", "-n", "shop")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  creationTimestamp: "2026-05-20T09:00:00Z"
+  labels:
+    app: refunds
+  name: refund-1042
+  namespace: shop
+  uid: 0b6f4f5e-2222-4c1e-9d4a-000000000002
+spec:
+  budget:
+    maxTurns: 10
+  goal: Refund order 1042 if it was charged twice.
+status:
+  approvals:
+  - by: bob@example.com
+    callID: t1-c1
+    decision: Approved
+  outcome: Error
+  phase: Failed
+  reason: the model answered nonsense
+  turn: 2
+  usage:
+    costUSD: "0.0061"
+    inputTokens: 2100
+`
+	if stdout != want {
+		t.Errorf("got:\n%s\nwant:\n%s", stdout, want)
+	}
+	if stderr != "shop/refund-1042 ran 2 times; this is the newest (uid 0b6f4f5e-2222-4c1e-9d4a-000000000002, "+
+		"finished 2026-05-20T10:00:00Z). agentrun archive list -n shop -o wide shows the others' UIDs.\n" {
+		t.Errorf("stderr does not say the name ran twice: %q", stderr)
+	}
+
+	// The older run by its UID, in JSON, needing no namespace.
+	code, stdout, stderr = agentrun(t, "archive", "show", "0b6f4f5e-1111-4c1e-9d4a-000000000001", "-o", "json")
+	var obj archivedRun
+	if err := json.Unmarshal([]byte(stdout), &obj); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s%s", code, err, stdout, stderr)
+	}
+	if obj.Metadata.UID != "0b6f4f5e-1111-4c1e-9d4a-000000000001" || !strings.Contains(string(obj.Status), `"Completed"`) || stderr != "" {
+		t.Errorf("show UID -o json: %s (stderr %q)", stdout, stderr)
+	}
+	var asYAML map[string]any
+	if err := yaml.Unmarshal([]byte(want), &asYAML); err != nil {
+		t.Errorf("the YAML does not parse: %v", err)
+	}
+}
+
+func TestArchiveTranscript_printsAsKubectlAgentrunTranscript(t *testing.T) {
+	dsn := archived(t)
+	code, stdout, stderr := agentrun(t, "archive", "transcript", "--dsn", dsn, "-n", "shop", "refund-1042")
+	want := `goal: Refund order 1042 if it was charged twice.
+[t0] user: Refund order 1042 if it was charged twice.
+[t1] assistant -> get_order {"order_id":"1042"}
+[t1] tool t1-c1 (get_order, ok): {"charges":2}
+[t2] assistant: Order 1042 was charged twice.
+    I refunded the second charge.
+outcome: Error
+reason: the model answered nonsense
+`
+	if code != 0 || stdout != want {
+		t.Errorf("exit %d, stderr %s\ngot:\n%s\nwant:\n%s", code, stderr, stdout, want)
+	}
+	code, stdout, _ = agentrun(t, "archive", "transcript", "--dsn", dsn, "0b6f4f5e-1111-4c1e-9d4a-000000000001", "-o", "json")
+	if code != 0 || stdout != "[\n  {\n    \"role\": \"user\",\n    \"content\": \"first run\"\n  }\n]\n" {
+		t.Errorf("-o json: exit %d:\n%s", code, stdout)
+	}
+}
+
+func TestArchive_errors(t *testing.T) {
+	dsn := archived(t)
+	t.Setenv(dsnEnv, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"archive", "list"}, "no archive: give --dsn or set $AGENTRUN_ARCHIVE_DSN"},
+		{[]string{"archive", "show", "--dsn", dsn, "refund-1042"}, `no run named "refund-1042" in namespace "default", and none with that UID`},
+		{[]string{"archive", "list", "--dsn", dsn, "--since", "yesterday"}, `--since "yesterday": give a duration`},
+		{[]string{"archive", "list", "--dsn", dsn, "-l", "a b"}, "the selector"},
+		{[]string{"archive", "show", "--dsn", dsn, "-o", "wide", "x"}, `unknown output format "wide"`},
+		{[]string{"archive", "list", "--dsn", "postgres://reader:s3cret-pw@127.0.0.1:1/db?connect_timeout=2"}, "archive:"},
+	} {
+		code, stdout, stderr := agentrun(t, tc.args...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s", tc.args, code, stdout, stderr)
+		}
+		if strings.Contains(stderr, "s3cret-pw") {
+			t.Errorf("%q: the password is shown: %s", tc.args, stderr)
+		}
+	}
+}
