@@ -174,30 +174,18 @@ func (r *AgentRunReconciler) record(ctx context.Context, run *v1alpha1.AgentRun)
 }
 
 // sealedTranscript reads the run's messages from the chunks the operator
-// sealed. A chunk that is missing or forged is an error, unless the run
-// was deleted (its chunks may be gone with it): then what is left is
-// kept.
+// sealed. A chunk that is missing (deleted by hand, or with the run) or
+// that the operator did not seal will not come back by waiting: the
+// record is then kept without the transcript, with a Warning event,
+// rather than holding the run for ever.
 func (r *AgentRunReconciler) sealedTranscript(ctx context.Context, run *v1alpha1.AgentRun) ([]loop.Message, error) {
-	chunks := 0
-	if t := run.Status.Transcript; t != nil {
-		chunks = int(t.Chunks)
-	}
-	cs, err := transcript.ReadSealed(ctx, r.APIReader, r.Keys, run, chunks)
-	if err != nil {
-		if !run.DeletionTimestamp.IsZero() && errors.Is(err, transcript.ErrLost) {
-			return nil, nil
+	msgs, err := transcript.ReadSealedMessages(ctx, r.APIReader, r.Keys, run)
+	if errors.Is(err, transcript.ErrLost) || errors.Is(err, transcript.ErrForged) {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable,
+				"Archiving %s without its transcript: %v", run.Name, err)
 		}
-		return nil, err
+		return nil, nil
 	}
-	var msgs []loop.Message
-	for _, ch := range cs {
-		msgs = append(msgs, ch.Messages...)
-	}
-	if t := run.Status.Transcript; t != nil && len(cs) == chunks && int(t.Messages) < len(msgs) {
-		msgs = msgs[:t.Messages]
-	}
-	if s, err := transcript.DecodeCheckpoint(transcript.Newest(run, cs, chunks)); err == nil && s != nil {
-		msgs = append(msgs, s.Transcript...)
-	}
-	return msgs, nil
+	return msgs, err
 }

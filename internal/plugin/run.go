@@ -2,13 +2,13 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/template"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,52 +92,17 @@ func ParseParams(args []string) ([]v1alpha1.ParameterValue, error) {
 	return out, nil
 }
 
-// CheckParams checks values against the template's declared parameters,
-// as the operator will: every name declared, every required one given,
-// enum and pattern satisfied. The first problem found is returned.
+// CheckParams checks values against the template's declared parameters
+// with the operator's own rules (package template): every name declared,
+// every required one given, enum and pattern satisfied. The first problem
+// found is returned, in the operator's words.
 func CheckParams(tpl *v1alpha1.AgentRunTemplate, params []v1alpha1.ParameterValue) error {
-	declared := map[string]*v1alpha1.TemplateParameter{}
-	var names []string
-	for i := range tpl.Spec.Parameters {
-		p := &tpl.Spec.Parameters[i]
-		declared[p.Name] = p
-		names = append(names, p.Name)
+	_, err := template.Values(tpl, params)
+	var te *template.Error
+	if errors.As(err, &te) && te.Required {
+		return fmt.Errorf("%s\nset it with -p %s=VALUE", te.Message, te.Parameter)
 	}
-	given := map[string]string{}
-	for _, v := range params {
-		p, ok := declared[v.Name]
-		if !ok {
-			if len(names) == 0 {
-				return fmt.Errorf("template %s declares no parameters; remove -p %s", tpl.Name, v.Name)
-			}
-			return fmt.Errorf("template %s has no parameter %q; it declares: %s", tpl.Name, v.Name, strings.Join(names, ", "))
-		}
-		given[v.Name] = v.Value
-		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v.Value) {
-			return fmt.Errorf("parameter %s must be one of %s, not %q%s", p.Name, strings.Join(p.Enum, ", "), v.Value, about(p))
-		}
-		if p.Pattern != "" {
-			// A pattern the API server let through but Go cannot read is
-			// left to the operator, which reports it on the run.
-			if re, err := regexp.Compile(p.Pattern); err == nil && !re.MatchString(v.Value) {
-				return fmt.Errorf("parameter %s must match %s, and %q does not%s", p.Name, p.Pattern, v.Value, about(p))
-			}
-		}
-	}
-	for _, p := range tpl.Spec.Parameters {
-		if _, ok := given[p.Name]; p.Required && !ok {
-			return fmt.Errorf("template %s requires the parameter %s%s\nset it with -p %s=VALUE", tpl.Name, p.Name, about(&p), p.Name)
-		}
-	}
-	return nil
-}
-
-// about is the parameter's description, for an error message.
-func about(p *v1alpha1.TemplateParameter) string {
-	if p.Description == "" {
-		return ""
-	}
-	return ": " + p.Description
+	return err
 }
 
 // maxGeneratedBase is the longest generateName the API server keeps whole:

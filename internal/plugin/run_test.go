@@ -126,15 +126,15 @@ func TestRunTemplate_refusesBadParametersBeforeCreatingAnything(t *testing.T) {
 		want     string
 	}{
 		{"unknown parameter", "refund-investigator", []string{"ticket=T-1", "priority=high"},
-			`template refund-investigator has no parameter "priority"; it declares: ticket, tone, note`},
+			`parameter "priority" is not declared by AgentRunTemplate refund-investigator (it declares: note, ticket, tone)`},
 		{"a template without parameters", "bare", []string{"x=1"},
-			"template bare declares no parameters; remove -p x"},
+			`parameter "x" is not declared by AgentRunTemplate bare (it declares: none)`},
 		{"required parameter left out", "refund-investigator", []string{"tone=formal"},
-			"template refund-investigator requires the parameter ticket: The support ticket to investigate, such as T-1042.\nset it with -p ticket=VALUE"},
+			"parameter \"ticket\" is required by AgentRunTemplate refund-investigator and was not given (The support ticket to investigate, such as T-1042.)\nset it with -p ticket=VALUE"},
 		{"not in the enum", "refund-investigator", []string{"ticket=T-1", "tone=rude"},
-			`parameter tone must be one of friendly, formal, not "rude": How the answer to the customer sounds.`},
+			`parameter "tone" must be one of friendly, formal, not "rude" (How the answer to the customer sounds.)`},
 		{"pattern not matched", "refund-investigator", []string{"ticket=1042"},
-			`parameter ticket must match ^T-[0-9]+$, and "1042" does not: The support ticket to investigate, such as T-1042.`},
+			`parameter "ticket" must match the pattern ^T-[0-9]+$, and "1042" does not (The support ticket to investigate, such as T-1042.)`},
 		{"no '='", "refund-investigator", []string{"ticket"}, `-p "ticket": write -p NAME=VALUE`},
 		{"no name", "refund-investigator", []string{"=T-1"}, `-p "=T-1": write -p NAME=VALUE`},
 		{"given twice", "refund-investigator", []string{"ticket=T-1", "ticket=T-2"}, "-p ticket is given more than once"},
@@ -429,7 +429,7 @@ reason: The model gave a final answer.
 		out, inErr string
 	}{
 		{[]string{"rerun", "refund-t-1042", "--name", "again"}, 0, "agentrun.agents.agentrun.dev/again created\n", ""},
-		{[]string{"run", "refund-investigator"}, 1, "", "error: template refund-investigator requires the parameter ticket: The support ticket"},
+		{[]string{"run", "refund-investigator"}, 1, "", "error: parameter \"ticket\" is required by AgentRunTemplate refund-investigator and was not given (The support ticket"},
 		{[]string{"run", "refund-investigator", "-p", "ticket=T-1", "--timeout", "1m"}, 1, "", "error: --timeout applies only with --wait\n"},
 		{[]string{"run"}, 1, "", "error: missing TEMPLATE: usage: kubectl agentrun run TEMPLATE [-p NAME=VALUE ...]\n"},
 		{[]string{"rerun"}, 1, "", "error: missing NAME: usage: kubectl agentrun rerun NAME\n"},

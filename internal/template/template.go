@@ -33,7 +33,18 @@ var placeholder = regexp.MustCompile(`\$\(params\.([A-Za-z][A-Za-z0-9_-]*)\)`)
 type Error struct {
 	// Parameter is the parameter's name, when one is at fault.
 	Parameter string
-	Message   string
+	// Required: the parameter is required and was not given.
+	Required bool
+	Message  string
+}
+
+// about is the parameter's description, for a message: the people who
+// give the value read what it means where they got it wrong.
+func about(p *v1alpha1.TemplateParameter) string {
+	if p.Description == "" {
+		return ""
+	}
+	return " (" + p.Description + ")"
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -86,14 +97,11 @@ func Values(t *v1alpha1.AgentRunTemplate, given []v1alpha1.ParameterValue) (map[
 		case p.Default != nil:
 			v = *p.Default
 		case p.Required:
-			msg := fmt.Sprintf("parameter %q is required by AgentRunTemplate %s and was not given", name, t.Name)
-			if p.Description != "" {
-				msg += " (" + p.Description + ")"
-			}
-			return nil, &Error{Parameter: name, Message: msg}
+			return nil, &Error{Parameter: name, Required: true,
+				Message: fmt.Sprintf("parameter %q is required by AgentRunTemplate %s and was not given%s", name, t.Name, about(p))}
 		}
 		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
-			return nil, &Error{Parameter: name, Message: fmt.Sprintf("parameter %q must be one of %s, not %s", name, strings.Join(p.Enum, ", "), quote(v))}
+			return nil, &Error{Parameter: name, Message: fmt.Sprintf("parameter %q must be one of %s, not %s%s", name, strings.Join(p.Enum, ", "), quote(v), about(p))}
 		}
 		if p.Pattern != "" {
 			re, err := regexp.Compile(p.Pattern)
@@ -101,7 +109,7 @@ func Values(t *v1alpha1.AgentRunTemplate, given []v1alpha1.ParameterValue) (map[
 				return nil, &Error{Parameter: name, Message: fmt.Sprintf("parameter %q of AgentRunTemplate %s has a pattern that is not a regular expression: %v", name, t.Name, err)}
 			}
 			if !re.MatchString(v) {
-				return nil, &Error{Parameter: name, Message: fmt.Sprintf("parameter %q must match the pattern %s, and %s does not", name, p.Pattern, quote(v))}
+				return nil, &Error{Parameter: name, Message: fmt.Sprintf("parameter %q must match the pattern %s, and %s does not%s", name, p.Pattern, quote(v), about(p))}
 			}
 		}
 		values[name] = v

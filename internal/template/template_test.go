@@ -83,7 +83,7 @@ func TestValues_refusesWithTheParameterNamed(t *testing.T) {
 		{"missing required", nil, "ticket", `parameter "ticket" is required by AgentRunTemplate refund-investigator and was not given (the support ticket, such as T-1042)`},
 		{"unknown", []v1alpha1.ParameterValue{{Name: "ticket", Value: "T-1"}, {Name: "model", Value: "gpt"}}, "model", `parameter "model" is not declared by AgentRunTemplate refund-investigator (it declares: note, ticket, tone)`},
 		{"outside enum", []v1alpha1.ParameterValue{{Name: "ticket", Value: "T-1"}, {Name: "tone", Value: "rude"}}, "tone", `parameter "tone" must be one of formal, friendly, not "rude"`},
-		{"pattern", []v1alpha1.ParameterValue{{Name: "ticket", Value: "1042"}}, "ticket", `parameter "ticket" must match the pattern ^T-[0-9]+$, and "1042" does not`},
+		{"pattern", []v1alpha1.ParameterValue{{Name: "ticket", Value: "1042"}}, "ticket", `parameter "ticket" must match the pattern ^T-[0-9]+$, and "1042" does not (the support ticket, such as T-1042)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Resolve(refundTemplate(), tc.given)

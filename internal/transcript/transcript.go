@@ -482,11 +482,22 @@ func DecodeCheckpoint(raw []byte) (*loop.State, error) {
 // chunks, then any still buffered in its checkpoint (runs saved by older
 // operators).
 func Read(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun) ([]loop.Message, error) {
+	return readMessages(ctx, c, nil, run)
+}
+
+// ReadSealedMessages is Read of the chunks the operator sealed only (kr
+// opens their seals): a chunk anyone else wrote is an ErrForged error,
+// never read as the run's.
+func ReadSealedMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]loop.Message, error) {
+	return readMessages(ctx, c, kr, run)
+}
+
+func readMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]loop.Message, error) {
 	chunks := 0
 	if t := run.Status.Transcript; t != nil {
 		chunks = int(t.Chunks)
 	}
-	cs, err := ReadChunks(ctx, c, run, chunks)
+	cs, err := readChunks(ctx, c, kr, run, chunks)
 	if err != nil {
 		return nil, err
 	}
