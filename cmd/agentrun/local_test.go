@@ -116,9 +116,9 @@ func TestLocal_exitStatusFollowsTheOutcome(t *testing.T) {
 		t.Errorf("builtin tool: exit %d, want 7 (ToolFailure), stderr:\n%s", code, stderr)
 	}
 
-	malformed := readManifest(t, echoRun) + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\n"
+	malformed := readManifest(t, echoRun) + "---\napiVersion: v1\nkind: Service\nmetadata: {name: extra}\n"
 	code, _, stderr = local(t, "", "-f", manifestFile(t, malformed))
-	if code != 1 || !strings.Contains(stderr, `document 2 (ConfigMap "extra")`) {
+	if code != 1 || !strings.Contains(stderr, `document 2 (Service "extra")`) {
 		t.Errorf("malformed manifest: exit %d, want 1, stderr:\n%s", code, stderr)
 	}
 
