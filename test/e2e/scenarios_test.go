@@ -160,7 +160,7 @@ spec:
 
 	// A value the pattern refuses creates nothing.
 	out, code := kubectlAgentrun(t, "run", "account-lookup", "-n", ns, "-p", "email=not an address")
-	if code == 0 || !strings.Contains(out, "parameter email must match") {
+	if code == 0 || !strings.Contains(out, `parameter "email" must match the pattern`) {
 		t.Errorf("a refused parameter: exit %d, output:\n%s", code, out)
 	}
 
