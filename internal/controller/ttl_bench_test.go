@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -35,7 +36,8 @@ const ttlBenchLists = 20
 // without one, each in a namespace of its own. Once every run has ended
 // (and, with the TTL, once its runs are gone) it reports etcd's object
 // counts as the API server's metrics give them (apiserver_resource_objects,
-// the whole server's: agentruns, secrets, all), the latency of a full
+// the whole server's: agentruns, secrets, all, and all less before the
+// variant, since events outlive the runs by an hour), the latency of a full
 // list of the namespace's runs (p50 and max of ttlBenchLists lists through
 // an uncached client), the runs left, and the namespace's transcript
 // Secrets whose run is gone. envtest runs no garbage collector, so those
@@ -88,7 +90,7 @@ func benchmarkTTL(b *testing.B, runs int, ttl *int32) {
 	// a run that is gone had ended). Read from the operator's cache, so
 	// that waiting costs the API server nothing.
 	var ended time.Duration
-	poll(b, 10*time.Minute, time.Second, "not every run ended", func() bool {
+	if !poll(b, 10*time.Minute, time.Second, func() bool {
 		list := &v1alpha1.AgentRunList{}
 		if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
@@ -101,13 +103,22 @@ func benchmarkTTL(b *testing.B, runs int, ttl *int32) {
 		}
 		ended = time.Since(start)
 		return true
-	})
+	}) {
+		b.Fatal("not every run ended within 10 minutes")
+	}
 	if ttl != nil {
 		// Gone: the TTL has passed for the last run to end; 10 s, a
 		// second for completionTime's whole seconds, and slack.
-		poll(b, time.Duration(*ttl)*time.Second+2*time.Minute, time.Second, "not every run was deleted", func() bool {
-			return countOf(b, ns, v1alpha1.GroupVersion.WithKind("AgentRunList")) == 0
-		})
+		within := time.Duration(*ttl)*time.Second + 2*time.Minute
+		if !poll(b, within, time.Second, func() bool { return countOf(b, ns, v1alpha1.GroupVersion.WithKind("AgentRunList")) == 0 }) {
+			left := &v1alpha1.AgentRunList{}
+			if err := k8sClient.List(ctx, left, client.InNamespace(ns)); err != nil {
+				b.Fatal(err)
+			}
+			first := left.Items[0]
+			b.Fatalf("%d runs were not deleted within %s, %s among them: ended at %s, %s", len(left.Items), within,
+				first.Name, first.Status.CompletionTime, first.Status.Outcome)
+		}
 		b.ReportMetric(time.Since(start).Seconds()-ended.Seconds(), "s-ended-to-gone")
 	}
 
@@ -148,6 +159,8 @@ func benchmarkTTL(b *testing.B, runs int, ttl *int32) {
 	b.ReportMetric(float64(objs[agentrunsResource]), "agentruns-in-etcd")
 	b.ReportMetric(float64(objs["secrets"]), "secrets-in-etcd")
 	b.ReportMetric(float64(objs.total()), "objects-in-etcd")
+	b.ReportMetric(float64(objs.total()-before.total()), "objects-added")
+	b.Logf("etcd after, by resource added: %s", objs.added(before))
 	b.ReportMetric(ms(lat[len(lat)/2]), "list-p50-ms")
 	b.ReportMetric(ms(lat[len(lat)-1]), "list-max-ms")
 	b.ReportMetric(float64(left), "runs-left")
@@ -190,16 +203,17 @@ func createRuns(b *testing.B, ns string, n int, ttl *int32) {
 }
 
 // poll calls done every interval until it returns true, for at most
-// within; then the benchmark fails with msg.
-func poll(b *testing.B, within, interval time.Duration, msg string, done func() bool) {
+// within, and says whether it did.
+func poll(b *testing.B, within, interval time.Duration, done func() bool) bool {
 	b.Helper()
 	deadline := time.Now().Add(within)
 	for !done() {
 		if time.Now().After(deadline) {
-			b.Fatalf("%s within %s", msg, within)
+			return false
 		}
 		time.Sleep(interval)
 	}
+	return true
 }
 
 // countOf is how many objects of a list kind the API server holds in ns
@@ -235,12 +249,25 @@ func (c objectCounts) total() int {
 func settledObjects(b *testing.B) objectCounts {
 	b.Helper()
 	var objs objectCounts
-	poll(b, 2*time.Minute, time.Second, "etcd's object counts in the API server's metrics did not catch up with a list", func() bool {
+	if !poll(b, 2*time.Minute, time.Second, func() bool {
 		objs = storageObjects(b)
 		return objs[agentrunsResource] == countOf(b, "", v1alpha1.GroupVersion.WithKind("AgentRunList")) &&
 			objs["secrets"] == countOf(b, "", corev1.SchemeGroupVersion.WithKind("SecretList"))
-	})
+	}) {
+		b.Fatal("etcd's object counts in the API server's metrics did not catch up with a list within 2 minutes")
+	}
 	return objs
+}
+
+// added is what c holds more (or less) than before, by resource.
+func (c objectCounts) added(before objectCounts) string {
+	var out []string
+	for _, res := range slices.Sorted(maps.Keys(c)) {
+		if d := c[res] - before[res]; d != 0 {
+			out = append(out, fmt.Sprintf("%s %+d", res, d))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // storageObjects reads etcd's object counts from the API server's
