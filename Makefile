@@ -87,9 +87,9 @@ chart-test: ## Test charts/agentrun with Helm built from Go modules: lint --stri
 	hack/chart-test.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks: the engine's turn and loop detection, API writes per turn.
+bench: ## Run the benchmarks: the engine's turn and loop detection, API writes per turn, heap per run, TTL.
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -run '^$$' -bench . -benchmem ./internal/loop/ ./internal/controller/
+	KUBEBUILDER_ASSETS="$$assets" go test -run '^$$' -bench . -benchmem -timeout 30m ./internal/loop/ ./internal/controller/
 
 # `make scale` sizes; each is a flag of hack/scale (go run ./hack/scale -h).
 SCALE_RUNS ?= 100

@@ -412,6 +412,11 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		// run before.
 		result = soonest(result, r.due(sc.deferred).Sub(sc.now))
 	}
+	if ttl, ok := r.ttlOf(sc.run); ok && written && runstatus.Finished(sc.run) {
+		// The event of the write that ended the run enqueues nothing
+		// (caughtUp): back when its time to live has passed, to delete it.
+		result = soonest(result, ttl)
+	}
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
 	if written {

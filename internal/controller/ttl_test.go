@@ -92,3 +92,23 @@ func TestTTL_theOperatorDefaultAndAChangedTTL(t *testing.T) {
 	}
 	NewWithT(t).Eventually(gone(own), 20*time.Second, 100*time.Millisecond).Should(BeTrue(), "a TTL changed to 0 did not delete the run")
 }
+
+// The write that ends a run enqueues nothing (caughtUp): the reconcile
+// that made it comes back when the TTL has passed, with nothing else to
+// wake the run. BenchmarkTTL found runs of 2,000 that were never deleted.
+func TestTTL_aRunIsDeletedWithNothingElseToWakeIt(t *testing.T) {
+	startManager(t, &kits{tools: newTools()})
+	ns := namespace(t)
+	var runs []*v1alpha1.AgentRun
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		run := makeRun(ns, name).answer("done").r
+		run.Spec.TTLSecondsAfterFinished = ptr.To(int32(2))
+		if err := k8sClient.Create(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	for _, run := range runs {
+		NewWithT(t).Eventually(gone(run), 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "%s was not deleted", run.Name)
+	}
+}
