@@ -52,6 +52,9 @@ type BudgetConfig struct {
 	Recorder  events.EventRecorder
 	// Clock is time.Now unless a test sets it.
 	Clock func() time.Time
+	// Ledgers is the book both reconcilers write budgets through; give
+	// both the same one (a new one when nil).
+	Ledgers *Ledgers
 }
 
 // AgentBudgetReconciler keeps the ledger of AgentBudgets: it settles the
@@ -71,6 +74,9 @@ func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
 	}
 	if cfg.APIReader == nil {
 		cfg.APIReader = cfg.Client
+	}
+	if cfg.Ledgers == nil {
+		cfg.Ledgers = NewLedgers()
 	}
 	return &AgentBudgetReconciler{BudgetConfig: cfg}
 }
@@ -129,12 +135,12 @@ func (r *AgentBudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	b := &v1alpha1.AgentBudget{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			ledgers.forget(req.NamespacedName)
+			r.Ledgers.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	defer ledgers.lock(req.NamespacedName)()
-	b = ledgers.latest(b)
+	defer r.Ledgers.lock(req.NamespacedName)()
+	b = r.Ledgers.latest(b)
 	for attempt := 1; ; attempt++ {
 		res, err := r.reconcileBudget(ctx, b)
 		if !errors.Is(err, errConflict) {
@@ -144,7 +150,7 @@ func (r *AgentBudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
 		}
 		budgetConflicts.Inc()
-		ledgers.forget(req.NamespacedName)
+		r.Ledgers.forget(req.NamespacedName)
 		b = &v1alpha1.AgentBudget{}
 		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -191,7 +197,7 @@ func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		budgetWrites.WithLabelValues("settle").Inc()
-		ledgers.wrote(work)
+		r.Ledgers.wrote(work)
 		if r.Recorder != nil {
 			for _, e := range evs {
 				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", clip.Cut(e.msg, 1024, runstatus.CutMark))
@@ -262,7 +268,7 @@ func usageAmount(u *v1alpha1.UsageStatus) budget.Amount {
 	return budget.Amount{Cost: m, Tokens: u.InputTokens + u.OutputTokens}
 }
 
-// ledgerBook serialises this process's writes to each AgentBudget and
+// Ledgers serialises this process's writes to each AgentBudget and
 // remembers the last version it wrote. Every writer of a budget in the
 // operator (runs leasing, the AgentBudget reconciler settling) takes the
 // budget's lock and starts from that version, so the operator's own
@@ -272,17 +278,20 @@ func usageAmount(u *v1alpha1.UsageStatus) budget.Amount {
 // every write, against anyone else (a person editing the budget, another
 // operator process during a leader hand-over): a conflict re-reads and
 // retries.
-type ledgerBook struct {
+type Ledgers struct {
 	mu    sync.Mutex
 	locks map[types.NamespacedName]*sync.Mutex
 	last  map[types.NamespacedName]*v1alpha1.AgentBudget
 }
 
-// ledgers is the process's book: both reconcilers write through it.
-var ledgers = &ledgerBook{locks: map[types.NamespacedName]*sync.Mutex{}, last: map[types.NamespacedName]*v1alpha1.AgentBudget{}}
+// NewLedgers returns an empty book. A process has one, which both the
+// AgentBudget and the AgentRun reconciler write through.
+func NewLedgers() *Ledgers {
+	return &Ledgers{locks: map[types.NamespacedName]*sync.Mutex{}, last: map[types.NamespacedName]*v1alpha1.AgentBudget{}}
+}
 
 // lock takes the budget's lock and returns its unlock.
-func (l *ledgerBook) lock(key types.NamespacedName) func() {
+func (l *Ledgers) lock(key types.NamespacedName) func() {
 	l.mu.Lock()
 	m := l.locks[key]
 	if m == nil {
@@ -298,7 +307,7 @@ func (l *ledgerBook) lock(key types.NamespacedName) func() {
 // the same object; the caller holds the budget's lock. Our last write is
 // newer unless the cache has caught up with it or someone else wrote
 // since, which the write's conflict will tell.
-func (l *ledgerBook) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
+func (l *Ledgers) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.last[client.ObjectKeyFromObject(read)]
@@ -309,13 +318,13 @@ func (l *ledgerBook) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
 }
 
 // wrote records our write; forget drops it after a conflict.
-func (l *ledgerBook) wrote(b *v1alpha1.AgentBudget) {
+func (l *Ledgers) wrote(b *v1alpha1.AgentBudget) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.last[client.ObjectKeyFromObject(b)] = b.DeepCopy()
 }
 
-func (l *ledgerBook) forget(key types.NamespacedName) {
+func (l *Ledgers) forget(key types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.last, key)

@@ -198,8 +198,8 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		return leaseOutcome{holds: true}
 	}
 	key := client.ObjectKeyFromObject(b)
-	defer ledgers.lock(key)()
-	fresh := ledgers.latest(b)
+	defer r.Ledgers.lock(key)()
+	fresh := r.Ledgers.latest(b)
 	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {
 		return leaseOutcome{holds: true} // a lease taken since the cache was read
 	}
@@ -226,7 +226,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		err := r.Status().Update(ctx, work)
 		if err == nil {
 			budgetWrites.WithLabelValues("lease").Inc()
-			ledgers.wrote(work)
+			r.Ledgers.wrote(work)
 			if r.Recorder != nil {
 				if rolled {
 					r.Recorder.Eventf(work, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
@@ -244,7 +244,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 			return leaseOutcome{err: fmt.Errorf("leasing from AgentBudget %s: %w", b.Name, err)}
 		}
 		budgetConflicts.Inc()
-		ledgers.forget(key)
+		r.Ledgers.forget(key)
 		fresh = &v1alpha1.AgentBudget{}
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), fresh)
 		if apierrors.IsNotFound(err) {
@@ -265,7 +265,7 @@ func (r *AgentRunReconciler) markRefused(ctx context.Context, b *v1alpha1.AgentB
 	if budget.MarkRefused(work, reason, r.Clock()) {
 		if err := r.Status().Update(ctx, work); err == nil {
 			budgetWrites.WithLabelValues("refused").Inc()
-			ledgers.wrote(work)
+			r.Ledgers.wrote(work)
 		} else {
 			ctrl.LoggerFrom(ctx).V(4).Info("Could not mark the AgentBudget exhausted", "budget", b.Name, "error", err.Error())
 		}

@@ -7,7 +7,7 @@ package controller
 import (
 	"context"
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -18,7 +18,6 @@ import (
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
-	"github.com/agentrun/agentrun/internal/transcript"
 	"go.opentelemetry.io/otel/trace"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +58,9 @@ type Config struct {
 	Kits      KitBuilder
 	// Clock is time.Now unless a test sets it.
 	Clock func() time.Time
+	// Ledgers is the book this reconciler and the AgentBudget reconciler
+	// write budgets through; give both the same one (a new one when nil).
+	Ledgers *Ledgers
 	// Shard is the shard this reconciler's manager serves (its cache
 	// selects the shard's runs: ShardCache). The unsharded one (empty)
 	// also reports, in agentrun_runs_unclaimed, labelled runs nobody has
@@ -120,28 +122,11 @@ type AgentRunReconciler struct {
 
 	// work is the model and tool calls in flight, off the workers.
 	work *tracker
-	// mu guards the maps below and baseCtx.
-	mu sync.Mutex
-	// kits holds each run's engine, model and tools, built once.
-	kits map[types.UID]*Kit
-	// chunks is what of each run's transcript is saved in chunks.
-	chunks map[types.UID]*saved
-	// written is our last status write of each run (see freshest).
-	written map[types.UID]written
-	// deferred is each run's status as saved when its last saves did not
-	// write status (see persist).
-	deferred map[types.UID]*deferred
-	// cached is the last version of each run the cache received that was
-	// not (yet) our remembered write (see caughtUp).
-	cached map[types.UID]string
-	// uids maps each run this process holds anything for to its UID, so
-	// that a run deleted while we held it is forgotten by name.
-	uids map[types.NamespacedName]types.UID
-	// panics counts each run's recovered panics (see panicked).
-	panics map[types.UID]int
-	// baseCtx is the manager's context, which work in flight outlives a
+	// mem is what this process holds for each run between reconciles.
+	mem *memory
+	// base is the manager's context, which work in flight outlives a
 	// reconcile under; nil until the manager starts.
-	baseCtx context.Context
+	base atomic.Pointer[context.Context]
 }
 
 // NewAgentRunReconciler builds a reconciler, defaults applied.
@@ -161,26 +146,14 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 	if cfg.Keys == nil {
 		cfg.Keys = seal.Ephemeral()
 	}
-	return &AgentRunReconciler{
-		Config:   cfg,
-		work:     newTracker(),
-		kits:     map[types.UID]*Kit{},
-		chunks:   map[types.UID]*saved{},
-		written:  map[types.UID]written{},
-		deferred: map[types.UID]*deferred{},
-		cached:   map[types.UID]string{},
-		uids:     map[types.NamespacedName]types.UID{},
-		panics:   map[types.UID]int{},
+	if cfg.Ledgers == nil {
+		cfg.Ledgers = NewLedgers()
 	}
-}
-
-// saved is what of a run's transcript is in its chunks, as this process
-// last wrote or read it.
-type saved struct {
-	chunks   int
-	messages []loop.Message
-	// observations are the stored results of the current turn's calls.
-	observations map[string]transcript.Observation
+	return &AgentRunReconciler{
+		Config: cfg,
+		work:   newTracker(),
+		mem:    newMemory(),
+	}
 }
 
 // deferred is a run's status as its saves left it when they did not write
@@ -196,17 +169,6 @@ type deferred struct {
 
 // DefaultStatusInterval is the operator's StatusInterval.
 const DefaultStatusInterval = 5 * time.Second
-
-// written is the object as our last status patch left it, and every
-// resourceVersion our own writes went through since the cache last caught
-// up. The informer cache may not have seen our own writes yet when the
-// next reconcile starts (a model that answers in a millisecond wakes the
-// run at once); reading the object we wrote instead of the stale copy
-// saves a conflict and a round trip per turn.
-type written struct {
-	ours map[string]bool
-	obj  *v1alpha1.AgentRun
-}
 
 // The operator's permissions, least privilege:
 //   - AgentRuns: watch them, patch status, and patch metadata only to
@@ -236,9 +198,7 @@ type written struct {
 // SetupWithManager registers the reconciler.
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		r.mu.Lock()
-		r.baseCtx = ctx
-		r.mu.Unlock()
+		r.base.Store(&ctx)
 		<-ctx.Done()
 		return nil
 	})); err != nil {
@@ -296,12 +256,10 @@ func wakeJobWaits(w *job.Wakeups) handler.EventHandler {
 }
 
 func (r *AgentRunReconciler) background() context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.baseCtx == nil {
-		return context.Background()
+	if ctx := r.base.Load(); ctx != nil {
+		return *ctx
 	}
-	return r.baseCtx
+	return context.Background()
 }
 
 // reconcile advances one run by at most one phase of one turn: it steps
@@ -318,7 +276,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	run = r.freshest(run)
+	run = r.mem.freshest(run)
 	for attempt := 1; ; attempt++ {
 		res, err := r.reconcileRun(ctx, req.NamespacedName, run)
 		if !errors.Is(err, errConflict) {
@@ -434,17 +392,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 // written by anyone) the saves' chunks are the record to resume from, and
 // loadState reads them.
 func (r *AgentRunReconciler) deferredOf(run *v1alpha1.AgentRun) *deferred {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.deferred[run.UID]
-	if d == nil {
-		return nil
-	}
-	if d.over != run.ResourceVersion {
-		delete(r.deferred, run.UID)
-		return nil
-	}
-	return d
+	return r.mem.deferredOver(run.UID, run.ResourceVersion)
 }
 
 // flushDeferred writes, when it is due, the status that saves deferred,
@@ -465,9 +413,7 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 		ctrl.LoggerFrom(ctx).V(2).Info("Could not write the run's deferred status", "error", err.Error())
 		return soonest(res, time.Second)
 	}
-	r.mu.Lock()
-	delete(r.deferred, run.UID)
-	r.mu.Unlock()
+	r.mem.keepDeferred(run.UID, nil)
 	return res
 }
 
@@ -493,22 +439,6 @@ func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 	return res
 }
 
-// freshest returns our own last write when the cache still holds the
-// version that write replaced; anything else in the cache is newer.
-func (r *AgentRunReconciler) freshest(cached *v1alpha1.AgentRun) *v1alpha1.AgentRun {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w, ok := r.written[cached.UID]
-	if !ok {
-		return cached
-	}
-	if cached.ResourceVersion != w.obj.ResourceVersion && w.ours[cached.ResourceVersion] {
-		return w.obj.DeepCopy() // the cache is behind our own writes
-	}
-	delete(r.written, cached.UID) // the cache caught up, or someone wrote after us
-	return cached
-}
-
 // caughtUp drops our last write of the run once the cache holds it, and
 // reports whether obj is that write. The watch may deliver the write
 // before the patch returns: the version is then noted, remember keeps no
@@ -521,65 +451,26 @@ func (r *AgentRunReconciler) freshest(cached *v1alpha1.AgentRun) *v1alpha1.Agent
 // write; under a burst of turns these queued in front of the reconciles
 // with work to do.
 func (r *AgentRunReconciler) caughtUp(obj client.Object) (ours bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	uid, rv := obj.GetUID(), obj.GetResourceVersion()
-	if w, ok := r.written[uid]; ok && w.obj.ResourceVersion == rv {
-		delete(r.written, uid)
-		return true
-	}
-	if _, tracked := r.uids[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}]; tracked {
-		r.cached[uid] = rv
-	}
-	return false
-}
-
-// remember records a successful status write that replaced prevRV.
-func (r *AgentRunReconciler) remember(prevRV string, obj *v1alpha1.AgentRun) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cached[obj.UID] == obj.ResourceVersion {
-		// The cache already holds this write.
-		delete(r.cached, obj.UID)
-		delete(r.written, obj.UID)
-		return
-	}
-	w, ok := r.written[obj.UID]
-	if !ok || w.obj.ResourceVersion != prevRV {
-		w = written{ours: map[string]bool{}}
-	}
-	w.ours[prevRV] = true
-	w.obj = obj.DeepCopy()
-	r.written[obj.UID] = w
+	return r.mem.caughtUp(client.ObjectKeyFromObject(obj), obj.GetUID(), obj.GetResourceVersion())
 }
 
 // ActiveRuns counts the runs this process is driving (those it holds
 // state for); the client's adaptive rate limit follows it.
 func (r *AgentRunReconciler) ActiveRuns() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.uids)
+	return r.mem.runs()
 }
 
 // track records which UID the run of this name has; a run recreated under
 // the same name makes the old one's state forgotten.
 func (r *AgentRunReconciler) track(key types.NamespacedName, uid types.UID) {
-	r.mu.Lock()
-	old, ok := r.uids[key]
-	r.uids[key] = uid
-	r.mu.Unlock()
-	if ok && old != uid {
+	if old, replaced := r.mem.track(key, uid); replaced {
 		r.forget(old)
 	}
 }
 
 // forgetName drops what this process holds for a run that no longer exists.
 func (r *AgentRunReconciler) forgetName(key types.NamespacedName) {
-	r.mu.Lock()
-	uid, ok := r.uids[key]
-	delete(r.uids, key)
-	r.mu.Unlock()
-	if ok {
+	if uid, ok := r.mem.uidOf(key); ok {
 		r.forget(uid)
 	}
 }
@@ -588,19 +479,7 @@ func (r *AgentRunReconciler) forgetName(key types.NamespacedName) {
 // transcript, our last write and its work in flight (cancelled).
 func (r *AgentRunReconciler) forget(uid types.UID) {
 	r.work.forget(uid)
-	r.mu.Lock()
-	delete(r.kits, uid)
-	delete(r.chunks, uid)
-	delete(r.written, uid)
-	delete(r.deferred, uid)
-	delete(r.cached, uid)
-	delete(r.panics, uid)
-	for k, v := range r.uids {
-		if v == uid {
-			delete(r.uids, k)
-		}
-	}
-	r.mu.Unlock()
+	r.mem.forget(uid)
 }
 
 // releaseJobs deletes the kept Jobs of mutating calls whose results status

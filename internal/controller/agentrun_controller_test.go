@@ -477,7 +477,7 @@ func TestCaughtUp_skipsOnlyTheEventOfOurLastStatusWrite(t *testing.T) {
 	}
 	ours := run.DeepCopy()
 	ours.ResourceVersion = "12"
-	r.remember("11", ours)
+	r.mem.remember("11", ours)
 	if enqueues("12") {
 		t.Error("the event of our own status write enqueued the run")
 	}
@@ -487,7 +487,7 @@ func TestCaughtUp_skipsOnlyTheEventOfOurLastStatusWrite(t *testing.T) {
 	if !enqueues("13") {
 		t.Error("someone else's write (an annotation, a cancel) was skipped")
 	}
-	r.remember("13", &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-1", ResourceVersion: "14"}})
+	r.mem.remember("13", &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-1", ResourceVersion: "14"}})
 	r.forget(run.UID)
 	if !enqueues("14") {
 		t.Error("a run this process forgot (it ended) still had a write to skip")

@@ -100,9 +100,7 @@ const KitBuildTimeout = time.Minute
 // it inspects the run's MCP servers, which its author chose, and a server
 // that answers slowly must not hold a worker that other tenants' runs need.
 func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Result, error) {
-	r.mu.Lock()
-	k := r.kits[sc.run.UID]
-	r.mu.Unlock()
+	k := r.mem.kit(sc.run.UID)
 	if k == nil {
 		uid := sc.run.UID
 		if r.work.busy(uid, kitKey) {
@@ -186,9 +184,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			sc.stop = true
 			return ctrl.Result{}, nil
 		}
-		r.mu.Lock()
-		r.kits[sc.run.UID] = k
-		r.mu.Unlock()
+		r.mem.keepKit(sc.run.UID, k)
 	}
 	sc.kit = k
 	return ctrl.Result{}, nil
@@ -209,9 +205,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		r.fail(sc, "the run cannot resume: "+err.Error())
 		return ctrl.Result{}, nil
 	}
-	r.mu.Lock()
-	sv := r.chunks[sc.run.UID]
-	r.mu.Unlock()
+	sv := r.mem.saved(sc.run.UID)
 	fromStorage := false
 	switch {
 	case sv != nil && sv.chunks == chunks && len(sv.messages) == messages:
@@ -219,9 +213,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	case chunks == 0 && st.Checkpoint == nil:
 		// Never saved: a run's first save writes status.
 		sv = &saved{observations: map[string]transcript.Observation{}}
-		r.mu.Lock()
-		r.chunks[sc.run.UID] = sv
-		r.mu.Unlock()
+		r.mem.keepSaved(sc.run.UID, sv)
 	default:
 		// Not what this process last saved (a restart, another replica,
 		// another write of the run): read the chunks, with those saved
@@ -256,9 +248,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: int32(sv.chunks), Messages: int32(len(sv.messages))}
 			sc.resumed = true
 		}
-		r.mu.Lock()
-		r.chunks[sc.run.UID] = sv
-		r.mu.Unlock()
+		r.mem.keepSaved(sc.run.UID, sv)
 	}
 	s, err := transcript.Decode(sc.run)
 	if err != nil {
@@ -484,9 +474,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		if sc.deferred != nil {
 			d.since = sc.deferred.since
 		}
-		r.mu.Lock()
-		r.deferred[sc.run.UID] = d
-		r.mu.Unlock()
+		r.mem.keepDeferred(sc.run.UID, d)
 		sc.deferred, written = d, true
 	case sc.deferred != nil && deferrable && equalStatus(&sc.base.Status, st):
 		// Nothing new since the saves whose status is deferred: it stays
@@ -512,18 +500,14 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			r.unsaved(ctx, sc, "Saving the run's status failed; retrying: "+err.Error())
 			return false, err
 		}
-		r.mu.Lock()
-		delete(r.deferred, sc.run.UID)
-		r.mu.Unlock()
+		r.mem.keepDeferred(sc.run.UID, nil)
 		sc.deferred, written = nil, true
 	}
 	if sc.consumed != "" {
 		r.work.clear(sc.run.UID, sc.consumed)
 	}
 	if next != nil {
-		r.mu.Lock()
-		r.chunks[sc.run.UID] = next
-		r.mu.Unlock()
+		r.mem.keepSaved(sc.run.UID, next)
 	}
 	if sc.stop || (s != nil && s.Done()) {
 		r.forget(sc.run.UID)
@@ -557,10 +541,7 @@ func withStatus(run *v1alpha1.AgentRun, st *v1alpha1.AgentRunStatus) *v1alpha1.A
 // dropSaves forgets what this process knows of a run's saves, so that the
 // next attempt reads them from the API server.
 func (r *AgentRunReconciler) dropSaves(uid types.UID) {
-	r.mu.Lock()
-	delete(r.chunks, uid)
-	delete(r.deferred, uid)
-	r.mu.Unlock()
+	r.mem.dropSaves(uid)
 }
 
 // saveTranscript writes the messages and tool results that are not yet in
@@ -616,7 +597,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
-	r.remember(prev, run)
+	r.mem.remember(prev, run)
 	return nil
 }
 

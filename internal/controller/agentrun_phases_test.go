@@ -542,19 +542,20 @@ func TestPersist_deletedAndFinishedRunsAreForgotten(t *testing.T) {
 // heldFor counts what the reconciler holds for these runs, by kind.
 func heldFor(r *AgentRunReconciler, runs []*v1alpha1.AgentRun) map[string]int {
 	out := map[string]int{"kits": 0, "transcripts": 0, "writes": 0, "names": 0, "work": 0}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	m := r.mem
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	r.work.mu.Lock()
 	defer r.work.mu.Unlock()
 	for _, run := range runs {
 		uid := run.UID
-		for kind, ok := range map[string]bool{"kits": r.kits[uid] != nil, "transcripts": r.chunks[uid] != nil,
-			"writes": r.written[uid].obj != nil, "work": r.work.items[uid] != nil} {
+		for kind, ok := range map[string]bool{"kits": m.kits[uid] != nil, "transcripts": m.saves[uid] != nil,
+			"writes": m.written[uid].obj != nil, "work": r.work.items[uid] != nil} {
 			if ok {
 				out[kind]++
 			}
 		}
-		for _, v := range r.uids {
+		for _, v := range m.names {
 			if v == uid {
 				out["names"]++
 			}

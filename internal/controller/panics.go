@@ -103,10 +103,7 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 	if runstatus.Finished(run) {
 		return ctrl.Result{}, cause
 	}
-	r.mu.Lock()
-	r.panics[run.UID]++
-	n := r.panics[run.UID]
-	r.mu.Unlock()
+	n := r.mem.panicked(run.UID)
 	if n < MaxPanics {
 		return ctrl.Result{}, cause // retried with the workqueue's back-off
 	}

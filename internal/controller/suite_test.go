@@ -186,7 +186,7 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewAgentBudgetReconciler(BudgetConfig{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder}).SetupWithManager(mgr); err != nil {
+	if err := NewAgentBudgetReconciler(BudgetConfig{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder, Ledgers: r.Ledgers}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&AgentRunTemplateReconciler{Client: c}).SetupWithManager(mgr); err != nil {

@@ -239,7 +239,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 	}
-	r := controller.NewAgentRunReconciler(controller.Config{Archive: store, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+	// One book of AgentBudget writes for both reconcilers, so that each
+	// reads the other's last write instead of conflicting with it.
+	ledgers := controller.NewLedgers()
+	r := controller.NewAgentRunReconciler(controller.Config{Archive: store, Ledgers: ledgers, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
 		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
 		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished})
@@ -249,7 +252,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if limiter != nil {
 		limiter.setActive(r.ActiveRuns)
 	}
-	budgets := controller.NewAgentBudgetReconciler(controller.BudgetConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder})
+	budgets := controller.NewAgentBudgetReconciler(controller.BudgetConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Ledgers: ledgers})
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -1,0 +1,249 @@
+package controller
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/transcript"
+)
+
+// memory is everything this process holds for the runs it drives between
+// reconciles, behind one lock: each run's kit, what of its transcript is
+// saved, the status its saves deferred, our own last status write (so a
+// reconcile never acts on a cache that is behind it), the versions the
+// cache delivered, and its recovered panics. It is the only such state
+// of the AgentRun reconciler; forget is the one way to drop a run.
+//
+// None of it is needed for correctness after a restart: each part is a
+// shortcut past a read of the API server, and a run found without it is
+// read from storage.
+type memory struct {
+	mu sync.Mutex
+	// kits holds each run's engine, model and tools, built once.
+	kits map[types.UID]*Kit
+	// saves is what of each run's transcript is saved in chunks.
+	saves map[types.UID]*saved
+	// deferred is each run's status as saved when its last saves did not
+	// write status (see persist).
+	deferred map[types.UID]*deferred
+	// written is our last status write of each run (see freshest).
+	written map[types.UID]written
+	// cached is the last version of each run the cache delivered that was
+	// not (yet) our remembered write (see caughtUp).
+	cached map[types.UID]string
+	// names maps each run this process holds anything for to its UID, so
+	// that a run deleted while we held it is forgotten by name.
+	names map[types.NamespacedName]types.UID
+	// panics counts each run's recovered panics (see panicked).
+	panics map[types.UID]int
+}
+
+func newMemory() *memory {
+	return &memory{
+		kits:     map[types.UID]*Kit{},
+		saves:    map[types.UID]*saved{},
+		deferred: map[types.UID]*deferred{},
+		written:  map[types.UID]written{},
+		cached:   map[types.UID]string{},
+		names:    map[types.NamespacedName]types.UID{},
+		panics:   map[types.UID]int{},
+	}
+}
+
+// saved is what of a run's transcript is in its chunks, as this process
+// last wrote or read it.
+type saved struct {
+	chunks   int
+	messages []loop.Message
+	// observations are the stored results of the current turn's calls.
+	observations map[string]transcript.Observation
+}
+
+// written is the object as our last status patch left it, and every
+// resourceVersion our own writes went through since the cache last caught
+// up. The informer cache may not have seen our own writes yet when the
+// next reconcile starts (a model that answers in a millisecond wakes the
+// run at once); reading the object we wrote instead of the stale copy
+// saves a conflict and a round trip per turn.
+type written struct {
+	ours map[string]bool
+	obj  *v1alpha1.AgentRun
+}
+
+// kit returns the run's kit, if built.
+func (m *memory) kit(uid types.UID) *Kit {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kits[uid]
+}
+
+func (m *memory) keepKit(uid types.UID, k *Kit) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kits[uid] = k
+}
+
+// saved returns what of the run's transcript this process last saved or
+// read, if anything.
+func (m *memory) saved(uid types.UID) *saved {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saves[uid]
+}
+
+func (m *memory) keepSaved(uid types.UID, sv *saved) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.saves[uid] = sv
+}
+
+// dropSaves forgets the run's saved transcript and deferred status, so
+// that the next attempt reads them from the API server.
+func (m *memory) dropSaves(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.saves, uid)
+	delete(m.deferred, uid)
+}
+
+// deferredOver returns the status our saves deferred, if the stored run
+// is still the version rv they were newer than; after any other write of
+// the run it is dropped, and the saves' chunks are the record.
+func (m *memory) deferredOver(uid types.UID, rv string) *deferred {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.deferred[uid]
+	if d == nil {
+		return nil
+	}
+	if d.over != rv {
+		delete(m.deferred, uid)
+		return nil
+	}
+	return d
+}
+
+// keepDeferred records d, or drops the run's deferred status when d is nil
+// (it was written).
+func (m *memory) keepDeferred(uid types.UID, d *deferred) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d == nil {
+		delete(m.deferred, uid)
+		return
+	}
+	m.deferred[uid] = d
+}
+
+// freshest returns our own last write when the cache still holds the
+// version that write replaced; anything else in the cache is newer.
+func (m *memory) freshest(cached *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.written[cached.UID]
+	if !ok {
+		return cached
+	}
+	if cached.ResourceVersion != w.obj.ResourceVersion && w.ours[cached.ResourceVersion] {
+		return w.obj.DeepCopy() // the cache is behind our own writes
+	}
+	delete(m.written, cached.UID) // the cache caught up, or someone wrote after us
+	return cached
+}
+
+// caughtUp drops our last write of the run once the cache delivers it, and
+// reports whether the delivered version is that write. The watch may
+// deliver a write before its patch returns: the version is then noted, so
+// that remember keeps no copy of it.
+func (m *memory) caughtUp(key types.NamespacedName, uid types.UID, rv string) (ours bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.written[uid]; ok && w.obj.ResourceVersion == rv {
+		delete(m.written, uid)
+		return true
+	}
+	if _, tracked := m.names[key]; tracked {
+		m.cached[uid] = rv
+	}
+	return false
+}
+
+// remember records a successful status write that replaced prevRV.
+func (m *memory) remember(prevRV string, obj *v1alpha1.AgentRun) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cached[obj.UID] == obj.ResourceVersion {
+		// The cache already holds this write.
+		delete(m.cached, obj.UID)
+		delete(m.written, obj.UID)
+		return
+	}
+	w, ok := m.written[obj.UID]
+	if !ok || w.obj.ResourceVersion != prevRV {
+		w = written{ours: map[string]bool{}}
+	}
+	w.ours[prevRV] = true
+	w.obj = obj.DeepCopy()
+	m.written[obj.UID] = w
+}
+
+// panicked counts a recovered panic of the run and returns how many it had.
+func (m *memory) panicked(uid types.UID) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.panics[uid]++
+	return m.panics[uid]
+}
+
+// runs counts the runs this process holds anything for.
+func (m *memory) runs() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.names)
+}
+
+// track records which UID the run of this name has, and returns the UID
+// of an earlier run of the same name whose memory must go.
+func (m *memory) track(key types.NamespacedName, uid types.UID) (replaced types.UID, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, had := m.names[key]
+	m.names[key] = uid
+	return old, had && old != uid
+}
+
+// uidOf returns the UID this process knows the run of this name by.
+func (m *memory) uidOf(key types.NamespacedName) (types.UID, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid, ok := m.names[key]
+	return uid, ok
+}
+
+// forget drops everything held for the run.
+func (m *memory) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.kits, uid)
+	delete(m.saves, uid)
+	delete(m.deferred, uid)
+	delete(m.written, uid)
+	delete(m.cached, uid)
+	delete(m.panics, uid)
+	for k, v := range m.names {
+		if v == uid {
+			delete(m.names, k)
+		}
+	}
+}
+
+// size counts the entries held, over every map: a test's check that
+// forget leaves nothing behind.
+func (m *memory) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.kits) + len(m.saves) + len(m.deferred) + len(m.written) + len(m.cached) + len(m.names) + len(m.panics)
+}
