@@ -378,10 +378,11 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
 	if written {
-		r.logTransitions(ctx, sc)
-		r.emit(sc)
-		recordMetrics(sc.base, asBuilt(sc), sc.state, sc.notes)
-		r.endTrace(ctx, sc)
+		c := changeOfScope(sc)
+		r.logTransitions(ctx, c)
+		r.emit(sc.run, c)
+		recordMetrics(c)
+		r.endTrace(ctx, sc.trace, c)
 	}
 	return result, nil
 }
@@ -505,21 +506,21 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 // Now is read here, after the save, not taken from the reconcile's start:
 // a model or tool call made during this reconcile ended after sc.now, and
 // the run span must enclose every call of the run.
-func (r *AgentRunReconciler) endTrace(ctx context.Context, sc *scope) {
-	run := asBuilt(sc)
-	if run.Status.Outcome == "" || sc.base.Status.Outcome != "" {
+func (r *AgentRunReconciler) endTrace(ctx context.Context, tr *telemetry.Run, c change) {
+	if !c.ended {
 		return
 	}
+	run := c.run
 	u := usageOf(run)
 	info := telemetry.RunInfo{Name: run.Name, Namespace: run.Namespace, UID: string(run.UID),
 		Provider: string(run.Spec.Model.Provider), Model: run.Spec.Model.Name, End: r.Clock(),
 		Outcome: string(run.Status.Outcome), Reason: run.Status.Reason, Turns: int(u.Turns),
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Start: run.CreationTimestamp.Time}
 	switch {
-	case sc.state != nil && sc.state.StartedAt != nil:
-		info.Start = *sc.state.StartedAt
+	case c.state != nil && c.state.StartedAt != nil:
+		info.Start = *c.state.StartedAt
 	case run.Status.StartTime != nil:
 		info.Start = run.Status.StartTime.Time
 	}
-	sc.trace.End(ctx, info)
+	tr.End(ctx, info)
 }

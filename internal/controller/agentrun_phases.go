@@ -841,25 +841,26 @@ const maxRefusalEvents = 3
 // with more than maxRefusalEvents of them.
 const ReasonCallsRefused = "CallsRefused"
 
-// emit records the reconcile's notes as events, after the status write.
-func (r *AgentRunReconciler) emit(sc *scope) {
+// emit records the reconcile's notes as events on obj, after the status
+// write.
+func (r *AgentRunReconciler) emit(obj *v1alpha1.AgentRun, c change) {
 	if r.Recorder == nil {
 		return
 	}
 	// A batch with many refused calls is one event that lists them (a
 	// hostile model proposes up to loop.MaxCallsPerReply calls at once).
 	var refused []string
-	for _, n := range sc.notes {
+	for _, n := range c.notes {
 		if n.Kind == loop.NoteCallVetted && n.Warning {
 			refused = append(refused, n.Message)
 		}
 	}
 	summarise := len(refused) > maxRefusalEvents
 	if summarise {
-		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, ReasonCallsRefused, ReasonCallsRefused+fmt.Sprintf(" t%d", sc.run.Status.Turn), "%s",
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonCallsRefused, ReasonCallsRefused+fmt.Sprintf(" t%d", c.run.Status.Turn), "%s",
 			clip.Cut(fmt.Sprintf("%d calls of the batch were refused: %s", len(refused), strings.Join(refused, "; ")), 1024, runstatus.CutMark))
 	}
-	for _, n := range sc.notes {
+	for _, n := range c.notes {
 		if r.EventVerbosity != EventsPerCall && perCall[n.Kind] && !n.Warning {
 			continue
 		}
@@ -871,8 +872,8 @@ func (r *AgentRunReconciler) emit(sc *scope) {
 			typ = corev1.EventTypeWarning
 		}
 		reason := string(n.Kind)
-		if n.Kind == loop.NoteFinished && sc.run.Status.Outcome != "" {
-			reason = string(sc.run.Status.Outcome)
+		if n.Kind == loop.NoteFinished && c.run.Status.Outcome != "" {
+			reason = string(c.run.Status.Outcome)
 		}
 		// The recorder folds events with the same type, reason and action
 		// into one series and keeps the first note only: a note about a
@@ -886,6 +887,6 @@ func (r *AgentRunReconciler) emit(sc *scope) {
 		case n.Turn > 0:
 			action += fmt.Sprintf(" t%d", n.Turn)
 		}
-		r.Recorder.Eventf(sc.run, nil, typ, reason, action, "%s", clip.Cut(n.Message, 1024, runstatus.CutMark))
+		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", clip.Cut(n.Message, 1024, runstatus.CutMark))
 	}
 }

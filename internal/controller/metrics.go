@@ -254,13 +254,12 @@ func (m callMetrics) ToolCall(ctx context.Context, inv loop.Invocation) (context
 	}
 }
 
-// recordMetrics records what a saved reconcile did: its notes, what it charged
-// (the difference between the usage it read and the usage it wrote, so a
-// step is counted once, when status holds it) and, when the run ended,
-// its outcome.
-func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) {
+// recordMetrics records what a saved reconcile did: its notes, what it
+// charged and, when the run ended, its outcome.
+func recordMetrics(c change) {
+	run := c.run
 	ns, provider, model := labelsOf.run(run)
-	for _, n := range notes {
+	for _, n := range c.notes {
 		switch n.Kind {
 		case loop.NoteTurnStarted:
 			turnsStarted.WithLabelValues(ns, provider, model).Inc()
@@ -279,17 +278,16 @@ func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Not
 			refusals.WithLabelValues(string(n.Ceiling)).Inc()
 		}
 	}
-	was, now := usageOf(base), usageOf(run)
-	if d := now.InputTokens - was.InputTokens; d > 0 {
-		tokens.WithLabelValues(ns, provider, model, "input").Add(float64(d))
+	if c.inputTokens > 0 {
+		tokens.WithLabelValues(ns, provider, model, "input").Add(float64(c.inputTokens))
 	}
-	if d := now.OutputTokens - was.OutputTokens; d > 0 {
-		tokens.WithLabelValues(ns, provider, model, "output").Add(float64(d))
+	if c.outputTokens > 0 {
+		tokens.WithLabelValues(ns, provider, model, "output").Add(float64(c.outputTokens))
 	}
-	if d := costOf(now) - costOf(was); d > 0 {
-		spend.WithLabelValues(ns, provider, model, labelsOf.template(run)).Add(float64(d) / 1e12)
+	if c.spent > 0 {
+		spend.WithLabelValues(ns, provider, model, labelsOf.template(run)).Add(float64(c.spent) / 1e12)
 	}
-	if run.Status.Outcome == "" || base.Status.Outcome != "" {
+	if !c.ended {
 		return
 	}
 	o := string(run.Status.Outcome)
@@ -301,7 +299,7 @@ func recordMetrics(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Not
 			}
 		}
 	}
-	if s != nil {
+	if s := c.state; s != nil {
 		repeatedIntent.Observe(float64(s.MaxDepth))
 		if s.Outcome == loop.Completed {
 			turnsToCompletion.WithLabelValues(provider, model, labelsOf.template(run)).Observe(float64(s.Usage.Turns))

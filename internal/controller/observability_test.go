@@ -291,7 +291,7 @@ func TestEndTrace_theRunSpanEndsAfterACallThatEndedDuringTheReconcile(t *testing
 	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock(), trace: telemetry.StartRun(tp, "")}
 	callEnd := sc.now.Add(500 * time.Millisecond) // the model call the reconcile picked up
 	run.Status.Outcome = v1alpha1.OutcomeCompleted
-	r.endTrace(context.Background(), sc)
+	r.endTrace(context.Background(), sc.trace, changeOfScope(sc))
 	spans := exp.GetSpans()
 	if len(spans) != 1 {
 		t.Fatalf("%d spans, want the run span", len(spans))

@@ -31,36 +31,29 @@ var TraceIDOf = func(ctx context.Context, run *v1alpha1.AgentRun) string {
 // turn, asked a person about a call, had a call answered, was refused as a
 // GitOps re-run, or finished (with its outcome). The logger from
 // controller-runtime already names the run (namespace, name).
-func (r *AgentRunReconciler) logTransitions(ctx context.Context, sc *scope) {
+func (r *AgentRunReconciler) logTransitions(ctx context.Context, c change) {
 	log := ctrl.LoggerFrom(ctx)
-	if id := TraceIDOf(ctx, sc.run); id != "" {
+	if id := TraceIDOf(ctx, c.run); id != "" {
 		log = log.WithValues("traceID", id)
 	}
-	before, after := &sc.base.Status, &sc.run.Status
-	if before.StartTime == nil && after.StartTime != nil {
-		log.Info("Run started", "turn", after.Turn)
+	if c.started {
+		log.Info("Run started", "turn", c.run.Status.Turn)
 	}
-	was := map[string]bool{}
-	for _, p := range before.PendingApprovals {
-		was[p.CallID] = true
+	for _, p := range c.asked {
+		log.Info("Run asked for approval", "callID", p.CallID, "tool", p.Tool, "rule", p.Rule)
 	}
-	for _, p := range after.PendingApprovals {
-		if !was[p.CallID] {
-			log.Info("Run asked for approval", "callID", p.CallID, "tool", p.Tool, "rule", p.Rule)
-		}
-	}
-	for _, n := range sc.notes {
+	for _, n := range c.notes {
 		switch n.Kind {
 		case loop.NoteApproval, loop.NoteStaleApproval:
-			log.Info("Approval answered", "callID", n.CallID, "decision", string(sc.answers[n.CallID]), "by", sc.by[n.CallID],
+			log.Info("Approval answered", "callID", n.CallID, "decision", string(c.answers[n.CallID]), "by", c.by[n.CallID],
 				"stale", n.Kind == loop.NoteStaleApproval)
 		}
 	}
-	if refused(after) && !refused(before) {
-		log.Info("Run refused", "reason", v1alpha1.ReasonRerunRefused, "message", after.Reason)
+	if c.refused {
+		log.Info("Run refused", "reason", v1alpha1.ReasonRerunRefused, "message", c.run.Status.Reason)
 	}
-	if before.Outcome == "" && after.Outcome != "" {
-		finishedLine(log, after)
+	if c.ended {
+		finishedLine(log, &c.run.Status)
 	}
 }
 

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	v1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+)
+
+// change is what one reconcile's save changed of a run, worked out once
+// after the save and handed to each reporter: the log (logTransitions),
+// the events (emit), the metrics (recordMetrics) and the trace (endTrace).
+// No reporter compares the stored and the saved status again on its own.
+type change struct {
+	// run is the run as saved, with the spec it ran from (asBuilt: a
+	// template's resolved spec where it came from one).
+	run *v1alpha1.AgentRun
+	// state is the engine's state as saved; nil when the run never built
+	// one (it failed before).
+	state *loop.State
+	// notes are what the steps reported, in order.
+	notes []loop.Note
+	// answers and by are the approvals this save applied, by call id, and
+	// who gave each.
+	answers map[string]loop.Answer
+	by      map[string]string
+
+	// started: the run's first turn began (status.startTime was set).
+	started bool
+	// asked are the calls that began to wait for a person.
+	asked []v1alpha1.PendingApproval
+	// refused: the run was refused as a GitOps re-run.
+	refused bool
+	// ended: the run got its outcome.
+	ended bool
+	// inputTokens, outputTokens and spent are what the save charged: the
+	// usage it wrote less the usage it read, so a step counts once.
+	inputTokens, outputTokens int64
+	spent                     loop.Money
+}
+
+// changeOf compares the run as the reconcile found it (base: stored, or
+// stored with its deferred status) with the run as saved.
+func changeOf(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) change {
+	before, after := &base.Status, &run.Status
+	c := change{run: run, state: s, notes: notes,
+		started: before.StartTime == nil && after.StartTime != nil,
+		refused: refused(after) && !refused(before),
+		ended:   before.Outcome == "" && after.Outcome != "",
+	}
+	was := map[string]bool{}
+	for _, p := range before.PendingApprovals {
+		was[p.CallID] = true
+	}
+	for _, p := range after.PendingApprovals {
+		if !was[p.CallID] {
+			c.asked = append(c.asked, p)
+		}
+	}
+	from, to := usageOf(base), usageOf(run)
+	c.inputTokens = max(to.InputTokens-from.InputTokens, 0)
+	c.outputTokens = max(to.OutputTokens-from.OutputTokens, 0)
+	c.spent = max(costOf(to)-costOf(from), 0)
+	return c
+}
+
+// changeOfScope is the change of a reconcile that saved.
+func changeOfScope(sc *scope) change {
+	c := changeOf(sc.base, asBuilt(sc), sc.state, sc.notes)
+	c.answers, c.by = sc.answers, sc.by
+	return c
+}
