@@ -411,11 +411,8 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 func dollars(u v1alpha1.USD) float64 { return float64(budget.Money(u)) / 1e12 }
 
 func isCeiling(name string) bool {
-	switch loop.Dimension(name) {
-	case loop.DimTurns, loop.DimTokens, loop.DimWallClock, loop.DimCost, loop.DimToolCalls:
-		return true
-	}
-	return false
+	_, ok := loop.CeilingOf(loop.Dimension(name))
+	return ok
 }
 
 // outcomes are the eight outcomes a run can end with.

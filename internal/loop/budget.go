@@ -156,35 +156,15 @@ type Rejection struct {
 	Reason string
 }
 
-// Admit checks consumed + reserved <= ceiling in every hard dimension, in
-// the order turns, tokens, wall clock, cost, tool calls, per-tool limits
-// (by tool name). It returns the first rejection, or nil. Soft ceilings
-// never reject.
+// Admit checks consumed + reserved <= ceiling for every hard ceiling, in
+// the order of the table (turns, tokens, wall clock, cost, tool calls),
+// then the per-tool limits (by tool name). It returns the first rejection,
+// or nil. Soft ceilings never reject.
 func Admit(b *Budget, consumed, reserved Usage) *Rejection {
-	check := func(d Dimension, used, res, ceil int64, unit func(int64) string) *Rejection {
-		if b.soft(d) || used+res <= ceil {
-			return nil
+	for _, c := range ceilings {
+		if r := c.admit(b, consumed, reserved); r != nil {
+			return r
 		}
-		return &Rejection{Dimension: d, Reason: fmt.Sprintf("admitting the next step would pass the %s ceiling: %s consumed + %s reserved = %s > %s",
-			d, unit(used), unit(res), unit(used+res), unit(ceil))}
-	}
-	count := func(n int64) string { return fmt.Sprint(n) }
-	secs := func(n int64) string { return fmt.Sprintf("%ds", n) }
-	money := func(n int64) string { return "$" + Money(n).String() }
-	if r := check(DimTurns, int64(consumed.Turns), int64(reserved.Turns), int64(b.MaxTurns), count); r != nil {
-		return r
-	}
-	if r := check(DimTokens, consumed.Tokens(), reserved.Tokens(), b.MaxTokens, count); r != nil {
-		return r
-	}
-	if r := check(DimWallClock, ceilSeconds(consumed.WallClock), ceilSeconds(reserved.WallClock), int64(b.MaxWallClock/time.Second), secs); r != nil {
-		return r
-	}
-	if r := check(DimCost, int64(consumed.Cost), int64(reserved.Cost), int64(b.costCeiling()), money); r != nil {
-		return r
-	}
-	if r := check(DimToolCalls, int64(consumed.ToolCalls), int64(reserved.ToolCalls), int64(b.toolCallsCeiling()), count); r != nil {
-		return r
 	}
 	if len(reserved.PerTool) > 0 {
 		names := make([]string, 0, len(reserved.PerTool))
@@ -202,11 +182,6 @@ func Admit(b *Budget, consumed, reserved Usage) *Rejection {
 		}
 	}
 	return nil
-}
-
-// ceilSeconds rounds a duration up to whole seconds (never under-count).
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
 }
 
 // modelReservation is the exposure of one model call: its estimated input
@@ -304,21 +279,11 @@ func (e *Engine) softWarnings(s *State) []Note {
 	}
 	var notes []Note
 	for _, d := range b.Soft {
-		var used, ceil int64
-		switch d {
-		case DimTurns:
-			used, ceil = int64(s.Usage.Turns), int64(b.MaxTurns)
-		case DimTokens:
-			used, ceil = s.Usage.Tokens(), b.MaxTokens
-		case DimWallClock:
-			used, ceil = int64(s.Usage.WallClock), int64(b.MaxWallClock)
-		case DimCost:
-			used, ceil = int64(s.Usage.Cost), int64(b.costCeiling())
-		case DimToolCalls:
-			used, ceil = int64(s.Usage.ToolCalls), int64(b.toolCallsCeiling())
-		default:
+		c, ok := CeilingOf(d)
+		if !ok {
 			continue
 		}
+		used, ceil := c.used(s.Usage), c.limit(b)
 		if ceil <= 0 && used <= 0 {
 			continue // a zero soft ceiling warns once something is spent
 		}
@@ -356,13 +321,10 @@ type Convergence struct {
 func (e *Engine) Convergence(s *State) Convergence {
 	b := &e.cfg.Budget
 	u := s.Usage
-	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{
-		DimTurns:     ratio(int64(b.MaxTurns-u.Turns), int64(b.MaxTurns)),
-		DimTokens:    ratio(b.MaxTokens-u.Tokens(), b.MaxTokens),
-		DimWallClock: ratio(int64(b.MaxWallClock-u.WallClock), int64(b.MaxWallClock)),
-		DimCost:      ratio(int64(b.costCeiling()-u.Cost), int64(b.costCeiling())),
-		DimToolCalls: ratio(int64(b.toolCallsCeiling()-u.ToolCalls), int64(b.toolCallsCeiling())),
-	}}
+	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{}}
+	for _, row := range ceilings {
+		c.Headroom[row.Dim] = row.headroom(b, u)
+	}
 	if s.Outcome == Completed {
 		c.TurnsToCompletion = u.Turns
 	}
