@@ -2,9 +2,12 @@ package loop
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // A call may take its startup grace, its timeout and its kill grace before
@@ -184,5 +187,129 @@ func TestCallModel_deadlineIsTheModelTimeout(t *testing.T) {
 	}
 	if left > DefaultModelTimeout || left < DefaultModelTimeout-time.Second {
 		t.Fatalf("deadline %s away, want close to the default %s", left, DefaultModelTimeout)
+	}
+}
+
+func TestBudget_eachDimensionCanBeExhausted(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(r *run)
+		reason string
+	}{
+		{"turns", func(r *run) { r.maxTurns(1).then(calls(call("a", `{}`))) }, "turns ceiling"},
+		{"tokens", func(r *run) {
+			r.cfg.Budget.MaxTokens = 6000
+			r.then(ScriptEntry{ToolCalls: []ToolCall{call("a", `{}`)}, Usage: usage(1500, 100)})
+		}, "tokens ceiling"},
+		{"wall clock", func(r *run) {
+			r.cfg.Budget.MaxWallClock = 100 * time.Second
+			r.cfg.Model.Timeout = 30 * time.Second
+			r.tools.took = 80 * time.Second
+			r.then(calls(call("a", `{}`)))
+		}, "wallClock ceiling: 80s consumed + 30s reserved = 110s > 100s"},
+		{"cost", func(r *run) {
+			r.cfg.Model.Pricing = Pricing{Input: MustMoney("3"), Output: MustMoney("15")}
+			r.cfg.Budget.MaxCost = new(MustMoney("0.10"))
+			// $0.051 spent, then the next turn's $0.066 reservation passes $0.10.
+			r.then(ScriptEntry{ToolCalls: []ToolCall{call("a", `{}`)}, Usage: usage(2000, 3000)})
+		}, "cost ceiling"},
+		{"tool calls", func(r *run) {
+			r.cfg.Budget.MaxToolCalls = new(2)
+			r.then(calls(call("a", `{"n":1}`), call("a", `{"n":2}`)), calls(call("a", `{"n":3}`)))
+		}, "toolCalls ceiling: 2 consumed + 1 reserved = 3 > 2"},
+		{"per tool", func(r *run) {
+			r.cfg.Budget.PerTool = map[string]int{"a": 1}
+			r.then(calls(call("a", `{"n":1}`)), calls(call("a", `{"n":2}`)))
+		}, "per-tool limit of a: 1 calls made + 1 in this batch = 2 > 1"},
+		{"default tool limit", func(r *run) {
+			r.cfg.Budget.DefaultToolLimit = new(2)
+			r.then(calls(call("a", `{"n":1}`), call("a", `{"n":2}`), call("a", `{"n":3}`)))
+		}, "per-tool limit of a: 0 calls made + 3 in this batch = 3 > 2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := makeRun(t).readTool("a")
+			tc.setup(r)
+			s := r.go_()
+			expectOutcome(t, s, BudgetExhausted)
+			if !strings.Contains(s.Reason, tc.reason) {
+				t.Fatalf("reason %q does not contain %q", s.Reason, tc.reason)
+			}
+		})
+	}
+}
+
+func TestBudget_softCeilingsWarnOnceAt80And100AndNeverStop(t *testing.T) {
+	r := makeRun(t).readTool("a").maxTurns(5)
+	r.cfg.Budget.Soft = []Dimension{DimTurns}
+	for i := range 6 {
+		r.then(calls(call("a", fmt.Sprintf(`{"n":%d}`, i))))
+	}
+	r.then(answer("done"))
+	e := r.engine()
+	var warnings []string
+	s := &State{}
+	(&Runner{Engine: e, Model: &Scripted{Entries: r.script}, Tools: r.tools, OnStep: func(_ *State, eff Effect) {
+		for _, n := range eff.Notes {
+			if n.Kind == NoteBudgetWarning {
+				warnings = append(warnings, n.Message)
+			}
+		}
+	}}).Run(context.Background(), s)
+	expectOutcome(t, s, Completed)
+	if s.Usage.Turns != 7 {
+		t.Fatalf("turns = %d, want 7 (past the soft ceiling of 5)", s.Usage.Turns)
+	}
+	want := []string{
+		"Soft ceiling turns reached 80% (the run goes on: soft ceilings only warn)",
+		"Soft ceiling turns reached 100% (the run goes on: soft ceilings only warn)",
+	}
+	if diff := cmp.Diff(want, warnings); diff != "" {
+		t.Fatalf("warnings (-want +got):\n%s", diff)
+	}
+}
+
+// The turn-eleven admission table of the seeds, row by row.
+func TestAdmission_turnElevenTable(t *testing.T) {
+	b := Budget{MaxTurns: 12, MaxTokens: 1_000_000, MaxWallClock: 300 * time.Second, MaxCost: new(MustMoney("1.00")), MaxToolCalls: new(50), DefaultToolLimit: new(100)}
+	consumed := Usage{Turns: 11, Cost: MustMoney("0.82"), WallClock: 287 * time.Second, ToolCalls: 47}
+	// Reservation: 60,000 input tokens at $3/M, 4,096 output at $15/M, tools $0.04.
+	cost := TokenCost(60000, MustMoney("3")) + TokenCost(4096, MustMoney("15")) + MustMoney("0.04")
+	if cost != MustMoney("0.28144") {
+		t.Fatalf("reserved cost = %s, want 0.28144", cost)
+	}
+	reserved := Usage{Turns: 1, Cost: cost, WallClock: 36 * time.Second, ToolCalls: 6}
+	cases := []struct {
+		dim    Dimension
+		admit  bool
+		reason string
+	}{
+		{DimTurns, true, ""},
+		{DimCost, false, "cost ceiling: $0.8200 consumed + $0.28144 reserved = $1.10144 > $1.0000"},
+		{DimWallClock, false, "wallClock ceiling: 287s consumed + 36s reserved = 323s > 300s"},
+		{DimToolCalls, false, "toolCalls ceiling: 47 consumed + 6 reserved = 53 > 50"},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.dim), func(t *testing.T) {
+			// Check one dimension at a time by making the others soft.
+			bb := b
+			bb.Soft = nil
+			for _, d := range []Dimension{DimTurns, DimTokens, DimWallClock, DimCost, DimToolCalls} {
+				if d != tc.dim {
+					bb.Soft = append(bb.Soft, d)
+				}
+			}
+			rej := Admit(&bb, consumed, reserved)
+			if tc.admit != (rej == nil) {
+				t.Fatalf("admit = %v, want %v (%v)", rej == nil, tc.admit, rej)
+			}
+			if rej != nil && (rej.Dimension != tc.dim || !strings.Contains(rej.Reason, tc.reason)) {
+				t.Fatalf("rejection = %+v, want %s with %q", rej, tc.dim, tc.reason)
+			}
+		})
+	}
+	// All hard: the first rejecting dimension, in the documented order, names it.
+	if rej := Admit(&b, consumed, reserved); rej == nil || rej.Dimension != DimWallClock {
+		t.Fatalf("first rejection = %+v, want wallClock (checked before cost)", rej)
 	}
 }

@@ -21,4 +21,24 @@
 // steps; starting a run is stepping the zero State, so starting and
 // resuming are one code path. Runner drives an Engine in-process; the
 // operator drives the same Engine one step per reconcile.
+//
+// The files follow a turn's stages, each test beside its file:
+//
+//   - types.go, state.go: the configuration, messages and the resumable
+//     State; engine.go: Step, the phases, request assembly; estimate.go:
+//     the input estimate behind every reservation.
+//   - ceilings.go (the table of ceilings), budget.go (defaults, admission,
+//     reservations, soft warnings, headroom), money.go, refuse.go (a limit
+//     outside the run refusing a step).
+//   - reply.go: reading a model's answer; retry.go: model and tool retries.
+//   - canonical.go, detect.go: call signatures and loop detection.
+//   - vetting.go (a batch's verdicts, the stage), verdict.go (compiled
+//     rules, guardrails and schemas; one call's verdict), approvals.go,
+//     outputguard.go.
+//   - acting.go (dispatching approved calls), observation.go (a tool's
+//     result as the model reads it).
+//   - plan.go, plan_accept.go, plan_steps.go, plan_waves.go: plan then
+//     execute; verify.go: verified completion.
+//   - run.go, scripted.go, instrument.go: driving an Engine in-process, the
+//     scripted model, and the Observer that metrics and traces hang on.
 package loop

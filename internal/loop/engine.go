@@ -163,7 +163,7 @@ func (e *Engine) Request(s *State) *Request {
 func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	if s.Plan != nil {
 		// The planner's and the solver's prompts are not the transcript
-		// (plan.go): they are built and estimated whole.
+		// (plan.go, plan_accept.go): they are built and estimated whole.
 		req := e.planRequest(s)
 		if s.Plan.Stage == StageSolving {
 			req = e.solveRequest(s)

@@ -136,3 +136,7 @@ func expectOutcome(t testing.TB, s *State, want Outcome) {
 		t.Fatalf("outcome %s has no reason", s.Outcome)
 	}
 }
+
+func toolMessages(s *State) []Message {
+	return keep(s.Transcript, func(m Message) bool { return m.Role == RoleTool })
+}

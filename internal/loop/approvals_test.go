@@ -1,0 +1,59 @@
+package loop
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestApproval_approveRunsDenyDeclines(t *testing.T) {
+	r := makeRun(t).tool("refund", true, false).tool("close", true, false).
+		then(calls(call("refund", `{"id":1}`), call("close", `{"id":1}`)), answer("ok"))
+	asked := 0
+	r.approve = func(_ context.Context, p []Call) map[string]Answer {
+		asked++
+		if len(p) != 2 {
+			t.Fatalf("pending = %d calls, want the whole batch's 2", len(p))
+		}
+		return map[string]Answer{"t1-c1": Approve, "t1-c2": DenyAnswer}
+	}
+	s := r.go_()
+	expectOutcome(t, s, Completed)
+	if diff := cmp.Diff([]string{"t1-c1:refund"}, r.tools.Ran()); diff != "" {
+		t.Fatalf("ran (-want +got):\n%s", diff)
+	}
+	obs := toolMessages(s)
+	if obs[1].Status != ObsDeclined || !strings.Contains(obs[1].Content, "A person declined") {
+		t.Fatalf("observation = %+v", obs[1])
+	}
+}
+
+func TestApproval_nothingRunsUntilEveryAskIsAnswered(t *testing.T) {
+	r := makeRun(t).readTool("read").tool("refund", true, false).tool("close", true, false)
+	e := r.engine()
+	s := &State{}
+	e.Step(s, Input{})
+	eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("read", `{}`), call("refund", `{}`), call("close", `{}`)}}})
+	if eff.Kind != EffectAsk {
+		t.Fatalf("effect = %s", eff.Kind)
+	}
+	eff = e.Step(s, Input{Answers: map[string]Answer{"t1-c2": Approve}})
+	if eff.Kind != EffectAsk || len(eff.Pending) != 1 || eff.Pending[0].ID != "t1-c3" {
+		t.Fatalf("after one answer: %+v", eff)
+	}
+	eff = e.Step(s, Input{Answers: map[string]Answer{"t1-c2": Approve, "t1-c3": Approve, "t9-c9": Approve}})
+	if eff.Kind != EffectRunTools || len(eff.Calls) != 1 || eff.Calls[0].CallID != "t1-c1" {
+		t.Fatalf("after all answers: %+v", eff)
+	}
+	stale := 0
+	for _, n := range eff.Notes {
+		if n.Kind == NoteStaleApproval && n.CallID == "t9-c9" {
+			stale++
+		}
+	}
+	if stale != 1 {
+		t.Fatalf("the answer for t9-c9 was not reported stale: %+v", eff.Notes)
+	}
+}
