@@ -1,0 +1,216 @@
+// Package notify tells people that a run waits for them: it posts a small
+// JSON message (Slack-compatible "text", plus the run, the call, the tool,
+// the arguments' digest and a link to the console's inbox) to a webhook
+// when a call starts waiting for approval and when a run ends Escalated.
+//
+// Delivery is off the reconcile: Notify only queues the message (a full
+// queue drops it, counted), and a few workers post it, retrying a failed
+// post a bounded number of times with backoff. A run is never held up by
+// its notification. The webhook URL is a secret (a Slack webhook URL is
+// its own credential): it is read from a Secret at each delivery and is
+// never logged, nor put in an event or status; errors are reported
+// without it.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Events a message is sent for.
+const (
+	EventApprovalRequested = "ApprovalRequested"
+	EventEscalated         = "Escalated"
+)
+
+// Message is the JSON body posted to the webhook. Text is what a Slack
+// incoming webhook shows; the other fields are for receivers that route
+// or render messages themselves.
+type Message struct {
+	Text            string `json:"text"`
+	Event           string `json:"event"`
+	Namespace       string `json:"namespace"`
+	Run             string `json:"run"`
+	CallID          string `json:"callID,omitempty"`
+	Tool            string `json:"tool,omitempty"`
+	ArgumentsDigest string `json:"argumentsDigest,omitempty"`
+	Rule            string `json:"rule,omitempty"`
+	Outcome         string `json:"outcome,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	Inbox           string `json:"inbox,omitempty"`
+}
+
+// Target is where one namespace's messages go: the webhook URL and the
+// client that posts to it. An empty URL sends nothing.
+type Target struct {
+	URL    string
+	Client *http.Client
+}
+
+// Resolver finds the webhook of a namespace at delivery time (the Secret
+// may change, or be created, after the operator started).
+type Resolver func(ctx context.Context, namespace string) (Target, error)
+
+// Deliveries counts what became of each message, by result: delivered,
+// retried (an attempt failed and is tried again), failed (every attempt
+// failed: the message is given up), dropped (the queue was full, or the
+// webhook could not be resolved).
+var Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "agentrun", Name: "notification_deliveries_total",
+	Help: "Notification webhook deliveries, by result: delivered, retried (an attempt failed and is tried again), failed (every attempt failed, the message is given up), dropped (the queue was full or the webhook could not be read).",
+}, []string{"result"})
+
+// Notifier queues messages and delivers them. Build it with New and run
+// Start (a controller-runtime Runnable).
+type Notifier struct {
+	resolve Resolver
+	// Attempts is how many times a message is posted before it is given
+	// up; Backoff the wait before the first retry, doubled for each next
+	// one up to MaxBackoff; Timeout bounds each post.
+	Attempts            int
+	Backoff, MaxBackoff time.Duration
+	Timeout             time.Duration
+	// ConsoleURL is the console's base URL; each message links to its
+	// inbox (ConsoleURL + "/inbox?namespace=NS"). Empty: no link.
+	ConsoleURL string
+	Log        logr.Logger
+
+	queue chan Message
+}
+
+// QueueSize bounds the messages waiting for delivery.
+const QueueSize = 256
+
+// New returns a Notifier with the defaults: 5 attempts, 1s backoff doubled
+// up to 30s, 10s per post.
+func New(resolve Resolver) *Notifier {
+	return &Notifier{resolve: resolve, Attempts: 5, Backoff: time.Second, MaxBackoff: 30 * time.Second,
+		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize)}
+}
+
+// Notify queues m for delivery and returns at once; a full queue drops it.
+func (n *Notifier) Notify(m Message) {
+	if n == nil {
+		return
+	}
+	if n.ConsoleURL != "" && m.Inbox == "" {
+		m.Inbox = n.ConsoleURL + "/inbox?namespace=" + url.QueryEscape(m.Namespace)
+	}
+	select {
+	case n.queue <- m:
+	default:
+		Deliveries.WithLabelValues("dropped").Inc()
+		n.Log.Info("Notification dropped: the queue is full", "event", m.Event, "namespace", m.Namespace, "run", m.Run, "callID", m.CallID)
+	}
+}
+
+// Parallel bounds the deliveries in flight: a webhook that does not
+// answer delays only the messages past that many.
+const Parallel = 8
+
+// Start delivers queued messages until ctx ends, Parallel at a time.
+func (n *Notifier) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, Parallel)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-n.queue:
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				n.deliver(ctx, m)
+			}()
+		}
+	}
+}
+
+// NeedLeaderElection: every replica's reconciles notify only for runs it
+// drives, so each delivers its own.
+func (n *Notifier) NeedLeaderElection() bool { return false }
+
+func (n *Notifier) deliver(ctx context.Context, m Message) {
+	log := n.Log.WithValues("event", m.Event, "namespace", m.Namespace, "run", m.Run, "callID", m.CallID)
+	t, err := n.resolve(ctx, m.Namespace)
+	if err != nil {
+		Deliveries.WithLabelValues("dropped").Inc()
+		log.Error(err, "Notification not sent: its webhook could not be read")
+		return
+	}
+	if t.URL == "" {
+		return
+	}
+	if t.Client == nil {
+		t.Client = http.DefaultClient
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	wait := n.Backoff
+	for attempt := 1; ; attempt++ {
+		err := n.post(ctx, t, body)
+		if err == nil {
+			Deliveries.WithLabelValues("delivered").Inc()
+			return
+		}
+		if attempt >= n.Attempts || ctx.Err() != nil {
+			Deliveries.WithLabelValues("failed").Inc()
+			log.Error(err, "Notification not delivered; giving up", "attempts", attempt)
+			return
+		}
+		Deliveries.WithLabelValues("retried").Inc()
+		log.V(1).Info("Notification delivery failed; retrying", "attempt", attempt, "error", err.Error(), "after", wait.String())
+		select {
+		case <-ctx.Done():
+			Deliveries.WithLabelValues("failed").Inc()
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, n.MaxBackoff)
+	}
+}
+
+// post sends body once. Its error never carries the URL: a webhook URL is
+// a credential, and url.Error prints it whole.
+func (n *Notifier) post(ctx context.Context, t Target, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, n.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("the webhook URL is not a valid URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.Client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return fmt.Errorf("posting to the webhook: %w", ue.Err)
+		}
+		return errors.New("posting to the webhook failed")
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("the webhook answered %s", resp.Status)
+	}
+	return nil
+}
