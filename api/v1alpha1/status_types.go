@@ -86,7 +86,8 @@ const (
 	// ReasonAwaitingApproval is the reason of Succeeded=Unknown while the
 	// run waits for a person.
 	ReasonAwaitingApproval = "AwaitingApproval"
-	// ReasonApprovalRequested is the reason of AwaitingApproval=True.
+	// ReasonApprovalRequested is the reason of AwaitingApproval=True, and
+	// of the Normal event recorded for each call that starts waiting.
 	ReasonApprovalRequested = "ApprovalRequested"
 	// ReasonNoApprovalPending is the reason of AwaitingApproval=False.
 	ReasonNoApprovalPending = "NoApprovalPending"

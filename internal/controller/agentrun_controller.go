@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/telemetry"
@@ -109,6 +110,10 @@ type Config struct {
 	// not installed), whose author nobody authenticated. Off, such an
 	// answer is not applied: the call waits, with a Warning event.
 	AcceptUnstampedAnswers bool
+	// Notifier, when set, is told when a call starts waiting for a
+	// person and when a run ends Escalated (see notifications.go); it
+	// delivers off the reconcile.
+	Notifier *notify.Notifier
 	// TracerProvider receives the runs' spans (telemetry.Setup builds it
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.
@@ -381,6 +386,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		c := changeOfScope(sc)
 		r.logTransitions(ctx, c)
 		r.emit(sc.run, c)
+		r.announce(sc.run, c)
 		recordMetrics(c)
 		r.endTrace(ctx, sc.trace, c)
 	}

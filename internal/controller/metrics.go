@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,7 +141,7 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 // test checks that docs/observability.md describes each of their series.
 var domainMetrics = []prometheus.Collector{archiveWrites, archiveFailures, runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
 	retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges,
-	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics, scheduleRunsCreated, scheduleMissed}
+	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics, scheduleRunsCreated, scheduleMissed, notify.Deliveries}
 
 func init() { metrics.Registry.MustRegister(domainMetrics...) }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/kubescheme"
+	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -119,6 +120,20 @@ type Options struct {
 	// ArchiveTTL deletes archived records this long after their run ended
 	// (--archive-ttl); zero keeps them.
 	ArchiveTTL time.Duration
+	// NotificationWebhook is the Secret key holding the webhook URL that
+	// is told when a call waits for approval and when a run ends Escalated
+	// (--notification-webhook-secret, NAMESPACE/NAME[/KEY]); empty sends
+	// none, unless NamespaceNotifications.
+	NotificationWebhook string
+	// NamespaceNotifications reads each run's namespace's own
+	// agentrun-notifications Secret (key webhookURL) first
+	// (--namespace-notifications): a namespace may send its runs'
+	// messages elsewhere, or nowhere. Those URLs go through the egress
+	// policy of model and tool calls.
+	NamespaceNotifications bool
+	// ConsoleURL is the console's base URL that each message links to
+	// (its inbox); empty leaves the link out.
+	ConsoleURL string
 }
 
 // ValidateShard checks a shard's name: a DNS-1123 label (lowercase
@@ -198,8 +213,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	recorder := mgr.GetEventRecorder("agentrun")
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()
+	egressed := &http.Client{Transport: egressPolicy(ctx, cfg.Host, o).Transport()}
 	builder := &kit.Builder{
-		Egress:       &http.Client{Transport: egressPolicy(ctx, cfg.Host, o).Transport()},
+		Egress:       egressed,
 		LocalJobs:    o.LocalTools,
 		LocalDir:     o.LocalDir,
 		SecretsAs:    secrets.As,
@@ -242,7 +258,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// One book of AgentBudget writes for both reconcilers, so that each
 	// reads the other's last write instead of conflicting with it.
 	ledgers := controller.NewLedgers()
-	r := controller.NewAgentRunReconciler(controller.Config{Archive: store, Ledgers: ledgers, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+	notifier, err := notifierFor(o, mgr.GetAPIReader(), egressed)
+	if err != nil {
+		return err
+	}
+	if notifier != nil {
+		if err := mgr.Add(notifier); err != nil {
+			return err
+		}
+	}
+	r := controller.NewAgentRunReconciler(controller.Config{Notifier: notifier, Archive: store, Ledgers: ledgers, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
 		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
 		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished})
@@ -277,6 +302,24 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	ctrl.Log.Info("Starting the AgentRun operator", "shard", o.Shard, "stateKeys", keysAt.String(), "sealingKey", keys.Current(), "localTools", o.LocalTools, "workers", o.Workers, "traces", telemetry.Enabled(os.Getenv),
 		"metricsSecure", o.MetricsSecure)
 	return mgr.Start(ctx)
+}
+
+// notifierFor builds the notifier o asks for, or nil when it asks for
+// none.
+func notifierFor(o Options, reader client.Reader, egressed *http.Client) (*notify.Notifier, error) {
+	def, err := notify.ParseSecretKey(o.NotificationWebhook)
+	if err != nil {
+		return nil, fmt.Errorf("--notification-webhook-secret: %w", err)
+	}
+	if def.Name == "" && !o.NamespaceNotifications {
+		return nil, nil
+	}
+	res := &notify.SecretResolver{Reader: reader, Default: def, Namespaced: o.NamespaceNotifications,
+		Client: &http.Client{}, TenantClient: egressed}
+	n := notify.New(res.Resolve)
+	n.ConsoleURL = strings.TrimSuffix(o.ConsoleURL, "/")
+	n.Log = ctrl.Log.WithName("notifications")
+	return n, nil
 }
 
 // egressPolicy is the policy of the requests the operator sends for runs:
