@@ -3,6 +3,7 @@ module github.com/agentrun/agentrun
 go 1.26.0
 
 require (
+	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.3
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/cel-go v0.31.0
@@ -43,6 +44,7 @@ require (
 
 require (
 	cel.dev/expr v0.25.2 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/internal v1.13.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

@@ -72,7 +72,10 @@ type Config struct {
 	// 408, 409, 429, 5xx and connection errors. Zero means
 	// DefaultMaxRetries; a negative value turns retries off.
 	MaxRetries int
-	// KeySource provides the API key at every call. Required.
+	// KeySource provides the API key at every call. Nil means the
+	// provider is called without one: an OpenAI-compatible server that
+	// needs no key, or a cloud provider that authenticates with the
+	// operator's own identity (see Caller.DoWith).
 	KeySource KeySource
 	// HTTPClient carries the requests; nil means one with the settings of
 	// http.DefaultTransport and smaller connection buffers (defaultHTTPClient).
@@ -118,9 +121,6 @@ type Caller struct {
 // NewCaller checks cfg, applies the defaults and returns a Caller for the
 // named provider.
 func NewCaller(provider string, cfg Config) (*Caller, error) {
-	if cfg.KeySource == nil {
-		return nil, fmt.Errorf("%s: no API key source configured", provider)
-	}
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("%s: no model name configured", provider)
 	}
@@ -171,20 +171,38 @@ type CallFunc func(ctx context.Context, key string, record Middleware) error
 
 // Do runs fn once under ctx, whose deadline (set by the engine, see
 // loop.Engine.CallModel) bounds every attempt and every wait between
-// attempts. The error it returns is nil or a *ProviderError.
+// attempts. fn gets the key of Config.KeySource, or "" when there is
+// none. The error it returns is nil or a *ProviderError.
 func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
-	start := time.Now()
-	key, err := c.cfg.KeySource(ctx)
+	if c.cfg.KeySource == nil {
+		return c.run(ctx, "", fn)
+	}
+	return c.DoWith(ctx, "API key", c.cfg.KeySource, fn)
+}
+
+// DoWith is Do with the credential from source instead of
+// Config.KeySource: a cloud provider's short-lived token or signing
+// secret, fetched before every call (the credential libraries cache
+// them) so that a credential that cannot be had fails the call before
+// anything is sent, without retries, as "<provider>: <what> unavailable:
+// <why>". What source returns is passed to fn and scrubbed from every
+// error, like an API key.
+func (c *Caller) DoWith(ctx context.Context, what string, source KeySource, fn CallFunc) error {
+	key, err := source(ctx)
 	if err != nil {
-		return &ProviderError{Provider: c.provider, Message: cut("API key unavailable: " + err.Error()), Err: contextErr(err)}
+		return &ProviderError{Provider: c.provider, Message: cut(what + " unavailable: " + err.Error()), Err: contextErr(err)}
 	}
 	if key == "" {
-		return &ProviderError{Provider: c.provider, Message: "API key is empty"}
+		return &ProviderError{Provider: c.provider, Message: what + " is empty"}
 	}
+	return c.run(ctx, key, fn)
+}
 
+func (c *Caller) run(ctx context.Context, key string, fn CallFunc) error {
+	start := time.Now()
 	deadline, _ := ctx.Deadline()
 	obs := &attemptLog{provider: c.provider, secret: key, onRetry: c.cfg.OnRetry, deadline: deadline, maxReply: c.cfg.MaxReplyBytes}
-	err = fn(ctx, key, obs.middleware)
+	err := fn(ctx, key, obs.middleware)
 	if err == nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -48,9 +50,33 @@ type Provider struct {
 	// KeyValue(key).
 	KeyHeader string
 	KeyValue  func(key string) string
+	// Auth, when set, checks a request's authentication instead of
+	// KeyHeader and KeyValue, for credentials the request carries only
+	// as a signature (AWS SigV4); with KeyHeader empty, no header may
+	// contain the key at all.
+	Auth func(t testing.TB, key string, r Recorded)
+	// Dir, when set, is a directory under testdata whose files are read
+	// before the ones of the same name in testdata itself: a cloud
+	// platform's request bodies and error bodies, beside the vendor API's
+	// answers, which it serves unchanged.
+	Dir string
+	// Credential is what the key stands for in errors: "API key" when
+	// empty, "credentials" for a cloud identity's token or secret.
+	Credential string
 	// Prefix is the part of a request body that must be the same bytes on
 	// every turn (the tools and the system prompt), for prompt caching.
 	Prefix func(t testing.TB, body []byte) string
+}
+
+// file reads testdata/Dir/name, or testdata/name when there is none.
+func (p Provider) file(t testing.TB, name string) []byte {
+	t.Helper()
+	if p.Dir != "" {
+		if b, err := os.ReadFile(filepath.Join("testdata", p.Dir, name)); err == nil {
+			return b
+		}
+	}
+	return File(t, name)
 }
 
 // TestKey is the API key the suite configures.
@@ -171,8 +197,8 @@ func Run(t *testing.T, p Provider) {
 
 func retriesRateLimitAfterTheServersDelay(t *testing.T, p Provider) {
 	f := p.Fixture(t, nil,
-		Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: File(t, p.RateLimit)},
-		Reply(File(t, p.Text)),
+		Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After-Ms": "150"}, Body: p.file(t, p.RateLimit)},
+		Reply(p.file(t, p.Text)),
 	)
 	start := time.Now()
 	got, err := f.Model.Complete(context.Background(), p.Request())
@@ -196,7 +222,7 @@ func retriesRateLimitAfterTheServersDelay(t *testing.T, p Provider) {
 }
 
 func serverErrorsUntilRetriesRunOut(t *testing.T, p Provider) {
-	f := p.Fixture(t, nil, Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)})
+	f := p.Fixture(t, nil, Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: p.file(t, p.ServerError)})
 	_, err := f.Model.Complete(context.Background(), p.Request())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) {
@@ -231,7 +257,7 @@ func serverErrorsUntilRetriesRunOut(t *testing.T, p Provider) {
 
 func unauthorizedIsNeverRetried(t *testing.T, p Provider) {
 	// Even when the server says the request may be retried.
-	f := p.Fixture(t, nil, Step{Status: http.StatusUnauthorized, Header: map[string]string{"X-Should-Retry": "true"}, Body: File(t, p.Unauthorized)})
+	f := p.Fixture(t, nil, Step{Status: http.StatusUnauthorized, Header: map[string]string{"X-Should-Retry": "true"}, Body: p.file(t, p.Unauthorized)})
 	_, err := f.Model.Complete(context.Background(), p.Request())
 	var pe *model.ProviderError
 	if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized || pe.Attempts != 1 {
@@ -249,7 +275,7 @@ func unauthorizedIsNeverRetried(t *testing.T, p Provider) {
 }
 
 func aRetryAfterPastTheDeadlineEndsTheCallAtOnce(t *testing.T, p Provider) {
-	f := p.Fixture(t, nil, Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: File(t, p.RateLimit)})
+	f := p.Fixture(t, nil, Step{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "30"}, Body: p.file(t, p.RateLimit)})
 	start := time.Now()
 	// The engine puts the model call's deadline on the context.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -284,8 +310,8 @@ func deadlineIsEnforcedAroundTheCall(t *testing.T, p Provider) {
 
 func keyIsReadAtEveryCallAndSentOnlyInItsHeader(t *testing.T, p Provider) {
 	f := p.Fixture(t, nil,
-		Reply(File(t, p.ToolCall)),
-		Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: File(t, p.ServerError)},
+		Reply(p.file(t, p.ToolCall)),
+		Step{Status: http.StatusInternalServerError, Header: map[string]string{"Retry-After": "0"}, Body: p.file(t, p.ServerError)},
 	)
 	if _, err := f.Model.Complete(context.Background(), p.Request()); err != nil {
 		t.Fatal(err)
@@ -298,11 +324,13 @@ func keyIsReadAtEveryCallAndSentOnlyInItsHeader(t *testing.T, p Provider) {
 		t.Errorf("the key source was called %d times for 2 calls", f.Keys)
 	}
 	for i, r := range f.Srv.Requests() {
-		if got, want := r.Header.Get(p.KeyHeader), p.KeyValue(TestKey); got != want {
+		if p.Auth != nil {
+			p.Auth(t, TestKey, r)
+		} else if got, want := r.Header.Get(p.KeyHeader), p.KeyValue(TestKey); got != want {
 			t.Errorf("request %d: %s = %q, want %q", i, p.KeyHeader, got, want)
 		}
 		for name, values := range r.Header {
-			if name != http.CanonicalHeaderKey(p.KeyHeader) && slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, TestKey) }) {
+			if (p.KeyHeader == "" || name != http.CanonicalHeaderKey(p.KeyHeader)) && slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, TestKey) }) {
 				t.Errorf("request %d: header %s carries the key too", i, name)
 			}
 		}
@@ -322,9 +350,13 @@ func keyIsReadAtEveryCallAndSentOnlyInItsHeader(t *testing.T, p Provider) {
 func keySourceFailureSendsNothing(t *testing.T, p Provider) {
 	f := p.Fixture(t, func(c *model.Config) {
 		c.KeySource = func(context.Context) (string, error) { return "", errors.New(`secret "llm" not found`) }
-	}, Reply(File(t, p.Text)))
+	}, Reply(p.file(t, p.Text)))
 	_, err := f.Model.Complete(context.Background(), p.Request())
-	if want := p.Name + `: API key unavailable: secret "llm" not found`; err == nil || err.Error() != want {
+	credential := p.Credential
+	if credential == "" {
+		credential = "API key"
+	}
+	if want := p.Name + ": " + credential + ` unavailable: secret "llm" not found`; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
 	if n := len(f.Srv.Requests()); n != 0 {
@@ -333,7 +365,7 @@ func keySourceFailureSendsNothing(t *testing.T, p Provider) {
 }
 
 func prefixBytesAreTheSameOnEveryTurn(t *testing.T, p Provider) {
-	f := p.Fixture(t, nil, Reply(File(t, p.Text)))
+	f := p.Fixture(t, nil, Reply(p.file(t, p.Text)))
 	// Map iteration order changes from call to call; several turns make
 	// an unstable serialization show.
 	for range 5 {

@@ -39,6 +39,8 @@ func Reply(body []byte) Step { return Step{Status: http.StatusOK, Body: body} }
 type Recorded struct {
 	Method string
 	Path   string
+	// Query is the raw query string.
+	Query  string
 	Header http.Header
 	Body   []byte
 }
@@ -67,7 +69,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	n := len(s.requests)
-	s.requests = append(s.requests, Recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.requests = append(s.requests, Recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	step := s.steps[min(n, len(s.steps)-1)]
 	s.mu.Unlock()
 

@@ -30,7 +30,7 @@ var textAnswer = &loop.Reply{
 // the system prompt and the goal, as request_first_turn.json has them;
 // the text answer comes back whole.
 func textAnswerSendsTheFirstTurn(t *testing.T, p Provider) {
-	f := p.Fixture(t, nil, Reply(File(t, p.Text)))
+	f := p.Fixture(t, nil, Reply(p.file(t, p.Text)))
 	got, err := f.Model.Complete(context.Background(), p.Request())
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func textAnswerSendsTheFirstTurn(t *testing.T, p Provider) {
 	if reqs[0].Method != http.MethodPost || reqs[0].Path != p.Endpoint {
 		t.Errorf("request went to %s %s, want POST %s", reqs[0].Method, reqs[0].Path, p.Endpoint)
 	}
-	if diff := JSONDiff(t, File(t, "request_first_turn.json"), reqs[0].Body); diff != "" {
+	if diff := JSONDiff(t, p.file(t, "request_first_turn.json"), reqs[0].Body); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)
 	}
 }
@@ -71,7 +71,7 @@ func toolCallsBecomeOneBatchInOrder(t *testing.T, p Provider) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := p.Fixture(t, nil, Reply(File(t, tc.file)))
+			f := p.Fixture(t, nil, Reply(p.file(t, tc.file)))
 			got, err := f.Model.Complete(context.Background(), p.Request())
 			if err != nil {
 				t.Fatal(err)
@@ -96,11 +96,11 @@ func sameJSON(a, b json.RawMessage) bool {
 // toolResultsFollowTheirCalls: the round trip's results go back in call
 // order, whatever order they were recorded in (request_round_trip.json).
 func toolResultsFollowTheirCalls(t *testing.T, p Provider) {
-	f := p.Fixture(t, nil, Reply(File(t, "response_text.json")))
+	f := p.Fixture(t, nil, Reply(p.file(t, "response_text.json")))
 	if _, err := f.Model.Complete(context.Background(), p.RoundTrip()); err != nil {
 		t.Fatal(err)
 	}
-	if diff := JSONDiff(t, File(t, "request_round_trip.json"), f.Srv.Requests()[0].Body); diff != "" {
+	if diff := JSONDiff(t, p.file(t, "request_round_trip.json"), f.Srv.Requests()[0].Body); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)
 	}
 }
@@ -108,7 +108,7 @@ func toolResultsFollowTheirCalls(t *testing.T, p Provider) {
 // cachedUsageIsReportedWhole: input tokens count cache reads and writes,
 // and both are reported apart as well (response_usage_cached.json).
 func cachedUsageIsReportedWhole(t *testing.T, p Provider) {
-	f := p.Fixture(t, nil, Reply(File(t, "response_usage_cached.json")))
+	f := p.Fixture(t, nil, Reply(p.file(t, "response_usage_cached.json")))
 	got, err := f.Model.Complete(context.Background(), p.RoundTrip())
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func truncatedAndRefusedAnswersSaySo(t *testing.T, p Provider) {
 	}
 	for file, want := range cases {
 		t.Run(file, func(t *testing.T) {
-			f := p.Fixture(t, nil, Reply(File(t, file)))
+			f := p.Fixture(t, nil, Reply(p.file(t, file)))
 			got, err := f.Model.Complete(context.Background(), p.Request())
 			if err != nil {
 				t.Fatal(err)

@@ -68,7 +68,7 @@ func aHugeReplyIsNotRead(t *testing.T, p Provider) {
 // theReplyLimitIsConfigurable: a body of exactly Config.MaxReplyBytes is
 // read; one byte less of limit and it is not.
 func theReplyLimitIsConfigurable(t *testing.T, p Provider) {
-	body := File(t, p.Text)
+	body := p.file(t, p.Text)
 	for _, limit := range []int64{int64(len(body)), int64(len(body)) - 1} {
 		f := p.Fixture(t, func(c *model.Config) { c.MaxReplyBytes = limit }, Reply(body))
 		got, err := f.Model.Complete(context.Background(), p.Request())

@@ -35,8 +35,15 @@ const RefusedByFilter = "the provider's content filter stopped the answer (finis
 
 // Model calls one OpenAI-compatible endpoint. It is safe for concurrent use.
 type Model struct {
+	name   string
 	caller *model.Caller
 	client *sdk.Client
+	// auth is how each call authenticates: with the API key in the
+	// Authorization header, unless an Azure deployment says otherwise.
+	auth func(key string) []option.RequestOption
+	// credential, when set, fetches each call's credential instead of
+	// the configured KeySource (Azure's Entra ID token).
+	credential model.KeySource
 }
 
 var _ loop.Model = (*Model)(nil)
@@ -62,7 +69,15 @@ func New(cfg model.Config) (*Model, error) {
 	}
 	key := model.ClientKey{Provider: Name, BaseURL: base, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
 	client := model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
-	return &Model{caller: caller, client: client}, nil
+	return &Model{name: Name, caller: caller, client: client, auth: bearerKey}, nil
+}
+
+// bearerKey sends the key as "Authorization: Bearer", or no
+// Authorization at all when there is none (a server that needs no key).
+// It is set either way, so that an OPENAI_API_KEY in the operator's
+// environment is never sent instead.
+func bearerKey(key string) []option.RequestOption {
+	return []option.RequestOption{option.WithAPIKey(key)}
 }
 
 // Complete makes one chat completion. Transport failures are retried by
@@ -70,20 +85,23 @@ func New(cfg model.Config) (*Model, error) {
 func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
 	params, err := buildParams(req, m.caller.ModelName(req.Model))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
 	var reply *loop.Reply
-	err = m.caller.Do(ctx, func(ctx context.Context, key string, record model.Middleware) error {
-		out, err := m.client.Chat.Completions.New(ctx, params,
-			option.WithAPIKey(key),
-			option.WithMiddleware(record),
-		)
+	call := func(ctx context.Context, key string, record model.Middleware) error {
+		opts := append(m.auth(key), option.WithMiddleware(record))
+		out, err := m.client.Chat.Completions.New(ctx, params, opts...)
 		if err != nil {
 			return err
 		}
 		reply, err = toReply(out)
 		return err
-	})
+	}
+	if m.credential != nil {
+		err = m.caller.DoWith(ctx, "credentials", m.credential, call)
+	} else {
+		err = m.caller.Do(ctx, call)
+	}
 	if err != nil {
 		return nil, err
 	}

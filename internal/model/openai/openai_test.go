@@ -75,7 +75,6 @@ func TestComplete_connectionErrorsAreRetried(t *testing.T) {
 
 func TestNew_rejectsIncompleteConfig(t *testing.T) {
 	tests := map[string]model.Config{
-		"no key source":    {Model: "gpt-5.1"},
 		"no model":         {KeySource: model.StaticKey("k")},
 		"relative baseURL": {Model: "gpt-5.1", KeySource: model.StaticKey("k"), BaseURL: "vllm:8000/v1"},
 	}
@@ -85,6 +84,27 @@ func TestNew_rejectsIncompleteConfig(t *testing.T) {
 				t.Error("New accepted the config")
 			}
 		})
+	}
+}
+
+// A server that needs no key (a local vLLM) is called without any
+// Authorization header, and never with a key from the operator's
+// environment.
+func TestComplete_withoutAKeySourceSendsNoKey(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-from-the-operators-environment")
+	f := newFixture(t, func(c *model.Config) { c.KeySource = nil }, modeltest.Reply(modeltest.File(t, "response_text.json")))
+	if _, err := f.Model.Complete(context.Background(), billingRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if f.Keys != 0 {
+		t.Errorf("the key source was called %d times", f.Keys)
+	}
+	for name, values := range f.Srv.Requests()[0].Header {
+		for _, v := range values {
+			if name == "Authorization" || strings.Contains(v, "sk-") {
+				t.Errorf("header %s: %q was sent to a server that needs no key", name, v)
+			}
+		}
 	}
 }
 
