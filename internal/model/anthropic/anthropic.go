@@ -18,6 +18,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model"
@@ -28,8 +29,15 @@ const Name = "anthropic"
 
 // Model calls the Anthropic Messages API. It is safe for concurrent use.
 type Model struct {
+	name   string
 	caller *model.Caller
 	client *sdk.Client
+	// auth returns the options that authenticate one call with key, the
+	// credential Caller fetched for it; ctx is the call's.
+	auth func(ctx context.Context, key string) []option.RequestOption
+	// credential, when set, fetches each call's credential instead of
+	// the configured KeySource (a cloud platform's token or secret).
+	credential model.KeySource
 }
 
 var _ loop.Model = (*Model)(nil)
@@ -56,7 +64,16 @@ func New(cfg model.Config) (*Model, error) {
 	}
 	key := model.ClientKey{Provider: Name, BaseURL: cfg.BaseURL, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
 	client := model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
-	return &Model{caller: caller, client: client}, nil
+	return &Model{name: Name, caller: caller, client: client, auth: apiKey}, nil
+}
+
+// apiKey sends the key in the header the Messages API documents for API
+// keys, or no key at all for a gateway that needs none.
+func apiKey(_ context.Context, key string) []option.RequestOption {
+	if key == "" {
+		return nil
+	}
+	return []option.RequestOption{option.WithHeader("X-Api-Key", key)}
 }
 
 // Pricing completes the run's prices with what Anthropic bills that the
@@ -73,15 +90,14 @@ func (m *Model) Pricing(p loop.Pricing) loop.Pricing {
 func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
 	params, err := buildParams(req, m.caller.ModelName(req.Model))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
 	var reply *loop.Reply
-	err = m.caller.Do(ctx, func(ctx context.Context, key string, record model.Middleware) error {
-		opts := []option.RequestOption{
-			// The header the Messages API documents for API keys.
-			option.WithHeader("X-Api-Key", key),
-			option.WithMiddleware(record),
-		}
+	call := func(ctx context.Context, key string, record model.Middleware) error {
+		// The platform's options come first: their middleware (which
+		// moves the model into the path and signs the request) runs
+		// before record, which sees each attempt as it is sent.
+		opts := append(m.auth(ctx, key), option.WithMiddleware(record))
 		if d, ok := ctx.Deadline(); ok {
 			// The engine's deadline bounds the call; telling the SDK
 			// also stops it refusing large max_tokens without streaming.
@@ -93,7 +109,15 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		}
 		reply, err = toReply(out)
 		return err
-	})
+	}
+	if m.credential != nil {
+		// A place for a credential that is more than the secret the
+		// caller scrubs (Bedrock's signing key id and session token).
+		ctx = context.WithValue(ctx, fetchedKey{}, &aws.Credentials{})
+		err = m.caller.DoWith(ctx, "credentials", m.credential, call)
+	} else {
+		err = m.caller.Do(ctx, call)
+	}
 	if err != nil {
 		return nil, err
 	}

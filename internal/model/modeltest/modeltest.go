@@ -40,9 +40,12 @@ type Recorded struct {
 	Method string
 	Path   string
 	// Query is the raw query string.
-	Query  string
-	Header http.Header
-	Body   []byte
+	Query string
+	// Host and URI are the Host header and the request target as sent
+	// (the path escaped as the client escaped it, and the query).
+	Host, URI string
+	Header    http.Header
+	Body      []byte
 }
 
 // Server answers with its steps in order, repeating the last one.
@@ -69,7 +72,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	n := len(s.requests)
-	s.requests = append(s.requests, Recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
+	s.requests = append(s.requests, Recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host, URI: r.RequestURI, Header: r.Header.Clone(), Body: body})
 	step := s.steps[min(n, len(s.steps)-1)]
 	s.mu.Unlock()
 
