@@ -6,7 +6,7 @@ import (
 )
 
 // ModelProvider names the kind of model endpoint.
-// +kubebuilder:validation:Enum=scripted;openai;anthropic
+// +kubebuilder:validation:Enum=scripted;openai;anthropic;bedrock;vertex;azure
 type ModelProvider string
 
 // The model providers.
@@ -19,23 +19,45 @@ const (
 	ProviderOpenAI ModelProvider = "openai"
 	// ProviderAnthropic is the Anthropic Messages API.
 	ProviderAnthropic ModelProvider = "anthropic"
+	// ProviderBedrock is Claude on Amazon Bedrock (model.bedrock).
+	ProviderBedrock ModelProvider = "bedrock"
+	// ProviderVertex is Claude on Google Vertex AI (model.vertex).
+	ProviderVertex ModelProvider = "vertex"
+	// ProviderAzure is an Azure OpenAI deployment (model.azure).
+	ProviderAzure ModelProvider = "azure"
 )
 
 // ModelSpec selects the model and how each model call is made.
 //
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || (has(self.script) && size(self.script) > 0)`,message="provider scripted needs model.script: one entry per model call, in order",fieldPath=`.script`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || !has(self.script)`,message="model.script is only read by provider scripted: remove it, or set provider to scripted",fieldPath=`.script`,reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || (has(self.name) && self.name.size() > 0)`,message="model.name is required with a real model provider (openai, anthropic)",messageExpression=`'model.name is required with provider ' + self.provider + ': name the model to call, for example gpt-5.1'`,fieldPath=`.name`,reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || !has(self.caBundleRef)`,message="model.caBundleRef is only read by a real model provider (openai, anthropic): provider scripted calls no endpoint",fieldPath=`.caBundleRef`,reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || has(self.apiKeySecretRef)`,message="model.apiKeySecretRef is required with a real model provider (openai, anthropic)",messageExpression=`'model.apiKeySecretRef is required with provider ' + self.provider + ': name the Secret and key that hold the API key'`,fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || (has(self.name) && self.name.size() > 0)`,message="model.name is required with a real model provider (openai, anthropic, bedrock, vertex, azure)",messageExpression=`'model.name is required with provider ' + self.provider + ': name the model to call, for example gpt-5.1'`,fieldPath=`.name`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || !has(self.caBundleRef)`,message="model.caBundleRef is only read by a real model provider (openai, anthropic, bedrock, vertex, azure): provider scripted calls no endpoint",fieldPath=`.caBundleRef`,reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'anthropic' || has(self.apiKeySecretRef)`,message="model.apiKeySecretRef is required with provider anthropic: name the Secret and key that hold the API key",fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'openai' || has(self.apiKeySecretRef) || has(self.baseURL)`,message="model.apiKeySecretRef is required with provider openai unless model.baseURL names a server that needs no key (a local vLLM or Ollama): name the Secret and key that hold the API key",fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`(self.provider == 'bedrock') == has(self.bedrock)`,message="model.bedrock (the AWS region) goes with provider bedrock, and only with it",messageExpression=`has(self.bedrock) ? 'model.bedrock is only read by provider bedrock, not ' + self.provider + ': remove it' : 'provider bedrock needs model.bedrock.region: the AWS region of the Bedrock runtime endpoint, such as us-east-1'`,fieldPath=`.bedrock`
+// +kubebuilder:validation:XValidation:rule=`(self.provider == 'vertex') == has(self.vertex)`,message="model.vertex (project and region) goes with provider vertex, and only with it",messageExpression=`has(self.vertex) ? 'model.vertex is only read by provider vertex, not ' + self.provider + ': remove it' : 'provider vertex needs model.vertex: the Google Cloud projectID and the region, such as us-east5'`,fieldPath=`.vertex`
+// +kubebuilder:validation:XValidation:rule=`(self.provider == 'azure') == has(self.azure)`,message="model.azure (endpoint and apiVersion) goes with provider azure, and only with it",messageExpression=`has(self.azure) ? 'model.azure is only read by provider azure, not ' + self.provider + ': remove it' : 'provider azure needs model.azure: the resource endpoint and the apiVersion'`,fieldPath=`.azure`
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'vertex' || !has(self.apiKeySecretRef)`,message="provider vertex authenticates as the operator's Google identity (Workload Identity), never with an API key: remove model.apiKeySecretRef",fieldPath=`.apiKeySecretRef`,reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!(self.provider in ['vertex', 'azure']) || !has(self.baseURL)`,message="model.baseURL is not read by providers vertex and azure: the endpoint follows from model.vertex, or is model.azure.endpoint",fieldPath=`.baseURL`,reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'bedrock' || has(self.apiKeySecretRef) || !has(self.baseURL) || (url(self.baseURL).getScheme() == 'https' && url(self.baseURL).getHostname().endsWith('.amazonaws.com'))`,message="with the operator's AWS identity, model.baseURL must be an https:// endpoint under amazonaws.com (a Bedrock VPC endpoint): requests signed as the operator go nowhere else",fieldPath=`.baseURL`
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'azure' || has(self.apiKeySecretRef) || (url(self.azure.endpoint).getScheme() == 'https' && [".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"].exists(d, url(self.azure.endpoint).getHostname().endsWith(d)))`,message="with the operator's Entra ID identity, model.azure.endpoint must be an https:// Azure OpenAI endpoint (*.openai.azure.com, *.cognitiveservices.azure.com or *.services.ai.azure.com): the operator's tokens go nowhere else; an API key (model.apiKeySecretRef) may go to any endpoint",fieldPath=`.azure.endpoint`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.effort) || self.provider in ['openai', 'azure']`,message="model.reasoning.effort is for OpenAI reasoning models (providers openai, azure); Claude (anthropic, bedrock, vertex) takes model.reasoning.budgetTokens",fieldPath=`.reasoning.effort`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.provider in ['anthropic', 'bedrock', 'vertex']`,message="model.reasoning.budgetTokens is Claude's thinking budget (providers anthropic, bedrock, vertex); OpenAI reasoning models take model.reasoning.effort",fieldPath=`.reasoning.budgetTokens`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.reasoning.budgetTokens < self.?maxOutputTokens.orValue(4096)`,message="model.reasoning.budgetTokens must be below model.maxOutputTokens: thinking is part of the reply's output limit, so the budget leaves room for the answer",fieldPath=`.reasoning.budgetTokens`
 type ModelSpec struct {
 	// provider is the kind of model endpoint: scripted (replays
-	// model.script), openai (any OpenAI-compatible endpoint) or anthropic.
+	// model.script), openai (any OpenAI-compatible endpoint), anthropic,
+	// bedrock (Claude on Amazon Bedrock), vertex (Claude on Google Vertex
+	// AI) or azure (Azure OpenAI).
 	// +required
 	Provider ModelProvider `json:"provider"`
 
 	// name is the model to call, as the provider spells it (gpt-5.1,
-	// claude-sonnet-4-5 ...). Required unless the provider is scripted.
+	// claude-sonnet-4-5 ...; for bedrock a model id or inference profile
+	// such as us.anthropic.claude-sonnet-4-5-20250929-v1:0, for vertex
+	// such as claude-sonnet-4-5@20250929, for azure the deployment's
+	// name). Required unless the provider is scripted.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name,omitempty"`
@@ -48,10 +70,37 @@ type ModelSpec struct {
 	BaseURL string `json:"baseURL,omitempty"`
 
 	// apiKeySecretRef names the Secret key that holds the provider's API
-	// key. Required for openai and anthropic. The key is never echoed in
+	// key. Required for anthropic, and for openai at its public endpoint;
+	// optional for openai with a baseURL (a server that needs no key), and
+	// for bedrock and azure, which without it authenticate as the
+	// operator's own cloud identity (IRSA or EKS Pod Identity; Entra ID
+	// Workload Identity). Not read by vertex. The key is never echoed in
 	// status, events or logs.
 	// +optional
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// bedrock is where Claude on Amazon Bedrock is called. Required with
+	// provider bedrock, and only read by it.
+	// +optional
+	Bedrock *BedrockModel `json:"bedrock,omitempty"`
+
+	// vertex is where Claude on Google Vertex AI is called. Required with
+	// provider vertex, and only read by it.
+	// +optional
+	Vertex *VertexModel `json:"vertex,omitempty"`
+
+	// azure is the Azure OpenAI resource whose deployment model.name is.
+	// Required with provider azure, and only read by it.
+	// +optional
+	Azure *AzureModel `json:"azure,omitempty"`
+
+	// reasoning asks a reasoning model to think before it answers:
+	// effort for OpenAI reasoning models (openai, azure), budgetTokens for
+	// Claude's extended thinking (anthropic, bedrock, vertex). Reasoning
+	// tokens are output tokens: they count against maxOutputTokens, are
+	// reserved with it and priced at pricing.output.
+	// +optional
+	Reasoning *ModelReasoning `json:"reasoning,omitempty"`
 
 	// caBundleRef names PEM certificates of the certificate authorities
 	// that may sign the model endpoint's certificate (a baseURL served
@@ -98,6 +147,74 @@ type ModelSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=512
 	Script []ScriptStep `json:"script,omitempty"`
+}
+
+// BedrockModel is where Claude on Amazon Bedrock is called.
+type BedrockModel struct {
+	// region is the AWS region of the Bedrock runtime endpoint
+	// (https://bedrock-runtime.REGION.amazonaws.com), such as us-east-1.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
+	Region string `json:"region"`
+}
+
+// VertexModel is where Claude on Google Vertex AI is called.
+type VertexModel struct {
+	// projectID is the Google Cloud project.
+	// +required
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=30
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*[a-z0-9]$`
+	ProjectID string `json:"projectID"`
+
+	// region is the location of the model, such as us-east5, europe-west1
+	// or global.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
+	Region string `json:"region"`
+}
+
+// AzureModel is an Azure OpenAI resource.
+type AzureModel struct {
+	// endpoint is the resource's endpoint, such as
+	// https://RESOURCE.openai.azure.com.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`isURL(self) && url(self).getScheme() in ['http', 'https']`,message="model.azure.endpoint must be an http:// or https:// URL, such as https://RESOURCE.openai.azure.com"
+	Endpoint string `json:"endpoint"`
+
+	// apiVersion is the Azure OpenAI API version sent with every call,
+	// such as 2024-10-21.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$`
+	APIVersion string `json:"apiVersion"`
+}
+
+// ReasoningEffort is how hard an OpenAI reasoning model thinks.
+// +kubebuilder:validation:Enum=low;medium;high
+type ReasoningEffort string
+
+// ModelReasoning asks a reasoning model to think before it answers.
+//
+// +kubebuilder:validation:XValidation:rule=`has(self.effort) != has(self.budgetTokens)`,message="model.reasoning takes one of effort (OpenAI reasoning models) or budgetTokens (Claude)"
+type ModelReasoning struct {
+	// effort is reasoning_effort for OpenAI reasoning models: low, medium
+	// or high.
+	// +optional
+	Effort ReasoningEffort `json:"effort,omitempty"`
+
+	// budgetTokens is Claude's extended thinking budget: at least 1024
+	// (Anthropic's minimum), and below model.maxOutputTokens, which bounds
+	// thinking and answer together.
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1000000
+	BudgetTokens *int32 `json:"budgetTokens,omitempty"`
 }
 
 // ModelRetry bounds the retries of a model call that failed transiently.

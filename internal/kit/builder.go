@@ -318,13 +318,64 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model
 	if spec.Provider == v1alpha1.ProviderScripted {
 		return &loop.Scripted{Entries: Script(spec.Script)}, nil
 	}
-	ref := spec.APIKeySecretRef
-	if ref == nil {
-		return nil, fmt.Errorf("model.apiKeySecretRef is required with provider %s", spec.Provider)
+	// One attempt per call: the engine retries transient failures itself
+	// (model.retry), with a backoff it reserves and checkpoints.
+	// The call's deadline is the engine's (loop.Engine.CallModel).
+	client, err := b.modelClient(ctx, run)
+	if err != nil {
+		return nil, err
 	}
+	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, HTTPClient: client, MaxRetries: -1,
+		MaxReplyBytes: b.MaxReplyBytes}
+	if ref := spec.APIKeySecretRef; ref != nil && spec.Provider != v1alpha1.ProviderVertex {
+		mc.KeySource = b.apiKey(run, ref)
+	}
+	switch spec.Provider {
+	case v1alpha1.ProviderOpenAI:
+		return openai.New(mc)
+	case v1alpha1.ProviderAnthropic:
+		if mc.KeySource == nil {
+			return nil, fmt.Errorf("model.apiKeySecretRef is required with provider %s", spec.Provider)
+		}
+		return anthropic.New(mc)
+	case v1alpha1.ProviderBedrock:
+		if spec.Bedrock == nil {
+			return nil, errors.New("provider bedrock needs model.bedrock")
+		}
+		bc := anthropic.Bedrock{Region: spec.Bedrock.Region}
+		if mc.KeySource == nil {
+			if bc.Credentials, err = awsCredentials(ctx, bc.Region); err != nil {
+				return nil, err
+			}
+		}
+		return anthropic.NewBedrock(mc, bc)
+	case v1alpha1.ProviderVertex:
+		if spec.Vertex == nil {
+			return nil, errors.New("provider vertex needs model.vertex")
+		}
+		return anthropic.NewVertex(mc, anthropic.Vertex{ProjectID: spec.Vertex.ProjectID, Region: spec.Vertex.Region,
+			TokenSource: googleTokens()})
+	case v1alpha1.ProviderAzure:
+		if spec.Azure == nil {
+			return nil, errors.New("provider azure needs model.azure")
+		}
+		az := openai.Azure{Endpoint: spec.Azure.Endpoint, APIVersion: spec.Azure.APIVersion}
+		if mc.KeySource == nil {
+			if az.Credential, err = azureCredential(); err != nil {
+				return nil, err
+			}
+		}
+		return openai.NewAzure(mc, az)
+	}
+	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
+}
+
+// apiKey reads the run's API key from its Secret at every call, as the
+// run's ServiceAccount.
+func (b *Builder) apiKey(run *v1alpha1.AgentRun, ref *v1alpha1.SecretKeySelector) model.KeySource {
 	ns, name, key := run.Namespace, ref.Name, ref.Key
 	read := b.secretReader(run)
-	keys := func(ctx context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
 		if read == nil {
 			return "", errors.New("no Secret reader is configured")
 		}
@@ -334,22 +385,6 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model
 		}
 		return strings.TrimSpace(v), nil
 	}
-	// One attempt per call: the engine retries transient failures itself
-	// (model.retry), with a backoff it reserves and checkpoints.
-	// The call's deadline is the engine's (loop.Engine.CallModel).
-	client, err := b.modelClient(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, KeySource: keys, HTTPClient: client, MaxRetries: -1,
-		MaxReplyBytes: b.MaxReplyBytes}
-	switch spec.Provider {
-	case v1alpha1.ProviderOpenAI:
-		return openai.New(mc)
-	case v1alpha1.ProviderAnthropic:
-		return anthropic.New(mc)
-	}
-	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
 }
 
 // toolTransport is the transport of HTTP and MCP tools: Egress's, or nil

@@ -830,7 +830,7 @@ spec:
   model: {provider: openai, name: gpt-5.1}
   budget: {maxTurns: 1, maxCostUSD: "0.10"}
 `,
-			wantErr: []string{"model.apiKeySecretRef is required with provider openai: name the Secret and key that hold the API key"},
+			wantErr: []string{"model.apiKeySecretRef is required with provider openai unless model.baseURL names a server that needs no key"},
 		},
 		{
 			name: "anthropic without a model name",
