@@ -327,6 +327,12 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model
 	}
 	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, HTTPClient: client, MaxRetries: -1,
 		MaxReplyBytes: b.MaxReplyBytes}
+	if r := spec.Reasoning; r != nil {
+		mc.ReasoningEffort = string(r.Effort)
+		if r.BudgetTokens != nil {
+			mc.ThinkingBudget = int64(*r.BudgetTokens)
+		}
+	}
 	if ref := spec.APIKeySecretRef; ref != nil && spec.Provider != v1alpha1.ProviderVertex {
 		mc.KeySource = b.apiKey(run, ref)
 	}

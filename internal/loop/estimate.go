@@ -69,6 +69,12 @@ func (ByteEstimator) EstimateMessageTokens(m *Message) int64 {
 	for _, c := range m.ToolCalls {
 		n += estimatePerToolCall + int64(len(c.ID)+len(c.Name)+len(c.Arguments))
 	}
+	// Thinking passed back with a message is input again (Claude counts
+	// that of the turn being answered; its signature is counted too, so
+	// the estimate stays above either way).
+	for _, r := range m.Reasoning {
+		n += int64(len(r.Text) + len(r.Signature) + len(r.Redacted))
+	}
 	return n
 }
 

@@ -187,7 +187,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		return Effect{Kind: EffectFinish}
 	case r.Truncated:
 		s.Transcript = append(s.Transcript,
-			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content},
+			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer was cut off at the output limit of %d tokens "+
 				"and was not accepted. Answer again, more briefly, or call one tool at a time.", e.cfg.Model.MaxOutputTokens)})
 		return e.endTurn(s)
@@ -198,7 +198,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		*notes = append(*notes, Note{Kind: NoteBatchRefused, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
 			"The model proposed %d tool calls on turn %d; at most %d are read from one answer, so none was vetted or run", len(r.ToolCalls), s.Turn, MaxCallsPerReply)})
 		s.Transcript = append(s.Transcript,
-			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content},
+			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer proposed %d tool calls; at most %d are accepted in one answer, "+
 				"so none of them ran. Propose fewer calls at a time.", len(r.ToolCalls), MaxCallsPerReply)})
 		return e.endTurn(s)
@@ -209,7 +209,13 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		return e.endTurn(s)
 	case len(r.ToolCalls) == 0:
 		content, halt := e.screenAnswer(s, r.Content, notes)
-		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content})
+		// Thinking that led to an answer a guardrail changed is not kept:
+		// it may say what the guardrail took out.
+		reasoning := r.Reasoning
+		if content != r.Content || halt != "" {
+			reasoning = nil
+		}
+		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content, Reasoning: reasoning})
 		if halt != "" {
 			e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn), notes)
 			return Effect{Kind: EffectFinish}
@@ -235,7 +241,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	// run before any of it is decoded or vetted: vetting costs the
 	// operator work (schemas, CEL, guardrails) for each call.
 	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
-		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content})
+		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning})
 		e.finish(s, BudgetExhausted, rej.Reason, notes)
 		refusedBy(*notes, rej)
 		return Effect{Kind: EffectFinish}
@@ -256,7 +262,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		// refused below, saying they were not JSON).
 		calls[i].Arguments = CallArguments(calls[i].Arguments)
 	}
-	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls})
+	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls, Reasoning: r.Reasoning})
 	if s.Plan != nil {
 		return e.onPlanCalls(ctx, s, calls, decoded, now, notes)
 	}

@@ -393,6 +393,24 @@ type Message struct {
 	Tool string `json:"tool,omitempty"`
 	// Status of a tool message: how its call ended.
 	Status ObsStatus `json:"status,omitempty"`
+	// Reasoning is the thinking a reasoning model returned with an
+	// assistant message, kept so that it can be passed back with it on
+	// later turns, as the provider requires.
+	Reasoning []Reasoning `json:"reasoning,omitempty"`
+}
+
+// Reasoning is one block of a reasoning model's thinking, as the provider
+// returned it. It is passed back unchanged: Claude checks the signature
+// of each thinking block sent back with its tool calls, and refuses a
+// block whose text or signature changed.
+type Reasoning struct {
+	// Text is the model's thinking (Claude's summary of it).
+	Text string `json:"text,omitempty"`
+	// Signature is the provider's seal on Text.
+	Signature string `json:"signature,omitempty"`
+	// Redacted is the encrypted content of thinking the provider
+	// withheld (Claude's redacted_thinking), passed back as is.
+	Redacted string `json:"redacted,omitempty"`
 }
 
 // ToolCall is one call proposed by the model. ID is the harness-made id
@@ -413,6 +431,10 @@ type Reply struct {
 	Refusal string
 	// Truncated is set when the answer hit the output-token limit.
 	Truncated bool
+	// Reasoning is the thinking that came with the answer, which the
+	// engine keeps on the answer's assistant message. Its tokens are
+	// part of Usage.OutputTokens, as the providers bill them.
+	Reasoning []Reasoning
 	Usage     TokenUsage
 }
 

@@ -87,6 +87,14 @@ type Config struct {
 	// *ProviderError whose ReplyLimit is set, which is not transient.
 	// Zero or less means DefaultMaxReplyBytes.
 	MaxReplyBytes int64
+	// ReasoningEffort is the reasoning_effort sent to an OpenAI reasoning
+	// model with every call (low, medium or high); empty sends none.
+	ReasoningEffort string
+	// ThinkingBudget turns on Claude's extended thinking with this many
+	// tokens of budget (at least 1024, below the request's
+	// MaxOutputTokens, which bounds thinking and answer together); zero
+	// leaves it off.
+	ThinkingBudget int64
 }
 
 // defaultHTTPClient carries provider calls when the Config names no client:

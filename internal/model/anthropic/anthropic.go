@@ -92,6 +92,9 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
+	if err := thinking(&params, m.caller.Config().ThinkingBudget); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.name, err)
+	}
 	var reply *loop.Reply
 	call := func(ctx context.Context, key string, record model.Middleware) error {
 		// The platform's options come first: their middleware (which
@@ -161,6 +164,20 @@ func buildParams(req *loop.Request, modelName string) (sdk.MessageNewParams, err
 	return p, nil
 }
 
+// thinking turns on extended thinking with budget tokens, which count
+// against max_tokens (and are billed as output tokens): a budget that
+// leaves no room for the answer is refused here rather than by the API.
+func thinking(p *sdk.MessageNewParams, budget int64) error {
+	if budget <= 0 {
+		return nil
+	}
+	if budget >= p.MaxTokens {
+		return fmt.Errorf("the thinking budget of %d tokens is not below the output limit of %d tokens", budget, p.MaxTokens)
+	}
+	p.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
+	return nil
+}
+
 func toolParam(t loop.ToolSchema) (*sdk.ToolParam, error) {
 	members, err := model.Schema(t.Parameters)
 	if err != nil {
@@ -218,6 +235,13 @@ func messages(transcript []loop.Message) ([]sdk.MessageParam, error) {
 			if len(blocks) == 0 {
 				continue
 			}
+			// The thinking comes first, unchanged, as it was returned:
+			// with thinking on, the API requires the thinking blocks of
+			// the turn whose tool calls are being answered, signatures
+			// intact (those of earlier turns it ignores).
+			if len(msg.Reasoning) > 0 {
+				blocks = append(thinkingBlocks(msg.Reasoning), blocks...)
+			}
 			flushUser()
 			out = append(out, sdk.NewAssistantMessage(blocks...))
 		default:
@@ -226,6 +250,18 @@ func messages(transcript []loop.Message) ([]sdk.MessageParam, error) {
 	}
 	flushUser()
 	return out, nil
+}
+
+func thinkingBlocks(rs []loop.Reasoning) []sdk.ContentBlockParamUnion {
+	out := make([]sdk.ContentBlockParamUnion, 0, len(rs))
+	for _, r := range rs {
+		if r.Redacted != "" {
+			out = append(out, sdk.NewRedactedThinkingBlock(r.Redacted))
+		} else {
+			out = append(out, sdk.NewThinkingBlock(r.Signature, r.Text))
+		}
+	}
+	return out
 }
 
 func toolResult(msg loop.Message) sdk.ContentBlockParamUnion {
@@ -278,6 +314,11 @@ func toReply(out *sdk.Message) (*loop.Reply, error) {
 				Name:      block.Name,
 				Arguments: model.Arguments(block.Input),
 			})
+		case "thinking":
+			// Its tokens are in output_tokens already.
+			reply.Reasoning = append(reply.Reasoning, loop.Reasoning{Text: block.Thinking, Signature: block.Signature})
+		case "redacted_thinking":
+			reply.Reasoning = append(reply.Reasoning, loop.Reasoning{Redacted: block.Data})
 		}
 	}
 	switch out.StopReason {

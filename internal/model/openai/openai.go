@@ -87,6 +87,13 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
+	if e := m.caller.Config().ReasoningEffort; e != "" {
+		// A reasoning model's thinking is billed as completion tokens
+		// (usage.completion_tokens includes its reasoning_tokens), within
+		// max_completion_tokens. Chat Completions returns none of it to
+		// pass back: the model keeps no reasoning between calls there.
+		params.ReasoningEffort = shared.ReasoningEffort(e)
+	}
 	var reply *loop.Reply
 	call := func(ctx context.Context, key string, record model.Middleware) error {
 		opts := append(m.auth(key), option.WithMiddleware(record))
