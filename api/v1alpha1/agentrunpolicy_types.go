@@ -141,7 +141,8 @@ type ModelAllowance struct {
 
 	// baseURLs are the endpoints the key may be sent to besides the
 	// provider's own (a run without model.baseURL), compared exactly,
-	// without a trailing slash.
+	// without a trailing slash. With provider azure the endpoint is
+	// model.azure.endpoint, which must be listed here.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16

@@ -115,7 +115,7 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be used with the providers %s, not %s",
 				ref.Name, joinProviders(m.Providers), spec.Model.Provider)}
 		}
-		if u := strings.TrimSuffix(spec.Model.BaseURL, "/"); u != "" && !slices.ContainsFunc(m.BaseURLs, func(b string) bool {
+		if u := strings.TrimSuffix(keyEndpoint(&spec.Model), "/"); u != "" && !slices.ContainsFunc(m.BaseURLs, func(b string) bool {
 			return strings.TrimSuffix(b, "/") == u
 		}) {
 			allowed := "only to the provider's own endpoint (no model.baseURL)"
@@ -126,6 +126,16 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 		}
 	}
 	return nil
+}
+
+// keyEndpoint is where the run's API key is sent when it is not the
+// provider's own endpoint: model.baseURL, or the Azure OpenAI resource
+// (model.azure.endpoint), which is always the tenant's choice.
+func keyEndpoint(m *v1alpha1.ModelSpec) string {
+	if m.Provider == v1alpha1.ProviderAzure && m.Azure != nil {
+		return m.Azure.Endpoint
+	}
+	return m.BaseURL
 }
 
 func joinProviders(ps []v1alpha1.ModelProvider) string {

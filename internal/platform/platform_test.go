@@ -124,7 +124,7 @@ func TestApply_pricesOnlyRise(t *testing.T) {
 func TestApply_refusesWhatCannotBeLowered(t *testing.T) {
 	p := policy("keys", func(s *v1alpha1.AgentRunPolicySpec) {
 		s.ServiceAccountNames = []string{"agent"}
-		s.Models = []v1alpha1.ModelAllowance{{APIKeySecret: "shared-openai", Providers: []v1alpha1.ModelProvider{v1alpha1.ProviderOpenAI},
+		s.Models = []v1alpha1.ModelAllowance{{APIKeySecret: "shared-openai", Providers: []v1alpha1.ModelProvider{v1alpha1.ProviderOpenAI, v1alpha1.ProviderAzure},
 			BaseURLs: []string{"https://gateway.example.com/v1/"}}}
 	})
 	key := &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}
@@ -137,6 +137,10 @@ func TestApply_refusesWhatCannotBeLowered(t *testing.T) {
 		{"the shared key at another endpoint", func(s *v1alpha1.AgentRunSpec) {
 			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.BaseURL = "agent", key, "https://attacker.example.net/v1"
 		}, "not to https://attacker.example.net/v1"},
+		{"the shared key to an Azure resource it lists", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.Provider = "agent", key, v1alpha1.ProviderAzure
+			s.Model.Azure = &v1alpha1.AzureModel{Endpoint: "https://gateway.example.com/v1", APIVersion: "2024-10-21"}
+		}, ""},
 		{"the shared key with another provider", func(s *v1alpha1.AgentRunSpec) {
 			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.Provider = "agent", key, v1alpha1.ProviderAnthropic
 		}, "not anthropic"},
@@ -144,6 +148,10 @@ func TestApply_refusesWhatCannotBeLowered(t *testing.T) {
 			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.BaseURL = "agent", key, "https://gateway.example.com/v1"
 		}, ""},
 		{"the provider's own endpoint", func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName, s.Model.APIKeySecretRef = "agent", key }, ""},
+		{"the shared key to an Azure resource it does not list", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.Provider = "agent", key, v1alpha1.ProviderAzure
+			s.Model.Azure = &v1alpha1.AzureModel{Endpoint: "https://attacker.openai.azure.com", APIVersion: "2024-10-21"}
+		}, "not to https://attacker.openai.azure.com"},
 		{"a key the policy does not list", func(s *v1alpha1.AgentRunSpec) {
 			s.ServiceAccountName, s.Model.BaseURL = "agent", "https://elsewhere.example.org"
 			s.Model.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "own-key", Key: "key"}
