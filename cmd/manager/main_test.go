@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/model"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
@@ -92,6 +94,23 @@ func TestFlags_modelMaxReplyBytes(t *testing.T) {
 	}
 	if q, err := resource.ParseQuantity(chart.ModelMaxReplyBytes); err != nil || q.Value() != model.DefaultMaxReplyBytes {
 		t.Errorf("the chart's modelMaxReplyBytes is %q, want the code's default %d", chart.ModelMaxReplyBytes, model.DefaultMaxReplyBytes)
+	}
+}
+
+// --cloud-identity lends the operator's identity to the providers named,
+// and to none by default; a name that is not such a provider is refused.
+func TestFlags_cloudIdentity(t *testing.T) {
+	if o, _, err := parseFlags(nil); err != nil || o.CloudIdentity != nil {
+		t.Fatalf("no flag: %v, %v; want none lent", o.CloudIdentity, err)
+	}
+	o, _, err := parseFlags([]string{"--cloud-identity=bedrock, azure"})
+	if err != nil || !slices.Equal(o.CloudIdentity, []v1alpha1.ModelProvider{v1alpha1.ProviderBedrock, v1alpha1.ProviderAzure}) {
+		t.Errorf("--cloud-identity=bedrock, azure: %v, %v", o.CloudIdentity, err)
+	}
+	for _, bad := range []string{"openai", "bedrock,aws"} {
+		if _, _, err := parseFlags([]string{"--cloud-identity=" + bad}); err == nil || !strings.Contains(err.Error(), "is not a provider with a cloud identity") {
+			t.Errorf("--cloud-identity=%s: %v", bad, err)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +88,16 @@ type Builder struct {
 	// choice, and a larger body ends the run instead of filling the
 	// operator's memory. Zero means model.DefaultMaxReplyBytes.
 	MaxReplyBytes int64
+	// CloudIdentity names the providers whose runs may call as the
+	// process's own cloud identity (bedrock and azure without
+	// model.apiKeySecretRef; vertex always): the operator's IRSA role,
+	// Workload Identity and so on belong to the platform, which lends
+	// them to runs only by naming the provider here (--cloud-identity).
+	// A run of a provider not named fails to start, saying so.
+	// AnyCloudIdentity lends every one (agentrun local, where the
+	// identity is the user's own).
+	CloudIdentity    []v1alpha1.ModelProvider
+	AnyCloudIdentity bool
 	// Egress, when set, carries every request a run sends from this
 	// process: model calls (unless HTTPClient is set) and, through its
 	// Transport, HTTP and MCP tools' requests (each with its own redirect
@@ -336,6 +347,9 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model
 	if ref := spec.APIKeySecretRef; ref != nil && spec.Provider != v1alpha1.ProviderVertex {
 		mc.KeySource = b.apiKey(run, ref)
 	}
+	if err := b.lendsIdentity(spec.Provider, mc.KeySource != nil); err != nil {
+		return nil, err
+	}
 	switch spec.Provider {
 	case v1alpha1.ProviderOpenAI:
 		return openai.New(mc)
@@ -374,6 +388,31 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model
 		return openai.NewAzure(mc, az)
 	}
 	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
+}
+
+// lendsIdentity refuses a run that would call as the operator's own cloud
+// identity when the operator does not lend it for that provider.
+func (b *Builder) lendsIdentity(p v1alpha1.ModelProvider, hasKey bool) error {
+	var whose string
+	switch {
+	case p == v1alpha1.ProviderVertex:
+		whose = "Google"
+	case p == v1alpha1.ProviderBedrock && !hasKey:
+		whose = "AWS"
+	case p == v1alpha1.ProviderAzure && !hasKey:
+		whose = "Entra ID"
+	default:
+		return nil
+	}
+	if b.AnyCloudIdentity || slices.Contains(b.CloudIdentity, p) {
+		return nil
+	}
+	how := "set model.apiKeySecretRef, or ask"
+	if p == v1alpha1.ProviderVertex {
+		how = "ask"
+	}
+	return fmt.Errorf("provider %s without an API key calls as the operator's %s identity, which this operator does not lend to runs: %s the platform team to add %s to the operator's --cloud-identity (chart value cloudIdentity)",
+		p, whose, how, p)
 }
 
 // apiKey reads the run's API key from its Secret at every call, as the

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -118,8 +119,27 @@ func TestBuild_providersAndReasoning(t *testing.T) {
 			t.Errorf("path %q, query %q, api-key %q, reasoning_effort %s", r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), body["reasoning_effort"])
 		}
 	})
+	t.Run("the operator's identity is lent only to the providers named", func(t *testing.T) {
+		for model, want := range map[string]string{
+			`{provider: vertex, name: 'claude-sonnet-4-5@20250929', vertex: {projectID: northwind-agents, region: us-east5}}`:     "provider vertex without an API key calls as the operator's Google identity, which this operator does not lend to runs: ask the platform team to add vertex to the operator's --cloud-identity",
+			`{provider: bedrock, name: 'anthropic.claude-sonnet-4-5-20250929-v1:0', bedrock: {region: us-east-1}}`:                "provider bedrock without an API key calls as the operator's AWS identity, which this operator does not lend to runs: set model.apiKeySecretRef, or ask",
+			`{provider: azure, name: o4-mini, azure: {endpoint: 'https://northwind.openai.azure.com', apiVersion: '2024-10-21'}}`: "provider azure without an API key calls as the operator's Entra ID identity",
+		} {
+			// Every other provider is lent.
+			lender := &Builder{Secrets: b.Secrets}
+			for _, p := range []v1alpha1.ModelProvider{v1alpha1.ProviderBedrock, v1alpha1.ProviderVertex, v1alpha1.ProviderAzure} {
+				if !strings.Contains(model, "provider: "+string(p)+",") {
+					lender.CloudIdentity = append(lender.CloudIdentity, p)
+				}
+			}
+			if _, err := lender.Build(ctx, parse(t, providerRun(model))); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: err = %v, want %q", model, err, want)
+			}
+		}
+	})
 	t.Run("vertex without Google credentials fails before sending", func(t *testing.T) {
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+		b := &Builder{CloudIdentity: []v1alpha1.ModelProvider{v1alpha1.ProviderVertex}}
 		k, err := b.Build(ctx, parse(t, providerRun(`{provider: vertex, name: 'claude-sonnet-4-5@20250929', vertex: {projectID: northwind-agents, region: us-east5}}`)))
 		if err != nil {
 			t.Fatal(err)

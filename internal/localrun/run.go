@@ -83,7 +83,7 @@ func Run(ctx context.Context, path string, o Options) int {
 	run.Namespace = "default"
 	run.UID = types.UID("local-" + randomHex(6))
 
-	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}).Build(ctx, run)
+	k, err := (&kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}).Build(ctx, run)
 	if errors.Is(err, kit.ErrUnavailable) {
 		fmt.Fprintf(o.Stderr, "agentrun local: AgentRun %q cannot run here: %v\n", run.Name, err)
 		if o.JSON {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/egress"
@@ -62,6 +63,9 @@ type Options struct {
 	// author's choice, and a larger body ends that run rather than the
 	// operator. Zero means model.DefaultMaxReplyBytes.
 	ModelMaxReplyBytes int64
+	// CloudIdentity names the providers whose runs may call as the
+	// operator's own cloud identity (kit.Builder's CloudIdentity).
+	CloudIdentity []v1alpha1.ModelProvider
 	// LocalDir is where local job tools run.
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
@@ -226,6 +230,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			RunAsUser: o.ToolRunAsUser, AssignedUser: o.ToolAssignedUser, Wakeups: wakeups, Keys: keys},
 		Kube:          cfg,
 		MaxReplyBytes: o.ModelMaxReplyBytes,
+		CloudIdentity: o.CloudIdentity,
 	}
 	tp, shutdown, err := telemetry.Setup(ctx, "agentrun-operator")
 	if err != nil {

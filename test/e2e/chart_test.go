@@ -151,7 +151,10 @@ func TestChart_watchNamespacesGrantsRolesNotAClusterRole(t *testing.T) {
 			t.Errorf("the manager's args lack %s:\n%s", want, args)
 		}
 	}
-	if strings.Contains(args, "watch-namespaces") || strings.Contains(args, "local-tools") {
+	if lent := managerArgs(t, helmTemplate(t, "--set", "cloudIdentity={bedrock,vertex}")); !strings.Contains(lent, "--cloud-identity=bedrock,vertex") {
+		t.Errorf("cloudIdentity does not reach the manager:\n%s", lent)
+	}
+	if strings.Contains(args, "watch-namespaces") || strings.Contains(args, "local-tools") || strings.Contains(args, "cloud-identity") {
 		t.Errorf("unexpected flag in the default install:\n%s", args)
 	}
 }
