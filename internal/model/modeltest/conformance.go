@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -296,14 +297,18 @@ func deadlineIsEnforcedAroundTheCall(t *testing.T, p Provider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := f.Model.Complete(ctx, p.Request())
+	// The timeout reported is what was left of the deadline when the
+	// call started: 200ms less the moments before it (building the
+	// request, fetching the key), a few milliseconds at most even on a
+	// loaded machine.
 	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Timeout != 200*time.Millisecond {
+	if !errors.As(err, &pe) || pe.Timeout <= 150*time.Millisecond || pe.Timeout > 200*time.Millisecond {
 		t.Fatalf("got %v, want a ProviderError for the 200ms deadline", err)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("errors.Is(%v, context.DeadlineExceeded) is false", err)
 	}
-	if want := p.Name + ": no answer within 200ms"; !strings.HasPrefix(err.Error(), want) {
+	if want := fmt.Sprintf("%s: no answer within %s", p.Name, pe.Timeout); !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q does not say the deadline passed", err)
 	}
 }
