@@ -92,6 +92,7 @@ func (c Config) Normalize() Config {
 		c.Policy.Default = Allow
 	}
 	c.Plan = c.Plan.normalize()
+	c.Context = c.Context.normalize()
 	if c.Verify != nil {
 		v := c.Verify.normalize()
 		c.Verify = &v

@@ -76,6 +76,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err := cfg.Loop.checkWindow(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Context.check(); err != nil {
+		return nil, err
+	}
 	e := &Engine{cfg: cfg, clock: time.Now, tools: map[string]*ToolSpec{}}
 	for _, o := range opts {
 		o(e)
@@ -171,6 +174,12 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 		return req, e.estimateFresh(s, req)
 	}
 	start := s.trialStart()
+	if s.Context.compacted(start) {
+		// Compacted messages are not the transcript's: built whole, and
+		// estimated on the last count when they extend what it counted.
+		req := e.contextRequest(s, start, len(s.Transcript))
+		return req, e.estimateFresh(s, req)
+	}
 	p := &s.prompt
 	if !p.fits(e, s, start) {
 		*p = promptCache{by: e, start: start, msgs: make([]Message, 1, 1+len(s.Transcript)-start)}
@@ -297,7 +306,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	var eff Effect
 	switch {
 	case in.Cancel:
-		if s.Phase == PhaseModel {
+		if s.Phase == PhaseModel || s.Phase == PhaseCompact {
 			switch {
 			case in.Reply != nil:
 				// Charged in full; a usage far above the reservation
@@ -350,6 +359,8 @@ func (e *Engine) Step(s *State, in Input) Effect {
 				s.Attempt = prev + 1
 			}
 		}
+	case s.Phase == PhaseCompact:
+		eff = e.onSummary(s, in, now, &notes)
 	case s.Phase == PhasePlanWave:
 		eff = e.startWave(in.context(), s, now, &notes)
 	case s.Phase == PhaseApproval:

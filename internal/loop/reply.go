@@ -25,6 +25,12 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 		s.Plan = &Plan{Number: 1}
 	}
 	req, est := e.request(s)
+	if e.contextOn(s) {
+		var eff *Effect
+		if req, est, eff = e.fitContext(s, req, est, notes); eff != nil {
+			return *eff
+		}
+	}
 	res := e.modelReservation(est.tokens)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		e.finish(s, BudgetExhausted, rej.Reason, notes)
@@ -135,11 +141,14 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	u.CachedInputTokens, u.CacheWriteTokens = max(u.CachedInputTokens, 0), max(u.CacheWriteTokens, 0)
 	res, bound := s.Reserved, s.inputBound()
 	cost = e.modelCost(r.Usage)
-	s.Usage.Turns++
+	if s.Phase != PhaseCompact { // a summary call is no turn
+		s.Usage.Turns++
+	}
 	s.Usage.InputTokens += r.Usage.InputTokens
 	s.Usage.OutputTokens += r.Usage.OutputTokens
 	s.Usage.CachedInputTokens += r.Usage.CachedInputTokens
 	s.Usage.Cost += cost
+	s.calibrate(r.Usage.InputTokens)
 	s.countInput(r.Usage.InputTokens, res.InputTokens)
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}

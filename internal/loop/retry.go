@@ -72,6 +72,9 @@ func retryWait(s *State, now time.Time) *Effect {
 func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note) Effect {
 	p := e.cfg.Model.Retry
 	msg := cut(err.Error(), 400)
+	if e.contextLengthExceeded(s, err, notes) {
+		return Effect{Kind: EffectFinish}
+	}
 	var te TransientError
 	if !errors.As(err, &te) || !te.Transient() {
 		s.Usage.Turns++

@@ -39,6 +39,11 @@ var ErrScriptExhausted = errors.New("script exhausted")
 
 // Complete plays the entry for this call.
 func (m *Scripted) Complete(ctx context.Context, req *Request) (*Reply, error) {
+	if req.Summary {
+		// A summary call keeps the script's place: it is no answer.
+		return &Reply{Content: fmt.Sprintf("The %d messages before this one, condensed.", len(req.Messages)-2),
+			Usage: TokenUsage{InputTokens: ByteEstimator{}.EstimateInputTokens(req) / 4, OutputTokens: 16}}, nil
+	}
 	i := req.EarlierAnswers
 	for _, msg := range req.Messages {
 		if msg.Role == RoleAssistant {

@@ -160,6 +160,9 @@ type State struct {
 	// build estimates on (see State.countInput): from then on every
 	// request of the run is bounded whole.
 	WholeEstimates bool `json:"wholeEstimates,omitempty"`
+	// Context is what the context policy compacted; nil until the first
+	// request is held to the policy.
+	Context *ContextState `json:"context,omitempty"`
 	// Outcome, Reason and Answer are set once the run has ended.
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`

@@ -127,6 +127,8 @@ type Config struct {
 	// Plan bounds the plans of a PlanExecute run.
 	Strategy Strategy
 	Plan     PlanConfig
+	// Context bounds what one request may hold (see ContextPolicy).
+	Context ContextPolicy
 }
 
 // ModelConfig describes the model calls of a run.
@@ -361,6 +363,10 @@ type Request struct {
 	// Messages no longer replay. Providers ignore it; a scripted model
 	// counts it to keep its place in the script.
 	EarlierAnswers int
+	// Summary marks a summary call (strategy summarize): the model is
+	// asked to condense the messages before the last one. Providers
+	// ignore it; a scripted model answers it without using its script.
+	Summary bool
 }
 
 // ToolSchema is how a tool is offered to the model.

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/retryafter"
 )
@@ -44,6 +45,7 @@ type attemptLog struct {
 	attempts int
 	status   int    // of the last attempt; 0 without a response
 	message  string // the server's message of the last failed attempt
+	code     string // the server's error code (error.code, error.type) of that attempt
 	err      error  // the transport error of the last attempt, scrubbed
 	// retryAfter is the wait the last failed response asked for.
 	retryAfter time.Duration
@@ -62,7 +64,7 @@ func (o *attemptLog) middleware(req *http.Request, next func(*http.Request) (*ht
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.status, o.message, o.err, o.retryAfter = 0, "", nil, 0
+	o.status, o.message, o.code, o.err, o.retryAfter = 0, "", "", nil, 0
 	if err != nil || res == nil {
 		if err == nil {
 			err = errors.New("no response")
@@ -129,6 +131,7 @@ func (o *attemptLog) serverMessage(res *http.Response) string {
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body = replayBody{Reader: io.MultiReader(bytes.NewReader(body), res.Body), Closer: res.Body}
 	msg := errorMessage(body)
+	o.code = errorCode(body)
 	if msg == "" {
 		msg = http.StatusText(res.StatusCode)
 	}
@@ -231,6 +234,26 @@ func errorMessage(body []byte) string {
 	return doc.Message
 }
 
+// errorCode finds the machine-readable code in an error body: OpenAI's
+// error.code (context_length_exceeded), else its error.type (Anthropic's
+// invalid_request_error). It keeps at most 64 bytes of it.
+func errorCode(body []byte) string {
+	var doc struct {
+		Error struct {
+			Code any    `json:"code"`
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	code, _ := doc.Error.Code.(string)
+	if code == "" {
+		code = doc.Error.Type
+	}
+	return clip.Cut(code, 64, "")
+}
+
 // waitTooLong reports whether the response's Retry-After reaches past
 // the call's deadline.
 func (o *attemptLog) waitTooLong(res *http.Response) bool {
@@ -247,7 +270,7 @@ func (o *attemptLog) waitTooLong(res *http.Response) bool {
 func (o *attemptLog) fail(ctx context.Context, start time.Time, err error) *ProviderError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message, Wait: o.retryAfter}
+	pe := &ProviderError{Provider: o.provider, Status: o.status, Attempts: o.attempts, Message: o.message, Code: o.code, Wait: o.retryAfter}
 	switch {
 	case o.tooLarge.Load() != 0:
 		// A body went past the limit: that ended the call, whatever the

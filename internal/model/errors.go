@@ -37,6 +37,9 @@ type ProviderError struct {
 	// Wait is how long the last response asked to wait before another
 	// attempt (Retry-After); zero when it did not say.
 	Wait time.Duration
+	// Code is the server's error code for the last attempt (OpenAI's
+	// error.code, else error.type), as it sent it; empty when it sent none.
+	Code string
 	// ReplyLimit is set when a response's body was longer than this
 	// many bytes (Config.MaxReplyBytes): reading stopped there, and Status
 	// is that response's.
@@ -77,6 +80,27 @@ func (e *ProviderError) Transient() bool {
 	}
 	c := e.Status
 	return c == 408 || c == 409 || c == 429 || (c >= 500 && c <= 599 && c != 501 && c != 505)
+}
+
+// ContextLengthExceeded reports whether the provider refused the request
+// as longer than the model's context window: OpenAI's error code
+// context_length_exceeded (which OpenAI-compatible servers copy), or an
+// HTTP 400 whose message says so in the words OpenAI, Anthropic, vLLM
+// and llama.cpp use. It makes *ProviderError a loop.ContextLengthError.
+func (e *ProviderError) ContextLengthExceeded() bool {
+	if e.Code == "context_length_exceeded" {
+		return true
+	}
+	if e.Status != 400 {
+		return false
+	}
+	m := strings.ToLower(e.Message)
+	for _, s := range []string{"maximum context length", "context length exceeded", "prompt is too long", "context window", "exceeds the context"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // RetryAfter is the wait the provider asked for (see Wait).
