@@ -69,12 +69,12 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
 // +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
 // +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
-// +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && has(self.plan) == has(oldSelf.plan)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+// +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && has(self.plan) == has(oldSelf.plan) && has(self.context) == has(oldSelf.context)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 // +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.goal)`,message="spec.goal is required (the task the agent works towards), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.goal`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.model)`,message="spec.model is required (the model provider and model), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.model`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.budget)`,message="spec.budget is required (the ceilings of the run, at least budget.maxTurns), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.budget`,reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !(has(self.goal) || has(self.instructions) || has(self.model) || has(self.budget) || has(self.tools) || has(self.guardrails) || has(self.verify) || has(self.strategy) || has(self.plan) || has(self.serviceAccountName))`,message="a run made from a template (spec.templateRef) takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan and serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.templateRef`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !(has(self.goal) || has(self.instructions) || has(self.model) || has(self.budget) || has(self.tools) || has(self.guardrails) || has(self.verify) || has(self.strategy) || has(self.plan) || has(self.context) || has(self.serviceAccountName))`,message="a run made from a template (spec.templateRef) takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan, context and serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.templateRef`
 // +kubebuilder:validation:XValidation:rule=`!has(self.parameters) || has(self.templateRef)`,message="spec.parameters apply only to a run made from a template: set spec.templateRef too, or remove spec.parameters",fieldPath=`.parameters`
 type AgentRunSpec struct {
 	// goal is the task, in plain words, that the model works towards. It is
@@ -171,6 +171,16 @@ type AgentRunSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 	Plan *PlanSpec `json:"plan,omitempty"`
+
+	// context bounds what one model request may hold. When the next
+	// request would pass maxInputTokens, the turns older than the newest
+	// keepRecentTurns are compacted first (strategy clear or summarize);
+	// a request that still does not fit ends the run BudgetExhausted and
+	// is never sent. Compaction changes what is sent, never what the
+	// transcript keeps. Left out, every field takes its default.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
+	Context *ContextSpec `json:"context,omitempty"`
 
 	// cancel, when set to true, stops the run at the next turn boundary with
 	// the outcome ApprovalDenied. It is the one field that may change after
@@ -464,6 +474,61 @@ const (
 	// it, and answers in one more (ReWOO).
 	StrategyPlanExecute Strategy = "planExecute"
 )
+
+// ContextStrategy is how older turns are compacted.
+// +kubebuilder:validation:Enum=clear;summarize
+type ContextStrategy string
+
+// The strategies of spec.context.strategy.
+const (
+	// ContextClear sends the results of older tool calls as a short marker
+	// that names the call, its size, and that calling the tool again
+	// returns it. It costs nothing.
+	ContextClear ContextStrategy = "clear"
+	// ContextSummarize has the model condense the older turns into one
+	// message: one model call per compaction, reserved and priced like a
+	// turn's, counted in usage and every budget, never counted as a turn.
+	ContextSummarize ContextStrategy = "summarize"
+)
+
+// ContextSpec is a run's context policy.
+// +kubebuilder:validation:XValidation:rule=`!has(self.summaryMaxOutputTokens) || (has(self.strategy) && self.strategy == 'summarize')`,message="context.summaryMaxOutputTokens applies to strategy summarize only"
+type ContextSpec struct {
+	// maxInputTokens is the largest request the run may send, in input
+	// tokens as the operator estimates them (built on the provider's
+	// count of the request before). Unset: the model's context window
+	// less model.maxOutputTokens when the provider adapter knows the model
+	// (status.context.source says model; a scripted model, which has no
+	// window, 10000000), else 128000 (source default).
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=10000000
+	MaxInputTokens *int64 `json:"maxInputTokens,omitempty"`
+
+	// keepRecentTurns is how many of the newest turns always go verbatim.
+	// Defaults to 4.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	KeepRecentTurns *int32 `json:"keepRecentTurns,omitempty"`
+
+	// strategy is how older turns are compacted: clear (the default)
+	// replaces their tool results with a marker; summarize has the model
+	// condense them into one message, at the price of one model call per
+	// compaction.
+	// +optional
+	// +kubebuilder:default=clear
+	// +kubebuilder:validation:MaxLength=16
+	Strategy ContextStrategy `json:"strategy,omitempty"`
+
+	// summaryMaxOutputTokens bounds the output of a summary call (strategy
+	// summarize). Defaults to 1024.
+	// +optional
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=32768
+	SummaryMaxOutputTokens *int64 `json:"summaryMaxOutputTokens,omitempty"`
+}
 
 // PlanSpec bounds the plans of a planExecute run.
 type PlanSpec struct {

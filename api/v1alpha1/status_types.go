@@ -252,6 +252,11 @@ type AgentRunStatus struct {
 	// +optional
 	Verification *VerificationStatus `json:"verification,omitempty"`
 
+	// context is what the context policy did: compactions, the turn of the
+	// last one, and the last request's input tokens against the limit.
+	// +optional
+	Context *ContextStatus `json:"context,omitempty"`
+
 	// transcript says how much of the conversation has been saved. The
 	// transcript itself lives in Secrets the AgentRun owns (tool results may hold customer data); read it with
 	// kubectl agentrun transcript.
@@ -514,4 +519,30 @@ type VerificationStatus struct {
 	// trials the run needed. Set only once an answer is verified.
 	// +optional
 	TrialsToVerify *int32 `json:"trialsToVerify,omitempty"`
+}
+
+// ContextStatus is what the context policy did.
+type ContextStatus struct {
+	// maxInputTokens is the limit that applied, and source where it came
+	// from: spec (spec.context.maxInputTokens), model (the model's
+	// context window, from the provider adapter's table) or default.
+	// +optional
+	MaxInputTokens int64 `json:"maxInputTokens,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Source string `json:"source,omitempty"`
+	// strategy is the compaction strategy that applied.
+	// +optional
+	Strategy ContextStrategy `json:"strategy,omitempty"`
+	// compactions counts the compactions made.
+	// +optional
+	Compactions int32 `json:"compactions,omitempty"`
+	// lastCompactionTurn is the turn whose request the last compaction
+	// shrank.
+	// +optional
+	LastCompactionTurn int32 `json:"lastCompactionTurn,omitempty"`
+	// lastInputTokens is the last request's input tokens: the provider's
+	// count once its reply is read, the operator's estimate before.
+	// +optional
+	LastInputTokens int64 `json:"lastInputTokens,omitempty"`
 }

@@ -258,6 +258,15 @@ type TemplateRunSpec struct {
 	// +optional
 	Plan *PlanSpec `json:"plan,omitempty"`
 
+	// context bounds what one model request may hold. When the next
+	// request would pass maxInputTokens, the turns older than the newest
+	// keepRecentTurns are compacted first (strategy clear or summarize);
+	// a request that still does not fit ends the run BudgetExhausted and
+	// is never sent. Compaction changes what is sent, never what the
+	// transcript keeps. Left out, every field takes its default.
+	// +optional
+	Context *ContextSpec `json:"context,omitempty"`
+
 	// ttlSecondsAfterFinished deletes the run this many seconds after it
 	// ended (status.completionTime), with its transcript Secrets, its tool
 	// Jobs and the other objects the operator made for it, as

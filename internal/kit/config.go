@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model/anthropic"
+	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
@@ -150,6 +152,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	if v := spec.Verify; v != nil {
 		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
 	}
+	cfg.Context = contextPolicy(spec.Context, &cfg.Model)
 	cfg.Strategy = loop.Strategy(spec.Strategy)
 	if p := spec.Plan; p != nil {
 		cfg.Plan.MaxSteps = i32(p.MaxSteps)
@@ -203,6 +206,9 @@ func checkLimits(spec *v1alpha1.AgentRunSpec) error {
 		case p.MaxReplans != nil && (*p.MaxReplans < 0 || *p.MaxReplans > loop.MaxReplansLimit):
 			return fmt.Errorf("plan.maxReplans must be between 0 and %d", loop.MaxReplansLimit)
 		}
+	}
+	if err := checkContext(spec.Context); err != nil {
+		return err
 	}
 	for n, v := range b.PerTool {
 		if v < 0 {
@@ -268,4 +274,70 @@ func i32(p *int32) int {
 		return 0
 	}
 	return int(*p)
+}
+
+// contextPolicy is the run's context policy: spec.context, with the
+// model's window (less the output the request allows) as maxInputTokens
+// when the spec sets none and the provider adapter knows the model; the
+// engine puts the documented default otherwise.
+func contextPolicy(c *v1alpha1.ContextSpec, m *loop.ModelConfig) loop.ContextPolicy {
+	var p loop.ContextPolicy
+	if c != nil {
+		p.Strategy = loop.ContextStrategy(c.Strategy)
+		p.KeepRecentTurns = i32(c.KeepRecentTurns)
+		if c.MaxInputTokens != nil {
+			p.MaxInputTokens, p.Source = *c.MaxInputTokens, loop.ContextFromSpec
+		}
+		if c.SummaryMaxOutputTokens != nil {
+			p.SummaryMaxOutputTokens = *c.SummaryMaxOutputTokens
+		}
+	}
+	if p.MaxInputTokens > 0 {
+		return p
+	}
+	var window int64
+	switch m.Provider {
+	case string(v1alpha1.ProviderScripted):
+		// A script has no window: the largest limit the schema allows, so
+		// that a replay is never compacted unless its spec asks.
+		p.MaxInputTokens, p.Source = maxContextInputTokens, loop.ContextFromModel
+		return p
+	case string(v1alpha1.ProviderOpenAI):
+		window = openai.ContextWindow(m.Name)
+	case string(v1alpha1.ProviderAnthropic):
+		window = anthropic.ContextWindow(m.Name)
+	}
+	out := m.MaxOutputTokens
+	if out <= 0 {
+		out = loop.DefaultMaxOutputTokens
+	}
+	if window > out {
+		p.MaxInputTokens, p.Source = window-out, loop.ContextFromModel
+	}
+	return p
+}
+
+// maxContextInputTokens is the largest spec.context.maxInputTokens, and
+// the limit of a scripted model's requests.
+const maxContextInputTokens = 10_000_000
+
+// checkContext refuses a context policy the API server's schema refuses,
+// in the same words, for a manifest that never met it (agentrun local).
+func checkContext(c *v1alpha1.ContextSpec) error {
+	if c == nil {
+		return nil
+	}
+	switch {
+	case c.MaxInputTokens != nil && (*c.MaxInputTokens < 1024 || *c.MaxInputTokens > maxContextInputTokens):
+		return errors.New("context.maxInputTokens must be between 1024 and 10000000")
+	case c.KeepRecentTurns != nil && (*c.KeepRecentTurns < 1 || *c.KeepRecentTurns > 1000):
+		return errors.New("context.keepRecentTurns must be between 1 and 1000")
+	case c.Strategy != "" && c.Strategy != v1alpha1.ContextClear && c.Strategy != v1alpha1.ContextSummarize:
+		return fmt.Errorf("context.strategy must be clear or summarize, not %q", c.Strategy)
+	case c.SummaryMaxOutputTokens != nil && c.Strategy != v1alpha1.ContextSummarize:
+		return errors.New("context.summaryMaxOutputTokens applies to strategy summarize only")
+	case c.SummaryMaxOutputTokens != nil && (*c.SummaryMaxOutputTokens < 64 || *c.SummaryMaxOutputTokens > 32768):
+		return errors.New("context.summaryMaxOutputTokens must be between 64 and 32768")
+	}
+	return nil
 }

@@ -49,6 +49,8 @@ func TestCRDDefaults_areTheEnginesDefaults(t *testing.T) {
 		"verify.maxTrials":             fmt.Sprint(loop.DefaultMaxTrials),
 		"verify.memory":                fmt.Sprint(loop.DefaultMemory),
 		"verify.stallTrials":           fmt.Sprint(loop.DefaultStallTrials),
+		"context.keepRecentTurns":      fmt.Sprint(loop.DefaultKeepRecentTurns),
+		"context.strategy":             string(loop.ContextClear),
 	}
 	for path, w := range want {
 		node := spec

@@ -102,6 +102,8 @@ spec:
 		Policy:          loop.Policy{Default: loop.Deny, Rules: []loop.Rule{{Tools: []string{"refund"}, When: "args.amount > 5", Decision: loop.Ask, Reason: "big"}}, Grants: []string{"refund"}},
 		Guardrails:      []loop.Guardrail{{Name: "cards", Tools: []string{"*"}, Pattern: `\d{16}`, Severity: loop.Halt, Reason: "no cards"}},
 		ApprovalTimeout: 10 * time.Minute,
+		// A script has no window: the largest limit (context_test.go).
+		Context: loop.ContextPolicy{MaxInputTokens: 10_000_000, Source: loop.ContextFromModel},
 	}
 	got, _ := json.Marshal(cfg)
 	exp, _ := json.Marshal(want)

@@ -316,6 +316,8 @@ type Convergence struct {
 	RepeatedIntentDepth int
 	// Headroom is (ceiling - consumed) / ceiling per dimension, two decimals.
 	Headroom map[Dimension]string
+	// Context is what the context policy did.
+	Context ContextFigures
 }
 
 // Convergence computes the run's convergence measures from its state.
@@ -329,5 +331,6 @@ func (e *Engine) Convergence(s *State) Convergence {
 	if s.Outcome == Completed {
 		c.TurnsToCompletion = u.Turns
 	}
+	c.Context = e.contextFigures(s)
 	return c
 }

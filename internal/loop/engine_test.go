@@ -321,7 +321,16 @@ func TestConvergence(t *testing.T) {
 	c := r.engine().Convergence(s)
 	want := Convergence{TurnsToCompletion: 3, RepeatedIntentDepth: 2, Headroom: map[Dimension]string{
 		DimTurns: "0.25", DimTokens: "1.00", DimWallClock: "1.00", DimCost: "1.00", DimToolCalls: "0.96"}}
-	if diff := cmp.Diff(want, c); diff != "" {
+	got := c
+	got.Context = ContextFigures{}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("convergence (-want +got):\n%s", diff)
+	}
+	// No spec.context and a model whose window is not known: the default
+	// limit, nothing compacted, the last request's count.
+	ctx := c.Context
+	if ctx.MaxInputTokens != DefaultMaxInputTokens || ctx.Source != ContextFromDefault || ctx.Strategy != ContextClear ||
+		ctx.Compactions != 0 || ctx.LastInputTokens != s.Context.LastInputTokens || ctx.LastInputTokens <= 0 {
+		t.Errorf("context figures %+v; want the default policy, no compaction and the last request's input tokens", ctx)
 	}
 }

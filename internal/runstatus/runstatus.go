@@ -106,6 +106,7 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 	}
 
 	st.Verification = verificationStatus(s.Verify)
+	st.Context = contextStatus(conv.Context)
 
 	st.PendingApprovalCount = int32(len(st.PendingApprovals))
 	waiting := len(st.PendingApprovals) > 0
@@ -293,7 +294,7 @@ func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
 	// copied; everything else is compared where it is.
 	strip := func(st *v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
 		c := *st
-		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification = 0, nil, nil, nil, nil
+		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification, c.Context = 0, nil, nil, nil, nil, nil
 		c.Transcript, c.Checkpoint, c.CheckpointSeal = nil, nil, ""
 		c.Conditions = slices.Clone(st.Conditions)
 		for i := range c.Conditions {
@@ -302,4 +303,14 @@ func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
 		return c
 	}
 	return equality.Semantic.DeepEqual(strip(before), strip(after))
+}
+
+// contextStatus is status.context: the policy that applied and what it
+// did; nil when no policy applied (a configuration without one).
+func contextStatus(f loop.ContextFigures) *v1alpha1.ContextStatus {
+	if f.MaxInputTokens <= 0 {
+		return nil
+	}
+	return &v1alpha1.ContextStatus{MaxInputTokens: f.MaxInputTokens, Source: f.Source, Strategy: v1alpha1.ContextStrategy(f.Strategy),
+		Compactions: int32(f.Compactions), LastCompactionTurn: int32(f.LastCompactionTurn), LastInputTokens: f.LastInputTokens}
 }

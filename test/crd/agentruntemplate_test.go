@@ -74,7 +74,7 @@ func TestAgentRunTemplate_rejectsInvalidManifests(t *testing.T) {
     budget: {maxTurns: 3}
 `), []string{"spec.run.model.provider", "Unsupported value"}},
 		{"a run from a template that writes its own goal", fromTemplate("own-goal", "  goal: \"Do something else.\"\n"),
-			[]string{"spec.templateRef", "takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan and serviceAccountName from the template"}},
+			[]string{"spec.templateRef", "takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan, context and serviceAccountName from the template"}},
 		{"a run from a template that sets a tool", fromTemplate("own-tool", "  tools: [{name: shell, builtin: kubernetes.get}]\n"),
 			[]string{"set only templateRef, parameters, cancel and ttlSecondsAfterFinished"}},
 		{"parameters without a template", `
