@@ -108,10 +108,12 @@ func Run(ctx context.Context, path string, o Options) int {
 	fmt.Fprintf(out, "Running AgentRun %s (model %s, %s; job tools run as local processes in %s)\n",
 		run.Name, run.Spec.Model.Provider, tools, dir)
 
+	cfg := k.Engine.Config()
+	fmt.Fprintln(out, contextLine(cfg.Context))
+
 	p := &printer{w: out}
 	interrupted := false
 	trc := telemetry.StartRun(o.TracerProvider, "")
-	cfg := k.Engine.Config()
 	obs := trc.Observer(cfg.Model.Provider, cfg.Model.Name)
 	runner := &loop.Runner{Engine: k.Engine, Model: loop.ObserveModel(k.Model, obs), Tools: loop.ObserveTools(k.Tools, obs),
 		OnStep:       p.step,
@@ -149,9 +151,18 @@ func Run(ctx context.Context, path string, o Options) int {
 		st.Approvals = p.approvals
 		writeJSON(o.Stdout, st)
 	} else {
-		summary(out, s)
+		summary(out, s, k.Engine.Convergence(s).Context)
 	}
 	return ExitCode(s.Outcome)
+}
+
+// contextLine says which context policy applies, and where its limit
+// came from.
+func contextLine(p loop.ContextPolicy) string {
+	from := map[string]string{loop.ContextFromSpec: "spec.context.maxInputTokens",
+		loop.ContextFromModel: "the model's context window", loop.ContextFromDefault: "the default for a model whose window is not known"}[p.Source]
+	return fmt.Sprintf("Context: at most %d input tokens a request (%s); older turns compacted by %s, the newest %d kept",
+		p.MaxInputTokens, from, p.Strategy, p.KeepRecentTurns)
 }
 
 func writeJSON(w io.Writer, st v1alpha1.AgentRunStatus) {
@@ -159,7 +170,7 @@ func writeJSON(w io.Writer, st v1alpha1.AgentRunStatus) {
 	fmt.Fprintf(w, "%s\n", b)
 }
 
-func summary(w io.Writer, s *loop.State) {
+func summary(w io.Writer, s *loop.State, c loop.ContextFigures) {
 	u := s.Usage
 	fmt.Fprintf(w, "outcome: %s\n", s.Outcome)
 	fmt.Fprintf(w, "reason: %s\n", s.Reason)
@@ -167,6 +178,10 @@ func summary(w io.Writer, s *loop.State) {
 	// rounded up), then as measured.
 	fmt.Fprintf(w, "usage: %d turns, %d input and %d output tokens, $%s, %d tool calls, %ds of wall clock (%s)\n",
 		u.Turns, u.InputTokens, u.OutputTokens, u.Cost, u.ToolCalls, runstatus.WallClockSeconds(u.WallClock), u.WallClock.Round(time.Millisecond))
+	if c.Compactions > 0 {
+		fmt.Fprintf(w, "context: %d compactions (%s), the last before turn %d; last request %d of %d input tokens\n",
+			c.Compactions, c.Strategy, c.LastCompactionTurn, c.LastInputTokens, c.MaxInputTokens)
+	}
 	if s.Outcome == loop.Completed {
 		answer := strings.TrimSpace(s.Answer)
 		if !strings.Contains(answer, "\n") {
@@ -247,6 +262,12 @@ func (p *printer) step(s *loop.State, eff loop.Effect) {
 			// one that did not run says why.
 			if n.Warning {
 				fmt.Fprintf(p.w, "  warning: %s\n", n.Message)
+			}
+		case loop.NoteContextCompacted:
+			if n.Warning {
+				fmt.Fprintf(p.w, "  warning: %s\n", n.Message)
+			} else {
+				fmt.Fprintf(p.w, "  %s\n", n.Message)
 			}
 		case loop.NoteFinished:
 			// The summary says how the run ended.
