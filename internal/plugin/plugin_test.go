@@ -401,6 +401,7 @@ var conversation = []loop.Message{
 	}},
 	{Role: loop.RoleTool, Turn: 2, CallID: "t2-c1", Tool: "issue_refund", Status: "declined", Content: "a person declined this call"},
 	{Role: loop.RoleTool, Turn: 2, CallID: "t2-c2", Tool: "send_email", Status: "ok", Content: "sent"},
+	{Role: loop.RoleContext, Turn: 3, Content: "Context compacted before turn 3 (clear): cleared 1 tool result(s) of 15 bytes before turn 2; about 31000 input tokens before, about 9000 after"},
 	{Role: loop.RoleAssistant, Turn: 3, Content: "Two separate charges:\ninvoice 1 and invoice 2."},
 }
 
@@ -412,6 +413,7 @@ const conversationText = `goal: Find out why the customer was charged twice.
 [t2] assistant -> send_email {"to":"r.okafor"}
 [t2] tool t2-c1 (issue_refund, declined): a person declined this call
 [t2] tool t2-c2 (send_email, ok): sent
+[t3] --- Context compacted before turn 3 (clear): cleared 1 tool result(s) of 15 bytes before turn 2; about 31000 input tokens before, about 9000 after ---
 [t3] assistant: Two separate charges:
     invoice 1 and invoice 2.
 `
@@ -578,7 +580,7 @@ approval needed: t2-c1 issue_refund {"amount_minor":8240} (policy.rules[0]: Refu
 	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
 		s.PendingApprovals = nil
 		s.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t2-c1", Decision: v1alpha1.ApprovalDeny, By: "alice"}}
-		s.Transcript = &v1alpha1.TranscriptStatus{Chunks: 2, Messages: 6}
+		s.Transcript = &v1alpha1.TranscriptStatus{Chunks: 2, Messages: 7}
 		s.Checkpoint = checkpoint(t)
 		s.Phase = v1alpha1.PhaseSucceeded
 		s.Outcome, s.Reason = v1alpha1.OutcomeCompleted, "The model gave a final answer."
@@ -611,6 +613,7 @@ approval needed: t2-c1 issue_refund {"amount_minor":8240} (policy.rules[0]: Refu
   stop:    kubectl agentrun stop r t2-c1
 [t2] tool t2-c1 (issue_refund, declined): a person declined this call
 [t2] tool t2-c2 (send_email, ok): sent
+[t3] --- Context compacted before turn 3 (clear): cleared 1 tool result(s) of 15 bytes before turn 2; about 31000 input tokens before, about 9000 after ---
 [t3] assistant: Two separate charges:
     invoice 1 and invoice 2.
 answered: t2-c1 deny by alice

@@ -74,6 +74,7 @@ func PrintTranscript(w io.Writer, run *v1alpha1.AgentRun, msgs []loop.Message, f
 //	[t3] assistant -> issue_refund {"amount_minor":8240}
 //	[t3] tool t3-c1 (issue_refund, ok): {"refund_id":"r-1"}
 //	[t4] assistant: The refund is issued.
+//	[t9] --- Context compacted before turn 9 (clear): cleared 4 tool result(s) ... ---
 //
 // An assistant message gives one line per proposed call after its text, if
 // it has any. Lines after the first of a long text are indented.
@@ -94,6 +95,11 @@ func FormatMessage(m loop.Message) string {
 			status = "ok"
 		}
 		fmt.Fprintf(&b, "%s tool %s (%s, %s): %s\n", turn, m.CallID, m.Tool, status, indent(m.Content))
+	case loop.RoleContext:
+		// Not a message any request held: where the context policy
+		// compacted the older turns (the requests after it carried
+		// markers or a summary instead of them).
+		fmt.Fprintf(&b, "%s --- %s ---\n", turn, indent(m.Content))
 	default:
 		fmt.Fprintf(&b, "%s %s: %s\n", turn, m.Role, indent(m.Content))
 	}
