@@ -388,6 +388,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		r.emit(sc.run, c)
 		r.announce(sc.run, c)
 		recordMetrics(c)
+		r.traceCompactions(ctx, sc.trace, c)
 		r.endTrace(ctx, sc.trace, c)
 	}
 	return result, nil
@@ -512,6 +513,15 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 // Now is read here, after the save, not taken from the reconcile's start:
 // a model or tool call made during this reconcile ended after sc.now, and
 // the run span must enclose every call of the run.
+// traceCompactions traces the context compactions the save made, as
+// children of the run span.
+func (r *AgentRunReconciler) traceCompactions(ctx context.Context, tr *telemetry.Run, c change) {
+	if tr == nil || c.run.Status.Context == nil {
+		return
+	}
+	tr.Compactions(ctx, string(c.run.Status.Context.Strategy), c.notes, r.Clock())
+}
+
 func (r *AgentRunReconciler) endTrace(ctx context.Context, tr *telemetry.Run, c change) {
 	if !c.ended {
 		return

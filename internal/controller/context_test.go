@@ -15,6 +15,9 @@ import (
 	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/model/modeltest"
 	"github.com/agentrun/agentrun/internal/model/openai"
+	"github.com/agentrun/agentrun/internal/telemetry"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // The window run of issue 29 through the operator: a tool that returns
@@ -28,7 +31,7 @@ const (
 // windowRunOnOperator starts an operator whose model is a WindowServer
 // of the given turns and whose read_chunk tool returns 8 KB, and creates
 // a run with the context policy c (none when nil).
-func windowRunOnOperator(t *testing.T, name string, turns int, c *v1alpha1.ContextSpec) (*v1alpha1.AgentRun, *modeltest.WindowServer) {
+func windowRunOnOperator(t *testing.T, name string, turns int, c *v1alpha1.ContextSpec) (*v1alpha1.AgentRun, *modeltest.WindowServer, *tracetest.InMemoryExporter) {
 	t.Helper()
 	srv := modeltest.NewWindowServer(t, ctxWindowLimit, "read_chunk", turns)
 	m, err := openai.New(model.Config{Model: "window", BaseURL: srv.URL, KeySource: model.StaticKey("sk-test"), MaxRetries: -1})
@@ -39,8 +42,10 @@ func windowRunOnOperator(t *testing.T, name string, turns int, c *v1alpha1.Conte
 	tb.funcs["read_chunk"] = func(_ context.Context, inv loop.Invocation) loop.Result {
 		return loop.Result{Output: bytes.Repeat([]byte{'a' + byte(len(inv.CallID)%26)}, ctxWindowResult)}
 	}
-	startManager(t, &kits{tools: tb, model: m})
-	run := makeRun(namespace(t), name).maxTurns(int32(turns)).budget(func(b *v1alpha1.BudgetSpec) {
+	exp := tracetest.NewInMemoryExporter()
+	ns := namespace(t)
+	startObserved(t, &kits{tools: tb, model: m}, ns, telemetry.NewProvider(sdktrace.WithSyncer(exp)))
+	run := makeRun(ns, name).maxTurns(int32(turns)).budget(func(b *v1alpha1.BudgetSpec) {
 		b.MaxTokens, b.MaxCostUSD = ptr64(1<<40), "1000"
 		b.MaxToolCalls, b.DefaultToolLimit = ptr32(int32(2*turns)), ptr32(int32(2*turns))
 	}).with(func(s *v1alpha1.AgentRunSpec) {
@@ -51,7 +56,7 @@ func windowRunOnOperator(t *testing.T, name string, turns int, c *v1alpha1.Conte
 		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "read_chunk", Builtin: v1alpha1.BuiltinTool("kubernetes.get")})
 		s.Context = c
 	}).create(t)
-	return run, srv
+	return run, srv, exp
 }
 
 // Issue 29: with spec.context.maxInputTokens 30000 the run completes under
@@ -62,7 +67,7 @@ func TestContext_aLongRunCompactsToFitTheWindow(t *testing.T) {
 	const turns = 150
 	for _, strategy := range []v1alpha1.ContextStrategy{v1alpha1.ContextClear, v1alpha1.ContextSummarize} {
 		t.Run(string(strategy), func(t *testing.T) {
-			run, srv := windowRunOnOperator(t, "window-"+string(strategy), turns,
+			run, srv, exp := windowRunOnOperator(t, "window-"+string(strategy), turns,
 				&v1alpha1.ContextSpec{MaxInputTokens: ptr64(30_000), Strategy: strategy})
 			got := waitOutcome(t, run, 120*time.Second)
 			expectOutcome(t, got, v1alpha1.OutcomeCompleted, "final answer")
@@ -98,6 +103,15 @@ func TestContext_aLongRunCompactsToFitTheWindow(t *testing.T) {
 			if markers != int(c.Compactions) {
 				t.Errorf("the transcript marks %d compactions; status.context counts %d", markers, c.Compactions)
 			}
+			spans := 0
+			for _, sp := range exp.GetSpans() {
+				if sp.Name == "compact_context" {
+					spans++
+				}
+			}
+			if spans != int(c.Compactions) {
+				t.Errorf("%d compact_context spans for %d compactions", spans, c.Compactions)
+			}
 			g := NewWithT(t)
 			g.Eventually(func() []string {
 				return eventNotes(t, run.Namespace, "AgentRun", run.Name, corev1.EventTypeNormal, string(loop.NoteContextCompacted))
@@ -112,7 +126,7 @@ func TestContext_aLongRunCompactsToFitTheWindow(t *testing.T) {
 // and the run ends BudgetExhausted with a reason a person can act on, not
 // a raw HTTP 400.
 func TestContext_aRunWithoutAPolicyThatFitsEndsReadably(t *testing.T) {
-	run, srv := windowRunOnOperator(t, "window-nopolicy", 150, nil)
+	run, srv, _ := windowRunOnOperator(t, "window-nopolicy", 150, nil)
 	got := waitOutcome(t, run, 60*time.Second)
 	expectOutcome(t, got, v1alpha1.OutcomeBudgetExhausted, "refused the request of turn")
 	for _, want := range []string{"longer than the model's context window", "set spec.context.maxInputTokens below the model's window", "128000"} {

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/model/modeltest"
+	"github.com/agentrun/agentrun/internal/telemetry"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // windowManifest is the window run of issue 29 for agentrun local: an
@@ -61,7 +64,9 @@ func TestRun_contextPolicyCompactsAndSaysSo(t *testing.T) {
 	for _, strategy := range []string{"clear", "summarize"} {
 		t.Run(strategy, func(t *testing.T) {
 			model := modeltest.NewWindowServer(t, 32_000, "read_chunk", turns)
-			r := run(t, windowManifest(model.URL, chunkServer(t).URL, turns, "{maxInputTokens: 30000, strategy: "+strategy+"}"), Options{})
+			exp := tracetest.NewInMemoryExporter()
+			r := run(t, windowManifest(model.URL, chunkServer(t).URL, turns, "{maxInputTokens: 30000, strategy: "+strategy+"}"),
+				Options{TracerProvider: telemetry.NewProvider(sdktrace.WithSyncer(exp))})
 			r.mustExit(t, 0)
 			mustContain(t, "stdout", r.stdout,
 				"Context: at most 30000 input tokens a request (spec.context.maxInputTokens); older turns compacted by "+strategy+", the newest 4 kept",
@@ -69,6 +74,15 @@ func TestRun_contextPolicyCompactsAndSaysSo(t *testing.T) {
 			compactions := strings.Count(r.stdout, "  Context compacted before turn ")
 			if compactions < 2 || !strings.Contains(r.stdout, fmt.Sprintf("context: %d compactions (%s), the last before turn ", compactions, strategy)) {
 				t.Errorf("%d compactions printed; the summary does not count them:\n%s", compactions, r.stdout[max(0, len(r.stdout)-600):])
+			}
+			spans := 0
+			for _, sp := range exp.GetSpans() {
+				if sp.Name == "compact_context" {
+					spans++
+				}
+			}
+			if spans != compactions {
+				t.Errorf("%d compact_context spans in the run's trace for %d compactions", spans, compactions)
 			}
 			for i, q := range model.Requests() {
 				if q.Refused || q.Input > 30_000 {

@@ -116,7 +116,10 @@ func Run(ctx context.Context, path string, o Options) int {
 	trc := telemetry.StartRun(o.TracerProvider, "")
 	obs := trc.Observer(cfg.Model.Provider, cfg.Model.Name)
 	runner := &loop.Runner{Engine: k.Engine, Model: loop.ObserveModel(k.Model, obs), Tools: loop.ObserveTools(k.Tools, obs),
-		OnStep:       p.step,
+		OnStep: func(s *loop.State, eff loop.Effect) {
+			p.step(s, eff)
+			trc.Compactions(ctx, string(cfg.Context.Strategy), eff.Notes, time.Now())
+		},
 		CancelReason: interruptedReason,
 		Interrupt:    o.Stop,
 		Cancelled: func() bool {

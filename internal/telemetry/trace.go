@@ -221,6 +221,25 @@ func (r *Run) End(ctx context.Context, info RunInfo) {
 	span.End(trace.WithTimestamp(info.End))
 }
 
+// Compactions traces the context compactions among notes: a
+// compact_context span each, a child of the run span, at the time of the
+// step that made it. Its attributes say the turn whose request it
+// shrank, the strategy and what was compacted, with the estimates before
+// and after (the note's text: figures and tool names only).
+func (r *Run) Compactions(ctx context.Context, strategy string, notes []loop.Note, at time.Time) {
+	for _, n := range notes {
+		if n.Kind != loop.NoteContextCompacted || n.Warning {
+			continue
+		}
+		_, span := r.tracer.Start(r.Context(ctx), "compact_context", trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(at),
+			trace.WithAttributes(
+				attribute.String("agentrun.context.strategy", strategy),
+				attribute.Int("agentrun.turn", n.Turn),
+				attribute.String("agentrun.context.compaction", n.Message)))
+		span.End(trace.WithTimestamp(at))
+	}
+}
+
 // Observer returns the loop observer that traces the run's model and tool
 // calls as children of the run span (the caller passes contexts made by
 // Context).

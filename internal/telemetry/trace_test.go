@@ -211,3 +211,33 @@ func TestEnabled_onlyWhenTheEnvironmentAsks(t *testing.T) {
 		}
 	}
 }
+
+// A compaction is a compact_context span under the run span, with the
+// turn, the strategy and what was compacted; a warning about a summary
+// that fell back to clearing is not one, nor is any other note.
+func TestCompactions_areSpansUnderTheRunSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tr := telemetry.StartRun(telemetry.NewProvider(sdktrace.WithSyncer(exp)), "")
+	msg := "Context compacted before turn 9 (clear): cleared 4 tool result(s) of 32768 bytes before turn 5; about 31000 input tokens before, about 12000 after"
+	tr.Compactions(context.Background(), "clear", []loop.Note{
+		{Kind: loop.NoteTurnStarted, Turn: 9, Message: "Turn 9 started"},
+		{Kind: loop.NoteContextCompacted, Turn: 9, Warning: true, Message: "Older tool results are cleared instead of summarised"},
+		{Kind: loop.NoteContextCompacted, Turn: 9, Message: msg},
+	}, time.Unix(1_800_000_000, 0))
+	spans := exp.GetSpans()
+	if len(spans) != 1 || spans[0].Name != "compact_context" {
+		t.Fatalf("spans %v; want one compact_context", spansByName(spans))
+	}
+	s := spans[0]
+	run, err := telemetry.ParseTraceParent(tr.TraceParent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Parent.SpanID() != run.SpanID() || s.SpanContext.TraceID() != run.TraceID() {
+		t.Errorf("compact_context is not a child of the run span")
+	}
+	want := map[string]string{"agentrun.turn": "9", "agentrun.context.strategy": "clear", "agentrun.context.compaction": msg}
+	if diff := cmp.Diff(want, attrs(s)); diff != "" {
+		t.Errorf("attributes (-want +got):\n%s", diff)
+	}
+}
