@@ -256,3 +256,76 @@ func TestContext_aSummaryLostToACrashIsPaidOnceAndNotMadeAgain(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkContext_windowRun reports, for the window run of issue 29
+// (150 turns of 8 KB results held to 30,000 input tokens) under each
+// strategy, over the server's count of each request: the input tokens
+// the engine reserved for it (est, mean and largest; "extending" only
+// over the requests that extend the one counted before, the others being
+// reserved at their whole bound), the estimate the context policy held
+// it to (policy, turns' requests only), and the whole byte bound (what
+// the engine reserved before its estimates built on the provider's
+// counts); then the cached share of all input tokens, and the
+// compactions. It measures estimates, not time.
+func BenchmarkContext_windowRun(b *testing.B) {
+	for _, strategy := range []loop.ContextStrategy{loop.ContextClear, loop.ContextSummarize} {
+		b.Run(string(strategy), func(b *testing.B) {
+			var est, bound, extending, pol, share float64
+			var compactions int
+			for b.Loop() {
+				srv := modeltest.NewWindowServer(b, windowLimit, "read_chunk", windowTurns)
+				m, err := openai.New(model.Config{Model: "window", BaseURL: srv.URL, KeySource: model.StaticKey("sk-test"), MaxRetries: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tools := loop.ToolboxFunc(func(_ context.Context, inv loop.Invocation) loop.Result {
+					return loop.Result{Output: bytes.Repeat([]byte{'a' + byte(len(inv.CallID)%26)}, windowResult)}
+				})
+				var reserved, bounds, policy []int64
+				s := &loop.State{}
+				(&loop.Runner{Engine: windowEngine(b, loop.ContextPolicy{MaxInputTokens: 30_000, Strategy: strategy}), Model: m, Tools: tools,
+					Sleep: func(context.Context, time.Duration) {},
+					OnStep: func(s *loop.State, eff loop.Effect) {
+						if eff.Kind == loop.EffectCallModel {
+							reserved = append(reserved, s.Reserved.InputTokens)
+							bounds = append(bounds, loop.ByteEstimator{}.EstimateInputTokens(eff.Request))
+							p := int64(0)
+							if !eff.Request.Summary && s.Context != nil {
+								p = s.Context.LastInputTokens
+							}
+							policy = append(policy, p)
+						}
+					}}).Run(context.Background(), s)
+				reqs := srv.Requests()
+				if s.Outcome != loop.Completed || len(reqs) != len(reserved) {
+					b.Fatalf("outcome %s (%s), %d requests for %d reservations", s.Outcome, s.Reason, len(reqs), len(reserved))
+				}
+				var sumEst, sumBound, sumPol float64
+				var nPol int
+				est, bound, extending, pol = 0, 0, 0, 0
+				for i, r := range reqs {
+					q, qb := float64(reserved[i])/float64(r.Input), float64(bounds[i])/float64(r.Input)
+					sumEst, sumBound = sumEst+q, sumBound+qb
+					est, bound = max(est, q), max(bound, qb)
+					if reserved[i] < bounds[i] {
+						extending = max(extending, q)
+					}
+					if policy[i] > 0 {
+						qp := float64(policy[i]) / float64(r.Input)
+						sumPol, nPol, pol = sumPol+qp, nPol+1, max(pol, qp)
+					}
+				}
+				b.ReportMetric(sumEst/float64(len(reqs)), "est/actual-mean")
+				b.ReportMetric(sumBound/float64(len(reqs)), "bound/actual-mean")
+				b.ReportMetric(sumPol/float64(nPol), "policy/actual-mean")
+				share, compactions = srv.CachedShare(), s.Context.Compactions
+			}
+			b.ReportMetric(est, "est/actual-max")
+			b.ReportMetric(bound, "bound/actual-max")
+			b.ReportMetric(extending, "est/actual-extending-max")
+			b.ReportMetric(pol, "policy/actual-max")
+			b.ReportMetric(share, "cached-share")
+			b.ReportMetric(float64(compactions), "compactions")
+		})
+	}
+}
