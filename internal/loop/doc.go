@@ -24,9 +24,11 @@
 //
 // The files follow a turn's stages, each test beside its file:
 //
-//   - types.go, state.go: the configuration, messages and the resumable
-//     State; engine.go: Step, the phases, request assembly; estimate.go:
-//     the input estimate behind every reservation.
+//   - types.go (outcomes, the configuration, budgets and policy), model.go
+//     (what a Model is asked and answers), tools.go (what a Toolbox is
+//     asked and answers), state.go (the resumable State); engine.go: Step,
+//     the phases, request assembly; estimate.go: the input estimate behind
+//     every reservation; context.go: the context policy (compaction).
 //   - ceilings.go (the table of ceilings), budget.go (defaults, admission,
 //     reservations, soft warnings, headroom), money.go, refuse.go (a limit
 //     outside the run refusing a step).
