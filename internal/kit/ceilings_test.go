@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/testenv"
 )
 
 // The engine's table of ceilings (loop.Ceilings) is the one list: every
@@ -23,15 +22,7 @@ import (
 // of soft names. A ceiling added to the table fails here until every layer
 // has it.
 func TestCeilings_everyLayerHasEveryRow(t *testing.T) {
-	raw, err := os.ReadFile("../../config/crd/bases/agents.agentrun.dev_agentruns.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		t.Fatal(err)
-	}
-	budget := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["budget"]
+	budget := testenv.AgentRunSchema(t).Properties["spec"].Properties["budget"]
 	var soft []string
 	for _, v := range budget.Properties["soft"].Items.Schema.Enum {
 		soft = append(soft, strings.Trim(string(v.Raw), `"`))

@@ -9,11 +9,10 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 func TestSetFromState_phasesAndConditions(t *testing.T) {
@@ -128,15 +127,7 @@ func TestSettleFinished_followsTheGenerationAndAddsMissingConditions(t *testing.
 // The API states how many approvals status keeps; the setter must keep
 // exactly that many, no fewer.
 func TestMaxApprovalRecords_matchesTheCRDBound(t *testing.T) {
-	raw, err := os.ReadFile("../../config/crd/bases/agents.agentrun.dev_agentruns.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		t.Fatal(err)
-	}
-	approvals := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["approvals"]
+	approvals := testenv.AgentRunSchema(t).Properties["status"].Properties["approvals"]
 	if approvals.MaxItems == nil || *approvals.MaxItems != MaxApprovalRecords {
 		t.Fatalf("status.approvals maxItems = %v, the setter keeps %d", ptrString(approvals.MaxItems), MaxApprovalRecords)
 	}
@@ -211,16 +202,9 @@ func TestOutcomes_engineAPIAndDocsAgree(t *testing.T) {
 	for _, o := range loop.Outcomes {
 		engine = append(engine, string(o))
 	}
-	raw, err := os.ReadFile("../../config/crd/bases/agents.agentrun.dev_agentruns.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		t.Fatal(err)
-	}
+	schema := testenv.AgentRunSchema(t)
 	var enum []string
-	for _, v := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["outcome"].Enum {
+	for _, v := range schema.Properties["status"].Properties["outcome"].Enum {
 		enum = append(enum, strings.Trim(string(v.Raw), `"`))
 	}
 	doc, err := os.ReadFile("../../docs/api.md")
