@@ -76,7 +76,7 @@ func Start(kubeconfigPath, toolsDir string) (*Env, error) {
 		// Development: models and tools on this machine (a local Ollama,
 		// a fake) and on the local network are allowed; the cloud
 		// metadata addresses and the API server stay refused.
-		e.done <- operator.Run(ctx, cfg, operator.Options{LocalTools: true, LocalDir: toolsDir, Workers: 4,
+		e.done <- operator.Run(ctx, cfg, operator.Options{LocalTools: true, LocalDir: toolsDir, Workers: 4, AgainInProcess: true,
 			EgressAllow: egress.Loopback, EgressAllowPrivate: true})
 	}()
 	// Fail fast when the operator cannot start.

@@ -25,9 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -70,6 +72,10 @@ type Options struct {
 	LocalDir string
 	// OperatorImage holds the agentrun-entrypoint binary tool Jobs copy in.
 	OperatorImage string
+	// AgainInProcess lets this process start the operator more than once
+	// (controller-runtime refuses a second controller of the same name by
+	// default): the dev environment, which tests start several times.
+	AgainInProcess bool
 	// Workers sizes the reconcile worker pool. Model and tool calls never
 	// run on a worker, so a few serve many runs.
 	Workers int
@@ -194,6 +200,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		// A replica that loses its lease exits at once (the manager's
 		// default), so two replicas of a shard never drive a run together.
 		Cache: cacheOptions(o.WatchNamespaces, o.Shard),
+		// Controller names are unique per process for their metrics; a
+		// process that starts the operator again (the dev environment's
+		// tests) says so.
+		Controller: config.Controller{SkipNameValidation: ptr.To(o.AgainInProcess)},
 	})
 	if err != nil {
 		return err
