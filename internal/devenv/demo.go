@@ -15,6 +15,7 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/testenv"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -52,7 +53,7 @@ func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]Sampl
 			if obj.GetNamespace() == "" {
 				obj.SetNamespace(namespace)
 			}
-			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := create(ctx, c, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("%s: %s %s: %w", f, obj.GetKind(), obj.GetName(), err)
 			}
 			switch obj.GetKind() {
@@ -64,6 +65,20 @@ func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]Sampl
 		}
 	}
 	return runs, nil
+}
+
+// create creates obj, again while the API server answers 503: a control
+// plane that has just started serves a CRD before its admission policies
+// know the kind ("There can be a delay between when
+// CustomResourceDefinitions are created and when they are available"), and
+// refuses its objects as unavailable until they do.
+func create(ctx context.Context, c client.Client, obj client.Object) error {
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err = c.Create(ctx, obj)
+		return !apierrors.IsServiceUnavailable(err), nil
+	})
+	return err
 }
 
 // Result is how one sample ended.
