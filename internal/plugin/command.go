@@ -23,7 +23,10 @@ import (
 // Main runs kubectl-agentrun with args (without the program name) and
 // returns its exit status: 0 on success, 1 on an error or, for watch and
 // --wait, when the run ended with any outcome but Completed.
-func Main(args []string, stdout, stderr io.Writer) int {
+//
+// more adds commands that live outside this package (the console), given
+// kubectl's connection flags.
+func Main(args []string, stdout, stderr io.Writer, more ...func(*genericclioptions.ConfigFlags) *cobra.Command) int {
 	// The client logs through controller-runtime's logger; the plugin
 	// reports errors itself.
 	ctrllog.SetLogger(logr.Discard())
@@ -31,7 +34,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cmd := NewCommand(stdout, stderr)
+	cmd := NewCommand(stdout, stderr, more...)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	var exit *ExitError
@@ -49,7 +52,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // NewCommand builds the kubectl-agentrun command tree. It reads kubectl's
 // usual connection flags (--kubeconfig, --context, -n/--namespace ...).
-func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+func NewCommand(stdout, stderr io.Writer, more ...func(*genericclioptions.ConfigFlags) *cobra.Command) *cobra.Command {
 	f := &factory{flags: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
 		Use:   "kubectl-agentrun",
@@ -79,6 +82,9 @@ answer, and who gave it, in status.approvals.`,
 	}
 	root.AddCommand(runCommand(f), rerunCommand(f))
 	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
+	for _, m := range more {
+		root.AddCommand(m(f.flags))
+	}
 	return root
 }
 

@@ -1,0 +1,86 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+)
+
+// DefaultCAFile is where a pod finds its cluster's CA.
+const DefaultCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+
+// Command is `kubectl agentrun console`. flags are kubectl's connection
+// flags, shared with the plugin's other commands.
+func Command(flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var (
+		address   string
+		port      int
+		inCluster bool
+		caFile    string
+	)
+	cmd := &cobra.Command{
+		Use:   "console",
+		Short: "Serve the web console: runs, an approval inbox and budgets",
+		Long: `console serves the AgentRun web console on this machine: every run you may
+list, updating live; one run's phase, ceilings, timeline and transcript; an
+inbox of the calls that wait for a person, with Approve, Deny and Stop; and
+the AgentBudgets.
+
+It uses your kubeconfig's credentials for everything: a page shows only what
+you may read, and an answer is yours (the approve verb, the admission
+policies and status.approvals[].by apply as with kubectl annotate). It
+listens on 127.0.0.1 unless --address says otherwise, and then answers only
+requests addressed to this machine.
+
+--in-cluster is how the chart runs it (console.enabled): there is no
+kubeconfig, and each request must carry its user's bearer token (from an
+authenticating proxy's Authorization header, or pasted once on the sign-in
+page); the console's own ServiceAccount has no rights.`,
+		Example: `  # Serve on http://127.0.0.1:8080/
+  kubectl agentrun console
+
+  # Another port, runs of one namespace when you may not list them all
+  kubectl agentrun console --port 9090 -n billing`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := Options{PerRequestToken: inCluster}
+			var err error
+			if inCluster {
+				o.Config, err = inClusterConfig(caFile)
+			} else {
+				o.Config, err = flags.ToRESTConfig()
+				if err == nil {
+					o.Namespace, _, err = flags.ToRawKubeConfigLoader().Namespace()
+				}
+			}
+			if err != nil {
+				return err
+			}
+			return Serve(cmd.Context(), o, address, port, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "The address to listen on.")
+	cmd.Flags().IntVar(&port, "port", 8080, "The port to listen on.")
+	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "Run inside the cluster: no kubeconfig; every request must carry its user's bearer token.")
+	cmd.Flags().StringVar(&caFile, "api-ca-file", DefaultCAFile, "With --in-cluster: the API server's CA bundle.")
+	return cmd
+}
+
+// inClusterConfig reaches the API server from a pod with the user's token
+// only: the host from the environment and the CA from caFile, never the
+// pod's own ServiceAccount token.
+func inClusterConfig(caFile string) (*rest.Config, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: this is not a pod")
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		return nil, fmt.Errorf("--in-cluster: the API server's CA: %w", err)
+	}
+	return &rest.Config{Host: "https://" + net.JoinHostPort(host, port), TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}, nil
+}

@@ -1,0 +1,610 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/devenv"
+	"github.com/agentrun/agentrun/internal/kubescheme"
+	"github.com/chromedp/chromedp"
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The console's tests run against a local control plane with the
+// operator, the approval admission policies and the user roles the chart
+// installs (internal/devenv), and drive the pages in a real headless
+// Chromium (Debian's package; hack/chromium-deps.sh installs it).
+var (
+	env   *devenv.Env
+	admin client.Client
+	// browser is the allocator every test opens its tabs in; nil when no
+	// Chromium is installed (the browser tests then fail under CI=true).
+	browser context.Context
+	// shots is where the screenshots for docs/console.md go
+	// (CONSOLE_SCREENSHOTS; make console-screenshots).
+	shots = os.Getenv("CONSOLE_SCREENSHOTS")
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	env, err = devenv.Start("", "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping:", err)
+		}
+	}()
+	admin, err = client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if path := chromium(); path != "" {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path),
+			chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+		alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+		defer cancel()
+		ctx, cancel2 := chromedp.NewContext(alloc)
+		defer cancel2()
+		// The browser lives as long as the context of its first Run.
+		if err := chromedp.Do(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "starting Chromium:", err)
+			return 1
+		}
+		browser = ctx
+	}
+	return m.Run()
+}
+
+func chromium() string {
+	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(b); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// tab opens a browser tab for one test, closed when the test ends.
+func tab(t *testing.T) context.Context {
+	t.Helper()
+	if browser == nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Chromium on this machine: run hack/chromium-deps.sh")
+		}
+		t.Skip("no Chromium on this machine (hack/chromium-deps.sh installs it)")
+	}
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // opens the tab
+		t.Fatal(err)
+	}
+	ctx, cancel2 := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel2)
+	return ctx
+}
+
+// do runs browser steps, failing the test at the first error.
+func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// text is the text of the first element sel matches.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
+
+func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+
+// namespace makes a namespace of the test's own.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := admin.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// bind gives user a cluster role: in namespace ns, or everywhere when ns
+// is empty.
+func bind(t *testing.T, user, role, ns string) {
+	t.Helper()
+	subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	if strings.HasPrefix(user, "system:serviceaccount:") {
+		parts := strings.Split(user, ":")
+		subj = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: parts[2], Name: parts[3]}}
+	}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
+	name := strings.ReplaceAll(user, ":", "-") + "-" + role
+	var obj client.Object = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: ref, Subjects: subj}
+	if ns != "" {
+		obj = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, RoleRef: ref, Subjects: subj}
+	}
+	if err := admin.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// grant lets user get and list one core resource in namespace ns: Secrets
+// (where runs keep their transcripts) or Events. (envtest runs no
+// controller-manager, so the aggregated view role is empty there.)
+func grant(t *testing.T, user, ns, resource string) {
+	t.Helper()
+	name := user + "-reads-" + resource
+	create(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get", "list"}}}})
+	create(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
+}
+
+// consoleFor serves a local console as user (impersonated), whose
+// kubeconfig names namespace ns.
+func consoleFor(t *testing.T, user, ns string) *httptest.Server {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	s, err := New(Options{Config: cfg, Namespace: ns, LoopbackOnly: true, Resync: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, s)
+}
+
+// serve serves h for the test. The pages' event streams stay open as long
+// as their tab: the server cuts them before it closes.
+func serve(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv
+}
+
+// refundRun waits for a person at its first call: a refund above 50.00.
+func refundRun(ns, name string) *v1alpha1.AgentRun {
+	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"team": "billing"}},
+		Spec: v1alpha1.AgentRunSpec{
+			Goal: "Refund invoice in_9f21 (82.40) to the customer.",
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+				{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "issue_refund", Arguments: raw(`{"invoice":"in_9f21","amount_minor":8240}`)}}},
+				{Content: "Refunded 82.40 for invoice in_9f21."},
+			}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 4, MaxCostUSD: "0.50"},
+			Tools: []v1alpha1.ToolSpec{{Name: "issue_refund", Description: "Refund an invoice, in minor units.",
+				Mutates: ptr.To(true), Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", `echo "refund accepted: $(cat)"`}}}},
+			Policy: &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow, Rules: []v1alpha1.PolicyRule{{
+				Tools: []string{"issue_refund"}, When: "args.amount_minor > 5000", Decision: v1alpha1.PolicyAsk,
+				Reason: "Refunds above 50.00 need a person."}}},
+		}}
+}
+
+func raw(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := admin.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waiting waits until the run's first call waits for a person.
+func waiting(t *testing.T, run *v1alpha1.AgentRun) {
+	t.Helper()
+	NewWithT(t).Eventually(func() []v1alpha1.PendingApproval {
+		got := &v1alpha1.AgentRun{}
+		_ = admin.Get(context.Background(), client.ObjectKeyFromObject(run), got)
+		return got.Status.PendingApprovals
+	}, time.Minute, 100*time.Millisecond).Should(ContainElement(HaveField("CallID", "t1-c1")))
+}
+
+func get(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	t.Helper()
+	got := &v1alpha1.AgentRun{}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(run), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// screenshot saves the page for docs/console.md when CONSOLE_SCREENSHOTS
+// names a directory.
+func screenshot(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	if shots == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The runs page lists the runs and follows them without a reload: a run
+// that ends while the page is open shows its outcome in place.
+func TestConsole_runListShowsRunsAndUpdatesWhenOneEnds(t *testing.T) {
+	ns := namespace(t, "console-list")
+	bind(t, "lee", "agentrun-viewer", "")
+	run := refundRun(ns, "refund-live")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "lee", "")
+	row := `tr[data-run="` + ns + `/refund-live"]`
+	do(t, ctx, chromedp.Navigate(srv.URL+"/"), visible(row+`[data-phase="AwaitingApproval"]`), visible(`html[data-live-ready]`))
+	eval[bool](t, ctx, `window.stayed = true`)
+
+	// Someone else answers; the page learns of it from the watch.
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.ApprovalAnnotationPrefix + `t1-c1":"approve"}}}`)
+	if err := admin.Patch(context.Background(), get(t, run), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, visible(row+`[data-outcome="Completed"]`))
+	if !eval[bool](t, ctx, `window.stayed === true`) {
+		t.Error("the page reloaded to show the outcome; it should update in place")
+	}
+
+	// The filter keeps what it names.
+	do(t, ctx, chromedp.Navigate(srv.URL+"/?namespace="+ns+"&outcome=Completed&label=team%3Dbilling"), visible(row))
+	rows := eval[[]string](t, ctx, `[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`)
+	if len(rows) != 1 || rows[0] != ns+"/refund-live" {
+		t.Errorf("filtered rows = %q, want only %s/refund-live", rows, ns)
+	}
+	do(t, ctx, chromedp.Navigate(srv.URL+"/?outcome=Completed&label=team%3Dnobody"), visible(`td.empty`))
+}
+
+// A person with the approve verb answers from the inbox: the run goes on,
+// and status.approvals names them.
+func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
+	ns := namespace(t, "console-approve")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	grant(t, "alice", ns, "secrets")
+	run := refundRun(ns, "refund-alice")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-alice/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approve="`+key+`"]`))
+	if args := text(t, ctx, `[data-call="`+key+`"] pre.args`); !strings.Contains(args, `"amount_minor": 8240`) {
+		t.Errorf("the inbox shows the arguments %q, want them whole", args)
+	}
+	screenshot(ctx, t, "inbox.png")
+	do(t, ctx, click(`[data-approve="`+key+`"]`), visible(`.result.ok`))
+	if message := text(t, ctx, `.result`); !strings.Contains(message, "t1-c1 approved") {
+		t.Errorf("after Approve the page says %q", message)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	got := get(t, run).Status.Approvals
+	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalApprove {
+		t.Errorf("status.approvals = %+v, want t1-c1 approved by alice", got)
+	}
+
+	// The run's page tells its story: the answer and who gave it, each
+	// ceiling, the timeline.
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-alice"), visible(`[data-outcome]`))
+	if by := text(t, ctx, `[data-approval="t1-c1"] [data-by]`); by != "alice" {
+		t.Errorf("the run's page says t1-c1 was answered by %q", by)
+	}
+	ceilings := eval[[]string](t, ctx, `[...document.querySelectorAll("[data-ceiling]")].map(b => b.dataset.ceiling)`)
+	for _, want := range []string{"turns", "tokens", "wallClock", "cost", "toolCalls"} {
+		if !strings.Contains(strings.Join(ceilings, ","), want) {
+			t.Errorf("the run's page draws the ceilings %q, without %s", ceilings, want)
+		}
+	}
+	timeline := text(t, ctx, `.timeline`)
+	for _, want := range []string{"t1-c1 issue_refund", "refund accepted", "t1-c1 approve by alice", "Refunded 82.40", "ApprovalRequested"} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("the timeline does not show %q:\n%s", want, timeline)
+		}
+	}
+	screenshot(ctx, t, "run.png")
+}
+
+// A person without the approve verb clicks Approve: the API server's
+// refusal is shown as it gave it, and the call still waits.
+func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testing.T) {
+	ns := namespace(t, "console-refused")
+	bind(t, "bob", "agentrun-editor", ns)
+	run := refundRun(ns, "refund-bob")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	// bob may list runs only in his namespace, and no namespaces: the
+	// console shows his kubeconfig's namespace.
+	srv := consoleFor(t, "bob", ns)
+	key := ns + "/refund-bob/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approve="`+key+`"]`), click(`[data-approve="`+key+`"]`), visible(`.result.refused`))
+	if message := text(t, ctx, `.result`); !strings.Contains(message, `needs the verb "approve"`) {
+		t.Errorf("the refusal shown is %q, want the API server's", message)
+	}
+	// Nor may bob read the run's Secrets: the page says so.
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-bob"), visible(`[data-transcript-note]`))
+	if note := text(t, ctx, `[data-transcript-note]`); !strings.Contains(note, "You may not read this run's transcript") {
+		t.Errorf("the transcript's place says %q", note)
+	}
+	got := get(t, run)
+	if _, set := got.Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set || len(got.Status.PendingApprovals) != 1 || got.Status.Outcome != "" {
+		t.Errorf("after a refused answer the run has annotations %v, pending %v, outcome %q; want it still waiting",
+			got.Annotations, got.Status.PendingApprovals, got.Status.Outcome)
+	}
+}
+
+// What a model and a tool wrote is shown as text: no script it carries
+// runs, no javascript: link is made, terminal escapes are gone.
+func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
+	ns := namespace(t, "console-hostile")
+	grant(t, "mallory-reader", ns, "events")
+	bind(t, "mallory-reader", "agentrun-viewer", ns)
+	grant(t, "mallory-reader", ns, "secrets")
+	goal := `Summarise the page <script>window.pwned = "goal"</script><img src=x onerror="window.pwned='img'">`
+	answer := "Done <iframe src=\"javascript:window.pwned='iframe'\"></iframe> <a href=\"javascript:window.pwned='link'\">here</a> \x1b[31mred\x1b[0m \x1b]0;owned\x07"
+	toolOut := `printf '<script>window.pwned="tool"</script><a href="javascript:window.pwned=1">x</a>\033]0;title\007\033[2J<svg onload="window.pwned=2">'`
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{Goal: goal,
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+				{Content: `<script>window.pwned="thought"</script>`, ToolCalls: []v1alpha1.ScriptToolCall{{Name: "fetch_page", Arguments: raw(`{"url":"javascript:alert(1)"}`)}}},
+				{Content: answer},
+			}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+			Tools: []v1alpha1.ToolSpec{{Name: "fetch_page", Description: "Fetch a page.",
+				Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", toolOut}}}},
+		}}
+	create(t, run)
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+
+	ctx := tab(t)
+	srv := consoleFor(t, "mallory-reader", ns)
+	type report struct {
+		Pwned   bool     `json:"pwned"`
+		Scripts []string `json:"scripts"`
+		Links   int      `json:"links"`
+		Frames  int      `json:"frames"`
+		Text    string   `json:"text"`
+	}
+	for _, page := range []string{"/runs/" + ns + "/hostile", "/?namespace=" + ns} {
+		do(t, ctx, chromedp.Navigate(srv.URL+page), visible(`html[data-live-ready]`))
+		r := eval[report](t, ctx, `({
+			pwned: typeof window.pwned !== "undefined",
+			scripts: [...document.scripts].map(s => s.src),
+			links: document.querySelectorAll('[href^="javascript"], [src^="javascript"]').length,
+			frames: document.querySelectorAll("iframe, img, svg [onload], [onerror]").length,
+			text: document.body.innerText,
+		})`)
+		if r.Pwned || len(r.Scripts) != 1 || !strings.HasSuffix(r.Scripts[0], "/static/console.js") || r.Links != 0 || r.Frames != 0 {
+			t.Errorf("%s: pwned %v, scripts %q, javascript: links %d, frames and handlers %d; want only the console's script",
+				page, r.Pwned, r.Scripts, r.Links, r.Frames)
+		}
+		if strings.ContainsAny(r.Text, "\x1b\x07") {
+			t.Errorf("%s: the page shows terminal escapes", page)
+		}
+	}
+	// The run's page shows what was written, as text.
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/hostile"), visible(`[data-transcript]`))
+	body := eval[string](t, ctx, `document.body.innerText`)
+	for _, want := range []string{`<script>window.pwned = "goal"</script>`, `<script>window.pwned="tool"</script>`, `<iframe src="javascript:`, "red"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the run's page does not show %q as text", want)
+		}
+	}
+}
+
+// The requests that change something need the page's token and a request
+// from the console's own pages; a local console answers only requests
+// addressed to this machine.
+func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
+	ns := namespace(t, "console-csrf")
+	run := refundRun(ns, "refund-csrf")
+	create(t, run)
+	waiting(t, run)
+	// The cluster's admin: only the console can refuse.
+	s, err := New(Options{Config: env.Config, LoopbackOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+
+	post := func(origin, token string) int {
+		body := strings.NewReader("namespace=" + ns + "&name=refund-csrf&call=t1-c1&decision=approve&csrf=" + token)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/answer", body)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	token := s.token(s.local)
+	if got := post("https://evil.example", token); got != http.StatusForbidden {
+		t.Errorf("a cross-site answer got %d, want 403", got)
+	}
+	if got := post(srv.URL, "forged"); got != http.StatusForbidden {
+		t.Errorf("an answer without the page's token got %d, want 403", got)
+	}
+	if _, set := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set {
+		t.Fatal("a refused request set the approval annotation")
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+	req.Host = "console.evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("a request for another host got %d, want 421", resp.StatusCode)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+}
+
+// In a cluster, every request carries its user's token and is made as
+// that user; without one, the console asks for it; the console's own
+// credentials are never used.
+func TestConsole_inClusterActsWithEachRequestsToken(t *testing.T) {
+	ns := namespace(t, "console-incluster")
+	ctx := context.Background()
+	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "carol", Namespace: ns}})
+	bind(t, "system:serviceaccount:"+ns+":carol", "agentrun-viewer", ns)
+	create(t, refundRun(ns, "refund-carol"))
+	maxCost := v1alpha1.USD("5.00")
+	create(t, &v1alpha1.AgentBudget{ObjectMeta: metav1.ObjectMeta{Name: "billing", Namespace: ns},
+		Spec: v1alpha1.AgentBudgetSpec{MaxCostUSD: maxCost}})
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "carol", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := New(Options{Config: rest.AnonymousClientConfig(env.Config), PerRequestToken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	fetch := func(path, token string) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), b.String()
+	}
+	if code, loc, _ := fetch("/", ""); code != http.StatusSeeOther || !strings.HasPrefix(loc, "/login") {
+		t.Errorf("without a token: %d to %q, want 303 to /login", code, loc)
+	}
+	code, _, body := fetch("/", tr.Status.Token)
+	if code != http.StatusOK || !strings.Contains(body, `data-run="`+ns+`/refund-carol"`) {
+		t.Errorf("with carol's token: %d, runs page without her namespace's run:\n%s", code, body)
+	}
+	if !strings.Contains(body, "system:serviceaccount:"+ns+":carol") {
+		t.Error("the page does not say who is signed in")
+	}
+	if code, _, body := fetch("/budgets", tr.Status.Token); code != http.StatusOK || !strings.Contains(body, `data-budget="`+ns+`/billing"`) {
+		t.Errorf("budgets with carol's token: %d\n%s", code, body)
+	}
+	if code, _, _ := fetch("/runs/"+ns+"/refund-carol", "not-a-token"); code != http.StatusUnauthorized {
+		t.Errorf("with a bad token the run's page got %d, want the API server's 401", code)
+	}
+	// Pasting a token on the sign-in page keeps it in an HttpOnly cookie.
+	form := strings.NewReader("token=" + tr.Status.Token + "&then=/inbox")
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/login", form)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/inbox" || len(cookies) != 1 || !cookies[0].HttpOnly {
+		t.Errorf("sign-in: %d to %q with cookies %v", resp.StatusCode, resp.Header.Get("Location"), cookies)
+	}
+}
+
+// A person who may list runs across the cluster sees the runs of every
+// namespace, newest first.
+func TestConsole_runsOfEveryNamespaceNewestFirst(t *testing.T) {
+	a, b := namespace(t, "console-every-a"), namespace(t, "console-every-b")
+	bind(t, "rita", "agentrun-viewer", "")
+	first := refundRun(a, "older")
+	create(t, first)
+	waiting(t, first)
+	// Creation times are whole seconds: the second run is created in a
+	// later second than the first.
+	NewWithT(t).Eventually(func() bool { return time.Since(get(t, first).CreationTimestamp.Time) > time.Second },
+		5*time.Second, 100*time.Millisecond).Should(BeTrue())
+	second := refundRun(b, "newer")
+	create(t, second)
+	waiting(t, second)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "rita", "")
+	do(t, ctx, chromedp.Navigate(srv.URL+"/"), visible(`tr[data-run="`+a+`/older"]`), visible(`tr[data-run="`+b+`/newer"]`))
+	rows := eval[[]string](t, ctx, `[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`)
+	if i, j := slices.Index(rows, b+"/newer"), slices.Index(rows, a+"/older"); i > j {
+		t.Errorf("rows %q: the newer run is not above the older", rows)
+	}
+	if note := eval[int](t, ctx, `document.querySelectorAll("p.note").length`); note != 0 {
+		t.Errorf("a cluster-wide viewer is told the list is narrowed")
+	}
+	screenshot(ctx, t, "runs.png")
+}

@@ -1,0 +1,157 @@
+package console
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/agentrun/agentrun/internal/safeterm"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// pendingCall is one call that waits for a person, with what the person
+// needs to decide: the tool, the arguments whole, their digest, and the
+// rule that asked.
+type pendingCall struct {
+	Key                          string // NAMESPACE/NAME/CALLID, the buttons' hook
+	Namespace, Name, CallID      string
+	Tool, Arguments, Digest      string
+	Rule, Reason, Requested, Age string
+	at                           time.Time
+}
+
+func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
+	if run.Status.Outcome != "" {
+		return nil
+	}
+	var out []pendingCall
+	for _, p := range run.Status.PendingApprovals {
+		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name,
+			CallID: p.CallID, Tool: p.Tool, Arguments: safeterm.Clean(prettyJSON(p.Arguments)), Digest: p.ArgumentsDigest,
+			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), at: run.CreationTimestamp.Time}
+		if p.RequestedAt != nil {
+			c.at = p.RequestedAt.Time
+			c.Requested = stamp(p.RequestedAt.Time)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// prettyJSON indents arguments that are JSON, and leaves others as they
+// are (status may hold a cut or invalid text, marked).
+func prettyJSON(s string) string {
+	var b bytes.Buffer
+	if err := jsonIndent(&b, []byte(s)); err != nil {
+		return s
+	}
+	return b.String()
+}
+
+// result is what an answer did: the plugin's words, or the refusal.
+type result struct {
+	OK      bool
+	Message string
+}
+
+type inboxData struct {
+	Namespace string
+	Calls     []pendingCall
+	Result    *result
+	Note      string
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
+	return s.inboxView(r, u, r.URL.Query().Get("namespace"), nil)
+}
+
+func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (view, error) {
+	d := &inboxData{Namespace: ns, Result: res}
+	q := url.Values{}
+	if ns != "" {
+		q.Set("namespace", ns)
+	}
+	self := "/inbox?" + join(q.Encode(), "fragment=1")
+	v := view{Title: "Inbox", Page: "inbox", Data: d, Live: self, Events: "/events?" + join(q.Encode(), "kind=runs")}
+	sc, err := s.scopeOf(ctxOf(r), u, ns, &v1alpha1.AgentRunList{})
+	if err != nil {
+		return v, err
+	}
+	d.Note = sc.Note
+	runs, err := listRuns(ctxOf(r), u, sc, labels.Everything())
+	if err != nil {
+		return v, err
+	}
+	now := time.Now()
+	for i := range runs {
+		for _, c := range pendingOf(&runs[i]) {
+			c.Age = now.Sub(c.at).Round(time.Second).String()
+			d.Calls = append(d.Calls, c)
+		}
+	}
+	sort.SliceStable(d.Calls, func(i, j int) bool {
+		if !d.Calls[i].at.Equal(d.Calls[j].at) {
+			return d.Calls[i].at.Before(d.Calls[j].at)
+		}
+		return d.Calls[i].Key < d.Calls[j].Key
+	})
+	return v, nil
+}
+
+// answer writes the approval annotation as the user, through the same
+// code as `kubectl agentrun approve|deny|stop`: it refuses a call that no
+// longer waits, and binds an approval to the arguments' digest. The inbox
+// is shown again with what happened; a refusal is shown as the API server
+// gave it, with its status code.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
+	if !s.checkToken(r, u) {
+		return view{Title: "Refused", Page: "error", Status: http.StatusForbidden,
+			Data: "This form is out of date or did not come from this console: reload the page and answer again."}, nil
+	}
+	ns, name, call := r.PostFormValue("namespace"), r.PostFormValue("name"), r.PostFormValue("call")
+	decision := v1alpha1.ApprovalDecision(r.PostFormValue("decision"))
+	var out bytes.Buffer
+	err := plugin.Answer(ctxOf(r), u.c, plugin.AnswerOptions{Run: plugin.Ref{Namespace: ns, Name: name}, CallID: call, Decision: decision}, &out)
+	res := &result{OK: err == nil, Message: lastLine(out.String())}
+	status := http.StatusOK
+	if err != nil {
+		res.Message = safeterm.Clean(err.Error())
+		status = http.StatusConflict
+		if strings.HasPrefix(err.Error(), "not allowed") {
+			status = http.StatusForbidden
+		}
+	}
+	back := r.PostFormValue("back")
+	if back == "run" {
+		v, verr := s.run(w, withPath(r, ns, name), u)
+		if verr == nil {
+			v.Status = status
+			v.Data.(*runData).Result = res
+		}
+		return v, verr
+	}
+	v, verr := s.inboxView(r, u, r.PostFormValue("filter"), res)
+	v.Status = status
+	return v, verr
+}
+
+// withPath gives a copy of r the path values of a run's page.
+func withPath(r *http.Request, ns, name string) *http.Request {
+	r2 := r.Clone(r.Context())
+	r2.SetPathValue("namespace", ns)
+	r2.SetPathValue("name", name)
+	return r2
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return safeterm.Clean(s)
+}

@@ -1,0 +1,364 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/agentrun/agentrun/internal/safeterm"
+	"github.com/agentrun/agentrun/internal/transcript"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// runData is the page of one run.
+type runData struct {
+	Key, Namespace, Name           string
+	Phase, Outcome, Reason, Answer string
+	Goal, Template, Started, Ended string
+	Ceilings                       []bar
+	CeilingsNote                   string
+	Facts                          []fact // convergence, context, verification
+	Pending                        []pendingCall
+	Approvals                      []approvalRow
+	Turns                          []turnView
+	EventsNote                     string
+	Transcript, TranscriptNote     string
+	Result                         *result
+}
+
+type fact struct{ Name, Value string }
+
+// bar is one ceiling as the page draws it: consumed and reserved against
+// the limit. Percentages are of the limit, and capped so that the bar
+// stays in its box.
+type bar struct {
+	Name, Field               string
+	Consumed, Reserved, Limit string
+	ConsumedPct, ReservedPct  int64
+	Soft, Over                bool
+}
+
+type approvalRow struct{ CallID, Decision, By, At string }
+
+// turnView is one turn of the timeline (Turn 0 holds what belongs to no
+// turn: the run's start and end, plan steps).
+type turnView struct {
+	Turn  int
+	Items []item
+}
+
+// item is one line of the timeline.
+type item struct {
+	Kind    string // answer, call, result, compaction, approval, or an event's reason
+	At      string
+	Text    string
+	Warning bool
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	self := "/runs/" + url.PathEscape(ns) + "/" + url.PathEscape(name)
+	q := url.Values{"kind": {"run"}, "namespace": {ns}, "name": {name}}
+	v := view{Title: name, Page: "run", Live: self + "?fragment=1", Events: "/events?" + q.Encode()}
+	run := &v1alpha1.AgentRun{}
+	if err := u.c.Get(ctxOf(r), types.NamespacedName{Namespace: ns, Name: name}, run); err != nil {
+		return v, err
+	}
+	d := &runData{Key: ns + "/" + name, Namespace: ns, Name: name,
+		Phase: string(run.Status.Phase), Outcome: string(run.Status.Outcome),
+		Reason: safeterm.Clean(run.Status.Reason), Answer: safeterm.Clean(run.Status.Answer),
+		Goal: safeterm.Clean(run.Spec.Goal), Template: templateOf(run)}
+	if d.Phase == "" {
+		d.Phase = "Pending"
+	}
+	if t := run.Status.StartTime; t != nil {
+		d.Started = stamp(t.Time)
+	}
+	if t := run.Status.CompletionTime; t != nil {
+		d.Ended = stamp(t.Time)
+	}
+	d.Ceilings, d.CeilingsNote = ceilingsOf(run)
+	d.Facts = factsOf(run)
+	d.Pending = pendingOf(run)
+	for _, a := range run.Status.Approvals {
+		row := approvalRow{CallID: a.CallID, Decision: string(a.Decision), By: a.By}
+		if a.At != nil {
+			row.At = stamp(a.At.Time)
+		}
+		if a.Stale {
+			row.Decision += " (stale: not applied)"
+		}
+		d.Approvals = append(d.Approvals, row)
+	}
+	d.Turns, d.EventsNote, d.Transcript, d.TranscriptNote = s.story(ctxOf(r), u, run)
+	v.Data = d
+	return v, nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// ceilingsOf draws each ceiling of the run's budget, from the table the
+// engine admits by (loop.Ceilings), and a bar per tool limit.
+func ceilingsOf(run *v1alpha1.AgentRun) ([]bar, string) {
+	if run.Spec.TemplateRef != nil && run.Spec.Goal == "" {
+		return nil, "This run takes its budget from template " + run.Spec.TemplateRef.Name + "; see the template for its ceilings."
+	}
+	cfg, err := kit.Config(&run.Spec)
+	if err != nil {
+		return nil, "The budget cannot be read from the spec: " + err.Error()
+	}
+	b := cfg.Normalize().Budget
+	used, reserved := usageOf(run.Status.Usage), usageOf(run.Status.Reserved)
+	var bars []bar
+	for _, c := range loop.Ceilings() {
+		lim := c.Limit(&b)
+		bars = append(bars, newBar(string(c.Dim), c.Field, c.Used(used), c.Used(reserved), lim,
+			slices.Contains(b.Soft, c.Dim), func(n int64) string { return show(c.Unit, n) }))
+	}
+	tools := make([]string, 0, len(b.PerTool))
+	for t := range b.PerTool {
+		tools = append(tools, t)
+	}
+	sort.Strings(tools)
+	for _, t := range tools {
+		bars = append(bars, newBar("perTool "+t, "perTool."+t, int64(used.PerTool[t]), int64(reserved.PerTool[t]),
+			int64(b.PerTool[t]), slices.Contains(b.Soft, loop.DimPerTool), func(n int64) string { return fmt.Sprint(n) }))
+	}
+	return bars, ""
+}
+
+func newBar(name, field string, used, reserved, limit int64, soft bool, show func(int64) string) bar {
+	b := bar{Name: name, Field: field, Consumed: show(used), Reserved: show(reserved), Limit: show(limit), Soft: soft,
+		Over: used > limit}
+	b.ConsumedPct = pctOf(used, limit)
+	b.ReservedPct = min(pctOf(reserved, limit), 100-b.ConsumedPct)
+	return b
+}
+
+func pctOf(n, of int64) int64 {
+	switch {
+	case of <= 0 && n > 0:
+		return 100
+	case of <= 0 || n <= 0:
+		return 0
+	}
+	return min(n*100/of, 100)
+}
+
+// show writes an amount of a ceiling's measure as a manifest would.
+func show(u loop.Unit, n int64) string {
+	switch u {
+	case loop.UnitDuration:
+		return time.Duration(n).Round(time.Second).String()
+	case loop.UnitUSD:
+		return "$" + loop.Money(n).String()
+	}
+	return fmt.Sprint(n)
+}
+
+// usageOf reads a usage of status in the engine's measures.
+func usageOf(u *v1alpha1.UsageStatus) loop.Usage {
+	if u == nil {
+		return loop.Usage{}
+	}
+	out := loop.Usage{Turns: int(u.Turns), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		ToolCalls: int(u.ToolCalls), WallClock: time.Duration(u.WallClockSeconds) * time.Second, PerTool: map[string]int{}}
+	if m, err := loop.ParseMoney(u.CostUSD); err == nil {
+		out.Cost = m
+	}
+	for t, n := range u.PerTool {
+		out.PerTool[t] = int(n)
+	}
+	return out
+}
+
+func factsOf(run *v1alpha1.AgentRun) []fact {
+	var fs []fact
+	add := func(name, value string) {
+		if value != "" {
+			fs = append(fs, fact{name, value})
+		}
+	}
+	st := &run.Status
+	add("Turn", nonZero(int64(st.Turn)))
+	if c := st.Convergence; c != nil {
+		if c.TurnsToCompletion != nil {
+			add("Turns to completion", fmt.Sprint(*c.TurnsToCompletion))
+		}
+		add("Repeated intent depth", nonZero(int64(c.RepeatedIntentDepth)))
+		keys := make([]string, 0, len(c.Headroom))
+		for k := range c.Headroom {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			add("Headroom "+k, c.Headroom[k])
+		}
+	}
+	if c := st.Context; c != nil {
+		add("Context window", nonZero(c.MaxInputTokens))
+		add("Context strategy", string(c.Strategy))
+		add("Compactions", nonZero(int64(c.Compactions)))
+		add("Last input tokens", nonZero(c.LastInputTokens))
+	}
+	if v := st.Verification; v != nil {
+		add("Verification trials", nonZero(int64(v.TrialsUsed)))
+		add("Last verdict", string(v.LastVerdict))
+		add("Scores", strings.Join(v.Scores, ", "))
+	}
+	if us := st.Usage; us != nil {
+		add("Input tokens", nonZero(us.InputTokens))
+		add("Output tokens", nonZero(us.OutputTokens))
+		add("Cached input tokens", nonZero(us.CachedInputTokens))
+	}
+	add("AgentBudgets", strings.Join(st.AgentBudgets, ", "))
+	return fs
+}
+
+func nonZero(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// story is the run's timeline and transcript: its Events, grouped by turn,
+// and, where the user may read the run's transcript Secrets, each turn's
+// answer, calls and results, and the whole transcript.
+func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (turns []turnView, eventsNote, text, textNote string) {
+	byTurn := map[int]*turnView{}
+	at := func(t int) *turnView {
+		if byTurn[t] == nil {
+			byTurn[t] = &turnView{Turn: t}
+		}
+		return byTurn[t]
+	}
+
+	msgs, err := transcript.Read(ctx, u.c, run)
+	switch {
+	case err == nil:
+		var b bytes.Buffer
+		if err := plugin.PrintTranscript(&b, run, msgs, plugin.OutputText); err == nil {
+			text = b.String()
+		}
+		for _, m := range msgs {
+			tv := at(m.Turn)
+			switch m.Role {
+			case loop.RoleAssistant:
+				if m.Content != "" {
+					tv.Items = append(tv.Items, item{Kind: "answer", Text: excerpt(m.Content, 4000)})
+				}
+				for _, c := range m.ToolCalls {
+					tv.Items = append(tv.Items, item{Kind: "call", Text: c.ID + " " + c.Name + " " + excerpt(compactJSON(c.Arguments), 2000)})
+				}
+			case loop.RoleTool:
+				st := string(m.Status)
+				if st == "" {
+					st = "ok"
+				}
+				tv.Items = append(tv.Items, item{Kind: "result", Text: m.CallID + " (" + m.Tool + ", " + st + "): " + excerpt(m.Content, 600),
+					Warning: st != "ok"})
+			case loop.RoleContext:
+				tv.Items = append(tv.Items, item{Kind: "compaction", Text: excerpt(m.Content, 600)})
+			}
+		}
+	case forbidden(err):
+		textNote = fmt.Sprintf("You may not read this run's transcript: it is kept in Secrets in namespace %s, and reading it needs get and list on secrets there.", run.Namespace)
+	default:
+		textNote = "The transcript cannot be read: " + safeterm.Clean(err.Error())
+	}
+
+	// The core API's Events: the same objects as events.k8s.io's, and
+	// the ones the built-in view role lets people read.
+	var evs corev1.EventList
+	if err := u.c.List(ctx, &evs, client.InNamespace(run.Namespace), client.MatchingFields{"involvedObject.uid": string(run.UID)}); err != nil {
+		if forbidden(err) {
+			eventsNote = "You may not list Events in namespace " + run.Namespace + ": the timeline shows the transcript only. (" + safeterm.Clean(err.Error()) + ")"
+		} else {
+			eventsNote = "The run's Events cannot be read: " + safeterm.Clean(err.Error())
+		}
+	}
+	sort.SliceStable(evs.Items, func(i, j int) bool { return eventTime(&evs.Items[i]).Before(eventTime(&evs.Items[j])) })
+	for i := range evs.Items {
+		e := &evs.Items[i]
+		tv := at(turnOfAction(e.Action))
+		tv.Items = append(tv.Items, item{Kind: e.Reason, At: stamp(eventTime(e)), Text: excerpt(e.Message, 1200), Warning: e.Type == "Warning"})
+	}
+	for _, a := range run.Status.Approvals {
+		tv := at(turnOfAction(a.CallID))
+		txt := a.CallID + " " + string(a.Decision)
+		if a.By != "" {
+			txt += " by " + a.By
+		}
+		it := item{Kind: "approval", Text: txt}
+		if a.At != nil {
+			it.At = stamp(a.At.Time)
+		}
+		tv.Items = append(tv.Items, it)
+	}
+	for _, tv := range byTurn {
+		turns = append(turns, *tv)
+	}
+	sort.Slice(turns, func(i, j int) bool { return turns[i].Turn < turns[j].Turn })
+	return turns, eventsNote, text, textNote
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// turnOfAction reads the turn from an event's action or a call id:
+// "CallVetted t3-c1", "ModelAnswered t3", "t3-c1". 0 when it names none.
+func turnOfAction(s string) int {
+	if i := strings.LastIndexByte(s, ' '); i >= 0 {
+		s = s[i+1:]
+	}
+	if !strings.HasPrefix(s, "t") {
+		return 0
+	}
+	s = s[1:]
+	if i := strings.IndexByte(s, '-'); i >= 0 {
+		s = s[:i]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// excerpt is s cleaned and cut to about n bytes, marked where cut.
+func excerpt(s string, n int) string {
+	return clip.Cut(safeterm.Clean(s), n, " [...]")
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
