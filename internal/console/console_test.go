@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +18,9 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/devenv"
 	"github.com/agentrun/agentrun/internal/kubescheme"
+	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
@@ -46,6 +50,8 @@ var (
 	// shots is where the screenshots for docs/console.md go
 	// (CONSOLE_SCREENSHOTS; make console-screenshots).
 	shots = os.Getenv("CONSOLE_SCREENSHOTS")
+	// kubeconfig is the local control plane's admin (user agentrun-dev).
+	kubeconfig string
 )
 
 func TestMain(m *testing.M) {
@@ -55,7 +61,14 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = devenv.Start("", "")
+	dir, err := os.MkdirTemp("", "console-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	env, err = devenv.Start(kubeconfig, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
 		return 1
@@ -607,4 +620,89 @@ func TestConsole_runsOfEveryNamespaceNewestFirst(t *testing.T) {
 		t.Errorf("a cluster-wide viewer is told the list is narrowed")
 	}
 	screenshot(ctx, t, "runs.png")
+}
+
+// Every page reads without JavaScript: the server renders it whole.
+func TestConsole_pagesReadWithoutJavaScript(t *testing.T) {
+	ns := namespace(t, "console-nojs")
+	bind(t, "noah", "agentrun-viewer", ns)
+	run := refundRun(ns, "plain")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	}))
+	srv := consoleFor(t, "noah", ns)
+	do(t, ctx, chromedp.Navigate(srv.URL+"/"), visible(`tr[data-run="`+ns+`/plain"]`))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approve="`+ns+`/plain/t1-c1"]`))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/plain"), visible(`[data-ceiling="turns"]`), visible(`[data-goal]`))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/budgets"), visible(`main`))
+	if ready := eval[bool](t, ctx, `document.documentElement.hasAttribute("data-live-ready")`); ready {
+		t.Error("the console's script ran: this test did not read without JavaScript")
+	}
+}
+
+// kubectl agentrun console serves with the kubeconfig's credentials on
+// the address and port it is given, until it is stopped.
+func TestCommand_servesWithTheKubeconfigsCredentials(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, w := io.Pipe()
+	cmd := plugin.NewCommand(w, io.Discard, Command)
+	cmd.SetArgs([]string{"--kubeconfig", kubeconfig, "console", "--port", "0"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx); _ = w.Close() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the console printed no address: %v (%v)", err, <-done)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	url, _, _ := strings.Cut(strings.TrimPrefix(line, "Console: "), " ")
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("the console says %q, want an address on 127.0.0.1", line)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "signed in as <b data-user>agentrun-dev</b>") {
+		t.Errorf("GET %s: %d\n%s", url, resp.StatusCode, body)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the console ended with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the console did not stop when asked")
+	}
+}
+
+func TestInClusterConfig_needsAPodsEnvironmentAndCA(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, err := inClusterConfig(DefaultCAFile); err == nil || !strings.Contains(err.Error(), "not a pod") {
+		t.Errorf("outside a pod: %v", err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	if _, err := inClusterConfig(filepath.Join(t.TempDir(), "missing.crt")); err == nil || !strings.Contains(err.Error(), "CA") {
+		t.Errorf("without the CA: %v", err)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := inClusterConfig(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://10.0.0.1:443" || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.CAFile != ca {
+		t.Errorf("config %+v: want the service's host, the CA and no token of the pod's", cfg)
+	}
 }
