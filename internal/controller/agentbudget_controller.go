@@ -13,7 +13,6 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,21 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-var (
-	budgetWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Subsystem: "budget", Name: "writes_total",
-		Help: "Status writes to AgentBudgets that the API server accepted, by what they did (lease: a run took or extended a lease; refused: a refusal was recorded; settle: the AgentBudget reconciler closed leases, expired them or rolled the window).",
-	}, []string{"kind"})
-	budgetConflicts = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "agentrun", Subsystem: "budget", Name: "lease_conflicts_total",
-		Help: "Lease writes refused because the AgentBudget changed since it was read; each is retried on a fresh read.",
-	})
-	softLimitReached = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Subsystem: "budget", Name: "soft_limit_reached_total",
-		Help: "Soft AgentBudget limits that reached a threshold in a window, by limit (maxCostUSD, maxTokens, maxConcurrentRuns) and percent (80 or 100).",
-	}, []string{"limit", "percent"})
-)
-
 // BudgetConfig is what an AgentBudgetReconciler is built from.
 type BudgetConfig struct {
 	client.Client
@@ -55,6 +39,9 @@ type BudgetConfig struct {
 	// Ledgers is the book both reconcilers write budgets through; give
 	// both the same one (a new one when nil).
 	Ledgers *Ledgers
+	// Metrics counts the writes and soft limits and reports the budgets'
+	// gauges; give it the AgentRun reconciler's. Nil counts nothing.
+	Metrics *Metrics
 }
 
 // AgentBudgetReconciler keeps the ledger of AgentBudgets: it settles the
@@ -91,7 +78,7 @@ func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
 // changes, and for the runs that hold a lease in it when they end or are
 // deleted.
 func (r *AgentBudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	budgetGauges.watch(mgr.GetCache())
+	r.Metrics.watchBudgets(mgr.GetCache())
 	ended := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return runstatus.Finished(e.Object.(*v1alpha1.AgentRun)) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return runstatus.Finished(e.ObjectNew.(*v1alpha1.AgentRun)) },
@@ -149,7 +136,7 @@ func (r *AgentBudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if attempt == maxLeaseAttempts {
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
 		}
-		budgetConflicts.Inc()
+		r.Metrics.budgetConflict()
 		r.Ledgers.forget(req.NamespacedName)
 		b = &v1alpha1.AgentBudget{}
 		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
@@ -182,7 +169,7 @@ func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1
 		}
 	}
 	for _, th := range budget.SoftWarnings(work) {
-		softLimitReached.WithLabelValues(string(th.Limit), fmt.Sprint(th.Percent)).Inc()
+		r.Metrics.softLimit(string(th.Limit), fmt.Sprint(th.Percent))
 		// One action per threshold: the recorder folds events of the same
 		// reason and action into one series.
 		evs = append(evs, budgetEvent{corev1.EventTypeWarning, v1alpha1.ReasonBudgetSoftWarning, fmt.Sprintf("Warn %s %d%%", th.Limit, th.Percent), th.Message})
@@ -196,7 +183,7 @@ func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		budgetWrites.WithLabelValues("settle").Inc()
+		r.Metrics.budgetWrote("settle")
 		r.Ledgers.wrote(work)
 		if r.Recorder != nil {
 			for _, e := range evs {

@@ -225,7 +225,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		}
 		err := r.Status().Update(ctx, work)
 		if err == nil {
-			budgetWrites.WithLabelValues("lease").Inc()
+			r.Metrics.budgetWrote("lease")
 			r.Ledgers.wrote(work)
 			if r.Recorder != nil {
 				if rolled {
@@ -243,7 +243,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return leaseOutcome{err: fmt.Errorf("leasing from AgentBudget %s: %w", b.Name, err)}
 		}
-		budgetConflicts.Inc()
+		r.Metrics.budgetConflict()
 		r.Ledgers.forget(key)
 		fresh = &v1alpha1.AgentBudget{}
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), fresh)
@@ -264,7 +264,7 @@ func (r *AgentRunReconciler) markRefused(ctx context.Context, b *v1alpha1.AgentB
 	work := b.DeepCopy()
 	if budget.MarkRefused(work, reason, r.Clock()) {
 		if err := r.Status().Update(ctx, work); err == nil {
-			budgetWrites.WithLabelValues("refused").Inc()
+			r.Metrics.budgetWrote("refused")
 			r.Ledgers.wrote(work)
 		} else {
 			ctrl.LoggerFrom(ctx).V(4).Info("Could not mark the AgentBudget exhausted", "budget", b.Name, "error", err.Error())

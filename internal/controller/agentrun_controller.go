@@ -118,6 +118,13 @@ type Config struct {
 	// from the OTEL_* environment); nil sends none, but every run still
 	// gets a trace id in status.traceParent.
 	TracerProvider trace.TracerProvider
+	// Metrics counts what the reconciler does and reports the gauges of
+	// runs in flight (and of unclaimed runs); the operator registers it.
+	// Set it before NewAgentRunReconciler; nil counts nothing.
+	Metrics *Metrics
+
+	// traceIDOf is TraceIDOf unless a test sets it.
+	traceIDOf func(ctx context.Context, run *v1alpha1.AgentRun) string
 }
 
 // AgentRunReconciler reconciles AgentRuns. Build it with
@@ -156,7 +163,7 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 	}
 	return &AgentRunReconciler{
 		Config: cfg,
-		work:   newTracker(),
+		work:   newTracker(cfg.Metrics),
 		mem:    newMemory(),
 	}
 }
@@ -209,9 +216,10 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})); err != nil {
 		return err
 	}
-	inFlight.watch(mgr.GetCache(), r.Clock)
+	r.Metrics.watchRuns(mgr.GetCache(), r.Clock)
 	if r.Shard == "" {
-		u := &unclaimedCheck{reader: r.APIReader, namespaces: r.Namespaces, every: r.UnclaimedEvery, after: r.UnclaimedAfter, now: r.Clock}
+		u := &unclaimedCheck{reader: r.APIReader, namespaces: r.Namespaces, every: r.UnclaimedEvery, after: r.UnclaimedAfter, now: r.Clock,
+			metrics: r.Metrics}
 		if u.every <= 0 {
 			u.every = DefaultUnclaimedEvery
 		}
@@ -387,7 +395,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		r.logTransitions(ctx, c)
 		r.emit(sc.run, c)
 		r.announce(sc.run, c)
-		recordMetrics(c)
+		r.Metrics.record(c)
 		r.traceCompactions(ctx, sc.trace, c)
 		r.endTrace(ctx, sc.trace, c)
 	}

@@ -58,8 +58,9 @@ func expectEnded(t *testing.T, run *v1alpha1.AgentRun, want v1alpha1.Outcome, co
 func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 	ns := namespace(t)
 	tb := newTools()
-	completedBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed", ""))
-	startManager(t, &kits{tools: tb})
+	r, _ := startReconciler(t, &kits{tools: tb}, 0, nil)
+	m := r.Metrics
+	completedBefore := testutil.ToFloat64(m.runsFinished.WithLabelValues(nsLabel(m, ns), "scripted", "", "Completed", "Completed", ""))
 	run := makeRun(ns, "double-charge").readTool("identify_account").readTool("find_invoices").
 		calls("identify_account", `{"email":"r.okafor@northwind.example"}`).
 		calls("find_invoices", `{"account_id":"acct_1"}`).
@@ -83,7 +84,7 @@ func TestRun_scriptedRunWithAReadToolCompletes(t *testing.T) {
 
 	// The outcome is counted once, in the domain metrics.
 	NewWithT(t).Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed", ""))
+		return testutil.ToFloat64(m.runsFinished.WithLabelValues(nsLabel(m, ns), "scripted", "", "Completed", "Completed", ""))
 	},
 		5*time.Second, 20*time.Millisecond).Should(Equal(completedBefore + 1))
 

@@ -749,7 +749,7 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 	// Metrics and spans see every call; the calls' spans are children of
 	// the run's span, whichever reconcile or process starts them.
 	cfg := kit.Engine.Config()
-	obs := loop.Observers(newCallMetrics(cfg.Model.Provider, cfg.Model.Name), sc.trace.Observer(cfg.Model.Provider, cfg.Model.Name))
+	obs := loop.Observers(r.Metrics.calls(cfg.Model.Provider, cfg.Model.Name), sc.trace.Observer(cfg.Model.Provider, cfg.Model.Name))
 	base := sc.trace.Context(r.background())
 	switch eff := sc.effect; eff.Kind {
 	case loop.EffectCallModel:

@@ -19,7 +19,6 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -34,17 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-)
-
-var (
-	scheduleRunsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Subsystem: "schedule", Name: "runs_created_total",
-		Help: "AgentRuns that AgentSchedules created, by the schedule's namespace.",
-	}, []string{"namespace"})
-	scheduleMissed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Subsystem: "schedule", Name: "missed_total",
-		Help: "Scheduled times of AgentSchedules that passed without a run (the operator was down or the schedule suspended, and only the latest time runs; or the time was older than startingDeadlineSeconds), by the schedule's namespace.",
-	}, []string{"namespace"})
 )
 
 // The event reasons of an AgentSchedule.
@@ -83,6 +71,9 @@ type ScheduleConfig struct {
 	Recorder  events.EventRecorder
 	// Clock is time.Now unless a test sets it.
 	Clock func() time.Time
+	// Metrics counts the runs created and the times missed; nil counts
+	// nothing.
+	Metrics *Metrics
 }
 
 // AgentScheduleReconciler creates AgentRuns on the schedules of
@@ -308,9 +299,9 @@ func (r *AgentScheduleReconciler) schedule(ctx context.Context, s *v1alpha1.Agen
 		keepCreateFailed(st, ready, nextMsg)
 		return requeue, nil
 	}
-	ns := labelsOf.namespaces.value(s.Namespace)
+	ns := r.Metrics.namespace(s.Namespace)
 	if d := s.Spec.StartingDeadlineSeconds; d != nil && at.Add(time.Duration(*d)*time.Second).Before(now) {
-		scheduleMissed.WithLabelValues(ns).Add(float64(due))
+		r.Metrics.scheduleMissedTimes(ns, due)
 		st.LastMissedTime = &metav1.Time{Time: at}
 		r.event(s, corev1.EventTypeWarning, ReasonMissedSchedule, "Miss", fmt.Sprintf(
 			"Missed %d scheduled time(s), the latest %s: older than startingDeadlineSeconds (%d)", due, at.UTC().Format(time.RFC3339), *d))
@@ -354,9 +345,9 @@ func (r *AgentScheduleReconciler) schedule(ctx context.Context, s *v1alpha1.Agen
 		r.event(s, corev1.EventTypeWarning, v1alpha1.ReasonCreateFailed, "Create", fmt.Sprintf("Creating run %s: %v", name, err))
 		return ctrl.Result{}, fmt.Errorf("creating run %s: %w", name, err)
 	default:
-		scheduleRunsCreated.WithLabelValues(ns).Inc()
+		r.Metrics.scheduleCreated(ns)
 		if due > 1 {
-			scheduleMissed.WithLabelValues(ns).Add(float64(due - 1))
+			r.Metrics.scheduleMissedTimes(ns, due-1)
 			r.event(s, corev1.EventTypeWarning, ReasonMissedSchedule, "Miss", fmt.Sprintf(
 				"Missed %d scheduled time(s) before %s: only the latest runs", due-1, at.UTC().Format(time.RFC3339)))
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/transcript"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -39,17 +38,6 @@ const DefaultArchiveRetry = 30 * time.Second
 const (
 	ReasonArchived           = "Archived"
 	ReasonArchiveUnavailable = "ArchiveUnavailable"
-)
-
-var (
-	archiveWrites = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "archive_writes_total",
-		Help: "Run records written to the archive.",
-	})
-	archiveFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "archive_failures_total",
-		Help: "Attempts to write a run's record to the archive that failed; the run is kept and the write is retried.",
-	})
 )
 
 // claimForArchive adds the archive's finalizer to a run that lacks it.
@@ -89,7 +77,7 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 		err = r.Archive.Put(ctx, rec)
 	}
 	if err != nil {
-		archiveFailures.Inc()
+		r.Metrics.archiveFailed()
 		msg := "the run's record cannot be written to the archive; the run is kept until it is: " + err.Error()
 		ctrl.LoggerFrom(ctx).Error(err, "Archiving a finished run")
 		if run.DeletionTimestamp.IsZero() {
@@ -110,7 +98,7 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 		}
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
-	archiveWrites.Inc()
+	r.Metrics.archiveWrote()
 	if run.DeletionTimestamp.IsZero() {
 		base := run.DeepCopy()
 		if apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionTrue,

@@ -113,8 +113,8 @@ func TestArchive_aRunThatEndsWhileTheArchiveIsDownIsKeptUntilItIsBack(t *testing
 	ns := namespace(t)
 	store := &flakyArchive{Postgres: openArchive(t)}
 	store.down.Store(true)
-	startWith(t, &kits{tools: newTools()}, managerSetup{config: withArchive(store)})
-	failures := testutil.ToFloat64(archiveFailures)
+	r, _ := startWith(t, &kits{tools: newTools()}, managerSetup{config: withArchive(store)})
+	failures := testutil.ToFloat64(r.Metrics.archiveFailures)
 	// Its TTL has passed as soon as it ends: only the archive holds it.
 	run := makeRun(ns, "kept").answer("Done.").with(func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](0) }).create(t)
 	NewWithT(t).Eventually(func() string {
@@ -132,7 +132,7 @@ func TestArchive_aRunThatEndsWhileTheArchiveIsDownIsKeptUntilItIsBack(t *testing
 	NewWithT(t).Consistently(func() error {
 		return k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), &v1alpha1.AgentRun{})
 	}, time.Second, 100*time.Millisecond).Should(Succeed())
-	NewWithT(t).Expect(testutil.ToFloat64(archiveFailures) - failures).To(BeNumerically(">=", 2.0))
+	NewWithT(t).Expect(testutil.ToFloat64(r.Metrics.archiveFailures) - failures).To(BeNumerically(">=", 2.0))
 
 	// Back: the record is written, with the write that reported a
 	// failure after it reached the database retried, and only then is the

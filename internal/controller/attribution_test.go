@@ -19,11 +19,11 @@ func TestAttribution_isGatedAndCountedAgainstTheEmittedOutcome(t *testing.T) {
 	ns := namespace(t)
 	bind(t, ns, "agentrun-editor", userSubject("pat"))
 	bind(t, ns, "agentrun-approver", userSubject("ann"))
-	startObserved(t, &kits{tools: newTools()}, ns, nil)
+	m, _ := startObserved(t, &kits{tools: newTools()}, ns, nil)
 	ctx := context.Background()
 	key := v1alpha1.AttributedOutcomeAnnotation
 	series := map[string]string{"emitted": "Completed", "attributed": "LoopDetected", "agree": "false"}
-	before := sample(scrape(t), "agentrun_outcome_attributions", series)
+	before := sample(scrape(t, m), "agentrun_outcome_attributions", series)
 
 	done := makeRun(ns, "looked-fine").answer("All good.").create(t)
 	expectOutcome(t, waitOutcome(t, done, 20*time.Second), v1alpha1.OutcomeCompleted, "")
@@ -50,6 +50,6 @@ func TestAttribution_isGatedAndCountedAgainstTheEmittedOutcome(t *testing.T) {
 		t.Fatalf("the approver's attribution was refused: %v", err)
 	}
 	NewWithT(t).Eventually(func() float64 {
-		return sample(scrape(t), "agentrun_outcome_attributions", series) - before
+		return sample(scrape(t, m), "agentrun_outcome_attributions", series) - before
 	}, 10*time.Second, 50*time.Millisecond).Should(Equal(1.0))
 }

@@ -7,7 +7,7 @@ import (
 
 // change is what one reconcile's save changed of a run, worked out once
 // after the save and handed to each reporter: the log (logTransitions),
-// the events (emit), the metrics (recordMetrics) and the trace (endTrace).
+// the events (emit), the metrics (Metrics.record) and the trace (endTrace).
 // No reporter compares the stored and the saved status again on its own.
 type change struct {
 	// run is the run as saved, with the spec it ran from (asBuilt: a

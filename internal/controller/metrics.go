@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,94 +16,221 @@ import (
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Domain metrics, next to controller-runtime's own (reconcile counts,
-// errors and durations, work queue depth). No label names a run: every
-// label takes a bounded set of values. namespace is the run's; provider
-// and model are its spec.model; tool is a declared tool name. The
-// namespace, model and tool values are chosen by the people who write
-// runs, so each is bounded (metricLabels): past its bound a new value is
-// counted as "other".
-var (
-	runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "runs_finished_total",
-		Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect); template is the AgentRunTemplate the run was made from, empty for a run written out in full.",
-	}, []string{"namespace", "provider", "model", "outcome", "reason", "template"})
-	turnsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "turns_total",
-		Help: "Turns admitted (each is one model call), by the run's namespace, model provider and model.",
-	}, []string{"namespace", "provider", "model"})
-	spend = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "spend_usd_total",
-		Help: "US dollars charged to runs (model calls as the provider reported them, tool calls at their declared maxCostUSD, lost calls at their reservation), counted as each step is saved, by the run's namespace, model provider and model, and the AgentRunTemplate it was made from (empty for a run written out in full).",
-	}, []string{"namespace", "provider", "model", "template"})
-	tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "tokens_total",
-		Help: "Tokens charged to runs, counted as each model call is saved, by the run's namespace, model provider and model, and type (input or output).",
-	}, []string{"namespace", "provider", "model", "type"})
-	modelCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "model_call_duration_seconds",
-		Help:    "Duration of model calls (the provider SDK's own retries included), by provider and model.",
-		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
-	}, []string{"provider", "model"})
-	toolCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "tool_call_duration_seconds",
-		Help:    "Duration of tool call attempts, by declared tool name.",
-		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
-	}, []string{"tool"})
-	toolFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "tool_failures_total",
-		Help: "Tool call attempts that failed, by declared tool name and kind (Unavailable, Timeout, ExitCode, HTTPStatus, ToolError, InvalidCall, OutcomeUnknown): an Unavailable tool whose retries run out ends its run ToolFailure.",
-	}, []string{"tool", "kind"})
-	retries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "retries_total",
-		Help: "Retries the loop scheduled after a transient failure, by kind (model or tool).",
-	}, []string{"kind"})
-	refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "reservation_refusals_total",
-		Help: "Runs ended because the next step's reservation did not fit, by ceiling (turns, tokens, wallClock, cost, toolCalls, perTool).",
-	}, []string{"ceiling"})
-	turnsToCompletion = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "turns_to_completion",
-		Help:    "Model turns of runs that ended Completed, by model provider and model, and the AgentRunTemplate the run was made from (empty for a run written out in full).",
-		Buckets: []float64{1, 2, 3, 5, 8, 13, 21, 34, 55, 100},
-	}, []string{"provider", "model", "template"})
-	headroomAtCompletion = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "headroom_at_completion",
-		Help:    "The fraction of each ceiling (turns, tokens, wallClock, cost, toolCalls) a run that ended Completed left unused, as status.convergence.headroom shows it.",
-		Buckets: []float64{0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1},
-	}, []string{"ceiling"})
-	repeatedIntent = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "repeated_intent_depth",
-		Help:    "The most times one call signature was proposed in a run, for runs that ended.",
-		Buckets: []float64{1, 2, 3, 4, 6, 10},
-	})
-	verificationTrials = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "verification_trials",
-		Help:    "Trials used by runs with spec.verify that ended, by outcome: for Completed, the trial whose answer the verifier verified (does reflection pay?).",
-		Buckets: []float64{1, 2, 3, 4, 5, 7, 10},
-	}, []string{"outcome"})
-	approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentrun", Name: "approvals_total",
-		Help: "Answers people gave to calls that asked, by decision (approve, deny, stop, or stale for answers to calls that were not waiting).",
-	}, []string{"decision"})
-)
+// Metrics is the operator's domain metrics, next to controller-runtime's
+// own (reconcile counts, errors and durations, work queue depth). No label
+// names a run: every label takes a bounded set of values. namespace is the
+// run's; provider and model are its spec.model; tool is a declared tool
+// name. The namespace, model and tool values are chosen by the people who
+// write runs, so each is bounded (metricLabels): past its bound a new value
+// is counted as "other".
+//
+// The operator builds one set (NewMetrics), gives it to its reconcilers,
+// registers it where it serves metrics (Register) and unregisters it when
+// it stops (Unregister), so that a process can start the operator again.
+// A nil *Metrics counts nothing: a reconciler built without one (in a
+// test) works the same, unobserved.
+type Metrics struct {
+	runsFinished, turnsStarted, spend, tokens, toolFailures, retries, refusals, approvals            *prometheus.CounterVec
+	modelCallDuration, toolCallDuration, turnsToCompletion, headroomAtCompletion, verificationTrials *prometheus.HistogramVec
+	repeatedIntent                                                                                   prometheus.Histogram
 
-// inFlight reports the gauges of runs in flight from the informer cache
-// at each scrape, so they are right after a restart and never drift.
-var inFlight = &runCollector{
-	runs: prometheus.NewDesc("agentrun_runs", "Runs that have not ended, by phase (Pending, Running, AwaitingApproval).", []string{"phase"}, nil),
-	pending: prometheus.NewDesc("agentrun_pending_approvals",
-		"Calls waiting for a person's answer, over all runs.", nil, nil),
-	oldest: prometheus.NewDesc("agentrun_pending_approval_oldest_seconds",
-		"How long the longest-waiting call has waited for a person, in seconds (0 when none waits).", nil, nil),
-	attributed: prometheus.NewDesc("agentrun_outcome_attributions",
-		"Ended runs a reviewer attributed an outcome to (the annotation "+v1alpha1.AttributedOutcomeAnnotation+"), by the outcome the run emitted, the one attributed, and whether they agree; over the runs that exist.",
-		[]string{"emitted", "attributed", "agree"}, nil),
-	overdue: prometheus.NewDesc("agentrun_runs_overdue",
-		"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
+	// inFlight reports the gauges of runs in flight from the informer
+	// cache at each scrape, so they are right after a restart and never
+	// drift.
+	inFlight *runCollector
+	// budgetGauges reports each AgentBudget's limits, consumption,
+	// reservations and active runs from the informer cache at each scrape.
+	budgetGauges *budgetCollector
+
+	// The ledger of AgentBudgets (agentbudget_controller.go,
+	// agentrun_budgets.go).
+	budgetWrites, softLimitReached *prometheus.CounterVec
+	budgetConflicts                prometheus.Counter
+	// AgentSchedules (agentschedule_controller.go).
+	scheduleRunsCreated, scheduleMissed *prometheus.CounterVec
+	// The archive (archive.go).
+	archiveWrites, archiveFailures prometheus.Counter
+	// Recovered panics (panics.go).
+	panics *prometheus.CounterVec
+	// Runs no shard drives (shard.go).
+	unclaimedRuns *prometheus.GaugeVec
+
+	// labels bounds the tenant-chosen labels; it lives as long as the
+	// metrics.
+	labels *metricLabels
+}
+
+// NewMetrics builds the domain metrics, registered nowhere.
+func NewMetrics() *Metrics {
+	labels := newMetricLabels()
+	return &Metrics{
+		labels: labels,
+		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "runs_finished_total",
+			Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect); template is the AgentRunTemplate the run was made from, empty for a run written out in full.",
+		}, []string{"namespace", "provider", "model", "outcome", "reason", "template"}),
+		turnsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "turns_total",
+			Help: "Turns admitted (each is one model call), by the run's namespace, model provider and model.",
+		}, []string{"namespace", "provider", "model"}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "spend_usd_total",
+			Help: "US dollars charged to runs (model calls as the provider reported them, tool calls at their declared maxCostUSD, lost calls at their reservation), counted as each step is saved, by the run's namespace, model provider and model, and the AgentRunTemplate it was made from (empty for a run written out in full).",
+		}, []string{"namespace", "provider", "model", "template"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "tokens_total",
+			Help: "Tokens charged to runs, counted as each model call is saved, by the run's namespace, model provider and model, and type (input or output).",
+		}, []string{"namespace", "provider", "model", "type"}),
+		modelCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "model_call_duration_seconds",
+			Help:    "Duration of model calls (the provider SDK's own retries included), by provider and model.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
+		}, []string{"provider", "model"}),
+		toolCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "tool_call_duration_seconds",
+			Help:    "Duration of tool call attempts, by declared tool name.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
+		}, []string{"tool"}),
+		toolFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "tool_failures_total",
+			Help: "Tool call attempts that failed, by declared tool name and kind (Unavailable, Timeout, ExitCode, HTTPStatus, ToolError, InvalidCall, OutcomeUnknown): an Unavailable tool whose retries run out ends its run ToolFailure.",
+		}, []string{"tool", "kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "retries_total",
+			Help: "Retries the loop scheduled after a transient failure, by kind (model or tool).",
+		}, []string{"kind"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "reservation_refusals_total",
+			Help: "Runs ended because the next step's reservation did not fit, by ceiling (turns, tokens, wallClock, cost, toolCalls, perTool).",
+		}, []string{"ceiling"}),
+		turnsToCompletion: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "turns_to_completion",
+			Help:    "Model turns of runs that ended Completed, by model provider and model, and the AgentRunTemplate the run was made from (empty for a run written out in full).",
+			Buckets: []float64{1, 2, 3, 5, 8, 13, 21, 34, 55, 100},
+		}, []string{"provider", "model", "template"}),
+		headroomAtCompletion: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "headroom_at_completion",
+			Help:    "The fraction of each ceiling (turns, tokens, wallClock, cost, toolCalls) a run that ended Completed left unused, as status.convergence.headroom shows it.",
+			Buckets: []float64{0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1},
+		}, []string{"ceiling"}),
+		repeatedIntent: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "repeated_intent_depth",
+			Help:    "The most times one call signature was proposed in a run, for runs that ended.",
+			Buckets: []float64{1, 2, 3, 4, 6, 10},
+		}),
+		verificationTrials: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "verification_trials",
+			Help:    "Trials used by runs with spec.verify that ended, by outcome: for Completed, the trial whose answer the verifier verified (does reflection pay?).",
+			Buckets: []float64{1, 2, 3, 4, 5, 7, 10},
+		}, []string{"outcome"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "approvals_total",
+			Help: "Answers people gave to calls that asked, by decision (approve, deny, stop, or stale for answers to calls that were not waiting).",
+		}, []string{"decision"}),
+		inFlight: &runCollector{
+			labels: labels,
+			runs:   prometheus.NewDesc("agentrun_runs", "Runs that have not ended, by phase (Pending, Running, AwaitingApproval).", []string{"phase"}, nil),
+			pending: prometheus.NewDesc("agentrun_pending_approvals",
+				"Calls waiting for a person's answer, over all runs.", nil, nil),
+			oldest: prometheus.NewDesc("agentrun_pending_approval_oldest_seconds",
+				"How long the longest-waiting call has waited for a person, in seconds (0 when none waits).", nil, nil),
+			attributed: prometheus.NewDesc("agentrun_outcome_attributions",
+				"Ended runs a reviewer attributed an outcome to (the annotation "+v1alpha1.AttributedOutcomeAnnotation+"), by the outcome the run emitted, the one attributed, and whether they agree; over the runs that exist.",
+				[]string{"emitted", "attributed", "agree"}, nil),
+			overdue: prometheus.NewDesc("agentrun_runs_overdue",
+				"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
+		},
+		budgetGauges: &budgetCollector{
+			limit: prometheus.NewDesc("agentrun_budget_limit", "An AgentBudget's limit per window, by ceiling (cost in US dollars, tokens, concurrentRuns); absent for a ceiling it does not set.",
+				[]string{"namespace", "budget", "ceiling"}, nil),
+			consumed: prometheus.NewDesc("agentrun_budget_consumed", "What an AgentBudget's runs have consumed in its window, by ceiling (cost in US dollars, tokens).",
+				[]string{"namespace", "budget", "ceiling"}, nil),
+			reserved: prometheus.NewDesc("agentrun_budget_reserved", "What an AgentBudget's runs hold reserved for steps in flight, by ceiling (cost in US dollars, tokens).",
+				[]string{"namespace", "budget", "ceiling"}, nil),
+			active: prometheus.NewDesc("agentrun_budget_active_runs", "Runs an AgentBudget counts as active.",
+				[]string{"namespace", "budget"}, nil),
+		},
+		budgetWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Subsystem: "budget", Name: "writes_total",
+			Help: "Status writes to AgentBudgets that the API server accepted, by what they did (lease: a run took or extended a lease; refused: a refusal was recorded; settle: the AgentBudget reconciler closed leases, expired them or rolled the window).",
+		}, []string{"kind"}),
+		budgetConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "agentrun", Subsystem: "budget", Name: "lease_conflicts_total",
+			Help: "Lease writes refused because the AgentBudget changed since it was read; each is retried on a fresh read.",
+		}),
+		softLimitReached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Subsystem: "budget", Name: "soft_limit_reached_total",
+			Help: "Soft AgentBudget limits that reached a threshold in a window, by limit (maxCostUSD, maxTokens, maxConcurrentRuns) and percent (80 or 100).",
+		}, []string{"limit", "percent"}),
+		scheduleRunsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Subsystem: "schedule", Name: "runs_created_total",
+			Help: "AgentRuns that AgentSchedules created, by the schedule's namespace.",
+		}, []string{"namespace"}),
+		scheduleMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Subsystem: "schedule", Name: "missed_total",
+			Help: "Scheduled times of AgentSchedules that passed without a run (the operator was down or the schedule suspended, and only the latest time runs; or the time was older than startingDeadlineSeconds), by the schedule's namespace.",
+		}, []string{"namespace"}),
+		archiveWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "archive_writes_total",
+			Help: "Run records written to the archive.",
+		}),
+		archiveFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "archive_failures_total",
+			Help: "Attempts to write a run's record to the archive that failed; the run is kept and the write is retried.",
+		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "panics_total",
+			Help: "Panics the operator recovered from, by where (reconcile: a reconcile of a run; work: a model call, tool call or kit build off the workers). Each is a defect: its stack is in the operator's log.",
+		}, []string{"where"}),
+		unclaimedRuns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "agentrun", Name: "runs_unclaimed",
+			Help: "AgentRuns labelled " + v1alpha1.LabelShard + " that no operator has started (no phase) for longer than the check's grace, by the label's value: " +
+				"no replica serves that shard, or its replicas are down. Reported by the operator without --shard.",
+		}, []string{"shard"}),
+	}
+}
+
+// collectors is every collector of the set; a test checks that
+// docs/observability.md describes each of their series. The counter of
+// notifications (notify.Deliveries, internal/notify's own) is served with
+// them.
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
+		m.retries, m.refusals, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
+		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.panics, m.scheduleRunsCreated, m.scheduleMissed, notify.Deliveries}
+}
+
+// Register registers every collector of the set with reg (the operator's:
+// controller-runtime's metrics.Registry), or none of them: on an error
+// (reg holds another set: an operator of this process has not stopped)
+// those it registered are unregistered again.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	if m == nil {
+		return nil
+	}
+	cs := m.collectors()
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("registering the domain metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Unregister removes the set from reg, so that the next operator of this
+// process can register its own.
+func (m *Metrics) Unregister(reg prometheus.Registerer) {
+	if m == nil {
+		return
+	}
+	for _, c := range m.collectors() {
+		reg.Unregister(c)
+	}
 }
 
 // OverdueMargin is the slack agentrun_runs_overdue allows a run past the
@@ -137,16 +265,9 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 	return st.StartTime.Add(wall + time.Duration(asks)*ask + OverdueMargin), true
 }
 
-// domainMetrics is every collector of this package, registered once; a
-// test checks that docs/observability.md describes each of their series.
-var domainMetrics = []prometheus.Collector{archiveWrites, archiveFailures, runsFinished, turnsStarted, spend, tokens, modelCallDuration, toolCallDuration, toolFailures,
-	retries, refusals, turnsToCompletion, headroomAtCompletion, repeatedIntent, approvals, verificationTrials, inFlight, budgetGauges,
-	budgetWrites, budgetConflicts, softLimitReached, unclaimedRuns, panics, scheduleRunsCreated, scheduleMissed, notify.Deliveries}
-
-func init() { metrics.Registry.MustRegister(domainMetrics...) }
-
 type runCollector struct {
 	runs, pending, oldest, overdue, attributed *prometheus.Desc
+	labels                                     *metricLabels
 
 	mu     sync.Mutex
 	reader client.Reader
@@ -199,7 +320,7 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		if d, ok := deadline(&list.Items[i]); ok && t.After(d) {
-			overdue[labelsOf.namespaces.value(list.Items[i].Namespace)]++
+			overdue[c.labels.namespaces.value(list.Items[i].Namespace)]++
 		}
 		p := st.Phase
 		if p == "" {
@@ -231,84 +352,210 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 
 // callMetrics times a run's model and tool calls as they happen, and
 // counts the tool calls that fail.
-type callMetrics struct{ provider, model string }
-
-func newCallMetrics(provider, model string) callMetrics {
-	return callMetrics{provider: provider, model: labelsOf.model(model)}
+type callMetrics struct {
+	m               *Metrics
+	provider, model string
 }
 
-func (m callMetrics) ModelCall(ctx context.Context, _ *loop.Request) (context.Context, func(*loop.Reply, error)) {
+// calls is the observer that times a run's calls; nil (no observer) for a
+// nil m.
+func (m *Metrics) calls(provider, model string) loop.Observer {
+	if m == nil {
+		return nil
+	}
+	return callMetrics{m: m, provider: provider, model: m.labels.model(model)}
+}
+
+func (c callMetrics) ModelCall(ctx context.Context, _ *loop.Request) (context.Context, func(*loop.Reply, error)) {
 	start := time.Now()
 	return ctx, func(*loop.Reply, error) {
-		modelCallDuration.WithLabelValues(m.provider, m.model).Observe(time.Since(start).Seconds())
+		c.m.modelCallDuration.WithLabelValues(c.provider, c.model).Observe(time.Since(start).Seconds())
 	}
 }
 
-func (m callMetrics) ToolCall(ctx context.Context, inv loop.Invocation) (context.Context, func(loop.Result)) {
+func (c callMetrics) ToolCall(ctx context.Context, inv loop.Invocation) (context.Context, func(loop.Result)) {
 	start := time.Now()
 	return ctx, func(res loop.Result) {
-		tool := labelsOf.tool(inv.Tool)
-		toolCallDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
+		tool := c.m.labels.tool(inv.Tool)
+		c.m.toolCallDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
 		if res.Failure != nil {
-			toolFailures.WithLabelValues(tool, string(res.Failure.Kind)).Inc()
+			c.m.toolFailures.WithLabelValues(tool, string(res.Failure.Kind)).Inc()
 		}
 	}
 }
 
-// recordMetrics records what a saved reconcile did: its notes, what it
-// charged and, when the run ended, its outcome.
-func recordMetrics(c change) {
+// record records what a saved reconcile did: its notes, what it charged
+// and, when the run ended, its outcome.
+func (m *Metrics) record(c change) {
+	if m == nil {
+		return
+	}
 	run := c.run
-	ns, provider, model := labelsOf.run(run)
+	ns, provider, model := m.labels.run(run)
 	for _, n := range c.notes {
 		switch n.Kind {
 		case loop.NoteTurnStarted:
-			turnsStarted.WithLabelValues(ns, provider, model).Inc()
+			m.turnsStarted.WithLabelValues(ns, provider, model).Inc()
 		case loop.NoteApproval:
-			approvals.WithLabelValues(string(lastDecision(run, n.CallID))).Inc()
+			m.approvals.WithLabelValues(string(lastDecision(run, n.CallID))).Inc()
 		case loop.NoteStaleApproval:
-			approvals.WithLabelValues("stale").Inc()
+			m.approvals.WithLabelValues("stale").Inc()
 		case loop.NoteRetry:
 			kind := "tool"
 			if n.CallID == "" {
 				kind = "model"
 			}
-			retries.WithLabelValues(kind).Inc()
+			m.retries.WithLabelValues(kind).Inc()
 		}
 		if n.Ceiling != "" {
-			refusals.WithLabelValues(string(n.Ceiling)).Inc()
+			m.refusals.WithLabelValues(string(n.Ceiling)).Inc()
 		}
 	}
 	if c.inputTokens > 0 {
-		tokens.WithLabelValues(ns, provider, model, "input").Add(float64(c.inputTokens))
+		m.tokens.WithLabelValues(ns, provider, model, "input").Add(float64(c.inputTokens))
 	}
 	if c.outputTokens > 0 {
-		tokens.WithLabelValues(ns, provider, model, "output").Add(float64(c.outputTokens))
+		m.tokens.WithLabelValues(ns, provider, model, "output").Add(float64(c.outputTokens))
 	}
 	if c.spent > 0 {
-		spend.WithLabelValues(ns, provider, model, labelsOf.template(run)).Add(float64(c.spent) / 1e12)
+		m.spend.WithLabelValues(ns, provider, model, m.labels.template(run)).Add(float64(c.spent) / 1e12)
 	}
 	if !c.ended {
 		return
 	}
 	o := string(run.Status.Outcome)
-	runsFinished.WithLabelValues(ns, provider, model, o, runstatus.EndReason(&run.Status), labelsOf.template(run)).Inc()
+	m.runsFinished.WithLabelValues(ns, provider, model, o, runstatus.EndReason(&run.Status), m.labels.template(run)).Inc()
 	if run.Status.Outcome == v1alpha1.OutcomeCompleted && run.Status.Convergence != nil {
 		for ceiling, v := range run.Status.Convergence.Headroom {
 			if f, err := strconv.ParseFloat(v, 64); err == nil && isCeiling(ceiling) {
-				headroomAtCompletion.WithLabelValues(ceiling).Observe(f)
+				m.headroomAtCompletion.WithLabelValues(ceiling).Observe(f)
 			}
 		}
 	}
 	if s := c.state; s != nil {
-		repeatedIntent.Observe(float64(s.MaxDepth))
+		m.repeatedIntent.Observe(float64(s.MaxDepth))
 		if s.Outcome == loop.Completed {
-			turnsToCompletion.WithLabelValues(provider, model, labelsOf.template(run)).Observe(float64(s.Usage.Turns))
+			m.turnsToCompletion.WithLabelValues(provider, model, m.labels.template(run)).Observe(float64(s.Usage.Turns))
 		}
 		if s.Verify != nil {
-			verificationTrials.WithLabelValues(o).Observe(float64(s.Verify.Trial))
+			m.verificationTrials.WithLabelValues(o).Observe(float64(s.Verify.Trial))
 		}
 	}
+}
+
+// endedError counts a run the operator ended Error with the status write
+// of its own (panicked: the run's reconciles kept panicking).
+func (m *Metrics) endedError(run *v1alpha1.AgentRun) {
+	if m == nil {
+		return
+	}
+	ns, provider, model := m.labels.run(run)
+	m.runsFinished.WithLabelValues(ns, provider, model, string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError), m.labels.template(run)).Inc()
+}
+
+// panicked counts a recovered panic, by where.
+func (m *Metrics) panicked(where string) {
+	if m == nil {
+		return
+	}
+	m.panics.WithLabelValues(where).Inc()
+}
+
+// archiveWrote counts a run record written to the archive.
+func (m *Metrics) archiveWrote() {
+	if m == nil {
+		return
+	}
+	m.archiveWrites.Inc()
+}
+
+// archiveFailed counts a failed attempt to write to the archive.
+func (m *Metrics) archiveFailed() {
+	if m == nil {
+		return
+	}
+	m.archiveFailures.Inc()
+}
+
+// budgetWrote counts a status write to an AgentBudget, by kind (lease,
+// refused, settle).
+func (m *Metrics) budgetWrote(kind string) {
+	if m == nil {
+		return
+	}
+	m.budgetWrites.WithLabelValues(kind).Inc()
+}
+
+// budgetConflict counts a lease write refused on a changed AgentBudget.
+func (m *Metrics) budgetConflict() {
+	if m == nil {
+		return
+	}
+	m.budgetConflicts.Inc()
+}
+
+// softLimit counts a soft AgentBudget limit reaching a threshold.
+func (m *Metrics) softLimit(limit, percent string) {
+	if m == nil {
+		return
+	}
+	m.softLimitReached.WithLabelValues(limit, percent).Inc()
+}
+
+// namespace is the namespace label of an object in ns ("" for a nil m).
+func (m *Metrics) namespace(ns string) string {
+	if m == nil {
+		return ""
+	}
+	return m.labels.namespaces.value(ns)
+}
+
+// scheduleMissedTimes counts n scheduled times that passed without a run,
+// by the namespace label (namespace) of their schedule.
+func (m *Metrics) scheduleMissedTimes(nsLabel string, n int64) {
+	if m == nil {
+		return
+	}
+	m.scheduleMissed.WithLabelValues(nsLabel).Add(float64(n))
+}
+
+// scheduleCreated counts a run a schedule created, by the namespace label
+// (namespace) of the schedule.
+func (m *Metrics) scheduleCreated(nsLabel string) {
+	if m == nil {
+		return
+	}
+	m.scheduleRunsCreated.WithLabelValues(nsLabel).Inc()
+}
+
+// unclaimed reports the runs no shard has started, by shard, in place of
+// the last report.
+func (m *Metrics) unclaimed(counts map[string]int) {
+	if m == nil {
+		return
+	}
+	m.unclaimedRuns.Reset()
+	for shard, n := range counts {
+		m.unclaimedRuns.WithLabelValues(shard).Set(float64(n))
+	}
+}
+
+// watchRuns makes the gauges of runs in flight read r (the manager's
+// cache) at now.
+func (m *Metrics) watchRuns(r client.Reader, now func() time.Time) {
+	if m == nil {
+		return
+	}
+	m.inFlight.watch(r, now)
+}
+
+// watchBudgets makes the gauges of AgentBudgets read r (the manager's
+// cache).
+func (m *Metrics) watchBudgets(r client.Reader) {
+	if m == nil {
+		return
+	}
+	m.budgetGauges.watch(r)
 }
 
 func usageOf(run *v1alpha1.AgentRun) v1alpha1.UsageStatus {
@@ -333,19 +580,6 @@ func lastDecision(run *v1alpha1.AgentRun, callID string) v1alpha1.ApprovalDecisi
 // first, by namespace and name): budgets are written by namespace
 // administrators, not run authors, and an installation has few.
 const MaxBudgetSeries = 200
-
-// budgetGauges reports each AgentBudget's limits, consumption,
-// reservations and active runs from the informer cache at each scrape.
-var budgetGauges = &budgetCollector{
-	limit: prometheus.NewDesc("agentrun_budget_limit", "An AgentBudget's limit per window, by ceiling (cost in US dollars, tokens, concurrentRuns); absent for a ceiling it does not set.",
-		[]string{"namespace", "budget", "ceiling"}, nil),
-	consumed: prometheus.NewDesc("agentrun_budget_consumed", "What an AgentBudget's runs have consumed in its window, by ceiling (cost in US dollars, tokens).",
-		[]string{"namespace", "budget", "ceiling"}, nil),
-	reserved: prometheus.NewDesc("agentrun_budget_reserved", "What an AgentBudget's runs hold reserved for steps in flight, by ceiling (cost in US dollars, tokens).",
-		[]string{"namespace", "budget", "ceiling"}, nil),
-	active: prometheus.NewDesc("agentrun_budget_active_runs", "Runs an AgentBudget counts as active.",
-		[]string{"namespace", "budget"}, nil),
-}
 
 type budgetCollector struct {
 	limit, consumed, reserved, active *prometheus.Desc

@@ -7,7 +7,7 @@ import (
 )
 
 // The most distinct values each tenant-chosen label of the domain metrics
-// takes in one operator process. Namespaces, model names and tool names
+// takes in one set of them (Metrics: one operator, from start to stop). Namespaces, model names and tool names
 // are written by the people who write runs, so each would otherwise grow
 // the series without bound; past its bound a new value is reported as
 // OtherLabelValue. The first values seen keep their own series, so an
@@ -62,10 +62,6 @@ func newMetricLabels() *metricLabels {
 		templates:  newBoundedValues(MaxTemplateLabelValues),
 	}
 }
-
-// labelsOf bounds the metrics' labels; it lives as long as the metrics,
-// which are registered once per process.
-var labelsOf = newMetricLabels()
 
 // run is the namespace, provider and model labels of a run's series. The
 // provider is one of the API's enum, bounded by it.

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// nsLabel is the namespace label the metrics give ns: ns itself, unless
-// this process has seen more namespaces than the bound (a suite run with
-// -count=N), when every test's runs share "other".
-func nsLabel(ns string) string { return labelsOf.namespaces.value(ns) }
+// nsLabel is the namespace label m gives ns: ns itself, unless m has seen
+// more namespaces than the bound, when the runs of every further namespace
+// share "other".
+func nsLabel(m *Metrics, ns string) string { return m.labels.namespaces.value(ns) }
 
 // Issue 33.1: a storm of 1,000 runs, each with its own namespace, model
 // and tool, grows the series of a labelled metric only to the bounds, the
@@ -59,8 +59,8 @@ func TestMetrics_toolFailuresAndBudgetGauges(t *testing.T) {
 	tb.funcs["metrics_flaky"] = func(context.Context, loop.Invocation) loop.Result {
 		return loop.Result{Failure: &loop.Failure{Kind: loop.FailExit, Code: 2, Detail: "no such invoice"}}
 	}
-	startObserved(t, &kits{tools: tb}, ns, nil)
-	before := scrape(t)
+	m, _ := startObserved(t, &kits{tools: tb}, ns, nil)
+	before := scrape(t, m)
 	makeBudget(t, ns, "team-a", func(s *v1alpha1.AgentBudgetSpec) {
 		s.MaxCostUSD = "5"
 		s.MaxTokens = ptr.To(int64(100000))
@@ -69,11 +69,11 @@ func TestMetrics_toolFailuresAndBudgetGauges(t *testing.T) {
 	expectOutcome(t, waitOutcome(t, run, 20*time.Second), v1alpha1.OutcomeCompleted, "")
 
 	g := NewWithT(t)
-	after := scrape(t)
+	after := scrape(t, m)
 	kind := map[string]string{"tool": "metrics_flaky", "kind": "ExitCode"}
 	g.Expect(sample(after, "agentrun_tool_failures_total", kind) - sample(before, "agentrun_tool_failures_total", kind)).To(Equal(1.0))
 	g.Eventually(func() []float64 {
-		now := scrape(t)
+		now := scrape(t, m)
 		at := func(name, ceiling string) float64 {
 			return sample(now, name, map[string]string{"namespace": ns, "budget": "team-a", "ceiling": ceiling})
 		}
@@ -121,7 +121,7 @@ func TestRunCollector_countsOverdueRuns(t *testing.T) {
 		started("ended", 5*time.Hour, func(r *v1alpha1.AgentRun) { r.Status.Outcome = v1alpha1.OutcomeCompleted }),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-overdue", Name: "not-started"}},
 	}
-	c := &runCollector{runs: inFlight.runs, pending: inFlight.pending, oldest: inFlight.oldest, overdue: inFlight.overdue, attributed: inFlight.attributed}
+	c := NewMetrics().inFlight
 	c.watch(listReader{runs: runs}, func() time.Time { return now })
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
@@ -152,7 +152,7 @@ func TestMetrics_everySeriesIsDocumented(t *testing.T) {
 	}
 	fqName := regexp.MustCompile(`fqName: "([a-z_:]+)"`)
 	n := 0
-	for _, c := range domainMetrics {
+	for _, c := range NewMetrics().collectors() {
 		ch := make(chan *prometheus.Desc, 16)
 		c.Describe(ch)
 		close(ch)

@@ -10,6 +10,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -20,24 +21,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // startObserved runs the operator for one namespace only (runs other
-// tests left behind never add to the counts), sending spans to tp.
-func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerProvider) (stop func()) {
+// tests left behind never add to the counts), sending spans to tp, and
+// returns its metrics.
+func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerProvider) (*Metrics, func()) {
 	t.Helper()
-	_, stop = startWith(t, kb, managerSetup{
+	r, stop := startWith(t, kb, managerSetup{
 		options: func(o *ctrl.Options) { o.Cache.DefaultNamespaces = map[string]cache.Config{ns: {}} },
 		config:  func(c *Config) { c.TracerProvider = tp },
 	})
-	return stop
+	return r.Metrics, stop
 }
 
-// scrape reads the operator's metrics endpoint as Prometheus would.
-func scrape(t *testing.T) map[string]*dto.MetricFamily {
+// scrape reads m as the operator's metrics endpoint serves it, as
+// Prometheus would.
+func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
-	srv := httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	res, err := http.Get(srv.URL)
 	if err != nil {
@@ -90,8 +96,8 @@ func sample(fams map[string]*dto.MetricFamily, name string, labels map[string]st
 // waiting for a person shows in the gauges, and outcomes are counted.
 func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	ns := namespace(t)
-	startObserved(t, &kits{tools: newTools()}, ns, nil)
-	before := scrape(t)
+	m, _ := startObserved(t, &kits{tools: newTools()}, ns, nil)
+	before := scrape(t, m)
 	g := NewWithT(t)
 
 	priced := func(s *v1alpha1.AgentRunSpec) {
@@ -119,11 +125,11 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeToolFailure, "unavailable")
 	g.Eventually(func() int { return len(get(t, waiting).Status.PendingApprovals) }, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
 
-	after := scrape(t)
+	after := scrape(t, m)
 	delta := func(name string, labels map[string]string) float64 {
 		return sample(after, name, labels) - sample(before, name, labels)
 	}
-	model := map[string]string{"namespace": nsLabel(ns), "provider": "scripted", "model": labelsOf.model("metrics-model")}
+	model := map[string]string{"namespace": nsLabel(m, ns), "provider": "scripted", "model": m.labels.model("metrics-model")}
 	with2 := func(k1, v1, k2, v2 string) map[string]string {
 		out := map[string]string{k1: v1, k2: v2}
 		for a, b := range model {
@@ -144,9 +150,9 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	g.Expect(delta("agentrun_tokens_total", with("type", "output"))).To(Equal(90.0), "output tokens")
 	spent := 0.0
 	for _, r := range []*v1alpha1.AgentRun{done, refused, down, waiting} {
-		m, err := parseUSD(get(t, r).Status.Usage)
+		usd, err := parseUSD(get(t, r).Status.Usage)
 		g.Expect(err).NotTo(HaveOccurred())
-		spent += m
+		spent += usd
 	}
 	g.Expect(delta("agentrun_spend_usd_total", with("template", ""))).To(BeNumerically("~", spent, 1e-9), "spend")
 	g.Expect(spent).To(BeNumerically(">", 0.0))
@@ -167,7 +173,7 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	g.Expect(turns).To(BeNumerically(">=", 4.0))
 	// Counted after each save the test saw: read them until they are in.
 	fresh := func(name string, labels map[string]string) func() float64 {
-		return func() float64 { return sample(scrape(t), name, labels) - sample(before, name, labels) }
+		return func() float64 { return sample(scrape(t, m), name, labels) - sample(before, name, labels) }
 	}
 	g.Eventually(fresh("agentrun_turns_total", model), 10*time.Second, 50*time.Millisecond).Should(Equal(turns), "turns")
 	// The completed run: its turns, and the headroom it left per ceiling.
@@ -181,19 +187,19 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	// They read the operator's informer cache, which may hold a run's
 	// last status write a moment after the API server answered it.
 	g.Eventually(func() []float64 {
-		now := scrape(t)
+		now := scrape(t, m)
 		return []float64{sample(now, "agentrun_runs", map[string]string{"phase": "AwaitingApproval"}),
 			sample(now, "agentrun_runs", map[string]string{"phase": "Running"}),
 			sample(now, "agentrun_pending_approvals", map[string]string{})}
 	}, 10*time.Second, 50*time.Millisecond).Should(Equal([]float64{1, 0, 1}), "runs awaiting approval, running, pending approvals")
-	g.Expect(sample(scrape(t), "agentrun_pending_approval_oldest_seconds", map[string]string{})).To(BeNumerically(">=", 0.0))
+	g.Expect(sample(scrape(t, m), "agentrun_pending_approval_oldest_seconds", map[string]string{})).To(BeNumerically(">=", 0.0))
 
 	annotate(t, waiting, "t1-c1", "approve")
 	expectOutcome(t, waitOutcome(t, waiting, 20*time.Second), v1alpha1.OutcomeCompleted, "final answer")
 	g.Eventually(func() float64 {
-		return sample(scrape(t), "agentrun_pending_approvals", map[string]string{})
+		return sample(scrape(t, m), "agentrun_pending_approvals", map[string]string{})
 	}, 10*time.Second, 50*time.Millisecond).Should(Equal(0.0))
-	g.Expect(sample(scrape(t), "agentrun_approvals_total", map[string]string{"decision": "approve"}) -
+	g.Expect(sample(scrape(t, m), "agentrun_approvals_total", map[string]string{"decision": "approve"}) -
 		sample(before, "agentrun_approvals_total", map[string]string{"decision": "approve"})).To(Equal(1.0))
 }
 
@@ -212,7 +218,7 @@ func TestTrace_oneTraceAcrossReconcilesAndARestart(t *testing.T) {
 	ns := namespace(t)
 	exp := tracetest.NewInMemoryExporter()
 	tb := newTools()
-	stop := startObserved(t, &kits{tools: tb}, ns, telemetry.NewProvider(sdktrace.WithSyncer(exp)))
+	_, stop := startObserved(t, &kits{tools: tb}, ns, telemetry.NewProvider(sdktrace.WithSyncer(exp)))
 	run := makeRun(ns, "traced").readTool("lookup").writeTool("refund", false).
 		calls("lookup", `{"id":1}`, "lookup", `{"id":2}`).
 		calls("refund", `{"amount_minor":100}`).

@@ -10,7 +10,6 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/runstatus"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,15 +27,10 @@ const MaxPanics = 3
 // operator, never the run author's doing.
 var errPanic = errors.New("the operator panicked")
 
-var panics = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "agentrun", Name: "panics_total",
-	Help: "Panics the operator recovered from, by where (reconcile: a reconcile of a run; work: a model call, tool call or kit build off the workers). Each is a defect: its stack is in the operator's log.",
-}, []string{"where"})
-
 // recovered turns a recovered panic value into an error (wrapping
-// errPanic), logging its stack and counting it.
-func recovered(ctx context.Context, where string, p any) error {
-	panics.WithLabelValues(where).Inc()
+// errPanic), logging its stack and counting it in m.
+func recovered(ctx context.Context, m *Metrics, where string, p any) error {
+	m.panicked(where)
 	err := fmt.Errorf("%w: %s", errPanic, clip.Cut(fmt.Sprint(p), 512, runstatus.CutMark))
 	ctrl.LoggerFrom(ctx).Error(err, "Recovered from a panic", "where", where, "stack", string(debug.Stack()))
 	return err
@@ -84,7 +78,7 @@ func buildFailure(err error) failureCause {
 func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = r.panicked(ctx, req.NamespacedName, recovered(ctx, "reconcile", p))
+			res, err = r.panicked(ctx, req.NamespacedName, recovered(ctx, r.Metrics, "reconcile", p))
 		}
 	}()
 	return r.reconcile(ctx, req)
@@ -139,7 +133,6 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 			r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, "RunFinished", "RunFinished", "%s: %s", v1alpha1.OutcomeError, reason)
 		}()
 	}
-	ns, provider, model := labelsOf.run(run)
-	runsFinished.WithLabelValues(ns, provider, model, string(v1alpha1.OutcomeError), string(v1alpha1.OutcomeError), labelsOf.template(run)).Inc()
+	r.Metrics.endedError(run)
 	return ctrl.Result{}, nil
 }

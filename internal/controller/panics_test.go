@@ -24,9 +24,7 @@ import (
 func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	ns := namespace(t)
 	var attempts atomic.Int64
-	before := testutil.ToFloat64(panics.WithLabelValues("reconcile"))
-	errorsBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error", ""))
-	startReconciler(t, &kits{tools: newTools()}, 0, func(c client.Client, _ func()) client.Client {
+	r, _ := startReconciler(t, &kits{tools: newTools()}, 0, func(c client.Client, _ func()) client.Client {
 		return hookClient{Client: c, before: func(_ context.Context, op string, obj client.Object) error {
 			// A defect in the save of one run: its first transcript chunk.
 			if s, ok := obj.(*corev1.Secret); ok && op == "create" && s.Namespace == ns && s.Labels[transcript.LabelRun] == "panicky" {
@@ -36,6 +34,9 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 			return nil
 		}}
 	})
+	m := r.Metrics
+	before := testutil.ToFloat64(m.panics.WithLabelValues("reconcile"))
+	errorsBefore := testutil.ToFloat64(m.runsFinished.WithLabelValues(nsLabel(m, ns), "scripted", "", "Error", "Error", ""))
 	run := makeRun(ns, "panicky").readTool("lookup").calls("lookup", `{"q":1}`).answer("done").create(t)
 	calm := makeRun(ns, "calm").readTool("lookup").calls("lookup", `{"q":1}`).answer("done").create(t)
 
@@ -47,10 +48,10 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 	expectOutcome(t, waitOutcome(t, calm, 30*time.Second), v1alpha1.OutcomeCompleted, "")
 	g := NewWithT(t)
 	g.Expect(attempts.Load()).To(BeEquivalentTo(MaxPanics), "saves that panicked")
-	g.Expect(testutil.ToFloat64(panics.WithLabelValues("reconcile")) - before).To(BeEquivalentTo(MaxPanics))
+	g.Expect(testutil.ToFloat64(m.panics.WithLabelValues("reconcile")) - before).To(BeEquivalentTo(MaxPanics))
 	// Counted after the status write the test saw: wait for it.
 	g.Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", "Error", "")) - errorsBefore
+		return testutil.ToFloat64(m.runsFinished.WithLabelValues(nsLabel(m, ns), "scripted", "", "Error", "Error", "")) - errorsBefore
 	}, 10*time.Second, 20*time.Millisecond).Should(BeEquivalentTo(1))
 	// Ended, the run is not saved again: the panic does not come back.
 	g.Consistently(attempts.Load, time.Second, 50*time.Millisecond).Should(BeEquivalentTo(MaxPanics))
@@ -72,13 +73,13 @@ func (p *panickyKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, 
 // InvalidConfiguration: it is a defect) and the operator serves the rest.
 func TestPanic_inWorkOffTheWorkersEndsOnlyThatRun(t *testing.T) {
 	ns := namespace(t)
-	before := testutil.ToFloat64(panics.WithLabelValues("work"))
-	startManager(t, &panickyKits{kits{tools: newTools()}})
+	r, _ := startReconciler(t, &panickyKits{kits{tools: newTools()}}, 0, nil)
+	before := testutil.ToFloat64(r.Metrics.panics.WithLabelValues("work"))
 	run := makeRun(ns, "panicky").answer("done").create(t)
 	expectOutcome(t, waitOutcome(t, run, 20*time.Second), v1alpha1.OutcomeError, "the operator panicked: a defect in the kit builder")
 	calm := makeRun(ns, "calm").answer("done").create(t)
 	expectOutcome(t, waitOutcome(t, calm, 20*time.Second), v1alpha1.OutcomeCompleted, "")
-	NewWithT(t).Expect(testutil.ToFloat64(panics.WithLabelValues("work")) - before).To(BeEquivalentTo(1))
+	NewWithT(t).Expect(testutil.ToFloat64(r.Metrics.panics.WithLabelValues("work")) - before).To(BeEquivalentTo(1))
 }
 
 // failingKits fails the kit build of each run with the error named after
@@ -101,12 +102,13 @@ func (f *failingKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, 
 // server failed ends Error as a defect.
 func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	ns := namespace(t)
-	invalidBefore := testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration, ""))
-	startManager(t, &failingKits{kits: kits{tools: newTools()}, errs: map[string]error{
+	r, _ := startReconciler(t, &failingKits{kits: kits{tools: newTools()}, errs: map[string]error{
 		"forbidden": fmt.Errorf("model.apiKeySecretRef: %w", apierrors.NewForbidden(corev1.Resource("secrets"), "openai", errors.New("no"))),
 		"typo":      errors.New("policy.rules[0].when: a condition does not compile"),
 		"down":      fmt.Errorf("reading the API key: %w", apierrors.NewServiceUnavailable("etcd is busy")),
-	}})
+	}}, 0, nil)
+	m := r.Metrics
+	invalidBefore := testutil.ToFloat64(m.runsFinished.WithLabelValues(nsLabel(m, ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration, ""))
 	forbidden := makeRun(ns, "forbidden").answer("x").create(t)
 	typo := makeRun(ns, "typo").answer("x").create(t)
 	down := makeRun(ns, "down").answer("x").create(t)
@@ -115,6 +117,6 @@ func TestRun_aConfigurationErrorIsToldApartFromADefect(t *testing.T) {
 	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeError, "etcd is busy")
 	// Counted after the status write the test saw: wait for it.
 	NewWithT(t).Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration, "")) - invalidBefore
+		return testutil.ToFloat64(m.runsFinished.WithLabelValues(nsLabel(m, ns), "scripted", "", "Error", v1alpha1.ReasonInvalidConfiguration, "")) - invalidBefore
 	}, 10*time.Second, 20*time.Millisecond).Should(BeEquivalentTo(2))
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -48,12 +47,6 @@ const (
 	DefaultUnclaimedAfter = 2 * time.Minute
 )
 
-var unclaimedRuns = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Namespace: "agentrun", Name: "runs_unclaimed",
-	Help: "AgentRuns labelled " + v1alpha1.LabelShard + " that no operator has started (no phase) for longer than the check's grace, by the label's value: " +
-		"no replica serves that shard, or its replicas are down. Reported by the operator without --shard.",
-}, []string{"shard"})
-
 // unclaimedCheck is the unsharded operator's look at the runs of every
 // shard: it cannot drive them, but it can say which nobody drives. It
 // lists only the labelled runs, a page at a time, every interval, on the
@@ -64,6 +57,7 @@ type unclaimedCheck struct {
 	namespaces   []string
 	every, after time.Duration
 	now          func() time.Time
+	metrics      *Metrics // agentrun_runs_unclaimed
 }
 
 func (u *unclaimedCheck) NeedLeaderElection() bool { return true }
@@ -100,10 +94,7 @@ func (u *unclaimedCheck) check(ctx context.Context) error {
 			return err
 		}
 	}
-	unclaimedRuns.Reset()
-	for shard, n := range counts {
-		unclaimedRuns.WithLabelValues(shard).Set(float64(n))
-	}
+	u.metrics.unclaimed(counts)
 	if len(examples) > 0 {
 		ctrl.LoggerFrom(ctx).Info("AgentRuns wait for a shard no operator serves", "unclaimed", counts, "examples", examples)
 	}

@@ -72,9 +72,9 @@ func (m *recordingModel) Complete(ctx context.Context, req *loop.Request) (*loop
 
 // startShard starts a manager for one shard of the runs in ns, wired as
 // the operator wires --shard (ShardCache, Config.Shard).
-func startShard(t *testing.T, kb KitBuilder, ns, shard string, more func(*ctrl.Options)) func() {
+func startShard(t *testing.T, kb KitBuilder, ns, shard string, more func(*ctrl.Options)) (*Metrics, func()) {
 	t.Helper()
-	_, stop := startWith(t, kb, managerSetup{
+	r, stop := startWith(t, kb, managerSetup{
 		options: func(o *ctrl.Options) {
 			o.Cache.DefaultNamespaces, o.Cache.ByObject = map[string]cache.Config{ns: {}}, ShardCache(shard)
 			if more != nil {
@@ -87,7 +87,7 @@ func startShard(t *testing.T, kb KitBuilder, ns, shard string, more func(*ctrl.O
 			c.UnclaimedEvery, c.UnclaimedAfter = 200*time.Millisecond, time.Second
 		},
 	})
-	return stop
+	return r.Metrics, stop
 }
 
 func shardedRun(ns, name, shard string) *runBuilder {
@@ -106,9 +106,12 @@ func TestShards_driveDisjointRuns(t *testing.T) {
 	ns := namespace(t)
 	shards := []string{"a", "b", ""}
 	managers := map[string]*shardKits{}
+	var unsharded *Metrics // the one that reports agentrun_runs_unclaimed
 	for _, s := range shards {
 		managers[s] = newShardKits(newTools())
-		startShard(t, managers[s], ns, s, nil)
+		if m, _ := startShard(t, managers[s], ns, s, nil); s == "" {
+			unsharded = m
+		}
 	}
 	var runs []*v1alpha1.AgentRun
 	for _, s := range shards {
@@ -135,7 +138,7 @@ func TestShards_driveDisjointRuns(t *testing.T) {
 		}
 	}
 	g.Eventually(func() float64 {
-		return sample(scrape(t), "agentrun_runs_unclaimed", map[string]string{"shard": "c"})
+		return sample(scrape(t, unsharded), "agentrun_runs_unclaimed", map[string]string{"shard": "c"})
 	}, 30*time.Second, 100*time.Millisecond).Should(Equal(1.0), "the run of shard c is reported unclaimed")
 	cur := get(t, orphan)
 	g.Expect(cur.Status.Phase).To(BeEmpty(), "no manager serves shard c")
@@ -150,7 +153,7 @@ func TestShards_driveDisjointRuns(t *testing.T) {
 		Should(Equal(v1alpha1.OutcomeCompleted))
 	g.Expect(managers["c"].of(orphan.Name)).To(Equal([]int{0, 1, 2}))
 	g.Eventually(func() float64 {
-		return sample(scrape(t), "agentrun_runs_unclaimed", map[string]string{"shard": "c"})
+		return sample(scrape(t, unsharded), "agentrun_runs_unclaimed", map[string]string{"shard": "c"})
 	}, 30*time.Second, 100*time.Millisecond).Should(BeZero())
 }
 
@@ -179,7 +182,7 @@ func TestShards_failoverLosesNothing(t *testing.T) {
 			<-ctx.Done()
 		}
 	}
-	stopFirst := startShard(t, first, ns, shard, election)
+	_, stopFirst := startShard(t, first, ns, shard, election)
 	run := shardedRun(ns, "failover", shard).create(t)
 	await(t, held, 60*time.Second, "the first replica never reached its third model call")
 	// The second replica waits for the lease while the first holds it.

@@ -155,6 +155,9 @@ func statusAtEverySave(c *Config) { c.StatusInterval = 0 }
 
 // startWith is the one way the tests start an operator: a manager against
 // the test API server and the reconciler on it, stopped when the test ends.
+// Its metrics are a set of its own (the reconciler's Metrics), which the
+// budget reconciler shares, registered nowhere: a test reads them there,
+// or scrapes them (scrape).
 func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler, func()) {
 	t.Helper()
 	opts := ctrl.Options{
@@ -178,7 +181,7 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 		c = s.wrap(c, cancel)
 	}
 	cfg := Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
-		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval, Keys: testKeys}
+		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval, Keys: testKeys, Metrics: NewMetrics()}
 	if s.config != nil {
 		s.config(&cfg)
 	}
@@ -186,7 +189,8 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewAgentBudgetReconciler(BudgetConfig{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder, Ledgers: r.Ledgers}).SetupWithManager(mgr); err != nil {
+	if err := NewAgentBudgetReconciler(BudgetConfig{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder, Ledgers: r.Ledgers,
+		Metrics: r.Metrics}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&AgentRunTemplateReconciler{Client: c}).SetupWithManager(mgr); err != nil {

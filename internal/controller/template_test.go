@@ -72,7 +72,7 @@ var ticketParams = []v1alpha1.TemplateParameter{
 
 func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 	ns := namespace(t)
-	startManager(t, &kits{tools: newTools()})
+	r, _ := startReconciler(t, &kits{tools: newTools()}, 0, nil)
 	tpl := makeTemplate(t, ns, "investigator", makeRun(ns, "").
 		with(func(s *v1alpha1.AgentRunSpec) {
 			s.Goal = "Investigate $(params.ticket)."
@@ -103,7 +103,7 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 	// Counted by the template, with the provider of the resolved spec
 	// (the run's own spec names none).
 	NewWithT(t).Eventually(func() float64 {
-		return testutil.ToFloat64(runsFinished.WithLabelValues(nsLabel(ns), "scripted", "", "Completed", "Completed", tpl.Name))
+		return testutil.ToFloat64(r.Metrics.runsFinished.WithLabelValues(nsLabel(r.Metrics, ns), "scripted", "", "Completed", "Completed", tpl.Name))
 	}, 10*time.Second, 20*time.Millisecond).Should(Equal(1.0))
 	// The resolved spec is kept with the run, owned by it.
 	sec := get(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ResolvedSpecName(run.UID)}})

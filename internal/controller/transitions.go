@@ -13,10 +13,10 @@ import (
 )
 
 // TraceIDOf returns the trace id of a run's trace, or "" when it has none;
-// every transition line carries it as traceID when there is one. The
-// default reads the trace the run carries (status.traceParent, set on its
-// first reconcile), else the span in ctx.
-var TraceIDOf = func(ctx context.Context, run *v1alpha1.AgentRun) string {
+// every transition line carries it as traceID when there is one. It reads
+// the trace the run carries (status.traceParent, set on its first
+// reconcile), else the span in ctx.
+func TraceIDOf(ctx context.Context, run *v1alpha1.AgentRun) string {
 	if sc, err := telemetry.ParseTraceParent(run.Status.TraceParent); err == nil {
 		return sc.TraceID().String()
 	}
@@ -33,7 +33,11 @@ var TraceIDOf = func(ctx context.Context, run *v1alpha1.AgentRun) string {
 // controller-runtime already names the run (namespace, name).
 func (r *AgentRunReconciler) logTransitions(ctx context.Context, c change) {
 	log := ctrl.LoggerFrom(ctx)
-	if id := TraceIDOf(ctx, c.run); id != "" {
+	traceID := TraceIDOf
+	if r.traceIDOf != nil {
+		traceID = r.traceIDOf
+	}
+	if id := traceID(ctx, c.run); id != "" {
 		log = log.WithValues("traceID", id)
 	}
 	if c.started {

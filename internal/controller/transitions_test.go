@@ -48,11 +48,15 @@ func (l *logLines) of(ns, name string, msgs ...string) []map[string]any {
 	return out
 }
 
-// startLoggedManager runs the operator with its log captured.
-func startLoggedManager(t *testing.T, kb KitBuilder) *logLines {
+// startLoggedManager runs the operator with its log captured, reading
+// trace ids with traceIDOf.
+func startLoggedManager(t *testing.T, kb KitBuilder, traceIDOf func(context.Context, *v1alpha1.AgentRun) string) *logLines {
 	t.Helper()
 	logs := &logLines{}
-	startWith(t, kb, managerSetup{options: func(o *ctrl.Options) { o.Logger = funcr.NewJSON(logs.add, funcr.Options{}) }})
+	startWith(t, kb, managerSetup{
+		options: func(o *ctrl.Options) { o.Logger = funcr.NewJSON(logs.add, funcr.Options{}) },
+		config:  func(c *Config) { c.traceIDOf = traceIDOf },
+	})
 	return logs
 }
 
@@ -62,16 +66,14 @@ var transitionMsgs = []string{"Run started", "Run asked for approval", "Approval
 // asked, answered, finished with its outcome; a run that cannot start
 // logs its outcome too; and a trace id when the run has one.
 func TestLog_oneLinePerTransition(t *testing.T) {
-	old := TraceIDOf
-	t.Cleanup(func() { TraceIDOf = old })
-	TraceIDOf = func(_ context.Context, run *v1alpha1.AgentRun) string {
+	traceIDOf := func(_ context.Context, run *v1alpha1.AgentRun) string {
 		if run.Name == "traced" {
 			return "4bf92f3577b34da6a3ce929d0e0e4736"
 		}
 		return ""
 	}
 	ns := namespace(t)
-	logs := startLoggedManager(t, &brokenKits{kits: kits{tools: newTools()}, broken: "broken"})
+	logs := startLoggedManager(t, &brokenKits{kits: kits{tools: newTools()}, broken: "broken"}, traceIDOf)
 	g := NewWithT(t)
 	const wait, tick = 20 * time.Second, 20 * time.Millisecond
 

@@ -12,9 +12,9 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // verifier declares tool name as the run's verifier.
@@ -75,8 +75,8 @@ func TestVerify_wrongThenRightIsCompletedOnTrialTwo(t *testing.T) {
 		calls("lookup", `{"id":"A-1"}`).answer("Refunded 10.00.").
 		calls("lookup", `{"id":"A-1"}`).answer("Refunded 20.00.")
 	model := &seenModel{inner: &loop.Scripted{Entries: scriptOf(b)}}
-	count, sum := verifiedTrials(t)
-	startManager(t, &kits{tools: tb, model: model})
+	r, _ := startReconciler(t, &kits{tools: tb, model: model}, 0, nil)
+	count, sum := verifiedTrials(t, r.Metrics)
 	run := b.create(t)
 
 	done := waitOutcome(t, run, 20*time.Second)
@@ -111,16 +111,18 @@ func TestVerify_wrongThenRightIsCompletedOnTrialTwo(t *testing.T) {
 	}
 	// The trials it needed are observed once, under its outcome.
 	NewWithT(t).Eventually(func() []float64 {
-		c, s := verifiedTrials(t)
+		c, s := verifiedTrials(t, r.Metrics)
 		return []float64{c - count, s - sum}
 	}, 5*time.Second, 20*time.Millisecond).Should(Equal([]float64{1, 2}))
 }
 
-// verifiedTrials reads the sample count and sum of the trials histogram
-// of Completed runs.
-func verifiedTrials(t *testing.T) (count, sum float64) {
+// verifiedTrials reads the sample count and sum of m's trials histogram of
+// Completed runs.
+func verifiedTrials(t *testing.T, m *Metrics) (count, sum float64) {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.verificationTrials)
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +130,10 @@ func verifiedTrials(t *testing.T) (count, sum float64) {
 		if f.GetName() != "agentrun_verification_trials" {
 			continue
 		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
 				if l.GetName() == "outcome" && l.GetValue() == "Completed" {
-					return float64(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
+					return float64(metric.GetHistogram().GetSampleCount()), metric.GetHistogram().GetSampleSum()
 				}
 			}
 		}

@@ -36,10 +36,12 @@ type tracker struct {
 	mu     sync.Mutex
 	items  map[types.UID]*work
 	wakeup chan event.GenericEvent
+	// metrics counts the panics of work (nil counts nothing).
+	metrics *Metrics
 }
 
-func newTracker() *tracker {
-	return &tracker{items: map[types.UID]*work{}, wakeup: make(chan event.GenericEvent, 1024)}
+func newTracker(m *Metrics) *tracker {
+	return &tracker{items: map[types.UID]*work{}, wakeup: make(chan event.GenericEvent, 1024), metrics: m}
 }
 
 // get returns the run's work with this key, or nil.
@@ -87,7 +89,7 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 			// runs) for one run's defect: it becomes this work's error.
 			defer func() {
 				if p := recover(); p != nil {
-					out.err = recovered(ctx, "work", p)
+					out.err = recovered(ctx, t.metrics, "work", p)
 				}
 			}()
 			fn(ctx, &out)

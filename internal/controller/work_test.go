@@ -16,7 +16,7 @@ import (
 // the informer already holds once and which a thousand waiting runs would
 // otherwise hold twice.
 func TestTracker_callInFlightDoesNotKeepTheRun(t *testing.T) {
-	tr := newTracker()
+	tr := newTracker(nil)
 	release := make(chan struct{})
 	run := &v1alpha1.AgentRun{}
 	run.Name, run.Namespace, run.UID = "waiting", "default", "uid-waiting"

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -270,6 +271,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 	}
+	// The domain metrics, served with controller-runtime's own until this
+	// operator stops: unregistered then, so that the process can start the
+	// operator again (AgainInProcess).
+	domain := controller.NewMetrics()
+	if err := domain.Register(metrics.Registry); err != nil {
+		return err
+	}
+	defer domain.Unregister(metrics.Registry)
 	// One book of AgentBudget writes for both reconcilers, so that each
 	// reads the other's last write instead of conflicting with it.
 	ledgers := controller.NewLedgers()
@@ -285,14 +294,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	r := controller.NewAgentRunReconciler(controller.Config{Notifier: notifier, Archive: store, Ledgers: ledgers, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
 		EventVerbosity: o.EventVerbosity, JobWakeups: wakeups, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
-		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished})
+		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished, Metrics: domain})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if limiter != nil {
 		limiter.setActive(r.ActiveRuns)
 	}
-	budgets := controller.NewAgentBudgetReconciler(controller.BudgetConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Ledgers: ledgers})
+	budgets := controller.NewAgentBudgetReconciler(controller.BudgetConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Ledgers: ledgers,
+		Metrics: domain})
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -303,7 +313,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// only its shard's runs, so it would miss a schedule's runs in other
 	// shards, and two managers would both act on every scheduled time.
 	if o.Shard == "" {
-		schedules := controller.NewAgentScheduleReconciler(controller.ScheduleConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder})
+		schedules := controller.NewAgentScheduleReconciler(controller.ScheduleConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+			Metrics: domain})
 		if err := schedules.SetupWithManager(mgr); err != nil {
 			return err
 		}

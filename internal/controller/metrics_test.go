@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// gathered is reg's families by name.
+func gathered(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// Issue 28: the domain metrics are a set the operator builds, registers
+// where it serves metrics and unregisters when it stops, so that one
+// process can start the operator again; a registry holds one set at a
+// time, and a second is refused whole.
+func TestMetrics_registerCountGatherUnregisterAndRegisterAgain(t *testing.T) {
+	g := NewWithT(t)
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics()
+	g.Expect(m.Register(reg)).To(Succeed())
+
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r"}}
+	run.Spec.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Name: "m1"}
+	run.Status.Outcome = v1alpha1.OutcomeCompleted
+	m.record(change{run: run, notes: []loop.Note{{Kind: loop.NoteTurnStarted}}, inputTokens: 100, outputTokens: 7, ended: true})
+	m.panicked("work")
+	m.budgetWrote("lease")
+
+	fams := gathered(t, reg)
+	labels := map[string]string{"namespace": "team-a", "provider": "scripted", "model": "m1"}
+	g.Expect(sample(fams, "agentrun_turns_total", labels)).To(Equal(1.0))
+	labels["type"] = "output"
+	g.Expect(sample(fams, "agentrun_tokens_total", labels)).To(Equal(7.0))
+	g.Expect(sample(fams, "agentrun_runs_finished_total", map[string]string{"namespace": "team-a", "provider": "scripted", "model": "m1",
+		"outcome": "Completed", "reason": "Completed", "template": ""})).To(Equal(1.0))
+	g.Expect(sample(fams, "agentrun_panics_total", map[string]string{"where": "work"})).To(Equal(1.0))
+	g.Expect(sample(fams, "agentrun_budget_writes_total", map[string]string{"kind": "lease"})).To(Equal(1.0))
+
+	// A second set in the same registry (an operator started while the
+	// last has not stopped) is refused, and leaves none of itself there.
+	other := NewMetrics()
+	err := other.Register(reg)
+	var already prometheus.AlreadyRegisteredError
+	g.Expect(errors.As(err, &already)).To(BeTrue(), "registering a second set: %v", err)
+	other.panicked("work")
+	g.Expect(sample(gathered(t, reg), "agentrun_panics_total", map[string]string{"where": "work"})).To(Equal(1.0))
+
+	m.Unregister(reg)
+	for name := range gathered(t, reg) {
+		t.Errorf("%s is still registered", name)
+	}
+	// The next operator of the process registers its own set, which
+	// counts from zero; and the first could register again.
+	g.Expect(other.Register(reg)).To(Succeed())
+	g.Expect(sample(gathered(t, reg), "agentrun_panics_total", map[string]string{"where": "work"})).To(Equal(1.0))
+	g.Expect(sample(gathered(t, reg), "agentrun_turns_total", map[string]string{"namespace": "team-a", "provider": "scripted", "model": "m1"})).To(BeZero())
+	other.Unregister(reg)
+	g.Expect(m.Register(reg)).To(Succeed())
+	g.Expect(sample(gathered(t, reg), "agentrun_budget_writes_total", map[string]string{"kind": "lease"})).To(Equal(1.0))
+	m.Unregister(reg)
+}
+
+// A reconciler built without metrics (a test's) counts nothing and does
+// not fail: every method of a nil *Metrics does nothing.
+func TestMetrics_nilCountsNothing(t *testing.T) {
+	var m *Metrics
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r"}}
+	run.Status.Outcome = v1alpha1.OutcomeError
+	m.record(change{run: run, notes: []loop.Note{{Kind: loop.NoteTurnStarted}}, inputTokens: 1, ended: true})
+	m.endedError(run)
+	m.panicked("reconcile")
+	m.archiveWrote()
+	m.archiveFailed()
+	m.budgetWrote("settle")
+	m.budgetConflict()
+	m.softLimit("maxCostUSD", "80")
+	m.scheduleMissedTimes(m.namespace("team-a"), 2)
+	m.scheduleCreated(m.namespace("team-a"))
+	m.unclaimed(map[string]int{"a": 1})
+	m.watchRuns(nil, nil)
+	m.watchBudgets(nil)
+	if obs := m.calls("scripted", "m1"); obs != nil {
+		t.Errorf("a nil set observes calls: %T", obs)
+	}
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	m.Unregister(reg)
+	if n := len(gathered(t, reg)); n != 0 {
+		t.Errorf("a nil set registered %d families", n)
+	}
+}
