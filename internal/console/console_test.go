@@ -27,9 +27,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -83,6 +85,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := policiesEnforced(); err != nil {
+		fmt.Fprintln(os.Stderr, "waiting for the control plane:", err)
+		return 1
+	}
 	if path := chromium(); path != "" {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path),
 			chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
@@ -98,6 +104,54 @@ func run(m *testing.M) int {
 		browser = ctx
 	}
 	return m.Run()
+}
+
+// policiesEnforced waits until the AgentRun CRD is served and the
+// approval policies are enforced: the API server applies a new admission
+// policy a few moments after its create, and the tests rely on it
+// refusing an answer without the approve verb and stamping who answered.
+// Each try answers another call of a throwaway run, so that no try
+// repeats an answer an earlier one set before the policy applied.
+func policiesEnforced() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ns = "console-ready"
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentrun-editor"}
+	if err := admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns}, RoleRef: ref,
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "probe"}}}); err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "probe"}
+	probe, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
+	if err != nil {
+		return err
+	}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{Goal: "g", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
+			Script: []v1alpha1.ScriptStep{{Content: "done"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1}}}
+	try := 0
+	answer := func(c client.Client) (string, error) {
+		try++
+		key := v1alpha1.ApprovalAnnotationPrefix + fmt.Sprintf("t%d-c1", try)
+		patch := []byte(`{"metadata":{"annotations":{"` + key + `":"approve"}}}`)
+		got := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: ns}}
+		err := c.Patch(ctx, got, client.RawPatch(types.MergePatchType, patch))
+		return got.Annotations[v1alpha1.ApprovedByAnnotationPrefix+fmt.Sprintf("t%d-c1", try)], err
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		if err := admin.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, nil // the CRD is not served yet
+		}
+		if _, err := answer(probe); err == nil || !strings.Contains(err.Error(), `needs the verb "approve"`) {
+			return false, nil
+		}
+		by, err := answer(admin)
+		return err == nil && by != "", nil
+	})
 }
 
 func chromium() string {
