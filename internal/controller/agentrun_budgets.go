@@ -51,7 +51,7 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 	req := budget.Request{UID: run.UID, Run: run.Name,
 		Spent:    budget.Amount{Cost: s.Usage.Cost, Tokens: s.Usage.Tokens()},
 		Exposure: budget.Amount{Cost: s.Usage.Cost + s.Reserved.Cost, Tokens: s.Usage.Tokens() + s.Reserved.Tokens()},
-		Starting: sc.base.Status.Turn == 0 && sc.consumed == "",
+		Starting: sc.stored.run().Status.Turn == 0 && sc.consumed == "",
 		HoldFor:  holdFor(sc.kit.Engine.Config()),
 	}
 	list, gone, err := r.budgetsOf(ctx, run)
@@ -113,7 +113,7 @@ func (r *AgentRunReconciler) confirmCurrent(ctx context.Context, sc *scope) erro
 		}
 		return err
 	}
-	if cur.UID != sc.base.UID || cur.ResourceVersion != sc.base.ResourceVersion {
+	if cur.UID != sc.stored.server().UID || cur.ResourceVersion != sc.stored.server().ResourceVersion {
 		return errConflict
 	}
 	return nil

@@ -342,12 +342,10 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		return ctrl.Result{}, err
 	}
 	r.track(key, run.UID)
-	sc := &scope{run: run, stored: run.DeepCopy(), now: r.Clock()}
-	sc.base = sc.stored
-	if d := r.deferredOf(run); d != nil {
+	sc := &scope{run: run, stored: storedOf(run.DeepCopy(), r.deferredOf(run)), now: r.Clock()}
+	if d := sc.stored.deferred; d != nil {
 		// Our saves since the stored status: carry on from them.
 		run.Status = *d.status.DeepCopy()
-		sc.base, sc.deferred = withStatus(sc.stored, d.status), d
 	}
 	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
 	if run.Status.TraceParent == "" {
@@ -378,10 +376,10 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if sc.deferred != nil {
+	if d := sc.stored.deferred; d != nil {
 		// Back when the deferred status is due, even if nothing wakes the
 		// run before.
-		result = soonest(result, r.due(sc.deferred).Sub(sc.now))
+		result = soonest(result, r.due(d).Sub(sc.now))
 	}
 	if ttl, ok := r.ttlOf(sc.run); ok && written && runstatus.Finished(sc.run) {
 		// The event of the write that ended the run enqueues nothing
@@ -415,16 +413,16 @@ func (r *AgentRunReconciler) deferredOf(run *v1alpha1.AgentRun) *deferred {
 // while the run waits for its model or tools; otherwise it asks to be
 // back when it is due.
 func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res ctrl.Result) ctrl.Result {
-	d := sc.deferred
+	d := sc.stored.deferred
 	if d == nil {
 		return res
 	}
 	if due := r.due(d).Sub(sc.now); due > 0 {
 		return soonest(res, due)
 	}
-	run := sc.stored.DeepCopy()
+	run := sc.stored.server().DeepCopy()
 	run.Status = *d.status.DeepCopy()
-	if err := r.patchStatus(ctx, sc.stored, run); err != nil {
+	if err := r.patchStatus(ctx, sc.stored.server(), run); err != nil {
 		// The next save writes it; until then the chunks hold the progress.
 		ctrl.LoggerFrom(ctx).V(2).Info("Could not write the run's deferred status", "error", err.Error())
 		return soonest(res, time.Second)

@@ -38,13 +38,11 @@ const maxBatchBytes = 512 << 10
 // order (loadKit, loadState, advance); persist writes it out.
 type scope struct {
 	// run is the object being reconciled; its status is rewritten in
-	// place and patched once, against stored (the object as read). base is
-	// the object as last saved: stored, or stored with the status that
-	// saves which did not write status left (deferred).
-	run      *v1alpha1.AgentRun
-	base     *v1alpha1.AgentRun
-	stored   *v1alpha1.AgentRun
-	deferred *deferred
+	// place and patched once, against the object the API server holds.
+	// stored is the run as last saved: that object, with the status our
+	// saves hold but did not write (deferred) laid over it (stored.go).
+	run    *v1alpha1.AgentRun
+	stored stored
 	// resumed: the state was read back from chunks saved after the stored
 	// status (loadState), so this save writes status.
 	resumed bool
@@ -259,7 +257,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		// The last save is newer than the stored status: what this
 		// reconcile adds (its spend, its transitions) counts from it.
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), metav1.NewTime(sc.now))
-		sc.base = withStatus(sc.stored, st)
+		sc.stored.lay(st)
 	}
 	// The results of the turn's calls are in the chunks, not in status.
 	for i := range s.Calls {
@@ -470,17 +468,17 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		if err := r.sealStatus(sc.run.UID, st); err != nil {
 			return false, err
 		}
-		d := &deferred{status: st.DeepCopy(), over: sc.stored.ResourceVersion, since: sc.now}
-		if sc.deferred != nil {
-			d.since = sc.deferred.since
+		d := &deferred{status: st.DeepCopy(), over: sc.stored.server().ResourceVersion, since: sc.now}
+		if sc.stored.deferred != nil {
+			d.since = sc.stored.deferred.since
 		}
 		r.mem.keepDeferred(sc.run.UID, d)
-		sc.deferred, written = d, true
-	case sc.deferred != nil && deferrable && equalStatus(&sc.base.Status, st):
+		sc.stored.deferred, written = d, true
+	case sc.stored.deferred != nil && deferrable && equalStatus(&sc.stored.run().Status, st):
 		// Nothing new since the saves whose status is deferred: it stays
 		// deferred until it is due.
-	case !equalStatus(&sc.stored.Status, st):
-		err := r.patchStatus(ctx, sc.stored, sc.run)
+	case !equalStatus(&sc.stored.server().Status, st):
+		err := r.patchStatus(ctx, sc.stored.server(), sc.run)
 		if apierrors.IsConflict(err) {
 			return false, errConflict
 		}
@@ -489,8 +487,8 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			// with what it spent.
 			r.fail(sc, "the run's status cannot be saved: "+clip.Cut(err.Error(), 2048, runstatus.CutMark))
 			next = nil
-			if !equalStatus(&sc.stored.Status, st) {
-				err = r.patchStatus(ctx, sc.stored, sc.run)
+			if !equalStatus(&sc.stored.server().Status, st) {
+				err = r.patchStatus(ctx, sc.stored.server(), sc.run)
 			}
 			if apierrors.IsConflict(err) {
 				return false, errConflict
@@ -501,7 +499,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 			return false, err
 		}
 		r.mem.keepDeferred(sc.run.UID, nil)
-		sc.deferred, written = nil, true
+		sc.stored.deferred, written = nil, true
 	}
 	if sc.consumed != "" {
 		r.work.clear(sc.run.UID, sc.consumed)
@@ -524,18 +522,10 @@ func (r *AgentRunReconciler) mayDefer(sc *scope) bool {
 	if r.StatusInterval <= 0 || sc.stop || sc.resumed || sc.state == nil || sc.state.Done() {
 		return false
 	}
-	if sc.deferred != nil && !sc.now.Before(r.due(sc.deferred)) {
+	if d := sc.stored.deferred; d != nil && !sc.now.Before(r.due(d)) {
 		return false
 	}
-	return runstatus.OnlyProgress(&sc.stored.Status, &sc.run.Status)
-}
-
-// withStatus is run with st for its status, sharing everything else: a
-// read-only view (scope.base) of the run as a save left it.
-func withStatus(run *v1alpha1.AgentRun, st *v1alpha1.AgentRunStatus) *v1alpha1.AgentRun {
-	v := *run
-	v.Status = *st.DeepCopy()
-	return &v
+	return runstatus.OnlyProgress(&sc.stored.server().Status, &sc.run.Status)
 }
 
 // dropSaves forgets what this process knows of a run's saves, so that the
@@ -646,12 +636,12 @@ func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, "%s", msg)
 	}
-	if c := apimeta.FindStatusCondition(sc.stored.Status.Conditions, v1alpha1.ConditionSaved); c != nil && c.Message == msg {
+	if c := apimeta.FindStatusCondition(sc.stored.server().Status.Conditions, v1alpha1.ConditionSaved); c != nil && c.Message == msg {
 		return
 	}
-	run := sc.stored.DeepCopy()
+	run := sc.stored.server().DeepCopy()
 	runstatus.SetCondition(&run.Status, v1alpha1.ConditionSaved, metav1.ConditionFalse, v1alpha1.ReasonPersistFailed, msg, metav1.NewTime(sc.now))
-	if err := r.patchStatus(ctx, sc.stored, run); err != nil {
+	if err := r.patchStatus(ctx, sc.stored.server(), run); err != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("Could not record the failed save in status", "error", err.Error())
 	}
 }

@@ -37,8 +37,9 @@ type change struct {
 	spent                     loop.Money
 }
 
-// changeOf compares the run as the reconcile found it (base: stored, or
-// stored with its deferred status) with the run as saved.
+// changeOf compares the run as the reconcile found it (base: as last
+// saved, the stored object or our saves' status over it) with the run as
+// saved now.
 func changeOf(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) change {
 	before, after := &base.Status, &run.Status
 	c := change{run: run, state: s, notes: notes,
@@ -64,7 +65,7 @@ func changeOf(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) ch
 
 // changeOfScope is the change of a reconcile that saved.
 func changeOfScope(sc *scope) change {
-	c := changeOf(sc.base, asBuilt(sc), sc.state, sc.notes)
+	c := changeOf(sc.stored.run(), asBuilt(sc), sc.state, sc.notes)
 	c.answers, c.by = sc.answers, sc.by
 	return c
 }

@@ -294,7 +294,7 @@ func TestEndTrace_theRunSpanEndsAfterACallThatEndedDuringTheReconcile(t *testing
 	clock := start
 	r := &AgentRunReconciler{Config: Config{Clock: func() time.Time { clock = clock.Add(time.Second); return clock }}}
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", CreationTimestamp: metav1.NewTime(start)}}
-	sc := &scope{run: run, base: run.DeepCopy(), now: r.Clock(), trace: telemetry.StartRun(tp, "")}
+	sc := &scope{run: run, stored: storedOf(run.DeepCopy(), nil), now: r.Clock(), trace: telemetry.StartRun(tp, "")}
 	callEnd := sc.now.Add(500 * time.Millisecond) // the model call the reconcile picked up
 	run.Status.Outcome = v1alpha1.OutcomeCompleted
 	r.endTrace(context.Background(), sc.trace, changeOfScope(sc))
