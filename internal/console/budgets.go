@@ -1,8 +1,6 @@
 package console
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -40,22 +38,20 @@ func (s *Server) budgets(w http.ResponseWriter, r *http.Request, u *user) (view,
 	d := &budgetsData{Namespace: ns}
 	v := view{Title: "Budgets", Page: "budgets", Data: d, Live: "/budgets?" + join(q.Encode(), "fragment=1"),
 		Events: "/events?" + join(q.Encode(), "kind=budgets")}
-	sc, err := s.scopeOf(ctxOf(r), u, ns, &v1alpha1.AgentBudgetList{})
+	var all v1alpha1.AgentBudgetList
+	sc, err := s.scopeOf(r.Context(), u, ns, &all)
 	if err != nil {
 		return v, err
 	}
 	d.Note = sc.Note
-	var items []v1alpha1.AgentBudget
+	items := all.Items
 	list := func(opts ...client.ListOption) error {
 		var l v1alpha1.AgentBudgetList
-		if err := u.c.List(ctxOf(r), &l, opts...); err != nil {
+		if err := u.c.List(r.Context(), &l, opts...); err != nil {
 			return err
 		}
 		items = append(items, l.Items...)
 		return nil
-	}
-	if sc.All {
-		err = list()
 	}
 	for _, n := range sc.Namespaces {
 		if err == nil {
@@ -106,5 +102,3 @@ func budgetRowOf(b *v1alpha1.AgentBudget) budgetRow {
 	}
 	return row
 }
-
-func jsonIndent(b *bytes.Buffer, raw []byte) error { return json.Indent(b, raw, "", "  ") }

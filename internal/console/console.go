@@ -180,11 +180,9 @@ func loopbackHost(host string) bool {
 // from another site. Requests from programs carry none of these headers;
 // the page token still guards them.
 func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+	if o := r.Header.Get("Origin"); o != "" {
+		// "null" (a sandboxed or opaque origin) never equals a host.
 		return strings.TrimPrefix(strings.TrimPrefix(o, "http://"), "https://") == r.Host
-	}
-	if r.Header.Get("Origin") == "null" {
-		return false
 	}
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":

@@ -48,7 +48,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	sc, err := s.scopeOf(ctx, u, q.Get("namespace"), list)
+	sc, err := s.scopeOf(ctx, u, q.Get("namespace"), list.DeepCopyObject().(client.ObjectList), client.Limit(1))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return

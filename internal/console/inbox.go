@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"sort"
@@ -47,7 +48,7 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 // are (status may hold a cut or invalid text, marked).
 func prettyJSON(s string) string {
 	var b bytes.Buffer
-	if err := jsonIndent(&b, []byte(s)); err != nil {
+	if err := json.Indent(&b, []byte(s), "", "  "); err != nil {
 		return s
 	}
 	return b.String()
@@ -78,12 +79,13 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 	}
 	self := "/inbox?" + join(q.Encode(), "fragment=1")
 	v := view{Title: "Inbox", Page: "inbox", Data: d, Live: self, Events: "/events?" + join(q.Encode(), "kind=runs")}
-	sc, err := s.scopeOf(ctxOf(r), u, ns, &v1alpha1.AgentRunList{})
+	var all v1alpha1.AgentRunList
+	sc, err := s.scopeOf(r.Context(), u, ns, &all)
 	if err != nil {
 		return v, err
 	}
 	d.Note = sc.Note
-	runs, err := listRuns(ctxOf(r), u, sc, labels.Everything())
+	runs, err := listRuns(r.Context(), u, sc, labels.Everything(), &all)
 	if err != nil {
 		return v, err
 	}
@@ -116,13 +118,13 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	ns, name, call := r.PostFormValue("namespace"), r.PostFormValue("name"), r.PostFormValue("call")
 	decision := v1alpha1.ApprovalDecision(r.PostFormValue("decision"))
 	var out bytes.Buffer
-	err := plugin.Answer(ctxOf(r), u.c, plugin.AnswerOptions{Run: plugin.Ref{Namespace: ns, Name: name}, CallID: call, Decision: decision}, &out)
+	err := plugin.Answer(r.Context(), u.c, plugin.AnswerOptions{Run: plugin.Ref{Namespace: ns, Name: name}, CallID: call, Decision: decision}, &out)
 	res := &result{OK: err == nil, Message: lastLine(out.String())}
 	status := http.StatusOK
 	if err != nil {
 		res.Message = safeterm.Clean(err.Error())
 		status = http.StatusConflict
-		if strings.HasPrefix(err.Error(), "not allowed") {
+		if forbidden(err) {
 			status = http.StatusForbidden
 		}
 	}

@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"context"
 	"embed"
 	"errors"
 	"html/template"
@@ -124,6 +123,3 @@ func forbidden(err error) bool { return apierrors.IsForbidden(err) }
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(safeterm.Clean(s)), " ")
 }
-
-// ctxOf is the request's context.
-func ctxOf(r *http.Request) context.Context { return r.Context() }

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -50,7 +49,7 @@ type bar struct {
 	Name, Field               string
 	Consumed, Reserved, Limit string
 	ConsumedPct, ReservedPct  int64
-	Soft, Over                bool
+	Soft, Over, AnyReserved   bool
 }
 
 type approvalRow struct{ CallID, Decision, By, At string }
@@ -76,7 +75,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 	q := url.Values{"kind": {"run"}, "namespace": {ns}, "name": {name}}
 	v := view{Title: name, Page: "run", Live: self + "?fragment=1", Events: "/events?" + q.Encode()}
 	run := &v1alpha1.AgentRun{}
-	if err := u.c.Get(ctxOf(r), types.NamespacedName{Namespace: ns, Name: name}, run); err != nil {
+	if err := u.c.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, run); err != nil {
 		return v, err
 	}
 	d := &runData{Key: ns + "/" + name, Namespace: ns, Name: name,
@@ -105,7 +104,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 		}
 		d.Approvals = append(d.Approvals, row)
 	}
-	d.Turns, d.EventsNote, d.Transcript, d.TranscriptNote = s.story(ctxOf(r), u, run)
+	d.Turns, d.EventsNote, d.Transcript, d.TranscriptNote = s.story(r.Context(), u, run)
 	v.Data = d
 	return v, nil
 }
@@ -144,7 +143,7 @@ func ceilingsOf(run *v1alpha1.AgentRun) ([]bar, string) {
 
 func newBar(name, field string, used, reserved, limit int64, soft bool, show func(int64) string) bar {
 	b := bar{Name: name, Field: field, Consumed: show(used), Reserved: show(reserved), Limit: show(limit), Soft: soft,
-		Over: used > limit}
+		Over: used > limit, AnyReserved: reserved > 0}
 	b.ConsumedPct = pctOf(used, limit)
 	b.ReservedPct = min(pctOf(reserved, limit), 100-b.ConsumedPct)
 	return b
@@ -264,7 +263,7 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 					tv.Items = append(tv.Items, item{Kind: "answer", Text: excerpt(m.Content, 4000)})
 				}
 				for _, c := range m.ToolCalls {
-					tv.Items = append(tv.Items, item{Kind: "call", Text: c.ID + " " + c.Name + " " + excerpt(compactJSON(c.Arguments), 2000)})
+					tv.Items = append(tv.Items, item{Kind: "call", Text: c.ID + " " + c.Name + " " + excerpt(plugin.CompactArguments(c.Arguments), 2000)})
 				}
 			case loop.RoleTool:
 				st := string(m.Status)
@@ -353,12 +352,4 @@ func turnOfAction(s string) int {
 // excerpt is s cleaned and cut to about n bytes, marked where cut.
 func excerpt(s string, n int) string {
 	return clip.Cut(safeterm.Clean(s), n, " [...]")
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }

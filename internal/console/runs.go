@@ -20,7 +20,10 @@ import (
 // scope is where a user's lists are read: every namespace at once (All),
 // or the namespaces named.
 type scope struct {
-	All        bool
+	All bool
+	// Listed: scopeOf's own list across every namespace succeeded, and the
+	// caller's list holds its items; nothing needs listing again.
+	Listed     bool
 	Namespaces []string
 	// Note says why the lists are narrower than the cluster, if they are.
 	Note string
@@ -29,14 +32,16 @@ type scope struct {
 // scopeOf finds where the user may list objects of list's kind: the
 // namespace asked for; else every namespace if the user may list there;
 // else each namespace the user may list namespaces to find (keeping those
-// where listing is allowed); else the configured namespace.
-func (s *Server) scopeOf(ctx context.Context, u *user, namespace string, list client.ObjectList) (scope, error) {
+// where listing is allowed); else the configured namespace. Its try across
+// every namespace is made with opts, and when it succeeds list holds what
+// it read (Listed), so a page lists once.
+func (s *Server) scopeOf(ctx context.Context, u *user, namespace string, list client.ObjectList, opts ...client.ListOption) (scope, error) {
 	if namespace != "" {
 		return scope{Namespaces: []string{namespace}}, nil
 	}
-	err := u.c.List(ctx, list, client.Limit(1))
+	err := u.c.List(ctx, list, opts...)
 	if err == nil {
-		return scope{All: true}, nil
+		return scope{All: true, Listed: true}, nil
 	}
 	if !forbidden(err) {
 		return scope{}, err
@@ -65,8 +70,12 @@ func (s *Server) scopeOf(ctx context.Context, u *user, namespace string, list cl
 		Note: fmt.Sprintf("You may not list these in every namespace nor list namespaces: shown is namespace %q. Choose another with the namespace filter.", ns)}, nil
 }
 
-// listRuns lists the runs of a scope matching sel.
-func listRuns(ctx context.Context, u *user, sc scope, sel labels.Selector) ([]v1alpha1.AgentRun, error) {
+// listRuns lists the runs of a scope matching sel; listed holds them
+// already when scopeOf read them (sc.Listed).
+func listRuns(ctx context.Context, u *user, sc scope, sel labels.Selector, listed *v1alpha1.AgentRunList) ([]v1alpha1.AgentRun, error) {
+	if sc.Listed {
+		return listed.Items, nil
+	}
 	var out []v1alpha1.AgentRun
 	list := func(opts ...client.ListOption) error {
 		var l v1alpha1.AgentRunList
@@ -159,12 +168,13 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, er
 		v.Status = http.StatusBadRequest
 		return v, nil
 	}
-	sc, err := s.scopeOf(ctxOf(r), u, f.Namespace, &v1alpha1.AgentRunList{})
+	var all v1alpha1.AgentRunList
+	sc, err := s.scopeOf(r.Context(), u, f.Namespace, &all, client.MatchingLabelsSelector{Selector: sel})
 	if err != nil {
 		return v, err
 	}
 	d.Note = sc.Note
-	runs, err := listRuns(ctxOf(r), u, sc, sel)
+	runs, err := listRuns(r.Context(), u, sc, sel, &all)
 	if err != nil {
 		return v, err
 	}

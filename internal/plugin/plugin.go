@@ -71,11 +71,21 @@ func explain(err error, ref Ref) error {
 	case apierrors.IsForbidden(err):
 		var st apierrors.APIStatus
 		if errors.As(err, &st) {
-			return fmt.Errorf("not allowed: %s", st.Status().Message)
+			return notAllowed{err: err, msg: st.Status().Message}
 		}
 	}
 	return err
 }
+
+// notAllowed is the API server's refusal in a sentence, keeping the
+// refusal itself for callers that tell errors apart (apierrors.IsForbidden).
+type notAllowed struct {
+	err error
+	msg string
+}
+
+func (e notAllowed) Error() string { return "not allowed: " + e.msg }
+func (e notAllowed) Unwrap() error { return e.err }
 
 // printGoal starts what transcript and watch print: the goal. A run made
 // from a template has none in its spec (the operator keeps the resolved

@@ -87,7 +87,7 @@ func FormatMessage(m loop.Message) string {
 			fmt.Fprintf(&b, "%s assistant: %s\n", turn, indent(m.Content))
 		}
 		for _, call := range m.ToolCalls {
-			fmt.Fprintf(&b, "%s assistant -> %s %s\n", turn, call.Name, compact(call.Arguments))
+			fmt.Fprintf(&b, "%s assistant -> %s %s\n", turn, call.Name, CompactArguments(call.Arguments))
 		}
 	case loop.RoleTool:
 		status := m.Status
@@ -106,9 +106,9 @@ func FormatMessage(m loop.Message) string {
 	return b.String()
 }
 
-// compact prints JSON arguments on one line, as the model sent them when
+// CompactArguments prints JSON arguments on one line, as the model sent them when
 // they are not valid JSON.
-func compact(raw json.RawMessage) string {
+func CompactArguments(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "{}"
 	}
