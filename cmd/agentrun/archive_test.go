@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/archive/pgtest"
+	"github.com/agentrun/agentrun/internal/testenv"
 	"sigs.k8s.io/yaml"
 )
 
@@ -214,5 +216,53 @@ func TestArchive_errors(t *testing.T) {
 		if strings.Contains(stderr, "s3cret-pw") {
 			t.Errorf("%q: the password is shown: %s", tc.args, stderr)
 		}
+	}
+}
+
+// The archive commands docs/api.md shows print what it shows under them,
+// against the archive above: the docs' blocks marked archive are run here,
+// one command at a time, stderr then stdout.
+func TestArchive_docsPrintWhatTheyShow(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := testenv.DocBlocks(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := archived(t)
+	t.Setenv(dsnEnv, "")
+	ran := 0
+	for _, b := range blocks {
+		if b.Mark != "archive" {
+			continue
+		}
+		for _, c := range b.Commands() {
+			if v, ok := strings.CutPrefix(c.Cmd, "export "+dsnEnv+"="); ok {
+				if !strings.HasPrefix(strings.Trim(v, "'"), "postgres://") {
+					t.Errorf("%s:%d: %s is not a DSN", b.File, b.Line, v)
+				}
+				t.Setenv(dsnEnv, dsn)
+				continue
+			}
+			args, ok := strings.CutPrefix(c.Cmd, "agentrun ")
+			if !ok {
+				t.Fatalf("%s:%d: %q is not an agentrun command", b.File, b.Line, c.Cmd)
+			}
+			code, stdout, stderr := agentrun(t, strings.Fields(args)...)
+			got := strings.Split(strings.TrimRight(stderr+stdout, "\n"), "\n")
+			for i := range got {
+				got[i] = strings.TrimRight(got[i], " ")
+			}
+			if code != 0 || !slices.Equal(got, c.Want) {
+				t.Errorf("%s:%d: $ %s: exit %d, printed\n%s\nwhere the docs show\n%s", b.File, b.Line, c.Cmd, code,
+					strings.Join(got, "\n"), strings.Join(c.Want, "\n"))
+			}
+			ran++
+		}
+	}
+	if ran < 4 {
+		t.Errorf("ran %d archive commands of the docs, want at least 4 (list twice, show, transcript)", ran)
 	}
 }
