@@ -580,3 +580,48 @@ spec:
 	r.mustExit(t, 3) // GuardrailStop
 	mustContain(t, "stdout", r.stdout, `t1-c1 echo {"q":"fine"} -> allow (policy.default)`, "outcome: GuardrailStop")
 }
+
+// Issue 28: the stream counts a tool's retry attempts as the tool ran
+// them. A read-only tool that exits 75 (a dependency is down) on every
+// attempt of three runs three times; the stream says attempts 1 and 2 of
+// 3 failed and were retried, and the run ends after 3 attempts, naming
+// the manifest's retry.maxAttempts.
+func TestRun_streamCountsToolAttemptsAsTheyRan(t *testing.T) {
+	dir := t.TempDir()
+	manifest := `apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: flaky}
+spec:
+  goal: "Read the ledger."
+  model:
+    provider: scripted
+    script:
+    - toolCalls: [{name: ledger, arguments: {}}]
+    - content: "unreachable"
+  budget: {maxTurns: 3}
+  tools:
+  - name: ledger
+    retry: {maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 20ms}
+    job: {image: busybox, command: [sh, -c, "echo ran >> attempts.txt; echo 'ledger database: connection refused' >&2; exit 75"]}
+`
+	path := filepath.Join(dir, "flaky.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runPath(t, path, Options{})
+	r.mustExit(t, 7)
+	ran, err := os.ReadFile(filepath.Join(dir, "attempts.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(ran), "ran\n"); n != 3 {
+		t.Errorf("the tool ran %d times, want 3 (retry.maxAttempts)", n)
+	}
+	mustContain(t, "stdout", r.stdout, "t1-c1 ledger: attempt 1 of 3 failed", "t1-c1 ledger: attempt 2 of 3 failed",
+		"reason: tool ledger (call t1-c1) stayed unavailable after 3 attempts (retry.maxAttempts is 3)")
+	for _, wrong := range []string{"attempt 0", "attempt 3 of 3 failed", "attempt 4", "after 2 attempts", "after 4 attempts"} {
+		if strings.Contains(r.stdout, wrong) {
+			t.Errorf("stdout says %q:\n%s", wrong, r.stdout)
+		}
+	}
+}
