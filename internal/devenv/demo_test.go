@@ -79,4 +79,3 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 		t.Errorf("the demo did not answer the approval the refund sample asks for")
 	}
 }
-
