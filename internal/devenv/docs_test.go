@@ -16,11 +16,13 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/testenv"
 )
@@ -36,11 +38,51 @@ var docScenarios = []docScenario{
 	{"answers", []string{"03-declined-refund.yaml"}},
 	{"templates", []string{"12-template.yaml"}},
 	{"schedules", []string{"13-schedule.yaml"}},
+	// docs/gitops.md's way out of a refused re-run.
+	{"gitops", nil},
 }
 
 type docScenario struct {
 	name    string
 	samples []string
+}
+
+// docSetup prepares what a scenario's docs start from that no sample
+// makes, before its blocks run.
+var docSetup = map[string]func(ctx context.Context, t *testing.T, c client.Client){
+	"gitops": recreatedWithAnotherSpec,
+}
+
+// nightlyTriage is a run a GitOps tool applies, with goal as its goal.
+func nightlyTriage(goal string) *v1alpha1.AgentRun {
+	return &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly-triage", Namespace: "default",
+			Labels: map[string]string{"argocd.argoproj.io/instance": "triage"}},
+		Spec: v1alpha1.AgentRunSpec{
+			Goal: goal,
+			Model: v1alpha1.ModelSpec{Provider: "scripted",
+				Script: []v1alpha1.ScriptStep{{Content: "Two jobs failed on a full disk."}}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+		},
+	}
+}
+
+// recreatedWithAnotherSpec does what Argo CD does with Replace=true after
+// a run's goal is edited in Git: the protected run nightly-triage runs,
+// is deleted, and is created again with another goal.
+func recreatedWithAnotherSpec(ctx context.Context, t *testing.T, c client.Client) {
+	g := NewWithT(t)
+	first := nightlyTriage("Triage last night's failed jobs.")
+	g.Expect(c.Create(ctx, first)).To(Succeed())
+	g.Eventually(func() v1alpha1.Phase {
+		_ = c.Get(ctx, client.ObjectKeyFromObject(first), first)
+		return first.Status.Phase
+	}, time.Minute, 100*time.Millisecond).Should(Equal(v1alpha1.PhaseSucceeded))
+	g.Expect(c.Delete(ctx, first)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(first), &v1alpha1.AgentRun{}))
+	}, time.Minute, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(c.Create(ctx, nightlyTriage("Triage last night's failed jobs and open a ticket for each."))).To(Succeed())
 }
 
 func knownScenario(name string) bool {
@@ -104,12 +146,14 @@ func TestDocs_everyCommandBlockIsRunOrSaysWhyNot(t *testing.T) {
 
 // What varies from one run of the docs' commands to the next: times, ages,
 // generated name suffixes, resource versions, the user that answered, a
-// checkpoint's seal, a run's wall clock.
+// checkpoint's seal, a run's wall clock, a spec's hash (it changes with
+// the CRD's defaults).
 var docNormal = []struct {
 	re   *regexp.Regexp
 	with string
 }{
 	{regexp.MustCompile(`\bv1\.(k\w+)\.[A-Za-z0-9_-]{20,}`), "v1.$1.<mac>"},
+	{regexp.MustCompile(`\bsha256:[0-9a-f]{24}\b`), "sha256:<spec>"},
 	{regexp.MustCompile(`(Wall Clock(?: Seconds)?:\s+)[\d.]+`), "${1}<n>"},
 	{regexp.MustCompile(`^(answered: \S+ \w+ by )\S+$`), "${1}<user>"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
@@ -253,6 +297,9 @@ func TestDocs_commandsPrintWhatTheDocsShow(t *testing.T) {
 		if _, err := Apply(ctx, c, dir, "default"); err != nil {
 			t.Fatalf("scenario %s: %v", name, err)
 		}
+		if setup := docSetup[name]; setup != nil {
+			setup(ctx, t, c)
+		}
 		for _, b := range blocks {
 			if b.Mark != name {
 				continue
@@ -342,7 +389,9 @@ func TestSameOutput_eventsMayBeMissingNeverWrongOrOutOfOrder(t *testing.T) {
 			t.Errorf("sameOutput(%q) with \"...\" = %v, want %v", c.got, got, c.same)
 		}
 	}
-	if got := normalDoc([]string{"x v1.k1.x6xjPVgGPeVKGx1ZEuZ64IvnCQZ2hTujHMEIG02X_gA", "answered: t1-c1 deny by jane", "  Wall Clock Seconds:  2"}); !slices.Equal(got, []string{"x v1.k1.<mac>", "answered: t1-c1 deny by <user>", "Wall Clock Seconds: <n>"}) {
+	if got := normalDoc([]string{"x v1.k1.x6xjPVgGPeVKGx1ZEuZ64IvnCQZ2hTujHMEIG02X_gA", "answered: t1-c1 deny by jane", "  Wall Clock Seconds:  2",
+		"(sha256:e77527a19f4650c9f80f75d3, now sha256:1351eef55c65ef4d78e10ab2a1b9abca7bf3ba7e25a4aa2f00ed7879d164386a)"}); !slices.Equal(got, []string{"x v1.k1.<mac>", "answered: t1-c1 deny by <user>", "Wall Clock Seconds: <n>",
+		"(sha256:<spec>, now sha256:1351eef55c65ef4d78e10ab2a1b9abca7bf3ba7e25a4aa2f00ed7879d164386a)"}) {
 		t.Errorf("normalDoc = %q", got)
 	}
 }
