@@ -40,6 +40,8 @@ var docScenarios = []docScenario{
 	{"schedules", []string{"13-schedule.yaml"}},
 	// docs/gitops.md's way out of a refused re-run.
 	{"gitops", nil},
+	// docs/local.md: agentrun local, with no cluster.
+	{"local", nil},
 }
 
 type docScenario struct {
@@ -146,7 +148,8 @@ func TestDocs_everyCommandBlockIsRunOrSaysWhyNot(t *testing.T) {
 
 // What varies from one run of the docs' commands to the next: times, ages,
 // generated name suffixes, resource versions, the user that answered, a
-// checkpoint's seal, a run's wall clock, a spec's hash (it changes with
+// checkpoint's seal, a run's wall clock and durations, the directory
+// agentrun local runs tools in, a spec's hash (it changes with
 // the CRD's defaults).
 var docNormal = []struct {
 	re   *regexp.Regexp
@@ -154,6 +157,8 @@ var docNormal = []struct {
 }{
 	{regexp.MustCompile(`\bv1\.(k\w+)\.[A-Za-z0-9_-]{20,}`), "v1.$1.<mac>"},
 	{regexp.MustCompile(`\bsha256:[0-9a-f]{24}\b`), "sha256:<spec>"},
+	{regexp.MustCompile(`(local processes in )\S+\)`), "${1}<dir>)"},
+	{regexp.MustCompile(`\b\d+(?:\.\d+)?(?:ms|µs|ns)`), "<age>"},
 	{regexp.MustCompile(`(Wall Clock(?: Seconds)?:\s+)[\d.]+`), "${1}<n>"},
 	{regexp.MustCompile(`^(answered: \S+ \w+ by )\S+$`), "${1}<user>"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
