@@ -626,6 +626,58 @@ reason: The model gave a final answer.
 	}
 }
 
+// The operator records the Event that names a run's outcome after the
+// status write that ended the run. watch prints it before the outcome
+// even when it comes after the run's end, waiting for it up to FinishWait.
+func TestWatch_waitsForTheEventThatRecordsTheOutcome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ns := newNamespace(t)
+	run := makeRun(ns, "r").create(t)
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) { s.Phase = v1alpha1.PhaseRunning })
+
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Watch(ctx, k8sClient, WatchOptions{Run: Ref{Namespace: ns, Name: "r"}, Resync: time.Hour, FinishWait: 30 * time.Second}, out)
+		done <- err
+	}()
+	g := NewWithT(t)
+	g.Eventually(out.String, 15*time.Second, 20*time.Millisecond).Should(ContainSubstring("phase: Running"))
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+		s.Phase = v1alpha1.PhaseSucceeded
+		s.Outcome, s.Reason = v1alpha1.OutcomeCompleted, "the model gave a final answer on turn 1"
+	})
+	g.Eventually(out.String, 15*time.Second, 20*time.Millisecond).Should(ContainSubstring("phase: Succeeded"))
+	// Only now is the event recorded.
+	if err := k8sClient.Create(ctx, &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r.finished"},
+		EventTime:  metav1.NowMicro(),
+		Regarding: corev1.ObjectReference{
+			APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentRun", Namespace: ns, Name: "r", UID: run.UID,
+		},
+		ReportingController: "agents.agentrun.dev/agentrun-controller",
+		ReportingInstance:   "test",
+		Action:              "RunFinished",
+		Reason:              string(v1alpha1.OutcomeCompleted),
+		Type:                corev1.EventTypeNormal,
+		Note:                "Completed: the model gave a final answer on turn 1",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("watch did not end with the run; it printed:\n%s", out.String())
+	}
+	if want := "phase: Succeeded\nevent: Normal Completed: Completed: the model gave a final answer on turn 1\noutcome: Completed\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("watch printed\n%s\nwant it to end with the event before the outcome:\n%s", out.String(), want)
+	}
+}
+
 func TestWatch_endsWhenTheRunIsDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

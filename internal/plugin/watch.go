@@ -25,6 +25,10 @@ import (
 // the server closed or refused.
 const DefaultResync = 5 * time.Second
 
+// DefaultFinishWait is how long watch waits, once the run has ended, for
+// the Event that records its outcome.
+const DefaultFinishWait = 2 * time.Second
+
 // WatchOptions says which run to follow and how.
 type WatchOptions struct {
 	Run Ref
@@ -35,6 +39,11 @@ type WatchOptions struct {
 	// Resync bounds the time between two reads of the run and its events,
 	// whatever the watches report. Zero means DefaultResync.
 	Resync time.Duration
+	// FinishWait bounds the wait, once the run has ended, for the Event
+	// that records its outcome: the operator records it after the status
+	// write that ended the run, so it can come after the outcome. Zero
+	// means DefaultFinishWait.
+	FinishWait time.Duration
 }
 
 // Watch follows a run until it ends and prints its progress to w: the
@@ -56,6 +65,9 @@ func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer)
 	if o.Resync <= 0 {
 		o.Resync = DefaultResync
 	}
+	if o.FinishWait <= 0 {
+		o.FinishWait = DefaultFinishWait
+	}
 	run, err := getRun(ctx, c, o.Run)
 	if err != nil {
 		return nil, err
@@ -63,7 +75,7 @@ func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer)
 	f := &follower{
 		c: c, o: o, w: w, uid: run.UID, last: run,
 		asked: map[string]bool{}, answered: map[string]bool{},
-		events: map[types.UID]int32{}, warned: map[string]bool{},
+		events: map[types.UID]int32{}, warned: map[string]bool{}, reasons: map[string]bool{},
 	}
 	defer f.stopWatches()
 
@@ -88,9 +100,7 @@ func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer)
 	if err != nil {
 		return f.last, err
 	}
-	// Events are recorded after the status write that ended the run: read
-	// them once more so the last ones are not lost to the race.
-	f.listEvents(ctx)
+	f.awaitFinish(ctx)
 	printOutcome(w, f.last)
 	return f.last, nil
 }
@@ -125,6 +135,9 @@ type follower struct {
 	answered map[string]bool     // callID/decision of answers printed
 	events   map[types.UID]int32 // events printed, with the series count printed
 	warned   map[string]bool
+	// reasons of the events printed: the operator records a run's end
+	// with its outcome as the reason.
+	reasons map[string]bool
 
 	runWatch, eventWatch      watch.Interface
 	runRefused, eventsRefused bool
@@ -224,6 +237,35 @@ func (f *follower) onEventEvent(e watch.Event, ok bool) {
 	}
 }
 
+// awaitFinish prints the Events recorded up to the one that records the
+// run's outcome, which the operator records after the status write that
+// ended the run: it reads them again, and waits for that one (from the
+// event watch, or reading again every quarter second) up to FinishWait.
+// Where events cannot be read, it does not wait.
+func (f *follower) awaitFinish(ctx context.Context) {
+	if !f.listEvents(ctx) {
+		return
+	}
+	deadline := time.NewTimer(f.o.FinishWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	for !f.reasons[string(f.last.Status.Outcome)] {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case e, ok := <-resultChan(f.eventWatch):
+			f.onEventEvent(e, ok)
+		case <-poll.C:
+			if !f.listEvents(ctx) {
+				return
+			}
+		}
+	}
+}
+
 // resync reads the run and its events.
 func (f *follower) resync(ctx context.Context) (bool, error) {
 	run := &v1alpha1.AgentRun{}
@@ -241,7 +283,9 @@ func (f *follower) resync(ctx context.Context) (bool, error) {
 	return f.showUpdate(ctx, run)
 }
 
-func (f *follower) listEvents(ctx context.Context) {
+// listEvents prints the run's events not printed yet, and reports
+// whether it could read them.
+func (f *follower) listEvents(ctx context.Context) bool {
 	list := &eventsv1.EventList{}
 	err := f.c.List(ctx, list, client.InNamespace(f.o.Run.Namespace),
 		client.MatchingFields{"regarding.uid": string(f.uid)})
@@ -249,7 +293,7 @@ func (f *follower) listEvents(ctx context.Context) {
 		if ctx.Err() == nil {
 			f.warn(fmt.Sprintf("listing the events of %s: %v", f.o.Run, err))
 		}
-		return
+		return false
 	}
 	sort.SliceStable(list.Items, func(i, j int) bool {
 		return eventTime(&list.Items[i]).Before(eventTime(&list.Items[j]))
@@ -257,6 +301,7 @@ func (f *follower) listEvents(ctx context.Context) {
 	for i := range list.Items {
 		f.printEvent(&list.Items[i])
 	}
+	return true
 }
 
 func eventTime(e *eventsv1.Event) time.Time {
@@ -290,6 +335,7 @@ func (f *follower) printEvent(e *eventsv1.Event) {
 		times = fmt.Sprintf(" (x%d)", count)
 	}
 	printf(f.w, "event: %s %s: %s%s\n", e.Type, e.Reason, indent(e.Note), times)
+	f.reasons[e.Reason] = true
 }
 
 // showUpdate prints what is new in this version of the run and reports whether
