@@ -636,12 +636,7 @@ func TestWatch_waitsForTheEventThatRecordsTheOutcome(t *testing.T) {
 	run := makeRun(ns, "r").create(t)
 	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) { s.Phase = v1alpha1.PhaseRunning })
 
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		_, err := Watch(ctx, k8sClient, WatchOptions{Run: Ref{Namespace: ns, Name: "r"}, Resync: time.Hour, FinishWait: 30 * time.Second}, out)
-		done <- err
-	}()
+	out, done := watchInBackground(t, ctx, k8sClient, ns, WatchOptions{FinishWait: 30 * time.Second})
 	g := NewWithT(t)
 	g.Eventually(out.String, 15*time.Second, 20*time.Millisecond).Should(ContainSubstring("phase: Running"))
 	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
@@ -665,14 +660,7 @@ func TestWatch_waitsForTheEventThatRecordsTheOutcome(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-ctx.Done():
-		t.Fatalf("watch did not end with the run; it printed:\n%s", out.String())
-	}
+	waitDone(t, ctx, done, out)
 	if want := "phase: Succeeded\nevent: Normal Completed: Completed: the model gave a final answer on turn 1\noutcome: Completed\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("watch printed\n%s\nwant it to end with the event before the outcome:\n%s", out.String(), want)
 	}

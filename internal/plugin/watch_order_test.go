@@ -51,12 +51,18 @@ func (s *scriptedWatches) Watch(ctx context.Context, list client.ObjectList, opt
 	return s.WithWatch.Watch(ctx, list, opts...)
 }
 
-func watchInBackground(t *testing.T, ctx context.Context, c client.WithWatch, ns string) (*syncBuffer, <-chan error) {
+// watchInBackground follows the run r of ns as o says, with a resync of an
+// hour unless o sets one: what the test checks must come through watches.
+func watchInBackground(t *testing.T, ctx context.Context, c client.WithWatch, ns string, o WatchOptions) (*syncBuffer, <-chan error) {
 	t.Helper()
+	o.Run = Ref{Namespace: ns, Name: "r"}
+	if o.Resync == 0 {
+		o.Resync = time.Hour
+	}
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Watch(ctx, c, WatchOptions{Run: Ref{Namespace: ns, Name: "r"}, Resync: time.Hour}, out)
+		_, err := Watch(ctx, c, o, out)
 		done <- err
 	}()
 	return out, done
@@ -85,7 +91,7 @@ func TestWatch_phasesChangedWhileTheWatchWasClosedAreNotLost(t *testing.T) {
 	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) { s.Phase = v1alpha1.PhaseRunning })
 
 	c := newScriptedWatches(k8sClient)
-	out, done := watchInBackground(t, ctx, c, ns)
+	out, done := watchInBackground(t, ctx, c, ns, WatchOptions{})
 	NewWithT(t).Eventually(out.String, 15*time.Second, 20*time.Millisecond).Should(ContainSubstring("phase: Running\n"))
 
 	c.fake.Stop() // the server closed the watch
@@ -149,7 +155,7 @@ func TestWatch_anOlderVersionArrivingLateIsNotPrinted(t *testing.T) {
 	})
 
 	c := newScriptedWatches(k8sClient)
-	out, done := watchInBackground(t, ctx, c, ns)
+	out, done := watchInBackground(t, ctx, c, ns, WatchOptions{})
 	NewWithT(t).Eventually(out.String, 15*time.Second, 20*time.Millisecond).Should(ContainSubstring("phase: Running\n"))
 	c.fake.Modify(stale) // delivered late, after the read of the newer version
 	c.fake.Modify(get(t, run))
