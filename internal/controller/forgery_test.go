@@ -78,6 +78,7 @@ func TestForgedChunkIsNeverAdopted(t *testing.T) {
 		Subjects: []rbacv1.Subject{userSubject("mallory")}}); err != nil {
 		t.Fatal(err)
 	}
+	authorized(t, ns, secretWriter.Rules, userSubject("mallory"))
 	mallory := as(t, "mallory")
 
 	next := int(cur.Status.Transcript.Chunks)
