@@ -158,6 +158,8 @@ var docNormal = []struct {
 	{regexp.MustCompile(`\bv1\.(k\w+)\.[A-Za-z0-9_-]{20,}`), "v1.$1.<mac>"},
 	{regexp.MustCompile(`\bsha256:[0-9a-f]{24}\b`), "sha256:<spec>"},
 	{regexp.MustCompile(`(local processes in )\S+\)`), "${1}<dir>)"},
+	// A call's duration is printed from 10ms on.
+	{regexp.MustCompile(` in \d+(?:\.\d+)?(?:ms|s) ->`), " ->"},
 	{regexp.MustCompile(`\b\d+(?:\.\d+)?(?:ms|µs|ns)`), "<age>"},
 	{regexp.MustCompile(`(Wall Clock(?: Seconds)?:\s+)[\d.]+`), "${1}<n>"},
 	{regexp.MustCompile(`^(answered: \S+ \w+ by )\S+$`), "${1}<user>"},
@@ -395,8 +397,10 @@ func TestSameOutput_eventsMayBeMissingNeverWrongOrOutOfOrder(t *testing.T) {
 		}
 	}
 	if got := normalDoc([]string{"x v1.k1.x6xjPVgGPeVKGx1ZEuZ64IvnCQZ2hTujHMEIG02X_gA", "answered: t1-c1 deny by jane", "  Wall Clock Seconds:  2",
-		"(sha256:e77527a19f4650c9f80f75d3, now sha256:1351eef55c65ef4d78e10ab2a1b9abca7bf3ba7e25a4aa2f00ed7879d164386a)"}); !slices.Equal(got, []string{"x v1.k1.<mac>", "answered: t1-c1 deny by <user>", "Wall Clock Seconds: <n>",
-		"(sha256:<spec>, now sha256:1351eef55c65ef4d78e10ab2a1b9abca7bf3ba7e25a4aa2f00ed7879d164386a)"}) {
+		"(sha256:e77527a19f4650c9f80f75d3, now sha256:1351eef55c65ef4d78e10ab2a1b9abca7bf3ba7e25a4aa2f00ed7879d164386a)",
+		"t1-c1 x: ok in 16ms -> {}", "t1-c1 x: ok -> {}"}); !slices.Equal(got, []string{"x v1.k1.<mac>", "answered: t1-c1 deny by <user>", "Wall Clock Seconds: <n>",
+		"(sha256:<spec>, now sha256:1351eef55c65ef4d78e10ab2a1b9abca7bf3ba7e25a4aa2f00ed7879d164386a)",
+		"t1-c1 x: ok -> {}", "t1-c1 x: ok -> {}"}) {
 		t.Errorf("normalDoc = %q", got)
 	}
 }
