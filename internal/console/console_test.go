@@ -111,9 +111,11 @@ func run(m *testing.M) int {
 // policy a few moments after its create, and the tests rely on it
 // refusing an answer without the approve verb and stamping who answered.
 // Each try answers another call of a throwaway run, so that no try
-// repeats an answer an earlier one set before the policy applied.
+// repeats an answer an earlier one set before the policy applied. The
+// bound is generous: with both cores busy (CI beside a stress test) one
+// minute was not enough.
 func policiesEnforced() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns = "console-ready"
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
