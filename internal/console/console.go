@@ -43,6 +43,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -255,6 +256,21 @@ func (s *Server) userWithToken(tok string) (*user, error) {
 	u := &user{c: c, id: id, seen: time.Now()}
 	s.users[id] = u
 	return u, nil
+}
+
+// forget drops an in-cluster user's client once the API server has
+// refused their token: a token that was never valid, or has expired, would
+// otherwise keep a client (and push out someone else's) until more
+// tokens arrive.
+func (s *Server) forget(u *user, err error) {
+	if u == nil || u == s.local || !apierrors.IsUnauthorized(err) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users[u.id] == u {
+		delete(s.users, u.id)
+	}
 }
 
 // whoami asks the API server who the user is (a SelfSubjectReview), once.

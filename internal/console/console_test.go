@@ -25,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,16 +145,24 @@ func policiesEnforced() error {
 		err := c.Patch(ctx, got, client.RawPatch(types.MergePatchType, patch))
 		return got.Annotations[v1alpha1.ApprovedByAnnotationPrefix+fmt.Sprintf("t%d-c1", try)], err
 	}
-	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+	last := "nothing tried"
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		if err := admin.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, nil // the CRD is not served yet
+			last = "the CRD is not served: " + err.Error()
+			return false, nil
 		}
 		if _, err := answer(probe); err == nil || !strings.Contains(err.Error(), `needs the verb "approve"`) {
+			last = fmt.Sprintf("an answer without the approve verb was not refused (%v)", err)
 			return false, nil
 		}
 		by, err := answer(admin)
+		last = fmt.Sprintf("an answer was not stamped with who gave it (%v)", err)
 		return err == nil && by != "", nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w after %d tries: %s", err, try, last)
+	}
+	return nil
 }
 
 func chromium() string {
@@ -246,6 +255,43 @@ func bind(t *testing.T, user, role, ns string) {
 	if err := admin.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
+	var cr rbacv1.ClusterRole
+	if err := admin.Get(context.Background(), client.ObjectKey{Name: role}, &cr); err != nil {
+		t.Fatal(err)
+	}
+	allowed(t, user, ns, cr.Rules)
+}
+
+// allowed waits until the API server lets user do what rules grant in
+// namespace ns (everywhere when ns is empty). A binding applies a few
+// moments after its create; with both cores busy, a test that went on at
+// once met a Forbidden it was about to be granted. Rules naming single
+// objects are left out, and an empty rule list (an aggregated role that
+// envtest, with no controller-manager, never fills) waits for nothing.
+func allowed(t *testing.T, user, ns string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	var asks []authzv1.ResourceAttributes
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 {
+			continue
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					asks = append(asks, authzv1.ResourceAttributes{Namespace: ns, Verb: v, Group: g, Resource: res})
+				}
+			}
+		}
+	}
+	NewWithT(t).Eventually(func() (string, error) {
+		for _, a := range asks {
+			review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &a}}
+			if err := admin.Create(context.Background(), review); err != nil || !review.Status.Allowed {
+				return fmt.Sprintf("%s %s.%s", a.Verb, a.Resource, a.Group), err
+			}
+		}
+		return "", nil
+	}, 30*time.Second, 50*time.Millisecond).Should(BeEmpty(), "the API server does not yet allow %s what it was granted in %q", user, ns)
 }
 
 // grant lets user get and list one core resource in namespace ns: Secrets
@@ -254,11 +300,12 @@ func bind(t *testing.T, user, role, ns string) {
 func grant(t *testing.T, user, ns, resource string) {
 	t.Helper()
 	name := user + "-reads-" + resource
-	create(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get", "list"}}}})
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get", "list"}}}
+	create(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules})
 	create(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
+	allowed(t, user, ns, rules)
 }
 
 // consoleFor serves a local console as user (impersonated), whose
@@ -634,9 +681,23 @@ func TestConsole_inClusterActsWithEachRequestsToken(t *testing.T) {
 	if code, _, _ := fetch("/runs/"+ns+"/refund-carol", "not-a-token"); code != http.StatusUnauthorized {
 		t.Errorf("with a bad token the run's page got %d, want the API server's 401", code)
 	}
+	bad := strings.NewReader("token=also-not-a-token")
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/login", bad)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := noFollow.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("sign-in with a bad token: %v %v, want 401", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
+	s.mu.Lock()
+	kept := len(s.users)
+	s.mu.Unlock()
+	if kept != 1 {
+		t.Errorf("the console keeps clients for %d users, want 1 (carol's): refused tokens are not kept", kept)
+	}
 	// Pasting a token on the sign-in page keeps it in an HttpOnly cookie.
 	form := strings.NewReader("token=" + tr.Status.Token + "&then=/inbox")
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/login", form)
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/login", form)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := noFollow.Do(req)
 	if err != nil {

@@ -50,6 +50,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sc, err := s.scopeOf(ctx, u, q.Get("namespace"), list.DeepCopyObject().(client.ObjectList), client.Limit(1))
 	if err != nil {
+		s.forget(u, err)
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}

@@ -40,6 +40,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, then, http.StatusSeeOther)
 				return
 			}
+			s.forget(u, err)
 		}
 		d.Problem = "The API server did not accept this token."
 		if err != nil {

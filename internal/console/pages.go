@@ -103,6 +103,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, u *user, v view)
 
 // fail shows an error as a page: the API server's words where it refused.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, u *user, err error) {
+	s.forget(u, err)
 	status := http.StatusInternalServerError
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
