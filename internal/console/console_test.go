@@ -19,6 +19,7 @@ import (
 	"github.com/agentrun/agentrun/internal/devenv"
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -265,33 +266,13 @@ func bind(t *testing.T, user, role, ns string) {
 // allowed waits until the API server lets user do what rules grant in
 // namespace ns (everywhere when ns is empty). A binding applies a few
 // moments after its create; with both cores busy, a test that went on at
-// once met a Forbidden it was about to be granted. Rules naming single
-// objects are left out, and an empty rule list (an aggregated role that
-// envtest, with no controller-manager, never fills) waits for nothing.
+// once could meet a Forbidden it was about to be granted.
 func allowed(t *testing.T, user, ns string, rules []rbacv1.PolicyRule) {
 	t.Helper()
-	var asks []authzv1.ResourceAttributes
-	for _, r := range rules {
-		if len(r.ResourceNames) > 0 {
-			continue
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					asks = append(asks, authzv1.ResourceAttributes{Namespace: ns, Verb: v, Group: g, Resource: res})
-				}
-			}
-		}
+	who := authzv1.SubjectAccessReviewSpec{User: user}
+	if err := testenv.Authorized(context.Background(), admin, who, ns, rules, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
-	NewWithT(t).Eventually(func() (string, error) {
-		for _, a := range asks {
-			review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &a}}
-			if err := admin.Create(context.Background(), review); err != nil || !review.Status.Allowed {
-				return fmt.Sprintf("%s %s.%s", a.Verb, a.Resource, a.Group), err
-			}
-		}
-		return "", nil
-	}, 30*time.Second, 50*time.Millisecond).Should(BeEmpty(), "the API server does not yet allow %s what it was granted in %q", user, ns)
 }
 
 // grant lets user get and list one core resource in namespace ns: Secrets
