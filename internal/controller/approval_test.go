@@ -119,50 +119,27 @@ func bind(t *testing.T, ns, role string, subject rbacv1.Subject) {
 	authorized(t, ns, cr.Rules, subject)
 }
 
-// authorized waits (bounded) until the API server's authorizer, which
-// learns of role bindings from a watch, allows subject what rules grant
-// in ns on resources (any name): a request sent just after the binding
-// was made may otherwise be refused for the delay. It asks with
-// SubjectAccessReviews.
+// authorized waits (bounded, with testenv.Authorized) until the API
+// server's authorizer, which learns of role bindings from a watch, allows
+// subject what rules grant in ns: a request sent just after the binding
+// was made may otherwise be refused for the delay.
 func authorized(t *testing.T, ns string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
 	t.Helper()
-	ctx := context.Background()
-	var asks []authzv1.ResourceAttributes
-	for _, r := range rules {
-		if len(r.ResourceNames) > 0 {
-			continue
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					asks = append(asks, authzv1.ResourceAttributes{Namespace: ns, Verb: v, Group: g, Resource: res})
-				}
-			}
-		}
+	if len(rules) == 0 {
+		t.Fatal("the role grants nothing to wait for")
 	}
-	if len(asks) == 0 {
-		t.Fatal("the rules grant nothing on a resource to ask about")
-	}
-	var spec authzv1.SubjectAccessReviewSpec
+	var who authzv1.SubjectAccessReviewSpec
 	switch subject.Kind {
 	case rbacv1.ServiceAccountKind:
-		spec.User = serviceaccount.MakeUsername(subject.Namespace, subject.Name)
+		who.User = serviceaccount.MakeUsername(subject.Namespace, subject.Name)
 	case rbacv1.GroupKind:
-		spec.User, spec.Groups = "member-of-"+subject.Name, []string{subject.Name}
+		who.User, who.Groups = "member-of-"+subject.Name, []string{subject.Name}
 	default:
-		spec.User = subject.Name
+		who.User = subject.Name
 	}
-	NewWithT(t).Eventually(func() (string, error) {
-		for _, a := range asks {
-			review := &authzv1.SubjectAccessReview{Spec: spec}
-			review.Spec.ResourceAttributes = &a
-			if err := k8sClient.Create(ctx, review); err != nil || !review.Status.Allowed {
-				return fmt.Sprintf("%s %s.%s", a.Verb, a.Resource, a.Group), err
-			}
-		}
-		return "", nil
-	}, 20*time.Second, 50*time.Millisecond).Should(BeEmpty(), "the API server does not yet allow %s %s what it was granted in %s",
-		subject.Kind, subject.Name, ns)
+	if err := testenv.Authorized(context.Background(), k8sClient, who, ns, rules, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func userSubject(name string) rbacv1.Subject {
