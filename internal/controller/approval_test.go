@@ -125,9 +125,6 @@ func bind(t *testing.T, ns, role string, subject rbacv1.Subject) {
 // was made may otherwise be refused for the delay.
 func authorized(t *testing.T, ns string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
 	t.Helper()
-	if len(rules) == 0 {
-		t.Fatal("the role grants nothing to wait for")
-	}
 	var who authzv1.SubjectAccessReviewSpec
 	switch subject.Kind {
 	case rbacv1.ServiceAccountKind:

@@ -16,9 +16,9 @@ import (
 // namespace ns, or everywhere when ns is empty. The RBAC authorizer learns
 // of a new binding from a watch, so a request sent just after the binding
 // was created can still be refused; a test that binds a role calls this
-// before acting as that subject. Rules naming single objects are left out,
-// and rules granting nothing on a resource (as an aggregated role that no
-// controller-manager has filled) leave nothing to wait for.
+// before acting as that subject. Rules naming single objects are left out;
+// rules that grant nothing else (an aggregated role that no
+// controller-manager has filled, say) are an error, not an empty wait.
 func Authorized(ctx context.Context, c client.Client, who authzv1.SubjectAccessReviewSpec, ns string,
 	rules []rbacv1.PolicyRule, within time.Duration) error {
 	var asks []authzv1.ResourceAttributes
@@ -33,6 +33,9 @@ func Authorized(ctx context.Context, c client.Client, who authzv1.SubjectAccessR
 				}
 			}
 		}
+	}
+	if len(asks) == 0 {
+		return fmt.Errorf("the rules grant %s nothing on a resource to wait for", who.User)
 	}
 	missing := ""
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
