@@ -246,18 +246,9 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		return Effect{Kind: EffectFinish}
 	}
 
-	// A batch that could not be admitted whatever its verdicts ends the
-	// run before any of it is decoded or vetted: vetting costs the
-	// operator work (schemas, CEL, guardrails) for each call.
-	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
-		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning})
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
-	}
-
 	// Decode every call's arguments once: the canonical form serves loop
-	// detection and guardrails, the value serves the schema and CEL.
+	// detection and guardrails, the value serves the schema and CEL. What
+	// one answer may carry is bounded (MaxCallsPerReply, the reply cap).
 	calls := make([]ToolCall, len(r.ToolCalls))
 	decoded := make([]decodedArgs, len(calls))
 	for i, c := range r.ToolCalls {
@@ -272,16 +263,30 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		calls[i].Arguments = CallArguments(calls[i].Arguments)
 	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls, Reasoning: r.Reasoning})
-	if s.Plan != nil {
-		return e.onPlanCalls(ctx, s, calls, decoded, now, notes)
+
+	// Loop detection names a stuck run before any ceiling can: a run that
+	// repeats itself until maxToolCalls runs out is stuck, not short of
+	// capacity (seed 000, ordering the stop conditions). A planner's
+	// answer is a plan, not calls to repeat: it is checked as a plan.
+	if s.Plan == nil {
+		for i, c := range calls {
+			if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
+				e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
+				return Effect{Kind: EffectFinish}
+			}
+		}
 	}
 
-	// Loop detection names a stuck run before anything else can stop it.
-	for i, c := range calls {
-		if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
-			e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
-			return Effect{Kind: EffectFinish}
-		}
+	// A batch that could not be admitted whatever its verdicts ends the
+	// run before any of it is vetted: vetting costs the operator work
+	// (schemas, CEL, guardrails) for each call.
+	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
+		e.finish(s, BudgetExhausted, rej.Reason, notes)
+		refusedBy(*notes, rej)
+		return Effect{Kind: EffectFinish}
+	}
+	if s.Plan != nil {
+		return e.onPlanCalls(ctx, s, calls, decoded, now, notes)
 	}
 
 	return e.vetBatch(ctx, s, calls, decoded, now, notes)
