@@ -361,9 +361,14 @@ func (e *Engine) startSummary(s *State, start, through int, before int64, notes 
 		return nil
 	}
 	res := e.summaryReservation(est.tokens)
-	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+	// The summary serves the turn being admitted, and is paid only when
+	// that turn may follow it: the two are admitted together (seed 000,
+	// step 0: nothing is paid to assemble a prompt that is never sent).
+	// After compaction the turn's request is at most maxInputTokens, or
+	// it is not sent at all.
+	if rej := Admit(&e.cfg.Budget, s.Usage, res.then(e.modelReservation(e.cfg.Context.MaxInputTokens))); rej != nil {
 		*notes = append(*notes, Note{Kind: NoteContextCompacted, Warning: true, Turn: s.Turn + 1,
-			Message: "A summary call does not fit the budget (" + rej.Reason + "): older tool results are cleared instead"})
+			Message: "A summary call and the turn it serves do not fit the budget together (" + rej.Reason + "): older tool results are cleared instead"})
 		return nil
 	}
 	s.Reserved = res

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +328,79 @@ func BenchmarkContext_windowRun(b *testing.B) {
 			b.ReportMetric(share, "cached-share")
 			b.ReportMetric(float64(compactions), "compactions")
 		})
+	}
+}
+
+// summaryRun drives a summarising run of 2 KB tool results a turn, held
+// to a small context limit, with the given turn ceiling, to its end. It
+// returns the final state and the turns the summaries it paid for served.
+func summaryRun(t *testing.T, maxTurns int) (*loop.State, []int) {
+	t.Helper()
+	script := make([]loop.ScriptEntry, 30)
+	for i := range script {
+		script[i] = loop.ScriptEntry{ToolCalls: []loop.ToolCall{{Name: "read_chunk", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}},
+			Usage: loop.TokenUsage{OutputTokens: 20}}
+	}
+	e, err := loop.New(loop.Config{
+		Goal: "Read every chunk with read_chunk, one per turn.",
+		Budget: loop.Budget{MaxTurns: maxTurns, MaxTokens: 1 << 40, MaxCost: new(loop.MustMoney("1000")),
+			MaxToolCalls: new(100), DefaultToolLimit: new(100)},
+		Model: loop.ModelConfig{Provider: "openai", Name: "window", Pricing: loop.Pricing{Input: loop.MustMoney("2"), Output: loop.MustMoney("8")}},
+		Tools: []loop.ToolSpec{{Name: "read_chunk", Description: "Read chunk n.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}},
+		Context: loop.ContextPolicy{MaxInputTokens: 4_000, KeepRecentTurns: 1, Strategy: loop.ContextSummarize},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &loop.Scripted{Entries: script}
+	tools := loop.ToolboxFunc(func(context.Context, loop.Invocation) loop.Result {
+		return loop.Result{Output: bytes.Repeat([]byte("b"), 2<<10)}
+	})
+	var served []int
+	s := &loop.State{}
+	in := loop.Input{}
+	for range 1000 {
+		eff := e.Step(s, in)
+		in = loop.Input{}
+		switch eff.Kind {
+		case loop.EffectFinish:
+			return s, served
+		case loop.EffectCallModel:
+			if eff.Request.Summary {
+				served = append(served, s.Turn+1)
+				in.Reply = &loop.Reply{Content: "Every chunk read so far held only the letter b.", Usage: loop.TokenUsage{InputTokens: 100, OutputTokens: 20}}
+				continue
+			}
+			in.Reply, in.ModelErr = m.Complete(context.Background(), eff.Request)
+		case loop.EffectRunTools:
+			in.Results = loop.ExecuteBatch(context.Background(), tools, eff.Calls, eff.Concurrent)
+		}
+	}
+	t.Fatal("the run did not end")
+	return nil, nil
+}
+
+// Issue 43, item 3: a run with no turn left whose next request needed
+// compacting paid for a summary, then ended BudgetExhausted. The summary
+// is admitted together with the turn it serves: under every turn ceiling,
+// each summary paid for is followed by its turn, and a run that ends on
+// its turn ceiling paid for no summary it could not use.
+func TestContext_aSummaryIsNotPaidForATurnThatCannotBeAdmitted(t *testing.T) {
+	summarised := 0
+	for turns := 1; turns <= 12; turns++ {
+		s, served := summaryRun(t, turns)
+		if s.Outcome != loop.BudgetExhausted || !strings.Contains(s.Reason, "turns ceiling") {
+			t.Fatalf("with %d turns: %s (%s), want BudgetExhausted on turns", turns, s.Outcome, s.Reason)
+		}
+		for _, turn := range served {
+			if turn > s.Usage.Turns {
+				t.Errorf("with %d turns: a summary was paid for turn %d, which was never admitted", turns, turn)
+			}
+		}
+		summarised += len(served)
+	}
+	if summarised == 0 {
+		t.Fatal("no run summarised: the test does not reach compaction")
 	}
 }

@@ -44,6 +44,15 @@ type Usage struct {
 // Tokens is the tokens dimension: input plus output.
 func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
 
+// then is the exposure of u followed by v, one after the other: every
+// dimension summed, the wall clock included. Per-tool counts are not
+// carried: neither reservation it joins holds any.
+func (u Usage) then(v Usage) Usage {
+	return Usage{Turns: u.Turns + v.Turns, InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, Cost: u.Cost + v.Cost, ToolCalls: u.ToolCalls + v.ToolCalls,
+		WallClock: u.WallClock + v.WallClock}
+}
+
 // CallState is the life of one proposed call inside a turn.
 type CallState string
 
