@@ -248,3 +248,22 @@ func TestPlatform_aPolicyAddedWhileACallWaitsAppliesOnResume(t *testing.T) {
 	NewWithT(t).Eventually(func() []string { return warningsOn(t, run, string(loop.NoteRevetted)) }, 10*time.Second, 50*time.Millisecond).Should(
 		ContainElement(ContainSubstring("t1-c1 (issue_refund) is now deny (AgentRunPolicy/" + p.Name + ": no-refunds): refunds go through billing; it was ask (tool.irreversible)")))
 }
+
+// A run made from a template writes no budget of its own, and the
+// platform's admission policy read spec.budget's fields without looking
+// for it: every templated run of a namespace whose AgentRunPolicy sets a
+// ceiling was refused ("no such key: budget"). Such a run is admitted; the
+// operator caps the template's budget when it builds the run.
+func TestPlatform_aTemplatedRunIsNotRefusedForABudgetItDoesNotWrite(t *testing.T) {
+	ns, _ := governedNamespace(t, v1alpha1.AgentRunPolicySpec{Limits: &v1alpha1.PlatformLimits{
+		MaxTurns: ptr.To(int32(4)), MaxTokens: ptr.To(int64(50_000)), MaxToolCalls: ptr.To(int32(9)),
+		MaxCostUSD: "0.50", MaxWallClock: &metav1.Duration{Duration: 10 * time.Minute}}})
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-template"},
+		Spec: v1alpha1.AgentRunSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "investigator"}}}
+	// The policy is a parameter the API server learns of by a watch:
+	// until a run it refuses is refused, the check below proves nothing.
+	refusedAtCreation(t, k8sClient, makeRun(ns, "too-many-turns").maxTurns(5).answer("Done.").r, "allows at most 4")
+	if err := k8sClient.Create(context.Background(), run, client.DryRunAll); err != nil {
+		t.Fatalf("a templated run was refused at creation: %v", err)
+	}
+}
