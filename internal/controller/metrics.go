@@ -32,7 +32,7 @@ import (
 // A nil *Metrics counts nothing: a reconciler built without one (in a
 // test) works the same, unobserved.
 type Metrics struct {
-	runsFinished, turnsStarted, spend, tokens, toolFailures, retries, refusals, approvals            *prometheus.CounterVec
+	runsFinished, turnsStarted, spend, tokens, toolFailures, retries, refusals, approvals, overrun   *prometheus.CounterVec
 	modelCallDuration, toolCallDuration, turnsToCompletion, headroomAtCompletion, verificationTrials *prometheus.HistogramVec
 	repeatedIntent                                                                                   prometheus.Histogram
 
@@ -101,6 +101,10 @@ func NewMetrics() *Metrics {
 			Namespace: "agentrun", Name: "retries_total",
 			Help: "Retries the loop scheduled after a transient failure, by kind (model or tool).",
 		}, []string{"kind"}),
+		overrun: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "reservation_overrun_usd_total",
+			Help: "US dollars model calls billed beyond what they reserved (a provider counting more input than the estimate, within its tolerance), charged to the run all the same, by the run's namespace, model provider and model.",
+		}, []string{"namespace", "provider", "model"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "reservation_refusals_total",
 			Help: "Runs ended because the next step's reservation did not fit, by ceiling (turns, tokens, wallClock, cost, toolCalls, perTool).",
@@ -198,7 +202,7 @@ func NewMetrics() *Metrics {
 // them.
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
-		m.retries, m.refusals, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
+		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
 		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.panics, m.scheduleRunsCreated, m.scheduleMissed, notify.Deliveries}
 }
 
@@ -400,6 +404,8 @@ func (m *Metrics) record(c change) {
 			m.approvals.WithLabelValues(string(lastDecision(run, n.CallID))).Inc()
 		case loop.NoteStaleApproval:
 			m.approvals.WithLabelValues("stale").Inc()
+		case loop.NoteCostAboveReservation:
+			m.overrun.WithLabelValues(ns, provider, model).Add(float64(n.Amount) / 1e12)
 		case loop.NoteRetry:
 			kind := "tool"
 			if n.CallID == "" {

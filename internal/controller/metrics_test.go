@@ -108,3 +108,18 @@ func TestMetrics_nilCountsNothing(t *testing.T) {
 		t.Errorf("a nil set registered %d families", n)
 	}
 }
+
+// A model call that billed more than it reserved (loop's
+// CostAboveReservation note) is counted in dollars, by the run's
+// namespace, provider and model, as the save that recorded it is saved.
+func TestMetrics_dollarsAboveAReservationAreCounted(t *testing.T) {
+	m := NewMetrics()
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r"}}
+	run.Spec.Model = v1alpha1.ModelSpec{Provider: "scripted", Name: "m1"}
+	over := loop.Note{Kind: loop.NoteCostAboveReservation, Warning: true, Amount: loop.MustMoney("0.25")}
+	m.record(change{run: run, notes: []loop.Note{over, over, {Kind: loop.NoteTurnStarted}}})
+	labels := map[string]string{"namespace": nsLabel(m, "team-a"), "provider": "scripted", "model": m.labels.model("m1")}
+	if got := sample(scrape(t, m), "agentrun_reservation_overrun_usd_total", labels); got != 0.5 {
+		t.Fatalf("agentrun_reservation_overrun_usd_total = %v, want 0.5", got)
+	}
+}

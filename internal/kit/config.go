@@ -118,6 +118,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		if ts.MaxCost, err = money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
 			return cfg, err
 		}
+		ts.CostDeclared = t.MaxCostUSD != ""
 		if r := t.Retry; r != nil {
 			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff),
 				MaxBackoff: dur(r.MaxBackoff), MutatingSafe: r.MutatingSafe}

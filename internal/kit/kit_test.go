@@ -96,7 +96,7 @@ spec:
 		Budget: loop.Budget{MaxTurns: 4, MaxTokens: 9000, MaxWallClock: 90 * time.Second, MaxCost: new(loop.MustMoney("0.5")),
 			MaxToolCalls: new(7), PerTool: map[string]int{"refund": 1}, DefaultToolLimit: new(2), Soft: []loop.Dimension{loop.DimWallClock}},
 		Loop: loop.LoopDetection{Threshold: 4, Window: 8, MaxPeriod: 2, IgnoreArguments: []string{"request_id"}},
-		Tools: []loop.ToolSpec{{Name: "refund", Mutates: true, Reversible: false, MaxCost: loop.MustMoney("0.01"),
+		Tools: []loop.ToolSpec{{Name: "refund", Mutates: true, Reversible: false, MaxCost: loop.MustMoney("0.01"), CostDeclared: true,
 			Timeout: 5 * time.Second, MaxResultBytes: 100, Repeatable: true, StartupGrace: 5 * time.Minute, KillGrace: 5 * time.Second,
 			Retry: loop.RetryPolicy{MaxAttempts: 4, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second, MutatingSafe: true}}},
 		Policy:          loop.Policy{Default: loop.Deny, Rules: []loop.Rule{{Tools: []string{"refund"}, When: "args.amount > 5", Decision: loop.Ask, Reason: "big"}}, Grants: []string{"refund"}},

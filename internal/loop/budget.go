@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -186,8 +187,9 @@ func Admit(b *Budget, consumed, reserved Usage) *Rejection {
 }
 
 // modelReservation is the exposure of one model call: its estimated input
-// at the input rate, the maximum output at the output rate, the model
-// deadline on the clock, plus the configured per-turn tool allowance.
+// at the highest rate an input token may bill at (Pricing.inputRate), the
+// maximum output at the output rate, the model deadline on the clock, plus
+// the configured per-turn tool allowance.
 func (e *Engine) modelReservation(inputTokens int64) Usage {
 	p := e.cfg.Model.Pricing
 	out := e.cfg.Model.MaxOutputTokens
@@ -195,12 +197,21 @@ func (e *Engine) modelReservation(inputTokens int64) Usage {
 		Turns:        1,
 		InputTokens:  inputTokens,
 		OutputTokens: out,
-		Cost:         TokenCost(inputTokens, p.Input) + TokenCost(out, p.Output) + e.cfg.ToolAllowance.Cost,
+		Cost:         TokenCost(inputTokens, p.inputRate()) + TokenCost(out, p.Output) + e.cfg.ToolAllowance.Cost,
 		ToolCalls:    e.cfg.ToolAllowance.Calls,
 		WallClock:    e.cfg.Model.Timeout + e.cfg.ToolAllowance.WallClock,
 	}
 	return r
 }
+
+// inputRate is the highest rate one input token of a request may bill
+// at. Whether the provider reads a token from its cache (CachedInput),
+// writes it there (CacheWrite: Anthropic bills 1.25 times the input rate)
+// or neither is decided after the request is sent: a prefix cached before
+// a long approval wait has expired by the next call and is written again.
+// A reservation prices every input token at the highest of the three, so
+// that what a call bills never passes what admission reserved for it.
+func (p Pricing) inputRate() Money { return max(p.Input, p.CachedInput, p.CacheWrite) }
 
 // modelCost prices what a provider reported: cached input at the cached
 // rate (or the input rate when none is set), the rest at the input rate.
@@ -218,6 +229,41 @@ func (e *Engine) modelCost(u TokenUsage) Money {
 	written := min(u.CacheWriteTokens, u.InputTokens-cached)
 	return TokenCost(u.InputTokens-cached-written, p.Input) + TokenCost(cached, cachedRate) +
 		TokenCost(written, writeRate) + TokenCost(u.OutputTokens, p.Output)
+}
+
+// undeclaredToolCosts is the note a run starts with when its cost ceiling
+// is hard and some of its tools declare no maxCostUSD: the ceiling counts
+// their calls as $0, so it bounds only what the model and the priced tools
+// spend. Nil when every tool is priced or the cost ceiling is soft.
+func (e *Engine) undeclaredToolCosts() *Note {
+	b := &e.cfg.Budget
+	if b.soft(DimCost) {
+		return nil
+	}
+	var names []string
+	for i := range e.cfg.Tools {
+		if t := &e.cfg.Tools[i]; !t.CostDeclared && t.MaxCost == 0 {
+			names = append(names, t.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	who := "Tool " + names[0] + " declares"
+	if len(names) > 1 {
+		who = "Tools " + listNames(names, 8) + " declare"
+	}
+	return &Note{Kind: NoteToolCostsUndeclared, Warning: true, Message: fmt.Sprintf(
+		"%s no maxCostUSD: the cost ceiling of $%s counts their calls as $0 and bounds only what the model "+
+			"and priced tools spend (set tools[].maxCostUSD, \"0\" for a free tool)", who, b.costCeiling())}
+}
+
+// listNames names up to n items, "a, b and 2 more".
+func listNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // batchReservation is the approved batch's declared maxima: costs and call

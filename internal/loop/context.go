@@ -390,12 +390,12 @@ func (e *Engine) summaryRequest(s *State, start, through int) *Request {
 }
 
 // summaryReservation is the exposure of a summary call: its input at the
-// input rate, its maximum output at the output rate, the model deadline.
-// It is no turn.
+// highest input rate (Pricing.inputRate), its maximum output at the output
+// rate, the model deadline. It is no turn.
 func (e *Engine) summaryReservation(input int64) Usage {
 	p := e.cfg.Model.Pricing
 	out := e.cfg.Context.SummaryMaxOutputTokens
-	return Usage{InputTokens: input, OutputTokens: out, Cost: TokenCost(input, p.Input) + TokenCost(out, p.Output),
+	return Usage{InputTokens: input, OutputTokens: out, Cost: TokenCost(input, p.inputRate()) + TokenCost(out, p.Output),
 		WallClock: e.cfg.Model.Timeout}
 }
 

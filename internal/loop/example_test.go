@@ -15,8 +15,10 @@ func Example() {
 		Budget: loop.Budget{MaxTurns: 4, MaxCost: new(loop.MustMoney("0.10"))},
 		Model:  loop.ModelConfig{Pricing: loop.Pricing{Input: loop.MustMoney("3"), Output: loop.MustMoney("15")}},
 		Tools: []loop.ToolSpec{{
-			Name:       "identify_account",
-			Parameters: json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}},"required":["email"]}`),
+			Name: "identify_account",
+			// A free read: declared, so the cost ceiling is known to cover it.
+			CostDeclared: true,
+			Parameters:   json.RawMessage(`{"type":"object","properties":{"email":{"type":"string"}},"required":["email"]}`),
 		}},
 	})
 	if err != nil {

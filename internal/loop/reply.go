@@ -19,6 +19,9 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	if s.StartedAt == nil {
 		t := now
 		s.StartedAt, s.ActiveSince = &t, t
+		if n := e.undeclaredToolCosts(); n != nil {
+			*notes = append(*notes, *n)
+		}
 	}
 	s.Calls = nil
 	if e.planMode() && s.Plan == nil {
@@ -47,12 +50,22 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	return Effect{Kind: EffectCallModel, Request: req}
 }
 
+// modelCallCost is the dollars a model call's reservation res holds for
+// the call itself: a turn's reservation also holds the per-turn tool
+// allowance, a summary's (phase PhaseCompact) holds only the call.
+func (e *Engine) modelCallCost(res Usage, phase Phase) Money {
+	if phase == PhaseCompact {
+		return res.Cost
+	}
+	return max(res.Cost-e.cfg.ToolAllowance.Cost, 0)
+}
+
 func (e *Engine) chargeLostModelCall(s *State) {
 	r := s.Reserved
 	s.Usage.Turns += r.Turns
 	s.Usage.InputTokens += r.InputTokens
 	s.Usage.OutputTokens += r.OutputTokens
-	s.Usage.Cost += r.Cost - e.cfg.ToolAllowance.Cost
+	s.Usage.Cost += e.modelCallCost(r, s.Phase)
 	s.Reserved = Usage{}
 	// What the provider counted of the lost call is unknown: the call
 	// made again is bounded whole.
@@ -152,11 +165,19 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	s.countInput(r.Usage.InputTokens, res.InputTokens)
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
+	reservedCost := e.modelCallCost(res, s.Phase)
 	why := usageAboveReservation(r.Usage, res, bound)
 	if why == "" {
+		if cost > reservedCost {
+			// Within the tolerance of token counts (the estimate is a
+			// bound, the provider's count the bill), but past the dollars
+			// admission held: charged, and said.
+			*notes = append(*notes, Note{Kind: NoteCostAboveReservation, Turn: s.Turn, Warning: true, Amount: cost - reservedCost, Message: fmt.Sprintf(
+				"The model call of turn %d billed $%s against a reservation of $%s (%d input tokens counted, %d reserved): the excess $%s is charged",
+				s.Turn, cost, reservedCost, r.Usage.InputTokens, res.InputTokens, cost-reservedCost)})
+		}
 		return cost, ""
 	}
-	reservedCost := max(res.Cost-a.Cost, 0)
 	*notes = append(*notes, Note{Kind: NoteUsageAboveReservation, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
 		"The model call of turn %d reported %d input and %d output tokens ($%s) against a reservation of %d input and %d output tokens ($%s): "+
 			"its %s. The whole reported usage is charged and the run stops",

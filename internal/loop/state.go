@@ -300,6 +300,13 @@ const (
 	// full and the run ends Error before any of the reply is read (or
 	// ApprovalDenied, when it was being cancelled).
 	NoteUsageAboveReservation NoteKind = "UsageAboveReservation"
+	// NoteCostAboveReservation: a model call billed more dollars than it
+	// reserved, within the tolerance of its token counts; the excess is
+	// charged (Note.Amount) and the run goes on.
+	NoteCostAboveReservation NoteKind = "CostAboveReservation"
+	// NoteToolCostsUndeclared: the run has a hard cost ceiling and tools
+	// that declare no maxCostUSD, which the ceiling counts as $0.
+	NoteToolCostsUndeclared NoteKind = "ToolCostsUndeclared"
 	// NoteRetry: an attempt failed transiently and another is scheduled.
 	NoteRetry    NoteKind = "RetryScheduled"
 	NoteFinished NoteKind = "RunFinished"
@@ -333,4 +340,7 @@ type Note struct {
 	// reservation did not fit: the dimension that refused it (turns,
 	// tokens, wallClock, cost, toolCalls or perTool).
 	Ceiling Dimension
+	// Amount is set on a CostAboveReservation note: the dollars charged
+	// beyond what the call reserved.
+	Amount Money
 }

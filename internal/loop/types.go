@@ -218,8 +218,14 @@ type ToolSpec struct {
 	Parameters json.RawMessage
 	Mutates    bool
 	Reversible bool
-	MaxCost    Money
-	Timeout    time.Duration
+	// MaxCost is the most one call may cost; it is reserved against the
+	// cost ceiling before the call is dispatched. CostDeclared says the
+	// manifest gave it (zero included: a tool that is free); a tool that
+	// did not is counted as $0, and the run says so when its cost ceiling
+	// is hard (NoteToolCostsUndeclared).
+	MaxCost      Money
+	CostDeclared bool
+	Timeout      time.Duration
 	// MaxResultBytes cuts longer results; the cut is marked.
 	MaxResultBytes int
 	// Repeatable says a dispatched call whose result was lost (a crash) may
