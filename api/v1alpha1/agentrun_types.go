@@ -23,6 +23,7 @@ import (
 // +kubebuilder:printcolumn:name="Turns Left",type=string,JSONPath=`.status.convergence.headroom.turns`,priority=1,description="Fraction of budget.maxTurns still unused"
 // +kubebuilder:printcolumn:name="Tokens Left",type=string,JSONPath=`.status.convergence.headroom.tokens`,priority=1,description="Fraction of budget.maxTokens still unused"
 // +kubebuilder:printcolumn:name="Cost Left",type=string,JSONPath=`.status.convergence.headroom.cost`,priority=1,description="Fraction of budget.maxCostUSD still unused"
+// +kubebuilder:printcolumn:name="Max Cost",type=string,JSONPath=`.status.limits.budget.maxCostUSD`,priority=1,description="The cost ceiling admission uses (template, platform policy and default applied)"
 // +kubebuilder:printcolumn:name="Approvals",type=integer,JSONPath=`.status.pendingApprovalCount`,priority=1,description="Calls waiting for a person's answer"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1,description="Why the run ended, or what it waits for"
 type AgentRun struct {

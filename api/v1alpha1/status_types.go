@@ -328,6 +328,31 @@ type AgentRunStatus struct {
 	// template.
 	// +optional
 	Template *TemplateStatus `json:"template,omitempty"`
+
+	// limits are the limits the operator admits the run's steps by: its
+	// budget and approval timeout after its template is resolved, the
+	// platform's policies have capped or filled them, and the defaults are
+	// applied. The operator writes them once, when it first builds the run;
+	// headroom, the overdue-run alert, the console's ceiling bars and
+	// `kubectl get -o wide` read them rather than spec.budget, which a run
+	// made from a template leaves empty.
+	// +optional
+	Limits *LimitsStatus `json:"limits,omitempty"`
+}
+
+// LimitsStatus is what a run's steps are admitted by.
+type LimitsStatus struct {
+	// budget is the run's ceilings, every one filled: the spec.budget the
+	// run would need to be built the same way without a template, platform
+	// policy or default.
+	// +required
+	Budget BudgetSpec `json:"budget"`
+
+	// approvalTimeout is how long a call may wait for a person.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	ApprovalTimeout metav1.Duration `json:"approvalTimeout"`
 }
 
 // UsageStatus is a vector of consumed (or reserved) resources.

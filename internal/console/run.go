@@ -111,17 +111,23 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// ceilingsOf draws each ceiling of the run's budget, from the table the
-// engine admits by (loop.Ceilings), and a bar per tool limit.
+// ceilingsOf draws each ceiling the run is admitted by, from the table the
+// engine admits by (loop.Ceilings), and a bar per tool limit: the limits
+// the operator wrote in status.limits (its template's, as a platform policy
+// capped them), or, before it has, the spec's budget.
 func ceilingsOf(run *v1alpha1.AgentRun) ([]bar, string) {
-	if run.Spec.TemplateRef != nil && run.Spec.Goal == "" {
-		return nil, "This run takes its budget from template " + run.Spec.TemplateRef.Name + "; see the template for its ceilings."
+	spec := &run.Spec.Budget
+	switch {
+	case run.Status.Limits != nil:
+		spec = &run.Status.Limits.Budget
+	case run.Spec.TemplateRef != nil && run.Spec.Goal == "":
+		return nil, "This run takes its budget from template " + run.Spec.TemplateRef.Name + "; its ceilings show once the operator has built it."
 	}
-	cfg, err := kit.Config(&run.Spec)
+	budget, err := kit.Budget(spec)
 	if err != nil {
-		return nil, "The budget cannot be read from the spec: " + err.Error()
+		return nil, "The budget cannot be read: " + err.Error()
 	}
-	b := cfg.Normalize().Budget
+	b := loop.Config{Budget: budget}.Normalize().Budget
 	used, reserved := usageOf(run.Status.Usage), usageOf(run.Status.Reserved)
 	var bars []bar
 	for _, c := range loop.Ceilings() {

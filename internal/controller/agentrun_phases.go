@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -185,6 +186,13 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 		r.mem.keepKit(sc.run.UID, k)
 	}
 	sc.kit = k
+	if sc.run.Status.Limits == nil && k.Engine != nil {
+		// What admission uses, kept with the run for everything that judges
+		// it (headroom, the overdue alert, the console): the spec alone
+		// does not say it for a run made from a template or capped by a
+		// platform policy.
+		sc.run.Status.Limits = kit.Limits(k.Engine.Config())
+	}
 	return ctrl.Result{}, nil
 }
 

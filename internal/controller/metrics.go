@@ -85,7 +85,7 @@ func NewMetrics() *Metrics {
 		}, []string{"namespace", "provider", "model", "type"}),
 		modelCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "agentrun", Name: "model_call_duration_seconds",
-			Help:    "Duration of model calls (the provider SDK's own retries included), by provider and model.",
+			Help:    "Duration of model call attempts, by provider and model. The provider SDKs' own retries are off: each retry is an attempt of its own, counted in agentrun_retries_total.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
 		}, []string{"provider", "model"}),
 		toolCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -144,7 +144,7 @@ func NewMetrics() *Metrics {
 				"Ended runs a reviewer attributed an outcome to (the annotation "+v1alpha1.AttributedOutcomeAnnotation+"), by the outcome the run emitted, the one attributed, and whether they agree; over the runs that exist.",
 				[]string{"emitted", "attributed", "agree"}, nil),
 			overdue: prometheus.NewDesc("agentrun_runs_overdue",
-				"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
+				"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, both as status.limits records them, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
 		},
 		budgetGauges: &budgetCollector{
 			limit: prometheus.NewDesc("agentrun_budget_limit", "An AgentBudget's limit per window, by ceiling (cost in US dollars, tokens, concurrentRuns); absent for a ceiling it does not set.",
@@ -251,11 +251,20 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	wall, ask := 15*time.Minute, time.Hour // the CRD's defaults
-	if d := run.Spec.Budget.MaxWallClock; d != nil {
-		wall = d.Duration
-	}
-	if d := run.Spec.ApprovalTimeout; d != nil {
-		ask = d.Duration
+	if l := st.Limits; l != nil {
+		// What the run is admitted by: its template's, or as a platform
+		// policy capped or filled it.
+		if d := l.Budget.MaxWallClock; d != nil {
+			wall = d.Duration
+		}
+		ask = l.ApprovalTimeout.Duration
+	} else {
+		if d := run.Spec.Budget.MaxWallClock; d != nil {
+			wall = d.Duration
+		}
+		if d := run.Spec.ApprovalTimeout; d != nil {
+			ask = d.Duration
+		}
 	}
 	asks := 0
 	for _, a := range st.Approvals {

@@ -66,34 +66,8 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		}
 	}
 
-	b := &spec.Budget
-	cfg.Budget = loop.Budget{MaxTurns: int(b.MaxTurns), MaxWallClock: dur(b.MaxWallClock)}
-	if b.MaxTokens != nil {
-		cfg.Budget.MaxTokens = *b.MaxTokens
-	}
-	// Zero is a real ceiling for these three; only an unset one takes the
-	// default (in loop.Config.Normalize).
-	if b.MaxCostUSD != "" {
-		c, err := money("budget.maxCostUSD", b.MaxCostUSD)
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Budget.MaxCost = &c
-	}
-	if b.MaxToolCalls != nil {
-		cfg.Budget.MaxToolCalls = new(int(*b.MaxToolCalls))
-	}
-	if b.DefaultToolLimit != nil {
-		cfg.Budget.DefaultToolLimit = new(int(*b.DefaultToolLimit))
-	}
-	if len(b.PerTool) > 0 {
-		cfg.Budget.PerTool = map[string]int{}
-		for k, v := range b.PerTool {
-			cfg.Budget.PerTool[k] = int(v)
-		}
-	}
-	for _, d := range b.Soft {
-		cfg.Budget.Soft = append(cfg.Budget.Soft, loop.Dimension(d))
+	if cfg.Budget, err = Budget(&spec.Budget); err != nil {
+		return cfg, err
 	}
 
 	if l := spec.LoopDetection; l != nil {
@@ -162,6 +136,41 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// Budget converts a manifest's budget (spec.budget, or the status.limits
+// the operator wrote) into the engine's ceilings; Config.Normalize fills
+// what is unset.
+func Budget(b *v1alpha1.BudgetSpec) (loop.Budget, error) {
+	out := loop.Budget{MaxTurns: int(b.MaxTurns), MaxWallClock: dur(b.MaxWallClock)}
+	if b.MaxTokens != nil {
+		out.MaxTokens = *b.MaxTokens
+	}
+	// Zero is a real ceiling for these three; only an unset one takes the
+	// default (in loop.Config.Normalize).
+	if b.MaxCostUSD != "" {
+		c, err := money("budget.maxCostUSD", b.MaxCostUSD)
+		if err != nil {
+			return out, err
+		}
+		out.MaxCost = &c
+	}
+	if b.MaxToolCalls != nil {
+		out.MaxToolCalls = new(int(*b.MaxToolCalls))
+	}
+	if b.DefaultToolLimit != nil {
+		out.DefaultToolLimit = new(int(*b.DefaultToolLimit))
+	}
+	if len(b.PerTool) > 0 {
+		out.PerTool = map[string]int{}
+		for k, v := range b.PerTool {
+			out.PerTool[k] = int(v)
+		}
+	}
+	for _, d := range b.Soft {
+		out.Soft = append(out.Soft, loop.Dimension(d))
+	}
+	return out, nil
 }
 
 // checkLimits refuses a limit set to zero (or below) where zero cannot be
