@@ -310,8 +310,8 @@ const (
 	ReasonBudgetWithinLimits = "WithinLimits"
 	// ReasonBudgetRefused: a step of a run was refused by a hard limit
 	// (Exhausted=True; also the event). The event also records a step
-	// refused by the run's share (spec.perRun), which leaves Exhausted
-	// alone: the budget has room.
+	// refused by the run's share (spec.perRun) or for a model without a
+	// price, which leave Exhausted alone: the budget has room.
 	ReasonBudgetRefused = "Refused"
 	// ReasonBudgetLimitReached: consumed spend reached a hard limit
 	// (Exhausted=True), or a soft one reached 100% (SoftLimitReached).

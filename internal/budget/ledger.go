@@ -148,6 +148,12 @@ func limits(b *v1alpha1.AgentBudget) (lim Amount, hasCost, hasTokens bool) {
 	return lim, hasCost, hasTokens
 }
 
+// LimitsDollars reports whether the budget has a hard maxCostUSD.
+func LimitsDollars(b *v1alpha1.AgentBudget) bool {
+	_, hasCost, _ := limits(b)
+	return hasCost && !Soft(b, v1alpha1.LimitCost)
+}
+
 // Share is the most of a budget one run may hold at once: the part of its
 // lease it has not spent (leased minus spent). CostFrom and TokensFrom say
 // where each cap comes from, for a refusal's reason.
@@ -191,6 +197,23 @@ func PerRun(b *v1alpha1.AgentBudget) Share {
 		s.TokensFrom = fmt.Sprintf("%s %s of maxTokens %d", how, frac, lim.Tokens)
 	}
 	return s
+}
+
+// Unpriced says why the budget refuses a run whose model has no price
+// (model.pricing unset after the platform's policies applied theirs): a
+// hard maxCostUSD would count its calls as $0. It is empty when the
+// budget does not limit dollars or the model has a price.
+func Unpriced(b *v1alpha1.AgentBudget, m *v1alpha1.ModelSpec) string {
+	if !LimitsDollars(b) || (m.Pricing != nil && (m.Pricing.Input != "" || m.Pricing.Output != "")) {
+		return ""
+	}
+	model := fmt.Sprintf("model %q", m.Name)
+	if m.Name == "" {
+		model = fmt.Sprintf("the model of provider %s", m.Provider)
+	}
+	return fmt.Sprintf("AgentBudget %s limits dollars (maxCostUSD $%s) and %s has no price, so its calls would count as $0: "+
+		"set the run's model.pricing (US dollars per million input and output tokens), or ask the platform team to price %s in an AgentRunPolicy (spec.pricing)",
+		b.Name, Money(b.Spec.MaxCostUSD), model, model)
 }
 
 // HardCovers reports whether the run's lease already covers a total of

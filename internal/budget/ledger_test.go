@@ -320,3 +320,38 @@ func TestPerRun_defaultsToAQuarterOfEachLimit(t *testing.T) {
 		})
 	}
 }
+
+// Under a hard maxCostUSD a model without a price is refused, saying how
+// to price it; a price from the run or from the platform (both end in
+// model.pricing) is enough, and a budget that does not limit dollars does
+// not care.
+func TestUnpriced_refusesAModelWithoutAPriceUnderADollarLimit(t *testing.T) {
+	tokensOnly := makeBudget("")
+	tokensOnly.Spec.MaxTokens = ptr.To[int64](1000)
+	soft := makeBudget("10")
+	soft.Spec.Soft = []v1alpha1.BudgetLimit{v1alpha1.LimitCost}
+	cases := []struct {
+		name  string
+		b     *v1alpha1.AgentBudget
+		model v1alpha1.ModelSpec
+		want  string
+	}{
+		{"no pricing", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"},
+			`AgentBudget team-daily limits dollars (maxCostUSD $10.0000) and model "gpt-x" has no price, so its calls would count as $0: ` +
+				`set the run's model.pricing (US dollars per million input and output tokens), or ask the platform team to price model "gpt-x" in an AgentRunPolicy (spec.pricing)`},
+		{"pricing with only a cached price", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
+			Pricing: &v1alpha1.ModelPricing{CachedInput: "1"}}, "and the model of provider scripted has no price"},
+		{"priced output", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Output: "0"}}, ""},
+		{"priced input", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Input: "1"}}, ""},
+		{"a budget of tokens only", tokensOnly, v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted}, ""},
+		{"a soft dollar limit", soft, v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Unpriced(tc.b, &tc.model)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("Unpriced = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -110,3 +110,49 @@ func TestAgentBudget_oneRunHoldsAtMostAQuarterByDefault(t *testing.T) {
 		return fmt.Sprintf("%s: %s", r.Status.Outcome, r.Status.Reason)
 	}, 30*time.Second, 100*time.Millisecond).Should(HavePrefix(string(v1alpha1.OutcomeCompleted)), "a $3 step was refused under perRun.maxCostUSD $4")
 }
+
+// Under a budget that limits dollars, a run whose model has no price
+// would count $0: it is refused before its first model call, with a
+// reason that says how to price it. A budget of tokens only does not
+// care, and a price from the platform (AgentRunPolicy spec.pricing) is a
+// price.
+func TestAgentBudget_aRunWithoutAPriceIsRefusedUnderADollarLimit(t *testing.T) {
+	unpriced := func(ns, name string) *runBuilder {
+		return pricedRun(ns, name).with(func(s *v1alpha1.AgentRunSpec) { s.Model.Pricing = nil })
+	}
+	g := newGatedKits()
+	g.open("free")
+
+	dollars := namespace(t)
+	b := makeBudget(t, dollars, "dollars", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "10" })
+	refused := gated(unpriced(dollars, "unpriced"), "free").create(t)
+
+	tokens := namespace(t)
+	makeBudget(t, tokens, "tokens", func(s *v1alpha1.AgentBudgetSpec) { s.MaxTokens = ptr.To[int64](1_000_000) })
+	tokensOnly := unpriced(tokens, "unpriced").create(t)
+
+	platform := namespace(t)
+	makeBudget(t, platform, "dollars", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "10" })
+	pricedByPlatform := unpriced(platform, "unpriced").create(t)
+	govern(t, platform, v1alpha1.AgentRunPolicySpec{
+		Pricing: []v1alpha1.ModelPrice{{Model: "*", ModelPricing: v1alpha1.ModelPricing{Input: "10", Output: "10"}}}})
+
+	startWith(t, g, managerSetup{})
+	r := waitOutcome(t, refused, 20*time.Second)
+	expectOutcome(t, r, v1alpha1.OutcomeBudgetExhausted, "AgentBudget dollars limits dollars (maxCostUSD $10.0000) and the model of provider scripted has no price, "+
+		"so its calls would count as $0: set the run's model.pricing (US dollars per million input and output tokens), "+
+		"or ask the platform team to price the model of provider scripted in an AgentRunPolicy (spec.pricing)")
+	if n := g.calls.Load(); n != 0 || r.Status.Usage.Turns != 0 {
+		t.Errorf("the unpriced run made %d model calls and was charged %d turns; want none", n, r.Status.Usage.Turns)
+	}
+	expectSettled(t, b, []*v1alpha1.AgentRun{refused}, 0)
+	notExhausted(t, b)
+
+	if r := waitOutcome(t, tokensOnly, 20*time.Second); r.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Errorf("under a budget of tokens only, the unpriced run ended %s: %s", r.Status.Outcome, r.Status.Reason)
+	}
+	if r := waitOutcome(t, pricedByPlatform, 20*time.Second); r.Status.Outcome != v1alpha1.OutcomeCompleted || spentBy(t, r) == 0 {
+		t.Errorf("priced by the platform, the run ended %s (%s) having spent $%s; want Completed at the platform's prices",
+			r.Status.Outcome, r.Status.Reason, spentBy(t, r))
+	}
+}

@@ -29,8 +29,9 @@ import (
 // so most steps are covered by the lease already held and write nothing.
 // A hard limit that cannot cover the step ends the run BudgetExhausted
 // before anything is spent, and so does a step that would have the run
-// hold more than its share of a budget (spec.perRun); a full
-// maxConcurrentRuns holds a run that has not started in Pending. The AgentBudget reconciler
+// hold more than its share of a budget (spec.perRun), or a model without
+// a price under a budget that limits dollars; a full maxConcurrentRuns
+// holds a run that has not started in Pending. The AgentBudget reconciler
 // settles the lease once the run has ended (agentbudget_controller.go).
 
 // budgetWaitRetry is how often a run waiting for a budget's concurrency
@@ -62,6 +63,19 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 	if gone != "" {
 		r.refuseStep(sc, fmt.Sprintf("AgentBudget %s, in which this run holds a lease, no longer exists: its limits cannot be checked, so the step is refused (a shared limit fails closed)", gone))
 		return ctrl.Result{}, nil
+	}
+	model := &run.Spec.Model
+	if sc.kit.Spec != nil {
+		model = &sc.kit.Spec.Model // as the platform's policies priced it
+	}
+	for i := range list {
+		// A call of a model without a price would count $0 against a
+		// dollar limit: refused before anything is leased or spent.
+		if why := budget.Unpriced(&list[i], model); why != "" {
+			r.budgetRefusedEvent(&list[i], req, why)
+			r.refuseStep(sc, why)
+			return ctrl.Result{}, nil
+		}
 	}
 	for i := range list {
 		b := &list[i]
