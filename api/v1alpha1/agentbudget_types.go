@@ -74,6 +74,10 @@ const MaxBudgetReservations = 256
 // set; an unset limit does not apply. A limit set to zero means zero.
 //
 // +kubebuilder:validation:XValidation:rule=`has(self.maxCostUSD) || has(self.maxTokens) || has(self.maxConcurrentRuns) || self.?suspend.orValue(false)`,message="an AgentBudget needs at least one limit: set maxCostUSD, maxTokens or maxConcurrentRuns (or suspend: true)"
+// +kubebuilder:validation:XValidation:rule=`!has(self.perRun) || !has(self.perRun.maxCostUSD) || has(self.maxCostUSD)`,message="perRun.maxCostUSD caps a run's share of maxCostUSD, which is not set: set maxCostUSD, or remove perRun.maxCostUSD",fieldPath=`.perRun.maxCostUSD`
+// +kubebuilder:validation:XValidation:rule=`!has(self.perRun) || !has(self.perRun.maxCostUSD) || !has(self.maxCostUSD) || double(self.perRun.maxCostUSD) <= double(self.maxCostUSD)`,message="perRun.maxCostUSD must not exceed maxCostUSD",messageExpression=`'perRun.maxCostUSD ' + self.perRun.maxCostUSD + ' is more than the budget\'s maxCostUSD ' + self.maxCostUSD + ': one run cannot hold more than the whole budget'`,fieldPath=`.perRun.maxCostUSD`
+// +kubebuilder:validation:XValidation:rule=`!has(self.perRun) || !has(self.perRun.maxTokens) || has(self.maxTokens)`,message="perRun.maxTokens caps a run's share of maxTokens, which is not set: set maxTokens, or remove perRun.maxTokens",fieldPath=`.perRun.maxTokens`
+// +kubebuilder:validation:XValidation:rule=`!has(self.perRun) || !has(self.perRun.maxTokens) || !has(self.maxTokens) || self.perRun.maxTokens <= self.maxTokens`,message="perRun.maxTokens is more than the budget's maxTokens: one run cannot hold more than the whole budget",fieldPath=`.perRun.maxTokens`
 // +kubebuilder:validation:XValidation:rule=`!has(self.soft) || self.soft.all(n, (n == 'maxCostUSD' && has(self.maxCostUSD)) || (n == 'maxTokens' && has(self.maxTokens)) || (n == 'maxConcurrentRuns' && has(self.maxConcurrentRuns)))`,message="soft names a limit that is not set",messageExpression=`'soft names ' + self.soft.filter(n, !((n == 'maxCostUSD' && has(self.maxCostUSD)) || (n == 'maxTokens' && has(self.maxTokens)) || (n == 'maxConcurrentRuns' && has(self.maxConcurrentRuns))))[0] + ', which is not set: set it, or remove it from soft'`,fieldPath=`.soft`
 type AgentBudgetSpec struct {
 	// selector picks the runs of this namespace the budget covers, by
@@ -114,6 +118,19 @@ type AgentBudgetSpec struct {
 	// +kubebuilder:validation:Maximum=256
 	MaxConcurrentRuns *int32 `json:"maxConcurrentRuns,omitempty"`
 
+	// perRun caps the share of this budget one run may hold at once: the
+	// part of its lease it has not spent yet. A step whose reservation
+	// (what it may spend at most) fits the budget's room but not the cap
+	// is refused, whatever the run's own ceilings are: a run with
+	// maxCostUSD "100" under a budget of "10" is admitted, and never holds
+	// more than its cap of the budget, so that one run cannot reserve what
+	// the others of the namespace need. Unset, and for each limit perRun
+	// leaves unset: fraction of the limit, which defaults to 0.25 (a run
+	// may hold at most a quarter of maxCostUSD and of maxTokens). The cap
+	// applies to the hard limits; a soft one never refuses.
+	// +optional
+	PerRun *BudgetPerRun `json:"perRun,omitempty"`
+
 	// suspend: true is the kill switch for the runs the budget selects.
 	// Each stops at once, as spec.cancel stops it (a model call in flight
 	// is abandoned and charged its reservation, running tool calls finish
@@ -133,6 +150,31 @@ type AgentBudgetSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=3
 	Soft []BudgetLimit `json:"soft,omitempty"`
+}
+
+// BudgetPerRun caps what one run may hold of an AgentBudget at once: the
+// part of its lease it has not spent yet (leased minus spent). What a run
+// has spent is not held: it counts in consumed, as every run's spend does.
+type BudgetPerRun struct {
+	// maxCostUSD is the most US dollars one run may hold at once. At most
+	// the budget's maxCostUSD, which must be set.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxTokens is the most tokens one run may hold at once. At most the
+	// budget's maxTokens, which must be set.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// fraction is the cap of each limit maxCostUSD and maxTokens here leave
+	// unset, as a share of the budget's own limit: a decimal string
+	// greater than 0 and at most 1, such as "0.25" (the default) or "1" (a
+	// run may hold the whole budget).
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^(0\\.[0-9]{1,6}|1(\\.0{1,6})?)$') && double(self) > 0.0`,message="perRun.fraction must be a decimal string greater than 0 and at most 1, such as \"0.25\" (at most 6 decimals)"
+	Fraction string `json:"fraction,omitempty"`
 }
 
 // AgentBudgetStatus is the ledger of the current window. consumed is what
@@ -267,7 +309,9 @@ const (
 	// ReasonBudgetWithinLimits: no hard limit is reached (Exhausted=False).
 	ReasonBudgetWithinLimits = "WithinLimits"
 	// ReasonBudgetRefused: a step of a run was refused by a hard limit
-	// (Exhausted=True; also the event).
+	// (Exhausted=True; also the event). The event also records a step
+	// refused by the run's share (spec.perRun) or for a model without a
+	// price, which leave Exhausted alone: the budget has room.
 	ReasonBudgetRefused = "Refused"
 	// ReasonBudgetLimitReached: consumed spend reached a hard limit
 	// (Exhausted=True), or a soft one reached 100% (SoftLimitReached).

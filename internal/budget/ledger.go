@@ -16,6 +16,7 @@ package budget
 
 import (
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,10 @@ import (
 // DefaultWindow is the window of a budget whose spec has none (the CRD
 // defaults it; this is for objects built in code).
 const DefaultWindow = 24 * time.Hour
+
+// DefaultPerRunFraction is the share of each hard limit one run may hold
+// at once when the budget's perRun does not set it (spec.perRun).
+const DefaultPerRunFraction = "0.25"
 
 // Amount is a vector of what the ledger counts: US dollars and tokens.
 type Amount struct {
@@ -143,6 +148,74 @@ func limits(b *v1alpha1.AgentBudget) (lim Amount, hasCost, hasTokens bool) {
 	return lim, hasCost, hasTokens
 }
 
+// LimitsDollars reports whether the budget has a hard maxCostUSD.
+func LimitsDollars(b *v1alpha1.AgentBudget) bool {
+	_, hasCost, _ := limits(b)
+	return hasCost && !Soft(b, v1alpha1.LimitCost)
+}
+
+// Share is the most of a budget one run may hold at once: the part of its
+// lease it has not spent (leased minus spent). CostFrom and TokensFrom say
+// where each cap comes from, for a refusal's reason.
+type Share struct {
+	Cap                  Amount
+	CostFrom, TokensFrom string
+}
+
+// PerRun is the budget's cap on what one run may hold: perRun.maxCostUSD
+// and perRun.maxTokens where set (never more than the limit), else
+// perRun.fraction of the limit (DefaultPerRunFraction when unset),
+// rounded down.
+func PerRun(b *v1alpha1.AgentBudget) Share {
+	lim, _, _ := limits(b)
+	p := b.Spec.PerRun
+	if p == nil {
+		p = &v1alpha1.BudgetPerRun{}
+	}
+	frac, how := p.Fraction, "perRun.fraction"
+	f, ok := new(big.Rat).SetString(frac)
+	if frac == "" || !ok || f.Sign() <= 0 || f.Cmp(big.NewRat(1, 1)) > 0 {
+		// The CRD admits only a decimal in (0, 1].
+		frac, how = DefaultPerRunFraction, "the default perRun.fraction"
+		f, _ = new(big.Rat).SetString(frac)
+	}
+	part := func(limit int64) int64 {
+		r := new(big.Rat).Mul(new(big.Rat).SetInt64(limit), f)
+		return new(big.Int).Quo(r.Num(), r.Denom()).Int64()
+	}
+	var s Share
+	if p.MaxCostUSD != "" {
+		s.Cap.Cost, s.CostFrom = min(Money(p.MaxCostUSD), lim.Cost), "perRun.maxCostUSD"
+	} else {
+		s.Cap.Cost = loop.Money(part(int64(lim.Cost)))
+		s.CostFrom = fmt.Sprintf("%s %s of maxCostUSD $%s", how, frac, lim.Cost)
+	}
+	if p.MaxTokens != nil {
+		s.Cap.Tokens, s.TokensFrom = min(*p.MaxTokens, lim.Tokens), "perRun.maxTokens"
+	} else {
+		s.Cap.Tokens = part(lim.Tokens)
+		s.TokensFrom = fmt.Sprintf("%s %s of maxTokens %d", how, frac, lim.Tokens)
+	}
+	return s
+}
+
+// Unpriced says why the budget refuses a run whose model has no price
+// (model.pricing unset after the platform's policies applied theirs): a
+// hard maxCostUSD would count its calls as $0. It is empty when the
+// budget does not limit dollars or the model has a price.
+func Unpriced(b *v1alpha1.AgentBudget, m *v1alpha1.ModelSpec) string {
+	if !LimitsDollars(b) || (m.Pricing != nil && (m.Pricing.Input != "" || m.Pricing.Output != "")) {
+		return ""
+	}
+	model := fmt.Sprintf("model %q", m.Name)
+	if m.Name == "" {
+		model = fmt.Sprintf("the model of provider %s", m.Provider)
+	}
+	return fmt.Sprintf("AgentBudget %s limits dollars (maxCostUSD $%s) and %s has no price, so its calls would count as $0: "+
+		"set the run's model.pricing (US dollars per million input and output tokens), or ask the platform team to price %s in an AgentRunPolicy (spec.pricing)",
+		b.Name, Money(b.Spec.MaxCostUSD), model, model)
+}
+
 // HardCovers reports whether the run's lease already covers a total of
 // exposure in every hard dimension, so the step needs no write.
 func HardCovers(b *v1alpha1.AgentBudget, r *v1alpha1.BudgetReservation, exposure Amount) bool {
@@ -214,6 +287,9 @@ type Decision struct {
 	// Refused is set when a hard limit does not admit the step: the
 	// reason names the budget and the arithmetic. Nothing changed.
 	Refused string
+	// Share: the refusal is the per-run cap's (spec.perRun), not the
+	// limit's: the budget has room for the step, and is not exhausted.
+	Share bool
 	// Wait is set when the run may not start yet (maxConcurrentRuns, or
 	// the ledger holds MaxBudgetReservations leases). Nothing changed.
 	Wait string
@@ -232,13 +308,14 @@ const chunkCap = 64
 // Lease covers the run's exposure in the budget: it records what the run
 // has spent, and extends its lease when the step needs more than it
 // holds. The extension is the step's need plus a chunk of up to
-// chunkSteps more steps, but never more than 1/64 of the limit nor a fair
-// share of what is left (the room after the step, divided among the open
-// leases plus one), so
-// that chunks shrink as the budget runs out and never crowd out a step
-// that fits. A hard limit that cannot cover the need refuses the step;
-// Lease may then have changed b, which the caller must discard (work on a
-// copy).
+// chunkSteps more steps, but never more than 1/64 of the limit, nor a
+// fair share of what is left (the room after the step, divided among the
+// open leases plus one), nor what would take the run past its per-run cap
+// (PerRun: what it holds and has not spent), so that chunks shrink as the
+// budget runs out and never crowd out a step that fits. A hard limit that
+// cannot cover the need refuses the step, and so does the per-run cap
+// when the run would hold more than it; Lease may then have changed b,
+// which the caller must discard (work on a copy).
 func Lease(b *v1alpha1.AgentBudget, req Request) Decision {
 	var d Decision
 	r := Find(b, req.UID)
@@ -286,16 +363,27 @@ func Lease(b *v1alpha1.AgentBudget, req Request) Decision {
 		}
 		return d
 	}
-	// The room left after this step, shared fairly among the open leases.
+	// What the run would hold, unspent, once the step is covered: at least
+	// the step's reservation, and never more than the per-run cap.
+	per := PerRun(b)
+	hold := held.add(need).sub(spent)
+	if need.Cost > 0 && hasCost && !Soft(b, v1alpha1.LimitCost) && hold.Cost > per.Cap.Cost {
+		return refuseShare(b, "$"+hold.Cost.String(), "$"+per.Cap.Cost.String(), per.CostFrom)
+	}
+	if need.Tokens > 0 && hasTokens && !Soft(b, v1alpha1.LimitTokens) && hold.Tokens > per.Cap.Tokens {
+		return refuseShare(b, fmt.Sprintf("%d tokens", hold.Tokens), fmt.Sprintf("%d tokens", per.Cap.Tokens), per.TokensFrom)
+	}
+	// The room left after this step, shared fairly among the open leases,
+	// and within what the run may still hold.
 	share := int64(len(b.Status.Reservations)) + 1
 	grant := need
 	if hasCost && !Soft(b, v1alpha1.LimitCost) {
 		room := lim.Cost - exp.Cost - need.Cost
-		grant.Cost += min(step.Cost*chunkSteps, room/loop.Money(share), lim.Cost/chunkCap)
+		grant.Cost += max(0, min(step.Cost*chunkSteps, room/loop.Money(share), lim.Cost/chunkCap, per.Cap.Cost-hold.Cost))
 	}
 	if hasTokens && !Soft(b, v1alpha1.LimitTokens) {
 		room := lim.Tokens - exp.Tokens - need.Tokens
-		grant.Tokens += min(step.Tokens*chunkSteps, room/share, lim.Tokens/chunkCap)
+		grant.Tokens += max(0, min(step.Tokens*chunkSteps, room/share, lim.Tokens/chunkCap, per.Cap.Tokens-hold.Tokens))
 	}
 	setLeased(r, held.add(grant))
 	d.Changed = true
@@ -308,6 +396,16 @@ func Lease(b *v1alpha1.AgentBudget, req Request) Decision {
 func refuse(b *v1alpha1.AgentBudget, t Totals, need Amount, show func(Amount) string, limit, max string) Decision {
 	return Decision{Refused: fmt.Sprintf("AgentBudget %s: %s consumed + %s reserved + %s requested > %s (%s)",
 		b.Name, show(t.Consumed), show(t.Reserved), show(need), max, limit)}
+}
+
+// refuseShare says why the step does not fit the run's per-run cap. What
+// the run would hold unspent once a step is covered is that step's own
+// reservation: the lease covers the step exactly, and a chunk only within
+// the cap.
+func refuseShare(b *v1alpha1.AgentBudget, hold, cap, from string) Decision {
+	return Decision{Share: true, Refused: fmt.Sprintf("AgentBudget %s: this step may spend up to %s, more than one run may hold of the budget at once (%s, %s): "+
+		"lower what one step of the run may spend (model.maxOutputTokens, its tools' maxCostUSD), or raise the budget's perRun",
+		b.Name, hold, cap, from)}
 }
 
 // Settle closes a run's lease with its final total: what it spent in the

@@ -7,7 +7,9 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -177,5 +179,179 @@ func TestRoll_newWindowKeepsOpenLeases(t *testing.T) {
 	r := Find(b, "a")
 	if Ceiling(r) != before || b.Status.ConsumedCostUSD != "0.0000" || Spent(r) != (Amount{}) {
 		t.Fatalf("after the roll: ceiling %v (was %v), status %+v", Ceiling(r), before, b.Status)
+	}
+}
+
+// Issue 42, finding 9: one run may hold at most its share of a budget
+// (spec.perRun, a quarter of each hard limit by default), whatever its
+// own ceilings. A step that fits the budget's room but not the share is
+// refused as the share's (the budget is not exhausted); a step that fits
+// is leased with a chunk that stays within the share.
+func TestLease_oneRunHoldsAtMostItsShare(t *testing.T) {
+	cases := []struct {
+		name     string
+		perRun   *v1alpha1.BudgetPerRun
+		soft     bool
+		spent    string
+		exposure string
+		// leased is the run's lease after the step ("" when refused).
+		leased  string
+		refused string
+	}{
+		{name: "a step of almost the whole budget is refused by the default share",
+			exposure: "9.995", refused: "AgentBudget team-daily: this step may spend up to $9.9950, more than one run may hold of the budget at once " +
+				"($2.5000, the default perRun.fraction 0.25 of maxCostUSD $10.0000): lower what one step of the run may spend " +
+				"(model.maxOutputTokens, its tools' maxCostUSD), or raise the budget's perRun"},
+		{name: "a step within the share is leased with a chunk",
+			exposure: "2", leased: "2.15625"},
+		{name: "the chunk stops at the share",
+			exposure: "2.45", leased: "2.5"},
+		{name: "a step of exactly the share is leased without a chunk",
+			exposure: "2.5", leased: "2.5"},
+		{name: "what the run spent is not held: the share caps what it holds unspent",
+			spent: "6", exposure: "8.4", leased: "8.5"},
+		{name: "perRun.maxCostUSD sets the share",
+			perRun: &v1alpha1.BudgetPerRun{MaxCostUSD: "5"}, exposure: "4.9", leased: "5"},
+		{name: "perRun.maxCostUSD refuses what passes it, naming it",
+			perRun: &v1alpha1.BudgetPerRun{MaxCostUSD: "5"}, exposure: "5.01", refused: "($5.0000, perRun.maxCostUSD)"},
+		{name: "perRun.fraction sets the share",
+			perRun: &v1alpha1.BudgetPerRun{Fraction: "0.1"}, exposure: "1.01", refused: "($1.0000, perRun.fraction 0.1 of maxCostUSD $10.0000)"},
+		{name: "fraction 1 lets one run hold the whole budget",
+			perRun: &v1alpha1.BudgetPerRun{Fraction: "1"}, exposure: "9.995", leased: "9.9975"},
+		{name: "a soft limit has no share",
+			soft: true, exposure: "9.995", leased: "9.995"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := makeBudget("10")
+			b.Spec.PerRun = tc.perRun
+			if tc.soft {
+				b.Spec.Soft = []v1alpha1.BudgetLimit{v1alpha1.LimitCost}
+			}
+			if tc.spent != "" {
+				// The run leased its first step, then spent tc.spent.
+				if d := Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("2")}); d.Refused != "" {
+					t.Fatalf("first step: %+v", d)
+				}
+			}
+			spent := Amount{}
+			if tc.spent != "" {
+				spent = usdAmount(tc.spent)
+			}
+			work := b.DeepCopy()
+			d := Lease(work, Request{UID: "a", Run: "a", Spent: spent, Exposure: usdAmount(tc.exposure)})
+			if tc.refused != "" {
+				if !d.Share || !strings.Contains(d.Refused, tc.refused) {
+					t.Fatalf("decision %+v, want a refusal by the share containing %q", d, tc.refused)
+				}
+				return
+			}
+			if d.Refused != "" {
+				t.Fatalf("refused: %s", d.Refused)
+			}
+			if got := Leased(Find(work, "a")).Cost; got != loop.MustMoney(tc.leased) {
+				t.Fatalf("leased $%s, want $%s", got, tc.leased)
+			}
+		})
+	}
+}
+
+// The reproduction: under a $10 budget, run A asks for $9.995 for one
+// step (its own maxCostUSD is $100). It is refused by the share and holds
+// nothing, and run B's steps are then admitted; a run that holds its full
+// share leaves the others the rest.
+func TestLease_aRunWithAHugeCeilingCannotStarveTheOthers(t *testing.T) {
+	b := makeBudget("10")
+	work := b.DeepCopy()
+	if d := Lease(work, Request{UID: "a", Run: "a", Exposure: usdAmount("9.995")}); !d.Share {
+		t.Fatalf("run A's $9.995 step: %+v", d)
+	}
+	if d := Lease(b, Request{UID: "a", Run: "a", Exposure: usdAmount("2.5")}); d.Refused != "" {
+		t.Fatalf("run A's step of its whole share: %+v", d)
+	}
+	for i, run := range []types.UID{"b", "c", "d"} {
+		if d := Lease(b, Request{UID: run, Run: string(run), Exposure: usdAmount("2.4")}); d.Refused != "" {
+			t.Fatalf("run %s (%d): %+v", run, i, d)
+		}
+	}
+	if got := Sum(b).Reserved.Cost; got > loop.MustMoney("10") {
+		t.Fatalf("reserved $%s, over the limit", got)
+	}
+}
+
+func TestLease_tokensHaveAShareOfTheirOwn(t *testing.T) {
+	b := makeBudget("100")
+	b.Spec.MaxTokens = ptr.To[int64](1000)
+	d := Lease(b.DeepCopy(), Request{UID: "a", Run: "a", Exposure: Amount{Cost: 1, Tokens: 300}})
+	want := "AgentBudget team-daily: this step may spend up to 300 tokens, more than one run may hold of the budget at once (250 tokens, the default perRun.fraction 0.25 of maxTokens 1000)"
+	if !d.Share || !strings.HasPrefix(d.Refused, want) {
+		t.Fatalf("decision %+v, want a refusal starting %q", d, want)
+	}
+	b.Spec.PerRun = &v1alpha1.BudgetPerRun{MaxTokens: ptr.To[int64](400)}
+	if d := Lease(b, Request{UID: "a", Run: "a", Exposure: Amount{Cost: 1, Tokens: 300}}); d.Refused != "" {
+		t.Fatalf("within perRun.maxTokens: %+v", d)
+	}
+	if got := Leased(Find(b, "a")).Tokens; got != 315 {
+		t.Fatalf("leased %d tokens, want the step and 1/64 of the limit (315)", got)
+	}
+}
+
+func TestPerRun_defaultsToAQuarterOfEachLimit(t *testing.T) {
+	cases := []struct {
+		name   string
+		maxTok *int64
+		perRun *v1alpha1.BudgetPerRun
+		want   Share
+	}{
+		{"unset", ptr.To[int64](1001), nil, Share{Cap: Amount{Cost: loop.MustMoney("2.5"), Tokens: 250},
+			CostFrom: "the default perRun.fraction 0.25 of maxCostUSD $10.0000", TokensFrom: "the default perRun.fraction 0.25 of maxTokens 1001"}},
+		{"a fraction for both", ptr.To[int64](1000), &v1alpha1.BudgetPerRun{Fraction: "0.333333"}, Share{Cap: Amount{Cost: loop.MustMoney("3.33333"), Tokens: 333},
+			CostFrom: "perRun.fraction 0.333333 of maxCostUSD $10.0000", TokensFrom: "perRun.fraction 0.333333 of maxTokens 1000"}},
+		{"amounts, never more than the limits", ptr.To[int64](1000), &v1alpha1.BudgetPerRun{MaxCostUSD: "11", MaxTokens: ptr.To[int64](10)},
+			Share{Cap: Amount{Cost: loop.MustMoney("10"), Tokens: 10}, CostFrom: "perRun.maxCostUSD", TokensFrom: "perRun.maxTokens"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := makeBudget("10")
+			b.Spec.MaxTokens, b.Spec.PerRun = tc.maxTok, tc.perRun
+			if diff := cmp.Diff(tc.want, PerRun(b)); diff != "" {
+				t.Fatalf("PerRun (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Under a hard maxCostUSD a model without a price is refused, saying how
+// to price it; a price from the run or from the platform (both end in
+// model.pricing) is enough, and a budget that does not limit dollars does
+// not care.
+func TestUnpriced_refusesAModelWithoutAPriceUnderADollarLimit(t *testing.T) {
+	tokensOnly := makeBudget("")
+	tokensOnly.Spec.MaxTokens = ptr.To[int64](1000)
+	soft := makeBudget("10")
+	soft.Spec.Soft = []v1alpha1.BudgetLimit{v1alpha1.LimitCost}
+	cases := []struct {
+		name  string
+		b     *v1alpha1.AgentBudget
+		model v1alpha1.ModelSpec
+		want  string
+	}{
+		{"no pricing", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"},
+			`AgentBudget team-daily limits dollars (maxCostUSD $10.0000) and model "gpt-x" has no price, so its calls would count as $0: ` +
+				`set the run's model.pricing (US dollars per million input and output tokens), or ask the platform team to price model "gpt-x" in an AgentRunPolicy (spec.pricing)`},
+		{"pricing with only a cached price", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
+			Pricing: &v1alpha1.ModelPricing{CachedInput: "1"}}, "and the model of provider scripted has no price"},
+		{"priced output", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Output: "0"}}, ""},
+		{"priced input", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Input: "1"}}, ""},
+		{"a budget of tokens only", tokensOnly, v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted}, ""},
+		{"a soft dollar limit", soft, v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Unpriced(tc.b, &tc.model)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("Unpriced = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -293,12 +293,16 @@ func (l *Ledgers) lock(key types.NamespacedName) func() {
 // latest returns the newer of read (from the cache) and our last write of
 // the same object; the caller holds the budget's lock. Our last write is
 // newer unless the cache has caught up with it or someone else wrote
-// since, which the write's conflict will tell.
+// since, which the write's conflict will tell. A read of a later spec
+// (a higher generation) is newer than our write: our write succeeded, so
+// the spec changed after it. Without this check a step refused on our
+// write's older spec (a lower limit or share) writes nothing, so no
+// conflict would ever show the new one.
 func (l *Ledgers) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.last[client.ObjectKeyFromObject(read)]
-	if w == nil || w.UID != read.UID || w.ResourceVersion == read.ResourceVersion {
+	if w == nil || w.UID != read.UID || w.ResourceVersion == read.ResourceVersion || read.Generation > w.Generation {
 		return read
 	}
 	return w

@@ -28,9 +28,11 @@ import (
 // with a compare-and-swap (an Update carrying the resourceVersion read),
 // so most steps are covered by the lease already held and write nothing.
 // A hard limit that cannot cover the step ends the run BudgetExhausted
-// before anything is spent; a full maxConcurrentRuns holds a run that has
-// not started in Pending. The AgentBudget reconciler settles the lease
-// once the run has ended (agentbudget_controller.go).
+// before anything is spent, and so does a step that would have the run
+// hold more than its share of a budget (spec.perRun), or a model without
+// a price under a budget that limits dollars; a full maxConcurrentRuns
+// holds a run that has not started in Pending. The AgentBudget reconciler
+// settles the lease once the run has ended (agentbudget_controller.go).
 
 // budgetWaitRetry is how often a run waiting for a budget's concurrency
 // slot looks again.
@@ -61,6 +63,19 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 	if gone != "" {
 		r.refuseStep(sc, fmt.Sprintf("AgentBudget %s, in which this run holds a lease, no longer exists: its limits cannot be checked, so the step is refused (a shared limit fails closed)", gone))
 		return ctrl.Result{}, nil
+	}
+	model := &run.Spec.Model
+	if sc.kit.Spec != nil {
+		model = &sc.kit.Spec.Model // as the platform's policies priced it
+	}
+	for i := range list {
+		// A call of a model without a price would count $0 against a
+		// dollar limit: refused before anything is leased or spent.
+		if why := budget.Unpriced(&list[i], model); why != "" {
+			r.budgetRefusedEvent(&list[i], req, why)
+			r.refuseStep(sc, why)
+			return ctrl.Result{}, nil
+		}
 	}
 	for i := range list {
 		b := &list[i]
@@ -215,6 +230,10 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		rolled, _ := budget.Roll(work, now)
 		d := budget.Lease(work, req)
 		switch {
+		case d.Refused != "" && d.Share:
+			// The budget has room: only this run's share is full.
+			r.budgetRefusedEvent(fresh, req, d.Refused)
+			return leaseOutcome{refused: d.Refused, holds: budget.Find(fresh, req.UID) != nil}
 		case d.Refused != "":
 			r.markRefused(ctx, fresh, req, d.Refused)
 			return leaseOutcome{refused: d.Refused, holds: budget.Find(fresh, req.UID) != nil}
@@ -270,6 +289,12 @@ func (r *AgentRunReconciler) markRefused(ctx context.Context, b *v1alpha1.AgentB
 			ctrl.LoggerFrom(ctx).V(4).Info("Could not mark the AgentBudget exhausted", "budget", b.Name, "error", err.Error())
 		}
 	}
+	r.budgetRefusedEvent(b, req, reason)
+}
+
+// budgetRefusedEvent records on the budget that it refused a step of a
+// run, and why.
+func (r *AgentRunReconciler) budgetRefusedEvent(b *v1alpha1.AgentBudget, req budget.Request, reason string) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonBudgetRefused, "Refuse "+req.Run, "Run %s: %s", req.Run, reason)
 	}

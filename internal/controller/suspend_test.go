@@ -45,7 +45,10 @@ func TestSuspend_anAgentBudgetStopsItsRuns(t *testing.T) {
 	}
 	expectStopped(t, tb, run, "AgentBudget team, which covers it, is suspended (spec.suspend: true)")
 
-	later := makeRun(run.Namespace, "later").answer("done").create(t)
+	// The runs are priced: a budget that limits dollars refuses a run
+	// whose model has no price.
+	priced := func(s *v1alpha1.AgentRunSpec) { s.Model.Pricing = &v1alpha1.ModelPricing{Input: "1", Output: "1"} }
+	later := makeRun(run.Namespace, "later").answer("done").with(priced).create(t)
 	if done := expectStopped(t, tb, later, "AgentBudget team"); done.Status.Turn != 0 {
 		t.Fatalf("the run created while suspended took %d turns", done.Status.Turn)
 	}
@@ -61,7 +64,7 @@ func TestSuspend_anAgentBudgetStopsItsRuns(t *testing.T) {
 	attempt := 0
 	NewWithT(t).Eventually(func() v1alpha1.Outcome {
 		attempt++
-		after := makeRun(run.Namespace, fmt.Sprintf("after-%d", attempt)).answer("done").create(t)
+		after := makeRun(run.Namespace, fmt.Sprintf("after-%d", attempt)).answer("done").with(priced).create(t)
 		return waitOutcome(t, after, 20*time.Second).Status.Outcome
 	}, 30*time.Second, 100*time.Millisecond).Should(Equal(v1alpha1.OutcomeCompleted), "no run completed after the switch was turned off")
 }

@@ -51,6 +51,39 @@ metadata: {name: tokens-only}
 spec:
   maxTokens: 1000
 `},
+		{"per-run shares of both limits", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: shares}
+spec:
+  maxCostUSD: "10"
+  maxTokens: 1000
+  perRun: {maxCostUSD: "2.50", maxTokens: 1000}
+`},
+		{"a per-run fraction", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: fraction}
+spec:
+  maxCostUSD: "10"
+  perRun: {fraction: "0.125"}
+`},
+		{"a fraction of 1: one run may hold the whole budget", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: fraction-one}
+spec:
+  maxCostUSD: "10"
+  perRun: {fraction: "1"}
+`},
+		{"a per-run share equal to the limit", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: share-all}
+spec:
+  maxCostUSD: "10"
+  perRun: {maxCostUSD: "10.00"}
+`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,6 +146,60 @@ kind: AgentBudget
 metadata: {name: negative-tokens}
 spec: {maxTokens: -1}
 `, []string{"spec.maxTokens", "greater than or equal to 0"}},
+		{"a per-run share above the limit", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: share-above}
+spec: {maxCostUSD: "10", perRun: {maxCostUSD: "10.01"}}
+`, []string{"spec.perRun.maxCostUSD", "perRun.maxCostUSD 10.01 is more than the budget's maxCostUSD 10: one run cannot hold more than the whole budget"}},
+		{"a per-run token share above the limit", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: token-share-above}
+spec: {maxTokens: 1000, perRun: {maxTokens: 1001}}
+`, []string{"spec.perRun.maxTokens", "perRun.maxTokens is more than the budget's maxTokens: one run cannot hold more than the whole budget"}},
+		{"a per-run share of a limit that is not set", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: share-unset}
+spec: {maxTokens: 1000, perRun: {maxCostUSD: "1"}}
+`, []string{"spec.perRun.maxCostUSD", "perRun.maxCostUSD caps a run's share of maxCostUSD, which is not set"}},
+		{"a per-run token share of a limit that is not set", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: token-share-unset}
+spec: {maxCostUSD: "1", perRun: {maxTokens: 10}}
+`, []string{"spec.perRun.maxTokens", "perRun.maxTokens caps a run's share of maxTokens, which is not set"}},
+		{"a per-run share that is not a decimal", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: share-float}
+spec: {maxCostUSD: "10", perRun: {maxCostUSD: "2.5e0"}}
+`, []string{"spec.perRun.maxCostUSD", "must be an amount of US dollars written as a decimal string"}},
+		{"a fraction of zero", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: fraction-zero}
+spec: {maxCostUSD: "10", perRun: {fraction: "0.0"}}
+`, []string{"spec.perRun.fraction", "perRun.fraction must be a decimal string greater than 0 and at most 1"}},
+		{"a fraction above one", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: fraction-above}
+spec: {maxCostUSD: "10", perRun: {fraction: "1.5"}}
+`, []string{"spec.perRun.fraction", "perRun.fraction must be a decimal string greater than 0 and at most 1"}},
+		{"a percentage for a fraction", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: fraction-percent}
+spec: {maxCostUSD: "10", perRun: {fraction: "25%"}}
+`, []string{"spec.perRun.fraction", "perRun.fraction must be a decimal string greater than 0 and at most 1"}},
+		{"a negative per-run token share", `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentBudget
+metadata: {name: share-negative}
+spec: {maxTokens: 1000, perRun: {maxTokens: -1}}
+`, []string{"spec.perRun.maxTokens", "greater than or equal to 0"}},
 		{"more concurrent runs than the ledger can hold", `
 apiVersion: agents.agentrun.dev/v1alpha1
 kind: AgentBudget
