@@ -69,7 +69,9 @@ type AgentRunPolicySpec struct {
 	// models restricts where a shared API key may be sent: a run whose
 	// model.apiKeySecretRef names one of these Secrets must use one of its
 	// providers, and a baseURL among its baseURLs (or none: the provider's
-	// own endpoint). Secrets not listed are not restricted here.
+	// own endpoint). A run may name such a Secret nowhere else: not in a
+	// tool's header or env, nor in a caBundleRef. Secrets not listed are
+	// not restricted here.
 	// +optional
 	// +listType=map
 	// +listMapKey=apiKeySecret

@@ -92,8 +92,8 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 	return out, changes, nil
 }
 
-// admits checks what cannot be lowered: the ServiceAccount and where the
-// API key goes.
+// admits checks what cannot be lowered: the ServiceAccount, where the
+// API key goes, and that a pinned key goes nowhere else.
 func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	sa := spec.ServiceAccountName
 	if sa == "" {
@@ -102,6 +102,9 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	if names := p.Spec.ServiceAccountNames; len(names) > 0 && !slices.Contains(names, sa) {
 		return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("runs may act only as the ServiceAccounts %s, not %s",
 			strings.Join(names, ", "), sa)}
+	}
+	if err := pinnedElsewhere(p, spec); err != nil {
+		return err
 	}
 	ref := spec.Model.APIKeySecretRef
 	if ref == nil {
@@ -123,6 +126,69 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 				allowed = "to the provider's own endpoint or to " + strings.Join(m.BaseURLs, ", ")
 			}
 			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be sent %s, not to %s", ref.Name, allowed, u)}
+		}
+	}
+	return nil
+}
+
+// secretRef is a place in a run's spec that names a Secret.
+type secretRef struct {
+	// Path is the field, for example spec.tools[1].http.headers[0].valueFrom.secretKeyRef.
+	Path string
+	// Secret is the Secret's name.
+	Secret string
+}
+
+// secretRefs lists every Secret the spec names other than the model's
+// API key (model.apiKeySecretRef): the model's CA bundle, and each tool's
+// headers, env and CA bundle, in the order of the manifest.
+func secretRefs(spec *v1alpha1.AgentRunSpec) []secretRef {
+	var out []secretRef
+	ca := func(path string, ref *v1alpha1.CABundleRef) {
+		if ref != nil && ref.SecretKeyRef != nil {
+			out = append(out, secretRef{Path: path + ".caBundleRef.secretKeyRef", Secret: ref.SecretKeyRef.Name})
+		}
+	}
+	headers := func(path string, hs []v1alpha1.HTTPHeader) {
+		for j, h := range hs {
+			if h.ValueFrom != nil {
+				out = append(out, secretRef{Path: fmt.Sprintf("%s.headers[%d].valueFrom.secretKeyRef", path, j), Secret: h.ValueFrom.SecretKeyRef.Name})
+			}
+		}
+	}
+	ca("spec.model", spec.Model.CABundleRef)
+	for i := range spec.Tools {
+		t := &spec.Tools[i]
+		path := fmt.Sprintf("spec.tools[%d]", i)
+		switch {
+		case t.HTTP != nil:
+			headers(path+".http", t.HTTP.Headers)
+			ca(path+".http", t.HTTP.CABundleRef)
+		case t.MCP != nil:
+			headers(path+".mcp", t.MCP.Headers)
+			ca(path+".mcp", t.MCP.CABundleRef)
+		case t.Job != nil:
+			for j, e := range t.Job.Env {
+				if e.ValueFrom != nil {
+					out = append(out, secretRef{Path: fmt.Sprintf("%s.job.env[%d].valueFrom.secretKeyRef", path, j), Secret: e.ValueFrom.SecretKeyRef.Name})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pinnedElsewhere refuses a run that names a Secret the policy pins to
+// the model (models[].apiKeySecret) anywhere but model.apiKeySecretRef: a
+// tool's header or env would send the key wherever the tool goes.
+func pinnedElsewhere(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
+	if len(p.Spec.Models) == 0 {
+		return nil
+	}
+	for _, ref := range secretRefs(spec) {
+		if slices.ContainsFunc(p.Spec.Models, func(m v1alpha1.ModelAllowance) bool { return m.APIKeySecret == ref.Secret }) {
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be named only as spec.model.apiKeySecretRef, not in %s",
+				ref.Secret, ref.Path)}
 		}
 	}
 	return nil
