@@ -103,6 +103,12 @@ type AgentRunPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Rules []PolicyRule `json:"rules,omitempty"`
 
+	// requireToolCosts: true refuses a run any of whose tools does not
+	// declare maxCostUSD ("0" declares it): an undeclared tool's calls
+	// count $0 against budget.maxCostUSD and every AgentBudget.
+	// +optional
+	RequireToolCosts bool `json:"requireToolCosts,omitempty"`
+
 	// serviceAccountNames are the ServiceAccounts a run may act as
 	// (spec.serviceAccountName; "default" when unset). Unset: any.
 	// +optional

@@ -49,9 +49,10 @@ type ToolSpec struct {
 
 	// maxCostUSD is the most one call may cost, in US dollars. It is
 	// reserved against budget.maxCostUSD before the call is dispatched.
-	// Defaults to "0".
+	// Unset, a call counts $0; unlike "0", unset is not a declaration, and
+	// an AgentRunPolicy with requireToolCosts refuses a run whose tools
+	// leave it out.
 	// +optional
-	// +kubebuilder:default="0"
 	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
 
 	// timeout bounds one call, enforced from outside the tool's process.

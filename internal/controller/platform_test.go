@@ -293,3 +293,29 @@ func TestPlatform_pinnedKeysStayPinned(t *testing.T) {
 	expectInvalid(t, waitOutcome(t, before, 20*time.Second), "AgentRunPolicy "+p.Name+
 		" refuses it: the API key in Secret shared-openai may be named only as spec.model.apiKeySecretRef, not in spec.tools[0].job.env[0].valueFrom.secretKeyRef")
 }
+
+// Issue 43, item 2: a policy can require every tool to declare what a call
+// may cost, so that a cost ceiling covers the tools as well as the model.
+// The API server refuses a run with an undeclared tool, naming it ("0"
+// declares a free tool); the operator refuses one created before the
+// policy.
+func TestPlatform_requireToolCosts(t *testing.T) {
+	ns := namespace(t)
+	free := func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "ping", MaxCostUSD: "0", HTTP: &v1alpha1.HTTPTool{URL: "http://ping.default.svc/"}})
+	}
+	before := makeRun(ns, "before").with(free).readTool("lookup").answer("done").create(t)
+	if got := get(t, before).Spec.Tools[1].MaxCostUSD; got != "" {
+		t.Fatalf("the API server stored maxCostUSD %q for a tool that left it out", got)
+	}
+	p := govern(t, ns, v1alpha1.AgentRunPolicySpec{RequireToolCosts: true})
+	refusedAtCreation(t, k8sClient, makeRun(ns, "undeclared").with(free).readTool("lookup").readTool("events").answer("done").r,
+		"AgentRunPolicy "+p.Name+` requires every tool to declare maxCostUSD (requireToolCosts; "0" declares a free tool), and the tools lookup, events do not`)
+	if err := k8sClient.Create(context.Background(), makeRun(ns, "declared").with(free).answer("done").r, client.DryRunAll); err != nil {
+		t.Errorf("a run whose tools declare their costs was refused: %v", err)
+	}
+
+	startManager(t, &kits{tools: newTools()})
+	expectInvalid(t, waitOutcome(t, before, 20*time.Second), "AgentRunPolicy "+p.Name+
+		` refuses it: every tool must declare maxCostUSD (requireToolCosts; "0" declares a free tool), and the tools lookup do not`)
+}

@@ -93,7 +93,8 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 }
 
 // admits checks what cannot be lowered: the ServiceAccount, where the
-// API key goes, and that a pinned key goes nowhere else.
+// API key goes, that a pinned key goes nowhere else, and declared tool
+// costs.
 func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	sa := spec.ServiceAccountName
 	if sa == "" {
@@ -105,6 +106,18 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	}
 	if err := pinnedElsewhere(p, spec); err != nil {
 		return err
+	}
+	if p.Spec.RequireToolCosts {
+		var undeclared []string
+		for _, t := range spec.Tools {
+			if t.MaxCostUSD == "" {
+				undeclared = append(undeclared, t.Name)
+			}
+		}
+		if len(undeclared) > 0 {
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), "+
+				"and the tools %s do not", strings.Join(undeclared, ", "))}
+		}
 	}
 	ref := spec.Model.APIKeySecretRef
 	if ref == nil {

@@ -297,3 +297,38 @@ func TestApply_pinnedKeysStayPinned(t *testing.T) {
 		})
 	}
 }
+
+// Issue 43, item 2: requireToolCosts refuses a run whose tools leave
+// maxCostUSD out, naming them; "0" declares a free tool.
+func TestApply_requireToolCosts(t *testing.T) {
+	costed := func(tool v1alpha1.ToolSpec, usd v1alpha1.USD) v1alpha1.ToolSpec { tool.MaxCostUSD = usd; return tool }
+	tools := []v1alpha1.ToolSpec{
+		costed(httpTool("free", v1alpha1.HTTPGet, "https://example.com/"), "0"),
+		httpTool("search", v1alpha1.HTTPGet, "https://example.com/search"),
+		costed(jobTool("render", "example.com/render:1"), "0.02"),
+		{Name: "lookup", Builtin: v1alpha1.BuiltinKubernetesGet},
+	}
+	for _, tc := range []struct {
+		name    string
+		require bool
+		tools   []v1alpha1.ToolSpec
+		why     string
+	}{
+		{"required, two undeclared", true, tools, "every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), and the tools search, lookup do not"},
+		{"required, all declared", true, []v1alpha1.ToolSpec{tools[0], tools[2]}, ""},
+		{"required, no tools", true, nil, ""},
+		{"not required", false, tools, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policy("costs", func(s *v1alpha1.AgentRunPolicySpec) { s.RequireToolCosts = tc.require })
+			_, _, err := Apply(run(func(s *v1alpha1.AgentRunSpec) { s.Tools = tc.tools }), []v1alpha1.AgentRunPolicy{p})
+			var ref *Refusal
+			switch {
+			case tc.why == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.why != "" && (!errors.As(err, &ref) || ref.Policy != "costs" || !strings.Contains(err.Error(), tc.why)):
+				t.Fatalf("error %v; want a refusal by costs saying %q", err, tc.why)
+			}
+		})
+	}
+}
