@@ -416,6 +416,15 @@ type MCPTool struct {
 	// +kubebuilder:validation:MaxLength=256
 	Tool string `json:"tool"`
 
+	// requireReadOnlyHint: true treats the tool as mutating unless its
+	// server annotates it readOnlyHint: true when the run starts (the
+	// annotations are read then, not at creation). It can only tighten
+	// what mutates declares. An AgentRunPolicy whose readOnlyTools call
+	// the tool read-only on its server's word sets it on the runs it
+	// governs.
+	// +optional
+	RequireReadOnlyHint bool `json:"requireReadOnlyHint,omitempty"`
+
 	// headers are sent with every request; values can come from Secrets.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32

@@ -121,7 +121,8 @@ func TestPlatform_operatorGovernsRunsCreatedBeforeThePolicy(t *testing.T) {
 		ServiceAccountNames: []string{"agent"},
 		Limits:              &v1alpha1.PlatformLimits{MaxTurns: ptr.To(int32(4))},
 		Pricing:             []v1alpha1.ModelPrice{{Model: "*", ModelPricing: v1alpha1.ModelPricing{Input: "10", Output: "10"}}},
-		Rules:               []v1alpha1.PolicyRule{{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "every change is reviewed"}},
+		Rules: []v1alpha1.PlatformRule{{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk,
+			Reason: "every change is reviewed"}}},
 	})
 
 	tb := newTools()
@@ -233,8 +234,8 @@ func TestPlatform_aPolicyAddedWhileACallWaitsAppliesOnResume(t *testing.T) {
 	stop()
 	ctx := context.Background()
 	p := govern(t, run.Namespace, v1alpha1.AgentRunPolicySpec{
-		Rules: []v1alpha1.PolicyRule{{Tools: []string{"issue_refund"}, Decision: v1alpha1.PolicyDeny, Reason: "refunds go through billing",
-			Name: "no-refunds"}},
+		Rules: []v1alpha1.PlatformRule{{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"issue_refund"}, Decision: v1alpha1.PolicyDeny,
+			Reason: "refunds go through billing", Name: "no-refunds"}}},
 	})
 
 	startManager(t, &kits{tools: tb})
@@ -247,6 +248,43 @@ func TestPlatform_aPolicyAddedWhileACallWaitsAppliesOnResume(t *testing.T) {
 	}
 	NewWithT(t).Eventually(func() []string { return warningsOn(t, run, string(loop.NoteRevetted)) }, 10*time.Second, 50*time.Millisecond).Should(
 		ContainElement(ContainSubstring("t1-c1 (issue_refund) is now deny (AgentRunPolicy/" + p.Name + ": no-refunds): refunds go through billing; it was ask (tool.irreversible)")))
+}
+
+// Issue 42, finding 2: the platform decides what counts as read-only. Its
+// example rule, every mutating tool asks, once matched only what the
+// author declared (tools[].mutates, false unless written): a restock left
+// undeclared ran with no person asked. Under readOnlyTools, a tool they do
+// not match is mutating whatever the run says, and the rule asks.
+func TestPlatform_readOnlyIsThePlatformsWord(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{
+		ReadOnlyTools: []v1alpha1.ReadOnlyTool{{ToolSelector: v1alpha1.ToolSelector{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindBuiltin}}}},
+		Rules: []v1alpha1.PlatformRule{
+			{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Decision: v1alpha1.PolicyDeny, Reason: "no deletes"},
+				Match: []v1alpha1.ToolSelector{{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindHTTP}, Methods: []v1alpha1.HTTPMethod{v1alpha1.HTTPDelete}}}},
+			{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "every change is reviewed"}},
+		},
+	})
+	tb := newTools()
+	startManager(t, &kits{tools: tb})
+	restock := makeRun(ns, "restock").with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "restock", // mutates left out
+			Job: &v1alpha1.JobTool{Image: "registry.example.com/writers/restock:1", Command: []string{"restock"}}})
+	}).calls("restock", `{"sku":"A-1"}`).answer("Restocked.").create(t)
+
+	pending := waitPending(t, restock, 1).Status.PendingApprovals[0]
+	if pending.Rule != "AgentRunPolicy/"+p.Name+".rules[1]" || pending.Reason != "every change is reviewed" {
+		t.Fatalf("the call waits by %q (%q); want the platform's rules[1]", pending.Rule, pending.Reason)
+	}
+	if m := get(t, restock).Spec.Tools[0].Mutates; m == nil || *m {
+		t.Fatalf("stored mutates %v; want the author's false, kept as written", m)
+	}
+	NewWithT(t).Eventually(func() []string {
+		return eventNotes(t, ns, "AgentRun", restock.Name, corev1.EventTypeNormal, string(NotePlatformApplied))
+	}, 10*time.Second, 50*time.Millisecond).Should(ContainElement(
+		ContainSubstring("tools[0] (restock) is mutating by AgentRunPolicy " + p.Name + " (its readOnlyTools do not match it)")))
+	if n := tb.counts()[pending.CallID+":restock"]; n != 0 {
+		t.Fatalf("the restock ran %d times before anyone approved it", n)
+	}
 }
 
 // Issue 42, finding 7: a Secret the policy pins to the model's key cannot

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,10 +178,10 @@ func TestApply_requiredRulesComeFirstAndKeepTheirNames(t *testing.T) {
 	})
 	pols := []v1alpha1.AgentRunPolicy{
 		policy("a", func(s *v1alpha1.AgentRunPolicySpec) {
-			s.Rules = []v1alpha1.PolicyRule{{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk}}
+			s.Rules = []v1alpha1.PlatformRule{{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk}}}
 		}),
 		policy("b", func(s *v1alpha1.AgentRunPolicySpec) {
-			s.Rules = []v1alpha1.PolicyRule{{Tools: []string{"drop"}, Decision: v1alpha1.PolicyDeny, Name: "no-drops"}}
+			s.Rules = []v1alpha1.PlatformRule{{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"drop"}, Decision: v1alpha1.PolicyDeny, Name: "no-drops"}}}
 		}),
 	}
 	got, _, err := Apply(r, pols)
@@ -235,6 +236,115 @@ func jobTool(name, image string) v1alpha1.ToolSpec {
 
 func mcpTool(name, url string) v1alpha1.ToolSpec {
 	return v1alpha1.ToolSpec{Name: name, MCP: &v1alpha1.MCPTool{URL: url, Tool: name}}
+}
+
+func declared(t v1alpha1.ToolSpec, mutates bool) v1alpha1.ToolSpec {
+	t.Mutates = &mutates
+	return t
+}
+
+// Issue 42, finding 2: the platform, not the run's author, decides what
+// counts as read-only. A tool its readOnlyTools do not match is mutating
+// whatever the run declares (mutates defaults to false, so leaving it out
+// once skipped every "mutating tools ask" rule); a tool they match keeps
+// the author's word, which may only tighten; an MCP tool that is read-only
+// on its server's word is left for the operator to ask the server.
+func TestApply_readOnlyToolsAreThePlatformsWord(t *testing.T) {
+	p := policy("tenants", func(s *v1alpha1.AgentRunPolicySpec) {
+		s.ReadOnlyTools = []v1alpha1.ReadOnlyTool{
+			{ToolSelector: v1alpha1.ToolSelector{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindBuiltin}}},
+			{ToolSelector: v1alpha1.ToolSelector{Methods: []v1alpha1.HTTPMethod{v1alpha1.HTTPGet}, URLs: []string{"https://billing.example.com/v1/*"}}},
+			{ToolSelector: v1alpha1.ToolSelector{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindJob}, Images: []string{"registry.example.com/readers/*"}}},
+			{ToolSelector: v1alpha1.ToolSelector{URLs: []string{"https://mcp.example.com/mcp"}}, ReadOnlyHint: true},
+		}
+	})
+	r := run(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = []v1alpha1.ToolSpec{
+			{Name: "lookup", Builtin: v1alpha1.BuiltinKubernetesGet},
+			httpTool("account", v1alpha1.HTTPGet, "https://billing.example.com/v1/accounts?email={{.email}}"),
+			httpTool("account-default-method", "", "https://billing.example.com/v1/accounts"),
+			httpTool("refund", v1alpha1.HTTPPost, "https://billing.example.com/v1/refunds"),
+			declared(httpTool("refund-declared-read", v1alpha1.HTTPPost, "https://billing.example.com/v1/refunds"), false),
+			httpTool("lookalike-host", v1alpha1.HTTPGet, "https://billing.example.com.attacker.example/v1/accounts"),
+			declared(httpTool("author-tightens", v1alpha1.HTTPGet, "https://billing.example.com/v1/accounts"), true),
+			jobTool("reader", "registry.example.com/readers/report:1"),
+			jobTool("writer", "registry.example.com/writers/restock:1"),
+			mcpTool("search", "https://mcp.example.com/mcp"),
+			mcpTool("other-server", "https://mcp.other.example/mcp"),
+		}
+	})
+	got, changes, err := Apply(r, []v1alpha1.AgentRunPolicy{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type class struct{ Mutates, AskServer bool }
+	gotClass := map[string]class{}
+	for _, tool := range got.Spec.Tools {
+		gotClass[tool.Name] = class{Mutates: tool.Mutates != nil && *tool.Mutates, AskServer: tool.MCP != nil && tool.MCP.RequireReadOnlyHint}
+	}
+	want := map[string]class{
+		"lookup":                 {},
+		"account":                {},
+		"account-default-method": {},
+		"refund":                 {Mutates: true},
+		"refund-declared-read":   {Mutates: true},
+		"lookalike-host":         {Mutates: true},
+		"author-tightens":        {Mutates: true},
+		"reader":                 {},
+		"writer":                 {Mutates: true},
+		"search":                 {AskServer: true},
+		"other-server":           {Mutates: true},
+	}
+	if diff := cmp.Diff(want, gotClass); diff != "" {
+		t.Errorf("classification (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(changes, "tools[3] (refund) is mutating by AgentRunPolicy tenants (its readOnlyTools do not match it)") {
+		t.Errorf("changes %q do not say that refund became mutating", changes)
+	}
+	if r.Spec.Tools[3].Mutates != nil || r.Spec.Tools[9].MCP.RequireReadOnlyHint {
+		t.Error("Apply changed the run it was given")
+	}
+
+	// Without readOnlyTools, the author's word stands.
+	got, _, err = Apply(r, []v1alpha1.AgentRunPolicy{policy("silent", func(*v1alpha1.AgentRunPolicySpec) {})})
+	if err != nil || got.Spec.Tools[3].Mutates != nil {
+		t.Fatalf("a policy without readOnlyTools classified a tool: %v, %+v", err, got.Spec.Tools[3])
+	}
+}
+
+// A required rule can pick tools by what they are, not what the run calls
+// them: here every POST asks, and a rule that picks none of the run's
+// tools is left out without renaming the others.
+func TestApply_requiredRulesMatchToolsByWhatTheyAre(t *testing.T) {
+	p := policy("a", func(s *v1alpha1.AgentRunPolicySpec) {
+		s.Rules = []v1alpha1.PlatformRule{
+			{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Decision: v1alpha1.PolicyAsk},
+				Match: []v1alpha1.ToolSelector{{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindHTTP}, Methods: []v1alpha1.HTTPMethod{v1alpha1.HTTPPost, v1alpha1.HTTPDelete}}}},
+			{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Decision: v1alpha1.PolicyDeny},
+				Match: []v1alpha1.ToolSelector{{Images: []string{"registry.example.com/admin/*"}}}},
+			{PolicyRule: v1alpha1.PolicyRule{Tools: []string{"pay", "read"}, Decision: v1alpha1.PolicyDeny},
+				Match: []v1alpha1.ToolSelector{{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindHTTP}}}},
+		}
+	})
+	r := run(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = []v1alpha1.ToolSpec{
+			httpTool("read", v1alpha1.HTTPGet, "https://api.example.com/x"),
+			httpTool("pay", v1alpha1.HTTPPost, "https://api.example.com/pay"),
+			httpTool("innocuous-name", v1alpha1.HTTPDelete, "https://api.example.com/accounts/{{.id}}"),
+			jobTool("report", "registry.example.com/readers/report:1"),
+		}
+	})
+	got, _, err := Apply(r, []v1alpha1.AgentRunPolicy{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.PolicyRule{
+		{Tools: []string{"pay", "innocuous-name"}, Decision: v1alpha1.PolicyAsk, Name: "AgentRunPolicy/a.rules[0]"},
+		{Tools: []string{"read", "pay"}, Decision: v1alpha1.PolicyDeny, Name: "AgentRunPolicy/a.rules[2]"},
+	}
+	if diff := cmp.Diff(want, got.Spec.Policy.Rules); diff != "" {
+		t.Fatalf("rules (-want +got):\n%s", diff)
+	}
 }
 
 // Issue 42, finding 7: a Secret the policy pins to the model's key is
