@@ -69,7 +69,9 @@ type AgentRunPolicySpec struct {
 	// models restricts where a shared API key may be sent: a run whose
 	// model.apiKeySecretRef names one of these Secrets must use one of its
 	// providers, and a baseURL among its baseURLs (or none: the provider's
-	// own endpoint). Secrets not listed are not restricted here.
+	// own endpoint). A run may name such a Secret nowhere else: not in a
+	// tool's header or env, nor in a caBundleRef. Secrets not listed are
+	// not restricted here.
 	// +optional
 	// +listType=map
 	// +listMapKey=apiKeySecret
@@ -99,7 +101,25 @@ type AgentRunPolicySpec struct {
 	// AgentRunPolicy/<name>.rules[i] (or by their name).
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
-	Rules []PolicyRule `json:"rules,omitempty"`
+	Rules []PlatformRule `json:"rules,omitempty"`
+
+	// readOnlyTools are the tools the platform counts as read-only, picked
+	// by what a run's author cannot misstate: the tool's kind, its image,
+	// its HTTP method and URL, its MCP server and what the server
+	// annotates. When it is set, every tool of a governed run that no
+	// entry matches is mutating, whatever its mutates says, so a rule with
+	// mutating: true matches it; a tool an entry matches keeps its own
+	// mutates (its author may still declare it mutating). Unset or empty:
+	// a tool is what its mutates says.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	ReadOnlyTools []ReadOnlyTool `json:"readOnlyTools,omitempty"`
+
+	// requireToolCosts: true refuses a run any of whose tools does not
+	// declare maxCostUSD ("0" declares it): an undeclared tool's calls
+	// count $0 against budget.maxCostUSD and every AgentBudget.
+	// +optional
+	RequireToolCosts bool `json:"requireToolCosts,omitempty"`
 
 	// serviceAccountNames are the ServiceAccounts a run may act as
 	// (spec.serviceAccountName; "default" when unset). Unset: any.
@@ -163,6 +183,87 @@ type ModelPrice struct {
 	// input, output and cachedInput are the prices, as model.pricing
 	// writes them.
 	ModelPricing `json:",inline"`
+}
+
+// PlatformRule is a policy rule an AgentRunPolicy requires. Besides by
+// name, it can pick its tools by what their executor is, which the run's
+// author cannot misstate.
+type PlatformRule struct {
+	// tools, when, decision, reason, mutating and name are as in a run's
+	// policy.rules.
+	PolicyRule `json:",inline"`
+
+	// match, when set, narrows the rule to the tools (among those tools
+	// names) that one of these selectors matches: "every POST to the
+	// billing API asks" holds whatever the run calls the tool.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Match []ToolSelector `json:"match,omitempty"`
+}
+
+// ToolKind is a tool's executor.
+// +kubebuilder:validation:Enum=http;job;mcp;builtin
+type ToolKind string
+
+// The tool kinds, one per executor of tools[].
+const (
+	ToolKindHTTP    ToolKind = "http"
+	ToolKindJob     ToolKind = "job"
+	ToolKindMCP     ToolKind = "mcp"
+	ToolKindBuiltin ToolKind = "builtin"
+)
+
+// ToolSelector picks a run's tools by their executor, which the run's
+// author cannot misstate. Every field that is set must match, each by
+// any of its entries; an empty selector matches every tool. A pattern
+// (images, urls) is compared exactly, or, ending in "*", as a prefix.
+type ToolSelector struct {
+	// kinds are the executors: http, job, mcp or builtin.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	Kinds []ToolKind `json:"kinds,omitempty"`
+
+	// images are job tools' images, for example
+	// registry.example.com/readers/*. Only job tools match a selector that
+	// sets images.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	Images []string `json:"images,omitempty"`
+
+	// methods are http tools' methods. Only http tools match a selector
+	// that sets methods.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	Methods []HTTPMethod `json:"methods,omitempty"`
+
+	// urls are http tools' and MCP servers' URLs, for example
+	// https://billing.example.com/v1/*. An http tool's url is a template,
+	// compared before a call's arguments fill it in: end a prefix after
+	// the host's "/" so that no argument chooses the host. Only http and
+	// mcp tools match a selector that sets urls.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=2048
+	URLs []string `json:"urls,omitempty"`
+}
+
+// ReadOnlyTool is tools the platform counts as read-only.
+type ReadOnlyTool struct {
+	// kinds, images, methods and urls pick the tools.
+	ToolSelector `json:",inline"`
+
+	// readOnlyHint: true counts an mcp tool as read-only only if its
+	// server annotates it readOnlyHint: true. Servers send annotations
+	// when a run starts, so the operator checks them then (a tool the
+	// server does not annotate read-only is mutating); the admission
+	// policy cannot see them. Only mcp tools match an entry that sets it.
+	// +optional
+	ReadOnlyHint bool `json:"readOnlyHint,omitempty"`
 }
 
 // PlatformLimits are the highest ceilings and timeouts a run may have.

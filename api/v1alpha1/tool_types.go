@@ -49,9 +49,10 @@ type ToolSpec struct {
 
 	// maxCostUSD is the most one call may cost, in US dollars. It is
 	// reserved against budget.maxCostUSD before the call is dispatched.
-	// Defaults to "0".
+	// Unset, a call counts $0; unlike "0", unset is not a declaration, and
+	// an AgentRunPolicy with requireToolCosts refuses a run whose tools
+	// leave it out.
 	// +optional
-	// +kubebuilder:default="0"
 	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
 
 	// timeout bounds one call, enforced from outside the tool's process.
@@ -414,6 +415,15 @@ type MCPTool struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Tool string `json:"tool"`
+
+	// requireReadOnlyHint: true treats the tool as mutating unless its
+	// server annotates it readOnlyHint: true when the run starts (the
+	// annotations are read then, not at creation). It can only tighten
+	// what mutates declares. An AgentRunPolicy whose readOnlyTools call
+	// the tool read-only on its server's word sets it on the runs it
+	// governs.
+	// +optional
+	RequireReadOnlyHint bool `json:"requireReadOnlyHint,omitempty"`
 
 	// headers are sent with every request; values can come from Secrets.
 	// +optional

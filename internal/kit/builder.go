@@ -169,6 +169,10 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 				return nil, fmt.Errorf("%w: tool %s: %v", ErrUnavailable, t.Name, err)
 			}
 			ts.Mutates, ts.Reversible = mcptool.Tighten(ts.Mutates, ts.Reversible, hints)
+			if t.MCP.RequireReadOnlyHint && !hints.ReadOnly {
+				// Read-only only on the server's word, which it did not give.
+				ts.Mutates = true
+			}
 			ts.Repeatable = !ts.Mutates
 			executors[t.Name] = ex
 		case t.Builtin != "":

@@ -212,6 +212,52 @@ spec:
 	}
 }
 
+// Issue 42, finding 2: an MCP tool that an AgentRunPolicy calls read-only
+// only on its server's word (mcp.requireReadOnlyHint, which the platform
+// sets) is mutating unless the server annotates it readOnlyHint: true when
+// the run starts; the annotations exist only then.
+func TestBuild_requireReadOnlyHintTrustsOnlyTheServersWord(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "search", Version: "v1"}, nil)
+	handler := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "search", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, handler)
+	mcp.AddTool(s, &mcp.Tool{Name: "unannotated"}, handler)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+	for _, tc := range []struct {
+		tool    string
+		require bool
+		want    bool
+	}{
+		{"search", true, false},
+		{"unannotated", true, true},
+		{"unannotated", false, false},
+		{"search", false, false},
+	} {
+		t.Run(fmt.Sprintf("%s, requireReadOnlyHint %v", tc.tool, tc.require), func(t *testing.T) {
+			run := parse(t, fmt.Sprintf(`
+metadata: {name: r}
+spec:
+  goal: Search.
+  model: {provider: scripted, script: [{content: x}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    mutates: false
+    mcp: {url: %s, tool: %s, requireReadOnlyHint: %v}
+`, srv.URL, tc.tool, tc.require))
+			k, err := (&Builder{}).Build(context.Background(), run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := k.Engine.Config().Tools[0].Mutates; got != tc.want {
+				t.Fatalf("mutates = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // The provider makes one attempt per call; the engine retries the 429
 // after its backoff and reports the retry as a note (an event under the
 // operator).

@@ -87,13 +87,15 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 			return nil, nil, err
 		}
 		changes = append(changes, c...)
+		changes = append(changes, classify(p, spec)...)
 	}
 	requireRules(pols, spec)
 	return out, changes, nil
 }
 
-// admits checks what cannot be lowered: the ServiceAccount and where the
-// API key goes.
+// admits checks what cannot be lowered: the ServiceAccount, where the
+// API key goes, that a pinned key goes nowhere else, and declared tool
+// costs.
 func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	sa := spec.ServiceAccountName
 	if sa == "" {
@@ -102,6 +104,21 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	if names := p.Spec.ServiceAccountNames; len(names) > 0 && !slices.Contains(names, sa) {
 		return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("runs may act only as the ServiceAccounts %s, not %s",
 			strings.Join(names, ", "), sa)}
+	}
+	if err := pinnedElsewhere(p, spec); err != nil {
+		return err
+	}
+	if p.Spec.RequireToolCosts {
+		var undeclared []string
+		for _, t := range spec.Tools {
+			if t.MaxCostUSD == "" {
+				undeclared = append(undeclared, t.Name)
+			}
+		}
+		if len(undeclared) > 0 {
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), "+
+				"and the tools %s do not", strings.Join(undeclared, ", "))}
+		}
 	}
 	ref := spec.Model.APIKeySecretRef
 	if ref == nil {
@@ -123,6 +140,69 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 				allowed = "to the provider's own endpoint or to " + strings.Join(m.BaseURLs, ", ")
 			}
 			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be sent %s, not to %s", ref.Name, allowed, u)}
+		}
+	}
+	return nil
+}
+
+// secretRef is a place in a run's spec that names a Secret.
+type secretRef struct {
+	// Path is the field, for example spec.tools[1].http.headers[0].valueFrom.secretKeyRef.
+	Path string
+	// Secret is the Secret's name.
+	Secret string
+}
+
+// secretRefs lists every Secret the spec names other than the model's
+// API key (model.apiKeySecretRef): the model's CA bundle, and each tool's
+// headers, env and CA bundle, in the order of the manifest.
+func secretRefs(spec *v1alpha1.AgentRunSpec) []secretRef {
+	var out []secretRef
+	ca := func(path string, ref *v1alpha1.CABundleRef) {
+		if ref != nil && ref.SecretKeyRef != nil {
+			out = append(out, secretRef{Path: path + ".caBundleRef.secretKeyRef", Secret: ref.SecretKeyRef.Name})
+		}
+	}
+	headers := func(path string, hs []v1alpha1.HTTPHeader) {
+		for j, h := range hs {
+			if h.ValueFrom != nil {
+				out = append(out, secretRef{Path: fmt.Sprintf("%s.headers[%d].valueFrom.secretKeyRef", path, j), Secret: h.ValueFrom.SecretKeyRef.Name})
+			}
+		}
+	}
+	ca("spec.model", spec.Model.CABundleRef)
+	for i := range spec.Tools {
+		t := &spec.Tools[i]
+		path := fmt.Sprintf("spec.tools[%d]", i)
+		switch {
+		case t.HTTP != nil:
+			headers(path+".http", t.HTTP.Headers)
+			ca(path+".http", t.HTTP.CABundleRef)
+		case t.MCP != nil:
+			headers(path+".mcp", t.MCP.Headers)
+			ca(path+".mcp", t.MCP.CABundleRef)
+		case t.Job != nil:
+			for j, e := range t.Job.Env {
+				if e.ValueFrom != nil {
+					out = append(out, secretRef{Path: fmt.Sprintf("%s.job.env[%d].valueFrom.secretKeyRef", path, j), Secret: e.ValueFrom.SecretKeyRef.Name})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pinnedElsewhere refuses a run that names a Secret the policy pins to
+// the model (models[].apiKeySecret) anywhere but model.apiKeySecretRef: a
+// tool's header or env would send the key wherever the tool goes.
+func pinnedElsewhere(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
+	if len(p.Spec.Models) == 0 {
+		return nil
+	}
+	for _, ref := range secretRefs(spec) {
+		if slices.ContainsFunc(p.Spec.Models, func(m v1alpha1.ModelAllowance) bool { return m.APIKeySecret == ref.Secret }) {
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be named only as spec.model.apiKeySecretRef, not in %s",
+				ref.Secret, ref.Path)}
 		}
 	}
 	return nil
@@ -280,13 +360,129 @@ func raisePrices(p *v1alpha1.AgentRunPolicy, m *v1alpha1.ModelSpec) ([]string, e
 	return changes, nil
 }
 
+// matches reports whether the selector picks tool t: every field it sets
+// matches, each by any of its entries.
+func matches(sel *v1alpha1.ToolSelector, t *v1alpha1.ToolSpec) bool {
+	kind := kindOf(t)
+	if len(sel.Kinds) > 0 && !slices.Contains(sel.Kinds, kind) {
+		return false
+	}
+	if len(sel.Images) > 0 && (t.Job == nil || !matchesAny(sel.Images, t.Job.Image)) {
+		return false
+	}
+	if len(sel.Methods) > 0 {
+		if t.HTTP == nil {
+			return false
+		}
+		method := t.HTTP.Method
+		if method == "" {
+			method = v1alpha1.HTTPGet // the API server's default
+		}
+		if !slices.Contains(sel.Methods, method) {
+			return false
+		}
+	}
+	if len(sel.URLs) > 0 {
+		var u string
+		switch {
+		case t.HTTP != nil:
+			u = t.HTTP.URL
+		case t.MCP != nil:
+			u = t.MCP.URL
+		default:
+			return false
+		}
+		if !matchesAny(sel.URLs, u) {
+			return false
+		}
+	}
+	return true
+}
+
+// kindOf is the tool's executor, or "" for a tool with none.
+func kindOf(t *v1alpha1.ToolSpec) v1alpha1.ToolKind {
+	switch {
+	case t.HTTP != nil:
+		return v1alpha1.ToolKindHTTP
+	case t.Job != nil:
+		return v1alpha1.ToolKindJob
+	case t.MCP != nil:
+		return v1alpha1.ToolKindMCP
+	case t.Builtin != "":
+		return v1alpha1.ToolKindBuiltin
+	}
+	return ""
+}
+
+// matchesAny compares s with each pattern: exactly, or as a prefix when
+// the pattern ends in "*".
+func matchesAny(patterns []string, s string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok {
+			return strings.HasPrefix(s, prefix)
+		}
+		return s == p
+	})
+}
+
+// classify makes mutating every tool the policy's readOnlyTools do not
+// call read-only, whatever the run declares, and has the operator ask an
+// MCP server about a tool the policy calls read-only only on the server's
+// word (mcp.requireReadOnlyHint). An author's mutates: true is kept.
+func classify(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string {
+	if len(p.Spec.ReadOnlyTools) == 0 {
+		return nil
+	}
+	var changes []string
+	for i := range spec.Tools {
+		t := &spec.Tools[i]
+		readOnly, onHint := false, false
+		for j := range p.Spec.ReadOnlyTools {
+			e := &p.Spec.ReadOnlyTools[j]
+			if !matches(&e.ToolSelector, t) {
+				continue
+			}
+			if !e.ReadOnlyHint {
+				readOnly = true
+				break
+			}
+			if t.MCP != nil {
+				onHint = true
+			}
+		}
+		if readOnly || (t.Mutates != nil && *t.Mutates) {
+			continue
+		}
+		if onHint {
+			if !t.MCP.RequireReadOnlyHint {
+				t.MCP.RequireReadOnlyHint = true
+				changes = append(changes, fmt.Sprintf("tools[%d] (%s) is read-only only if its MCP server annotates it readOnlyHint: true, by AgentRunPolicy %s",
+					i, t.Name, p.Name))
+			}
+			continue
+		}
+		t.Mutates = ptr(true)
+		changes = append(changes, fmt.Sprintf("tools[%d] (%s) is mutating by AgentRunPolicy %s (its readOnlyTools do not match it)", i, t.Name, p.Name))
+	}
+	return changes
+}
+
 // requireRules puts the policies' rules before the run's own, each named
 // after its policy, and names the run's own rules after their place in
-// the manifest (which the required rules shift).
+// the manifest (which the required rules shift). A rule with match
+// applies to the run's tools it names that a selector picks, and is left
+// out when it picks none.
 func requireRules(pols []v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) {
 	var required []v1alpha1.PolicyRule
 	for _, p := range pols {
-		for i, r := range p.Spec.Rules {
+		for i, pr := range p.Spec.Rules {
+			r := pr.PolicyRule
+			if len(pr.Match) > 0 {
+				r.Tools = matching(pr, spec.Tools)
+				if len(r.Tools) == 0 {
+					continue
+				}
+			}
 			if r.Name == "" {
 				r.Name = fmt.Sprintf("AgentRunPolicy/%s.rules[%d]", p.Name, i)
 			} else {
@@ -308,6 +504,22 @@ func requireRules(pols []v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) {
 		}
 	}
 	spec.Policy.Rules = append(required, own...)
+}
+
+// matching names the tools of the run that the rule names and one of its
+// selectors picks.
+func matching(r v1alpha1.PlatformRule, tools []v1alpha1.ToolSpec) []string {
+	var names []string
+	for i := range tools {
+		t := &tools[i]
+		if !slices.Contains(r.Tools, "*") && !slices.Contains(r.Tools, t.Name) {
+			continue
+		}
+		if slices.ContainsFunc(r.Match, func(sel v1alpha1.ToolSelector) bool { return matches(&sel, t) }) {
+			names = append(names, t.Name)
+		}
+	}
+	return names
 }
 
 // Approvers is what the policies governing a run say about who may

@@ -23,6 +23,9 @@ func TestAgentRunPolicy_rejectsInvalidManifests(t *testing.T) {
 		{"a key listed twice", `models: [{apiKeySecret: shared, providers: [openai]}, {apiKeySecret: shared, providers: [anthropic]}]`,
 			[]string{"Duplicate value", "shared"}},
 		{"a required rule with an unknown decision", `rules: [{tools: ["*"], decision: maybe}]`, []string{"spec.rules[0].decision"}},
+		{"a tool kind that does not exist", `readOnlyTools: [{kinds: [shell]}]`, []string{"spec.readOnlyTools[0].kinds[0]", "http", "builtin"}},
+		{"a rule matching an HTTP method there is no tool for", `rules: [{tools: ["*"], decision: ask, match: [{methods: [TRACE]}]}]`,
+			[]string{"spec.rules[0].match[0].methods[0]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &unstructured.Unstructured{}

@@ -1497,11 +1497,12 @@ spec:
 			Threshold: ptr.To[int32](3),
 			MaxPeriod: ptr.To[int32](3),
 		},
+		// tools[].maxCostUSD has no default: unset is told apart from a
+		// declared "0" (AgentRunPolicy requireToolCosts).
 		Tools: []agentsv1alpha1.ToolSpec{{
 			Name:           "pod_events",
 			Mutates:        ptr.To(false),
 			Reversible:     ptr.To(true),
-			MaxCostUSD:     "0",
 			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
 			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
@@ -1510,7 +1511,6 @@ spec:
 			Name:           "restart_pod",
 			Mutates:        ptr.To(false),
 			Reversible:     ptr.To(true),
-			MaxCostUSD:     "0",
 			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
 			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
