@@ -148,7 +148,7 @@ func policiesEnforced() error {
 	}
 	last := "nothing tried"
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		if err := admin.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := admin.Create(ctx, run.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 			last = "the CRD is not served: " + err.Error()
 			return false, nil
 		}
