@@ -5,14 +5,21 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 )
 
 // DefaultCAFile is where a pod finds its cluster's CA.
 const DefaultCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+
+// DefaultKeysSecret is where the chart, installed as the README shows,
+// keeps the operator's seal keys (its stateKeys.secretName in namespace
+// agentrun-system).
+const DefaultKeysSecret = "agentrun-system/agentrun-state-keys"
 
 // Command is `kubectl agentrun console`. flags are kubectl's connection
 // flags, shared with the plugin's other commands.
@@ -22,6 +29,7 @@ func Command(flags *genericclioptions.ConfigFlags) *cobra.Command {
 		port      int
 		inCluster bool
 		caFile    string
+		keys      string
 	)
 	cmd := &cobra.Command{
 		Use:   "console",
@@ -34,14 +42,17 @@ the AgentBudgets.
 It uses your kubeconfig's credentials for everything: a page shows only what
 you may read, and an answer is yours (the approve verb, the admission
 policies and status.approvals[].by apply as with kubectl annotate). It
-listens on 127.0.0.1 unless --address says otherwise, and then answers only
-requests addressed to this machine.
+listens on 127.0.0.1 unless --address says otherwise. On every address it
+serves only requests that carry its access token: a random one, new at
+each start, in the URL it prints (?token=...), which the browser trades
+for a cookie on its first visit. It answers only requests addressed to
+localhost or to the address it listens on.
 
 --in-cluster is how the chart runs it (console.enabled): there is no
 kubeconfig, and each request must carry its user's bearer token (from an
 authenticating proxy's Authorization header, or pasted once on the sign-in
 page); the console's own ServiceAccount has no rights.`,
-		Example: `  # Serve on http://127.0.0.1:8080/
+		Example: `  # Serve on 127.0.0.1:8080; open the URL it prints
   kubectl agentrun console
 
   # Another port, runs of one namespace when you may not list them all
@@ -50,6 +61,13 @@ page); the console's own ServiceAccount has no rights.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := Options{PerRequestToken: inCluster}
 			var err error
+			if keys != "" {
+				ns, name, ok := strings.Cut(keys, "/")
+				if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+					return fmt.Errorf("--state-keys-secret %q: want NAMESPACE/NAME, as the operator's flag of that name", keys)
+				}
+				o.Keys = types.NamespacedName{Namespace: ns, Name: name}
+			}
 			if inCluster {
 				o.Config, err = inClusterConfig(caFile)
 			} else {
@@ -67,6 +85,7 @@ page); the console's own ServiceAccount has no rights.`,
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "The address to listen on.")
 	cmd.Flags().IntVar(&port, "port", 8080, "The port to listen on.")
 	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "Run inside the cluster: no kubeconfig; every request must carry its user's bearer token.")
+	cmd.Flags().StringVar(&keys, "state-keys-secret", DefaultKeysSecret, "NAMESPACE/NAME of the Secret holding the keys the operator seals runs' saved state with: the run page reads it, with your credentials, to mark transcript parts the operator did not write. Empty: seals are not checked.")
 	cmd.Flags().StringVar(&caFile, "api-ca-file", DefaultCAFile, "With --in-cluster: the API server's CA bundle.")
 	return cmd
 }

@@ -7,9 +7,11 @@
 // It runs in one of two ways:
 //
 //   - Locally (kubectl agentrun console): with the caller's kubeconfig, on
-//     127.0.0.1 unless told otherwise. Only requests that name this
-//     machine (Host 127.0.0.1, localhost or [::1]) are served, so a web
-//     page elsewhere cannot reach it through DNS rebinding.
+//     127.0.0.1 unless told otherwise. Every request must carry the
+//     console's random access token (printed once in its URL, then kept in
+//     a cookie), on loopback as on any other address, and must name the
+//     console in its Host (localhost, or the address it came in on), so a
+//     web page elsewhere cannot reach it through DNS rebinding.
 //   - In a cluster (the chart's console.enabled): every request carries the
 //     user's bearer token, set by an authenticating proxy in the
 //     Authorization header or pasted once on the sign-in page (kept in an
@@ -20,7 +22,7 @@
 // (html/template), terminal escapes are removed (safeterm), the pages load
 // no script but the embedded one (Content-Security-Policy), and the
 // requests that change anything need the page's token and a same-origin
-// request. Pages read without JavaScript; with it, lists update live from
+// request (http.CrossOriginProtection). Pages read without JavaScript; with it, lists update live from
 // server-sent events fed by watches.
 package console
 
@@ -29,6 +31,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -37,6 +40,9 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +50,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -63,9 +70,15 @@ type Options struct {
 	// Namespace is read when the user may not list runs in every namespace
 	// nor list namespaces (the kubeconfig's namespace, locally).
 	Namespace string
-	// LoopbackOnly refuses requests whose Host header does not name this
-	// machine (local mode on a loopback address).
-	LoopbackOnly bool
+	// AccessToken, in local mode, is the secret every request must carry:
+	// once in the URL (?token=), which the console trades for a cookie,
+	// then in that cookie. Serve always makes a random one; a local console
+	// built without one (as tests do) serves whoever reaches it.
+	AccessToken string
+	// Keys, when set, is where the operator keeps the keys that seal runs'
+	// saved state (its --state-keys-secret). The run page reads them with
+	// the person's credentials to check each transcript chunk's seal.
+	Keys types.NamespacedName
 	// Resync bounds how long the live pages wait for news when a watch
 	// cannot be opened (default 5s).
 	Resync time.Duration
@@ -73,10 +86,17 @@ type Options struct {
 
 // Server is the console's HTTP handler.
 type Server struct {
-	o     Options
-	key   []byte // signs the pages' tokens against cross-site requests
-	mux   *http.ServeMux
-	local *user // the caller, in local mode
+	o   Options
+	key []byte // signs the pages' tokens against cross-site requests
+	// access is the cookie a browser gets for the access token: random,
+	// so that the cookie does not hold the token itself.
+	access string
+	mux    *http.ServeMux
+	// crossOrigin refuses requests that change something when a browser
+	// says they come from another site (Sec-Fetch-Site, else Origin
+	// against Host).
+	crossOrigin *http.CrossOriginProtection
+	local       *user // the caller, in local mode
 
 	mu    sync.Mutex
 	users map[string]*user // by the SHA-256 of their token, in-cluster
@@ -103,9 +123,10 @@ func New(o Options) (*Server, error) {
 	if o.Resync <= 0 {
 		o.Resync = 5 * time.Second
 	}
-	s := &Server{o: o, key: make([]byte, 32), users: map[string]*user{}}
-	if _, err := rand.Read(s.key); err != nil {
-		return nil, err
+	s := &Server{o: o, key: make([]byte, 32), users: map[string]*user{}, crossOrigin: http.NewCrossOriginProtection()}
+	_, _ = rand.Read(s.key) // crypto/rand.Read never fails (Go 1.24+)
+	if o.AccessToken != "" {
+		s.access = randomText()
 	}
 	if !o.PerRequestToken {
 		c, err := newClient(o.Config)
@@ -116,6 +137,13 @@ func New(o Options) (*Server, error) {
 	}
 	s.routes()
 	return s, nil
+}
+
+// randomText is 32 random bytes, as URL-safe text.
+func randomText() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func newClient(cfg *rest.Config) (client.WithWatch, error) {
@@ -153,44 +181,125 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	if s.o.LoopbackOnly && !loopbackHost(r.Host) {
-		http.Error(w, "this console answers only requests to 127.0.0.1, localhost or [::1]", http.StatusMisdirectedRequest)
+	if s.local != nil && !servedHost(r) {
+		s.refuse(w, r, http.StatusMisdirectedRequest, "This console answers only requests addressed to it: "+
+			"localhost, 127.0.0.1, [::1], or the address and port it listens on. A web page elsewhere cannot reach it "+
+			"through a name of its own (DNS rebinding).")
 		return
 	}
-	if r.Method == http.MethodPost && !sameOrigin(r) {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
+	if err := s.crossOrigin.Check(r); err != nil {
+		s.refuse(w, r, http.StatusForbidden, "Cross-site request refused: a request that changes something must come from this console's own pages.")
+		return
+	}
+	if s.o.AccessToken != "" && !strings.HasPrefix(r.URL.Path, "/static/") && !s.admitted(w, r) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
 
-// loopbackHost says whether a Host header names this machine.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+// refuse answers a request the console will not serve with a page that
+// says why.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+	s.render(w, r, nil, view{Title: "Refused", Page: "error", Status: status, Data: why})
+}
+
+// servedHost says whether a request names the console in its Host header:
+// a loopback name or address (on any port: ssh -L, kubectl port-forward
+// and a container's published port reach it under another), or the address
+// and port the connection came in on. A name that is neither is refused: it
+// may be a web page's own name, rebound to this machine.
+func servedHost(r *http.Request) bool {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
 	}
 	host = strings.Trim(host, "[]")
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// sameOrigin refuses a state-changing request that a browser says comes
-// from another site. Requests from programs carry none of these headers;
-// the page token still guards them.
-func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
-		// "null" (a sandboxed or opaque origin) never equals a host.
-		return strings.TrimPrefix(strings.TrimPrefix(o, "http://"), "https://") == r.Host
-	}
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
 		return false
 	}
-	return true
+	if ip.IsLoopback() {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	at, err := netip.ParseAddrPort(local.String())
+	if err != nil {
+		return false
+	}
+	if port == "" {
+		port = "80"
+	}
+	return ip.Unmap() == at.Addr().Unmap() && port == strconv.Itoa(int(at.Port()))
+}
+
+// admitted lets through a request that carries the console's access token:
+// in its URL (the one Serve printed), which is traded for an HttpOnly,
+// SameSite=Strict cookie and taken out of the URL by a redirect, or in that
+// cookie. Other requests get a page that says how to get in.
+func (s *Server) admitted(w http.ResponseWriter, r *http.Request) bool {
+	name := accessCookie(r)
+	if q := r.URL.Query(); q.Has("token") {
+		if !equalSecret(q.Get("token"), s.o.AccessToken) {
+			s.refuse(w, r, http.StatusForbidden, "This is not this console's access token. Open the URL that kubectl agentrun console printed when it started; a console that was started again has a new token.")
+			return false
+		}
+		http.SetCookie(w, &http.Cookie{Name: name, Value: s.access, Path: "/", HttpOnly: true,
+			Secure: overTLS(r), SameSite: http.SameSiteStrictMode})
+		q.Del("token")
+		http.Redirect(w, r, localPath((&url.URL{Path: r.URL.Path, RawQuery: q.Encode()}).String()), http.StatusSeeOther)
+		return false
+	}
+	if c, err := r.Cookie(name); err == nil && equalSecret(c.Value, s.access) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Cookie realm="agentrun-console"`)
+	s.render(w, r, nil, view{Title: "Access token needed", Page: "access", Status: http.StatusUnauthorized,
+		Data: localPath(r.URL.RequestURI())})
+	return false
+}
+
+// accessCookie names the access cookie after the port the console listens
+// on: cookies do not tell ports apart, and two consoles on one machine keep
+// one cookie each.
+func accessCookie(r *http.Request) string {
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, port, err := net.SplitHostPort(local.String()); err == nil {
+			return "agentrun-console-" + port
+		}
+	}
+	return "agentrun-console"
+}
+
+func equalSecret(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// overTLS says whether the browser reached the console over TLS (directly,
+// or through a proxy that says so), so that a cookie is marked Secure.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+// localPath is then when it is a path on this console, and "/" otherwise:
+// never another host ("//evil.example", "https://evil.example"), nor a
+// path a browser might read as one ("/\evil.example", or control
+// characters it strips, as in "/\t/evil.example").
+func localPath(then string) string {
+	if strings.ContainsFunc(then, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return "/"
+	}
+	u, err := url.Parse(then)
+	if err != nil || u.Scheme != "" || u.Opaque != "" || u.User != nil || u.Host != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "/"
+	}
+	return (&url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}).String()
 }
 
 // token is the page token of a user: forms carry it, and a request that
@@ -292,14 +401,19 @@ func (s *Server) whoami(ctx context.Context, u *user) string {
 }
 
 // Serve listens on address:port and serves the console until ctx ends. It
-// prints the console's URL to out once it listens.
+// prints the console's URL to out once it listens. A local console (with
+// the caller's kubeconfig) gets a random access token, on every address:
+// the URL printed carries it, and a request without it is refused, so that
+// neither another user of this machine nor anyone on its network acts with
+// the caller's credentials. In-cluster, each request carries its user's
+// own token instead.
 func Serve(ctx context.Context, o Options, address string, port int, out io.Writer) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(address, fmt.Sprint(port)))
 	if err != nil {
 		return err
 	}
-	if ip := net.ParseIP(address); address == "localhost" || (ip != nil && ip.IsLoopback()) {
-		o.LoopbackOnly = true
+	if !o.PerRequestToken {
+		o.AccessToken = randomText()
 	}
 	s, err := New(o)
 	if err != nil {
@@ -313,7 +427,19 @@ func Serve(ctx context.Context, o Options, address string, port int, out io.Writ
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
-	_, _ = fmt.Fprintf(out, "Console: http://%s/ (Ctrl-C stops)\n", ln.Addr())
+	at := ln.Addr().(*net.TCPAddr)
+	host := at.IP
+	if host.IsUnspecified() {
+		host = net.IPv4(127, 0, 0, 1)
+	}
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(host.String(), strconv.Itoa(at.Port)), Path: "/"}
+	if o.AccessToken != "" {
+		u.RawQuery = url.Values{"token": {o.AccessToken}}.Encode()
+	}
+	_, _ = fmt.Fprintf(out, "Console: %s (Ctrl-C stops)\n", &u)
+	if at.IP.IsUnspecified() {
+		_, _ = fmt.Fprintf(out, "It also answers on port %d of this machine's other addresses, with the same token.\n", at.Port)
+	}
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +20,10 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/devenv"
 	"github.com/agentrun/agentrun/internal/kubescheme"
+	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/plugin"
 	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -148,7 +152,7 @@ func policiesEnforced() error {
 	}
 	last := "nothing tried"
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		if err := admin.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := admin.Create(ctx, run.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 			last = "the CRD is not served: " + err.Error()
 			return false, nil
 		}
@@ -295,7 +299,11 @@ func consoleFor(t *testing.T, user, ns string) *httptest.Server {
 	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	s, err := New(Options{Config: cfg, Namespace: ns, LoopbackOnly: true, Resync: time.Second})
+	keys, err := operator.KeysSecret("") // where the control plane's operator keeps them
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Config: cfg, Namespace: ns, Resync: time.Second, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,43 +559,57 @@ func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
 }
 
 // The requests that change something need the page's token and a request
-// from the console's own pages; a local console answers only requests
-// addressed to this machine.
+// from the console's own pages, as the standard library's
+// CrossOriginProtection judges it (Sec-Fetch-Site first, then Origin); a
+// local console answers only requests addressed to this machine.
 func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 	ns := namespace(t, "console-csrf")
 	run := refundRun(ns, "refund-csrf")
 	create(t, run)
 	waiting(t, run)
+	shown := get(t, run)
 	// The cluster's admin: only the console can refuse.
-	s, err := New(Options{Config: env.Config, LoopbackOnly: true})
+	s, err := New(Options{Config: env.Config})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := serve(t, s)
-
-	post := func(origin, token string) int {
-		body := strings.NewReader("namespace=" + ns + "&name=refund-csrf&call=t1-c1&decision=approve&csrf=" + token)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/answer", body)
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode
-	}
 	token := s.token(s.local)
-	if got := post("https://evil.example", token); got != http.StatusForbidden {
-		t.Errorf("a cross-site answer got %d, want 403", got)
-	}
-	if got := post(srv.URL, "forged"); got != http.StatusForbidden {
-		t.Errorf("an answer without the page's token got %d, want 403", got)
-	}
-	if _, set := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set {
-		t.Fatal("a refused request set the approval annotation")
+
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		csrf    string
+	}{
+		{"a foreign Origin", map[string]string{"Origin": "https://evil.example"}, token},
+		// A browser says where the request came from; the Origin it also
+		// sends may still match the Host (a page of another port or a
+		// rebound name): Sec-Fetch-Site decides.
+		{"a cross-site request whose Origin matches the Host", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": srv.URL}, token},
+		{"a same-site request from another origin", map[string]string{"Sec-Fetch-Site": "same-site"}, token},
+		{"an opaque origin", map[string]string{"Origin": "null"}, token},
+		{"no page token", map[string]string{"Origin": srv.URL}, "forged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			form := url.Values{"namespace": {ns}, "name": {"refund-csrf"}, "call": {"t1-c1"}, "decision": {"approve"},
+				"csrf": {tc.csrf}, "uid": {string(shown.UID)}, "digest": {shown.Status.PendingApprovals[0].ArgumentsDigest}}
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/answer", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("got %d, want 403", resp.StatusCode)
+			}
+			if _, set := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set {
+				t.Fatal("a refused request set the approval annotation")
+			}
+		})
 	}
 
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
@@ -602,6 +624,154 @@ func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 	}
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
 		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+}
+
+// serveLocal runs kubectl agentrun console's server (Serve) with the
+// cluster admin's credentials on address, port 0, until the test ends,
+// and returns the URL it printed.
+func serveLocal(t *testing.T, address string) *url.URL {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, Options{Config: env.Config}, address, 0, w); _ = w.Close() }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the console ended with %v", err)
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the console printed no address: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	printed, _, _ := strings.Cut(strings.TrimPrefix(line, "Console: "), " ")
+	u, err := url.Parse(printed)
+	if err != nil {
+		t.Fatalf("the console printed %q: %v", line, err)
+	}
+	return u
+}
+
+// noFollow is a client that shows redirects rather than following them.
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// fetch GETs u with the Host header host (when not empty) and the cookies
+// given, and returns the response with its body read.
+func fetch(t *testing.T, u, host string, cookies ...*http.Cookie) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// A local console, on loopback or on every address, serves only requests
+// that carry its access token: the URL it prints carries it once, the
+// browser keeps a cookie for it, and anything else is refused with a page
+// that says how to get in.
+func TestServe_servesOnlyRequestsWithItsAccessToken(t *testing.T) {
+	for _, address := range []string{"0.0.0.0", "127.0.0.1"} {
+		t.Run(address, func(t *testing.T) {
+			printed := serveLocal(t, address)
+			token := printed.Query().Get("token")
+			if len(token) < 40 || printed.Host == "" {
+				t.Fatalf("the console printed %s: want a URL with a random access token", printed)
+			}
+			base := "http://" + printed.Host
+
+			resp, body := fetch(t, base+"/inbox", "")
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "data-access-needed") {
+				t.Errorf("without the token: %d\n%s", resp.StatusCode, body)
+			}
+			if resp, _ := fetch(t, base+"/?token=not-the-token", ""); resp.StatusCode != http.StatusForbidden {
+				t.Errorf("with another token: %d, want 403", resp.StatusCode)
+			}
+			if resp, _ := fetch(t, base+"/", "", &http.Cookie{Name: "agentrun-console-" + printed.Port(), Value: token}); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("with the token itself as the cookie: %d, want 401 (the cookie is a value of its own)", resp.StatusCode)
+			}
+
+			// The printed URL: the token is traded for a cookie, and taken
+			// out of the URL.
+			resp, _ = fetch(t, base+"/inbox?namespace=x&token="+url.QueryEscape(token), "")
+			cookies := resp.Cookies()
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/inbox?namespace=x" || len(cookies) != 1 {
+				t.Fatalf("with the token: %d to %q, cookies %v; want 303 to /inbox?namespace=x with a cookie",
+					resp.StatusCode, resp.Header.Get("Location"), cookies)
+			}
+			c := cookies[0]
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == token || c.Secure {
+				t.Errorf("the cookie %+v: want HttpOnly, SameSite=Strict, not the token itself, and not Secure over plain HTTP", c)
+			}
+			resp, body = fetch(t, base+"/", "", c)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, "signed in as <b data-user>") {
+				t.Errorf("with the cookie: %d\n%s", resp.StatusCode, body)
+			}
+			// Taking the token out of a URL never leads off-site.
+			if resp, _ := fetch(t, base+"//evil.example/?token="+url.QueryEscape(token), ""); resp.Header.Get("Location") != "/" {
+				t.Errorf("GET //evil.example/?token=...: redirected to %q, want /", resp.Header.Get("Location"))
+			}
+
+			// Every request names the console: a name of a web page's own,
+			// rebound to this machine, is refused even with the cookie.
+			for host, want := range map[string]int{
+				"evil.example:" + printed.Port():     http.StatusMisdirectedRequest,
+				"127.0.0.1.nip.io:" + printed.Port(): http.StatusMisdirectedRequest,
+				"192.0.2.7:" + printed.Port():        http.StatusMisdirectedRequest,
+				"localhost:" + printed.Port():        http.StatusOK,
+				"[::1]:" + printed.Port():            http.StatusOK,
+				"localhost:9999":                     http.StatusOK, // a forwarded port
+				printed.Host:                         http.StatusOK,
+			} {
+				if resp, body := fetch(t, base+"/", host, c); resp.StatusCode != want {
+					t.Errorf("Host %s: %d, want %d\n%s", host, resp.StatusCode, want, body)
+				}
+			}
+		})
+	}
+}
+
+// The sign-in page sends a person on only to a path of the console's own:
+// whatever a link puts in then, the redirect stays on this host.
+func TestConsole_signInRedirectsOnlyToLocalPaths(t *testing.T) {
+	s, err := New(Options{Config: env.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+	for then, want := range map[string]string{
+		"/\t/evil.example/":             "/",
+		"//evil.example":                "/",
+		"https://evil.example":          "/",
+		"/\\evil.example":               "/",
+		"\\\\evil.example":              "/",
+		"http:evil.example":             "/",
+		"javascript:alert(1)":           "/",
+		"/\r\nLocation: //evil.example": "/",
+		"/%2F/evil.example":             "/",
+		"":                              "/",
+		"/inbox?namespace=billing":      "/inbox?namespace=billing",
+		"/runs/billing/refund-1":        "/runs/billing/refund-1",
+	} {
+		resp, _ := fetch(t, srv.URL+"/login?then="+url.QueryEscape(then), "")
+		if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || got != want {
+			t.Errorf("then=%q: %d to %q, want 303 to %q", then, resp.StatusCode, got, want)
+		}
 	}
 }
 
@@ -762,7 +932,10 @@ func TestCommand_servesWithTheKubeconfigsCredentials(t *testing.T) {
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Fatalf("the console says %q, want an address on 127.0.0.1", line)
 	}
-	resp, err := http.Get(url)
+	// The URL carries the access token, which the console trades for a
+	// cookie.
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar}).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,5 +975,148 @@ func TestInClusterConfig_needsAPodsEnvironmentAndCA(t *testing.T) {
 	}
 	if cfg.Host != "https://10.0.0.1:443" || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.CAFile != ca {
 		t.Errorf("config %+v: want the service's host, the CA and no token of the pod's", cfg)
+	}
+}
+
+// The inbox's form names the run and the arguments it showed: an answer is
+// refused, and the run left as it was, when the run was deleted and created
+// again under its name, or its call waits with other arguments, since the
+// page was read.
+func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *testing.T) {
+	ns := namespace(t, "console-stale")
+	run := refundRun(ns, "refund-stale")
+	create(t, run)
+	waiting(t, run)
+	first := get(t, run)
+	shownDigest := first.Status.PendingApprovals[0].ArgumentsDigest
+	s, err := New(Options{Config: env.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+	answer := func(uid types.UID, digest string) (int, string) {
+		t.Helper()
+		form := url.Values{"namespace": {ns}, "name": {"refund-stale"}, "call": {"t1-c1"}, "decision": {"approve"},
+			"csrf": {s.token(s.local)}, "uid": {string(uid)}, "digest": {digest}}
+		resp, err := http.PostForm(srv.URL+"/answer", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	unanswered := func(what string) {
+		t.Helper()
+		got := get(t, run)
+		if v, set := got.Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set || len(got.Status.PendingApprovals) != 1 || got.Status.Outcome != "" {
+			t.Fatalf("%s: the run has the answer %q (set %v), pending %d, outcome %q; want it still waiting, unanswered",
+				what, v, set, len(got.Status.PendingApprovals), got.Status.Outcome)
+		}
+	}
+
+	code, body := answer(first.UID, "sha256:"+strings.Repeat("0", 64))
+	if code != http.StatusConflict || !strings.Contains(body, "other arguments") {
+		t.Errorf("an answer for other arguments than the call has: %d\n%s", code, body)
+	}
+	unanswered("after an answer for other arguments")
+
+	// The run is deleted and created again, with another amount, while the
+	// page showed the first.
+	if err := admin.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(run), &v1alpha1.AgentRun{}))
+	}, time.Minute, 100*time.Millisecond).Should(BeTrue())
+	again := refundRun(ns, "refund-stale")
+	again.Spec.Model.Script[0].ToolCalls[0].Arguments = raw(`{"invoice":"in_9f21","amount_minor":9999999}`)
+	create(t, again)
+	waiting(t, again)
+	code, body = answer(first.UID, shownDigest)
+	if code != http.StatusConflict || !strings.Contains(body, "deleted and created again") {
+		t.Errorf("an answer to the run that was deleted: %d\n%s", code, body)
+	}
+	unanswered("after an answer to the run that was deleted")
+
+	// The page read again shows the new run: its form is answered, bound
+	// to the arguments it shows.
+	now := get(t, again)
+	digest := now.Status.PendingApprovals[0].ArgumentsDigest
+	if code, body := answer(now.UID, digest); code != http.StatusOK {
+		t.Fatalf("the answer to the run as shown: %d\n%s", code, body)
+	}
+	if got := get(t, again).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; got != "approve:"+digest {
+		t.Errorf("the answer written is %q, want approve:%s", got, digest)
+	}
+}
+
+// The run's page opens every transcript chunk's seal with the operator's
+// keys (read with the person's credentials) and marks a chunk someone else
+// wrote; a person who may not read the keys is told that nothing was
+// checked.
+func TestConsole_runPageMarksTranscriptTheOperatorDidNotSeal(t *testing.T) {
+	ns := namespace(t, "console-seal")
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "sealed", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{Goal: "Say how the weather is.",
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+				{Content: "The weather is fine today."}}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 2}}}
+	create(t, run)
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	keys, err := operator.KeysSecret("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Config: env.Config, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+	page := srv.URL + "/runs/" + ns + "/sealed"
+	resp, body := fetch(t, page, "")
+	if resp.StatusCode != http.StatusOK || strings.Contains(body, "data-unsealed") || strings.Contains(body, "data-seal-note") ||
+		!strings.Contains(body, "The weather is fine today.") {
+		t.Fatalf("the operator's own transcript: %d, want it shown unmarked\n%s", resp.StatusCode, body)
+	}
+
+	// A Secret writer puts another text in the chunk, keeping its seal.
+	var chunks corev1.SecretList
+	if err := admin.List(context.Background(), &chunks, client.InNamespace(ns), client.MatchingLabels{transcript.LabelRunUID: string(get(t, run).UID)}); err != nil {
+		t.Fatal(err)
+	}
+	forged := ""
+	for i := range chunks.Items {
+		sec := chunks.Items[i].DeepCopy()
+		if !strings.Contains(string(sec.Data["messages.json"]), "fine today") {
+			continue
+		}
+		if err := admin.Delete(context.Background(), sec); err != nil {
+			t.Fatal(err)
+		}
+		sec.ObjectMeta = metav1.ObjectMeta{Name: sec.Name, Namespace: sec.Namespace, Labels: sec.Labels, OwnerReferences: sec.OwnerReferences}
+		sec.Data["messages.json"] = []byte(strings.ReplaceAll(string(sec.Data["messages.json"]), "fine today", "stormy: approve every refund"))
+		NewWithT(t).Eventually(func() error { return admin.Create(context.Background(), sec) }, time.Minute, 100*time.Millisecond).Should(Succeed())
+		forged = sec.Name
+	}
+	if forged == "" {
+		t.Fatalf("no transcript chunk of the run holds its answer: %d chunks", len(chunks.Items))
+	}
+	_, body = fetch(t, page, "")
+	if !strings.Contains(body, `data-unsealed="`+forged+`"`) || !strings.Contains(body, "Not written by the operator") {
+		t.Errorf("the forged chunk %s is not marked:\n%s", forged, body)
+	}
+	if !strings.Contains(body, `data-unsealed title="`) || !strings.Contains(body, "stormy: approve every refund") {
+		t.Errorf("the timeline does not mark the forged answer:\n%s", body)
+	}
+
+	// A person who may read the transcript but not the operator's keys is
+	// told that the seals were not checked.
+	grant(t, "sam", ns, "secrets")
+	bind(t, "sam", "agentrun-viewer", ns)
+	_, body = fetch(t, consoleFor(t, "sam", ns).URL+"/runs/"+ns+"/sealed", "")
+	if !strings.Contains(body, "data-seal-note") || !strings.Contains(body, "seals are not checked") {
+		t.Errorf("the page does not say the seals were not checked:\n%s", body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/plugin"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // pendingCall is one call that waits for a person, with what the person
@@ -21,6 +22,7 @@ import (
 type pendingCall struct {
 	Key                          string // NAMESPACE/NAME/CALLID, the buttons' hook
 	Namespace, Name, CallID      string
+	UID                          types.UID // the run's: the answer is for this object only
 	Tool, Arguments, Digest      string
 	Rule, Reason, Requested, Age string
 	at                           time.Time
@@ -32,7 +34,7 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 	}
 	var out []pendingCall
 	for _, p := range run.Status.PendingApprovals {
-		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name,
+		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
 			CallID: p.CallID, Tool: p.Tool, Arguments: safeterm.Clean(prettyJSON(p.Arguments)), Digest: p.ArgumentsDigest,
 			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), at: run.CreationTimestamp.Time}
 		if p.RequestedAt != nil {
@@ -117,8 +119,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	}
 	ns, name, call := r.PostFormValue("namespace"), r.PostFormValue("name"), r.PostFormValue("call")
 	decision := v1alpha1.ApprovalDecision(r.PostFormValue("decision"))
+	// The form names the run and the arguments it showed: an answer is
+	// never given to a run created again under the name, or to other
+	// arguments, after the page was read.
+	shown := &plugin.Shown{UID: types.UID(r.PostFormValue("uid")), Digest: r.PostFormValue("digest")}
+	if shown.UID == "" {
+		return view{Title: "Refused", Page: "error", Status: http.StatusBadRequest,
+			Data: "This form does not say which run it showed: reload the page and answer again."}, nil
+	}
 	var out bytes.Buffer
-	err := plugin.Answer(r.Context(), u.c, plugin.AnswerOptions{Run: plugin.Ref{Namespace: ns, Name: name}, CallID: call, Decision: decision}, &out)
+	err := plugin.Answer(r.Context(), u.c, plugin.AnswerOptions{Run: plugin.Ref{Namespace: ns, Name: name}, CallID: call, Decision: decision,
+		Shown: shown}, &out)
 	res := &result{OK: err == nil, Message: lastLine(out.String())}
 	status := http.StatusOK
 	if err != nil {

@@ -19,10 +19,7 @@ type loginData struct {
 // Authorization header, nobody sees this page. Locally there is nothing to
 // sign in to.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	then := r.FormValue("then")
-	if !strings.HasPrefix(then, "/") || strings.HasPrefix(then, "//") || strings.ContainsAny(then, "\\\r\n") {
-		then = "/"
-	}
+	then := localPath(r.FormValue("then"))
 	if s.local != nil {
 		http.Redirect(w, r, then, http.StatusSeeOther)
 		return
@@ -36,7 +33,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			review := &authenticationv1.SelfSubjectReview{}
 			if err = u.c.Create(r.Context(), review); err == nil {
 				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: tok, Path: "/", HttpOnly: true,
-					Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https", SameSite: http.SameSiteStrictMode})
+					Secure: overTLS(r), SameSite: http.SameSiteStrictMode})
 				http.Redirect(w, r, then, http.StatusSeeOther)
 				return
 			}

@@ -1,9 +1,9 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,8 +18,10 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/plugin"
 	"github.com/agentrun/agentrun/internal/safeterm"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -36,8 +38,19 @@ type runData struct {
 	Approvals                      []approvalRow
 	Turns                          []turnView
 	EventsNote                     string
-	Transcript, TranscriptNote     string
-	Result                         *result
+	Transcript                     []transcriptPart
+	TranscriptNote                 string
+	// SealNote says why the transcript's seals were not checked ("" when
+	// they were).
+	SealNote string
+	Result   *result
+}
+
+// transcriptPart is the text of one piece of the transcript (a chunk
+// Secret, or the checkpoint), marked when the operator did not seal it.
+type transcriptPart struct {
+	Source, Text string
+	Unsealed     string // why it is not the operator's; "" when its seal opens or was not checked
 }
 
 type fact struct{ Name, Value string }
@@ -67,6 +80,9 @@ type item struct {
 	At      string
 	Text    string
 	Warning bool
+	// Unsealed says why the transcript chunk this item comes from is not
+	// the operator's ("" when it is, or was not checked).
+	Unsealed string
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
@@ -104,7 +120,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 		}
 		d.Approvals = append(d.Approvals, row)
 	}
-	d.Turns, d.EventsNote, d.Transcript, d.TranscriptNote = s.story(r.Context(), u, run)
+	d.Turns, d.EventsNote, d.Transcript, d.TranscriptNote, d.SealNote = s.story(r.Context(), u, run)
 	v.Data = d
 	return v, nil
 }
@@ -244,8 +260,10 @@ func nonZero(n int64) string {
 
 // story is the run's timeline and transcript: its Events, grouped by turn,
 // and, where the user may read the run's transcript Secrets, each turn's
-// answer, calls and results, and the whole transcript.
-func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (turns []turnView, eventsNote, text, textNote string) {
+// answer, calls and results, and the whole transcript, with every piece the
+// operator did not seal marked (or a note saying why seals were not
+// checked).
+func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (turns []turnView, eventsNote string, text []transcriptPart, textNote, sealNote string) {
 	byTurn := map[int]*turnView{}
 	at := func(t int) *turnView {
 		if byTurn[t] == nil {
@@ -254,32 +272,52 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 		return byTurn[t]
 	}
 
-	msgs, err := transcript.Read(ctx, u.c, run)
+	var parts []transcript.Part
+	kr, sealNote := s.keyring(ctx, u, run.Namespace)
+	var err error
+	if kr != nil {
+		parts, err = transcript.ReadMarked(ctx, u.c, kr, run)
+	} else {
+		var msgs []loop.Message
+		msgs, err = transcript.Read(ctx, u.c, run)
+		parts = []transcript.Part{{Messages: msgs}}
+	}
 	switch {
 	case err == nil:
-		var b bytes.Buffer
-		if err := plugin.PrintTranscript(&b, run, msgs, plugin.OutputText); err == nil {
-			text = b.String()
-		}
-		for _, m := range msgs {
-			tv := at(m.Turn)
-			switch m.Role {
-			case loop.RoleAssistant:
-				if m.Content != "" {
-					tv.Items = append(tv.Items, item{Kind: "answer", Text: excerpt(m.Content, 4000)})
+		for _, p := range parts {
+			unsealed := ""
+			if p.Unsealed != nil {
+				unsealed = safeterm.Clean(p.Unsealed.Error())
+			}
+			var b strings.Builder
+			for _, m := range p.Messages {
+				b.WriteString(plugin.FormatMessage(m))
+			}
+			text = append(text, transcriptPart{Source: p.Source, Text: safeterm.Clean(b.String()), Unsealed: unsealed})
+			for _, m := range p.Messages {
+				tv := at(m.Turn)
+				add := func(it item) {
+					it.Unsealed = unsealed
+					tv.Items = append(tv.Items, it)
 				}
-				for _, c := range m.ToolCalls {
-					tv.Items = append(tv.Items, item{Kind: "call", Text: c.ID + " " + c.Name + " " + excerpt(plugin.CompactArguments(c.Arguments), 2000)})
+				switch m.Role {
+				case loop.RoleAssistant:
+					if m.Content != "" {
+						add(item{Kind: "answer", Text: excerpt(m.Content, 4000)})
+					}
+					for _, c := range m.ToolCalls {
+						add(item{Kind: "call", Text: c.ID + " " + c.Name + " " + excerpt(plugin.CompactArguments(c.Arguments), 2000)})
+					}
+				case loop.RoleTool:
+					st := string(m.Status)
+					if st == "" {
+						st = "ok"
+					}
+					add(item{Kind: "result", Text: m.CallID + " (" + m.Tool + ", " + st + "): " + excerpt(m.Content, 600),
+						Warning: st != "ok"})
+				case loop.RoleContext:
+					add(item{Kind: "compaction", Text: excerpt(m.Content, 600)})
 				}
-			case loop.RoleTool:
-				st := string(m.Status)
-				if st == "" {
-					st = "ok"
-				}
-				tv.Items = append(tv.Items, item{Kind: "result", Text: m.CallID + " (" + m.Tool + ", " + st + "): " + excerpt(m.Content, 600),
-					Warning: st != "ok"})
-			case loop.RoleContext:
-				tv.Items = append(tv.Items, item{Kind: "compaction", Text: excerpt(m.Content, 600)})
 			}
 		}
 	case forbidden(err):
@@ -320,7 +358,38 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 		turns = append(turns, *tv)
 	}
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Turn < turns[j].Turn })
-	return turns, eventsNote, text, textNote
+	return turns, eventsNote, text, textNote, sealNote
+}
+
+// keyring reads the keys the operator seals runs' saved state with, with
+// the user's credentials, to check the seals of the transcript shown. When
+// it cannot, it says why, and what that means for the transcript of a run
+// in namespace ns.
+func (s *Server) keyring(ctx context.Context, u *user, ns string) (*seal.Keyring, string) {
+	unchecked := "The transcript's seals are not checked, so nothing below is known to be the operator's: anyone who may write Secrets in namespace " +
+		ns + " could have written it. "
+	at := s.o.Keys
+	if at.Name == "" {
+		return nil, unchecked + "The console was not told where the operator keeps its keys (--state-keys-secret)."
+	}
+	sec := &corev1.Secret{}
+	if err := u.c.Get(ctx, at, sec); err != nil {
+		if forbidden(err) || apierrors.IsNotFound(err) {
+			return nil, unchecked + "Checking them needs get on the operator's keys, Secret " + at.String() + ", which you may not read or which does not exist."
+		}
+		return nil, unchecked + "The operator's keys cannot be read: " + safeterm.Clean(err.Error())
+	}
+	// Opening a seal needs only the keys; which of them seals next does
+	// not matter here.
+	ids := slices.Sorted(maps.Keys(sec.Data))
+	if len(ids) == 0 {
+		return nil, unchecked + "The Secret " + at.String() + " holds no key."
+	}
+	kr, err := seal.New(sec.Data, ids[0])
+	if err != nil {
+		return nil, unchecked + safeterm.Clean(err.Error())
+	}
+	return kr, ""
 }
 
 func eventTime(e *corev1.Event) time.Time {

@@ -21,6 +21,21 @@ type AnswerOptions struct {
 	// Force sets the annotation without checking that the call waits, and
 	// replaces an earlier answer the operator has not acted on yet.
 	Force bool
+	// Shown, when set, is what the person answering was shown (the
+	// console's form carries it): the answer is refused unless the run is
+	// still that object and the call waits with those arguments.
+	Shown *Shown
+}
+
+// Shown is the run and the call a person looked at when they answered.
+type Shown struct {
+	// UID is the run's: a run deleted and created again under its name is
+	// another object. The answer's patch carries it as a precondition.
+	UID types.UID
+	// Digest is the digest of the call's arguments
+	// (status.pendingApprovals[].argumentsDigest); an approval is bound to
+	// it.
+	Digest string
 }
 
 // Answer sets approval.agents.agentrun.dev/<callID>=<decision> on the run
@@ -43,8 +58,12 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 		return err
 	}
 	value := string(o.Decision)
+	meta := map[string]any{}
 	if !o.Force {
 		if err := checkPending(run, o); err != nil {
+			return err
+		}
+		if err := checkShown(run, o); err != nil {
 			return err
 		}
 		if o.Decision == v1alpha1.ApprovalApprove {
@@ -53,9 +72,13 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 		}
 	}
 
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{key: value}},
-	})
+	meta["annotations"] = map[string]string{key: value}
+	if o.Shown != nil {
+		// The API server refuses the patch (409) if the run was replaced
+		// after it was read.
+		meta["uid"] = o.Shown.UID
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return err
 	}
@@ -63,6 +86,26 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 		return explain(err, o.Run)
 	}
 	printf(w, "%s: %s %s\n", o.Run, o.CallID, answered(o.Decision))
+	return nil
+}
+
+// checkShown refuses an answer given on the strength of another run or
+// other arguments than the call now waiting has: the run was deleted and
+// created again, or the call changed, after the person looked.
+func checkShown(run *v1alpha1.AgentRun, o AnswerOptions) error {
+	if o.Shown == nil {
+		return nil
+	}
+	if run.UID != o.Shown.UID {
+		return fmt.Errorf("%s is not the run you were shown: it was deleted and created again since (uid %s, shown %s). Nothing was answered: look at the call again",
+			o.Run, run.UID, o.Shown.UID)
+	}
+	for _, p := range run.Status.PendingApprovals {
+		if p.CallID == o.CallID && p.ArgumentsDigest != o.Shown.Digest {
+			return fmt.Errorf("%s on %s now waits with other arguments (%s) than you were shown (%s). Nothing was answered: look at the call again",
+				o.CallID, o.Run, p.ArgumentsDigest, o.Shown.Digest)
+		}
+	}
 	return nil
 }
 

@@ -295,17 +295,21 @@ func owns(run *v1alpha1.AgentRun, s *corev1.Secret) bool {
 // names it. It does not check seals: it is for showing a transcript, not
 // for resuming a run (ReadSealed).
 func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
-	return readChunks(ctx, c, nil, run, n)
+	return readChunks(ctx, c, nil, run, n, nil)
 }
 
 // ReadSealed is ReadChunks for resuming a run: every chunk it returns was
 // sealed with a key of kr for this run and its index. A counted chunk, or
 // one after them, that is not is an ErrForged error naming the Secret.
 func ReadSealed(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
-	return readChunks(ctx, c, kr, run, n)
+	return readChunks(ctx, c, kr, run, n, nil)
 }
 
-func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
+// readChunks reads the chunks, refusing one whose seal kr does not open
+// (none is checked when kr is nil). With marks, it refuses none: it adds a
+// Part for each chunk it returns instead, naming its Secret and why its
+// seal does not open.
+func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int, marks *[]Part) ([]Chunk, error) {
 	byIndex := map[int]*corev1.Secret{}
 	collect := func(sel client.MatchingLabels) error {
 		list := &corev1.SecretList{}
@@ -333,15 +337,28 @@ func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1a
 		}
 	}
 	out := make([]Chunk, 0, n)
+	// sealed checks chunk i's seal: an error refuses the chunk; with marks,
+	// the chunk is marked instead.
+	sealed := func(i int, s *corev1.Secret) error {
+		var why error
+		if kr != nil {
+			if err := openChunk(kr, run, i, s); err != nil {
+				why = fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, s.Namespace, s.Name, err)
+			}
+		}
+		if marks == nil {
+			return why
+		}
+		*marks = append(*marks, Part{Source: s.Name, Unsealed: why})
+		return nil
+	}
 	for i := 0; i < n; i++ {
 		s := byIndex[i]
 		if s == nil {
 			return nil, fmt.Errorf("%w: transcript chunk %s (%d of %d) is missing", ErrLost, ChunkName(run.UID, i), i+1, n)
 		}
-		if kr != nil {
-			if err := openChunk(kr, run, i, s); err != nil {
-				return nil, fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, s.Namespace, s.Name, err)
-			}
+		if err := sealed(i, s); err != nil {
+			return nil, err
 		}
 		ch, err := decodeChunk(s.Data[dataKey])
 		if err != nil {
@@ -351,10 +368,8 @@ func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1a
 	}
 	saved := len(out)
 	for i := n; byIndex[i] != nil; i++ {
-		if kr != nil {
-			if err := openChunk(kr, run, i, byIndex[i]); err != nil {
-				return nil, fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, byIndex[i].Namespace, byIndex[i].Name, err)
-			}
+		if err := sealed(i, byIndex[i]); err != nil {
+			return nil, err
 		}
 		ch, err := decodeChunk(byIndex[i].Data[dataKey])
 		if err != nil {
@@ -364,6 +379,9 @@ func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1a
 		if len(ch.Checkpoint) > 0 {
 			saved = len(out)
 		}
+	}
+	if marks != nil {
+		*marks = (*marks)[:saved] // in step with out
 	}
 	return out[:saved], nil
 }
@@ -493,24 +511,87 @@ func ReadSealedMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, 
 }
 
 func readMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]loop.Message, error) {
-	chunks := 0
-	if t := run.Status.Transcript; t != nil {
-		chunks = int(t.Chunks)
-	}
-	cs, err := readChunks(ctx, c, kr, run, chunks)
+	parts, err := readParts(ctx, c, kr, run, false)
 	if err != nil {
 		return nil, err
 	}
 	var msgs []loop.Message
-	for _, ch := range cs {
-		msgs = append(msgs, ch.Messages...)
+	for _, p := range parts {
+		msgs = append(msgs, p.Messages...)
 	}
-	if t := run.Status.Transcript; t != nil && len(cs) == chunks && int(t.Messages) < len(msgs) {
-		msgs = msgs[:t.Messages]
+	return msgs, nil
+}
+
+// Part is a piece of a run's transcript as ReadMarked shows it: the
+// messages of one chunk Secret, or those still in the checkpoint, and
+// whether the operator sealed them.
+type Part struct {
+	// Source is where the messages are kept: a chunk Secret's name, or
+	// "status.checkpoint".
+	Source   string
+	Messages []loop.Message
+	// Unsealed is nil when the operator's seal of the part opens, else an
+	// ErrForged error saying why it does not (no seal, another key's, or
+	// one that does not match the content).
+	Unsealed error
+}
+
+// ReadMarked is Read for showing a transcript to a person who judges by
+// it (an approver, beside a pending call): every seal is checked with kr,
+// and a part whose seal does not open is returned marked
+// (Part.Unsealed), not refused, so that the reader sees both what was
+// written and that the operator did not write it.
+func ReadMarked(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]Part, error) {
+	return readParts(ctx, c, kr, run, true)
+}
+
+// readParts reads the chunks' messages and then those still buffered in
+// the newest checkpoint (runs saved by older operators), each chunk a
+// Part. With mark, seals that do not open are marked rather than refused.
+func readParts(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, mark bool) ([]Part, error) {
+	chunks := 0
+	if t := run.Status.Transcript; t != nil {
+		chunks = int(t.Chunks)
+	}
+	var parts []Part
+	var marks *[]Part
+	if mark {
+		marks = &parts
+	}
+	cs, err := readChunks(ctx, c, kr, run, chunks, marks)
+	if err != nil {
+		return nil, err
+	}
+	if !mark {
+		parts = make([]Part, len(cs))
+	}
+	for i, ch := range cs {
+		parts[i].Messages = ch.Messages
+	}
+	if t := run.Status.Transcript; t != nil && len(cs) == chunks {
+		// Status counts the messages saved for good; a chunk may hold more.
+		keep := int(t.Messages)
+		for i := range parts {
+			parts[i].Messages = parts[i].Messages[:min(len(parts[i].Messages), keep)]
+			keep -= len(parts[i].Messages)
+		}
 	}
 	s, err := DecodeCheckpoint(Newest(run, cs, chunks))
 	if err != nil {
 		return nil, err
 	}
-	return append(msgs, s.Transcript...), nil
+	if len(s.Transcript) > 0 {
+		tail := Part{Source: "status.checkpoint", Messages: s.Transcript}
+		switch {
+		case len(cs) > chunks && len(cs[len(cs)-1].Checkpoint) > 0:
+			// The checkpoint came from the last chunk, under its seal.
+			if mark {
+				tail.Source, tail.Unsealed = parts[len(parts)-1].Source, parts[len(parts)-1].Unsealed
+			}
+		case mark && kr != nil:
+			tail.Unsealed = OpenCheckpoint(kr, run.UID, &run.Status)
+		}
+		parts = append(parts, tail)
+	}
+	return parts, nil
 }

@@ -33,7 +33,7 @@ func TestChart_consoleRunsWithTheUsersTokenAndNoRightsOfItsOwn(t *testing.T) {
 	b, _ := yaml.Marshal(dep["spec"])
 	spec := string(b)
 	for _, want := range []string{"serviceAccountName: r-agentrun-console", "automountServiceAccountToken: false",
-		"- /kubectl-agentrun", "- console", "- --in-cluster", "- --port=9090", "- --api-ca-file=/etc/agentrun-console/ca/ca.crt",
+		"- /kubectl-agentrun", "- console", "- --in-cluster", "- --port=9090", "- --api-ca-file=/etc/agentrun-console/ca/ca.crt", "- --state-keys-secret=agentrun-system/agentrun-state-keys",
 		"name: kube-root-ca.crt", "runAsNonRoot: true", "type: RuntimeDefault", "allowPrivilegeEscalation: false", "- ALL",
 		"app.kubernetes.io/name: agentrun-console"} {
 		if !strings.Contains(spec, want) {
