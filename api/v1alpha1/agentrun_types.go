@@ -388,6 +388,18 @@ type LoopDetectionSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=128
 	IgnoreArguments []string `json:"ignoreArguments,omitempty"`
+
+	// similarity turns on the near-repeat detector: calls of one tool whose
+	// arguments are at least this alike (a decimal from 0 to 1, such as
+	// "0.9"; the Jaccard index of their character trigrams after
+	// lowercasing and folding punctuation and spaces) count as repeats of
+	// one intent toward threshold, so that a model rewording a call or
+	// changing an irrelevant argument on every retry ends LoopDetected. Off
+	// when unset: paging through a list (page=2, page=3) looks alike too.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^(0(\\.[0-9]{1,3})?|1(\\.0{1,3})?)$') && double(self) > 0.0`,message="loopDetection.similarity must be a decimal above 0 and at most 1, such as \"0.9\""
+	Similarity string `json:"similarity,omitempty"`
 }
 
 // USD is an amount of US dollars as a decimal string, such as "0.30" or

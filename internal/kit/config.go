@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -72,6 +73,13 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 
 	if l := spec.LoopDetection; l != nil {
 		cfg.Loop = loop.LoopDetection{Threshold: i32(l.Threshold), Window: i32(l.Window), MaxPeriod: i32(l.MaxPeriod), IgnoreArguments: l.IgnoreArguments}
+		if l.Similarity != "" {
+			f, err := strconv.ParseFloat(l.Similarity, 64)
+			if err != nil || f <= 0 || f > 1 {
+				return cfg, fmt.Errorf("loopDetection.similarity %q must be a decimal above 0 and at most 1, such as \"0.9\"", l.Similarity)
+			}
+			cfg.Loop.Similarity = f
+		}
 	}
 
 	for i := range spec.Tools {

@@ -76,6 +76,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err := cfg.Loop.checkWindow(); err != nil {
 		return nil, err
 	}
+	if s := cfg.Loop.Similarity; s < 0 || s > 1 {
+		return nil, fmt.Errorf("loopDetection.similarity (%v) must be between 0 and 1", s)
+	}
 	if err := cfg.Context.check(); err != nil {
 		return nil, err
 	}

@@ -295,6 +295,10 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 				e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
 				return Effect{Kind: EffectFinish}
 			}
+			if why := s.recordNear(e.cfg.Loop, c.Name, decoded[i].canon); why != "" {
+				e.finish(s, LoopDetected, why, notes)
+				return Effect{Kind: EffectFinish}
+			}
 		}
 	}
 

@@ -141,6 +141,9 @@ type State struct {
 	// entry per call); read from an old checkpoint, moved into Window and
 	// Named on the next observed call, never written.
 	Recent []SigEntry `json:"recent,omitempty"`
+	// Near is the near-repeat detector's window (nearrepeat.go): the last
+	// Window calls, normalised; empty unless the run sets a similarity.
+	Near []NearEntry `json:"near,omitempty"`
 	// Depth counts signatures seen more than once (bounded); MaxDepth is the
 	// largest count seen in the run (the repeated-intent depth).
 	Depth    map[string]int `json:"depth,omitempty"`

@@ -206,6 +206,10 @@ type LoopDetection struct {
 	MaxPeriod int
 	// IgnoreArguments are volatile argument names left out of signatures.
 	IgnoreArguments []string
+	// Similarity, when above zero, turns on the near-repeat detector
+	// (nearrepeat.go): calls of one tool whose arguments are at least this
+	// alike (0 to 1) count as repeats of one intent.
+	Similarity float64
 }
 
 // ToolSpec is what the engine knows of a tool: its schema for the model and
