@@ -313,3 +313,68 @@ func TestAdmission_turnElevenTable(t *testing.T) {
 		t.Fatalf("first rejection = %+v, want wallClock (checked before cost)", rej)
 	}
 }
+
+// Issue 43, item 4: what a hard maxWallClock promises. No model or tool
+// call is started unless its whole deadline fits in what is left of the
+// ceiling, so none runs past it; the operator's own time between steps (a
+// save, a requeue) is not reserved and counts as it passes, so a run that
+// ends on the ceiling may show a little more than it, by that time only.
+func TestWallClock_noCallRunsPastTheCeilingWhenStepsAreApart(t *testing.T) {
+	const (
+		ceiling = 100 * time.Second
+		gap     = 3 * time.Second // the operator's time between two steps
+	)
+	r := makeRun(t).readTool("lookup")
+	r.cfg.Budget.MaxWallClock = ceiling
+	r.cfg.Model.Timeout = 20 * time.Second
+	r.cfg.Tools[0].Timeout = 10 * time.Second
+	for i := range 20 {
+		r.then(calls(call("lookup", fmt.Sprintf(`{"q":%d}`, i))))
+	}
+	e := r.engine()
+	s := &State{}
+	in := Input{}
+	calls := 0
+	for range 200 {
+		eff := e.Step(s, in)
+		in = Input{}
+		r.clock.Advance(gap)
+		var reserved time.Duration
+		switch eff.Kind {
+		case EffectFinish:
+			expectOutcome(t, s, BudgetExhausted)
+			if !strings.Contains(s.Reason, "wallClock ceiling") {
+				t.Fatalf("ended on %s", s.Reason)
+			}
+			if calls < 4 {
+				t.Fatalf("only %d calls ran before the ceiling", calls)
+			}
+			if s.Usage.WallClock > ceiling+gap {
+				t.Fatalf("wall clock %s: more than the ceiling %s plus the time between two steps", s.Usage.WallClock, ceiling)
+			}
+			return
+		case EffectCallModel:
+			reserved = e.cfg.Model.Timeout
+			in.Reply = &Reply{ToolCalls: r.script[min(calls, len(r.script)-1)].ToolCalls, Usage: usage(100, 10)}
+			// The call takes all but a second of its deadline.
+			r.clock.Advance(reserved - time.Second)
+		case EffectRunTools:
+			reserved = eff.Calls[0].MaxDuration()
+			r.clock.Advance(reserved - time.Second)
+			for _, c := range eff.Calls {
+				in.Results = append(in.Results, Result{CallID: c.CallID, Output: []byte(`{"ok":true}`)})
+			}
+		case EffectContinue:
+			continue
+		default:
+			t.Fatalf("unexpected effect %s", eff.Kind)
+		}
+		calls++
+		// Started now, with what the run has worked so far: the call's
+		// whole deadline fits in the ceiling.
+		if worked := s.Usage.WallClock; worked+reserved > ceiling {
+			t.Fatalf("call %d started at %s worked with a deadline of %s: it may run past the ceiling of %s", calls, worked, reserved, ceiling)
+		}
+	}
+	t.Fatal("the run did not end")
+}
