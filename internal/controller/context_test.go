@@ -33,6 +33,13 @@ const (
 // a run with the context policy c (none when nil).
 func windowRunOnOperator(t *testing.T, name string, turns int, c *v1alpha1.ContextSpec) (*v1alpha1.AgentRun, *modeltest.WindowServer, *tracetest.InMemoryExporter) {
 	t.Helper()
+	return windowRunWithCeiling(t, name, turns, turns, c)
+}
+
+// windowRunWithCeiling is windowRunOnOperator with a turn ceiling of its
+// own: the model answers on turn turns, the run may make maxTurns.
+func windowRunWithCeiling(t *testing.T, name string, turns, maxTurns int, c *v1alpha1.ContextSpec) (*v1alpha1.AgentRun, *modeltest.WindowServer, *tracetest.InMemoryExporter) {
+	t.Helper()
 	srv := modeltest.NewWindowServer(t, ctxWindowLimit, "read_chunk", turns)
 	m, err := openai.New(model.Config{Model: "window", BaseURL: srv.URL, KeySource: model.StaticKey("sk-test"), MaxRetries: -1})
 	if err != nil {
@@ -45,7 +52,7 @@ func windowRunOnOperator(t *testing.T, name string, turns int, c *v1alpha1.Conte
 	exp := tracetest.NewInMemoryExporter()
 	ns := namespace(t)
 	startObserved(t, &kits{tools: tb, model: m}, ns, telemetry.NewProvider(sdktrace.WithSyncer(exp)))
-	run := makeRun(ns, name).maxTurns(int32(turns)).budget(func(b *v1alpha1.BudgetSpec) {
+	run := makeRun(ns, name).maxTurns(int32(maxTurns)).budget(func(b *v1alpha1.BudgetSpec) {
 		b.MaxTokens, b.MaxCostUSD = ptr64(1<<40), "1000"
 		b.MaxToolCalls, b.DefaultToolLimit = ptr32(int32(2*turns)), ptr32(int32(2*turns))
 	}).with(func(s *v1alpha1.AgentRunSpec) {
@@ -150,5 +157,38 @@ func TestContext_aRunWithoutAPolicyThatFitsEndsReadably(t *testing.T) {
 	}
 	if c := got.Status.Context; c == nil || c.MaxInputTokens != loop.DefaultMaxInputTokens || c.Source != "default" {
 		t.Errorf("status.context = %+v; want the default 128000 from source default", c)
+	}
+}
+
+// Issue 43, item 3, through the operator: a run whose next request needs
+// a summary but that has no turn left does not pay for the summary. A
+// first run finds the turn the first summary serves; a run whose turn
+// ceiling stops just before that turn ends BudgetExhausted on turns, and
+// the model server saw no summary request from it.
+func TestContext_noSummaryIsPaidForATurnTheCeilingRefuses(t *testing.T) {
+	summarize := &v1alpha1.ContextSpec{MaxInputTokens: ptr64(30_000), Strategy: v1alpha1.ContextSummarize}
+	roomy, srv, _ := windowRunOnOperator(t, "roomy", 30, summarize)
+	got := waitOutcome(t, roomy, 120*time.Second)
+	expectOutcome(t, got, v1alpha1.OutcomeCompleted, "final answer")
+	served := 0 // the turn the first summary served
+	for i, r := range srv.Requests() {
+		if r.Summary {
+			served = i + 1 // the turns' requests before it, plus this turn
+			break
+		}
+	}
+	if served < 2 {
+		t.Fatalf("the roomy run made no summary (requests %+v)", srv.Requests())
+	}
+	short, srv, _ := windowRunWithCeiling(t, "short", 30, served-1, summarize)
+	got = waitOutcome(t, short, 120*time.Second)
+	expectOutcome(t, got, v1alpha1.OutcomeBudgetExhausted, "turns ceiling")
+	for i, r := range srv.Requests() {
+		if r.Summary {
+			t.Fatalf("request %d of the run with %d turns asked for a summary for turn %d, which its ceiling refuses", i+1, served-1, served)
+		}
+	}
+	if got.Status.Usage == nil || got.Status.Usage.Turns != int32(served-1) {
+		t.Fatalf("usage %+v, want %d turns", got.Status.Usage, served-1)
 	}
 }
