@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Issue 13, item 2: a turn that goes as planned used to record four
@@ -56,4 +58,21 @@ func TestParseEventVerbosity(t *testing.T) {
 	if _, err := ParseEventVerbosity("all"); err == nil {
 		t.Error("ParseEventVerbosity(\"all\") succeeded")
 	}
+}
+
+// Issue 43, item 2: a cost ceiling over tools that declare no maxCostUSD
+// covers only the model. The run says so as it starts: one Warning event
+// naming the unpriced tools (a builtin tool costs nothing and is not
+// named), and the run goes on.
+func TestEvents_aRunWithUnpricedToolsSaysSoAsItStarts(t *testing.T) {
+	ns := namespace(t)
+	startManager(t, &kits{tools: newTools()})
+	run := makeRun(ns, "unpriced").readTool("pods").writeTool("issue_refund", true).
+		calls("pods", `{"name":"a"}`).answer("Done.").create(t)
+	expectOutcome(t, waitOutcome(t, run, 20*time.Second), v1alpha1.OutcomeCompleted, "")
+	NewWithT(t).Eventually(func() []string {
+		return eventNotes(t, ns, "AgentRun", run.Name, corev1.EventTypeWarning, string(loop.NoteToolCostsUndeclared))
+	}, 10*time.Second, 50*time.Millisecond).Should(ConsistOf(And(
+		HavePrefix("Tool issue_refund declares no maxCostUSD: the cost ceiling of $1.0000 counts their calls as $0"),
+		Not(ContainSubstring("pods")))))
 }

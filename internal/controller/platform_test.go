@@ -361,14 +361,21 @@ func TestPlatform_requireToolCosts(t *testing.T) {
 	free := func(s *v1alpha1.AgentRunSpec) {
 		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "ping", MaxCostUSD: "0", HTTP: &v1alpha1.HTTPTool{URL: "http://ping.default.svc/"}})
 	}
-	before := makeRun(ns, "before").with(free).readTool("lookup").answer("done").create(t)
+	unpriced := func(name string) func(*v1alpha1.AgentRunSpec) {
+		return func(s *v1alpha1.AgentRunSpec) {
+			s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: name, HTTP: &v1alpha1.HTTPTool{URL: "http://" + name + ".default.svc/"}})
+		}
+	}
+	before := makeRun(ns, "before").with(free).with(unpriced("lookup")).answer("done").create(t)
 	if got := get(t, before).Spec.Tools[1].MaxCostUSD; got != "" {
 		t.Fatalf("the API server stored maxCostUSD %q for a tool that left it out", got)
 	}
 	p := govern(t, ns, v1alpha1.AgentRunPolicySpec{RequireToolCosts: true})
-	refusedAtCreation(t, k8sClient, makeRun(ns, "undeclared").with(free).readTool("lookup").readTool("events").answer("done").r,
+	refusedAtCreation(t, k8sClient, makeRun(ns, "undeclared").with(free).with(unpriced("lookup")).with(unpriced("events")).answer("done").r,
 		"AgentRunPolicy "+p.Name+` requires every tool to declare maxCostUSD (requireToolCosts; "0" declares a free tool), and the tools lookup, events do not`)
-	if err := k8sClient.Create(context.Background(), makeRun(ns, "declared").with(free).answer("done").r, client.DryRunAll); err != nil {
+	// A builtin tool (the operator's own read of the API server) costs
+	// nothing, declared or not.
+	if err := k8sClient.Create(context.Background(), makeRun(ns, "declared").with(free).readTool("pods").answer("done").r, client.DryRunAll); err != nil {
 		t.Errorf("a run whose tools declare their costs was refused: %v", err)
 	}
 

@@ -100,7 +100,9 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		if ts.MaxCost, err = money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
 			return cfg, err
 		}
-		ts.CostDeclared = t.MaxCostUSD != ""
+		// A builtin tool is the operator's own read of the API server: it
+		// costs nothing, declared or not.
+		ts.CostDeclared = t.MaxCostUSD != "" || t.Builtin != ""
 		if r := t.Retry; r != nil {
 			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff),
 				MaxBackoff: dur(r.MaxBackoff), MutatingSafe: r.MutatingSafe}

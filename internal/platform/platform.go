@@ -111,7 +111,9 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	if p.Spec.RequireToolCosts {
 		var undeclared []string
 		for _, t := range spec.Tools {
-			if t.MaxCostUSD == "" {
+			// A builtin tool is the operator's own read of the API
+			// server, which costs nothing.
+			if t.MaxCostUSD == "" && t.Builtin == "" {
 				undeclared = append(undeclared, t.Name)
 			}
 		}

@@ -409,7 +409,8 @@ func TestApply_pinnedKeysStayPinned(t *testing.T) {
 }
 
 // Issue 43, item 2: requireToolCosts refuses a run whose tools leave
-// maxCostUSD out, naming them; "0" declares a free tool.
+// maxCostUSD out, naming them; "0" declares a free tool, and a builtin
+// tool (the operator's own read of the API server) costs nothing.
 func TestApply_requireToolCosts(t *testing.T) {
 	costed := func(tool v1alpha1.ToolSpec, usd v1alpha1.USD) v1alpha1.ToolSpec { tool.MaxCostUSD = usd; return tool }
 	tools := []v1alpha1.ToolSpec{
@@ -424,7 +425,7 @@ func TestApply_requireToolCosts(t *testing.T) {
 		tools   []v1alpha1.ToolSpec
 		why     string
 	}{
-		{"required, two undeclared", true, tools, "every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), and the tools search, lookup do not"},
+		{"required, two undeclared", true, tools, "every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), and the tools search do not"},
 		{"required, all declared", true, []v1alpha1.ToolSpec{tools[0], tools[2]}, ""},
 		{"required, no tools", true, nil, ""},
 		{"not required", false, tools, ""},
