@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,8 +68,8 @@ func TestDiscovery_noCategoryShadowsAResourceName(t *testing.T) {
 }
 
 // `kubectl get agentruns -o wide` asks the API server for a Table; its
-// wide columns (priority 1) show budget headroom and the calls waiting
-// for a person, read from status.
+// wide columns (priority 1) show budget headroom, the cost ceiling the run
+// is admitted by and the calls waiting for a person, read from status.
 func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
 	ctx := testContext(t)
 	run := created(ctx, t, fmt.Sprintf(runToEdit, "wide-columns"), &agentsv1alpha1.AgentRun{})
@@ -77,13 +78,15 @@ func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
 		Convergence:          &agentsv1alpha1.ConvergenceStatus{Headroom: map[string]string{"turns": "0.33", "tokens": "0.90", "cost": "0.75"}},
 		PendingApprovals:     []agentsv1alpha1.PendingApproval{{CallID: "t2-c1", Tool: "pod_events"}, {CallID: "t2-c2", Tool: "pod_events"}},
 		PendingApprovalCount: 2,
+		Limits: &agentsv1alpha1.LimitsStatus{Budget: agentsv1alpha1.BudgetSpec{MaxTurns: 3, MaxCostUSD: "0.5000"},
+			ApprovalTimeout: metav1.Duration{Duration: time.Hour}},
 	}
 	if err := k8sClient.Status().Update(ctx, run); err != nil {
 		t.Fatal(err)
 	}
 
 	wide := columns(ctx, t, "agentruns", "wide-columns", 1)
-	want := map[string]any{"Turns Left": "0.33", "Tokens Left": "0.90", "Cost Left": "0.75", "Approvals": float64(2), "Reason": nil}
+	want := map[string]any{"Turns Left": "0.33", "Tokens Left": "0.90", "Cost Left": "0.75", "Max Cost": "0.5000", "Approvals": float64(2), "Reason": nil}
 	if diff := cmp.Diff(want, wide); diff != "" {
 		t.Fatalf("wide columns (-want +got):\n%s", diff)
 	}
