@@ -5,9 +5,10 @@ import (
 )
 
 // CreatedByAnnotation holds the authenticated username of who created an
-// AgentRun. The API server writes it at creation
+// AgentRun or an AgentSchedule. The API server writes it at creation
 // (config/admission/approver-identity.yaml) and refuses any change to it
-// afterwards; the operator reads it to apply an AgentRunPolicy's
+// afterwards; the operator copies a schedule's onto the runs it creates
+// for it, and reads a run's to apply an AgentRunPolicy's
 // approval.selfApproval.
 const CreatedByAnnotation = "agents.agentrun.dev/created-by"
 
@@ -322,8 +323,10 @@ const (
 // PlatformApproval is who may answer the approvals of governed runs.
 type PlatformApproval struct {
 	// selfApproval: Deny refuses an answer from the user who created the
-	// run (the annotation agents.agentrun.dev/created-by). Defaults to
-	// Allow.
+	// run (the annotation agents.agentrun.dev/created-by; for a scheduled
+	// run, who created the AgentSchedule) and, for a run created as a
+	// ServiceAccount, from whoever may act as that ServiceAccount
+	// (impersonate it or create its tokens). Defaults to Allow.
 	// +optional
 	// +kubebuilder:default=Allow
 	SelfApproval SelfApproval `json:"selfApproval,omitempty"`

@@ -174,9 +174,12 @@ type ScheduledRunMetadata struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	Labels map[string]string `json:"labels,omitempty"`
-	// annotations are added to each run.
+	// annotations are added to each run. They may not name the run's
+	// author (agents.agentrun.dev/created-by): a schedule's runs carry the
+	// schedule's author, as the API server recorded it.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="!('agents.agentrun.dev/created-by' in self)",message="annotations may not set agents.agentrun.dev/created-by: a schedule's runs carry the schedule's author, as the API server recorded it when the AgentSchedule was created"
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

@@ -79,7 +79,8 @@ func archiveListCommand(o *archiveOptions) *cobra.Command {
 		Long: `list prints the archived runs, newest first, with the columns of kubectl get ar;
 FINISHED is how long ago the run ended. Without -n it lists every namespace and
 shows a NAMESPACE column. -o wide adds the UID (what show and transcript take
-for a name that ran several times), the template and the reason.`,
+for a name that ran several times), the template, the transcript (Complete, or
+Incomplete or Unsealed for a record kept without it) and the reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "" && output != "wide" && output != "json" {
@@ -148,7 +149,7 @@ func printList(w io.Writer, runs []archive.Summary, namespaces, wide bool, now t
 	}
 	head = append(head, "NAME", "PHASE", "OUTCOME", "TURN", "COST", "FINISHED")
 	if wide {
-		head = append(head, "UID", "TEMPLATE", "REASON")
+		head = append(head, "UID", "TEMPLATE", "TRANSCRIPT", "REASON")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range runs {
@@ -159,11 +160,34 @@ func printList(w io.Writer, runs []archive.Summary, namespaces, wide bool, now t
 		row = append(row, r.Name, r.Phase, r.Outcome, strconv.Itoa(int(r.Turns)), r.CostUSD,
 			duration.HumanDuration(now.Sub(r.FinishedAt)))
 		if wide {
-			row = append(row, r.UID, orNone(r.Template), strings.Join(strings.Fields(r.Reason), " "))
+			row = append(row, r.UID, orNone(r.Template), transcriptState(r.TranscriptState), strings.Join(strings.Fields(r.Reason), " "))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	_ = tw.Flush()
+}
+
+// transcriptState is a record's transcript state as the commands print
+// it: <unknown> for a record written before the archive recorded it.
+func transcriptState(s string) string {
+	if s == "" {
+		return "<unknown>"
+	}
+	return s
+}
+
+// noteTranscript says on w when the record holds less than the run's whole
+// sealed transcript, and what was missing or unsealed.
+func noteTranscript(w io.Writer, r *archive.Record) {
+	switch r.TranscriptState {
+	case archive.TranscriptComplete:
+	case "":
+		fmt.Fprintf(safeterm.Writer(w), "%s/%s was archived before records said whether their transcript was complete and sealed.\n",
+			r.Namespace, r.Name)
+	default:
+		fmt.Fprintf(safeterm.Writer(w), "%s/%s was archived without its transcript (%s): %s\n",
+			r.Namespace, r.Name, r.TranscriptState, strings.Join(strings.Fields(r.TranscriptProblem), " "))
+	}
 }
 
 func orNone(s string) string {
@@ -187,6 +211,9 @@ type listedRun struct {
 	Reason     string            `json:"reason,omitempty"`
 	Turn       int32             `json:"turn"`
 	CostUSD    string            `json:"costUSD,omitempty"`
+	// Transcript is the record's transcript state (Complete, Incomplete,
+	// Unsealed), empty when it was archived before records said.
+	Transcript string `json:"transcript,omitempty"`
 }
 
 func listJSON(runs []archive.Summary) []listedRun {
@@ -194,7 +221,7 @@ func listJSON(runs []archive.Summary) []listedRun {
 	for _, r := range runs {
 		out = append(out, listedRun{UID: r.UID, Namespace: r.Namespace, Name: r.Name, Template: r.Template,
 			Labels: r.Labels, CreatedAt: r.CreatedAt.UTC(), FinishedAt: r.FinishedAt.UTC(), Phase: r.Phase,
-			Outcome: r.Outcome, Reason: r.Reason, Turn: r.Turns, CostUSD: r.CostUSD})
+			Outcome: r.Outcome, Reason: r.Reason, Turn: r.Turns, CostUSD: r.CostUSD, Transcript: r.TranscriptState})
 	}
 	return out
 }
@@ -216,8 +243,9 @@ func archiveShowCommand(o *archiveOptions) *cobra.Command {
 		Long: `show prints an archived run as an AgentRun, as kubectl get ar NAME -o yaml
 would have before it was deleted: its metadata, the spec as run (a run made
 from a template shows the resolved spec) and its last status, with the usage
-and the approvals with who answered them. A name means the newest run of that
-name in the namespace; give the UID (list -o wide) for an older one.`,
+and the approvals with who answered them; a record kept without its transcript
+says so on stderr, with what was missing or unsealed. A name means the newest
+run of that name in the namespace; give the UID (list -o wide) for an older one.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "yaml" && output != "json" {
@@ -227,6 +255,7 @@ name in the namespace; give the UID (list -o wide) for an older one.`,
 			if err != nil {
 				return err
 			}
+			noteTranscript(cmd.ErrOrStderr(), r)
 			obj := archivedRun{
 				APIVersion: v1alpha1.GroupVersion.String(),
 				Kind:       "AgentRun",
@@ -278,8 +307,10 @@ func archiveTranscriptCommand(o *archiveOptions) *cobra.Command {
 		Short: "Print an archived run's conversation, as kubectl agentrun transcript does",
 		Long: `transcript prints an archived run's whole conversation exactly as kubectl
 agentrun transcript prints a live run's: the goal, one block per message, then
-the outcome; -o json prints the messages alone. A name means the newest run of
-that name in the namespace; give the UID (list -o wide) for an older one.`,
+the outcome; -o json prints the messages alone. A record kept without its
+transcript (a chunk missing, or not sealed by the operator) says so on stderr,
+with what was missing or unsealed. A name means the newest run of that name in
+the namespace; give the UID (list -o wide) for an older one.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != plugin.OutputText && output != plugin.OutputJSON {
@@ -289,6 +320,7 @@ that name in the namespace; give the UID (list -o wide) for an older one.`,
 			if err != nil {
 				return err
 			}
+			noteTranscript(cmd.ErrOrStderr(), r)
 			run := &v1alpha1.AgentRun{}
 			run.Name, run.Namespace = r.Name, r.Namespace
 			if len(r.Spec) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/archive/pgtest"
 	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 )
 
@@ -47,18 +48,21 @@ func archived(t *testing.T) string {
 			FinishedAt: archiveClock.Add(-25 * time.Hour), Outcome: "Completed", Reason: "the model answered",
 			Spec:       json.RawMessage(`{"goal":"Refund order 1042 if it was charged twice.","budget":{"maxTurns":10}}`),
 			Status:     json.RawMessage(`{"phase":"Succeeded","outcome":"Completed","reason":"the model answered","turn":2,"usage":{"costUSD":"0.0042"}}`),
-			Transcript: json.RawMessage(`[{"role":"user","content":"first run"}]`)},
+			Transcript: json.RawMessage(`[{"role":"user","content":"first run"}]`), TranscriptState: archive.TranscriptComplete},
 		{UID: "0b6f4f5e-2222-4c1e-9d4a-000000000002", Namespace: "shop", Name: "refund-1042",
 			Labels: map[string]string{"app": "refunds"}, CreatedAt: archiveClock.Add(-3 * time.Hour),
 			FinishedAt: archiveClock.Add(-2 * time.Hour), Outcome: "Error", Reason: "the model\nanswered nonsense",
 			Spec: json.RawMessage(`{"goal":"Refund order 1042 if it was charged twice.","budget":{"maxTurns":10}}`),
 			Status: json.RawMessage(`{"phase":"Failed","outcome":"Error","reason":"the model answered nonsense","turn":2,` +
 				`"usage":{"costUSD":"0.0061","inputTokens":2100},"approvals":[{"callID":"t1-c1","decision":"Approved","by":"bob@example.com"}]}`),
-			Transcript: json.RawMessage(transcript)},
+			Transcript: json.RawMessage(transcript), TranscriptState: archive.TranscriptComplete},
 		{UID: "0b6f4f5e-3333-4c1e-9d4a-000000000003", Namespace: "shop", Name: "nightly-report", Template: "report",
 			Labels: map[string]string{"app": "reports"}, CreatedAt: archiveClock.Add(-50 * time.Minute),
 			FinishedAt: archiveClock.Add(-45 * time.Minute), Outcome: "Completed",
-			Status: json.RawMessage(`{"phase":"Succeeded","outcome":"Completed","turn":7,"usage":{"costUSD":"0.0310"}}`)},
+			Status:          json.RawMessage(`{"phase":"Succeeded","outcome":"Completed","turn":7,"usage":{"costUSD":"0.0310"}}`),
+			TranscriptState: archive.TranscriptUnsealed,
+			TranscriptProblem: "the run's saved state was not written by the operator: transcript chunk Secret " +
+				"shop/agentrun-0b6f4f5e-3333-4c1e-9d4a-000000000003-transcript-0001: the seal does not open"},
 		{UID: "0b6f4f5e-4444-4c1e-9d4a-000000000004", Namespace: "billing", Name: "nightly-report", Template: "report",
 			Labels: map[string]string{"app": "reports"}, CreatedAt: archiveClock.Add(-8 * 24 * time.Hour),
 			FinishedAt: archiveClock.Add(-8 * 24 * time.Hour).Add(time.Minute), Outcome: "BudgetExhausted",
@@ -93,9 +97,12 @@ billing     nightly-report   Failed      BudgetExhausted   20     1.0000   7d23h
 		{[]string{"--dsn", dsn, "-n", "shop", "-l", "app=refunds", "--outcome", "Completed"}, `NAME          PHASE       OUTCOME     TURN   COST     FINISHED
 refund-1042   Succeeded   Completed   2      0.0042   25h
 `},
-		{[]string{"--dsn", dsn, "--since", "24h", "-o", "wide"}, `NAMESPACE   NAME             PHASE       OUTCOME     TURN   COST     FINISHED   UID                                    TEMPLATE   REASON
-shop        nightly-report   Succeeded   Completed   7      0.0310   45m        0b6f4f5e-3333-4c1e-9d4a-000000000003   report     
-shop        refund-1042      Failed      Error       2      0.0061   120m       0b6f4f5e-2222-4c1e-9d4a-000000000002   <none>     the model answered nonsense
+		{[]string{"--dsn", dsn, "--since", "24h", "-o", "wide"}, `NAMESPACE   NAME             PHASE       OUTCOME     TURN   COST     FINISHED   UID                                    TEMPLATE   TRANSCRIPT   REASON
+shop        nightly-report   Succeeded   Completed   7      0.0310   45m        0b6f4f5e-3333-4c1e-9d4a-000000000003   report     Unsealed     
+shop        refund-1042      Failed      Error       2      0.0061   120m       0b6f4f5e-2222-4c1e-9d4a-000000000002   <none>     Complete     the model answered nonsense
+`},
+		{[]string{"--dsn", dsn, "-n", "billing", "-o", "wide"}, `NAME             PHASE    OUTCOME           TURN   COST     FINISHED   UID                                    TEMPLATE   TRANSCRIPT   REASON
+nightly-report   Failed   BudgetExhausted   20     1.0000   7d23h      0b6f4f5e-4444-4c1e-9d4a-000000000004   report     <unknown>    
 `},
 		{[]string{"--dsn", dsn, "--since", "2026-05-12T00:00:00Z", "-l", "app!=refunds"}, `NAMESPACE   NAME             PHASE       OUTCOME           TURN   COST     FINISHED
 shop        nightly-report   Succeeded   Completed         7      0.0310   45m
@@ -192,6 +199,45 @@ reason: the model answered nonsense
 	code, stdout, _ = agentrun(t, "archive", "transcript", "--dsn", dsn, "0b6f4f5e-1111-4c1e-9d4a-000000000001", "-o", "json")
 	if code != 0 || stdout != "[\n  {\n    \"role\": \"user\",\n    \"content\": \"first run\"\n  }\n]\n" {
 		t.Errorf("-o json: exit %d:\n%s", code, stdout)
+	}
+}
+
+// Finding 8 of issue 42: a record kept without its transcript says so
+// where it is read, with what was missing or unsealed; a record written
+// before the archive recorded it says that it does not know.
+func TestArchive_aRecordWithoutItsTranscriptSaysSo(t *testing.T) {
+	dsn := archived(t)
+	unsealed := "shop/nightly-report was archived without its transcript (Unsealed): the run's saved state was not written by " +
+		"the operator: transcript chunk Secret shop/agentrun-0b6f4f5e-3333-4c1e-9d4a-000000000003-transcript-0001: the seal does not open\n"
+	older := "billing/nightly-report was archived before records said whether their transcript was complete and sealed.\n"
+	for _, tc := range []struct {
+		args       []string
+		wantStderr string
+	}{
+		{[]string{"show", "-n", "shop", "nightly-report"}, unsealed},
+		{[]string{"transcript", "-n", "shop", "nightly-report"}, unsealed},
+		{[]string{"transcript", "-n", "billing", "nightly-report", "-o", "json"}, older},
+		{[]string{"show", "-n", "shop", "0b6f4f5e-1111-4c1e-9d4a-000000000001"}, ""},
+	} {
+		code, stdout, stderr := agentrun(t, append([]string{"archive", "--dsn", dsn}, tc.args...)...)
+		if code != 0 || stdout == "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %s", tc.args, code, stdout, stderr)
+		}
+		if diff := cmp.Diff(tc.wantStderr, stderr); diff != "" {
+			t.Errorf("%q: stderr (-want +got):\n%s", tc.args, diff)
+		}
+	}
+	code, stdout, _ := agentrun(t, "archive", "list", "--dsn", dsn, "-o", "json")
+	var listed []listedRun
+	if err := json.Unmarshal([]byte(stdout), &listed); code != 0 || err != nil {
+		t.Fatalf("-o json: exit %d, %v", code, err)
+	}
+	got := map[string]string{}
+	for _, l := range listed {
+		got[l.UID[len(l.UID)-1:]] = l.Transcript
+	}
+	if diff := cmp.Diff(map[string]string{"1": "Complete", "2": "Complete", "3": "Unsealed", "4": ""}, got); diff != "" {
+		t.Errorf("-o json transcript by UID's last digit (-want +got):\n%s", diff)
 	}
 }
 

@@ -36,7 +36,26 @@ type Record struct {
 	Status json.RawMessage
 	// Transcript is the run's messages, as JSON (a list of loop.Message).
 	Transcript json.RawMessage
+	// TranscriptState says whether Transcript is the whole transcript the
+	// operator sealed (TranscriptComplete) or why the record holds none;
+	// "" in a record written before the archive recorded it.
+	TranscriptState string
+	// TranscriptProblem is what was missing or unsealed (it names the
+	// chunk's Secret), when TranscriptState is not TranscriptComplete.
+	TranscriptProblem string
 }
+
+// The transcript states of a record.
+const (
+	// TranscriptComplete: every chunk was there and sealed by the operator.
+	TranscriptComplete = "Complete"
+	// TranscriptIncomplete: a chunk the run's status counts was missing or
+	// unreadable; the record holds no transcript.
+	TranscriptIncomplete = "Incomplete"
+	// TranscriptUnsealed: a chunk was not sealed by the operator (someone
+	// else wrote it); the record holds no transcript.
+	TranscriptUnsealed = "Unsealed"
+)
 
 // Summary is a record without its spec, status and transcript: what a
 // listing shows.
@@ -51,6 +70,8 @@ type Summary struct {
 	// Phase is status.phase: kubectl get ar shows it, so the archive's
 	// listing does too.
 	Phase string
+	// TranscriptState is the record's (Record.TranscriptState).
+	TranscriptState string
 }
 
 // Filter selects records in List. Zero fields select everything.

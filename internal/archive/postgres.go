@@ -180,12 +180,12 @@ func (p *Postgres) Put(ctx context.Context, r *Record) error {
 	}
 	_, err = p.pool.Exec(ctx, `INSERT INTO agentrun_runs
 		(uid, namespace, name, template, labels, annotations, created_at, finished_at,
-		 outcome, reason, turns, cost_usd, spec, status, transcript)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		 outcome, reason, turns, cost_usd, spec, status, transcript, transcript_state, transcript_problem)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (uid) DO NOTHING`,
 		r.UID, r.Namespace, r.Name, r.Template, stringMap(r.Labels), stringMap(r.Annotations),
 		r.CreatedAt, r.FinishedAt, r.Outcome, r.Reason, l.Turn, l.Usage.CostUSD,
-		jsonOrNil(r.Spec), jsonOrNil(r.Status), transcript)
+		jsonOrNil(r.Spec), jsonOrNil(r.Status), transcript, r.TranscriptState, r.TranscriptProblem)
 	if err != nil {
 		return fmt.Errorf("archive: writing %s/%s: %w", r.Namespace, r.Name, err)
 	}
@@ -197,10 +197,10 @@ func (p *Postgres) Get(ctx context.Context, uid string) (*Record, error) {
 	r := &Record{}
 	var spec, status, transcript []byte
 	err := p.pool.QueryRow(ctx, `SELECT uid, namespace, name, template, labels, annotations,
-		created_at, finished_at, outcome, reason, spec, status, transcript
+		created_at, finished_at, outcome, reason, spec, status, transcript, transcript_state, transcript_problem
 		FROM agentrun_runs WHERE uid = $1`, uid).Scan(
 		&r.UID, &r.Namespace, &r.Name, &r.Template, &r.Labels, &r.Annotations,
-		&r.CreatedAt, &r.FinishedAt, &r.Outcome, &r.Reason, &spec, &status, &transcript)
+		&r.CreatedAt, &r.FinishedAt, &r.Outcome, &r.Reason, &spec, &status, &transcript, &r.TranscriptState, &r.TranscriptProblem)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -215,7 +215,7 @@ func (p *Postgres) Get(ctx context.Context, uid string) (*Record, error) {
 }
 
 const summaryColumns = `uid, namespace, name, template, labels, created_at, finished_at,
-	outcome, reason, turns, cost_usd, coalesce(status->>'phase', '')`
+	outcome, reason, turns, cost_usd, coalesce(status->>'phase', ''), transcript_state`
 
 // Find returns the runs of this name in the namespace, newest first.
 func (p *Postgres) Find(ctx context.Context, namespace, name string) ([]Summary, error) {
@@ -323,7 +323,7 @@ func (p *Postgres) summaries(ctx context.Context, keep func(Summary) bool, q str
 	for rows.Next() {
 		var s Summary
 		if err := rows.Scan(&s.UID, &s.Namespace, &s.Name, &s.Template, &s.Labels, &s.CreatedAt, &s.FinishedAt,
-			&s.Outcome, &s.Reason, &s.Turns, &s.CostUSD, &s.Phase); err != nil {
+			&s.Outcome, &s.Reason, &s.Turns, &s.CostUSD, &s.Phase, &s.TranscriptState); err != nil {
 			return nil, fmt.Errorf("archive: listing: %w", err)
 		}
 		if keep == nil || keep(s) {

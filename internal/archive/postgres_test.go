@@ -16,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/archive/pgtest"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -60,7 +61,8 @@ func record(uid, ns, name string, finished time.Time, outcome string, lbls map[s
 		Spec:        json.RawMessage(`{"goal":"Refund order 1042 if it was charged twice.","budget":{"maxTurns":20,"maxCostUSD":"1.00"}}`),
 		Status: json.RawMessage(fmt.Sprintf(`{"phase":"Succeeded","outcome":%q,"turn":%d,"usage":{"costUSD":"0.0123","inputTokens":1200},`+
 			`"approvals":[{"callID":"t2-c1","decision":"approved","by":"bob@example.com"}]}`, outcome, turns)),
-		Transcript: transcript,
+		Transcript:      transcript,
+		TranscriptState: archive.TranscriptComplete,
 	}
 }
 
@@ -327,5 +329,55 @@ func TestOpen_errorsHideThePassword(t *testing.T) {
 	_, err = archive.Open(context.Background(), "postgres://archiver:s3cret-pw@[bad/archive")
 	if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
 		t.Errorf("a malformed DSN: %v", err)
+	}
+}
+
+// Finding 8 of issue 42: a record kept without its transcript (a chunk
+// missing, or one the operator did not seal) said nothing of it. The
+// record says whether its transcript is whole, and what was missing or
+// unsealed; the listing shows it; a record written before the column
+// existed says "" (not recorded).
+func TestPut_recordsWhetherTheTranscriptIsWhole(t *testing.T) {
+	s, dsn := open(t)
+	ctx := context.Background()
+	whole := record("whole", "shop", "a", base.Add(3*time.Hour), "Completed", nil, 1)
+	lost := record("lost", "shop", "b", base.Add(2*time.Hour), "Completed", nil, 1)
+	lost.Transcript, lost.TranscriptState = nil, archive.TranscriptIncomplete
+	lost.TranscriptProblem = "the run's saved transcript is incomplete: transcript chunk agentrun-t-lost-1 (2 of 3) is missing"
+	forged := record("forged", "shop", "c", base.Add(1*time.Hour), "Completed", nil, 1)
+	forged.Transcript, forged.TranscriptState = nil, archive.TranscriptUnsealed
+	forged.TranscriptProblem = "the run's saved state was not written by the operator: transcript chunk Secret shop/agentrun-t-forged-0: the seal does not open"
+	put(t, s, whole, lost, forged)
+	for _, want := range []*archive.Record{whole, lost, forged} {
+		got, err := s.Get(ctx, want.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([2]string{want.TranscriptState, want.TranscriptProblem}, [2]string{got.TranscriptState, got.TranscriptProblem}); diff != "" {
+			t.Errorf("%s: transcript state and problem (-want +got):\n%s", want.UID, diff)
+		}
+	}
+
+	// A record of the first schema's columns only.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, `INSERT INTO agentrun_runs (uid, namespace, name, created_at, finished_at)
+		VALUES ('older', 'shop', 'd', $1, $1)`, base); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.List(ctx, archive.Filter{Namespace: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range listed {
+		got[l.UID] = l.TranscriptState
+	}
+	want := map[string]string{"whole": "Complete", "lost": "Incomplete", "forged": "Unsealed", "older": ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listed transcript states (-want +got):\n%s", diff)
 	}
 }

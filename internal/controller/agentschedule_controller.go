@@ -400,6 +400,13 @@ func runFor(sc *runtime.Scheme, s *v1alpha1.AgentSchedule, name string, at time.
 	}
 	run.Labels[v1alpha1.LabelSchedule] = s.Name
 	run.Annotations[v1alpha1.AnnotationScheduledTime] = at.UTC().Format(time.RFC3339)
+	// The schedule's author, as the API server recorded it, is the run's:
+	// never a name the template writes. Without one (a schedule created
+	// before the admission policies), the API server records the operator.
+	delete(run.Annotations, v1alpha1.CreatedByAnnotation)
+	if author := s.Annotations[v1alpha1.CreatedByAnnotation]; author != "" {
+		run.Annotations[v1alpha1.CreatedByAnnotation] = author
+	}
 	switch {
 	case tpl.TemplateRef != nil:
 		run.Spec.TemplateRef = tpl.TemplateRef.DeepCopy()

@@ -10,7 +10,9 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -151,29 +153,46 @@ func (r *AgentRunReconciler) record(ctx context.Context, run *v1alpha1.AgentRun)
 	if rec.Status, err = json.Marshal(st); err != nil {
 		return nil, err
 	}
-	msgs, err := r.sealedTranscript(ctx, run)
+	msgs, err := r.sealedTranscript(ctx, run, rec)
 	if err != nil {
 		return nil, fmt.Errorf("reading the transcript of %s: %w", run.Name, err)
 	}
-	if rec.Transcript, err = json.Marshal(msgs); err != nil {
-		return nil, err
+	if rec.TranscriptState == archive.TranscriptComplete {
+		if rec.Transcript, err = json.Marshal(msgs); err != nil {
+			return nil, err
+		}
 	}
 	return rec, nil
 }
 
+// maxTranscriptProblem bounds the problem a record keeps: it quotes a
+// Secret's name and a seal's error.
+const maxTranscriptProblem = 1024
+
 // sealedTranscript reads the run's messages from the chunks the operator
-// sealed. A chunk that is missing (deleted by hand, or with the run) or
-// that the operator did not seal will not come back by waiting: the
-// record is then kept without the transcript, with a Warning event,
+// sealed, and says in rec whether it read them all. A chunk that is
+// missing (deleted by hand, or with the run) or that the operator did not
+// seal will not come back by waiting: the record is then kept without the
+// transcript, saying what was missing or unsealed, with a Warning event,
 // rather than holding the run for ever.
-func (r *AgentRunReconciler) sealedTranscript(ctx context.Context, run *v1alpha1.AgentRun) ([]loop.Message, error) {
+func (r *AgentRunReconciler) sealedTranscript(ctx context.Context, run *v1alpha1.AgentRun, rec *archive.Record) ([]loop.Message, error) {
 	msgs, err := transcript.ReadSealedMessages(ctx, r.APIReader, r.Keys, run)
-	if errors.Is(err, transcript.ErrLost) || errors.Is(err, transcript.ErrForged) {
-		if r.Recorder != nil {
-			r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable,
-				"Archiving %s without its transcript: %v", run.Name, err)
-		}
-		return nil, nil
+	var state string
+	switch {
+	case err == nil:
+		rec.TranscriptState = archive.TranscriptComplete
+		return msgs, nil
+	case errors.Is(err, transcript.ErrForged):
+		state = archive.TranscriptUnsealed
+	case errors.Is(err, transcript.ErrLost):
+		state = archive.TranscriptIncomplete
+	default:
+		return nil, err
 	}
-	return msgs, err
+	rec.TranscriptState, rec.TranscriptProblem = state, clip.Cut(err.Error(), maxTranscriptProblem, runstatus.CutMark)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable,
+			"Archiving %s without its transcript (%s): %v", run.Name, state, err)
+	}
+	return nil, nil
 }

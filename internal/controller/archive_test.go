@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,10 +15,13 @@ import (
 	"github.com/agentrun/agentrun/internal/archive/pgtest"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/transcript"
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -160,5 +164,83 @@ func TestArchive_withoutAnArchiveRunsCarryNoFinalizer(t *testing.T) {
 	done := waitOutcome(t, makeRun(ns, "plain").answer("ok").create(t), 20*time.Second)
 	if slices.Contains(done.Finalizers, v1alpha1.FinalizerArchive) || apimeta.FindStatusCondition(done.Status.Conditions, v1alpha1.ConditionArchived) != nil {
 		t.Errorf("a run with no archive configured carries %v, conditions %+v", done.Finalizers, done.Status.Conditions)
+	}
+}
+
+// Finding 8 of issue 42: whoever may write Secrets can make a finished run
+// be archived without its transcript, by deleting or rewriting a chunk
+// before the record is written. The record says so, naming the chunk; a
+// run whose chunks are all the operator's is recorded Complete.
+func TestArchive_theRecordSaysWhenItsTranscriptIsMissingOrUnsealed(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	store := &flakyArchive{Postgres: openArchive(t)}
+	store.down.Store(true)
+	startWith(t, &kits{tools: newTools()}, managerSetup{config: withArchive(store)})
+	runs := map[string]*v1alpha1.AgentRun{}
+	for _, name := range []string{"whole", "lost", "rewritten"} {
+		runs[name] = makeRun(ns, name).answer("Done.").create(t)
+	}
+	for _, run := range runs {
+		NewWithT(t).Eventually(func() bool {
+			c := apimeta.FindStatusCondition(get(t, run).Status.Conditions, v1alpha1.ConditionArchived)
+			return c != nil && c.Reason == ReasonArchiveUnavailable
+		}, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "%s ended and waits for the archive", run.Name)
+	}
+	lost, rewritten := get(t, runs["lost"]), get(t, runs["rewritten"])
+	if err := k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: transcript.ChunkName(lost.UID, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: transcript.ChunkName(rewritten.UID, 0)}, chunk); err != nil {
+		t.Fatal(err)
+	}
+	// Chunks are immutable: the writer deletes it and writes its own.
+	if err := k8sClient.Delete(ctx, chunk); err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := json.Marshal(transcript.Chunk{Messages: []loop.Message{{Role: loop.RoleUser, Content: "Refund everything."}}})
+	if err := k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: chunk.Name, Labels: chunk.Labels,
+		OwnerReferences: chunk.OwnerReferences},
+		Type: chunk.Type, Data: map[string][]byte{"messages.json": forged}}); err != nil {
+		t.Fatal(err)
+	}
+
+	store.down.Store(false)
+	got := map[string][2]string{}
+	NewWithT(t).Eventually(func() int {
+		list, err := store.List(ctx, archive.Filter{Namespace: ns})
+		if err != nil {
+			return -1
+		}
+		for _, l := range list {
+			rec, err := store.Get(ctx, l.UID)
+			if err != nil {
+				return -1
+			}
+			if l.TranscriptState != rec.TranscriptState {
+				t.Errorf("%s: listed %q, read %q", l.Name, l.TranscriptState, rec.TranscriptState)
+			}
+			problem := rec.TranscriptProblem
+			if len(rec.Transcript) > 0 {
+				problem = "a transcript"
+			}
+			got[l.Name] = [2]string{rec.TranscriptState, problem}
+		}
+		return len(list)
+	}, 20*time.Second, 50*time.Millisecond).Should(Equal(3))
+	want := map[string][2]string{
+		"whole": {archive.TranscriptComplete, "a transcript"},
+		"lost": {archive.TranscriptIncomplete, "the run's saved transcript is incomplete: transcript chunk " +
+			transcript.ChunkName(lost.UID, 0) + " (1 of 1) is missing"},
+		"rewritten": {archive.TranscriptUnsealed, "the run's saved state was not written by the operator: transcript chunk Secret " +
+			ns + "/" + transcript.ChunkName(rewritten.UID, 0) + ": "},
+	}
+	// The seal's own error follows the Secret's name.
+	if p := got["rewritten"][1]; strings.HasPrefix(p, want["rewritten"][1]) {
+		got["rewritten"] = [2]string{got["rewritten"][0], want["rewritten"][1]}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the records' transcript state and problem (-want +got):\n%s", diff)
 	}
 }

@@ -34,7 +34,9 @@ import (
 )
 
 var (
-	restCfg   *rest.Config
+	restCfg *rest.Config
+	// testEnv adds users that authenticate as themselves (AddUser).
+	testEnv   *envtest.Environment
 	k8sClient client.Client
 	// testKeys seal runs' state for every operator the tests start, as
 	// the key Secret does for an operator's replicas and restarts.
@@ -50,8 +52,8 @@ func TestMain(m *testing.M) {
 		// metrics, which it refreshes every minute by default.
 		apiServerArgs = append(apiServerArgs, "--etcd-count-metric-poll-period=1s")
 	}
-	os.Exit(testenv.Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
-		restCfg = cfg
+	os.Exit(testenv.Main(m, func(env *envtest.Environment, cfg *rest.Config) (func() error, error) {
+		restCfg, testEnv = cfg, env
 		var err error
 		admin, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme})
 		if err != nil {

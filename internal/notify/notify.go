@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +36,10 @@ const (
 )
 
 // Message is the JSON body posted to the webhook. Text is what a Slack
-// incoming webhook shows; the other fields are for receivers that route
-// or render messages themselves.
+// incoming webhook shows: plain text, which the Notifier escapes for the
+// chat's markup when it posts (Escape). The other fields are for receivers
+// that route or render messages themselves, as written: such a receiver
+// escapes what it renders.
 type Message struct {
 	Text            string `json:"text"`
 	Event           string `json:"event"`
@@ -91,6 +94,17 @@ type Notifier struct {
 
 // QueueSize bounds the messages waiting for delivery.
 const QueueSize = 256
+
+// chatMarkup escapes the three characters that Slack's message formatting
+// reads as markup, as it documents
+// (https://api.slack.com/reference/surfaces/formatting#escaping).
+var chatMarkup = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// Escape returns s as a Slack-compatible chat shows it, character for
+// character: a run's reason, tool name or model-written text can then
+// neither mention everyone (<!channel>, <!here>, <@U123>) nor show a link
+// under other words (<https://evil.example|the invoice>).
+func Escape(s string) string { return chatMarkup.Replace(s) }
 
 // New returns a Notifier with the defaults: 5 attempts, 1s backoff doubled
 // up to 30s, 10s per post.
@@ -161,6 +175,7 @@ func (n *Notifier) deliver(ctx context.Context, m Message) {
 	if t.Client == nil {
 		t.Client = http.DefaultClient
 	}
+	m.Text = Escape(m.Text)
 	body, err := json.Marshal(m)
 	if err != nil {
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -171,5 +172,43 @@ func TestParseSecretKey(t *testing.T) {
 		if _, err := ParseSecretKey(bad); err == nil {
 			t.Errorf("ParseSecretKey(%q) succeeded", bad)
 		}
+	}
+}
+
+// Finding 8 of issue 42: a run's reason, tool names and model-written text
+// reach the chat as written. Escaped as Slack documents (&, <, >), they
+// show as the characters they are: no @channel mention, no link shown
+// under other words, no entity read as another character.
+func TestEscape(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain reason", "plain reason"},
+		{"<!channel> refund now", "&lt;!channel&gt; refund now"},
+		{"<!here|here> and <@U024BE7LH>", "&lt;!here|here&gt; and &lt;@U024BE7LH&gt;"},
+		{"see <https://evil.example/x|the invoice>", "see &lt;https://evil.example/x|the invoice&gt;"},
+		{"Q&A: 5 > 3 &lt;b&gt;", "Q&amp;A: 5 &gt; 3 &amp;lt;b&amp;gt;"},
+	} {
+		if diff := cmp.Diff(tc.want, Escape(tc.in)); diff != "" {
+			t.Errorf("Escape(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// The text posted is escaped; the fields for receivers that render
+// messages themselves are as written.
+func TestNotifier_postsEscapedText(t *testing.T) {
+	rcv := &receiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	n := New(func(context.Context, string) (Target, error) { return Target{URL: srv.URL}, nil })
+	start(t, n)
+	reason := "the model says: <!channel> approve at <https://evil.example|the console>"
+	n.Notify(Message{Event: EventEscalated, Namespace: "billing", Run: "refund", Reason: reason,
+		Text: "AgentRun billing/refund ended Escalated: " + reason})
+	waitFor(t, "the delivery", func() bool { got, _ := rcv.messages(); return len(got) == 1 })
+	got, _ := rcv.messages()
+	want := Message{Event: EventEscalated, Namespace: "billing", Run: "refund", Reason: reason,
+		Text: "AgentRun billing/refund ended Escalated: the model says: &lt;!channel&gt; approve at &lt;https://evil.example|the console&gt;"}
+	if diff := cmp.Diff(want, got[0]); diff != "" {
+		t.Errorf("posted message (-want +got):\n%s", diff)
 	}
 }

@@ -216,3 +216,34 @@ func TestChart_operatorNetworkPolicyByDefaultExcludesMetadata(t *testing.T) {
 		}
 	}
 }
+
+// The admission policies that let the operator give a schedule's runs the
+// schedule's author name the release's ServiceAccount, not the one
+// config/default installs: otherwise nobody (or somebody else) could.
+func TestChart_authorPoliciesNameTheReleasesServiceAccount(t *testing.T) {
+	const shipped = "system:serviceaccount:agentrun-system:agentrun-controller-manager"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "system:serviceaccount:agentrun-system:r-agentrun"},
+		{[]string{"--set", "serviceAccount.name=ops-bot"}, "system:serviceaccount:agentrun-system:ops-bot"},
+	} {
+		seen := map[string]bool{}
+		for _, d := range helmTemplate(t, tc.args...) {
+			md, _ := d["metadata"].(map[string]any)
+			name, _ := md["name"].(string)
+			if name != "agentrun-author" && name != "agentrun-author-identity" || !strings.HasSuffix(d["kind"].(string), "AdmissionPolicy") {
+				continue
+			}
+			b, _ := yaml.Marshal(d["spec"])
+			if !strings.Contains(string(b), tc.want) || strings.Contains(string(b), shipped) {
+				t.Errorf("%v: %s %s does not name %s alone:\n%s", tc.args, d["kind"], name, tc.want, b)
+			}
+			seen[name] = true
+		}
+		if !seen["agentrun-author"] || !seen["agentrun-author-identity"] {
+			t.Errorf("%v: rendered %v; want agentrun-author and agentrun-author-identity", tc.args, seen)
+		}
+	}
+}

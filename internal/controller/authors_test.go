@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/testenv"
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// operatorUser is the username of the ServiceAccount config/default runs
+// the operator as, which the admission policies of config/admission name.
+const operatorUser = "system:serviceaccount:agentrun-system:agentrun-controller-manager"
+
+// asOperator is a client that acts as the operator's ServiceAccount, with
+// the rights a schedule reconciler uses in ns.
+func asOperator(t *testing.T, ns string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "operator-schedules", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentruns"}, Verbs: []string{"get", "list", "create", "patch"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentschedules"}, Verbs: []string{"get"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentschedules/status"}, Verbs: []string{"update"}},
+	}}
+	if err := k8sClient.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "agentrun-system", Name: "agentrun-controller-manager"}
+	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "operator-schedules", Namespace: ns},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, Subjects: []rbacv1.Subject{sa}}); err != nil {
+		t.Fatal(err)
+	}
+	authorized(t, ns, role.Rules, sa)
+	return as(t, operatorUser, "system:serviceaccounts", "system:serviceaccounts:agentrun-system")
+}
+
+// Finding 6 of issue 42, first half: a schedule's runs are created by the
+// operator, yet the schedule's author may not approve them where a policy
+// refuses self-approval. The API server records who created the schedule,
+// keeps that record, and the operator gives it to the runs; nobody but the
+// operator, and only for a schedule's run, may name another author.
+func TestSchedule_runsCarryTheSchedulesAuthor(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{Approval: &v1alpha1.PlatformApproval{SelfApproval: v1alpha1.SelfApprovalDeny}})
+	bind(t, ns, "agentrun-editor", userSubject("carol"))
+	bind(t, ns, "agentrun-approver", userSubject("carol"))
+	carol := as(t, "carol")
+	ctx := context.Background()
+
+	sched := func(name string, ann map[string]string) *v1alpha1.AgentSchedule {
+		return &v1alpha1.AgentSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: v1alpha1.AgentScheduleSpec{Schedule: "* * * * *", TimeZone: ptr.To("UTC"),
+				RunTemplate: v1alpha1.ScheduledRun{Metadata: v1alpha1.ScheduledRunMetadata{Annotations: ann},
+					TemplateRef: &v1alpha1.TemplateRef{Name: "refund-investigator"}}}}
+	}
+	err := carol.Create(ctx, sched("forged", map[string]string{v1alpha1.CreatedByAnnotation: "dave"}))
+	if err == nil || !strings.Contains(err.Error(), "annotations may not set agents.agentrun.dev/created-by") {
+		t.Fatalf("a schedule whose runs name another author was not refused: %v", err)
+	}
+	s := sched("nightly", map[string]string{"owner": "ops"})
+	if err := carol.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), s) })
+	if got := get(t, s).Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
+		t.Fatalf("the schedule's created-by is %q; want carol", got)
+	}
+	for _, forged := range []any{"dave", nil} {
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.CreatedByAnnotation: forged}}})
+		err := carol.Patch(ctx, s.DeepCopy(), client.RawPatch("application/merge-patch+json", body))
+		if err == nil || !strings.Contains(err.Error(), "cannot be set to another user, changed or removed") {
+			t.Fatalf("setting the schedule's created-by to %v was not refused: %v", forged, err)
+		}
+	}
+
+	op := asOperator(t, ns)
+	clock := &fakeClock{t: s.CreationTimestamp.Truncate(time.Minute).Add(time.Minute + time.Second)}
+	r := NewAgentScheduleReconciler(ScheduleConfig{Client: op, APIReader: op, Clock: clock.now, Metrics: NewMetrics()})
+	reconcileSchedule(t, r, s)
+	runs := scheduledRuns(t, s)
+	if len(runs) != 1 {
+		t.Fatalf("runs %v; want one", runNames(runs))
+	}
+	run := &runs[0]
+	if got := run.Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
+		t.Fatalf("the scheduled run's created-by is %q; want carol, the schedule's author", got)
+	}
+	NewWithT(t).Eventually(func() string {
+		err := patchAnnotations(ctx, carol, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring("carol created " + run.Name + " and may not answer its approvals (" +
+		v1alpha1.ApprovalAnnotationPrefix + "t1-c1): AgentRunPolicy " + p.Name + " says approval.selfApproval: Deny"))
+
+	// Only the operator names another author, and only for a run that a
+	// schedule controls; anyone else is recorded as who they are.
+	owned := func(c client.Client, name string) (*v1alpha1.AgentRun, error) {
+		r := makeRun(ns, name).answer("done").r
+		r.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: "dave"}
+		r.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentSchedule",
+			Name: s.Name, UID: get(t, s).UID, Controller: ptr.To(true)}}
+		return r, c.Create(ctx, r, client.DryRunAll)
+	}
+	if r, err := owned(carol, "carols-forgery"); err != nil || r.Annotations[v1alpha1.CreatedByAnnotation] != "carol" {
+		t.Fatalf("carol creating a schedule's run that names dave: created-by %q (%v); want carol", r.Annotations[v1alpha1.CreatedByAnnotation], err)
+	}
+	loose := makeRun(ns, "operators-own").answer("done").r
+	loose.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: "dave"}
+	if err := op.Create(ctx, loose, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "cannot be set to another user") {
+		t.Fatalf("the operator naming another author of a run no schedule controls was not refused: %v", err)
+	}
+	if r, err := owned(op, "scheduled"); err != nil || r.Annotations[v1alpha1.CreatedByAnnotation] != "dave" {
+		t.Fatalf("the operator creating a schedule's run with its author: created-by %q (%v); want dave", r.Annotations[v1alpha1.CreatedByAnnotation], err)
+	}
+}
+
+// Finding 6 of issue 42, second half: the shipped edit role lets a
+// namespace's editor impersonate its ServiceAccounts, and the API server
+// then records the ServiceAccount as the run's author, not who
+// impersonated it (that is only in its audit log). Where a policy refuses
+// self-approval, whoever may act as the ServiceAccount that created a run
+// may not answer it; an approver who may not act as it still can.
+func TestPlatform_selfApprovalRefusesWhoeverMayActAsTheCreatingServiceAccount(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{Approval: &v1alpha1.PlatformApproval{SelfApproval: v1alpha1.SelfApprovalDeny}})
+	// What the aggregated edit role holds (the aggregation controller of
+	// kube-controller-manager does not run here): the Kubernetes part,
+	// which impersonates ServiceAccounts, and the project's two roles.
+	for _, role := range []string{"system:aggregate-to-edit", "agentrun-editor", "agentrun-approver"} {
+		bind(t, ns, role, userSubject("mallory"))
+	}
+	bind(t, ns, "agentrun-approver", userSubject("dave"))
+	builder := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "builder"}
+	bind(t, ns, "agentrun-editor", builder)
+
+	// mallory authenticates as herself and impersonates the ServiceAccount.
+	mallory, err := testEnv.AddUser(envtest.User{Name: "mallory"}, restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(mallory.Config())
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":builder"}
+	asBuilder, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	malloryItself, err := client.New(mallory.Config(), client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := makeRun(ns, "built").answer("done").r
+	if err := asBuilder.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, run).Annotations[v1alpha1.CreatedByAnnotation]; got != "system:serviceaccount:"+ns+":builder" {
+		t.Fatalf("created-by is %q; want the impersonated ServiceAccount", got)
+	}
+	answer := func(c client.Client, id string) error {
+		return patchAnnotations(ctx, c, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + id: "approve"}, "kubectl-annotate")
+	}
+	NewWithT(t).Eventually(func() string {
+		if err := answer(malloryItself, "t1-c1"); err != nil {
+			return err.Error()
+		}
+		return ""
+	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring("mallory may act as the ServiceAccount system:serviceaccount:" + ns +
+		":builder (impersonate it or create its tokens), which created built, and so may have created it: it may not answer its approvals (" +
+		v1alpha1.ApprovalAnnotationPrefix + "t1-c1): AgentRunPolicy " + p.Name + " says approval.selfApproval: Deny"))
+	if err := answer(as(t, "dave"), "t1-c1"); err != nil {
+		t.Fatalf("an approver who may not act as the ServiceAccount was refused: %v", err)
+	}
+}
