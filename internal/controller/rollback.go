@@ -56,6 +56,9 @@ const (
 	savesUsageKey    = "usage.json"
 	savesSealKey     = "seal"
 	purposeSaves     = "agentrun/saves-record"
+	// savesRecordLabel is the record's agents.agentrun.dev/record label,
+	// which the admission policy agentrun-operator-writes admits.
+	savesRecordLabel = "saves"
 )
 
 // SavesRecordName is the name of the ConfigMap that records the highest
@@ -151,7 +154,7 @@ func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.Agen
 	seq := strconv.FormatInt(h.seq, 10)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: SavesRecordName(run.UID), Namespace: run.Namespace,
-			Labels: map[string]string{transcript.LabelRunUID: string(run.UID)},
+			Labels: map[string]string{transcript.LabelRunUID: string(run.UID), v1alpha1.LabelSpecRecord: savesRecordLabel},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(run,
 				v1alpha1.GroupVersion.WithKind("AgentRun"))}},
 		Data: map[string]string{savesSequenceKey: seq, savesUsageKey: string(h.usage),
