@@ -136,9 +136,10 @@ func (r *AgentRunReconciler) nextSequence(uid types.UID, base *v1alpha1.AgentRun
 	return max(base.CheckpointSequence, h.seq) + 1
 }
 
-// savedStatus raises the run's high-water mark to st, a status the API server
-// just accepted, and brings the record up to date. A record write that
-// fails is logged: the record lags until the next status write.
+// savedStatus raises the run's high-water mark to the status of run, which
+// the API server just accepted, and brings the record up to date. A
+// record write that fails is logged: the record lags until the next
+// status write.
 func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.AgentRun) {
 	st := &run.Status
 	var usage []byte
@@ -147,8 +148,8 @@ func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.Agen
 	}
 	h, known := r.mem.raiseHigh(run.UID, st.CheckpointSequence, usage)
 	if !known || h.recorded >= h.seq {
-		// Not loaded (a write that resumed nothing: never the case for a
-		// save), or the record is current.
+		// The record was never read in this process (a run that ended
+		// before loadState read it: nothing resumes it), or it is current.
 		return
 	}
 	seq := strconv.FormatInt(h.seq, 10)
