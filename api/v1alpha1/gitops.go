@@ -17,9 +17,10 @@ const (
 	// though a run of the same name with another spec ran before.
 	AnnotationAllowRerun = "agents.agentrun.dev/allow-rerun"
 
-	// LabelSpecRecord marks the ConfigMaps that record, per run name, the
-	// spec hash of the last protected run that started; its value is
-	// "spec-hash". They outlive the runs on purpose.
+	// LabelSpecRecord marks the ConfigMaps the operator writes. With the
+	// value "spec-hash" they record, per run name, the spec hash of the
+	// last protected run that started, and outlive the runs on purpose;
+	// with "saves", a run's highest save (owned by the run).
 	LabelSpecRecord = "agents.agentrun.dev/record"
 
 	// ReasonRerunRefused is the reason of Succeeded=Unknown and

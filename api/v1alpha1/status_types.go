@@ -277,6 +277,16 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	CheckpointSeal string `json:"checkpointSeal,omitempty"`
 
+	// checkpointSequence numbers the operator's status writes of the run,
+	// one higher each time, and is sealed with checkpoint: it places the
+	// status in the run's history. The operator keeps the highest it wrote
+	// (in the run's ConfigMap agentrun-<uid>-saves, sealed) and ends the
+	// run Error, running nothing, when status is written back to an
+	// earlier number.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CheckpointSequence int64 `json:"checkpointSequence,omitempty"`
+
 	// conditions are Succeeded (the run's end, monotonic), AwaitingApproval,
 	// and for generic tools (kstatus) Ready, Reconciling and Stalled;
 	// Saved=False appears only while the operator cannot save the run and

@@ -194,7 +194,8 @@ const DefaultStatusInterval = 5 * time.Second
 //     for reading the Secrets a run names.
 //   - NetworkPolicies: create the one that confines each job tool's pods.
 //   - ConfigMaps: read and write the spec-hash records of the GitOps
-//     re-run protection (gitops.go); read uncached.
+//     re-run protection (gitops.go) and the records of each run's highest
+//     save (rollback.go); read uncached.
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch

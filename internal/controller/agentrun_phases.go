@@ -211,6 +211,21 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		r.fail(sc, "the run cannot resume: "+err.Error())
 		return ctrl.Result{}, nil
 	}
+	// A sealed status may still be an earlier one, written back: it must
+	// be the run's latest save (rollback.go).
+	high, err := r.highest(ctx, sc.run)
+	if errors.Is(err, transcript.ErrForged) {
+		r.fail(sc, "the run cannot resume: "+err.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if reason := rolledBack(st, high); reason != "" {
+		restoreUsage(st, high)
+		r.fail(sc, reason)
+		return ctrl.Result{}, nil
+	}
 	sv := r.mem.saved(sc.run.UID)
 	fromStorage := false
 	switch {
@@ -473,7 +488,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		// Saved in the chunk; status follows within StatusInterval. The
 		// status held back is sealed now (patchStatus seals what it
 		// writes): the next reconcile resumes from it.
-		if err := r.sealStatus(sc.run.UID, st); err != nil {
+		if err := r.sealStatus(sc.run.UID, &sc.stored.server().Status, st); err != nil {
 			return false, err
 		}
 		d := &deferred{status: st.DeepCopy(), over: sc.stored.server().ResourceVersion, since: sc.now}
@@ -587,21 +602,42 @@ func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope, chec
 	return next, len(checkpoint) > 0, nil
 }
 
+// patchStatus writes run's status over base, numbered and sealed, and
+// once the API server has accepted it, raises the run's high-water mark
+// and its record (rollback.go). A write that fails raises nothing.
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha1.AgentRun) error {
-	if err := r.sealStatus(run.UID, &run.Status); err != nil {
+	// A status equal to base but for its spelling (the API server's
+	// timestamps and key order) keeps base's number: the patch is then
+	// empty, as it was before statuses were numbered, and writes nothing.
+	run.Status.CheckpointSequence = base.Status.CheckpointSequence
+	if err := r.sealWith(run.UID, &run.Status); err != nil {
 		return err
+	}
+	if data, err := client.MergeFrom(base).Data(run); err != nil || string(data) != "{}" {
+		if err := r.sealStatus(run.UID, &base.Status, &run.Status); err != nil {
+			return err
+		}
 	}
 	prev := base.ResourceVersion
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
 	r.mem.remember(prev, run)
+	r.savedStatus(ctx, run)
 	return nil
 }
 
-// sealStatus seals st's checkpoint and counts for the run (loadState opens
-// the seal before resuming).
-func (r *AgentRunReconciler) sealStatus(uid types.UID, st *v1alpha1.AgentRunStatus) error {
+// sealStatus numbers st as the status written over base (one higher than
+// any saved) and seals its checkpoint, counts and number for the run
+// (loadState opens the seal, and compares the number with the highest
+// saved, before resuming).
+func (r *AgentRunReconciler) sealStatus(uid types.UID, base, st *v1alpha1.AgentRunStatus) error {
+	st.CheckpointSequence = r.nextSequence(uid, base)
+	return r.sealWith(uid, st)
+}
+
+// sealWith seals st as it is numbered.
+func (r *AgentRunReconciler) sealWith(uid types.UID, st *v1alpha1.AgentRunStatus) error {
 	s, err := transcript.SealCheckpoint(r.Keys, uid, st)
 	if err != nil {
 		return fmt.Errorf("sealing the checkpoint: %w", err)

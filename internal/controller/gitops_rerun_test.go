@@ -179,7 +179,8 @@ func TestGitOpsRerun_aConfigMapNotOursIsNeverOverwritten(t *testing.T) {
 // writes in every namespace (for the re-run records), and RBAC cannot
 // narrow that by label. The admission policy agentrun-operator-writes
 // does: as the operator's ServiceAccount, only ConfigMaps labelled as
-// re-run records may be created, changed or deleted.
+// its records (re-run records, saves records) may be created, changed or
+// deleted.
 func TestOperatorWrites_onlyItsReRunRecords(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
@@ -200,7 +201,7 @@ func TestOperatorWrites_onlyItsReRunRecords(t *testing.T) {
 	}
 	refused := func(what string, err error) {
 		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), "writes only its re-run records") {
+		if err == nil || !strings.Contains(err.Error(), "writes only its own records") {
 			t.Errorf("%s as the operator: %v; want it refused", what, err)
 		}
 	}
@@ -208,7 +209,7 @@ func TestOperatorWrites_onlyItsReRunRecords(t *testing.T) {
 		cm := get(t, theirs.DeepCopy())
 		cm.Data["mode"] = "unsafe"
 		return op.Update(ctx, cm)
-	}, 20*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("writes only its re-run records")))
+	}, 20*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("writes only its own records")))
 	refused("deleting a ConfigMap it did not make", op.Delete(ctx, theirs.DeepCopy()))
 	refused("creating an unlabelled ConfigMap", op.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}}))
 
@@ -226,6 +227,17 @@ func TestOperatorWrites_onlyItsReRunRecords(t *testing.T) {
 	refused("taking the label off a record", op.Update(ctx, unlabelled))
 	if err := op.Delete(ctx, record); err != nil {
 		t.Fatalf("deleting a re-run record as the operator: %v", err)
+	}
+	// The record of a run's highest save (rollback.go) is the operator's
+	// too.
+	saves := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SavesRecordName("a"),
+		Labels: map[string]string{v1alpha1.LabelSpecRecord: savesRecordLabel}}, Data: map[string]string{savesSequenceKey: "1"}}
+	if err := op.Create(ctx, saves); err != nil {
+		t.Fatalf("creating a saves record as the operator: %v", err)
+	}
+	saves.ResourceVersion, saves.Data[savesSequenceKey] = "", "2"
+	if err := op.Update(ctx, saves); err != nil {
+		t.Fatalf("updating a saves record as the operator, unconditionally: %v", err)
 	}
 	if got := get(t, theirs.DeepCopy()); got.Data["mode"] != "safe" {
 		t.Fatalf("the ConfigMap the operator did not make was changed: %v", got.Data)

@@ -39,6 +39,9 @@ type memory struct {
 	names map[types.NamespacedName]types.UID
 	// panics counts each run's recovered panics (see panicked).
 	panics map[types.UID]int
+	// highs is each run's highest saved status (see rollback.go), as read
+	// from its record and raised by our writes since.
+	highs map[types.UID]highWater
 }
 
 func newMemory() *memory {
@@ -50,6 +53,7 @@ func newMemory() *memory {
 		cached:   map[types.UID]string{},
 		names:    map[types.NamespacedName]types.UID{},
 		panics:   map[types.UID]int{},
+		highs:    map[types.UID]highWater{},
 	}
 }
 
@@ -233,6 +237,7 @@ func (m *memory) forget(uid types.UID) {
 	delete(m.written, uid)
 	delete(m.cached, uid)
 	delete(m.panics, uid)
+	delete(m.highs, uid)
 	for k, v := range m.names {
 		if v == uid {
 			delete(m.names, k)
@@ -245,5 +250,47 @@ func (m *memory) forget(uid types.UID) {
 func (m *memory) size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.kits) + len(m.saves) + len(m.deferred) + len(m.written) + len(m.cached) + len(m.names) + len(m.panics)
+	return len(m.kits) + len(m.saves) + len(m.deferred) + len(m.written) + len(m.cached) + len(m.names) + len(m.panics) + len(m.highs)
+}
+
+// high returns the run's highest saved status, if this process has read
+// or written it.
+func (m *memory) high(uid types.UID) (highWater, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.highs[uid]
+	return h, ok
+}
+
+// keepHigh keeps h as the run's highest save, as read from its record.
+func (m *memory) keepHigh(uid types.UID, h highWater) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.highs[uid]; !ok || h.seq > old.seq {
+		m.highs[uid] = h
+	}
+}
+
+// raiseHigh raises the run's highest save to seq (with its usage) when it
+// is higher, and returns the result; known is false, and nothing is
+// kept, when this process never read the run's record.
+func (m *memory) raiseHigh(uid types.UID, seq int64, usage []byte) (h highWater, known bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, known = m.highs[uid]
+	if known && seq > h.seq {
+		h.seq, h.usage = seq, usage
+		m.highs[uid] = h
+	}
+	return h, known
+}
+
+// recorded notes that the run's record holds seq.
+func (m *memory) recorded(uid types.UID, seq int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.highs[uid]; ok && seq > h.recorded {
+		h.recorded = seq
+		m.highs[uid] = h
+	}
 }

@@ -295,7 +295,7 @@ func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
 	strip := func(st *v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
 		c := *st
 		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification, c.Context = 0, nil, nil, nil, nil, nil
-		c.Transcript, c.Checkpoint, c.CheckpointSeal = nil, nil, ""
+		c.Transcript, c.Checkpoint, c.CheckpointSeal, c.CheckpointSequence = nil, nil, "", 0
 		c.Conditions = slices.Clone(st.Conditions)
 		for i := range c.Conditions {
 			c.Conditions[i].Message, c.Conditions[i].LastTransitionTime = "", metav1.Time{}

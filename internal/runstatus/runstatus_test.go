@@ -165,6 +165,11 @@ func TestOnlyProgress(t *testing.T) {
 			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: 4, Messages: 5}
 			return st
 		}(), true},
+		{"the next number and seal", func() *v1alpha1.AgentRunStatus {
+			st := running(2)
+			st.CheckpointSequence, st.CheckpointSeal = 7, "v1.k1.x"
+			return st
+		}(), true},
 		{"a call waiting for a person", func() *v1alpha1.AgentRunStatus {
 			st := &v1alpha1.AgentRunStatus{}
 			SetFromState(st, &loop.State{Turn: 3, Phase: loop.PhaseApproval, Calls: []loop.Call{{ToolCall: loop.ToolCall{ID: "t3-c1", Name: "refund"}, Verdict: loop.Ask, State: loop.CallProposed}}}, loop.Convergence{}, now)

@@ -409,8 +409,10 @@ func openChunk(kr *seal.Keyring, run *v1alpha1.AgentRun, n int, s *corev1.Secret
 	return kr.Open(string(s.Data[sealKey]), purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), s.Data[dataKey])
 }
 
-// SealCheckpoint returns the seal of st's checkpoint and transcript counts
-// for the run with this UID ("" when st has neither: a run never saved).
+// SealCheckpoint returns the seal of st's checkpoint, transcript counts
+// and sequence (status.checkpointSequence, which places the status in the
+// run's history) for the run with this UID ("" when st has none of them:
+// a run never saved).
 // The checkpoint is sealed in its canonical JSON form (loop.Canonical), so
 // the API server's re-encoding of status (key order, number spelling) does
 // not break the seal.
@@ -422,10 +424,11 @@ func SealCheckpoint(kr *seal.Keyring, uid types.UID, st *v1alpha1.AgentRunStatus
 	return kr.Seal(purposeCheckpoint, parts...), nil
 }
 
-// OpenCheckpoint checks st.checkpointSeal against st's checkpoint and
-// transcript counts for the run with this UID: an ErrForged error that
-// says why when it does not match. A status with neither a checkpoint,
-// counts nor a seal (a run never saved) opens.
+// OpenCheckpoint checks st.checkpointSeal against st's checkpoint,
+// transcript counts and sequence for the run with this UID: an ErrForged
+// error that says why when it does not match. A status with neither a
+// checkpoint, counts, sequence nor a seal (a run never saved) opens. That
+// the sequence is the run's latest is the caller's to check.
 func OpenCheckpoint(kr *seal.Keyring, uid types.UID, st *v1alpha1.AgentRunStatus) error {
 	parts, err := checkpointParts(uid, st)
 	if err != nil {
@@ -449,7 +452,7 @@ func checkpointParts(uid types.UID, st *v1alpha1.AgentRunStatus) ([][]byte, erro
 	if t := st.Transcript; t != nil {
 		chunks, messages = t.Chunks, t.Messages
 	}
-	if len(raw) == 0 && chunks == 0 && messages == 0 {
+	if len(raw) == 0 && chunks == 0 && messages == 0 && st.CheckpointSequence == 0 {
 		return nil, nil
 	}
 	var canon []byte
@@ -459,7 +462,13 @@ func checkpointParts(uid types.UID, st *v1alpha1.AgentRunStatus) ([][]byte, erro
 			return nil, err
 		}
 	}
-	return [][]byte{[]byte(uid), canon, []byte(strconv.Itoa(int(chunks))), []byte(strconv.Itoa(int(messages)))}, nil
+	parts := [][]byte{[]byte(uid), canon, []byte(strconv.Itoa(int(chunks))), []byte(strconv.Itoa(int(messages)))}
+	if st.CheckpointSequence > 0 {
+		// A status sealed before statuses were numbered has no sequence
+		// and is sealed without one, so it still opens after an upgrade.
+		parts = append(parts, []byte(strconv.FormatInt(st.CheckpointSequence, 10)))
+	}
+	return parts, nil
 }
 
 // decodeChunk reads a chunk; chunks written before observations were kept

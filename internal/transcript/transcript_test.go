@@ -368,7 +368,7 @@ func TestReadMarkedMarksWhatTheOperatorDidNotSeal(t *testing.T) {
 
 // The checkpoint's seal survives the API server's re-encoding of status
 // (key order, spacing, number spelling), and any change of the
-// checkpoint, the counts or the run breaks it.
+// checkpoint, the counts, the sequence or the run breaks it.
 func TestCheckpointSealSurvivesTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	run := newRun(t, "seal-status")
@@ -378,6 +378,7 @@ func TestCheckpointSealSurvivesTheAPIServer(t *testing.T) {
 	}
 	st.Checkpoint = &runtime.RawExtension{Raw: []byte(`{"turn":3,"calls":[{"id":"t3-c1","name":"refund","arguments":{"b":1.50,"a":"x<y"},"verdict":"ask"}]}`)}
 	st.Transcript = &v1alpha1.TranscriptStatus{Chunks: 2, Messages: 7}
+	st.CheckpointSequence = 5
 	sealed, err := SealCheckpoint(testKeys, run.UID, st)
 	if err != nil {
 		t.Fatal(err)
@@ -401,6 +402,8 @@ func TestCheckpointSealSurvivesTheAPIServer(t *testing.T) {
 			s.Checkpoint.Raw = []byte(strings.Replace(string(s.Checkpoint.Raw), `"ask"`, `"allow"`, 1))
 		},
 		"counts":     func(s *v1alpha1.AgentRunStatus) { s.Transcript.Chunks = 1 },
+		"sequence":   func(s *v1alpha1.AgentRunStatus) { s.CheckpointSequence = 6 },
+		"unnumbered": func(s *v1alpha1.AgentRunStatus) { s.CheckpointSequence = 0 },
 		"no seal":    func(s *v1alpha1.AgentRunStatus) { s.CheckpointSeal = "" },
 		"no state":   func(s *v1alpha1.AgentRunStatus) { s.Checkpoint, s.Transcript = nil, nil },
 		"not json":   func(s *v1alpha1.AgentRunStatus) { s.Checkpoint.Raw = []byte(`{`) },

@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/seal"
+	"github.com/agentrun/agentrun/internal/transcript"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Rollback detection. A seal (package seal) binds a status to its run and
+// its content, not to a point in the run's history: whoever may write
+// agentruns/status could write back an earlier status the operator sealed,
+// and the operator would resume from it, apply an approval again, run an
+// approved call a second time and count less usage than was spent.
+//
+// So every status the operator writes carries a number one higher than
+// the status it writes over (status.checkpointSequence), sealed with the
+// checkpoint, and the operator keeps the highest number the API server
+// confirmed, with the usage that status held, where a status writer
+// cannot reach it and an operator restart does not lose it: a ConfigMap
+// the run owns, agentrun-<uid>-saves, written after each status write and
+// sealed like the chunks (its seal binds the run's UID, the number and the
+// usage). A process reads it once per run (memory keeps it after), before
+// it resumes anything. A status whose number is below it was written back
+// from an earlier point: the run ends Error, naming both numbers, with the
+// recorded usage, and nothing of it is dispatched.
+//
+// What "saved" means: a number counts once the status patch that carries
+// it returned success. A patch refused on a conflict, or that failed,
+// raises nothing, so the re-read status (still the last one saved) is not
+// taken for a rollback. The record follows the status write: when it
+// cannot be written (or the operator stops between the two writes) it
+// lags, and the next status write brings it up to date. A record that is
+// missing counts as 0 (a run saved before numbering, or whose first record
+// write did not happen); one whose seal does not open ends the run Error,
+// as a forged chunk does.
+//
+// The record is in the run's namespace, where whoever may write ConfigMaps
+// could delete it or put back an earlier copy: together with status write
+// rights that still rolls a run back. Status write alone does not.
+
+// Keys of a run's saves record.
+const (
+	savesSequenceKey = "sequence"
+	savesUsageKey    = "usage.json"
+	savesSealKey     = "seal"
+	purposeSaves     = "agentrun/saves-record"
+	// savesRecordLabel is the record's agents.agentrun.dev/record label,
+	// which the admission policy agentrun-operator-writes admits.
+	savesRecordLabel = "saves"
+)
+
+// SavesRecordName is the name of the ConfigMap that records the highest
+// status the operator saved for the run with this UID.
+func SavesRecordName(uid types.UID) string { return fmt.Sprintf("agentrun-%s-saves", uid) }
+
+// highWater is the highest status of a run the operator saved: its number
+// and usage, and the number its record holds.
+type highWater struct {
+	seq      int64
+	usage    []byte // the status's usage as JSON; nil when it had none
+	recorded int64
+}
+
+// highest returns what this process knows of the run's highest save,
+// reading the record when memory holds nothing (a restart, a run this
+// process forgot when it ended).
+func (r *AgentRunReconciler) highest(ctx context.Context, run *v1alpha1.AgentRun) (highWater, error) {
+	if h, ok := r.mem.high(run.UID); ok {
+		return h, nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: SavesRecordName(run.UID)}, cm)
+	var h highWater
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return h, fmt.Errorf("reading the record of the run's saves: %w", err)
+	default:
+		seq, perr := strconv.ParseInt(cm.Data[savesSequenceKey], 10, 64)
+		usage := []byte(cm.Data[savesUsageKey])
+		if oerr := r.Keys.Open(cm.Data[savesSealKey], purposeSaves, savesParts(run.UID, cm.Data[savesSequenceKey], usage)...); oerr != nil || perr != nil {
+			if oerr == nil {
+				oerr = fmt.Errorf("%w: its sequence is not a number", seal.ErrInvalid)
+			}
+			return h, fmt.Errorf("%w: ConfigMap %s/%s: %v", transcript.ErrForged, cm.Namespace, cm.Name, oerr)
+		}
+		h = highWater{seq: seq, recorded: seq}
+		if len(usage) > 0 {
+			h.usage = usage
+		}
+	}
+	r.mem.keepHigh(run.UID, h)
+	return h, nil
+}
+
+// rolledBack reports, with the run's highest save already read into
+// memory, whether st was written back from before it: the reason to end
+// the run with, or "".
+func rolledBack(st *v1alpha1.AgentRunStatus, h highWater) string {
+	if st.CheckpointSequence >= h.seq {
+		return ""
+	}
+	return fmt.Sprintf("the run cannot resume: status.checkpoint was written back to save %d after save %d had been made: "+
+		"someone other than the operator wrote an earlier status of the run (agentruns/status); it is not resumed, "+
+		"so no call runs again, and the usage is the one save %d recorded", st.CheckpointSequence, h.seq, h.seq)
+}
+
+// restoreUsage puts back the usage of the highest save into st (status
+// written back from an earlier point counts less than was spent).
+func restoreUsage(st *v1alpha1.AgentRunStatus, h highWater) {
+	if len(h.usage) == 0 {
+		return
+	}
+	var u v1alpha1.UsageStatus
+	if err := json.Unmarshal(h.usage, &u); err == nil {
+		st.Usage = &u
+	}
+}
+
+// nextSequence is the number of a status written over base: one higher
+// than base's and than any this process saw saved.
+func (r *AgentRunReconciler) nextSequence(uid types.UID, base *v1alpha1.AgentRunStatus) int64 {
+	h, _ := r.mem.high(uid)
+	return max(base.CheckpointSequence, h.seq) + 1
+}
+
+// savedStatus raises the run's high-water mark to the status of run, which
+// the API server just accepted, and brings the record up to date. A
+// record write that fails is logged: the record lags until the next
+// status write.
+func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.AgentRun) {
+	st := &run.Status
+	var usage []byte
+	if st.Usage != nil {
+		usage, _ = json.Marshal(st.Usage)
+	}
+	h, known := r.mem.raiseHigh(run.UID, st.CheckpointSequence, usage)
+	if !known || h.recorded >= h.seq {
+		// The record was never read in this process (a run that ended
+		// before loadState read it: nothing resumes it), or it is current.
+		return
+	}
+	seq := strconv.FormatInt(h.seq, 10)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: SavesRecordName(run.UID), Namespace: run.Namespace,
+			Labels: map[string]string{transcript.LabelRunUID: string(run.UID), v1alpha1.LabelSpecRecord: savesRecordLabel},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(run,
+				v1alpha1.GroupVersion.WithKind("AgentRun"))}},
+		Data: map[string]string{savesSequenceKey: seq, savesUsageKey: string(h.usage),
+			savesSealKey: r.Keys.Seal(purposeSaves, savesParts(run.UID, seq, h.usage)...)},
+	}
+	// The record belongs with the status write just made: an operator
+	// that is stopping still writes it (a crash between the two leaves it
+	// one save behind).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	// Only the operator writes the record, one process at a time, and
+	// always upward: an unconditional update, or a create when there is
+	// none (yet, or any more).
+	var err error
+	if h.recorded > 0 {
+		if err = r.Update(ctx, cm); apierrors.IsNotFound(err) {
+			cm.ResourceVersion = ""
+			err = r.Create(ctx, cm)
+		}
+	} else if err = r.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+		err = r.Update(ctx, cm)
+	}
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("Could not record the run's latest save; the next save does", "error", err.Error())
+		return
+	}
+	r.mem.recorded(run.UID, h.seq)
+}
+
+// savesParts is what a saves record's seal covers.
+func savesParts(uid types.UID, seq string, usage []byte) [][]byte {
+	return [][]byte{[]byte(uid), []byte(seq), usage}
+}
