@@ -125,8 +125,9 @@ func TestRotation_theOldKeyStaysUntilNoRunNeedsIt(t *testing.T) {
 	r, _ = startWith(t, &kits{tools: tb}, operator(keyring("k2", map[string][]byte{"k2": k2})))
 	NewWithT(t).Eventually(func() bool {
 		got, counted := stateKeyObjects(t, r)
-		return counted && len(got) == 1
-	}, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "no object needs a key the operator does not hold")
+		_, needed := got["k1"]
+		return counted && !needed
+	}, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "no object needs k1")
 	for _, run := range []*v1alpha1.AgentRun{ended, waiting} {
 		cur := get(t, run)
 		if cur.Status.Outcome != v1alpha1.OutcomeCompleted {
@@ -153,4 +154,46 @@ func TestRotation_theOldKeyStaysUntilNoRunNeedsIt(t *testing.T) {
 			t.Errorf("%s ran %d times, want once", call, n)
 		}
 	}
+}
+
+// A key removed too early is not silent: the operator without it counts
+// what still names it, under that key, beside the keys it holds. (The run
+// ends Error when it is read; the archive, down, keeps it unarchived, so
+// its chunks count whether the count comes before that or after.)
+func TestRotation_aKeyRemovedTooEarlyIsReported(t *testing.T) {
+	ns := namespace(t)
+	store := &flakyArchive{Postgres: openArchive(t)}
+	store.down.Store(true)
+	old, err := seal.New(map[string][]byte{"early1": seal.NewKey()}, "early1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := seal.New(map[string][]byte{"early2": seal.NewKey()}, "early2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator := func(kr *seal.Keyring) managerSetup {
+		return managerSetup{config: func(c *Config) {
+			withArchive(store)(c)
+			c.Keys, c.KeyUseEvery = kr, 50*time.Millisecond
+		}}
+	}
+	tb := newTools()
+	_, stop := startWith(t, &kits{tools: tb}, operator(old))
+	waiting := refundRun(ns, "waiting").answer("Refunded.").create(t)
+	waitPending(t, waiting, 1)
+	stop()
+
+	r, _ := startWith(t, &kits{tools: tb}, operator(without))
+	NewWithT(t).Eventually(func() map[string]float64 {
+		got, _ := stateKeyObjects(t, r)
+		return got
+	}, 20*time.Second, 20*time.Millisecond).Should(And(HaveKey("early2"), HaveKeyWithValue("early1", BeNumerically(">=", 1.0))),
+		"the waiting run's chunks still name early1")
+	// The archive back, the run is archived and lets go (no run of this
+	// test is left for the next tests' operators to count).
+	store.down.Store(false)
+	NewWithT(t).Eventually(func() []string {
+		return get(t, waiting).Finalizers
+	}, 20*time.Second, 20*time.Millisecond).ShouldNot(ContainElement(v1alpha1.FinalizerArchive))
 }
