@@ -71,6 +71,10 @@ type Config struct {
 	Shard                          string
 	UnclaimedEvery, UnclaimedAfter time.Duration
 	Namespaces                     []string
+	// KeyUseEvery is how often the leader counts the objects each state
+	// key seals, agentrun_state_key_objects (DefaultKeyUseEvery when
+	// zero; keyuse.go).
+	KeyUseEvery time.Duration
 	// MaxConcurrentReconciles sizes the worker pool (4 when zero). Model
 	// and tool calls never run on a worker (see work.go), so a few workers
 	// serve many runs.
@@ -230,6 +234,13 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.Add(u); err != nil {
 			return err
 		}
+	}
+	ku := &keyUse{r: r, every: r.KeyUseEvery}
+	if ku.every <= 0 {
+		ku.every = DefaultKeyUseEvery
+	}
+	if err := mgr.Add(ku); err != nil {
+		return err
 	}
 	// Our last write of a run is dropped as soon as the cache holds it, not
 	// at the run's next reconcile: a thousand runs waiting on their models

@@ -56,6 +56,8 @@ type Metrics struct {
 	panics *prometheus.CounterVec
 	// Runs no shard drives (shard.go).
 	unclaimedRuns *prometheus.GaugeVec
+	// Sealed objects the operator will still open, by key (keyuse.go).
+	stateKeyObjects *prometheus.GaugeVec
 
 	// labels bounds the tenant-chosen labels; it lives as long as the
 	// metrics.
@@ -193,6 +195,11 @@ func NewMetrics() *Metrics {
 			Help: "AgentRuns labelled " + v1alpha1.LabelShard + " that no operator has started (no phase) for longer than the check's grace, by the label's value: " +
 				"no replica serves that shard, or its replicas are down. Reported by the operator without --shard.",
 		}, []string{"shard"}),
+		stateKeyObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "agentrun", Name: "state_key_objects",
+			Help: "Sealed objects the operator will still open, by the state key their seal names: the checkpoints, transcript chunks, resolved specs and tool Jobs of runs that have not ended, " +
+				"and the chunks and resolved specs of ended runs the archive has not taken yet. A key at 0 may leave the state keys Secret; a key the operator does not hold above 0 strands runs.",
+		}, []string{"key"}),
 	}
 }
 
@@ -203,7 +210,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
 		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
-		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.panics, m.scheduleRunsCreated, m.scheduleMissed, notify.Deliveries}
+		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.stateKeyObjects, m.panics, m.scheduleRunsCreated, m.scheduleMissed, notify.Deliveries}
 }
 
 // Register registers every collector of the set with reg (the operator's:
@@ -552,6 +559,18 @@ func (m *Metrics) unclaimed(counts map[string]int) {
 	m.unclaimedRuns.Reset()
 	for shard, n := range counts {
 		m.unclaimedRuns.WithLabelValues(shard).Set(float64(n))
+	}
+}
+
+// keyObjects reports the sealed objects by key, in place of the last
+// report.
+func (m *Metrics) keyObjects(counts map[string]int) {
+	if m == nil {
+		return
+	}
+	m.stateKeyObjects.Reset()
+	for id, n := range counts {
+		m.stateKeyObjects.WithLabelValues(id).Set(float64(n))
 	}
 }
 

@@ -112,6 +112,16 @@ func (r *AgentRunReconciler) keptSpec(ctx context.Context, run *v1alpha1.AgentRu
 	return raw, rec, nil
 }
 
+// resolvedKey is the id of the key that opening the seal of sec, the
+// run's resolved spec, needs (seal.Keyring.Needs): "" when it is not the
+// operator's.
+func (r *AgentRunReconciler) resolvedKey(run *v1alpha1.AgentRun, sec *corev1.Secret) string {
+	if ref := metav1.GetControllerOf(sec); ref == nil || ref.UID != run.UID || sec.Type != resolvedSpecType {
+		return ""
+	}
+	return r.Keys.Needs(string(sec.Data[resolvedSealKey]), purposeResolved, []byte(run.UID), sec.Data[resolvedSpecKey])
+}
+
 // resolveOnce reads the template, resolves the run's spec, has the API
 // server validate it as it would a run written out in full (a dry-run
 // create, which also applies the cluster's admission policies), and keeps

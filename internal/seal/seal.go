@@ -9,7 +9,8 @@
 // A Keyring holds several keys, each with an id: it seals with the
 // current key and opens a seal made with any key it holds, so a key is
 // rotated by adding a new one, making it current, and removing the old one
-// once no stored seal names it.
+// once no stored seal that is still read names it (Needs says which key a
+// seal needs).
 package seal
 
 import (
@@ -111,6 +112,24 @@ func (k *Keyring) Open(s, purpose string, parts ...[]byte) error {
 		return fmt.Errorf("%w: its seal does not match its content", ErrInvalid)
 	}
 	return nil
+}
+
+// Needs returns the id of the key that opening s needs: the key s names,
+// when that key opens it or when the keyring does not hold that key (a
+// seal it cannot check, so it cannot tell it from the operator's). It
+// returns "" for a seal that needs no key: none, a malformed one, or one
+// that names a key the keyring holds and does not match (not the
+// operator's: it is refused whatever keys there are).
+func (k *Keyring) Needs(s, purpose string, parts ...[]byte) string {
+	v, rest, _ := strings.Cut(s, ".")
+	id, _, ok := strings.Cut(rest, ".")
+	if v != Version || !ok || !validID(id) {
+		return ""
+	}
+	if _, held := k.keys[id]; held && k.Open(s, purpose, parts...) != nil {
+		return ""
+	}
+	return id
 }
 
 // mac is the HMAC of purpose and parts, each length-prefixed so that no

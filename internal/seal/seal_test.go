@@ -106,3 +106,42 @@ func BenchmarkSealCheckpoint(b *testing.B) {
 		_ = k.Open(k.Seal("checkpoint", []byte("uid"), state), "checkpoint", []byte("uid"), state)
 	}
 }
+
+// Needs names the key a seal needs to open, so that an operator can say
+// which keys a rotation may not remove yet: the key of a seal it opens, or
+// of one it cannot check for want of the key; no key for what is not the
+// operator's.
+func TestNeeds(t *testing.T) {
+	old, err := New(map[string][]byte{"k1": key(1)}, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := New(map[string][]byte{"k1": key(1), "k2": key(2)}, "k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := New(map[string][]byte{"k2": key(2)}, "k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := [][]byte{[]byte("uid"), []byte("0")}
+	byOld, byNew := old.Seal("chunk", parts...), rotated.Seal("chunk", parts...)
+	cases := []struct {
+		name    string
+		k       *Keyring
+		s, want string
+	}{
+		{"an old seal the rotated keyring opens", rotated, byOld, "k1"},
+		{"a new seal", rotated, byNew, "k2"},
+		{"an old seal after its key is gone", without, byOld, "k1"},
+		{"a seal that does not match its content", rotated, "v1.k1.AAAA", ""},
+		{"no seal", rotated, "", ""},
+		{"malformed", rotated, "v1.k1", ""},
+		{"a bad key id", rotated, "v1.k/1.AAAA", ""},
+	}
+	for _, c := range cases {
+		if got := c.k.Needs(c.s, "chunk", parts...); got != c.want {
+			t.Errorf("%s: Needs = %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -409,6 +409,28 @@ func openChunk(kr *seal.Keyring, run *v1alpha1.AgentRun, n int, s *corev1.Secret
 	return kr.Open(string(s.Data[sealKey]), purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), s.Data[dataKey])
 }
 
+// ChunkKey is the id of the key that opening the seal of s, one of the
+// run's chunks, needs (seal.Keyring.Needs): "" when s is not one of the
+// run's chunks or its seal is not the operator's.
+func ChunkKey(kr *seal.Keyring, run *v1alpha1.AgentRun, s *corev1.Secret) string {
+	n, err := strconv.Atoi(s.Labels[LabelChunk])
+	if err != nil || !owns(run, s) {
+		return ""
+	}
+	return kr.Needs(string(s.Data[sealKey]), purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), s.Data[dataKey])
+}
+
+// CheckpointKey is the id of the key that opening st.checkpointSeal needs
+// (seal.Keyring.Needs): "" for a status without one, or with one that is
+// not the operator's.
+func CheckpointKey(kr *seal.Keyring, uid types.UID, st *v1alpha1.AgentRunStatus) string {
+	parts, err := checkpointParts(uid, st)
+	if err != nil || parts == nil {
+		return ""
+	}
+	return kr.Needs(st.CheckpointSeal, purposeCheckpoint, parts...)
+}
+
 // SealCheckpoint returns the seal of st's checkpoint, transcript counts
 // and sequence (status.checkpointSequence, which places the status in the
 // run's history) for the run with this UID ("" when st has none of them:

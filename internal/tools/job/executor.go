@@ -296,6 +296,13 @@ func (e *Executor) adopt(ctx context.Context, want *batchv1.Job) error {
 	return nil
 }
 
+// SealKey is the id of the key that opening the seal of j, a tool Job,
+// needs (seal.Keyring.Needs): "" when it carries none that is the
+// operator's.
+func SealKey(kr *seal.Keyring, j *batchv1.Job) string {
+	return kr.Needs(j.Annotations[AnnotationSeal], purposeJob, jobSealParts(j)...)
+}
+
 // purposeJob is the purpose of a tool Job's seal.
 const purposeJob = "agentrun/tool-job"
 
