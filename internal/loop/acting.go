@@ -8,12 +8,10 @@ import (
 	"time"
 )
 
-func (e *Engine) startActing(s *State, notes *[]Note) Effect {
+func (e *Engine) startActing(s *State, notes *[]Note) next {
 	res := e.batchReservation(s.Calls)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		return refusal(rej)
 	}
 	s.Reserved = res
 	s.Phase = PhaseAct
@@ -25,7 +23,7 @@ func (e *Engine) startActing(s *State, notes *[]Note) Effect {
 // order. Calls waiting for a retry go again, as one group, once their
 // backoff has passed, before anything after them. When nothing is left it
 // appends the observations, in proposal order, and ends the turn.
-func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
+func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
 	e.stopFailedWave(s)
 	inflight := false
 	var reads []Invocation
@@ -39,13 +37,13 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 		}
 	}
 	if len(reads) > 0 {
-		return Effect{Kind: EffectRunTools, Calls: reads, Concurrent: len(reads) > 1}
+		return proceed(Effect{Kind: EffectRunTools, Calls: reads, Concurrent: len(reads) > 1})
 	}
 	if inflight {
-		return Effect{Kind: EffectRunTools}
+		return proceed(Effect{Kind: EffectRunTools})
 	}
 	if w := retryWait(s, now); w != nil {
-		return *w
+		return proceed(*w)
 	}
 	var again []Invocation
 	writes := false
@@ -56,12 +54,12 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 		}
 	}
 	if len(again) > 0 {
-		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1 && !writes}
+		return proceed(Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1 && !writes})
 	}
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		if c.State == CallProposed && c.Approved() {
-			return Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}}
+			return proceed(Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}})
 		}
 	}
 	if c := s.verifierCall(); c != nil {
@@ -74,7 +72,7 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 		c := &s.Calls[i]
 		s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
 	}
-	return e.endTurn(s)
+	return turnOver()
 }
 
 // dispatch marks c dispatched as its next attempt and returns its invocation.
@@ -92,8 +90,9 @@ func (e *Engine) invocation(s *State, c *Call) Invocation {
 
 // applyResults records a group's results. A call whose attempt failed
 // transiently is retried or ends the run (see scheduleRetries); every
-// other call gets its observation.
-func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) {
+// other call gets its observation. It returns the end of the run, or
+// proceed(Effect{}) to go on.
+func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) next {
 	var retry []retryCandidate
 	var halted *Call
 	var haltedBy string
@@ -130,12 +129,12 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 		}
 	}
 	if halted != nil {
-		e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the result of call %s (%s)", haltedBy, halted.ID, halted.Name), notes)
-		return
+		return finishWith(GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the result of call %s (%s)", haltedBy, halted.ID, halted.Name))
 	}
 	if len(retry) > 0 {
-		e.scheduleRetries(s, retry, now, notes)
+		return e.scheduleRetries(s, retry, now, notes)
 	}
+	return next{}
 }
 
 // settleCall moves one executed attempt from reserved to consumed. A
@@ -164,7 +163,7 @@ func (e *Engine) settleCall(s *State, t *ToolSpec, first bool) {
 // may safely run again (read-only, or an executor that adopts the earlier
 // attempt) is dispatched again; any other call is never repeated and its
 // observation says its outcome is unknown.
-func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) next {
 	var again []Invocation
 	for i := range s.Calls {
 		c := &s.Calls[i]
@@ -188,7 +187,7 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
 			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})
 	}
 	if len(again) > 0 {
-		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1}
+		return proceed(Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1})
 	}
 	return e.dispatchNext(s, now, notes)
 }

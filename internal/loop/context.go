@@ -236,9 +236,9 @@ func (e *Engine) contextEstimate(s *State, req *Request, est inputEstimate) int6
 // fitContext holds the request of the turn being admitted to the context
 // policy: it compacts the older turns when the request would pass
 // maxInputTokens, and ends the run BudgetExhausted when even that does
-// not make it fit. It returns the request to admit, or an effect that
-// replaces the turn (a summary call, the end of the run).
-func (e *Engine) fitContext(s *State, req *Request, est inputEstimate, notes *[]Note) (*Request, inputEstimate, *Effect) {
+// not make it fit. It returns the request to admit, or what replaces the
+// turn (a summary call, the end of the run).
+func (e *Engine) fitContext(s *State, req *Request, est inputEstimate, notes *[]Note) (*Request, inputEstimate, *next) {
 	p := &e.cfg.Context
 	if s.Context == nil {
 		s.Context = &ContextState{}
@@ -252,11 +252,12 @@ func (e *Engine) fitContext(s *State, req *Request, est inputEstimate, notes *[]
 	start := s.trialStart()
 	through := e.compactTarget(s, start)
 	if through <= e.compactedThrough(c, start) {
-		return nil, est, e.contextFull(s, tokens, notes)
+		return nil, est, e.contextFull(s, tokens)
 	}
 	if p.Strategy == ContextSummarize {
 		if eff := e.startSummary(s, start, through, tokens, notes); eff != nil {
-			return nil, est, eff
+			n := proceed(*eff)
+			return nil, est, &n
 		}
 	}
 	e.clearThrough(s, start, through, tokens)
@@ -264,7 +265,7 @@ func (e *Engine) fitContext(s *State, req *Request, est inputEstimate, notes *[]
 	after := e.contextEstimate(s, req, est)
 	e.noteCompaction(s, after, notes)
 	if after > p.MaxInputTokens {
-		return nil, est, e.contextFull(s, after, notes)
+		return nil, est, e.contextFull(s, after)
 	}
 	c.LastInputTokens = after
 	return req, est, nil
@@ -290,12 +291,12 @@ func (e *Engine) compactedThrough(c *ContextState, start int) int {
 
 // contextFull ends the run: the request does not fit maxInputTokens, and
 // nothing more may be compacted.
-func (e *Engine) contextFull(s *State, tokens int64, notes *[]Note) *Effect {
+func (e *Engine) contextFull(s *State, tokens int64) *next {
 	p := &e.cfg.Context
-	e.finish(s, BudgetExhausted, fmt.Sprintf(
+	n := finishWith(BudgetExhausted, fmt.Sprintf(
 		"the request of turn %d would hold about %d input tokens, more than the context limit of %d (spec.context.maxInputTokens, %s) "+
-			"with every turn but the newest %d compacted", s.Turn+1, tokens, p.MaxInputTokens, contextSource(p.Source), p.KeepRecentTurns), notes)
-	return &Effect{Kind: EffectFinish}
+			"with every turn but the newest %d compacted", s.Turn+1, tokens, p.MaxInputTokens, contextSource(p.Source), p.KeepRecentTurns))
+	return &n
 }
 
 func contextSource(src string) string {
@@ -403,7 +404,7 @@ func (e *Engine) summaryReservation(input int64) Usage {
 // it was lost (a restart: in is empty). A summary is paid for once: a
 // lost call is charged its reservation and never made again, and a call
 // that failed or gave no summary leaves the older turns cleared instead.
-func (e *Engine) onSummary(s *State, in Input, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onSummary(s *State, in Input, now time.Time, notes *[]Note) next {
 	c := s.Context
 	p := c.Pending
 	start := s.trialStart()
@@ -414,8 +415,7 @@ func (e *Engine) onSummary(s *State, in Input, now time.Time, notes *[]Note) Eff
 		r := in.Reply
 		if _, stop := e.settleReply(s, r, notes); stop != "" {
 			c.Pending = nil
-			e.finish(s, Error, stop, notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Error, stop)
 		}
 		s.Reserved = Usage{}
 		if r.Refusal != "" || len(r.ToolCalls) > 0 || len(r.Content) == 0 {
@@ -468,18 +468,17 @@ func (e *Engine) takeSummary(s *State, start int, p *PendingSummary, summary str
 
 // contextLengthExceeded ends the run whose request the provider refused
 // as longer than the model's window.
-func (e *Engine) contextLengthExceeded(s *State, err error, notes *[]Note) bool {
+func (e *Engine) contextLengthExceeded(s *State, err error) (next, bool) {
 	var ce ContextLengthError
 	if !errors.As(err, &ce) || !ce.ContextLengthExceeded() {
-		return false
+		return next{}, false
 	}
 	p := &e.cfg.Context
 	s.Usage.Turns++
-	e.finish(s, BudgetExhausted, fmt.Sprintf(
+	return finishWith(BudgetExhausted, fmt.Sprintf(
 		"the model's provider refused the request of turn %d as longer than the model's context window (the engine estimated about %d input tokens; "+
 			"the context limit was %d, %s): set spec.context.maxInputTokens below the model's window so that older turns are compacted in time",
-		s.Turn, max(s.Context.last(), s.Reserved.InputTokens), p.MaxInputTokens, contextSource(p.Source)), notes)
-	return true
+		s.Turn, max(s.Context.last(), s.Reserved.InputTokens), p.MaxInputTokens, contextSource(p.Source))), true
 }
 
 // calibrate keeps the provider's count of the request just answered

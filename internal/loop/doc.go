@@ -22,16 +22,21 @@
 // resuming are one code path. Runner drives an Engine in-process; the
 // operator drives the same Engine one step per reconcile.
 //
+// Each stage returns what should happen next (stage.go: go on with an
+// effect, end the turn, or finish with an outcome and a reason) and
+// Engine.Step decides: only engine.go ends a turn or a run.
+//
 // The files follow a turn's stages, each test beside its file:
 //
 //   - types.go (outcomes, the configuration, budgets and policy), model.go
 //     (what a Model is asked and answers), tools.go (what a Toolbox is
-//     asked and answers), state.go (the resumable State); engine.go: Step,
-//     the phases, request assembly; estimate.go: the input estimate behind
-//     every reservation; context.go: the context policy (compaction).
+//     asked and answers), state.go (the resumable State), stage.go (what a
+//     stage returns); engine.go: Step, the phases, the end of a turn and of
+//     a run (including Refuse, a limit outside the run refusing a step),
+//     request assembly; estimate.go: the input estimate behind every
+//     reservation; context.go: the context policy (compaction).
 //   - ceilings.go (the table of ceilings), budget.go (defaults, admission,
-//     reservations, soft warnings, headroom), money.go, refuse.go (a limit
-//     outside the run refusing a step).
+//     reservations, soft warnings, headroom), money.go.
 //   - reply.go: reading a model's answer; retry.go: model and tool retries.
 //   - canonical.go, detect.go: call signatures and loop detection.
 //   - vetting.go (a batch's verdicts, the stage), verdict.go (compiled

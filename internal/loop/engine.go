@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -320,7 +321,9 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			}
 		}
 		if s.Phase == PhaseAct && len(in.Results) > 0 {
-			e.applyResults(s, in.Results, now, &notes)
+			if n := e.applyResults(s, in.Results, now, &notes); n.ends() {
+				e.decide(s, n, &notes)
+			}
 		}
 		// Calls still dispatched have no result, and none will come.
 		e.abandonCalls(s, &notes)
@@ -331,13 +334,13 @@ func (e *Engine) Step(s *State, in Input) Effect {
 		e.finish(s, ApprovalDenied, reason, &notes)
 		eff = Effect{Kind: EffectFinish}
 	case s.Phase == PhaseAdmit:
-		eff = e.admitTurn(s, now, &notes)
+		eff = e.decide(s, e.admitTurn(s, now, &notes), &notes)
 	case s.Phase == PhaseModel:
 		switch {
 		case in.ModelErr != nil:
-			eff = e.onModelError(s, in.ModelErr, now, &notes)
+			eff = e.decide(s, e.onModelError(s, in.ModelErr, now, &notes), &notes)
 		case in.Reply != nil:
-			eff = e.onReply(in.context(), s, in.Reply, now, &notes)
+			eff = e.decide(s, e.onReply(in.context(), s, in.Reply, now, &notes), &notes)
 		case s.RetryAt != nil:
 			// A retry's backoff: wait for it, then call again.
 			if w := retryWait(s, now); w != nil {
@@ -354,26 +357,27 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			prev := s.Attempt
 			s.Turn--
 			s.Phase = PhaseAdmit
-			eff = e.admitTurn(s, now, &notes)
+			eff = e.decide(s, e.admitTurn(s, now, &notes), &notes)
 			if eff.Kind == EffectCallModel {
 				s.Attempt = prev + 1
 			}
 		}
 	case s.Phase == PhaseCompact:
-		eff = e.onSummary(s, in, now, &notes)
+		eff = e.decide(s, e.onSummary(s, in, now, &notes), &notes)
 	case s.Phase == PhasePlanWave:
-		eff = e.startWave(in.context(), s, now, &notes)
+		eff = e.decide(s, e.startWave(in.context(), s, now, &notes), &notes)
 	case s.Phase == PhaseApproval:
-		eff = e.onAnswers(s, in.Answers, now, &notes)
+		eff = e.decide(s, e.onAnswers(s, in.Answers, now, &notes), &notes)
 	case s.Phase == PhaseAct:
 		if len(in.Results) == 0 {
-			eff = e.onLostResults(s, now, &notes)
+			eff = e.decide(s, e.onLostResults(s, now, &notes), &notes)
 		} else {
-			e.applyResults(s, in.Results, now, &notes)
-			e.takeVerdict(s, in.Results, &notes)
-			if !s.Done() {
-				eff = e.dispatchNext(s, now, &notes)
+			n := e.applyResults(s, in.Results, now, &notes)
+			e.takeVerdict(s, in.Results, &n)
+			if !n.ends() {
+				n = e.dispatchNext(s, now, &notes)
 			}
+			eff = e.decide(s, n, &notes)
 		}
 	default:
 		e.finish(s, Error, fmt.Sprintf("the run's state has an unknown phase %q", s.Phase), &notes)
@@ -387,6 +391,55 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	return eff
 }
 
+// Revet vets again the calls of a batch that waits for people, under the
+// engine's configuration as it is now, and keeps for each call the
+// stricter of the saved verdict and the new one. A caller that resumes a
+// run from storage calls it, so that a verdict read back counts only as
+// far as vetting agrees with it now: after a platform policy or guardrail
+// changed, a call it now denies or blocks does not run, a call it now
+// asks about waits for a person (an answer given before stands only for a
+// call that was asked about before), and a guardrail that now halts ends
+// the run before any call of the batch runs.
+//
+// Only a batch in PhaseApproval is vetted again: nothing of it has run.
+// In any other phase Revet changes nothing.
+func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
+	notes, n := e.revet(ctx, s, now)
+	if n.ends() {
+		e.decide(s, n, &notes)
+	}
+	return notes
+}
+
+// Refuse ends the run BudgetExhausted in place of the work the last step
+// asked for (eff, not started): a limit outside the run, such as a shared
+// tenant budget, does not cover the step's reservation. It is the same end
+// as a refusal by the run's own ceilings: nothing of the step is spent, the
+// reservation is dropped, and a turn that was only admitted is not
+// counted. reason names the limit and its arithmetic.
+func (e *Engine) Refuse(s *State, eff Effect, reason string) Effect {
+	if s.Done() {
+		return Effect{Kind: EffectFinish}
+	}
+	if eff.Kind == EffectCallModel && s.Phase == PhaseModel && s.Attempt == 1 && s.RetryAt == nil {
+		s.Turn-- // admitted, never called
+	}
+	var notes []Note
+	e.finish(s, BudgetExhausted, reason, &notes)
+	return Effect{Kind: EffectFinish, Notes: notes}
+}
+
+// Abort ends a run from outside the turn contract (a tool that is not
+// available at start, a defect found by the caller) with the given
+// outcome and reason.
+func (e *Engine) Abort(s *State, o Outcome, reason string) Effect {
+	var notes []Note
+	if !s.Done() {
+		e.finish(s, o, reason, &notes)
+	}
+	return Effect{Kind: EffectFinish, Notes: notes}
+}
+
 // tick adds the time worked since the last step to the wall clock. Time
 // spent waiting for a person is not work.
 func (e *Engine) tick(s *State, now time.Time) {
@@ -397,6 +450,20 @@ func (e *Engine) tick(s *State, now time.Time) {
 		s.Usage.WallClock += d
 	}
 	s.ActiveSince = now
+}
+
+// decide carries out what a stage returned: only here, in engine.go, does
+// a turn or a run end.
+func (e *Engine) decide(s *State, n next, notes *[]Note) Effect {
+	switch n.kind {
+	case nextFinish:
+		e.finish(s, n.outcome, n.reason, notes)
+		refusedBy(*notes, n.refused)
+		return Effect{Kind: EffectFinish}
+	case nextEndTurn:
+		return e.endTurn(s)
+	}
+	return n.eff
 }
 
 func (e *Engine) finish(s *State, o Outcome, reason string, notes *[]Note) {

@@ -56,12 +56,11 @@ func (e *Engine) acceptedPlan(s *State) (*planDoc, error) {
 // tools): a submit_plan call is checked as a whole and, accepted, starts
 // its first steps; anything else is answered and, unless it escalates,
 // counts as a refused plan.
-func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) next {
 	p := s.Plan
 	for _, c := range calls {
 		if c.Name == EscalateTool {
-			e.finish(s, Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments))
 		}
 	}
 	if p.Stage == StageSolving {
@@ -95,8 +94,7 @@ func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, de
 		}
 	}
 	if halt != "" {
-		e.finish(s, GuardrailStop, halt, notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(GuardrailStop, halt)
 	}
 	pc := ""
 	if plan >= 0 {

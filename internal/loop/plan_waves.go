@@ -14,15 +14,14 @@ import (
 // startWave vets and starts every step whose dependencies have their
 // results, with its placeholders replaced; when no step is left, the
 // solver is due.
-func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) Effect {
+func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) next {
 	ctx, cancel := e.vetContext(ctx)
 	defer cancel()
 	p := s.Plan
 	s.Calls, s.Reserved = nil, Usage{}
 	doc, err := e.acceptedPlan(s)
 	if err != nil {
-		e.finish(s, Error, fmt.Sprintf("plan %d cannot go on: %v", p.Number, err), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Error, fmt.Sprintf("plan %d cannot go on: %v", p.Number, err))
 	}
 	var batch []Call
 	asks, refused := 0, false
@@ -51,8 +50,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 		}
 		bc, halt := e.vetCall(ctx, tc, decodeArgs(tc.Arguments, e.cfg.Loop.IgnoreArguments), now, notes)
 		if halt != "" {
-			e.finish(s, GuardrailStop, halt+" before the step ran: "+bc.Reason, notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, halt+" before the step ran: "+bc.Reason)
 		}
 		switch {
 		case bc.State == CallDone:
@@ -65,7 +63,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 	if len(batch) == 0 {
 		p.Stage = StageSolving
 		*notes = append(*notes, Note{Kind: NoteSolving, Message: fmt.Sprintf("Every step of plan %d has its result; the solver answers from them", p.Number)})
-		return e.endTurn(s)
+		return turnOver()
 	}
 	s.Calls = batch
 	if refused {
@@ -80,7 +78,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 	}
 	if asks > 0 {
 		s.Phase = PhaseApproval
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
 	return e.startActing(s, notes)
 }
@@ -122,7 +120,7 @@ func (e *Engine) stopFailedWave(s *State) {
 // failed (after its retries) or did not run stops the plan: the planner is
 // asked for a new one, with the evidence so far. Otherwise the next wave
 // is due.
-func (e *Engine) waveDone(s *State, notes *[]Note) Effect {
+func (e *Engine) waveDone(s *State, notes *[]Note) next {
 	p := s.Plan
 	var failed *Call
 	for i := range s.Calls {
@@ -156,7 +154,7 @@ func (e *Engine) waveDone(s *State, notes *[]Note) Effect {
 		return e.replan(s, "", "stopped: "+why, outcome, nil, notes)
 	}
 	s.Phase = PhasePlanWave
-	return Effect{Kind: EffectContinue}
+	return proceed(Effect{Kind: EffectContinue})
 }
 
 // replan asks the planner for a new plan, saying what became of this one
@@ -164,7 +162,7 @@ func (e *Engine) waveDone(s *State, notes *[]Note) Effect {
 // so far; answer is the submit_plan call to answer (a refused plan), else
 // the message is the user's. With no replan left the run ends with
 // outcome.
-func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rejection, notes *[]Note) Effect {
+func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rejection, notes *[]Note) next {
 	p := s.Plan
 	max := *e.cfg.Plan.MaxReplans
 	var b strings.Builder
@@ -184,15 +182,15 @@ func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rej
 		s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: b.String()})
 	}
 	if !left {
-		e.finish(s, outcome, fmt.Sprintf("plan %d %s; no replan is left (plan.maxReplans is %d)", p.Number, cut(what, 600), max), notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		n := finishWith(outcome, fmt.Sprintf("plan %d %s; no replan is left (plan.maxReplans is %d)", p.Number, cut(what, 600), max))
+		n.refused = rej
+		return n
 	}
 	p.Replans++
 	e.nextPlan(p)
 	*notes = append(*notes, Note{Kind: NoteReplanned, Warning: true, Message: fmt.Sprintf("Plan %d %s; plan %d is asked for (replan %d of %d)",
 		p.Number-1, cut(what, 400), p.Number, p.Replans, max)})
-	return e.endTurn(s)
+	return turnOver()
 }
 
 // nextPlan starts the next plan's planning.

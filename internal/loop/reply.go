@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
+func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 	if s.StartedAt == nil {
 		t := now
 		s.StartedAt, s.ActiveSince = &t, t
@@ -29,16 +29,14 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	}
 	req, est := e.request(s)
 	if e.contextOn(s) {
-		var eff *Effect
-		if req, est, eff = e.fitContext(s, req, est, notes); eff != nil {
-			return *eff
+		var instead *next
+		if req, est, instead = e.fitContext(s, req, est, notes); instead != nil {
+			return *instead
 		}
 	}
 	res := e.modelReservation(est.tokens)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		return refusal(rej)
 	}
 	s.Turn++
 	s.Attempt = 1
@@ -47,7 +45,7 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
 	s.Phase = PhaseModel
 	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
 		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
-	return Effect{Kind: EffectCallModel, Request: req}
+	return proceed(Effect{Kind: EffectCallModel, Request: req})
 }
 
 // modelCallCost is the dollars a model call's reservation res holds for
@@ -187,7 +185,7 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 		r.Usage.InputTokens, r.Usage.OutputTokens, cost, s.Turn, res.InputTokens, res.OutputTokens, reservedCost)
 }
 
-func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) next {
 	settled := len(*notes)
 	cost, stop := e.settleReply(s, r, notes)
 	what := "a final answer"
@@ -207,20 +205,18 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	if stop != "" {
 		// Nothing of this reply is read: no call of it is vetted or run,
 		// and no answer of it is accepted.
-		e.finish(s, Error, stop, notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Error, stop)
 	}
 
 	switch {
 	case r.Refusal != "":
-		e.finish(s, GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400))
 	case r.Truncated:
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer was cut off at the output limit of %d tokens "+
 				"and was not accepted. Answer again, more briefly, or call one tool at a time.", e.cfg.Model.MaxOutputTokens)})
-		return e.endTurn(s)
+		return turnOver()
 	case len(r.ToolCalls) > MaxCallsPerReply:
 		// Nothing of such a batch is read, decoded or vetted: the model is
 		// told the bound and asked again (the turn counts, as a
@@ -231,12 +227,12 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer proposed %d tool calls; at most %d are accepted in one answer, "+
 				"so none of them ran. Propose fewer calls at a time.", len(r.ToolCalls), MaxCallsPerReply)})
-		return e.endTurn(s)
+		return turnOver()
 	case len(r.ToolCalls) == 0 && strings.TrimSpace(r.Content) == "":
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn},
 			Message{Role: RoleUser, Turn: s.Turn, Content: "Your answer was empty. Give the final answer, or call a tool."})
-		return e.endTurn(s)
+		return turnOver()
 	case len(r.ToolCalls) == 0:
 		content, halt := e.screenAnswer(s, r.Content, notes)
 		// Thinking that led to an answer a guardrail changed is not kept:
@@ -247,8 +243,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		}
 		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content, Reasoning: reasoning})
 		if halt != "" {
-			e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn))
 		}
 		if s.Plan != nil && s.Plan.Stage == StageSolving {
 			if missing, ok := solverAnswer(content); !ok {
@@ -263,8 +258,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		if s.Plan != nil && s.Plan.Stage == StageSolving {
 			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
 		}
-		e.finish(s, Completed, reason, notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Completed, reason)
 	}
 
 	// Decode every call's arguments once: the canonical form serves loop
@@ -292,8 +286,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	if s.Plan == nil {
 		for i, c := range calls {
 			if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
-				e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
-				return Effect{Kind: EffectFinish}
+				return finishWith(LoopDetected, d.reason(e.cfg.Loop))
 			}
 		}
 	}
@@ -302,9 +295,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	// run before any of it is vetted: vetting costs the operator work
 	// (schemas, CEL, guardrails) for each call.
 	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		return refusal(rej)
 	}
 	if s.Plan != nil {
 		return e.onPlanCalls(ctx, s, calls, decoded, now, notes)

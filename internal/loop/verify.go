@@ -187,15 +187,14 @@ func (s *State) verifierCall() *Call {
 // answer, so the call is vetted like one the model proposed: guardrails
 // (block or halt end the run GuardrailStop: the answer cannot be judged)
 // and policy (deny ends the run Error; ask waits for a person).
-func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) Effect {
+func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) next {
 	if s.Verify == nil {
 		s.Verify = &Verification{Trial: 1}
 	}
 	v, t := s.Verify, e.tools[e.cfg.Verify.Tool]
 	tc, ok := e.VerifierCall(s)
 	if !ok {
-		e.finish(s, Error, "the verifier's call cannot be made: no final answer in the transcript", notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Error, "the verifier's call cannot be made: no final answer in the transcript")
 	}
 	c := Call{ToolCall: tc,
 		Verdict: Allow, Rule: verifyRule, Reason: fmt.Sprintf("judges the answer of trial %d", v.Trial), Mutates: t.Mutates, State: CallProposed}
@@ -203,11 +202,9 @@ func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) Effe
 	if d.err == nil {
 		switch vd := e.vet(ctx, t, t.Name, d.full, d.value); {
 		case vd.halt || vd.block:
-			e.finish(s, GuardrailStop, fmt.Sprintf("the answer of trial %d cannot be judged: %s matched the verifier's call (%s)", v.Trial, vd.rule, vd.reason), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, fmt.Sprintf("the answer of trial %d cannot be judged: %s matched the verifier's call (%s)", v.Trial, vd.rule, vd.reason))
 		case vd.decision == Deny:
-			e.finish(s, Error, fmt.Sprintf("the answer of trial %d cannot be judged: %s denies the verifier's call%s", v.Trial, vd.rule, suffix(vd.reason)), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Error, fmt.Sprintf("the answer of trial %d cannot be judged: %s denies the verifier's call%s", v.Trial, vd.rule, suffix(vd.reason)))
 		case vd.decision == Ask:
 			c.Verdict, c.Reason = Ask, fmt.Sprintf("judges the answer of trial %d; %s asks a person first%s", v.Trial, vd.rule, suffix(vd.reason))
 			now := e.clock()
@@ -219,7 +216,7 @@ func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) Effe
 		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, e.cfg.Verify.MaxTrials, s.Turn, t.Name, c.ID)})
 	if c.Verdict == Ask {
 		s.Phase = PhaseApproval
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
 	return e.startActing(s, notes)
 }
@@ -263,19 +260,16 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 // feedback) becomes the call's observation, which the transcript keeps.
 // A verifier that could not judge (its call was invalid, or its outcome
 // is unknown) leaves no verdict; judge ends the run then. A verifier that
-// stayed unavailable after its retries has already ended the run
-// ToolFailure: the reason is made to say it was the verifier.
-func (e *Engine) takeVerdict(s *State, results []Result, notes *[]Note) {
+// stayed unavailable after its retries ends the run ToolFailure (n, what
+// applyResults returned): the reason is made to say it was the verifier.
+func (e *Engine) takeVerdict(s *State, results []Result, n *next) {
 	c := s.verifierCall()
 	if c == nil || s.Verify == nil {
 		return
 	}
-	if s.Done() {
-		if s.Outcome == ToolFailure {
-			s.Reason = "the verifier could not run: " + s.Reason
-			if n := len(*notes); n > 0 && (*notes)[n-1].Kind == NoteFinished {
-				(*notes)[n-1].Message = string(ToolFailure) + ": " + s.Reason
-			}
+	if n.ends() {
+		if n.outcome == ToolFailure {
+			n.reason = "the verifier could not run: " + n.reason
 		}
 		return
 	}
@@ -377,13 +371,12 @@ func (e *Engine) verdictText(tool string, d Verdict, r Result) string {
 // run Completed; not verified keeps a reflection and starts the next
 // trial, unless the trials are used up or the score has stalled
 // (Escalated). A verifier that gave no verdict ends the run ToolFailure.
-func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
+func (e *Engine) judge(s *State, c *Call, notes *[]Note) next {
 	v, cfg := s.Verify, e.cfg.Verify
 	s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
 	d := v.LastVerdict()
 	if d == nil || d.Trial != v.Trial {
-		e.finish(s, ToolFailure, fmt.Sprintf("the verifier %s could not judge the answer of trial %d: %s", c.Name, v.Trial, cut(c.Observation, 400)), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(ToolFailure, fmt.Sprintf("the verifier %s could not judge the answer of trial %d: %s", c.Name, v.Trial, cut(c.Observation, 400)))
 	}
 	said := cut(c.Observation, 400)
 	if d.Verified {
@@ -396,19 +389,16 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
 				evidence = head[i+1:] + " " + rest // keep the score: "(score 0.90) ..."
 			}
 		}
-		e.finish(s, Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, evidence), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, evidence))
 	}
 	*notes = append(*notes, Note{Kind: NoteVerdict, CallID: c.ID, Warning: true, Message: fmt.Sprintf("Trial %d: %s", v.Trial, said)})
 	if v.Trial >= cfg.MaxTrials {
-		e.finish(s, Escalated, fmt.Sprintf("handed to a person, still open: verifier %s did not verify any answer in %s (verify.maxTrials); last feedback: %s",
-			c.Name, plural(v.Trial, "trial"), said), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Escalated, fmt.Sprintf("handed to a person, still open: verifier %s did not verify any answer in %s (verify.maxTrials); last feedback: %s",
+			c.Name, plural(v.Trial, "trial"), said))
 	}
 	if scores, ok := stalled(v.Verdicts, cfg.StallTrials); ok {
-		e.finish(s, Escalated, fmt.Sprintf("handed to a person, still open: the score of verifier %s has not improved for %s (verify.stallTrials; scores %s); last feedback: %s",
-			c.Name, plural(cfg.StallTrials, "trial"), scores, said), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Escalated, fmt.Sprintf("handed to a person, still open: the score of verifier %s has not improved for %s (verify.stallTrials; scores %s); last feedback: %s",
+			c.Name, plural(cfg.StallTrials, "trial"), scores, said))
 	}
 	v.Memory = append(v.Memory, Reflection{Trial: v.Trial, At: len(s.Transcript) - 1})
 	if n := len(v.Memory); n > cfg.Memory {
@@ -422,7 +412,7 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
 	v.Start = len(s.Transcript) - 1
 	*notes = append(*notes, Note{Kind: NoteVerifying, Message: fmt.Sprintf(
 		"Trial %d of %d starts from the goal with %s", v.Trial, cfg.MaxTrials, plural(len(v.Memory), "reflection"))})
-	return e.endTurn(s)
+	return turnOver()
 }
 
 // stalled reports whether the newest n scores did not improve on the best

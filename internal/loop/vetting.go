@@ -20,21 +20,19 @@ import (
 // tool, arguments that are not an object or break the schema) is refused,
 // a guardrail halts the run or blocks the call, and the policy allows,
 // denies or asks. Any ask moves the run to approval; otherwise it acts.
-func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) Effect {
+func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) next {
 	ctx, cancel := e.vetContext(ctx)
 	defer cancel()
 	batch := make([]Call, len(calls))
 	asks := 0
 	for i, c := range calls {
 		if c.Name == EscalateTool {
-			e.finish(s, Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments))
 		}
 		var halt string
 		batch[i], halt = e.vetCall(ctx, c, decoded[i], now, notes)
 		if halt != "" {
-			e.finish(s, GuardrailStop, halt+" before any call of the batch ran: "+batch[i].Reason, notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, halt+" before any call of the batch ran: "+batch[i].Reason)
 		}
 		if batch[i].Verdict == Ask {
 			asks++
@@ -43,7 +41,7 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 	s.Calls = batch
 	if asks > 0 {
 		s.Phase = PhaseApproval
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
 	return e.startActing(s, notes)
 }
