@@ -15,7 +15,8 @@
 //
 //	go run ./hack/loopgraph [-v] [dir]
 //
-// dir defaults to internal/loop; -v lists the mutual pairs.
+// dir defaults to internal/loop; -v lists the files that depend on each
+// other and what they reference.
 package main
 
 import (
@@ -98,6 +99,7 @@ func run(w io.Writer, dir string, verbose bool) error {
 	}
 
 	refs := map[[2]string]int{} // {from, to} -> occurrences
+	used := map[[2]string]map[string]int{}
 	finishers, turnEnders := map[string]bool{}, map[string]bool{}
 	for id, o := range info.Uses {
 		if o == nil || !topLevel(o) {
@@ -113,7 +115,12 @@ func run(w io.Writer, dir string, verbose bool) error {
 			}
 		}
 		if from != to {
-			refs[[2]string{from, to}]++
+			k := [2]string{from, to}
+			refs[k]++
+			if used[k] == nil {
+				used[k] = map[string]int{}
+			}
+			used[k][o.Name()]++
 		}
 	}
 
@@ -128,7 +135,8 @@ func run(w io.Writer, dir string, verbose bool) error {
 		if m := refs[[2]string{k[1], k[0]}]; m > 0 {
 			backUp += n
 			if k[0] < k[1] {
-				pairs = append(pairs, fmt.Sprintf("  %s <-> %s: %d + %d", k[0], k[1], n, m))
+				pairs = append(pairs, fmt.Sprintf("  %s <-> %s: %d + %d\n    -> %s\n    <- %s", k[0], k[1], n, m,
+					counted(used[k]), counted(used[[2]string{k[1], k[0]}])))
 			}
 		}
 	}
@@ -176,6 +184,23 @@ func exportData(pkg string) (map[string]string, error) {
 		}
 	}
 	return m, nil
+}
+
+// counted lists the names referenced and how often, most first.
+func counted(m map[string]int) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return m[ks[i]] > m[ks[j]] || m[ks[i]] == m[ks[j]] && ks[i] < ks[j] })
+	var b strings.Builder
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s:%d", k, m[k])
+	}
+	return b.String()
 }
 
 func keys(m map[string]bool) []string {

@@ -15,21 +15,6 @@ import (
 	"time"
 )
 
-// ContextStrategy is how older turns are compacted.
-type ContextStrategy string
-
-// The compaction strategies.
-const (
-	// ContextClear replaces the results of older tool calls with a short
-	// marker that names the call, its size and that calling the tool again
-	// returns it. It costs nothing.
-	ContextClear ContextStrategy = "clear"
-	// ContextSummarize has the model condense the older turns into one
-	// message: one model call, reserved and priced like a turn's, never
-	// counted as a turn.
-	ContextSummarize ContextStrategy = "summarize"
-)
-
 // Context policy defaults (part of the API contract, documented on
 // spec.context).
 const (
@@ -59,22 +44,6 @@ const (
 // never sent to the model; they say what was compacted, and when.
 const RoleContext Role = "context"
 
-// ContextPolicy bounds what one request may hold.
-type ContextPolicy struct {
-	// MaxInputTokens is the largest request the run may send, by the
-	// engine's estimate of its input tokens (see Engine.Request).
-	MaxInputTokens int64
-	// Source says where MaxInputTokens came from: ContextFromSpec,
-	// ContextFromModel (the provider's table of known models) or
-	// ContextFromDefault.
-	Source string
-	// KeepRecentTurns is how many of the newest turns always go verbatim.
-	KeepRecentTurns int
-	Strategy        ContextStrategy
-	// SummaryMaxOutputTokens bounds a summary call's output.
-	SummaryMaxOutputTokens int64
-}
-
 func (p ContextPolicy) normalize() ContextPolicy {
 	if p.MaxInputTokens <= 0 {
 		p.MaxInputTokens, p.Source = DefaultMaxInputTokens, ContextFromDefault
@@ -103,44 +72,6 @@ func (p ContextPolicy) check() error {
 	return nil
 }
 
-// ContextState is what the run has compacted, and the figures
-// status.context shows.
-type ContextState struct {
-	// Compactions counts the compactions made; LastCompactionTurn is the
-	// turn whose request the last one shrank.
-	Compactions        int `json:"compactions,omitempty"`
-	LastCompactionTurn int `json:"lastCompactionTurn,omitempty"`
-	// LastInputTokens is the provider's count of the last request's input
-	// (the engine's estimate until the reply reports one).
-	LastInputTokens int64 `json:"lastInputTokens,omitempty"`
-	// Start is the transcript index the compacted trial starts at: a new
-	// trial of a verified run starts afresh.
-	Start int `json:"start,omitempty"`
-	// ClearedThrough: the results of tool messages before this transcript
-	// index are sent as markers.
-	ClearedThrough int `json:"clearedThrough,omitempty"`
-	// Summary stands in for the messages before SummaryThrough;
-	// SummaryAnswers counts the model's answers among them.
-	Summary        string `json:"summary,omitempty"`
-	SummaryThrough int    `json:"summaryThrough,omitempty"`
-	SummaryAnswers int    `json:"summaryAnswers,omitempty"`
-	// Pending is the summary call in flight (State.Phase is
-	// PhaseCompact).
-	Pending *PendingSummary `json:"pending,omitempty"`
-	// CountedBound is the bound (ByteEstimator) of the last request the
-	// provider counted, and CountedTokens its count: their ratio scales
-	// the estimate of a request that does not extend it.
-	CountedBound  int64 `json:"countedBound,omitempty"`
-	CountedTokens int64 `json:"countedTokens,omitempty"`
-}
-
-// PendingSummary is a summary call in flight: what it condenses and the
-// estimate of the request it was made for.
-type PendingSummary struct {
-	Through int   `json:"through"`
-	Before  int64 `json:"before"`
-}
-
 // PhaseCompact: a summary call is admitted and reserved; its reply is
 // due (or in flight).
 const PhaseCompact Phase = "Compacting"
@@ -164,19 +95,6 @@ const summaryInstruction = "Context limit reached. Condense the conversation abo
 const summaryPreamble = "Summary of the earlier turns (they were condensed to fit the context limit):\n\n"
 
 func (e *Engine) contextOn(s *State) bool { return e.cfg.Context.MaxInputTokens > 0 && s.Plan == nil }
-
-// compacted reports whether the requests of the trial starting at start
-// differ from the transcript.
-func (c *ContextState) compacted(start int) bool {
-	return c != nil && c.Compactions > 0 && c.Start == start && (c.ClearedThrough > start || c.SummaryThrough > start)
-}
-
-func (c *ContextState) last() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.LastInputTokens
-}
 
 // contextRequest assembles the request of the trial starting at start
 // from the transcript up to end, under the compactions made in that

@@ -30,8 +30,9 @@
 //
 //   - types.go (outcomes, the configuration, budgets and policy), model.go
 //     (what a Model is asked and answers), tools.go (what a Toolbox is
-//     asked and answers), state.go (the resumable State), stage.go (what a
-//     stage returns); engine.go: Step, the phases, the end of a turn and of
+//     asked and answers), state.go (the resumable State, its plan,
+//     verification and context parts included), stage.go (what a stage
+//     returns); engine.go: Step, the phases, the end of a turn and of
 //     a run (including Refuse, a limit outside the run refusing a step),
 //     request assembly; estimate.go: the input estimate behind every
 //     reservation; context.go: the context policy (compaction).

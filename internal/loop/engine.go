@@ -245,27 +245,6 @@ func (e *Engine) estimateFresh(s *State, req *Request) inputEstimate {
 	return builtOn(s.Counted, full, fps, bounds)
 }
 
-// promptCache is the model's view of a State's transcript, built as the
-// transcript grows. The loop only ever appends to the transcript, so
-// messages once copied stay right while the transcript's backing array is
-// the same; a new array (an append that grew it, a reloaded State)
-// rebuilds the cache, which amortises to a constant per message. It is
-// never serialised: a reloaded State starts without one.
-type promptCache struct {
-	by    *Engine
-	start int
-	first *Message
-	msgs  []Message
-	// tokens is the bound of the messages after the goal; bounds[i] is
-	// that of the messages after the goal up to msgs[i], and fps[i]
-	// fingerprints the request up to msgs[i] (both empty when the
-	// estimator bounds whole requests only).
-	tokens int64
-	bounds []int64
-	fps    []promptFP
-	chain  fpChain
-}
-
 func (p *promptCache) fits(e *Engine, s *State, start int) bool {
 	if p.by != e || p.start != start || len(p.msgs) == 0 || len(s.Transcript)-start < len(p.msgs)-1 {
 		return false

@@ -67,61 +67,9 @@ func (p PlanConfig) normalize() PlanConfig {
 	return p
 }
 
-// PlanStage is where a plan stands.
-type PlanStage string
-
-// Plan stages.
-const (
-	// StagePlanning: the planner is asked for a plan (the zero stage).
-	StagePlanning PlanStage = ""
-	// StageExecuting: the plan was accepted and its steps are running.
-	StageExecuting PlanStage = "Executing"
-	// StageSolving: every step has its result; the solver is asked.
-	StageSolving PlanStage = "Solving"
-)
-
 // PhasePlanWave: the steps run so far are recorded and the next steps
 // whose dependencies are met are due to be vetted and run.
 const PhasePlanWave Phase = "PlanWave"
-
-// Plan is the plan-then-execute part of the State.
-type Plan struct {
-	// Number is the plan in progress (1-based): each replan, and each new
-	// trial under a verifier, starts the next.
-	Number int `json:"number"`
-	// Replans counts the replans made.
-	Replans int       `json:"replans,omitempty"`
-	Stage   PlanStage `json:"stage,omitempty"`
-	// At is the transcript index of the planner's message that holds the
-	// accepted plan, CallID the id of its submit_plan call.
-	At     int    `json:"at,omitempty"`
-	CallID string `json:"callID,omitempty"`
-	// Steps are the accepted plan's steps, in the plan's order.
-	Steps []PlanStep `json:"steps,omitempty"`
-	// Failure says why the running steps stopped (a step that failed after
-	// its retries), while the other steps in flight finish.
-	Failure string `json:"failure,omitempty"`
-}
-
-// PlanStep is one step of an accepted plan.
-type PlanStep struct {
-	ID   string `json:"id"`
-	Tool string `json:"tool"`
-	// After are the steps whose results its arguments name.
-	After []string `json:"after,omitempty"`
-	// At is the transcript index of the step's result once it has one
-	// (results are never at index 0, which holds the plan).
-	At int `json:"at,omitempty"`
-}
-
-func (p *Plan) step(id string) *PlanStep {
-	for i := range p.Steps {
-		if p.Steps[i].ID == id {
-			return &p.Steps[i]
-		}
-	}
-	return nil
-}
 
 // StepCallID is the call id of a plan's step: "p<plan>-<step>", such as
 // "p1-E2". Plan step ids never collide with the model's calls (t<turn>-c<n>).

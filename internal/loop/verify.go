@@ -38,21 +38,6 @@ const (
 	reflectionFeedbackBytes = 1000
 )
 
-// Verify configures the verifier of a run's final answers.
-type Verify struct {
-	// Tool names the declared tool that judges an answer. It is called
-	// with {"answer", "trial", "goal"} under the tool process contract.
-	Tool string
-	// MaxTrials is the most trials (final answers judged); the run ends
-	// Escalated when the last is not verified.
-	MaxTrials int
-	// Memory is how many reflections the next trial reads (the newest).
-	Memory int
-	// StallTrials ends the run Escalated when the verifier's score has not
-	// improved for this many trials.
-	StallTrials int
-}
-
 func (v Verify) normalize() Verify {
 	if v.MaxTrials <= 0 {
 		v.MaxTrials = DefaultMaxTrials
@@ -64,53 +49,6 @@ func (v Verify) normalize() Verify {
 		v.StallTrials = DefaultStallTrials
 	}
 	return v
-}
-
-// Verification is the trial loop's part of the State: small, and free of
-// anything a tool or the model wrote (that is in the transcript).
-type Verification struct {
-	// Trial is the trial in progress, or the last one (1-based).
-	Trial int `json:"trial"`
-	// Start is the index in the transcript of the trial's first message
-	// (0 for the first trial; later, the message with the reflections).
-	Start int `json:"start,omitempty"`
-	// Memory locates the reflections the next trial reads, oldest first,
-	// at most Verify.Memory of them.
-	Memory []Reflection `json:"memory,omitempty"`
-	// Verdicts are the verifier's verdicts, one per judged trial, oldest
-	// first (at most Verify.MaxTrials).
-	Verdicts []Verdict `json:"verdicts,omitempty"`
-}
-
-// Reflection locates one failed trial's feedback: the verifier's message
-// at transcript index At (the answer it judged is just before it).
-type Reflection struct {
-	Trial int `json:"trial"`
-	At    int `json:"at"`
-}
-
-// Verdict is the verifier's judgement of one trial's answer.
-type Verdict struct {
-	Trial    int  `json:"trial"`
-	Verified bool `json:"verified"`
-	// Score is the verifier's score from 0 to 1, when it printed one.
-	Score *float64 `json:"score,omitempty"`
-}
-
-// LastVerdict is the newest verdict, or nil before the first.
-func (v *Verification) LastVerdict() *Verdict {
-	if v == nil || len(v.Verdicts) == 0 {
-		return nil
-	}
-	return &v.Verdicts[len(v.Verdicts)-1]
-}
-
-// TrialsToVerify is the trial whose answer was verified, or 0 when none was.
-func (v *Verification) TrialsToVerify() int {
-	if l := v.LastVerdict(); l != nil && l.Verified {
-		return l.Trial
-	}
-	return 0
 }
 
 // FormatScore writes a score as the API shows it: a decimal string with
