@@ -21,8 +21,8 @@ func (e *Engine) startActing(s *State, notes *[]Note) next {
 // dispatchNext hands out the next group: every approved read at once
 // (concurrently), then the approved writes one at a time in proposal
 // order. Calls waiting for a retry go again, as one group, once their
-// backoff has passed, before anything after them. When nothing is left it
-// appends the observations, in proposal order, and ends the turn.
+// backoff has passed, before anything after them. When nothing is left,
+// every call has its result (observed).
 func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
 	e.stopFailedWave(s)
 	inflight := false
@@ -62,17 +62,15 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
 			return proceed(Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}})
 		}
 	}
-	if c := s.verifierCall(); c != nil {
-		return e.judge(s, c, notes)
-	}
-	if s.Plan != nil && s.Plan.Stage == StageExecuting {
-		return e.waveDone(s, notes)
-	}
+	return observed()
+}
+
+// appendObservations appends the batch's observations, in proposal order.
+func appendObservations(s *State) {
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
 	}
-	return turnOver()
 }
 
 // dispatch marks c dispatched as its next attempt and returns its invocation.

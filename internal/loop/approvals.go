@@ -55,7 +55,7 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, n
 		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
 	s.ActiveSince = now
-	return e.startActing(s, notes)
+	return act()
 }
 
 // ApprovalDeadline is when the oldest pending ASK times out (zero when

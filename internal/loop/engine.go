@@ -434,15 +434,36 @@ func (e *Engine) tick(s *State, now time.Time) {
 // decide carries out what a stage returned: only here, in engine.go, does
 // a turn or a run end.
 func (e *Engine) decide(s *State, n next, notes *[]Note) Effect {
-	switch n.kind {
-	case nextFinish:
-		e.finish(s, n.outcome, n.reason, notes)
-		refusedBy(*notes, n.refused)
-		return Effect{Kind: EffectFinish}
-	case nextEndTurn:
-		return e.endTurn(s)
+	for {
+		switch n.kind {
+		case nextAct:
+			n = e.startActing(s, notes)
+		case nextObserved:
+			n = e.observed(s, notes)
+		case nextFinish:
+			e.finish(s, n.outcome, n.reason, notes)
+			refusedBy(*notes, n.refused)
+			return Effect{Kind: EffectFinish}
+		case nextEndTurn:
+			return e.endTurn(s)
+		default:
+			return n.eff
+		}
 	}
-	return n.eff
+}
+
+// observed goes on once every call of the batch has its result: the
+// verifier's call ends a trial, a plan's steps end a wave, and anything
+// else is observed by the model, in proposal order, on the next turn.
+func (e *Engine) observed(s *State, notes *[]Note) next {
+	if c := s.verifierCall(); c != nil {
+		return e.judge(s, c, notes)
+	}
+	if s.Plan != nil && s.Plan.Stage == StageExecuting {
+		return e.waveDone(s, notes)
+	}
+	appendObservations(s)
+	return turnOver()
 }
 
 func (e *Engine) finish(s *State, o Outcome, reason string, notes *[]Note) {

@@ -80,7 +80,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 		s.Phase = PhaseApproval
 		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
-	return e.startActing(s, notes)
+	return act()
 }
 
 // RulePlaceholder is the rule recorded on a step whose placeholder could

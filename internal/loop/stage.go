@@ -16,6 +16,11 @@ const (
 	nextEndTurn
 	// nextFinish: the run ends with an outcome and a reason.
 	nextFinish
+	// nextAct: the batch in State.Calls is vetted; admit what it may
+	// spend, then act.
+	nextAct
+	// nextObserved: every call of the batch has its result.
+	nextObserved
 )
 
 // next is a stage's result.
@@ -35,6 +40,12 @@ func proceed(eff Effect) next { return next{eff: eff} }
 
 // turnOver ends the turn.
 func turnOver() next { return next{kind: nextEndTurn} }
+
+// act admits the vetted batch and runs it.
+func act() next { return next{kind: nextAct} }
+
+// observed says every call of the batch has its result.
+func observed() next { return next{kind: nextObserved} }
 
 // finishWith ends the run with outcome o and reason.
 func finishWith(o Outcome, reason string) next {

@@ -156,7 +156,7 @@ func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) next
 		s.Phase = PhaseApproval
 		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
-	return e.startActing(s, notes)
+	return act()
 }
 
 // VerifierCall is the call the engine makes to judge the current trial,

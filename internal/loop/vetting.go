@@ -43,7 +43,7 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 		s.Phase = PhaseApproval
 		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
-	return e.startActing(s, notes)
+	return act()
 }
 
 // vetContext bounds the vetting of one step by cfg.VetTimeout.
