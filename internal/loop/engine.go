@@ -48,6 +48,8 @@ type Engine struct {
 	// The planner's and the solver's prompts of a planExecute run.
 	planSystem, solveSystem string
 	planOffered             []ToolSchema
+	// verify judges final answers, when the run has a verifier.
+	verify *verifier
 }
 
 // Option configures an Engine.
@@ -118,8 +120,17 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.schemas, err = compileSchemas(e.cfg.Tools); err != nil {
 		return nil, err
 	}
-	if err := e.compileVerify(); err != nil {
+	if e.verify, err = newVerifier(&e.cfg, e.tools, e.vet, e.clock); err != nil {
 		return nil, err
+	}
+	if e.verify != nil {
+		offered := e.offered[:0]
+		for _, t := range e.offered {
+			if t.Name != e.verify.tool.Name {
+				offered = append(offered, t)
+			}
+		}
+		e.offered = offered
 	}
 	e.system = systemPreamble
 	if s := strings.TrimSpace(cfg.Instructions); s != "" {
@@ -140,6 +151,18 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// VerifierCall is the call the engine makes to judge the current trial,
+// rebuilt from the final answer in the transcript (the turn's last
+// message from the model): a caller resuming from a saved state can check
+// that the verifier call it is about to run is this one, as it checks the
+// model's proposals. ok is false without a verifier or a final answer.
+func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
+	if e.verify == nil {
+		return ToolCall{}, false
+	}
+	return e.verify.call(s)
 }
 
 // Config returns the normalised configuration the engine runs.
@@ -352,7 +375,9 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			eff = e.decide(s, e.onLostResults(s, now, &notes), &notes)
 		} else {
 			n := e.applyResults(s, in.Results, now, &notes)
-			e.takeVerdict(s, in.Results, &n)
+			if e.verify != nil {
+				e.verify.takeVerdict(s, in.Results, &n)
+			}
 			if !n.ends() {
 				n = e.dispatchNext(s, now, &notes)
 			}
@@ -456,8 +481,8 @@ func (e *Engine) decide(s *State, n next, notes *[]Note) Effect {
 // verifier's call ends a trial, a plan's steps end a wave, and anything
 // else is observed by the model, in proposal order, on the next turn.
 func (e *Engine) observed(s *State, notes *[]Note) next {
-	if c := s.verifierCall(); c != nil {
-		return e.judge(s, c, notes)
+	if c := s.verifierCall(); c != nil && e.verify != nil {
+		return e.verify.judge(s, c, notes)
 	}
 	if s.Plan != nil && s.Plan.Stage == StageExecuting {
 		return e.waveDone(s, notes)

@@ -187,16 +187,10 @@ func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rej
 		return n
 	}
 	p.Replans++
-	e.nextPlan(p)
+	p.next()
 	*notes = append(*notes, Note{Kind: NoteReplanned, Warning: true, Message: fmt.Sprintf("Plan %d %s; plan %d is asked for (replan %d of %d)",
 		p.Number-1, cut(what, 400), p.Number, p.Replans, max)})
 	return turnOver()
-}
-
-// nextPlan starts the next plan's planning.
-func (e *Engine) nextPlan(p *Plan) {
-	p.Number++
-	p.Stage, p.At, p.CallID, p.Steps, p.Failure = StagePlanning, 0, "", nil, ""
 }
 
 // evidence lists the results of the current plan's steps that ran, each

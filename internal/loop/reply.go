@@ -251,8 +251,8 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 			}
 		}
 		s.Answer = cut(content, maxAnswerBytes)
-		if e.cfg.Verify != nil {
-			return e.verifyAnswer(ctx, s, notes)
+		if e.verify != nil {
+			return e.verify.propose(ctx, s, notes)
 		}
 		reason := fmt.Sprintf("the model gave a final answer on turn %d", s.Turn)
 		if s.Plan != nil && s.Plan.Stage == StageSolving {

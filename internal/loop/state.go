@@ -486,6 +486,12 @@ type PlanStep struct {
 	At int `json:"at,omitempty"`
 }
 
+// next starts the next plan's planning.
+func (p *Plan) next() {
+	p.Number++
+	p.Stage, p.At, p.CallID, p.Steps, p.Failure = StagePlanning, 0, "", nil, ""
+}
+
 func (p *Plan) step(id string) *PlanStep {
 	for i := range p.Steps {
 		if p.Steps[i].ID == id {

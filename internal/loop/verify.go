@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The trial loop (Reflexion): with a verifier configured, a final answer
@@ -55,42 +56,46 @@ func (v Verify) normalize() Verify {
 // two decimals ("0.75").
 func FormatScore(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
 
-// compileVerify checks the verifier against the declared tools and takes
-// it out of the tools offered to the model: the evaluator must be
-// something the model did not write, and a model that cannot see the
-// grader cannot probe it. (A model that names it anyway is vetted like
-// any call.)
-func (e *Engine) compileVerify() error {
-	v := e.cfg.Verify
+// verifier judges a run's final answers (the trial loop): the verifier
+// tool, the bounds of Verify, and what it needs of the engine.
+type verifier struct {
+	cfg  Verify
+	tool *ToolSpec
+	goal string
+	// vet vets the verifier's call like any (Engine.vet).
+	vet   func(ctx context.Context, tool *ToolSpec, name string, full []byte, args any) verdict
+	clock func() time.Time
+}
+
+// newVerifier checks the verifier against the declared tools, or returns
+// nil without one. The engine takes it out of the tools offered to the
+// model: the evaluator must be something the model did not write, and a
+// model that cannot see the grader cannot probe it. (A model that names
+// it anyway is vetted like any call.)
+func newVerifier(cfg *Config, tools map[string]*ToolSpec, vet func(context.Context, *ToolSpec, string, []byte, any) verdict, clock func() time.Time) (*verifier, error) {
+	v := cfg.Verify
 	if v == nil {
-		return nil
+		return nil, nil
 	}
 	switch {
 	case strings.TrimSpace(v.Tool) == "":
-		return errors.New("verify.tool is empty: name the declared tool that judges an answer")
-	case e.tools[v.Tool] == nil:
-		return fmt.Errorf("verify.tool names %q, which is not declared in tools", v.Tool)
-	case e.tools[v.Tool].Mutates && !e.tools[v.Tool].Reversible:
+		return nil, errors.New("verify.tool is empty: name the declared tool that judges an answer")
+	case tools[v.Tool] == nil:
+		return nil, fmt.Errorf("verify.tool names %q, which is not declared in tools", v.Tool)
+	case tools[v.Tool].Mutates && !tools[v.Tool].Reversible:
 		// A verifier runs at every final answer, on arguments the model
 		// wrote, and no person is asked first: it must not be able to
 		// change what cannot be undone.
-		return fmt.Errorf("verify.tool names %q, which changes something that cannot be undone (mutates and not reversible); "+
+		return nil, fmt.Errorf("verify.tool names %q, which changes something that cannot be undone (mutates and not reversible); "+
 			"a verifier runs at every final answer without a person's approval: use a read-only or reversible tool", v.Tool)
 	case v.MaxTrials > MaxTrialsLimit:
-		return fmt.Errorf("verify.maxTrials is %d; at most %d trials are allowed", v.MaxTrials, MaxTrialsLimit)
+		return nil, fmt.Errorf("verify.maxTrials is %d; at most %d trials are allowed", v.MaxTrials, MaxTrialsLimit)
 	case v.Memory > MaxTrialsLimit:
-		return fmt.Errorf("verify.memory is %d; at most %d reflections are kept", v.Memory, MaxTrialsLimit)
+		return nil, fmt.Errorf("verify.memory is %d; at most %d reflections are kept", v.Memory, MaxTrialsLimit)
 	case v.StallTrials > MaxTrialsLimit:
-		return fmt.Errorf("verify.stallTrials is %d; at most %d is allowed", v.StallTrials, MaxTrialsLimit)
+		return nil, fmt.Errorf("verify.stallTrials is %d; at most %d is allowed", v.StallTrials, MaxTrialsLimit)
 	}
-	offered := e.offered[:0]
-	for _, t := range e.offered {
-		if t.Name != v.Tool {
-			offered = append(offered, t)
-		}
-	}
-	e.offered = offered
-	return nil
+	return &verifier{cfg: *v, tool: tools[v.Tool], goal: cfg.Goal, vet: vet, clock: clock}, nil
 }
 
 // trialStart is the transcript index of the current trial's first message.
@@ -125,12 +130,12 @@ func (s *State) verifierCall() *Call {
 // answer, so the call is vetted like one the model proposed: guardrails
 // (block or halt end the run GuardrailStop: the answer cannot be judged)
 // and policy (deny ends the run Error; ask waits for a person).
-func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) next {
+func (vf *verifier) propose(ctx context.Context, s *State, notes *[]Note) next {
 	if s.Verify == nil {
 		s.Verify = &Verification{Trial: 1}
 	}
-	v, t := s.Verify, e.tools[e.cfg.Verify.Tool]
-	tc, ok := e.VerifierCall(s)
+	v, t := s.Verify, vf.tool
+	tc, ok := vf.call(s)
 	if !ok {
 		return finishWith(Error, "the verifier's call cannot be made: no final answer in the transcript")
 	}
@@ -138,20 +143,20 @@ func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) next
 		Verdict: Allow, Rule: verifyRule, Reason: fmt.Sprintf("judges the answer of trial %d", v.Trial), Mutates: t.Mutates, State: CallProposed}
 	d := decodeArgs(tc.Arguments, nil)
 	if d.err == nil {
-		switch vd := e.vet(ctx, t, t.Name, d.full, d.value); {
+		switch vd := vf.vet(ctx, t, t.Name, d.full, d.value); {
 		case vd.halt || vd.block:
 			return finishWith(GuardrailStop, fmt.Sprintf("the answer of trial %d cannot be judged: %s matched the verifier's call (%s)", v.Trial, vd.rule, vd.reason))
 		case vd.decision == Deny:
 			return finishWith(Error, fmt.Sprintf("the answer of trial %d cannot be judged: %s denies the verifier's call%s", v.Trial, vd.rule, suffix(vd.reason)))
 		case vd.decision == Ask:
 			c.Verdict, c.Reason = Ask, fmt.Sprintf("judges the answer of trial %d; %s asks a person first%s", v.Trial, vd.rule, suffix(vd.reason))
-			now := e.clock()
+			now := vf.clock()
 			c.RequestedAt = &now
 		}
 	}
 	s.Calls = []Call{c}
 	*notes = append(*notes, Note{Kind: NoteVerifying, CallID: c.ID, Message: fmt.Sprintf(
-		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, e.cfg.Verify.MaxTrials, s.Turn, t.Name, c.ID)})
+		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, vf.cfg.MaxTrials, s.Turn, t.Name, c.ID)})
 	if c.Verdict == Ask {
 		s.Phase = PhaseApproval
 		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
@@ -159,13 +164,11 @@ func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) next
 	return act()
 }
 
-// VerifierCall is the call the engine makes to judge the current trial,
-// rebuilt from the final answer in the transcript (the turn's last
-// message from the model): a caller resuming from a saved state can check
-// that the verifier call it is about to run is this one, as it checks the
-// model's proposals. ok is false without a verifier or a final answer.
-func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
-	if e.cfg.Verify == nil || len(s.Transcript) == 0 {
+// call is the call that judges the current trial, rebuilt from the final
+// answer in the transcript (the turn's last message from the model); ok
+// is false without a final answer (see Engine.VerifierCall).
+func (vf *verifier) call(s *State) (ToolCall, bool) {
+	if len(s.Transcript) == 0 {
 		return ToolCall{}, false
 	}
 	var answer *Message
@@ -186,11 +189,11 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 		Answer string `json:"answer"`
 		Trial  int    `json:"trial"`
 		Goal   string `json:"goal"`
-	}{cut(answer.Content, maxAnswerBytes), trial, e.cfg.Goal})
+	}{cut(answer.Content, maxAnswerBytes), trial, vf.goal})
 	if err != nil {
 		return ToolCall{}, false
 	}
-	return ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: e.cfg.Verify.Tool, Arguments: args}, true
+	return ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: vf.tool.Name, Arguments: args}, true
 }
 
 // takeVerdict reads the verifier's result, once its call is done: the
@@ -200,7 +203,7 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 // is unknown) leaves no verdict; judge ends the run then. A verifier that
 // stayed unavailable after its retries ends the run ToolFailure (n, what
 // applyResults returned): the reason is made to say it was the verifier.
-func (e *Engine) takeVerdict(s *State, results []Result, n *next) {
+func (vf *verifier) takeVerdict(s *State, results []Result, n *next) {
 	c := s.verifierCall()
 	if c == nil || s.Verify == nil {
 		return
@@ -230,7 +233,7 @@ func (e *Engine) takeVerdict(s *State, results []Result, n *next) {
 		if n := len(s.Verify.Verdicts); n > MaxTrialsLimit {
 			s.Verify.Verdicts = s.Verify.Verdicts[n-MaxTrialsLimit:]
 		}
-		c.Observation = e.verdictText(c.Name, d, r)
+		c.Observation = vf.verdictText(d, r)
 	}
 }
 
@@ -275,7 +278,8 @@ func report(out []byte) (verifierReport, bool) {
 // its score, and what the verifier said (its feedback field, or else its
 // output, or else the tail of its standard error), bounded like any
 // observation.
-func (e *Engine) verdictText(tool string, d Verdict, r Result) string {
+func (vf *verifier) verdictText(d Verdict, r Result) string {
+	tool := vf.tool.Name
 	said := strings.TrimSpace(strings.ToValidUTF8(string(r.Output), "\uFFFD"))
 	if rep, ok := report(r.Output); ok && strings.TrimSpace(rep.Feedback) != "" {
 		said = strings.TrimSpace(rep.Feedback)
@@ -302,15 +306,15 @@ func (e *Engine) verdictText(tool string, d Verdict, r Result) string {
 	if len(how) > 0 {
 		head += " (" + strings.Join(how, ", ") + ")"
 	}
-	return bound(head+": "+said, e.tool(tool).MaxResultBytes, len(head)+2+len(said), false)
+	return bound(head+": "+said, vf.tool.MaxResultBytes, len(head)+2+len(said), false)
 }
 
 // judge ends a trial once the verifier's call is done: verified ends the
 // run Completed; not verified keeps a reflection and starts the next
 // trial, unless the trials are used up or the score has stalled
 // (Escalated). A verifier that gave no verdict ends the run ToolFailure.
-func (e *Engine) judge(s *State, c *Call, notes *[]Note) next {
-	v, cfg := s.Verify, e.cfg.Verify
+func (vf *verifier) judge(s *State, c *Call, notes *[]Note) next {
+	v, cfg := s.Verify, &vf.cfg
 	s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
 	d := v.LastVerdict()
 	if d == nil || d.Trial != v.Trial {
@@ -344,9 +348,9 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) next {
 	}
 	v.Trial++
 	if s.Plan != nil {
-		e.nextPlan(s.Plan) // a new trial plans afresh
+		s.Plan.next() // a new trial plans afresh
 	}
-	s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: e.reflections(s)})
+	s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: vf.reflections(s)})
 	v.Start = len(s.Transcript) - 1
 	*notes = append(*notes, Note{Kind: NoteVerifying, Message: fmt.Sprintf(
 		"Trial %d of %d starts from the goal with %s", v.Trial, cfg.MaxTrials, plural(len(v.Memory), "reflection"))})
@@ -383,11 +387,11 @@ func stalled(verdicts []Verdict, n int) (string, bool) {
 
 // reflections is the message a new trial starts with: the reflections in
 // memory, each the answer a trial gave and what the verifier said of it.
-func (e *Engine) reflections(s *State) string {
+func (vf *verifier) reflections(s *State) string {
 	v := s.Verify
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your earlier answers were checked by a verifier and not accepted. This is trial %d of at most %d: "+
-		"work on the goal again from the start, using what the verifier said.\n\nPrevious attempt reflections:\n", v.Trial, e.cfg.Verify.MaxTrials)
+		"work on the goal again from the start, using what the verifier said.\n\nPrevious attempt reflections:\n", v.Trial, vf.cfg.MaxTrials)
 	for _, r := range v.Memory {
 		answer, said := "", ""
 		if r.At > 0 && r.At < len(s.Transcript) {
