@@ -190,16 +190,16 @@ func Admit(b *Budget, consumed, reserved Usage) *Rejection {
 // at the highest rate an input token may bill at (Pricing.inputRate), the
 // maximum output at the output rate, the model deadline on the clock, plus
 // the configured per-turn tool allowance.
-func (e *Engine) modelReservation(inputTokens int64) Usage {
-	p := e.cfg.Model.Pricing
-	out := e.cfg.Model.MaxOutputTokens
+func (c *Config) modelReservation(inputTokens int64) Usage {
+	p := c.Model.Pricing
+	out := c.Model.MaxOutputTokens
 	r := Usage{
 		Turns:        1,
 		InputTokens:  inputTokens,
 		OutputTokens: out,
-		Cost:         TokenCost(inputTokens, p.inputRate()) + TokenCost(out, p.Output) + e.cfg.ToolAllowance.Cost,
-		ToolCalls:    e.cfg.ToolAllowance.Calls,
-		WallClock:    e.cfg.Model.Timeout + e.cfg.ToolAllowance.WallClock,
+		Cost:         TokenCost(inputTokens, p.inputRate()) + TokenCost(out, p.Output) + c.ToolAllowance.Cost,
+		ToolCalls:    c.ToolAllowance.Calls,
+		WallClock:    c.Model.Timeout + c.ToolAllowance.WallClock,
 	}
 	return r
 }
@@ -215,8 +215,8 @@ func (p Pricing) inputRate() Money { return max(p.Input, p.CachedInput, p.CacheW
 
 // modelCost prices what a provider reported: cached input at the cached
 // rate (or the input rate when none is set), the rest at the input rate.
-func (e *Engine) modelCost(u TokenUsage) Money {
-	p := e.cfg.Model.Pricing
+func (c *Config) modelCost(u TokenUsage) Money {
+	p := c.Model.Pricing
 	cachedRate := p.CachedInput
 	if cachedRate == 0 {
 		cachedRate = p.Input
@@ -377,6 +377,6 @@ func (e *Engine) Convergence(s *State) Convergence {
 	if s.Outcome == Completed {
 		c.TurnsToCompletion = u.Turns
 	}
-	c.Context = e.contextFigures(s)
+	c.Context = contextFigures(&e.cfg.Context, s)
 	return c
 }

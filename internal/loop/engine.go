@@ -50,6 +50,8 @@ type Engine struct {
 	planOffered             []ToolSchema
 	// verify judges final answers, when the run has a verifier.
 	verify *verifier
+	// context holds requests to the context policy.
+	context *contextPolicy
 }
 
 // Option configures an Engine.
@@ -147,6 +149,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		req.Messages = []Message{e.goal}
 		e.prefixLen = pm.EstimateInputTokens(req)
 	}
+	e.context = newContextPolicy(&e.cfg, e.goal, e.system, e.offered, e.estimator, e.request, e.estimateFresh)
 	if err := e.compilePlan(); err != nil {
 		return nil, err
 	}
@@ -201,7 +204,7 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	if s.Context.compacted(start) {
 		// Compacted messages are not the transcript's: built whole, and
 		// estimated on the last count when they extend what it counted.
-		req := e.contextRequest(s, start, len(s.Transcript))
+		req := e.context.request(s, start, len(s.Transcript))
 		return req, e.estimateFresh(s, req)
 	}
 	p := &s.prompt
@@ -324,7 +327,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 		}
 		if s.Phase == PhaseAct && len(in.Results) > 0 {
 			if n := e.applyResults(s, in.Results, now, &notes); n.ends() {
-				e.decide(s, n, &notes)
+				e.decide(s, n, now, &notes)
 			}
 		}
 		// Calls still dispatched have no result, and none will come.
@@ -336,13 +339,13 @@ func (e *Engine) Step(s *State, in Input) Effect {
 		e.finish(s, ApprovalDenied, reason, &notes)
 		eff = Effect{Kind: EffectFinish}
 	case s.Phase == PhaseAdmit:
-		eff = e.decide(s, e.admitTurn(s, now, &notes), &notes)
+		eff = e.decide(s, e.admitTurn(s, now, &notes), now, &notes)
 	case s.Phase == PhaseModel:
 		switch {
 		case in.ModelErr != nil:
-			eff = e.decide(s, e.onModelError(s, in.ModelErr, now, &notes), &notes)
+			eff = e.decide(s, e.onModelError(s, in.ModelErr, now, &notes), now, &notes)
 		case in.Reply != nil:
-			eff = e.decide(s, e.onReply(in.context(), s, in.Reply, now, &notes), &notes)
+			eff = e.decide(s, e.onReply(in.context(), s, in.Reply, now, &notes), now, &notes)
 		case s.RetryAt != nil:
 			// A retry's backoff: wait for it, then call again.
 			if w := retryWait(s, now); w != nil {
@@ -359,20 +362,20 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			prev := s.Attempt
 			s.Turn--
 			s.Phase = PhaseAdmit
-			eff = e.decide(s, e.admitTurn(s, now, &notes), &notes)
+			eff = e.decide(s, e.admitTurn(s, now, &notes), now, &notes)
 			if eff.Kind == EffectCallModel {
 				s.Attempt = prev + 1
 			}
 		}
 	case s.Phase == PhaseCompact:
-		eff = e.decide(s, e.onSummary(s, in, now, &notes), &notes)
+		eff = e.decide(s, e.onSummary(s, in, &notes), now, &notes)
 	case s.Phase == PhasePlanWave:
-		eff = e.decide(s, e.startWave(in.context(), s, now, &notes), &notes)
+		eff = e.decide(s, e.startWave(in.context(), s, now, &notes), now, &notes)
 	case s.Phase == PhaseApproval:
-		eff = e.decide(s, e.onAnswers(s, in.Answers, now, &notes), &notes)
+		eff = e.decide(s, e.onAnswers(s, in.Answers, now, &notes), now, &notes)
 	case s.Phase == PhaseAct:
 		if len(in.Results) == 0 {
-			eff = e.decide(s, e.onLostResults(s, now, &notes), &notes)
+			eff = e.decide(s, e.onLostResults(s, now, &notes), now, &notes)
 		} else {
 			n := e.applyResults(s, in.Results, now, &notes)
 			if e.verify != nil {
@@ -381,7 +384,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			if !n.ends() {
 				n = e.dispatchNext(s, now, &notes)
 			}
-			eff = e.decide(s, n, &notes)
+			eff = e.decide(s, n, now, &notes)
 		}
 	default:
 		e.finish(s, Error, fmt.Sprintf("the run's state has an unknown phase %q", s.Phase), &notes)
@@ -410,7 +413,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
 	notes, n := e.revet(ctx, s, now)
 	if n.ends() {
-		e.decide(s, n, &notes)
+		e.decide(s, n, now, &notes)
 	}
 	return notes
 }
@@ -458,9 +461,11 @@ func (e *Engine) tick(s *State, now time.Time) {
 
 // decide carries out what a stage returned: only here, in engine.go, does
 // a turn or a run end.
-func (e *Engine) decide(s *State, n next, notes *[]Note) Effect {
+func (e *Engine) decide(s *State, n next, now time.Time, notes *[]Note) Effect {
 	for {
 		switch n.kind {
+		case nextAdmit:
+			n = e.admitTurn(s, now, notes)
 		case nextAct:
 			n = e.startActing(s, notes)
 		case nextObserved:

@@ -297,7 +297,7 @@ func (e *Engine) planReservation(steps []PlanStep, levels map[string]int, plan T
 	for _, w := range waves {
 		r.WallClock += w.duration()
 	}
-	solve := e.modelReservation(e.estimate(&Request{System: e.solveSystem,
+	solve := e.cfg.modelReservation(e.estimate(&Request{System: e.solveSystem,
 		Messages: []Message{e.goal, {Role: RoleUser, Content: string(plan.Arguments)}}}))
 	r.Turns += solve.Turns
 	r.InputTokens += solve.InputTokens

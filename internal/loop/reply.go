@@ -28,13 +28,13 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 		s.Plan = &Plan{Number: 1}
 	}
 	req, est := e.request(s)
-	if e.contextOn(s) {
+	if e.context.on(s) {
 		var instead *next
-		if req, est, instead = e.fitContext(s, req, est, notes); instead != nil {
+		if req, est, instead = e.context.fit(s, req, est, notes); instead != nil {
 			return *instead
 		}
 	}
-	res := e.modelReservation(est.tokens)
+	res := e.cfg.modelReservation(est.tokens)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		return refusal(rej)
 	}
@@ -51,11 +51,11 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 // modelCallCost is the dollars a model call's reservation res holds for
 // the call itself: a turn's reservation also holds the per-turn tool
 // allowance, a summary's (phase PhaseCompact) holds only the call.
-func (e *Engine) modelCallCost(res Usage, phase Phase) Money {
+func (c *Config) modelCallCost(res Usage, phase Phase) Money {
 	if phase == PhaseCompact {
 		return res.Cost
 	}
-	return max(res.Cost-e.cfg.ToolAllowance.Cost, 0)
+	return max(res.Cost-c.ToolAllowance.Cost, 0)
 }
 
 func (e *Engine) chargeLostModelCall(s *State) {
@@ -63,7 +63,7 @@ func (e *Engine) chargeLostModelCall(s *State) {
 	s.Usage.Turns += r.Turns
 	s.Usage.InputTokens += r.InputTokens
 	s.Usage.OutputTokens += r.OutputTokens
-	s.Usage.Cost += e.modelCallCost(r, s.Phase)
+	s.Usage.Cost += e.cfg.modelCallCost(r, s.Phase)
 	s.Reserved = Usage{}
 	// What the provider counted of the lost call is unknown: the call
 	// made again is bounded whole.
@@ -151,7 +151,7 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	u.CachedInputTokens, u.CacheWriteTokens = max(u.CachedInputTokens, 0), max(u.CacheWriteTokens, 0)
 	res, bound := s.Reserved, s.inputBound()
-	cost = e.modelCost(r.Usage)
+	cost = e.cfg.modelCost(r.Usage)
 	if s.Phase != PhaseCompact { // a summary call is no turn
 		s.Usage.Turns++
 	}
@@ -163,7 +163,7 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	s.countInput(r.Usage.InputTokens, res.InputTokens)
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
-	reservedCost := e.modelCallCost(res, s.Phase)
+	reservedCost := e.cfg.modelCallCost(res, s.Phase)
 	why := usageAboveReservation(r.Usage, res, bound)
 	if why == "" {
 		if cost > reservedCost {
@@ -183,6 +183,45 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	return cost, fmt.Sprintf("the provider reported %d input and %d output tokens ($%s) for a model call on turn %d reserved at %d and %d ($%s): "+
 		"the run stops rather than spend past what it reserves (check the model's baseURL)",
 		r.Usage.InputTokens, r.Usage.OutputTokens, cost, s.Turn, res.InputTokens, res.OutputTokens, reservedCost)
+}
+
+// onSummary takes the summary call's reply, its error, or the news that
+// it was lost (a restart: in is empty). A summary is paid for once: a
+// lost call is charged its reservation and never made again, and a call
+// that failed or gave no summary leaves the older turns cleared instead.
+func (e *Engine) onSummary(s *State, in Input, notes *[]Note) next {
+	c := s.Context
+	p := c.Pending
+	start := s.trialStart()
+	summary, fallback := "", ""
+	switch {
+	case p == nil:
+	case in.Reply != nil:
+		r := in.Reply
+		if _, stop := e.settleReply(s, r, notes); stop != "" {
+			c.Pending = nil
+			return finishWith(Error, stop)
+		}
+		s.Reserved = Usage{}
+		if r.Refusal != "" || len(r.ToolCalls) > 0 || len(r.Content) == 0 {
+			fallback = "the summary call gave no summary"
+		} else {
+			summary = r.Content
+		}
+	case in.ModelErr != nil:
+		// A provider that failed the call is not charged for it.
+		s.Reserved, s.InFlight = Usage{}, nil
+		fallback = "the summary call failed (" + cut(in.ModelErr.Error(), 200) + ")"
+	default:
+		e.chargeLostModelCall(s)
+		fallback = "the summary call was lost (a restart); its reservation is charged and it is not made again"
+	}
+	c.Pending = nil
+	s.Phase = PhaseAdmit
+	if p != nil {
+		e.context.afterSummary(s, start, p, summary, fallback, notes)
+	}
+	return admitNow()
 }
 
 func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) next {

@@ -72,7 +72,7 @@ func retryWait(s *State, now time.Time) *Effect {
 func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note) next {
 	p := e.cfg.Model.Retry
 	msg := cut(err.Error(), 400)
-	if n, ok := e.contextLengthExceeded(s, err); ok {
+	if n, ok := e.context.lengthExceeded(s, err); ok {
 		return n
 	}
 	var te TransientError

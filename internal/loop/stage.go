@@ -21,6 +21,8 @@ const (
 	nextAct
 	// nextObserved: every call of the batch has its result.
 	nextObserved
+	// nextAdmit: admit the next turn now.
+	nextAdmit
 )
 
 // next is a stage's result.
@@ -43,6 +45,9 @@ func turnOver() next { return next{kind: nextEndTurn} }
 
 // act admits the vetted batch and runs it.
 func act() next { return next{kind: nextAct} }
+
+// admitNow admits the next turn in the same step.
+func admitNow() next { return next{kind: nextAdmit} }
 
 // observed says every call of the batch has its result.
 func observed() next { return next{kind: nextObserved} }

@@ -125,7 +125,7 @@ func (s *State) verifierCall() *Call {
 	return nil
 }
 
-// verifyAnswer hands a trial's final answer to the verifier: one call,
+// propose hands a trial's final answer to the verifier: one call,
 // reserved and charged like any other. Its arguments hold the model's
 // answer, so the call is vetted like one the model proposed: guardrails
 // (block or halt end the run GuardrailStop: the answer cannot be judged)
