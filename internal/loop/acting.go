@@ -24,7 +24,7 @@ func (e *Engine) startActing(s *State, notes *[]Note) next {
 // backoff has passed, before anything after them. When nothing is left,
 // every call has its result (observed).
 func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
-	e.stopFailedWave(s)
+	e.plan.stopFailedWave(s)
 	inflight := false
 	var reads []Invocation
 	for i := range s.Calls {

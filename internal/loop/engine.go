@@ -45,9 +45,8 @@ type Engine struct {
 	fpPrefix promptFP
 	// perMessage is the estimator when it estimates message by message.
 	perMessage MessageEstimator
-	// The planner's and the solver's prompts of a planExecute run.
-	planSystem, solveSystem string
-	planOffered             []ToolSchema
+	// plan runs the plans of a planExecute run.
+	plan *planner
 	// verify judges final answers, when the run has a verifier.
 	verify *verifier
 	// context holds requests to the context policy.
@@ -150,7 +149,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		e.prefixLen = pm.EstimateInputTokens(req)
 	}
 	e.context = newContextPolicy(&e.cfg, e.goal, e.system, e.offered, e.estimator, e.request, e.estimateFresh)
-	if err := e.compilePlan(); err != nil {
+	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.vetContext, e.vetCall); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -171,11 +170,16 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 // Config returns the normalised configuration the engine runs.
 func (e *Engine) Config() *Config { return &e.cfg }
 
-func (e *Engine) tool(name string) *ToolSpec {
-	if t := e.tools[name]; t != nil {
-		return t
-	}
-	return &ToolSpec{Name: name}
+func (e *Engine) tool(name string) *ToolSpec { return lookupTool(e.tools, name) }
+
+// PlanStepCall is the call the engine makes for a step of the accepted
+// plan (call id "p<plan>-<step>"), rebuilt from the plan in the transcript
+// and the results it names: a caller resuming from a saved state can
+// check that a step about to run is this one, as it checks the model's
+// proposals. ok is false when the id names no step with its dependencies
+// met.
+func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
+	return e.plan.stepCallOf(s, callID)
 }
 
 // Request assembles the prompt for the state's next model call: the
@@ -194,9 +198,9 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	if s.Plan != nil {
 		// The planner's and the solver's prompts are not the transcript
 		// (plan.go, plan_accept.go): they are built and estimated whole.
-		req := e.planRequest(s)
+		req := e.plan.planRequest(s)
 		if s.Plan.Stage == StageSolving {
-			req = e.solveRequest(s)
+			req = e.plan.solveRequest(s)
 		}
 		return req, e.estimateFresh(s, req)
 	}
@@ -370,7 +374,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	case s.Phase == PhaseCompact:
 		eff = e.decide(s, e.onSummary(s, in, &notes), now, &notes)
 	case s.Phase == PhasePlanWave:
-		eff = e.decide(s, e.startWave(in.context(), s, now, &notes), now, &notes)
+		eff = e.decide(s, e.plan.startWave(in.context(), s, now, &notes), now, &notes)
 	case s.Phase == PhaseApproval:
 		eff = e.decide(s, e.onAnswers(s, in.Answers, now, &notes), now, &notes)
 	case s.Phase == PhaseAct:
@@ -490,7 +494,7 @@ func (e *Engine) observed(s *State, notes *[]Note) next {
 		return e.verify.judge(s, c, notes)
 	}
 	if s.Plan != nil && s.Plan.Stage == StageExecuting {
-		return e.waveDone(s, notes)
+		return e.plan.waveDone(s, notes)
 	}
 	appendObservations(s)
 	return turnOver()

@@ -6,6 +6,7 @@ package loop
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -147,7 +148,7 @@ func resolve(result string, ph placeholder) (any, error) {
 
 // stepCall builds a step's call: its planned arguments with every
 // placeholder replaced by the result it names (read from the transcript).
-func (e *Engine) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) {
+func (pl *planner) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) {
 	sd := d.step(st.ID)
 	if sd == nil {
 		return ToolCall{}, fmt.Errorf("step %s is not in the plan", st.ID)
@@ -199,13 +200,9 @@ func (e *Engine) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) 
 	return tc, nil
 }
 
-// PlanStepCall is the call the engine makes for a step of the accepted
-// plan (call id "p<plan>-<step>"), rebuilt from the plan in the transcript
-// and the results it names: a caller resuming from a saved state can
-// check that a step about to run is this one, as it checks the model's
-// proposals. ok is false when the id names no step with its dependencies
-// met.
-func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
+// stepCallOf is the call for the step of the accepted plan that callID
+// names (see Engine.PlanStepCall).
+func (pl *planner) stepCallOf(s *State, callID string) (ToolCall, bool) {
 	if s.Plan == nil || s.Plan.Stage != StageExecuting || !strings.HasPrefix(callID, fmt.Sprintf("p%d-", s.Plan.Number)) {
 		return ToolCall{}, false
 	}
@@ -213,10 +210,48 @@ func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
 	if st == nil {
 		return ToolCall{}, false
 	}
-	d, err := e.acceptedPlan(s)
+	d, err := pl.acceptedPlan(s)
 	if err != nil {
 		return ToolCall{}, false
 	}
-	tc, err := e.stepCall(s, d, st)
+	tc, err := pl.stepCall(s, d, st)
 	return tc, err == nil
+}
+
+// planDoc is the submit_plan call's arguments.
+type planDoc struct {
+	Steps []planStepDoc `json:"steps"`
+}
+
+type planStepDoc struct {
+	ID        string          `json:"id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (d *planDoc) step(id string) *planStepDoc {
+	for i := range d.Steps {
+		if d.Steps[i].ID == id {
+			return &d.Steps[i]
+		}
+	}
+	return nil
+}
+
+// acceptedPlan reads the accepted plan from the transcript.
+func (pl *planner) acceptedPlan(s *State) (*planDoc, error) {
+	p := s.Plan
+	if p == nil || p.At < 0 || p.At >= len(s.Transcript) {
+		return nil, errors.New("the plan's message is not in the transcript")
+	}
+	for _, tc := range s.Transcript[p.At].ToolCalls {
+		if tc.ID == p.CallID && tc.Name == PlanTool {
+			var d planDoc
+			if err := json.Unmarshal(tc.Arguments, &d); err != nil {
+				return nil, fmt.Errorf("the plan's arguments cannot be read: %v", err)
+			}
+			return &d, nil
+		}
+	}
+	return nil, fmt.Errorf("the plan's call %s is not in the transcript", p.CallID)
 }

@@ -14,12 +14,12 @@ import (
 // startWave vets and starts every step whose dependencies have their
 // results, with its placeholders replaced; when no step is left, the
 // solver is due.
-func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) next {
-	ctx, cancel := e.vetContext(ctx)
+func (pl *planner) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) next {
+	ctx, cancel := pl.vetContext(ctx)
 	defer cancel()
 	p := s.Plan
 	s.Calls, s.Reserved = nil, Usage{}
-	doc, err := e.acceptedPlan(s)
+	doc, err := pl.acceptedPlan(s)
 	if err != nil {
 		return finishWith(Error, fmt.Sprintf("plan %d cannot go on: %v", p.Number, err))
 	}
@@ -39,7 +39,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 		if !ready {
 			continue
 		}
-		tc, err := e.stepCall(s, doc, st)
+		tc, err := pl.stepCall(s, doc, st)
 		if err != nil {
 			bc := Call{ToolCall: tc, State: CallProposed}
 			refuse(&bc, rejection{rule: RulePlaceholder, reason: "a placeholder cannot be resolved: " + err.Error(),
@@ -48,7 +48,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 			refused = true
 			continue
 		}
-		bc, halt := e.vetCall(ctx, tc, decodeArgs(tc.Arguments, e.cfg.Loop.IgnoreArguments), now, notes)
+		bc, halt := pl.vetCall(ctx, tc, decodeArgs(tc.Arguments, pl.cfg.Loop.IgnoreArguments), now, notes)
 		if halt != "" {
 			return finishWith(GuardrailStop, halt+" before the step ran: "+bc.Reason)
 		}
@@ -67,7 +67,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 	}
 	s.Calls = batch
 	if refused {
-		return e.waveDone(s, notes)
+		return pl.waveDone(s, notes)
 	}
 	for _, c := range batch {
 		msg := fmt.Sprintf("Plan %d step %s (%s) starts", p.Number, stepOf(c.ID), c.Name)
@@ -90,7 +90,7 @@ const RulePlaceholder = "plan.placeholder"
 // stopFailedWave, once a step of the running wave has failed or was
 // refused, drops the steps that have not started (the plan is going to be
 // replaced) and gives up the retries still due.
-func (e *Engine) stopFailedWave(s *State) {
+func (pl *planner) stopFailedWave(s *State) {
 	if s.Plan == nil || s.Plan.Stage != StageExecuting {
 		return
 	}
@@ -120,7 +120,7 @@ func (e *Engine) stopFailedWave(s *State) {
 // failed (after its retries) or did not run stops the plan: the planner is
 // asked for a new one, with the evidence so far. Otherwise the next wave
 // is due.
-func (e *Engine) waveDone(s *State, notes *[]Note) next {
+func (pl *planner) waveDone(s *State, notes *[]Note) next {
 	p := s.Plan
 	var failed *Call
 	for i := range s.Calls {
@@ -151,7 +151,7 @@ func (e *Engine) waveDone(s *State, notes *[]Note) next {
 			outcome = Escalated
 			why = fmt.Sprintf("step %s (%s) did not run (%s, %s)%s", stepOf(failed.ID), failed.Name, failed.ObsStatus, failed.Rule, suffix(cut(failed.Reason, 300)))
 		}
-		return e.replan(s, "", "stopped: "+why, outcome, nil, notes)
+		return pl.replan(s, "", "stopped: "+why, outcome, nil, notes)
 	}
 	s.Phase = PhasePlanWave
 	return proceed(Effect{Kind: EffectContinue})
@@ -162,13 +162,13 @@ func (e *Engine) waveDone(s *State, notes *[]Note) next {
 // so far; answer is the submit_plan call to answer (a refused plan), else
 // the message is the user's. With no replan left the run ends with
 // outcome.
-func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rejection, notes *[]Note) next {
+func (pl *planner) replan(s *State, answer, what string, outcome Outcome, rej *Rejection, notes *[]Note) next {
 	p := s.Plan
-	max := *e.cfg.Plan.MaxReplans
+	max := *pl.cfg.Plan.MaxReplans
 	var b strings.Builder
 	what = strings.TrimRight(what, ". ")
 	fmt.Fprintf(&b, "Plan %d %s.", p.Number, what)
-	if ev := e.evidence(s); ev != "" {
+	if ev := pl.evidence(s); ev != "" {
 		b.WriteString("\n\nEvidence so far (results of the steps that ran):\n\n" + ev)
 	}
 	left := p.Replans < max
@@ -191,30 +191,6 @@ func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rej
 	*notes = append(*notes, Note{Kind: NoteReplanned, Warning: true, Message: fmt.Sprintf("Plan %d %s; plan %d is asked for (replan %d of %d)",
 		p.Number-1, cut(what, 400), p.Number, p.Replans, max)})
 	return turnOver()
-}
-
-// evidence lists the results of the current plan's steps that ran, each
-// once, with the step's planned call.
-func (e *Engine) evidence(s *State) string {
-	p := s.Plan
-	if p == nil || len(p.Steps) == 0 {
-		return ""
-	}
-	doc, _ := e.acceptedPlan(s)
-	var b strings.Builder
-	for _, st := range p.Steps {
-		if st.At <= 0 || st.At >= len(s.Transcript) {
-			continue
-		}
-		args := "{}"
-		if doc != nil {
-			if sd := doc.step(st.ID); sd != nil {
-				args = compactJSON(CallArguments(sd.Arguments))
-			}
-		}
-		fmt.Fprintf(&b, "#%s = %s(%s):\n%s\n\n", st.ID, st.Tool, args, s.Transcript[st.At].Content)
-	}
-	return strings.TrimRight(b.String(), "\n")
 }
 
 // solverAnswer reads a solver's text answer: ok is false when it reports

@@ -359,3 +359,24 @@ type ContextPolicy struct {
 	// SummaryMaxOutputTokens bounds a summary call's output.
 	SummaryMaxOutputTokens int64
 }
+
+// Strategy is how a run reaches its goal.
+type Strategy string
+
+// Strategies.
+const (
+	// ReAct interleaves model calls and tool calls (the default).
+	ReAct Strategy = "react"
+	// PlanExecute plans, runs the plan, then answers from its evidence.
+	PlanExecute Strategy = "planExecute"
+)
+
+// PlanConfig bounds the plans of a planExecute run.
+type PlanConfig struct {
+	// MaxSteps is the most steps one plan may hold.
+	MaxSteps int
+	// MaxReplans is how many new plans may be asked for after a plan was
+	// refused, a step failed, or the solver found the evidence lacking.
+	// Nil is unset (the default applies); zero means none.
+	MaxReplans *int
+}
