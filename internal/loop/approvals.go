@@ -9,17 +9,6 @@ import (
 	"time"
 )
 
-// PendingCalls returns the calls waiting for a person.
-func (s *State) PendingCalls() []Call {
-	var out []Call
-	for _, c := range s.Calls {
-		if c.Verdict == Ask && c.Answer == "" && c.State == CallProposed {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, notes *[]Note) next {
 	waiting := 0
 	var oldest *Call

@@ -401,26 +401,6 @@ func (s *State) calibrate(tokens int64) {
 	c.CountedBound, c.CountedTokens, c.LastInputTokens = sent.Bound, tokens, tokens
 }
 
-// ContextFigures is the context policy that applied and what it did, for
-// status.context and the terminal.
-type ContextFigures struct {
-	MaxInputTokens     int64
-	Source             string
-	Strategy           ContextStrategy
-	Compactions        int
-	LastCompactionTurn int
-	LastInputTokens    int64
-}
-
-// contextFigures are the figures of policy p and the state's compactions.
-func contextFigures(p *ContextPolicy, s *State) ContextFigures {
-	f := ContextFigures{MaxInputTokens: p.MaxInputTokens, Source: p.Source, Strategy: p.Strategy}
-	if c := s.Context; c != nil {
-		f.Compactions, f.LastCompactionTurn, f.LastInputTokens = c.Compactions, c.LastCompactionTurn, c.LastInputTokens
-	}
-	return f
-}
-
 // turnAt is the turn of the transcript's message i (the next turn past
 // its end).
 func turnAt(s *State, i int) int {

@@ -10,61 +10,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-// maxAnswerBytes bounds the final answer kept in the state.
-const maxAnswerBytes = 32 << 10
 
 const systemPreamble = "You are an agent run by AgentRun. Work toward the goal given in the first user message, " +
 	"using the tools offered. Call tools when you need facts or need to act; when you have the answer, reply with it " +
 	"as plain text and no tool calls. Tool results may be cut, and failures arrive as plain sentences that say whether " +
 	"retrying can help: read them before you retry. If you cannot go on without a person, call " + EscalateTool +
 	" with the reason."
-
-// Engine is the agent loop for one run's configuration. It holds no run
-// state: every step takes the State and an Input and returns an Effect,
-// so the same engine serves any number of runs with that configuration,
-// and a run can be persisted between any two steps.
-type Engine struct {
-	cfg        Config
-	clock      func() time.Time
-	estimator  TokenEstimator
-	tools      map[string]*ToolSpec
-	rules      []compiledRule
-	guardrails []compiledGuardrail
-	schemas    map[string]*jsonschema.Schema
-	system     string
-	offered    []ToolSchema
-	goal       Message
-	// prefixLen estimates the input tokens of the system prompt, the tools
-	// and the goal; the estimate of a request adds each message's.
-	prefixLen int64
-	// fpPrefix fingerprints what precedes a ReAct request's messages.
-	fpPrefix promptFP
-	// perMessage is the estimator when it estimates message by message.
-	perMessage MessageEstimator
-	// plan runs the plans of a planExecute run.
-	plan *planner
-	// verify judges final answers, when the run has a verifier.
-	verify *verifier
-	// context holds requests to the context policy.
-	context *contextPolicy
-}
-
-// Option configures an Engine.
-type Option func(*Engine)
-
-// WithClock injects the clock (time.Now by default).
-func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
-
-// WithEstimator sets the token estimator used for admission. Without one,
-// the engine uses ByteEstimator: one token per byte of everything sent
-// plus fixed overheads, never below what providers report for ordinary
-// text. Estimates are built on the provider's counts (PromptCount) only
-// with an estimator that is a MessageEstimator.
-func WithEstimator(t TokenEstimator) Option { return func(e *Engine) { e.estimator = t } }
 
 // New compiles a run's configuration: defaults applied, CEL conditions,
 // guardrail patterns and tool parameter schemas compiled. An error names
@@ -167,11 +119,6 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 	return e.verify.call(s)
 }
 
-// Config returns the normalised configuration the engine runs.
-func (e *Engine) Config() *Config { return &e.cfg }
-
-func (e *Engine) tool(name string) *ToolSpec { return lookupTool(e.tools, name) }
-
 // PlanStepCall is the call the engine makes for a step of the accepted
 // plan (call id "p<plan>-<step>"), rebuilt from the plan in the transcript
 // and the results it names: a caller resuming from a saved state can
@@ -180,118 +127,6 @@ func (e *Engine) tool(name string) *ToolSpec { return lookupTool(e.tools, name) 
 // met.
 func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
 	return e.plan.stepCallOf(s, callID)
-}
-
-// Request assembles the prompt for the state's next model call: the
-// byte-stable prefix (system prompt, tool schemas, goal) first, then the
-// transcript of the current trial (all of it, without a verifier).
-func (e *Engine) Request(s *State) *Request {
-	req, _ := e.request(s)
-	return req
-}
-
-// request is Request with the estimate of its input tokens (see
-// PromptCount). Both cost what the transcript grew by since the last call
-// on this State, not its length: the messages, their bounds and their
-// fingerprints are kept in the State's prompt cache (see promptCache).
-func (e *Engine) request(s *State) (*Request, inputEstimate) {
-	if s.Plan != nil {
-		// The planner's and the solver's prompts are not the transcript
-		// (plan.go, plan_accept.go): they are built and estimated whole.
-		req := e.plan.planRequest(s)
-		if s.Plan.Stage == StageSolving {
-			req = e.plan.solveRequest(s)
-		}
-		return req, e.estimateFresh(s, req)
-	}
-	start := s.trialStart()
-	if s.Context.compacted(start) {
-		// Compacted messages are not the transcript's: built whole, and
-		// estimated on the last count when they extend what it counted.
-		req := e.context.request(s, start, len(s.Transcript))
-		return req, e.estimateFresh(s, req)
-	}
-	p := &s.prompt
-	if !p.fits(e, s, start) {
-		*p = promptCache{by: e, start: start, msgs: make([]Message, 1, 1+len(s.Transcript)-start)}
-		p.msgs[0] = e.goal
-		if len(s.Transcript) > 0 {
-			p.first = &s.Transcript[0]
-		}
-		if e.perMessage != nil {
-			p.fps = append(make([]promptFP, 0, cap(p.msgs)), p.chain.next(e.fpPrefix, &e.goal))
-			p.bounds = append(make([]int64, 0, cap(p.msgs)), 0)
-		}
-	}
-	for _, m := range s.Transcript[start+len(p.msgs)-1:] {
-		p.msgs = append(p.msgs, m)
-		if e.perMessage != nil {
-			p.tokens += e.perMessage.EstimateMessageTokens(&m)
-			p.fps = append(p.fps, p.chain.next(p.fps[len(p.fps)-1], &m))
-			p.bounds = append(p.bounds, p.tokens)
-		}
-	}
-	// The full slice expression keeps a model that appends to the request
-	// from writing into the cache.
-	msgs := p.msgs[:len(p.msgs):len(p.msgs)]
-	req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
-		EarlierAnswers: s.answersBefore(start)}
-	if e.perMessage == nil {
-		return req, inputEstimate{tokens: e.estimator.EstimateInputTokens(req)}
-	}
-	return req, builtOn(s.Counted, e.prefixLen+p.tokens, p.fps, p.bounds)
-}
-
-// prefixRequest is a ReAct request without its messages: what its
-// estimate and its fingerprint start from.
-func (e *Engine) prefixRequest() *Request {
-	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
-}
-
-// estimate is the bound of a whole request's input tokens.
-func (e *Engine) estimate(req *Request) int64 { return e.estimator.EstimateInputTokens(req) }
-
-// estimateFresh is the input estimate of a request built afresh (the
-// planner's or the solver's, whose prompts are not kept as they grow):
-// built on the last count when it extends the counted request, as the
-// transcript's is.
-func (e *Engine) estimateFresh(s *State, req *Request) inputEstimate {
-	full := e.estimate(req)
-	if e.perMessage == nil || len(req.Messages) == 0 {
-		return inputEstimate{tokens: full}
-	}
-	var chain fpChain
-	fps := make([]promptFP, len(req.Messages))
-	bounds := make([]int64, len(req.Messages))
-	prev := fpStart(e.cfg.Model.Provider, req)
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		prev = chain.next(prev, m)
-		fps[i] = prev
-		if i > 0 {
-			bounds[i] = bounds[i-1] + e.perMessage.EstimateMessageTokens(m)
-		}
-	}
-	return builtOn(s.Counted, full, fps, bounds)
-}
-
-func (p *promptCache) fits(e *Engine, s *State, start int) bool {
-	if p.by != e || p.start != start || len(p.msgs) == 0 || len(s.Transcript)-start < len(p.msgs)-1 {
-		return false
-	}
-	if len(s.Transcript) == 0 {
-		return p.first == nil
-	}
-	if p.first != &s.Transcript[0] {
-		return false
-	}
-	// A copy of the State stepped on its own may have written the slot
-	// after a shared prefix: the last cached message must still be there.
-	if n := len(p.msgs) - 1; n > 0 {
-		a, b := &p.msgs[n], &s.Transcript[start+n-1]
-		return a.Role == b.Role && a.Turn == b.Turn && a.CallID == b.CallID && a.Content == b.Content && len(a.ToolCalls) == len(b.ToolCalls)
-	}
-	return true
 }
 
 // Step advances the run by one phase: it applies the input to the state
@@ -513,13 +348,6 @@ func (e *Engine) endTurn(s *State) Effect {
 	s.Reserved = Usage{}
 	return Effect{Kind: EffectContinue}
 }
-
-// IdempotencyKey is the key a tool call carries: the run's id and the
-// call's id, "<run id>/<call id>" (for the operator, the AgentRun's UID,
-// such as "0f8e2c4a-6b1d-4c55-9a7e-2b1f3c4d5e6f/t3-c1"). Two runs never share
-// a key, and every attempt of one call (retries, a re-dispatch after a
-// restart) sends the same one.
-func IdempotencyKey(runID, callID string) string { return runID + "/" + callID }
 
 // randomRunID names a run whose configuration gave it no id.
 func randomRunID() string {

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -219,4 +220,42 @@ func (pl *planner) evidence(s *State) string {
 		fmt.Fprintf(&b, "#%s = %s(%s):\n%s\n\n", st.ID, st.Tool, args, s.Transcript[st.At].Content)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// planDoc is the submit_plan call's arguments.
+type planDoc struct {
+	Steps []planStepDoc `json:"steps"`
+}
+
+type planStepDoc struct {
+	ID        string          `json:"id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (d *planDoc) step(id string) *planStepDoc {
+	for i := range d.Steps {
+		if d.Steps[i].ID == id {
+			return &d.Steps[i]
+		}
+	}
+	return nil
+}
+
+// acceptedPlan reads the accepted plan from the transcript.
+func (pl *planner) acceptedPlan(s *State) (*planDoc, error) {
+	p := s.Plan
+	if p == nil || p.At < 0 || p.At >= len(s.Transcript) {
+		return nil, errors.New("the plan's message is not in the transcript")
+	}
+	for _, tc := range s.Transcript[p.At].ToolCalls {
+		if tc.ID == p.CallID && tc.Name == PlanTool {
+			var d planDoc
+			if err := json.Unmarshal(tc.Arguments, &d); err != nil {
+				return nil, fmt.Errorf("the plan's arguments cannot be read: %v", err)
+			}
+			return &d, nil
+		}
+	}
+	return nil, fmt.Errorf("the plan's call %s is not in the transcript", p.CallID)
 }

@@ -6,7 +6,6 @@ package loop
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -216,42 +215,4 @@ func (pl *planner) stepCallOf(s *State, callID string) (ToolCall, bool) {
 	}
 	tc, err := pl.stepCall(s, d, st)
 	return tc, err == nil
-}
-
-// planDoc is the submit_plan call's arguments.
-type planDoc struct {
-	Steps []planStepDoc `json:"steps"`
-}
-
-type planStepDoc struct {
-	ID        string          `json:"id"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-func (d *planDoc) step(id string) *planStepDoc {
-	for i := range d.Steps {
-		if d.Steps[i].ID == id {
-			return &d.Steps[i]
-		}
-	}
-	return nil
-}
-
-// acceptedPlan reads the accepted plan from the transcript.
-func (pl *planner) acceptedPlan(s *State) (*planDoc, error) {
-	p := s.Plan
-	if p == nil || p.At < 0 || p.At >= len(s.Transcript) {
-		return nil, errors.New("the plan's message is not in the transcript")
-	}
-	for _, tc := range s.Transcript[p.At].ToolCalls {
-		if tc.ID == p.CallID && tc.Name == PlanTool {
-			var d planDoc
-			if err := json.Unmarshal(tc.Arguments, &d); err != nil {
-				return nil, fmt.Errorf("the plan's arguments cannot be read: %v", err)
-			}
-			return &d, nil
-		}
-	}
-	return nil, fmt.Errorf("the plan's call %s is not in the transcript", p.CallID)
 }

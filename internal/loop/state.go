@@ -554,3 +554,17 @@ type promptCache struct {
 	fps    []promptFP
 	chain  fpChain
 }
+
+// maxAnswerBytes bounds the final answer kept in the state.
+const maxAnswerBytes = 32 << 10
+
+// PendingCalls returns the calls waiting for a person.
+func (s *State) PendingCalls() []Call {
+	var out []Call
+	for _, c := range s.Calls {
+		if c.Verdict == Ask && c.Answer == "" && c.State == CallProposed {
+			out = append(out, c)
+		}
+	}
+	return out
+}
