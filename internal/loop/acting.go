@@ -101,7 +101,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				continue
 			}
 			t := e.tool(c.Name)
-			e.settleCall(s, t, c.Attempts <= 1)
+			s.settleCall(t, c.Attempts <= 1)
 			if r.Failure.Transient() {
 				c.State, c.LastFailure = CallRetrying, failureSummary(r.Failure)
 				retry = append(retry, retryCandidate{call: c, retryAfter: r.Failure.RetryAfter, failure: r})
@@ -109,7 +109,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
 			c.State = CallDone
-			if g := e.screenResult(c, notes); g != "" && halted == nil {
+			if g := e.guardrails.screenResult(c, notes); g != "" && halted == nil {
 				halted, haltedBy = c, g
 			}
 			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
@@ -140,7 +140,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 // so the declared ceiling is charged (never under-counted). Every attempt
 // is a tool call; only a call's first attempt counts against its tool's
 // perTool limit, which bounds distinct calls, not retries of one.
-func (e *Engine) settleCall(s *State, t *ToolSpec, first bool) {
+func (s *State) settleCall(t *ToolSpec, first bool) {
 	s.Usage.ToolCalls++
 	if s.Usage.PerTool == nil {
 		s.Usage.PerTool = map[string]int{}
@@ -180,7 +180,7 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) next {
 		}
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
-		e.settleCall(s, t, c.Attempts <= 1)
+		s.settleCall(t, c.Attempts <= 1)
 		*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: true,
 			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})
 	}
@@ -202,7 +202,7 @@ func (e *Engine) abandonCalls(s *State, notes *[]Note) {
 			continue
 		}
 		t := e.tool(c.Name)
-		e.settleCall(s, t, c.Attempts <= 1)
+		s.settleCall(t, c.Attempts <= 1)
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
 		msg := fmt.Sprintf("%s %s was in flight when the run was cancelled and its result was lost: its outcome is unknown, and it is charged as a call made", c.ID, c.Name)

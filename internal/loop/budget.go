@@ -144,14 +144,14 @@ func (c *Config) modelCost(u TokenUsage) Money {
 // is hard and some of its tools declare no maxCostUSD: the ceiling counts
 // their calls as $0, so it bounds only what the model and the priced tools
 // spend. Nil when every tool is priced or the cost ceiling is soft.
-func (e *Engine) undeclaredToolCosts() *Note {
-	b := &e.cfg.Budget
+func (c *Config) undeclaredToolCosts() *Note {
+	b := &c.Budget
 	if b.soft(DimCost) {
 		return nil
 	}
 	var names []string
-	for i := range e.cfg.Tools {
-		if t := &e.cfg.Tools[i]; !t.CostDeclared && t.MaxCost == 0 {
+	for i := range c.Tools {
+		if t := &c.Tools[i]; !t.CostDeclared && t.MaxCost == 0 {
 			names = append(names, t.Name)
 		}
 	}

@@ -19,7 +19,7 @@ type Engine struct {
 	estimator  TokenEstimator
 	tools      map[string]*ToolSpec
 	rules      []compiledRule
-	guardrails []compiledGuardrail
+	guardrails guardrailSet
 	schemas    map[string]*jsonschema.Schema
 	system     string
 	offered    []ToolSchema

@@ -95,13 +95,15 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if pm, ok := e.estimator.(MessageEstimator); ok {
 		e.perMessage = pm
-		req := e.prefixRequest()
+		// A ReAct request without its messages: what its estimate and
+		// its fingerprint start from.
+		req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
 		e.fpPrefix = fpStart(e.cfg.Model.Provider, req)
 		req.Messages = []Message{e.goal}
 		e.prefixLen = pm.EstimateInputTokens(req)
 	}
 	e.context = newContextPolicy(&e.cfg, e.goal, e.system, e.offered, e.estimator, e.request, e.estimateFresh)
-	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.vetContext, e.vetCall); err != nil {
+	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.cfg.vetContext, e.vetCall); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -147,7 +149,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	if s.Done() {
 		return Effect{Kind: EffectFinish, Notes: notes}
 	}
-	e.tick(s, now)
+	s.tick(now)
 	var eff Effect
 	switch {
 	case in.Cancel:
@@ -288,7 +290,7 @@ func (e *Engine) Abort(s *State, o Outcome, reason string) Effect {
 
 // tick adds the time worked since the last step to the wall clock. Time
 // spent waiting for a person is not work.
-func (e *Engine) tick(s *State, now time.Time) {
+func (s *State) tick(now time.Time) {
 	if s.ActiveSince.IsZero() || s.Phase == PhaseApproval {
 		return
 	}

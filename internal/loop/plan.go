@@ -96,7 +96,7 @@ type planner struct {
 	// tools and guardrails are the engine's, compiled.
 	offered    []ToolSchema
 	tools      map[string]*ToolSpec
-	guardrails []compiledGuardrail
+	guardrails guardrailSet
 	estimator  TokenEstimator
 	// The planner's and the solver's prompts.
 	planSystem, solveSystem string
@@ -110,7 +110,7 @@ type planner struct {
 // planExecute run, prepares its prompts: the planner's lists the declared
 // tools (as documentation) and offers submit_plan, the solver's offers
 // nothing. A ReAct run's planner is never asked to plan.
-func newPlanner(cfg *Config, goal Message, offered []ToolSchema, tools map[string]*ToolSpec, guardrails []compiledGuardrail,
+func newPlanner(cfg *Config, goal Message, offered []ToolSchema, tools map[string]*ToolSpec, guardrails guardrailSet,
 	estimator TokenEstimator, vetContext func(context.Context) (context.Context, context.CancelFunc),
 	vetCall func(context.Context, ToolCall, decodedArgs, time.Time, *[]Note) (Call, string)) (*planner, error) {
 	pl := &planner{cfg: cfg, goal: goal, offered: offered, tools: tools, guardrails: guardrails, estimator: estimator,

@@ -63,21 +63,12 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	return req, builtOn(s.Counted, e.prefixLen+p.tokens, p.fps, p.bounds)
 }
 
-// prefixRequest is a ReAct request without its messages: what its
-// estimate and its fingerprint start from.
-func (e *Engine) prefixRequest() *Request {
-	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
-}
-
-// estimate is the bound of a whole request's input tokens.
-func (e *Engine) estimate(req *Request) int64 { return e.estimator.EstimateInputTokens(req) }
-
 // estimateFresh is the input estimate of a request built afresh (the
 // planner's or the solver's, whose prompts are not kept as they grow):
 // built on the last count when it extends the counted request, as the
 // transcript's is.
 func (e *Engine) estimateFresh(s *State, req *Request) inputEstimate {
-	full := e.estimate(req)
+	full := e.estimator.EstimateInputTokens(req)
 	if e.perMessage == nil || len(req.Messages) == 0 {
 		return inputEstimate{tokens: full}
 	}

@@ -18,7 +18,7 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 	if s.StartedAt == nil {
 		t := now
 		s.StartedAt, s.ActiveSince = &t, t
-		if n := e.undeclaredToolCosts(); n != nil {
+		if n := e.cfg.undeclaredToolCosts(); n != nil {
 			*notes = append(*notes, *n)
 		}
 	}
@@ -272,7 +272,7 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 			Message{Role: RoleUser, Turn: s.Turn, Content: "Your answer was empty. Give the final answer, or call a tool."})
 		return turnOver()
 	case len(r.ToolCalls) == 0:
-		content, halt := e.screenAnswer(s, r.Content, notes)
+		content, halt := e.guardrails.screenAnswer(s, r.Content, notes)
 		// Thinking that led to an answer a guardrail changed is not kept:
 		// it may say what the guardrail took out.
 		reasoning := r.Reasoning

@@ -22,7 +22,7 @@ import (
 // a guardrail halts the run or blocks the call, and the policy allows,
 // denies or asks. Any ask moves the run to approval; otherwise it acts.
 func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) next {
-	ctx, cancel := e.vetContext(ctx)
+	ctx, cancel := e.cfg.vetContext(ctx)
 	defer cancel()
 	batch := make([]Call, len(calls))
 	asks := 0
@@ -48,8 +48,8 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 }
 
 // vetContext bounds the vetting of one step by cfg.VetTimeout.
-func (e *Engine) vetContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, e.cfg.VetTimeout, errVetDeadline)
+func (c *Config) vetContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, c.VetTimeout, errVetDeadline)
 }
 
 // vetCall gives one proposed call its verdict and notes it. A call that
@@ -62,7 +62,7 @@ func (e *Engine) vetCall(ctx context.Context, c ToolCall, d decodedArgs, now tim
 	tool := e.tools[c.Name]
 	if tool == nil {
 		refuse(&bc, rejection{rule: RuleUnknownTool, reason: fmt.Sprintf("no tool is named %q", c.Name),
-			observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames())}, notes)
+			observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, offeredNames(e.offered))}, notes)
 		return bc, ""
 	}
 	bc.Mutates = tool.Mutates
@@ -145,9 +145,10 @@ func vettedNote(c *Call) Note {
 		Message: fmt.Sprintf("%s %s: %s (%s)%s", c.ID, c.Name, c.Verdict, c.Rule, suffix(c.Reason))}
 }
 
-func (e *Engine) toolNames() string {
-	names := make([]string, 0, len(e.offered))
-	for _, t := range e.offered {
+// offeredNames lists the tools offered.
+func offeredNames(offered []ToolSchema) string {
+	names := make([]string, 0, len(offered))
+	for _, t := range offered {
 		names = append(names, t.Name)
 	}
 	return strings.Join(names, ", ")
