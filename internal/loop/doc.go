@@ -34,9 +34,12 @@
 // other (go run ./hack/loopgraph counts such references):
 //
 //   - engine.go, at the top: New (compiling the configuration and building
-//     the collaborators), Step, the order of a turn's checks, and the end
-//     of a turn and of a run (including Refuse and Abort); defaults.go:
-//     the configuration's defaults.
+//     the collaborators), Step, the order of a turn's checks (admission,
+//     then a reply's: charged, refused, unreadable, an answer, or calls
+//     checked for a loop before the tool-call ceiling), what follows a
+//     vetted and an observed batch, and the end of a turn and of a run
+//     (including Refuse and Abort); defaults.go: the configuration's
+//     defaults.
 //   - compiled.go: the Engine, a compiled configuration; prompt.go: request
 //     assembly; estimate.go: the input estimate behind every reservation.
 //   - reply.go: reading a model's answer and charging it; retry.go: model

@@ -239,6 +239,111 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	return eff
 }
 
+// admitTurn is step 0 of a turn (seed 000): the next request is
+// assembled and held to the context policy (which may compact, or end the
+// run when nothing more fits), then the model call's exposure is admitted
+// against every hard ceiling before anything is paid.
+func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
+	if s.StartedAt == nil {
+		t := now
+		s.StartedAt, s.ActiveSince = &t, t
+		if n := e.cfg.undeclaredToolCosts(); n != nil {
+			*notes = append(*notes, *n)
+		}
+	}
+	s.Calls = nil
+	if e.cfg.Strategy == PlanExecute && s.Plan == nil {
+		s.Plan = &Plan{Number: 1}
+	}
+	req, est := e.request(s)
+	if e.context.on(s) {
+		var instead *next
+		if req, est, instead = e.context.fit(s, req, est, notes); instead != nil {
+			return *instead
+		}
+	}
+	res := e.cfg.modelReservation(est.tokens)
+	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+		return refusal(rej)
+	}
+	s.Turn++
+	s.Attempt = 1
+	s.Reserved = res
+	s.InFlight = est.sent
+	s.Phase = PhaseModel
+	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
+		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
+	return proceed(Effect{Kind: EffectCallModel, Request: req})
+}
+
+// onReply takes a model's reply. The order of the checks is the seed's
+// (seed 000: ordering the stop conditions):
+//
+//  1. the reply is charged; a usage far above its reservation ends the
+//     run Error, and nothing of the reply is read;
+//  2. a refusal ends the run GuardrailStop;
+//  3. a reply that cannot be read (cut off, too many calls, empty) ends
+//     the turn;
+//  4. a final answer: an output guardrail that halts (GuardrailStop),
+//     then the solver's verdict on its evidence (a replan), then the
+//     verifier, else the run is Completed;
+//  5. proposed calls: loop detection first, so a stuck run is named
+//     LoopDetected before any ceiling can call it BudgetExhausted; then
+//     the tool-call ceiling, before any call is vetted; then the plan, or
+//     vetting.
+func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) next {
+	if stop := e.chargeReply(s, r, notes); stop != "" {
+		return finishWith(Error, stop)
+	}
+	if r.Refusal != "" {
+		return finishWith(GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400))
+	}
+	if unreadable(s, r, e.cfg.Model.MaxOutputTokens, notes) {
+		return turnOver()
+	}
+	solving := s.Plan != nil && s.Plan.Stage == StageSolving
+	if len(r.ToolCalls) == 0 {
+		content, halt := e.takeAnswer(s, r, notes)
+		if halt != "" {
+			return finishWith(GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn))
+		}
+		if solving {
+			if missing, ok := solverAnswer(content); !ok {
+				return e.plan.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
+			}
+		}
+		s.Answer = cut(content, maxAnswerBytes)
+		if e.verify != nil {
+			return e.verify.propose(ctx, s, notes)
+		}
+		reason := fmt.Sprintf("the model gave a final answer on turn %d", s.Turn)
+		if solving {
+			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
+		}
+		return finishWith(Completed, reason)
+	}
+	calls, decoded := proposals(s, r, e.cfg.Loop.IgnoreArguments)
+	// A planner's answer is a plan, not calls to repeat: it is checked as
+	// a plan.
+	if s.Plan == nil {
+		for i, c := range calls {
+			if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
+				return finishWith(LoopDetected, d.reason(e.cfg.Loop))
+			}
+		}
+	}
+	// A batch that could not be admitted whatever its verdicts ends the
+	// run before any of it is vetted: vetting costs the operator work
+	// (schemas, CEL, guardrails) for each call.
+	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
+		return refusal(rej)
+	}
+	if s.Plan != nil {
+		return e.plan.onPlanCalls(ctx, s, calls, decoded, now, notes)
+	}
+	return e.vetBatch(ctx, s, calls, decoded, now, notes)
+}
+
 // Revet vets again the calls of a batch that waits for people, under the
 // engine's configuration as it is now, and keeps for each call the
 // stricter of the saved verdict and the new one. A caller that resumes a

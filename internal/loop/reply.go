@@ -5,47 +5,12 @@ package loop
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"time"
 )
-
-func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
-	if s.StartedAt == nil {
-		t := now
-		s.StartedAt, s.ActiveSince = &t, t
-		if n := e.cfg.undeclaredToolCosts(); n != nil {
-			*notes = append(*notes, *n)
-		}
-	}
-	s.Calls = nil
-	if e.cfg.Strategy == PlanExecute && s.Plan == nil {
-		s.Plan = &Plan{Number: 1}
-	}
-	req, est := e.request(s)
-	if e.context.on(s) {
-		var instead *next
-		if req, est, instead = e.context.fit(s, req, est, notes); instead != nil {
-			return *instead
-		}
-	}
-	res := e.cfg.modelReservation(est.tokens)
-	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		return refusal(rej)
-	}
-	s.Turn++
-	s.Attempt = 1
-	s.Reserved = res
-	s.InFlight = est.sent
-	s.Phase = PhaseModel
-	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
-		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
-	return proceed(Effect{Kind: EffectCallModel, Request: req})
-}
 
 // modelCallCost is the dollars a model call's reservation res holds for
 // the call itself: a turn's reservation also holds the per-turn tool
@@ -223,7 +188,10 @@ func (e *Engine) onSummary(s *State, in Input, notes *[]Note) next {
 	return admitNow()
 }
 
-func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) next {
+// chargeReply charges a model's reply and notes what it answered. A
+// usage far above the call's reservation is charged too, and stop says
+// why the run must end.
+func (e *Engine) chargeReply(s *State, r *Reply, notes *[]Note) (stop string) {
 	settled := len(*notes)
 	cost, stop := e.settleReply(s, r, notes)
 	what := "a final answer"
@@ -240,68 +208,59 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	// The answer's note comes before any note settling it wrote.
 	*notes = slices.Insert(*notes, settled, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
 		s.Turn, what, r.Usage.InputTokens, r.Usage.OutputTokens, cost)})
-	if stop != "" {
-		// Nothing of this reply is read: no call of it is vetted or run,
-		// and no answer of it is accepted.
-		return finishWith(Error, stop)
-	}
+	return stop
+}
 
+// unreadable reports whether the reply cannot be taken as an answer or a
+// batch: cut off at the output limit, more calls than one answer may
+// carry, or empty. The model is told why, in the transcript, and asked
+// again next turn (the turn counts). maxOutput is model.maxOutputTokens.
+func unreadable(s *State, r *Reply, maxOutput int64, notes *[]Note) bool {
 	switch {
-	case r.Refusal != "":
-		return finishWith(GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400))
 	case r.Truncated:
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer was cut off at the output limit of %d tokens "+
-				"and was not accepted. Answer again, more briefly, or call one tool at a time.", e.cfg.Model.MaxOutputTokens)})
-		return turnOver()
+				"and was not accepted. Answer again, more briefly, or call one tool at a time.", maxOutput)})
 	case len(r.ToolCalls) > MaxCallsPerReply:
-		// Nothing of such a batch is read, decoded or vetted: the model is
-		// told the bound and asked again (the turn counts, as a
-		// truncated answer's does).
+		// Nothing of such a batch is read, decoded or vetted.
 		*notes = append(*notes, Note{Kind: NoteBatchRefused, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
 			"The model proposed %d tool calls on turn %d; at most %d are read from one answer, so none was vetted or run", len(r.ToolCalls), s.Turn, MaxCallsPerReply)})
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer proposed %d tool calls; at most %d are accepted in one answer, "+
 				"so none of them ran. Propose fewer calls at a time.", len(r.ToolCalls), MaxCallsPerReply)})
-		return turnOver()
 	case len(r.ToolCalls) == 0 && strings.TrimSpace(r.Content) == "":
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn},
 			Message{Role: RoleUser, Turn: s.Turn, Content: "Your answer was empty. Give the final answer, or call a tool."})
-		return turnOver()
-	case len(r.ToolCalls) == 0:
-		content, halt := e.guardrails.screenAnswer(s, r.Content, notes)
-		// Thinking that led to an answer a guardrail changed is not kept:
-		// it may say what the guardrail took out.
-		reasoning := r.Reasoning
-		if content != r.Content || halt != "" {
-			reasoning = nil
-		}
-		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content, Reasoning: reasoning})
-		if halt != "" {
-			return finishWith(GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn))
-		}
-		if s.Plan != nil && s.Plan.Stage == StageSolving {
-			if missing, ok := solverAnswer(content); !ok {
-				return e.plan.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
-			}
-		}
-		s.Answer = cut(content, maxAnswerBytes)
-		if e.verify != nil {
-			return e.verify.propose(ctx, s, notes)
-		}
-		reason := fmt.Sprintf("the model gave a final answer on turn %d", s.Turn)
-		if s.Plan != nil && s.Plan.Stage == StageSolving {
-			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
-		}
-		return finishWith(Completed, reason)
+	default:
+		return false
 	}
+	return true
+}
 
-	// Decode every call's arguments once: the canonical form serves loop
-	// detection and guardrails, the value serves the schema and CEL. What
-	// one answer may carry is bounded (MaxCallsPerReply, the reply cap).
+// takeAnswer screens a final answer with the output guardrails and
+// appends it to the transcript. halt names a guardrail that halts the
+// run.
+func (e *Engine) takeAnswer(s *State, r *Reply, notes *[]Note) (content, halt string) {
+	content, halt = e.guardrails.screenAnswer(s, r.Content, notes)
+	// Thinking that led to an answer a guardrail changed is not kept:
+	// it may say what the guardrail took out.
+	reasoning := r.Reasoning
+	if content != r.Content || halt != "" {
+		reasoning = nil
+	}
+	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content, Reasoning: reasoning})
+	return content, halt
+}
+
+// proposals reads the reply's calls and appends them to the transcript.
+// Every call's arguments are decoded once: the canonical form serves loop
+// detection and guardrails, the value serves the schema and CEL. What one
+// answer may carry is bounded (MaxCallsPerReply, the reply cap). ignore
+// is loop.ignoreArguments.
+func proposals(s *State, r *Reply, ignore []string) ([]ToolCall, []decodedArgs) {
 	calls := make([]ToolCall, len(r.ToolCalls))
 	decoded := make([]decodedArgs, len(calls))
 	for i, c := range r.ToolCalls {
@@ -309,35 +268,12 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		if len(bytes.TrimSpace(calls[i].Arguments)) == 0 {
 			calls[i].Arguments = json.RawMessage("{}")
 		}
-		decoded[i] = decodeArgs(calls[i].Arguments, e.cfg.Loop.IgnoreArguments)
+		decoded[i] = decodeArgs(calls[i].Arguments, ignore)
 		// The state is a JSON document: arguments that are not JSON are
 		// kept as a JSON string of the text the model sent (the call is
-		// refused below, saying they were not JSON).
+		// refused when vetted, saying they were not JSON).
 		calls[i].Arguments = CallArguments(calls[i].Arguments)
 	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls, Reasoning: r.Reasoning})
-
-	// Loop detection names a stuck run before any ceiling can: a run that
-	// repeats itself until maxToolCalls runs out is stuck, not short of
-	// capacity (seed 000, ordering the stop conditions). A planner's
-	// answer is a plan, not calls to repeat: it is checked as a plan.
-	if s.Plan == nil {
-		for i, c := range calls {
-			if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
-				return finishWith(LoopDetected, d.reason(e.cfg.Loop))
-			}
-		}
-	}
-
-	// A batch that could not be admitted whatever its verdicts ends the
-	// run before any of it is vetted: vetting costs the operator work
-	// (schemas, CEL, guardrails) for each call.
-	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
-		return refusal(rej)
-	}
-	if s.Plan != nil {
-		return e.plan.onPlanCalls(ctx, s, calls, decoded, now, notes)
-	}
-
-	return e.vetBatch(ctx, s, calls, decoded, now, notes)
+	return calls, decoded
 }
