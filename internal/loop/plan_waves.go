@@ -48,7 +48,11 @@ func (pl *planner) startWave(ctx context.Context, s *State, now time.Time, notes
 			refused = true
 			continue
 		}
-		bc, halt := pl.vetCall(ctx, tc, decodeArgs(tc.Arguments, pl.cfg.Loop.IgnoreArguments), now, notes)
+		// vetCall is a function the planner holds: what it is handed
+		// escapes, so it notes into its own slice, not the step's.
+		var vetted []Note
+		bc, halt := pl.vetCall(ctx, tc, decodeArgs(tc.Arguments, pl.cfg.Loop.IgnoreArguments), now, &vetted)
+		*notes = append(*notes, vetted...)
 		if halt != "" {
 			return finishWith(GuardrailStop, halt+" before the step ran: "+bc.Reason)
 		}
