@@ -44,11 +44,14 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 			p.bounds = append(make([]int64, 0, cap(p.msgs)), 0)
 		}
 	}
-	for _, m := range s.Transcript[start+len(p.msgs)-1:] {
-		p.msgs = append(p.msgs, m)
+	// Each message is read in place: a copy whose address the estimator
+	// takes would be allocated on every turn.
+	for i := start + len(p.msgs) - 1; i < len(s.Transcript); i++ {
+		m := &s.Transcript[i]
+		p.msgs = append(p.msgs, *m)
 		if e.perMessage != nil {
-			p.tokens += e.perMessage.EstimateMessageTokens(&m)
-			p.fps = append(p.fps, p.chain.next(p.fps[len(p.fps)-1], &m))
+			p.tokens += e.perMessage.EstimateMessageTokens(m)
+			p.fps = append(p.fps, p.chain.next(p.fps[len(p.fps)-1], m))
 			p.bounds = append(p.bounds, p.tokens)
 		}
 	}
