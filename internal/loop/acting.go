@@ -112,7 +112,8 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 			if g := e.guardrails.screenResult(c, notes); g != "" && halted == nil {
 				halted, haltedBy = c, g
 			}
-			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
+			// Every result has a note: the message is joined, not formatted.
+			msg := c.ID + " " + c.Name + ": " + string(c.ObsStatus)
 			if r.Failure != nil {
 				msg += fmt.Sprintf(" (%s", r.Failure.Kind)
 				if r.Failure.Code != 0 {

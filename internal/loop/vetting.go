@@ -140,9 +140,10 @@ func refuse(c *Call, r rejection, notes *[]Note) {
 }
 
 // vettedNote records a call's verdict; anything but allow is a warning.
+// (Every call has one: the message is joined, not formatted.)
 func vettedNote(c *Call) Note {
 	return Note{Kind: NoteCallVetted, CallID: c.ID, Warning: c.Verdict != Allow,
-		Message: fmt.Sprintf("%s %s: %s (%s)%s", c.ID, c.Name, c.Verdict, c.Rule, suffix(c.Reason))}
+		Message: c.ID + " " + c.Name + ": " + string(c.Verdict) + " (" + c.Rule + ")" + suffix(c.Reason)}
 }
 
 // offeredNames lists the tools offered.
