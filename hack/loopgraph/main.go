@@ -50,10 +50,36 @@ func main() {
 }
 
 func run(w io.Writer, dir string, verbose bool) error {
+	sh, err := measure(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Engine methods: %d\n", sh.methods)
+	fmt.Fprintf(w, "files calling Engine.finish: %d %s\n", len(sh.finishers), sh.finishers)
+	fmt.Fprintf(w, "files calling Engine.endTurn: %d %s\n", len(sh.turnEnders), sh.turnEnders)
+	fmt.Fprintf(w, "references that run back up: %d (between %d pairs of files)\n", sh.backUp, len(sh.pairs))
+	if verbose {
+		for _, p := range sh.pairs {
+			fmt.Fprintln(w, p)
+		}
+	}
+	return nil
+}
+
+// shape is what loopgraph measures of a package.
+type shape struct {
+	methods               int
+	finishers, turnEnders []string
+	backUp                int
+	// pairs describes each pair of files that refer to each other.
+	pairs []string
+}
+
+func measure(dir string) (*shape, error) {
 	fset := token.NewFileSet()
 	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var files []*ast.File
 	for _, n := range names {
@@ -62,16 +88,16 @@ func run(w io.Writer, dir string, verbose bool) error {
 		}
 		f, err := parser.ParseFile(fset, n, nil, parser.SkipObjectResolution)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		files = append(files, f)
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("no Go files in %s", dir)
+		return nil, fmt.Errorf("no Go files in %s", dir)
 	}
 	exports, err := exportData("./" + filepath.ToSlash(dir))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
 		p, ok := exports[path]
@@ -83,7 +109,7 @@ func run(w io.Writer, dir string, verbose bool) error {
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
 	pkg, err := conf.Check(files[0].Name.Name, fset, files, info)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	fileOf := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
@@ -142,16 +168,7 @@ func run(w io.Writer, dir string, verbose bool) error {
 	}
 	sort.Strings(pairs)
 
-	fmt.Fprintf(w, "Engine methods: %d\n", methods)
-	fmt.Fprintf(w, "files calling Engine.finish: %d %s\n", len(finishers), keys(finishers))
-	fmt.Fprintf(w, "files calling Engine.endTurn: %d %s\n", len(turnEnders), keys(turnEnders))
-	fmt.Fprintf(w, "references that run back up: %d (between %d pairs of files)\n", backUp, len(pairs))
-	if verbose {
-		for _, p := range pairs {
-			fmt.Fprintln(w, p)
-		}
-	}
-	return nil
+	return &shape{methods: methods, finishers: keys(finishers), turnEnders: keys(turnEnders), backUp: backUp, pairs: pairs}, nil
 }
 
 func isEngineMethod(f *types.Func) bool {
