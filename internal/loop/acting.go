@@ -8,12 +8,10 @@ import (
 	"time"
 )
 
-func (e *Engine) startActing(s *State, notes *[]Note) Effect {
+func (e *Engine) startActing(s *State, notes *[]Note) next {
 	res := e.batchReservation(s.Calls)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		return refusal(rej)
 	}
 	s.Reserved = res
 	s.Phase = PhaseAct
@@ -23,10 +21,10 @@ func (e *Engine) startActing(s *State, notes *[]Note) Effect {
 // dispatchNext hands out the next group: every approved read at once
 // (concurrently), then the approved writes one at a time in proposal
 // order. Calls waiting for a retry go again, as one group, once their
-// backoff has passed, before anything after them. When nothing is left it
-// appends the observations, in proposal order, and ends the turn.
-func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
-	e.stopFailedWave(s)
+// backoff has passed, before anything after them. When nothing is left,
+// every call has its result (observed).
+func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
+	e.plan.stopFailedWave(s)
 	inflight := false
 	var reads []Invocation
 	for i := range s.Calls {
@@ -39,13 +37,13 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 		}
 	}
 	if len(reads) > 0 {
-		return Effect{Kind: EffectRunTools, Calls: reads, Concurrent: len(reads) > 1}
+		return proceed(Effect{Kind: EffectRunTools, Calls: reads, Concurrent: len(reads) > 1})
 	}
 	if inflight {
-		return Effect{Kind: EffectRunTools}
+		return proceed(Effect{Kind: EffectRunTools})
 	}
 	if w := retryWait(s, now); w != nil {
-		return *w
+		return proceed(*w)
 	}
 	var again []Invocation
 	writes := false
@@ -56,25 +54,23 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) Effect {
 		}
 	}
 	if len(again) > 0 {
-		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1 && !writes}
+		return proceed(Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1 && !writes})
 	}
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		if c.State == CallProposed && c.Approved() {
-			return Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}}
+			return proceed(Effect{Kind: EffectRunTools, Calls: []Invocation{e.dispatch(s, c)}})
 		}
 	}
-	if c := s.verifierCall(); c != nil {
-		return e.judge(s, c, notes)
-	}
-	if s.Plan != nil && s.Plan.Stage == StageExecuting {
-		return e.waveDone(s, notes)
-	}
+	return observed()
+}
+
+// appendObservations appends the batch's observations, in proposal order.
+func appendObservations(s *State) {
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
 	}
-	return e.endTurn(s)
 }
 
 // dispatch marks c dispatched as its next attempt and returns its invocation.
@@ -92,8 +88,9 @@ func (e *Engine) invocation(s *State, c *Call) Invocation {
 
 // applyResults records a group's results. A call whose attempt failed
 // transiently is retried or ends the run (see scheduleRetries); every
-// other call gets its observation.
-func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) {
+// other call gets its observation. It returns the end of the run, or
+// proceed(Effect{}) to go on.
+func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *[]Note) next {
 	var retry []retryCandidate
 	var halted *Call
 	var haltedBy string
@@ -104,7 +101,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				continue
 			}
 			t := e.tool(c.Name)
-			e.settleCall(s, t, c.Attempts <= 1)
+			s.settleCall(t, c.Attempts <= 1)
 			if r.Failure.Transient() {
 				c.State, c.LastFailure = CallRetrying, failureSummary(r.Failure)
 				retry = append(retry, retryCandidate{call: c, retryAfter: r.Failure.RetryAfter, failure: r})
@@ -112,10 +109,11 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
 			c.State = CallDone
-			if g := e.screenResult(c, notes); g != "" && halted == nil {
+			if g := e.guardrails.screenResult(c, notes); g != "" && halted == nil {
 				halted, haltedBy = c, g
 			}
-			msg := fmt.Sprintf("%s %s: %s", c.ID, c.Name, c.ObsStatus)
+			// Every result has a note: the message is joined, not formatted.
+			msg := c.ID + " " + c.Name + ": " + string(c.ObsStatus)
 			if r.Failure != nil {
 				msg += fmt.Sprintf(" (%s", r.Failure.Kind)
 				if r.Failure.Code != 0 {
@@ -130,12 +128,12 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 		}
 	}
 	if halted != nil {
-		e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the result of call %s (%s)", haltedBy, halted.ID, halted.Name), notes)
-		return
+		return finishWith(GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the result of call %s (%s)", haltedBy, halted.ID, halted.Name))
 	}
 	if len(retry) > 0 {
-		e.scheduleRetries(s, retry, now, notes)
+		return e.scheduleRetries(s, retry, now, notes)
 	}
+	return next{}
 }
 
 // settleCall moves one executed attempt from reserved to consumed. A
@@ -143,7 +141,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 // so the declared ceiling is charged (never under-counted). Every attempt
 // is a tool call; only a call's first attempt counts against its tool's
 // perTool limit, which bounds distinct calls, not retries of one.
-func (e *Engine) settleCall(s *State, t *ToolSpec, first bool) {
+func (s *State) settleCall(t *ToolSpec, first bool) {
 	s.Usage.ToolCalls++
 	if s.Usage.PerTool == nil {
 		s.Usage.PerTool = map[string]int{}
@@ -164,7 +162,7 @@ func (e *Engine) settleCall(s *State, t *ToolSpec, first bool) {
 // may safely run again (read-only, or an executor that adopts the earlier
 // attempt) is dispatched again; any other call is never repeated and its
 // observation says its outcome is unknown.
-func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) next {
 	var again []Invocation
 	for i := range s.Calls {
 		c := &s.Calls[i]
@@ -183,12 +181,12 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) Effect {
 		}
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
-		e.settleCall(s, t, c.Attempts <= 1)
+		s.settleCall(t, c.Attempts <= 1)
 		*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: true,
 			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})
 	}
 	if len(again) > 0 {
-		return Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1}
+		return proceed(Effect{Kind: EffectRunTools, Calls: again, Concurrent: len(again) > 1})
 	}
 	return e.dispatchNext(s, now, notes)
 }
@@ -205,7 +203,7 @@ func (e *Engine) abandonCalls(s *State, notes *[]Note) {
 			continue
 		}
 		t := e.tool(c.Name)
-		e.settleCall(s, t, c.Attempts <= 1)
+		s.settleCall(t, c.Attempts <= 1)
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
 		msg := fmt.Sprintf("%s %s was in flight when the run was cancelled and its result was lost: its outcome is unknown, and it is charged as a call made", c.ID, c.Name)

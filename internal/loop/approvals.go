@@ -9,18 +9,7 @@ import (
 	"time"
 )
 
-// PendingCalls returns the calls waiting for a person.
-func (s *State) PendingCalls() []Call {
-	var out []Call
-	for _, c := range s.Calls {
-		if c.Verdict == Ask && c.Answer == "" && c.State == CallProposed {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, notes *[]Note) next {
 	waiting := 0
 	var oldest *Call
 	for i := range s.Calls {
@@ -41,8 +30,7 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, n
 			Message: fmt.Sprintf("A person answered %s for %s (%s)", a, c.ID, c.Name)})
 		switch a {
 		case Stop:
-			e.finish(s, ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)", c.ID, c.Name), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)", c.ID, c.Name))
 		case DenyAnswer:
 			c.State, c.ObsStatus = CallDone, ObsDeclined
 			c.Observation = fmt.Sprintf("A person declined this call to %s. It did not run; choose another route.", c.Name)
@@ -50,14 +38,13 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, n
 	}
 	if waiting > 0 {
 		if oldest.RequestedAt != nil && now.Sub(*oldest.RequestedAt) > e.cfg.ApprovalTimeout {
-			e.finish(s, Escalated, fmt.Sprintf("call %s (%s) waited more than approvalTimeout (%s) for a person",
-				oldest.ID, oldest.Name, e.cfg.ApprovalTimeout), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Escalated, fmt.Sprintf("call %s (%s) waited more than approvalTimeout (%s) for a person",
+				oldest.ID, oldest.Name, e.cfg.ApprovalTimeout))
 		}
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
 	s.ActiveSince = now
-	return e.startActing(s, notes)
+	return act()
 }
 
 // ApprovalDeadline is when the oldest pending ASK times out (zero when
@@ -102,23 +89,13 @@ func (e *Engine) staleAnswers(s *State, answers map[string]Answer) []Note {
 	return notes
 }
 
-// Revet vets again the calls of a batch that waits for people, under the
-// engine's configuration as it is now, and keeps for each call the
-// stricter of the saved verdict and the new one. A caller that resumes a
-// run from storage calls it, so that a verdict read back counts only as
-// far as vetting agrees with it now: after a platform policy or guardrail
-// changed, a call it now denies or blocks does not run, a call it now
-// asks about waits for a person (an answer given before stands only for a
-// call that was asked about before), and a guardrail that now halts ends
-// the run before any call of the batch runs.
-//
-// Only a batch in PhaseApproval is vetted again: nothing of it has run.
-// In any other phase Revet changes nothing.
-func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
+// revet is Revet's vetting: the notes it makes, and the end of the run
+// when a guardrail now halts it.
+func (e *Engine) revet(ctx context.Context, s *State, now time.Time) ([]Note, next) {
 	if s.Phase != PhaseApproval || s.Done() {
-		return nil
+		return nil, next{}
 	}
-	ctx, cancel := e.vetContext(ctx)
+	ctx, cancel := e.cfg.vetContext(ctx)
 	defer cancel()
 	var notes []Note
 	for i := range s.Calls {
@@ -130,8 +107,7 @@ func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
 		fresh, halt := e.vetCall(ctx, c.ToolCall, decodeArgs(c.Arguments, e.cfg.Loop.IgnoreArguments), now, &discard)
 		switch {
 		case halt != "":
-			e.finish(s, GuardrailStop, halt+" when the run was resumed, before any call of the batch ran: "+fresh.Reason, &notes)
-			return notes
+			return notes, finishWith(GuardrailStop, halt+" when the run was resumed, before any call of the batch ran: "+fresh.Reason)
 		case fresh.State == CallDone:
 			// Denied, blocked or refused now: it will not run.
 			was := *c
@@ -146,7 +122,7 @@ func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
 			notes = append(notes, revettedNote(&was, c))
 		}
 	}
-	return notes
+	return notes, next{}
 }
 
 func revettedNote(was, now *Call) Note {

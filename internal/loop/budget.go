@@ -3,7 +3,6 @@ package loop
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -54,68 +53,6 @@ func admitProposals(b *Budget, consumed Usage, n int) *Rejection {
 // DefaultMaxCost is the cost ceiling when none is set: one dollar.
 var DefaultMaxCost = MustMoney("1")
 
-// Normalize fills unset fields with their defaults and returns the result.
-func (c Config) Normalize() Config {
-	b := &c.Budget
-	if b.MaxTokens <= 0 {
-		b.MaxTokens = DefaultMaxTokens
-	}
-	if b.MaxWallClock <= 0 {
-		b.MaxWallClock = DefaultMaxWallClock
-	}
-	// Zero is a real ceiling here: only an unset one takes the default.
-	b.MaxCost = new(b.costCeiling())
-	b.MaxToolCalls = new(b.toolCallsCeiling())
-	b.DefaultToolLimit = new(b.defaultToolLimit())
-	if c.Model.MaxOutputTokens <= 0 {
-		c.Model.MaxOutputTokens = DefaultMaxOutputTokens
-	}
-	if c.Model.Timeout <= 0 {
-		c.Model.Timeout = DefaultModelTimeout
-	}
-	c.Model.Retry = c.Model.Retry.normalize(DefaultModelRetry)
-	if c.ApprovalTimeout <= 0 {
-		c.ApprovalTimeout = DefaultApprovalTimeout
-	}
-	if c.VetTimeout <= 0 {
-		c.VetTimeout = DefaultVetTimeout
-	}
-	if c.Loop.Threshold <= 0 {
-		c.Loop.Threshold = DefaultLoopThreshold
-	}
-	if c.Loop.MaxPeriod <= 0 {
-		c.Loop.MaxPeriod = DefaultLoopMaxPeriod
-	}
-	if c.Loop.Window <= 0 {
-		c.Loop.Window = c.Loop.Threshold * c.Loop.MaxPeriod
-	}
-	if c.Policy.Default == "" {
-		c.Policy.Default = Allow
-	}
-	c.Plan = c.Plan.normalize()
-	c.Context = c.Context.normalize()
-	if c.Verify != nil {
-		v := c.Verify.normalize()
-		c.Verify = &v
-	}
-	tools := make([]ToolSpec, len(c.Tools))
-	for i, t := range c.Tools {
-		if t.Timeout <= 0 {
-			t.Timeout = DefaultToolTimeout
-		}
-		if t.MaxResultBytes <= 0 {
-			t.MaxResultBytes = DefaultMaxResultBytes
-		}
-		if !t.Mutates {
-			t.Repeatable = true
-		}
-		t.Retry = t.Retry.normalize(DefaultToolRetry)
-		tools[i] = t
-	}
-	c.Tools = tools
-	return c
-}
-
 // costCeiling is MaxCost, or the default when it is unset (nil).
 func (b *Budget) costCeiling() Money {
 	if b.MaxCost == nil || *b.MaxCost < 0 {
@@ -158,48 +95,20 @@ type Rejection struct {
 	Reason string
 }
 
-// Admit checks consumed + reserved <= ceiling for every hard ceiling, in
-// the order of the table (turns, tokens, wall clock, cost, tool calls),
-// then the per-tool limits (by tool name). It returns the first rejection,
-// or nil. Soft ceilings never reject.
-func Admit(b *Budget, consumed, reserved Usage) *Rejection {
-	for _, c := range ceilings {
-		if r := c.admit(b, consumed, reserved); r != nil {
-			return r
-		}
-	}
-	if len(reserved.PerTool) > 0 {
-		names := make([]string, 0, len(reserved.PerTool))
-		for n := range reserved.PerTool {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			used, res, limit := consumed.PerTool[n], reserved.PerTool[n], b.toolLimit(n)
-			if used+res > limit {
-				return &Rejection{Dimension: DimPerTool, Tool: n, Reason: fmt.Sprintf(
-					"admitting the next step would pass the per-tool limit of %s: %d calls made + %d in this batch = %d > %d",
-					n, used, res, used+res, limit)}
-			}
-		}
-	}
-	return nil
-}
-
 // modelReservation is the exposure of one model call: its estimated input
 // at the highest rate an input token may bill at (Pricing.inputRate), the
 // maximum output at the output rate, the model deadline on the clock, plus
 // the configured per-turn tool allowance.
-func (e *Engine) modelReservation(inputTokens int64) Usage {
-	p := e.cfg.Model.Pricing
-	out := e.cfg.Model.MaxOutputTokens
+func (c *Config) modelReservation(inputTokens int64) Usage {
+	p := c.Model.Pricing
+	out := c.Model.MaxOutputTokens
 	r := Usage{
 		Turns:        1,
 		InputTokens:  inputTokens,
 		OutputTokens: out,
-		Cost:         TokenCost(inputTokens, p.inputRate()) + TokenCost(out, p.Output) + e.cfg.ToolAllowance.Cost,
-		ToolCalls:    e.cfg.ToolAllowance.Calls,
-		WallClock:    e.cfg.Model.Timeout + e.cfg.ToolAllowance.WallClock,
+		Cost:         TokenCost(inputTokens, p.inputRate()) + TokenCost(out, p.Output) + c.ToolAllowance.Cost,
+		ToolCalls:    c.ToolAllowance.Calls,
+		WallClock:    c.Model.Timeout + c.ToolAllowance.WallClock,
 	}
 	return r
 }
@@ -215,8 +124,8 @@ func (p Pricing) inputRate() Money { return max(p.Input, p.CachedInput, p.CacheW
 
 // modelCost prices what a provider reported: cached input at the cached
 // rate (or the input rate when none is set), the rest at the input rate.
-func (e *Engine) modelCost(u TokenUsage) Money {
-	p := e.cfg.Model.Pricing
+func (c *Config) modelCost(u TokenUsage) Money {
+	p := c.Model.Pricing
 	cachedRate := p.CachedInput
 	if cachedRate == 0 {
 		cachedRate = p.Input
@@ -235,14 +144,14 @@ func (e *Engine) modelCost(u TokenUsage) Money {
 // is hard and some of its tools declare no maxCostUSD: the ceiling counts
 // their calls as $0, so it bounds only what the model and the priced tools
 // spend. Nil when every tool is priced or the cost ceiling is soft.
-func (e *Engine) undeclaredToolCosts() *Note {
-	b := &e.cfg.Budget
+func (c *Config) undeclaredToolCosts() *Note {
+	b := &c.Budget
 	if b.soft(DimCost) {
 		return nil
 	}
 	var names []string
-	for i := range e.cfg.Tools {
-		if t := &e.cfg.Tools[i]; !t.CostDeclared && t.MaxCost == 0 {
+	for i := range c.Tools {
+		if t := &c.Tools[i]; !t.CostDeclared && t.MaxCost == 0 {
 			names = append(names, t.Name)
 		}
 	}
@@ -317,66 +226,22 @@ func (w *readWave) duration() time.Duration {
 	return time.Duration((w.reads+maxConcurrentReads-1)/maxConcurrentReads) * w.longest
 }
 
-// softWarnings returns a note for each soft ceiling that consumption has
-// newly crossed 80% or 100% of; each level warns once per run.
-func (e *Engine) softWarnings(s *State) []Note {
-	b := &e.cfg.Budget
-	if len(b.Soft) == 0 {
-		return nil
-	}
-	var notes []Note
-	for _, d := range b.Soft {
-		c, ok := CeilingOf(d)
-		if !ok {
-			continue
-		}
-		used, ceil := c.used(s.Usage), c.limit(b)
-		if ceil <= 0 && used <= 0 {
-			continue // a zero soft ceiling warns once something is spent
-		}
-		level := 0
-		switch {
-		case used >= ceil:
-			level = 100
-		case used*10 >= ceil*8:
-			level = 80
-		}
-		if level == 0 || s.Warned[d] >= level {
-			continue
-		}
-		if s.Warned == nil {
-			s.Warned = map[Dimension]int{}
-		}
-		s.Warned[d] = level
-		notes = append(notes, Note{Kind: NoteBudgetWarning, Warning: true,
-			Message: fmt.Sprintf("Soft ceiling %s reached %d%% (the run goes on: soft ceilings only warn)", d, level)})
-	}
-	return notes
+// ContextFigures is the context policy that applied and what it did, for
+// status.context and the terminal.
+type ContextFigures struct {
+	MaxInputTokens     int64
+	Source             string
+	Strategy           ContextStrategy
+	Compactions        int
+	LastCompactionTurn int
+	LastInputTokens    int64
 }
 
-// Convergence measures how a run converged.
-type Convergence struct {
-	// TurnsToCompletion is the model turns of a Completed run (0 otherwise).
-	TurnsToCompletion int
-	// RepeatedIntentDepth is the most times one call signature was proposed.
-	RepeatedIntentDepth int
-	// Headroom is (ceiling - consumed) / ceiling per dimension, two decimals.
-	Headroom map[Dimension]string
-	// Context is what the context policy did.
-	Context ContextFigures
-}
-
-// Convergence computes the run's convergence measures from its state.
-func (e *Engine) Convergence(s *State) Convergence {
-	b := &e.cfg.Budget
-	u := s.Usage
-	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{}}
-	for _, row := range ceilings {
-		c.Headroom[row.Dim] = row.headroom(b, u)
+// contextFigures are the figures of policy p and the state's compactions.
+func contextFigures(p *ContextPolicy, s *State) ContextFigures {
+	f := ContextFigures{MaxInputTokens: p.MaxInputTokens, Source: p.Source, Strategy: p.Strategy}
+	if c := s.Context; c != nil {
+		f.Compactions, f.LastCompactionTurn, f.LastInputTokens = c.Compactions, c.LastCompactionTurn, c.LastInputTokens
 	}
-	if s.Outcome == Completed {
-		c.TurnsToCompletion = u.Turns
-	}
-	c.Context = e.contextFigures(s)
-	return c
+	return f
 }

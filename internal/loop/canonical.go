@@ -369,3 +369,68 @@ func ArgumentsDigest(args json.RawMessage) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// CallArguments returns a tool call's arguments as a JSON value that the
+// engine, the state and both provider APIs accept: "{}" when empty, the
+// text itself when it is valid JSON, and otherwise the text as a JSON
+// string (a model can emit broken JSON; keeping it as a string lets the
+// engine refuse it as an invalid call instead of failing to record it).
+func CallArguments(raw []byte) json.RawMessage {
+	trimmed := bytes.TrimSpace(raw)
+	switch {
+	case len(trimmed) == 0:
+		return json.RawMessage("{}")
+	case json.Valid(trimmed):
+		return json.RawMessage(trimmed)
+	}
+	q, _ := json.Marshal(string(raw))
+	return q
+}
+
+type decodedArgs struct {
+	// canon is the canonical form without the ignored argument names, for
+	// loop detection; nil when the arguments are not JSON.
+	canon []byte
+	// full is the canonical form with every argument, for guardrails.
+	full []byte
+	// value is the decoded object, for the schema and policy conditions;
+	// nil when err is set.
+	value any
+	err   error
+}
+
+// decodeArgs parses a call's arguments once. Arguments that are not a JSON
+// object, or that hold a number beyond 1e±maxArgumentExponent, are refused
+// (err set); their canonical form still serves loop detection.
+func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return decodedArgs{err: err}
+	}
+	c := canonicalOf(v, ignore, len(raw))
+	if c.err != nil {
+		return decodedArgs{err: c.err}
+	}
+	d := decodedArgs{canon: c.buf.Bytes(), full: c.buf.Bytes()}
+	if len(ignore) > 0 {
+		d.full = canonicalOf(v, nil, len(raw)).buf.Bytes()
+	}
+	_, isObject := v.(map[string]any)
+	repeated := ""
+	if isObject {
+		repeated = repeatedKey(raw)
+	}
+	switch {
+	case !isObject:
+		d.err = errors.New("they are not a JSON object")
+	case repeated != "":
+		// The checks see the last value of a repeated key and a tool may
+		// read the first: such arguments are never vetted.
+		d.err = fmt.Errorf("they repeat the key %q in one object; each key may appear once", cut(repeated, 80))
+	case c.outOfRange != "":
+		d.err = fmt.Errorf("the number %s is out of range: numbers must lie between 1e-%d and 1e%d", cut(c.outOfRange, 40), maxArgumentExponent, maxArgumentExponent)
+	default:
+		d.value = v
+	}
+	return d
+}

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -119,4 +120,96 @@ func (c Ceiling) headroom(b *Budget, u Usage) string {
 // ceilSeconds rounds a duration up to whole seconds (never under-count).
 func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Admit checks consumed + reserved <= ceiling for every hard ceiling, in
+// the order of the table (turns, tokens, wall clock, cost, tool calls),
+// then the per-tool limits (by tool name). It returns the first rejection,
+// or nil. Soft ceilings never reject.
+func Admit(b *Budget, consumed, reserved Usage) *Rejection {
+	for _, c := range ceilings {
+		if r := c.admit(b, consumed, reserved); r != nil {
+			return r
+		}
+	}
+	if len(reserved.PerTool) > 0 {
+		names := make([]string, 0, len(reserved.PerTool))
+		for n := range reserved.PerTool {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			used, res, limit := consumed.PerTool[n], reserved.PerTool[n], b.toolLimit(n)
+			if used+res > limit {
+				return &Rejection{Dimension: DimPerTool, Tool: n, Reason: fmt.Sprintf(
+					"admitting the next step would pass the per-tool limit of %s: %d calls made + %d in this batch = %d > %d",
+					n, used, res, used+res, limit)}
+			}
+		}
+	}
+	return nil
+}
+
+// softWarnings returns a note for each soft ceiling that consumption has
+// newly crossed 80% or 100% of; each level warns once per run.
+func (e *Engine) softWarnings(s *State) []Note {
+	b := &e.cfg.Budget
+	if len(b.Soft) == 0 {
+		return nil
+	}
+	var notes []Note
+	for _, d := range b.Soft {
+		c, ok := CeilingOf(d)
+		if !ok {
+			continue
+		}
+		used, ceil := c.used(s.Usage), c.limit(b)
+		if ceil <= 0 && used <= 0 {
+			continue // a zero soft ceiling warns once something is spent
+		}
+		level := 0
+		switch {
+		case used >= ceil:
+			level = 100
+		case used*10 >= ceil*8:
+			level = 80
+		}
+		if level == 0 || s.Warned[d] >= level {
+			continue
+		}
+		if s.Warned == nil {
+			s.Warned = map[Dimension]int{}
+		}
+		s.Warned[d] = level
+		notes = append(notes, Note{Kind: NoteBudgetWarning, Warning: true,
+			Message: fmt.Sprintf("Soft ceiling %s reached %d%% (the run goes on: soft ceilings only warn)", d, level)})
+	}
+	return notes
+}
+
+// Convergence measures how a run converged.
+type Convergence struct {
+	// TurnsToCompletion is the model turns of a Completed run (0 otherwise).
+	TurnsToCompletion int
+	// RepeatedIntentDepth is the most times one call signature was proposed.
+	RepeatedIntentDepth int
+	// Headroom is (ceiling - consumed) / ceiling per dimension, two decimals.
+	Headroom map[Dimension]string
+	// Context is what the context policy did.
+	Context ContextFigures
+}
+
+// Convergence computes the run's convergence measures from its state.
+func (e *Engine) Convergence(s *State) Convergence {
+	b := &e.cfg.Budget
+	u := s.Usage
+	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{}}
+	for _, row := range ceilings {
+		c.Headroom[row.Dim] = row.headroom(b, u)
+	}
+	if s.Outcome == Completed {
+		c.TurnsToCompletion = u.Turns
+	}
+	c.Context = contextFigures(&e.cfg.Context, s)
+	return c
 }

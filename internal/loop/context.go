@@ -12,22 +12,6 @@ package loop
 import (
 	"errors"
 	"fmt"
-	"time"
-)
-
-// ContextStrategy is how older turns are compacted.
-type ContextStrategy string
-
-// The compaction strategies.
-const (
-	// ContextClear replaces the results of older tool calls with a short
-	// marker that names the call, its size and that calling the tool again
-	// returns it. It costs nothing.
-	ContextClear ContextStrategy = "clear"
-	// ContextSummarize has the model condense the older turns into one
-	// message: one model call, reserved and priced like a turn's, never
-	// counted as a turn.
-	ContextSummarize ContextStrategy = "summarize"
 )
 
 // Context policy defaults (part of the API contract, documented on
@@ -59,22 +43,6 @@ const (
 // never sent to the model; they say what was compacted, and when.
 const RoleContext Role = "context"
 
-// ContextPolicy bounds what one request may hold.
-type ContextPolicy struct {
-	// MaxInputTokens is the largest request the run may send, by the
-	// engine's estimate of its input tokens (see Engine.Request).
-	MaxInputTokens int64
-	// Source says where MaxInputTokens came from: ContextFromSpec,
-	// ContextFromModel (the provider's table of known models) or
-	// ContextFromDefault.
-	Source string
-	// KeepRecentTurns is how many of the newest turns always go verbatim.
-	KeepRecentTurns int
-	Strategy        ContextStrategy
-	// SummaryMaxOutputTokens bounds a summary call's output.
-	SummaryMaxOutputTokens int64
-}
-
 func (p ContextPolicy) normalize() ContextPolicy {
 	if p.MaxInputTokens <= 0 {
 		p.MaxInputTokens, p.Source = DefaultMaxInputTokens, ContextFromDefault
@@ -103,44 +71,6 @@ func (p ContextPolicy) check() error {
 	return nil
 }
 
-// ContextState is what the run has compacted, and the figures
-// status.context shows.
-type ContextState struct {
-	// Compactions counts the compactions made; LastCompactionTurn is the
-	// turn whose request the last one shrank.
-	Compactions        int `json:"compactions,omitempty"`
-	LastCompactionTurn int `json:"lastCompactionTurn,omitempty"`
-	// LastInputTokens is the provider's count of the last request's input
-	// (the engine's estimate until the reply reports one).
-	LastInputTokens int64 `json:"lastInputTokens,omitempty"`
-	// Start is the transcript index the compacted trial starts at: a new
-	// trial of a verified run starts afresh.
-	Start int `json:"start,omitempty"`
-	// ClearedThrough: the results of tool messages before this transcript
-	// index are sent as markers.
-	ClearedThrough int `json:"clearedThrough,omitempty"`
-	// Summary stands in for the messages before SummaryThrough;
-	// SummaryAnswers counts the model's answers among them.
-	Summary        string `json:"summary,omitempty"`
-	SummaryThrough int    `json:"summaryThrough,omitempty"`
-	SummaryAnswers int    `json:"summaryAnswers,omitempty"`
-	// Pending is the summary call in flight (State.Phase is
-	// PhaseCompact).
-	Pending *PendingSummary `json:"pending,omitempty"`
-	// CountedBound is the bound (ByteEstimator) of the last request the
-	// provider counted, and CountedTokens its count: their ratio scales
-	// the estimate of a request that does not extend it.
-	CountedBound  int64 `json:"countedBound,omitempty"`
-	CountedTokens int64 `json:"countedTokens,omitempty"`
-}
-
-// PendingSummary is a summary call in flight: what it condenses and the
-// estimate of the request it was made for.
-type PendingSummary struct {
-	Through int   `json:"through"`
-	Before  int64 `json:"before"`
-}
-
 // PhaseCompact: a summary call is admitted and reserved; its reply is
 // due (or in flight).
 const PhaseCompact Phase = "Compacting"
@@ -163,33 +93,44 @@ const summaryInstruction = "Context limit reached. Condense the conversation abo
 
 const summaryPreamble = "Summary of the earlier turns (they were condensed to fit the context limit):\n\n"
 
-func (e *Engine) contextOn(s *State) bool { return e.cfg.Context.MaxInputTokens > 0 && s.Plan == nil }
-
-// compacted reports whether the requests of the trial starting at start
-// differ from the transcript.
-func (c *ContextState) compacted(start int) bool {
-	return c != nil && c.Compactions > 0 && c.Start == start && (c.ClearedThrough > start || c.SummaryThrough > start)
+// contextPolicy holds requests to spec.context: it compacts the older
+// turns of a request that would pass maxInputTokens, and ends the run
+// when nothing more may be compacted.
+type contextPolicy struct {
+	cfg     *Config
+	goal    Message
+	system  string
+	offered []ToolSchema
+	// estimator bounds a whole request; assemble builds the state's next
+	// request with its estimate, and estimateFresh estimates a request
+	// built afresh (the engine's request assembly, engine.go).
+	estimator     TokenEstimator
+	assemble      func(*State) (*Request, inputEstimate)
+	estimateFresh func(*State, *Request) inputEstimate
 }
 
-func (c *ContextState) last() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.LastInputTokens
+// newContextPolicy is the policy of the engine's configuration cfg,
+// whose requests carry the goal, the system prompt and the tools offered.
+func newContextPolicy(cfg *Config, goal Message, system string, offered []ToolSchema, estimator TokenEstimator,
+	assemble func(*State) (*Request, inputEstimate), estimateFresh func(*State, *Request) inputEstimate) *contextPolicy {
+	return &contextPolicy{cfg: cfg, goal: goal, system: system, offered: offered, estimator: estimator,
+		assemble: assemble, estimateFresh: estimateFresh}
 }
 
-// contextRequest assembles the request of the trial starting at start
+func (cp *contextPolicy) on(s *State) bool { return cp.cfg.Context.MaxInputTokens > 0 && s.Plan == nil }
+
+// request assembles the request of the trial starting at start
 // from the transcript up to end, under the compactions made in that
 // trial: the goal, the summary if any, then the transcript from where the
 // summary stops, markers for cleared results, compaction markers left out.
 // Between two compactions each request extends the one before.
-func (e *Engine) contextRequest(s *State, start, end int) *Request {
+func (cp *contextPolicy) request(s *State, start, end int) *Request {
 	clearedTo, summaryTo := 0, 0
 	if c := s.Context; c != nil && c.Start == start {
 		clearedTo, summaryTo = c.ClearedThrough, c.SummaryThrough
 	}
 	msgs := make([]Message, 1, 2+end-start)
-	msgs[0] = e.goal
+	msgs[0] = cp.goal
 	from, answers := start, s.answersBefore(start)
 	if summaryTo > start {
 		msgs = append(msgs, Message{Role: RoleUser, Content: summaryPreamble + s.Context.Summary})
@@ -205,8 +146,8 @@ func (e *Engine) contextRequest(s *State, start, end int) *Request {
 		}
 		msgs = append(msgs, m)
 	}
-	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs,
-		MaxOutputTokens: e.cfg.Model.MaxOutputTokens, EarlierAnswers: answers}
+	return &Request{Model: cp.cfg.Model.Name, System: cp.system, Tools: cp.offered, Messages: msgs,
+		MaxOutputTokens: cp.cfg.Model.MaxOutputTokens, EarlierAnswers: answers}
 }
 
 // clearedMarker is what a cleared tool result is sent as: the same bytes
@@ -216,15 +157,15 @@ func clearedMarker(m *Message) string {
 		m.CallID, m.Tool, len(m.Content), m.Tool)
 }
 
-// contextEstimate is the estimate the policy holds a request to: est when
+// estimate is the estimate the policy holds a request to: est when
 // it is built on the provider's count of the request before; otherwise
 // the request's bound scaled by how the provider counted the last request
 // against its bound (plus contextMargin), never above the bound.
-func (e *Engine) contextEstimate(s *State, req *Request, est inputEstimate) int64 {
+func (cp *contextPolicy) estimate(s *State, req *Request, est inputEstimate) int64 {
 	if est.sent != nil && est.sent.Base > 0 {
 		return est.tokens
 	}
-	bound := e.estimate(req)
+	bound := cp.estimator.EstimateInputTokens(req)
 	c := s.Context
 	if c == nil || c.CountedBound <= 0 || c.CountedTokens <= 0 || s.WholeEstimates {
 		return bound
@@ -233,38 +174,39 @@ func (e *Engine) contextEstimate(s *State, req *Request, est inputEstimate) int6
 	return min(bound, scaled)
 }
 
-// fitContext holds the request of the turn being admitted to the context
+// fit holds the request of the turn being admitted to the context
 // policy: it compacts the older turns when the request would pass
 // maxInputTokens, and ends the run BudgetExhausted when even that does
-// not make it fit. It returns the request to admit, or an effect that
-// replaces the turn (a summary call, the end of the run).
-func (e *Engine) fitContext(s *State, req *Request, est inputEstimate, notes *[]Note) (*Request, inputEstimate, *Effect) {
-	p := &e.cfg.Context
+// not make it fit. It returns the request to admit, or what replaces the
+// turn (a summary call, the end of the run).
+func (cp *contextPolicy) fit(s *State, req *Request, est inputEstimate, notes *[]Note) (*Request, inputEstimate, *next) {
+	p := &cp.cfg.Context
 	if s.Context == nil {
 		s.Context = &ContextState{}
 	}
 	c := s.Context
-	tokens := e.contextEstimate(s, req, est)
+	tokens := cp.estimate(s, req, est)
 	if tokens <= p.MaxInputTokens {
 		c.LastInputTokens = tokens
 		return req, est, nil
 	}
 	start := s.trialStart()
-	through := e.compactTarget(s, start)
-	if through <= e.compactedThrough(c, start) {
-		return nil, est, e.contextFull(s, tokens, notes)
+	through := cp.compactTarget(s, start)
+	if through <= c.compactedThrough(start) {
+		return nil, est, cp.full(s, tokens)
 	}
 	if p.Strategy == ContextSummarize {
-		if eff := e.startSummary(s, start, through, tokens, notes); eff != nil {
-			return nil, est, eff
+		if eff := cp.startSummary(s, start, through, tokens, notes); eff != nil {
+			n := proceed(*eff)
+			return nil, est, &n
 		}
 	}
-	e.clearThrough(s, start, through, tokens)
-	req, est = e.request(s)
-	after := e.contextEstimate(s, req, est)
-	e.noteCompaction(s, after, notes)
+	cp.clearThrough(s, start, through, tokens)
+	req, est = cp.assemble(s)
+	after := cp.estimate(s, req, est)
+	noteCompaction(s, after, notes)
 	if after > p.MaxInputTokens {
-		return nil, est, e.contextFull(s, after, notes)
+		return nil, est, cp.full(s, after)
 	}
 	c.LastInputTokens = after
 	return req, est, nil
@@ -272,8 +214,8 @@ func (e *Engine) fitContext(s *State, req *Request, est inputEstimate, notes *[]
 
 // compactTarget is the transcript index where the newest
 // KeepRecentTurns turns begin: what precedes it may be compacted.
-func (e *Engine) compactTarget(s *State, start int) int {
-	keepFrom := s.Turn - e.cfg.Context.KeepRecentTurns + 1
+func (cp *contextPolicy) compactTarget(s *State, start int) int {
+	keepFrom := s.Turn - cp.cfg.Context.KeepRecentTurns + 1
 	i := len(s.Transcript)
 	for i > start && (s.Transcript[i-1].Turn >= keepFrom || s.Transcript[i-1].Turn == 0) {
 		i--
@@ -281,21 +223,21 @@ func (e *Engine) compactTarget(s *State, start int) int {
 	return i
 }
 
-func (e *Engine) compactedThrough(c *ContextState, start int) int {
+func (c *ContextState) compactedThrough(start int) int {
 	if c.Start != start {
 		return start
 	}
 	return max(c.ClearedThrough, c.SummaryThrough, start)
 }
 
-// contextFull ends the run: the request does not fit maxInputTokens, and
+// full ends the run: the request does not fit maxInputTokens, and
 // nothing more may be compacted.
-func (e *Engine) contextFull(s *State, tokens int64, notes *[]Note) *Effect {
-	p := &e.cfg.Context
-	e.finish(s, BudgetExhausted, fmt.Sprintf(
+func (cp *contextPolicy) full(s *State, tokens int64) *next {
+	p := &cp.cfg.Context
+	n := finishWith(BudgetExhausted, fmt.Sprintf(
 		"the request of turn %d would hold about %d input tokens, more than the context limit of %d (spec.context.maxInputTokens, %s) "+
-			"with every turn but the newest %d compacted", s.Turn+1, tokens, p.MaxInputTokens, contextSource(p.Source), p.KeepRecentTurns), notes)
-	return &Effect{Kind: EffectFinish}
+			"with every turn but the newest %d compacted", s.Turn+1, tokens, p.MaxInputTokens, contextSource(p.Source), p.KeepRecentTurns))
+	return &n
 }
 
 func contextSource(src string) string {
@@ -310,7 +252,7 @@ func contextSource(src string) string {
 
 // clearThrough clears the tool results before through and records the
 // compaction.
-func (e *Engine) clearThrough(s *State, start, through int, before int64) {
+func (cp *contextPolicy) clearThrough(s *State, start, through int, before int64) {
 	c := s.Context
 	if c.Start != start {
 		*c = ContextState{Compactions: c.Compactions, LastCompactionTurn: c.LastCompactionTurn, Start: start,
@@ -324,23 +266,23 @@ func (e *Engine) clearThrough(s *State, start, through int, before int64) {
 		}
 	}
 	c.ClearedThrough = through
-	e.recordCompaction(s, fmt.Sprintf("cleared %d tool result(s) of %d bytes before turn %d", n, bytes, turnAt(s, through)), before)
+	cp.recordCompaction(s, fmt.Sprintf("cleared %d tool result(s) of %d bytes before turn %d", n, bytes, turnAt(s, through)), before)
 }
 
 // recordCompaction counts a compaction and marks it in the transcript.
 // The marker's text ends with the estimate before; noteCompaction adds
 // the estimate after once the next request is built.
-func (e *Engine) recordCompaction(s *State, what string, before int64) {
+func (cp *contextPolicy) recordCompaction(s *State, what string, before int64) {
 	c := s.Context
 	c.Compactions++
 	c.LastCompactionTurn = s.Turn + 1
 	s.Transcript = append(s.Transcript, Message{Role: RoleContext, Turn: s.Turn + 1,
-		Content: fmt.Sprintf("Context compacted before turn %d (%s): %s; about %d input tokens before", s.Turn+1, e.cfg.Context.Strategy, what, before)})
+		Content: fmt.Sprintf("Context compacted before turn %d (%s): %s; about %d input tokens before", s.Turn+1, cp.cfg.Context.Strategy, what, before)})
 }
 
 // noteCompaction completes the last compaction's marker with the
 // estimate after of the request that follows it, and notes it.
-func (e *Engine) noteCompaction(s *State, after int64, notes *[]Note) {
+func noteCompaction(s *State, after int64, notes *[]Note) {
 	m := &s.Transcript[len(s.Transcript)-1]
 	if m.Role != RoleContext {
 		return
@@ -352,21 +294,21 @@ func (e *Engine) noteCompaction(s *State, after int64, notes *[]Note) {
 // startSummary admits the summary call that condenses the turns before
 // through, or returns nil when the policy falls back to clearing (the
 // summary request itself does not fit, or its reservation does not).
-func (e *Engine) startSummary(s *State, start, through int, before int64, notes *[]Note) *Effect {
-	req := e.summaryRequest(s, start, through)
-	est := e.estimateFresh(s, req)
-	if e.contextEstimate(s, req, est) > e.cfg.Context.MaxInputTokens {
+func (cp *contextPolicy) startSummary(s *State, start, through int, before int64, notes *[]Note) *Effect {
+	req := cp.summaryRequest(s, start, through)
+	est := cp.estimateFresh(s, req)
+	if cp.estimate(s, req, est) > cp.cfg.Context.MaxInputTokens {
 		*notes = append(*notes, Note{Kind: NoteContextCompacted, Warning: true, Turn: s.Turn + 1,
 			Message: "The turns to summarise do not fit the context limit themselves: their tool results are cleared instead"})
 		return nil
 	}
-	res := e.summaryReservation(est.tokens)
+	res := cp.summaryReservation(est.tokens)
 	// The summary serves the turn being admitted, and is paid only when
 	// that turn may follow it: the two are admitted together (seed 000,
 	// step 0: nothing is paid to assemble a prompt that is never sent).
 	// After compaction the turn's request is at most maxInputTokens, or
 	// it is not sent at all.
-	if rej := Admit(&e.cfg.Budget, s.Usage, res.then(e.modelReservation(e.cfg.Context.MaxInputTokens))); rej != nil {
+	if rej := Admit(&cp.cfg.Budget, s.Usage, res.then(cp.cfg.modelReservation(cp.cfg.Context.MaxInputTokens))); rej != nil {
 		*notes = append(*notes, Note{Kind: NoteContextCompacted, Warning: true, Turn: s.Turn + 1,
 			Message: "A summary call and the turn it serves do not fit the budget together (" + rej.Reason + "): older tool results are cleared instead"})
 		return nil
@@ -382,71 +324,39 @@ func (e *Engine) startSummary(s *State, start, through int, before int64, notes 
 // through, then the instruction to condense it. It offers the same tools,
 // so the prefix stays the one the provider has cached; the instruction
 // asks for text.
-func (e *Engine) summaryRequest(s *State, start, through int) *Request {
-	req := e.contextRequest(s, start, through)
+func (cp *contextPolicy) summaryRequest(s *State, start, through int) *Request {
+	req := cp.request(s, start, through)
 	req.Messages = append(req.Messages, Message{Role: RoleUser, Turn: s.Turn + 1, Content: summaryInstruction})
-	req.MaxOutputTokens, req.Summary = e.cfg.Context.SummaryMaxOutputTokens, true
+	req.MaxOutputTokens, req.Summary = cp.cfg.Context.SummaryMaxOutputTokens, true
 	return req
 }
 
 // summaryReservation is the exposure of a summary call: its input at the
 // highest input rate (Pricing.inputRate), its maximum output at the output
 // rate, the model deadline. It is no turn.
-func (e *Engine) summaryReservation(input int64) Usage {
-	p := e.cfg.Model.Pricing
-	out := e.cfg.Context.SummaryMaxOutputTokens
+func (cp *contextPolicy) summaryReservation(input int64) Usage {
+	p := cp.cfg.Model.Pricing
+	out := cp.cfg.Context.SummaryMaxOutputTokens
 	return Usage{InputTokens: input, OutputTokens: out, Cost: TokenCost(input, p.inputRate()) + TokenCost(out, p.Output),
-		WallClock: e.cfg.Model.Timeout}
+		WallClock: cp.cfg.Model.Timeout}
 }
 
-// onSummary takes the summary call's reply, its error, or the news that
-// it was lost (a restart: in is empty). A summary is paid for once: a
-// lost call is charged its reservation and never made again, and a call
-// that failed or gave no summary leaves the older turns cleared instead.
-func (e *Engine) onSummary(s *State, in Input, now time.Time, notes *[]Note) Effect {
-	c := s.Context
-	p := c.Pending
-	start := s.trialStart()
-	fallback := ""
-	switch {
-	case p == nil:
-	case in.Reply != nil:
-		r := in.Reply
-		if _, stop := e.settleReply(s, r, notes); stop != "" {
-			c.Pending = nil
-			e.finish(s, Error, stop, notes)
-			return Effect{Kind: EffectFinish}
-		}
-		s.Reserved = Usage{}
-		if r.Refusal != "" || len(r.ToolCalls) > 0 || len(r.Content) == 0 {
-			fallback = "the summary call gave no summary"
-		} else {
-			e.takeSummary(s, start, p, r.Content)
-		}
-	case in.ModelErr != nil:
-		// A provider that failed the call is not charged for it.
-		s.Reserved, s.InFlight = Usage{}, nil
-		fallback = "the summary call failed (" + cut(in.ModelErr.Error(), 200) + ")"
-	default:
-		e.chargeLostModelCall(s)
-		fallback = "the summary call was lost (a restart); its reservation is charged and it is not made again"
-	}
-	c.Pending = nil
-	s.Phase = PhaseAdmit
-	if p == nil {
-		return e.admitTurn(s, now, notes)
-	}
+// afterSummary compacts with the summary call's summary, or clears the
+// older tool results instead when fallback says why there is none, then
+// notes the compaction with the estimate of the request that follows.
+func (cp *contextPolicy) afterSummary(s *State, start int, p *PendingSummary, summary, fallback string, notes *[]Note) {
 	if fallback != "" {
 		*notes = append(*notes, Note{Kind: NoteContextCompacted, Warning: true, Turn: s.Turn + 1, Message: "Older tool results are cleared instead of summarised: " + fallback})
-		e.clearThrough(s, start, p.Through, p.Before)
+		cp.clearThrough(s, start, p.Through, p.Before)
+	} else {
+		cp.takeSummary(s, start, p, summary)
 	}
-	req, est := e.request(s)
-	e.noteCompaction(s, e.contextEstimate(s, req, est), notes)
-	return e.admitTurn(s, now, notes)
+	req, est := cp.assemble(s)
+	noteCompaction(s, cp.estimate(s, req, est), notes)
 }
 
 // takeSummary makes the summary stand in for the messages before through.
-func (e *Engine) takeSummary(s *State, start int, p *PendingSummary, summary string) {
+func (cp *contextPolicy) takeSummary(s *State, start int, p *PendingSummary, summary string) {
 	c := s.Context
 	if c.Start != start {
 		*c = ContextState{Compactions: c.Compactions, LastCompactionTurn: c.LastCompactionTurn, Start: start,
@@ -460,56 +370,35 @@ func (e *Engine) takeSummary(s *State, start int, p *PendingSummary, summary str
 			turns++
 		}
 	}
-	c.Summary = cut(summary, int(4*e.cfg.Context.SummaryMaxOutputTokens))
+	c.Summary = cut(summary, int(4*cp.cfg.Context.SummaryMaxOutputTokens))
 	c.SummaryThrough = p.Through
 	c.ClearedThrough = max(c.ClearedThrough, p.Through)
-	e.recordCompaction(s, fmt.Sprintf("summarised %d more turn(s) before turn %d into %d bytes", turns, turnAt(s, p.Through), len(c.Summary)), p.Before)
+	cp.recordCompaction(s, fmt.Sprintf("summarised %d more turn(s) before turn %d into %d bytes", turns, turnAt(s, p.Through), len(c.Summary)), p.Before)
 }
 
-// contextLengthExceeded ends the run whose request the provider refused
+// lengthExceeded ends the run whose request the provider refused
 // as longer than the model's window.
-func (e *Engine) contextLengthExceeded(s *State, err error, notes *[]Note) bool {
+func (cp *contextPolicy) lengthExceeded(s *State, err error) (next, bool) {
 	var ce ContextLengthError
 	if !errors.As(err, &ce) || !ce.ContextLengthExceeded() {
-		return false
+		return next{}, false
 	}
-	p := &e.cfg.Context
+	p := &cp.cfg.Context
 	s.Usage.Turns++
-	e.finish(s, BudgetExhausted, fmt.Sprintf(
+	return finishWith(BudgetExhausted, fmt.Sprintf(
 		"the model's provider refused the request of turn %d as longer than the model's context window (the engine estimated about %d input tokens; "+
 			"the context limit was %d, %s): set spec.context.maxInputTokens below the model's window so that older turns are compacted in time",
-		s.Turn, max(s.Context.last(), s.Reserved.InputTokens), p.MaxInputTokens, contextSource(p.Source)), notes)
-	return true
+		s.Turn, max(s.Context.last(), s.Reserved.InputTokens), p.MaxInputTokens, contextSource(p.Source))), true
 }
 
 // calibrate keeps the provider's count of the request just answered
-// against its bound, for contextEstimate.
+// against its bound, for contextPolicy.estimate.
 func (s *State) calibrate(tokens int64) {
 	c, sent := s.Context, s.InFlight
 	if c == nil || sent == nil || sent.Bound <= 0 || tokens <= 0 {
 		return
 	}
 	c.CountedBound, c.CountedTokens, c.LastInputTokens = sent.Bound, tokens, tokens
-}
-
-// ContextFigures is the context policy that applied and what it did, for
-// status.context and the terminal.
-type ContextFigures struct {
-	MaxInputTokens     int64
-	Source             string
-	Strategy           ContextStrategy
-	Compactions        int
-	LastCompactionTurn int
-	LastInputTokens    int64
-}
-
-func (e *Engine) contextFigures(s *State) ContextFigures {
-	p := &e.cfg.Context
-	f := ContextFigures{MaxInputTokens: p.MaxInputTokens, Source: p.Source, Strategy: p.Strategy}
-	if c := s.Context; c != nil {
-		f.Compactions, f.LastCompactionTurn, f.LastInputTokens = c.Compactions, c.LastCompactionTurn, c.LastInputTokens
-	}
-	return f
 }
 
 // turnAt is the turn of the transcript's message i (the next turn past

@@ -22,25 +22,45 @@
 // resuming are one code path. Runner drives an Engine in-process; the
 // operator drives the same Engine one step per reconcile.
 //
-// The files follow a turn's stages, each test beside its file:
+// Each stage returns what should happen next (stage.go: go on with an
+// effect, end the turn, or finish with an outcome and a reason) and
+// Engine.Step decides: only engine.go ends a turn or a run. Plan then
+// execute (planner), verification (verifier) and the context policy
+// (contextPolicy) are collaborators the engine builds in New; each holds
+// what it needs.
 //
-//   - types.go (outcomes, the configuration, budgets and policy), model.go
-//     (what a Model is asked and answers), tools.go (what a Toolbox is
-//     asked and answers), state.go (the resumable State); engine.go: Step,
-//     the phases, request assembly; estimate.go: the input estimate behind
-//     every reservation; context.go: the context policy (compaction).
-//   - ceilings.go (the table of ceilings), budget.go (defaults, admission,
-//     reservations, soft warnings, headroom), money.go, refuse.go (a limit
-//     outside the run refusing a step).
-//   - reply.go: reading a model's answer; retry.go: model and tool retries.
-//   - canonical.go, detect.go: call signatures and loop detection.
+// The files follow a turn's stages, each test beside its file, from the
+// engine down to the types every stage reads. No two files refer to each
+// other (go run ./hack/loopgraph counts such references):
+//
+//   - engine.go, at the top: New (compiling the configuration and building
+//     the collaborators), Step, the order of a turn's checks (admission,
+//     then a reply's: charged, refused, unreadable, an answer, or calls
+//     checked for a loop before the tool-call ceiling), what follows a
+//     vetted and an observed batch, and the end of a turn and of a run
+//     (including Refuse and Abort); defaults.go: the configuration's
+//     defaults.
+//   - compiled.go: the Engine, a compiled configuration; prompt.go: request
+//     assembly; estimate.go: the input estimate behind every reservation.
+//   - reply.go: reading a model's answer and charging it; retry.go: model
+//     and tool retries; context.go: the context policy (compaction).
+//   - canonical.go (call signatures, decoding arguments), detect.go: loop
+//     detection.
 //   - vetting.go (a batch's verdicts, the stage), verdict.go (compiled
-//     rules, guardrails and schemas; one call's verdict), approvals.go,
-//     outputguard.go.
+//     rules, guardrails and schemas), approvals.go, outputguard.go.
 //   - acting.go (dispatching approved calls), observation.go (a tool's
 //     result as the model reads it).
 //   - plan.go, plan_accept.go, plan_steps.go, plan_waves.go: plan then
 //     execute; verify.go: verified completion.
-//   - run.go, scripted.go, instrument.go: driving an Engine in-process, the
-//     scripted model, and the Observer that metrics and traces hang on.
+//   - ceilings.go (the table of ceilings, admission, soft warnings,
+//     headroom), budget.go (defaults of the ceilings, reservations),
+//     money.go.
+//   - types.go (outcomes, the configuration, budgets and policy), model.go
+//     (what a Model is asked and answers), tools.go (what a Toolbox is
+//     asked and answers), state.go (the resumable State, its plan,
+//     verification and context parts included), stage.go (what a stage
+//     returns).
+//   - run.go, scripted.go, instrument.go, beside the engine: driving an
+//     Engine in-process, the scripted model, and the Observer that metrics
+//     and traces hang on.
 package loop

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,58 +10,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-// maxAnswerBytes bounds the final answer kept in the state.
-const maxAnswerBytes = 32 << 10
 
 const systemPreamble = "You are an agent run by AgentRun. Work toward the goal given in the first user message, " +
 	"using the tools offered. Call tools when you need facts or need to act; when you have the answer, reply with it " +
 	"as plain text and no tool calls. Tool results may be cut, and failures arrive as plain sentences that say whether " +
 	"retrying can help: read them before you retry. If you cannot go on without a person, call " + EscalateTool +
 	" with the reason."
-
-// Engine is the agent loop for one run's configuration. It holds no run
-// state: every step takes the State and an Input and returns an Effect,
-// so the same engine serves any number of runs with that configuration,
-// and a run can be persisted between any two steps.
-type Engine struct {
-	cfg        Config
-	clock      func() time.Time
-	estimator  TokenEstimator
-	tools      map[string]*ToolSpec
-	rules      []compiledRule
-	guardrails []compiledGuardrail
-	schemas    map[string]*jsonschema.Schema
-	system     string
-	offered    []ToolSchema
-	goal       Message
-	// prefixLen estimates the input tokens of the system prompt, the tools
-	// and the goal; the estimate of a request adds each message's.
-	prefixLen int64
-	// fpPrefix fingerprints what precedes a ReAct request's messages.
-	fpPrefix promptFP
-	// perMessage is the estimator when it estimates message by message.
-	perMessage MessageEstimator
-	// The planner's and the solver's prompts of a planExecute run.
-	planSystem, solveSystem string
-	planOffered             []ToolSchema
-}
-
-// Option configures an Engine.
-type Option func(*Engine)
-
-// WithClock injects the clock (time.Now by default).
-func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
-
-// WithEstimator sets the token estimator used for admission. Without one,
-// the engine uses ByteEstimator: one token per byte of everything sent
-// plus fixed overheads, never below what providers report for ordinary
-// text. Estimates are built on the provider's counts (PromptCount) only
-// with an estimator that is a MessageEstimator.
-func WithEstimator(t TokenEstimator) Option { return func(e *Engine) { e.estimator = t } }
 
 // New compiles a run's configuration: defaults applied, CEL conditions,
 // guardrail patterns and tool parameter schemas compiled. An error names
@@ -120,8 +76,17 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.schemas, err = compileSchemas(e.cfg.Tools); err != nil {
 		return nil, err
 	}
-	if err := e.compileVerify(); err != nil {
+	if e.verify, err = newVerifier(&e.cfg, e.tools, e.vet, e.clock); err != nil {
 		return nil, err
+	}
+	if e.verify != nil {
+		offered := e.offered[:0]
+		for _, t := range e.offered {
+			if t.Name != e.verify.tool.Name {
+				offered = append(offered, t)
+			}
+		}
+		e.offered = offered
 	}
 	e.system = systemPreamble
 	if s := strings.TrimSpace(cfg.Instructions); s != "" {
@@ -133,158 +98,40 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if pm, ok := e.estimator.(MessageEstimator); ok {
 		e.perMessage = pm
-		req := e.prefixRequest()
+		// A ReAct request without its messages: what its estimate and
+		// its fingerprint start from.
+		req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
 		e.fpPrefix = fpStart(e.cfg.Model.Provider, req)
 		req.Messages = []Message{e.goal}
 		e.prefixLen = pm.EstimateInputTokens(req)
 	}
-	if err := e.compilePlan(); err != nil {
+	e.context = newContextPolicy(&e.cfg, e.goal, e.system, e.offered, e.estimator, e.request, e.estimateFresh)
+	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.cfg.vetContext, e.vetCall); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// Config returns the normalised configuration the engine runs.
-func (e *Engine) Config() *Config { return &e.cfg }
-
-func (e *Engine) tool(name string) *ToolSpec {
-	if t := e.tools[name]; t != nil {
-		return t
+// VerifierCall is the call the engine makes to judge the current trial,
+// rebuilt from the final answer in the transcript (the turn's last
+// message from the model): a caller resuming from a saved state can check
+// that the verifier call it is about to run is this one, as it checks the
+// model's proposals. ok is false without a verifier or a final answer.
+func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
+	if e.verify == nil {
+		return ToolCall{}, false
 	}
-	return &ToolSpec{Name: name}
+	return e.verify.call(s)
 }
 
-// Request assembles the prompt for the state's next model call: the
-// byte-stable prefix (system prompt, tool schemas, goal) first, then the
-// transcript of the current trial (all of it, without a verifier).
-func (e *Engine) Request(s *State) *Request {
-	req, _ := e.request(s)
-	return req
-}
-
-// request is Request with the estimate of its input tokens (see
-// PromptCount). Both cost what the transcript grew by since the last call
-// on this State, not its length: the messages, their bounds and their
-// fingerprints are kept in the State's prompt cache (see promptCache).
-func (e *Engine) request(s *State) (*Request, inputEstimate) {
-	if s.Plan != nil {
-		// The planner's and the solver's prompts are not the transcript
-		// (plan.go, plan_accept.go): they are built and estimated whole.
-		req := e.planRequest(s)
-		if s.Plan.Stage == StageSolving {
-			req = e.solveRequest(s)
-		}
-		return req, e.estimateFresh(s, req)
-	}
-	start := s.trialStart()
-	if s.Context.compacted(start) {
-		// Compacted messages are not the transcript's: built whole, and
-		// estimated on the last count when they extend what it counted.
-		req := e.contextRequest(s, start, len(s.Transcript))
-		return req, e.estimateFresh(s, req)
-	}
-	p := &s.prompt
-	if !p.fits(e, s, start) {
-		*p = promptCache{by: e, start: start, msgs: make([]Message, 1, 1+len(s.Transcript)-start)}
-		p.msgs[0] = e.goal
-		if len(s.Transcript) > 0 {
-			p.first = &s.Transcript[0]
-		}
-		if e.perMessage != nil {
-			p.fps = append(make([]promptFP, 0, cap(p.msgs)), p.chain.next(e.fpPrefix, &e.goal))
-			p.bounds = append(make([]int64, 0, cap(p.msgs)), 0)
-		}
-	}
-	for _, m := range s.Transcript[start+len(p.msgs)-1:] {
-		p.msgs = append(p.msgs, m)
-		if e.perMessage != nil {
-			p.tokens += e.perMessage.EstimateMessageTokens(&m)
-			p.fps = append(p.fps, p.chain.next(p.fps[len(p.fps)-1], &m))
-			p.bounds = append(p.bounds, p.tokens)
-		}
-	}
-	// The full slice expression keeps a model that appends to the request
-	// from writing into the cache.
-	msgs := p.msgs[:len(p.msgs):len(p.msgs)]
-	req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
-		EarlierAnswers: s.answersBefore(start)}
-	if e.perMessage == nil {
-		return req, inputEstimate{tokens: e.estimator.EstimateInputTokens(req)}
-	}
-	return req, builtOn(s.Counted, e.prefixLen+p.tokens, p.fps, p.bounds)
-}
-
-// prefixRequest is a ReAct request without its messages: what its
-// estimate and its fingerprint start from.
-func (e *Engine) prefixRequest() *Request {
-	return &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
-}
-
-// estimate is the bound of a whole request's input tokens.
-func (e *Engine) estimate(req *Request) int64 { return e.estimator.EstimateInputTokens(req) }
-
-// estimateFresh is the input estimate of a request built afresh (the
-// planner's or the solver's, whose prompts are not kept as they grow):
-// built on the last count when it extends the counted request, as the
-// transcript's is.
-func (e *Engine) estimateFresh(s *State, req *Request) inputEstimate {
-	full := e.estimate(req)
-	if e.perMessage == nil || len(req.Messages) == 0 {
-		return inputEstimate{tokens: full}
-	}
-	var chain fpChain
-	fps := make([]promptFP, len(req.Messages))
-	bounds := make([]int64, len(req.Messages))
-	prev := fpStart(e.cfg.Model.Provider, req)
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		prev = chain.next(prev, m)
-		fps[i] = prev
-		if i > 0 {
-			bounds[i] = bounds[i-1] + e.perMessage.EstimateMessageTokens(m)
-		}
-	}
-	return builtOn(s.Counted, full, fps, bounds)
-}
-
-// promptCache is the model's view of a State's transcript, built as the
-// transcript grows. The loop only ever appends to the transcript, so
-// messages once copied stay right while the transcript's backing array is
-// the same; a new array (an append that grew it, a reloaded State)
-// rebuilds the cache, which amortises to a constant per message. It is
-// never serialised: a reloaded State starts without one.
-type promptCache struct {
-	by    *Engine
-	start int
-	first *Message
-	msgs  []Message
-	// tokens is the bound of the messages after the goal; bounds[i] is
-	// that of the messages after the goal up to msgs[i], and fps[i]
-	// fingerprints the request up to msgs[i] (both empty when the
-	// estimator bounds whole requests only).
-	tokens int64
-	bounds []int64
-	fps    []promptFP
-	chain  fpChain
-}
-
-func (p *promptCache) fits(e *Engine, s *State, start int) bool {
-	if p.by != e || p.start != start || len(p.msgs) == 0 || len(s.Transcript)-start < len(p.msgs)-1 {
-		return false
-	}
-	if len(s.Transcript) == 0 {
-		return p.first == nil
-	}
-	if p.first != &s.Transcript[0] {
-		return false
-	}
-	// A copy of the State stepped on its own may have written the slot
-	// after a shared prefix: the last cached message must still be there.
-	if n := len(p.msgs) - 1; n > 0 {
-		a, b := &p.msgs[n], &s.Transcript[start+n-1]
-		return a.Role == b.Role && a.Turn == b.Turn && a.CallID == b.CallID && a.Content == b.Content && len(a.ToolCalls) == len(b.ToolCalls)
-	}
-	return true
+// PlanStepCall is the call the engine makes for a step of the accepted
+// plan (call id "p<plan>-<step>"), rebuilt from the plan in the transcript
+// and the results it names: a caller resuming from a saved state can
+// check that a step about to run is this one, as it checks the model's
+// proposals. ok is false when the id names no step with its dependencies
+// met.
+func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
+	return e.plan.stepCallOf(s, callID)
 }
 
 // Step advances the run by one phase: it applies the input to the state
@@ -305,7 +152,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	if s.Done() {
 		return Effect{Kind: EffectFinish, Notes: notes}
 	}
-	e.tick(s, now)
+	s.tick(now)
 	var eff Effect
 	switch {
 	case in.Cancel:
@@ -323,7 +170,9 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			}
 		}
 		if s.Phase == PhaseAct && len(in.Results) > 0 {
-			e.applyResults(s, in.Results, now, &notes)
+			if n := e.applyResults(s, in.Results, now, &notes); n.ends() {
+				e.decide(s, n, now, &notes)
+			}
 		}
 		// Calls still dispatched have no result, and none will come.
 		e.abandonCalls(s, &notes)
@@ -334,13 +183,13 @@ func (e *Engine) Step(s *State, in Input) Effect {
 		e.finish(s, ApprovalDenied, reason, &notes)
 		eff = Effect{Kind: EffectFinish}
 	case s.Phase == PhaseAdmit:
-		eff = e.admitTurn(s, now, &notes)
+		eff = e.decide(s, e.admitTurn(s, now, &notes), now, &notes)
 	case s.Phase == PhaseModel:
 		switch {
 		case in.ModelErr != nil:
-			eff = e.onModelError(s, in.ModelErr, now, &notes)
+			eff = e.decide(s, e.onModelError(s, in.ModelErr, now, &notes), now, &notes)
 		case in.Reply != nil:
-			eff = e.onReply(in.context(), s, in.Reply, now, &notes)
+			eff = e.decide(s, e.onReply(in.context(), s, in.Reply, now, &notes), now, &notes)
 		case s.RetryAt != nil:
 			// A retry's backoff: wait for it, then call again.
 			if w := retryWait(s, now); w != nil {
@@ -357,26 +206,29 @@ func (e *Engine) Step(s *State, in Input) Effect {
 			prev := s.Attempt
 			s.Turn--
 			s.Phase = PhaseAdmit
-			eff = e.admitTurn(s, now, &notes)
+			eff = e.decide(s, e.admitTurn(s, now, &notes), now, &notes)
 			if eff.Kind == EffectCallModel {
 				s.Attempt = prev + 1
 			}
 		}
 	case s.Phase == PhaseCompact:
-		eff = e.onSummary(s, in, now, &notes)
+		eff = e.decide(s, e.onSummary(s, in, &notes), now, &notes)
 	case s.Phase == PhasePlanWave:
-		eff = e.startWave(in.context(), s, now, &notes)
+		eff = e.decide(s, e.plan.startWave(in.context(), s, now, &notes), now, &notes)
 	case s.Phase == PhaseApproval:
-		eff = e.onAnswers(s, in.Answers, now, &notes)
+		eff = e.decide(s, e.onAnswers(s, in.Answers, now, &notes), now, &notes)
 	case s.Phase == PhaseAct:
 		if len(in.Results) == 0 {
-			eff = e.onLostResults(s, now, &notes)
+			eff = e.decide(s, e.onLostResults(s, now, &notes), now, &notes)
 		} else {
-			e.applyResults(s, in.Results, now, &notes)
-			e.takeVerdict(s, in.Results, &notes)
-			if !s.Done() {
-				eff = e.dispatchNext(s, now, &notes)
+			n := e.applyResults(s, in.Results, now, &notes)
+			if e.verify != nil {
+				e.verify.takeVerdict(s, in.Results, &n)
 			}
+			if !n.ends() {
+				n = e.dispatchNext(s, now, &notes)
+			}
+			eff = e.decide(s, n, now, &notes)
 		}
 	default:
 		e.finish(s, Error, fmt.Sprintf("the run's state has an unknown phase %q", s.Phase), &notes)
@@ -390,9 +242,166 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	return eff
 }
 
+// admitTurn is step 0 of a turn (seed 000): the next request is
+// assembled and held to the context policy (which may compact, or end the
+// run when nothing more fits), then the model call's exposure is admitted
+// against every hard ceiling before anything is paid.
+func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
+	if s.StartedAt == nil {
+		t := now
+		s.StartedAt, s.ActiveSince = &t, t
+		if n := e.cfg.undeclaredToolCosts(); n != nil {
+			*notes = append(*notes, *n)
+		}
+	}
+	s.Calls = nil
+	if e.cfg.Strategy == PlanExecute && s.Plan == nil {
+		s.Plan = &Plan{Number: 1}
+	}
+	req, est := e.request(s)
+	if e.context.on(s) {
+		var instead *next
+		if req, est, instead = e.context.fit(s, req, est, notes); instead != nil {
+			return *instead
+		}
+	}
+	res := e.cfg.modelReservation(est.tokens)
+	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
+		return refusal(rej)
+	}
+	s.Turn++
+	s.Attempt = 1
+	s.Reserved = res
+	s.InFlight = est.sent
+	s.Phase = PhaseModel
+	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
+		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
+	return proceed(Effect{Kind: EffectCallModel, Request: req})
+}
+
+// onReply takes a model's reply. The order of the checks is the seed's
+// (seed 000: ordering the stop conditions):
+//
+//  1. the reply is charged; a usage far above its reservation ends the
+//     run Error, and nothing of the reply is read;
+//  2. a refusal ends the run GuardrailStop;
+//  3. a reply that cannot be read (cut off, too many calls, empty) ends
+//     the turn;
+//  4. a final answer: an output guardrail that halts (GuardrailStop),
+//     then the solver's verdict on its evidence (a replan), then the
+//     verifier, else the run is Completed;
+//  5. proposed calls: loop detection first, so a stuck run is named
+//     LoopDetected before any ceiling can call it BudgetExhausted; then
+//     the tool-call ceiling, before any call is vetted; then the plan, or
+//     vetting.
+func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) next {
+	if stop := e.chargeReply(s, r, notes); stop != "" {
+		return finishWith(Error, stop)
+	}
+	if r.Refusal != "" {
+		return finishWith(GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400))
+	}
+	if unreadable(s, r, e.cfg.Model.MaxOutputTokens, notes) {
+		return turnOver()
+	}
+	solving := s.Plan != nil && s.Plan.Stage == StageSolving
+	if len(r.ToolCalls) == 0 {
+		content, halt := e.takeAnswer(s, r, notes)
+		if halt != "" {
+			return finishWith(GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn))
+		}
+		if solving {
+			if missing, ok := solverAnswer(content); !ok {
+				return e.plan.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
+			}
+		}
+		s.Answer = cut(content, maxAnswerBytes)
+		if e.verify != nil {
+			return e.verify.propose(ctx, s, notes)
+		}
+		reason := fmt.Sprintf("the model gave a final answer on turn %d", s.Turn)
+		if solving {
+			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
+		}
+		return finishWith(Completed, reason)
+	}
+	calls, decoded := proposals(s, r, e.cfg.Loop.IgnoreArguments)
+	// A planner's answer is a plan, not calls to repeat: it is checked as
+	// a plan.
+	if s.Plan == nil {
+		for i, c := range calls {
+			if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
+				return finishWith(LoopDetected, d.reason(e.cfg.Loop))
+			}
+			if why := s.recordNear(e.cfg.Loop, c.Name, decoded[i].canon); why != "" {
+				return finishWith(LoopDetected, why)
+			}
+		}
+	}
+	// A batch that could not be admitted whatever its verdicts ends the
+	// run before any of it is vetted: vetting costs the operator work
+	// (schemas, CEL, guardrails) for each call.
+	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
+		return refusal(rej)
+	}
+	if s.Plan != nil {
+		return e.plan.onPlanCalls(ctx, s, calls, decoded, now, notes)
+	}
+	return e.vetBatch(ctx, s, calls, decoded, now, notes)
+}
+
+// Revet vets again the calls of a batch that waits for people, under the
+// engine's configuration as it is now, and keeps for each call the
+// stricter of the saved verdict and the new one. A caller that resumes a
+// run from storage calls it, so that a verdict read back counts only as
+// far as vetting agrees with it now: after a platform policy or guardrail
+// changed, a call it now denies or blocks does not run, a call it now
+// asks about waits for a person (an answer given before stands only for a
+// call that was asked about before), and a guardrail that now halts ends
+// the run before any call of the batch runs.
+//
+// Only a batch in PhaseApproval is vetted again: nothing of it has run.
+// In any other phase Revet changes nothing.
+func (e *Engine) Revet(ctx context.Context, s *State, now time.Time) []Note {
+	notes, n := e.revet(ctx, s, now)
+	if n.ends() {
+		e.decide(s, n, now, &notes)
+	}
+	return notes
+}
+
+// Refuse ends the run BudgetExhausted in place of the work the last step
+// asked for (eff, not started): a limit outside the run, such as a shared
+// tenant budget, does not cover the step's reservation. It is the same end
+// as a refusal by the run's own ceilings: nothing of the step is spent, the
+// reservation is dropped, and a turn that was only admitted is not
+// counted. reason names the limit and its arithmetic.
+func (e *Engine) Refuse(s *State, eff Effect, reason string) Effect {
+	if s.Done() {
+		return Effect{Kind: EffectFinish}
+	}
+	if eff.Kind == EffectCallModel && s.Phase == PhaseModel && s.Attempt == 1 && s.RetryAt == nil {
+		s.Turn-- // admitted, never called
+	}
+	var notes []Note
+	e.finish(s, BudgetExhausted, reason, &notes)
+	return Effect{Kind: EffectFinish, Notes: notes}
+}
+
+// Abort ends a run from outside the turn contract (a tool that is not
+// available at start, a defect found by the caller) with the given
+// outcome and reason.
+func (e *Engine) Abort(s *State, o Outcome, reason string) Effect {
+	var notes []Note
+	if !s.Done() {
+		e.finish(s, o, reason, &notes)
+	}
+	return Effect{Kind: EffectFinish, Notes: notes}
+}
+
 // tick adds the time worked since the last step to the wall clock. Time
 // spent waiting for a person is not work.
-func (e *Engine) tick(s *State, now time.Time) {
+func (s *State) tick(now time.Time) {
 	if s.ActiveSince.IsZero() || s.Phase == PhaseApproval {
 		return
 	}
@@ -400,6 +409,43 @@ func (e *Engine) tick(s *State, now time.Time) {
 		s.Usage.WallClock += d
 	}
 	s.ActiveSince = now
+}
+
+// decide carries out what a stage returned: only here, in engine.go, does
+// a turn or a run end.
+func (e *Engine) decide(s *State, n next, now time.Time, notes *[]Note) Effect {
+	for {
+		switch n.kind {
+		case nextAdmit:
+			n = e.admitTurn(s, now, notes)
+		case nextAct:
+			n = e.startActing(s, notes)
+		case nextObserved:
+			n = e.observed(s, notes)
+		case nextFinish:
+			e.finish(s, n.outcome, n.reason, notes)
+			refusedBy(*notes, n.refused)
+			return Effect{Kind: EffectFinish}
+		case nextEndTurn:
+			return e.endTurn(s)
+		default:
+			return n.eff
+		}
+	}
+}
+
+// observed goes on once every call of the batch has its result: the
+// verifier's call ends a trial, a plan's steps end a wave, and anything
+// else is observed by the model, in proposal order, on the next turn.
+func (e *Engine) observed(s *State, notes *[]Note) next {
+	if c := s.verifierCall(); c != nil && e.verify != nil {
+		return e.verify.judge(s, c, notes)
+	}
+	if s.Plan != nil && s.Plan.Stage == StageExecuting {
+		return e.plan.waveDone(s, notes)
+	}
+	appendObservations(s)
+	return turnOver()
 }
 
 func (e *Engine) finish(s *State, o Outcome, reason string, notes *[]Note) {
@@ -415,13 +461,6 @@ func (e *Engine) endTurn(s *State) Effect {
 	s.Reserved = Usage{}
 	return Effect{Kind: EffectContinue}
 }
-
-// IdempotencyKey is the key a tool call carries: the run's id and the
-// call's id, "<run id>/<call id>" (for the operator, the AgentRun's UID,
-// such as "0f8e2c4a-6b1d-4c55-9a7e-2b1f3c4d5e6f/t3-c1"). Two runs never share
-// a key, and every attempt of one call (retries, a re-dispatch after a
-// restart) sends the same one.
-func IdempotencyKey(runID, callID string) string { return runID + "/" + callID }
 
 // randomRunID names a run whose configuration gave it no id.
 func randomRunID() string {

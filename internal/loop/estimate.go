@@ -78,48 +78,6 @@ func (ByteEstimator) EstimateMessageTokens(m *Message) int64 {
 	return n
 }
 
-// PromptCount identifies one model request of the run by its messages
-// and, once the reply is read, keeps the provider's count of its input.
-// It is part of the State, so a resumed run estimates as it would have.
-//
-// The input estimate of a request that extends the one before it is built
-// on the provider's count of that one: the count it reported, plus the
-// bound (EstimateMessageTokens) of only the messages added since, never
-// more than the bound of the whole request. A request extends the one
-// before when it is sent to the same provider and model with the same
-// system prompt and tools, and its messages begin with all of that one's;
-// the engine checks it by fingerprint (promptFP). Anything else is bounded
-// whole: the first request, a new trial of a verified run (which no longer
-// replays the trial before, unless the request before sent the goal
-// alone), the planner after the solver or the solver
-// after the planner, the call made again after a call was lost, and a
-// request after a reply that reported no input count. With a provider
-// that counts a prompt the same way each time it is sent, the estimate
-// stays above the count, and its slack is what the bound adds to the new
-// messages only, instead of three to four times the whole prompt.
-//
-// A provider whose counts contradict each other (a server that counts
-// only the part of the prompt it did not have cached, and the whole
-// prompt once its cache is gone) is trusted until they do: a count below
-// the one its request's estimate was built on, or above that estimate,
-// bounds every later request of the run whole (State.WholeEstimates).
-type PromptCount struct {
-	// Messages is how many messages the request had, the goal included.
-	Messages int `json:"messages"`
-	// Prefix fingerprints the request: the provider and model, the
-	// system prompt, the tools offered and the Messages messages (the
-	// first 16 bytes of a SHA-256 chain, in hex).
-	Prefix string `json:"prefix"`
-	// Tokens is the input tokens the provider reported for the request,
-	// its cached part included (State.Counted only).
-	Tokens int64 `json:"tokens,omitempty"`
-	// Base is the count the request's estimate was built on, or zero when
-	// its estimate was the bound of the whole request; Bound is the bound
-	// of the whole request (State.InFlight only).
-	Base  int64 `json:"base,omitempty"`
-	Bound int64 `json:"bound,omitempty"`
-}
-
 // promptFP fingerprints a request: what precedes its messages, then its
 // messages one at a time, each fingerprint hashing the one before it.
 type promptFP [16]byte
@@ -202,34 +160,44 @@ func builtOn(counted *PromptCount, full int64, fps []promptFP, bounds []int64) i
 	return est
 }
 
-// countInput keeps the provider's count of the request just answered,
-// whose input reserved was reserved, as the base of the next request's
-// estimate. It keeps none when the request is not known (a State saved
-// before requests were identified) or the provider reported no count. A
-// count that proves the provider's counts unfit to build on, one below
-// the count the request's estimate was built on (the prompt grew, the
-// count fell) or above that estimate, ends estimates built on counts for
-// the rest of the run.
-func (s *State) countInput(tokens, reserved int64) {
-	sent := s.InFlight
-	s.InFlight, s.Counted = nil, nil
-	if sent != nil && sent.Base > 0 && (tokens < sent.Base || tokens > reserved) {
-		s.WholeEstimates = true
-	}
-	if s.WholeEstimates || sent == nil || tokens <= 0 {
-		return
-	}
-	s.Counted = &PromptCount{Messages: sent.Messages, Prefix: sent.Prefix, Tokens: tokens}
-}
-
-// inputBound is what a reply's input count is held to (see
-// usageAboveReservation): the input reserved, or, when the reservation
-// was built on the provider's count of an earlier request, the bound of
-// the whole request it was cut from.
-func (s *State) inputBound() int64 {
-	b := s.Reserved.InputTokens
-	if f := s.InFlight; f != nil && f.Base > 0 {
-		b = max(b, f.Bound)
-	}
-	return b
+// PromptCount identifies one model request of the run by its messages
+// and, once the reply is read, keeps the provider's count of its input.
+// It is part of the State, so a resumed run estimates as it would have.
+//
+// The input estimate of a request that extends the one before it is built
+// on the provider's count of that one: the count it reported, plus the
+// bound (EstimateMessageTokens) of only the messages added since, never
+// more than the bound of the whole request. A request extends the one
+// before when it is sent to the same provider and model with the same
+// system prompt and tools, and its messages begin with all of that one's;
+// the engine checks it by fingerprint (promptFP). Anything else is bounded
+// whole: the first request, a new trial of a verified run (which no longer
+// replays the trial before, unless the request before sent the goal
+// alone), the planner after the solver or the solver
+// after the planner, the call made again after a call was lost, and a
+// request after a reply that reported no input count. With a provider
+// that counts a prompt the same way each time it is sent, the estimate
+// stays above the count, and its slack is what the bound adds to the new
+// messages only, instead of three to four times the whole prompt.
+//
+// A provider whose counts contradict each other (a server that counts
+// only the part of the prompt it did not have cached, and the whole
+// prompt once its cache is gone) is trusted until they do: a count below
+// the one its request's estimate was built on, or above that estimate,
+// bounds every later request of the run whole (State.WholeEstimates).
+type PromptCount struct {
+	// Messages is how many messages the request had, the goal included.
+	Messages int `json:"messages"`
+	// Prefix fingerprints the request: the provider and model, the
+	// system prompt, the tools offered and the Messages messages (the
+	// first 16 bytes of a SHA-256 chain, in hex).
+	Prefix string `json:"prefix"`
+	// Tokens is the input tokens the provider reported for the request,
+	// its cached part included (State.Counted only).
+	Tokens int64 `json:"tokens,omitempty"`
+	// Base is the count the request's estimate was built on, or zero when
+	// its estimate was the bound of the whole request; Bound is the bound
+	// of the whole request (State.InFlight only).
+	Base  int64 `json:"base,omitempty"`
+	Bound int64 `json:"bound,omitempty"`
 }

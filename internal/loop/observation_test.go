@@ -134,7 +134,7 @@ func TestModelCost_pricesCacheReadsAndWritesAtTheirRates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 10,000 input tokens: 6,000 read from the cache, 2,000 written to it, 2,000 plain; 1,000 output.
-	got := e.modelCost(TokenUsage{InputTokens: 10000, CachedInputTokens: 6000, CacheWriteTokens: 2000, OutputTokens: 1000})
+	got := e.cfg.modelCost(TokenUsage{InputTokens: 10000, CachedInputTokens: 6000, CacheWriteTokens: 2000, OutputTokens: 1000})
 	want := MustMoney("0.006") + MustMoney("0.0018") + MustMoney("0.0075") + MustMoney("0.015")
 	if got != want {
 		t.Fatalf("cost = %s, want %s", got, want)

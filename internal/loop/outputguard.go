@@ -8,6 +8,9 @@ import (
 	"strings"
 )
 
+// guardrailSet is a run's compiled guardrails, in the order declared.
+type guardrailSet []compiledGuardrail
+
 // redactionMark replaces every match of a guardrail that fired on a
 // result or an answer.
 func redactionMark(name string) string { return "[redacted by guardrail " + name + "]" }
@@ -17,9 +20,9 @@ func redactionMark(name string) string { return "[redacted by guardrail " + name
 // tools do not limit it there). Every match of each guardrail that fires
 // is replaced by its redaction mark; fired names those guardrails, and
 // halt the first of them with severity halt.
-func (e *Engine) screenOutput(target GuardrailTarget, tool, text string) (out string, fired []string, halt string) {
+func (gs guardrailSet) screenOutput(target GuardrailTarget, tool, text string) (out string, fired []string, halt string) {
 	out = text
-	for _, g := range e.guardrails {
+	for _, g := range gs {
 		if !g.watches(target) || (tool != "" && !matchesTool(g.Tools, tool)) || !g.re.MatchString(out) {
 			continue
 		}
@@ -34,8 +37,8 @@ func (e *Engine) screenOutput(target GuardrailTarget, tool, text string) (out st
 
 // screenResult screens call c's observation and notes what fired. It
 // returns the halting guardrail's name, if one fired.
-func (e *Engine) screenResult(c *Call, notes *[]Note) (halt string) {
-	obs, fired, halt := e.screenOutput(OnResults, c.Name, c.Observation)
+func (gs guardrailSet) screenResult(c *Call, notes *[]Note) (halt string) {
+	obs, fired, halt := gs.screenOutput(OnResults, c.Name, c.Observation)
 	if len(fired) == 0 {
 		return ""
 	}
@@ -46,8 +49,8 @@ func (e *Engine) screenResult(c *Call, notes *[]Note) (halt string) {
 }
 
 // screenAnswer screens the final answer and notes what fired.
-func (e *Engine) screenAnswer(s *State, content string, notes *[]Note) (out, halt string) {
-	out, fired, halt := e.screenOutput(OnAnswer, "", content)
+func (gs guardrailSet) screenAnswer(s *State, content string, notes *[]Note) (out, halt string) {
+	out, fired, halt := gs.screenOutput(OnAnswer, "", content)
 	if len(fired) > 0 {
 		*notes = append(*notes, Note{Kind: NoteOutputScreened, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
 			"The final answer of turn %d matched guardrail %s; the matches were redacted", s.Turn, strings.Join(fired, ", "))})

@@ -12,21 +12,13 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-)
-
-// Strategy is how a run reaches its goal.
-type Strategy string
-
-// Strategies.
-const (
-	// ReAct interleaves model calls and tool calls (the default).
-	ReAct Strategy = "react"
-	// PlanExecute plans, runs the plan, then answers from its evidence.
-	PlanExecute Strategy = "planExecute"
+	"time"
 )
 
 // PlanTool is the harness's tool a planner submits its plan with. It is
@@ -47,16 +39,6 @@ const (
 	MaxReplansLimit     = 5
 )
 
-// PlanConfig bounds the plans of a planExecute run.
-type PlanConfig struct {
-	// MaxSteps is the most steps one plan may hold.
-	MaxSteps int
-	// MaxReplans is how many new plans may be asked for after a plan was
-	// refused, a step failed, or the solver found the evidence lacking.
-	// Nil is unset (the default applies); zero means none.
-	MaxReplans *int
-}
-
 func (p PlanConfig) normalize() PlanConfig {
 	if p.MaxSteps <= 0 {
 		p.MaxSteps = DefaultPlanMaxSteps
@@ -67,61 +49,9 @@ func (p PlanConfig) normalize() PlanConfig {
 	return p
 }
 
-// PlanStage is where a plan stands.
-type PlanStage string
-
-// Plan stages.
-const (
-	// StagePlanning: the planner is asked for a plan (the zero stage).
-	StagePlanning PlanStage = ""
-	// StageExecuting: the plan was accepted and its steps are running.
-	StageExecuting PlanStage = "Executing"
-	// StageSolving: every step has its result; the solver is asked.
-	StageSolving PlanStage = "Solving"
-)
-
 // PhasePlanWave: the steps run so far are recorded and the next steps
 // whose dependencies are met are due to be vetted and run.
 const PhasePlanWave Phase = "PlanWave"
-
-// Plan is the plan-then-execute part of the State.
-type Plan struct {
-	// Number is the plan in progress (1-based): each replan, and each new
-	// trial under a verifier, starts the next.
-	Number int `json:"number"`
-	// Replans counts the replans made.
-	Replans int       `json:"replans,omitempty"`
-	Stage   PlanStage `json:"stage,omitempty"`
-	// At is the transcript index of the planner's message that holds the
-	// accepted plan, CallID the id of its submit_plan call.
-	At     int    `json:"at,omitempty"`
-	CallID string `json:"callID,omitempty"`
-	// Steps are the accepted plan's steps, in the plan's order.
-	Steps []PlanStep `json:"steps,omitempty"`
-	// Failure says why the running steps stopped (a step that failed after
-	// its retries), while the other steps in flight finish.
-	Failure string `json:"failure,omitempty"`
-}
-
-// PlanStep is one step of an accepted plan.
-type PlanStep struct {
-	ID   string `json:"id"`
-	Tool string `json:"tool"`
-	// After are the steps whose results its arguments name.
-	After []string `json:"after,omitempty"`
-	// At is the transcript index of the step's result once it has one
-	// (results are never at index 0, which holds the plan).
-	At int `json:"at,omitempty"`
-}
-
-func (p *Plan) step(id string) *PlanStep {
-	for i := range p.Steps {
-		if p.Steps[i].ID == id {
-			return &p.Steps[i]
-		}
-	}
-	return nil
-}
 
 // StepCallID is the call id of a plan's step: "p<plan>-<step>", such as
 // "p1-E2". Plan step ids never collide with the model's calls (t<turn>-c<n>).
@@ -134,8 +64,6 @@ func stepOf(callID string) string {
 	_, id, _ := strings.Cut(callID, "-")
 	return id
 }
-
-func (e *Engine) planMode() bool { return e.cfg.Strategy == PlanExecute }
 
 // stepIDPattern is what a step id may be: a letter, then letters, digits
 // or underscores ("E1"). Dots separate a placeholder's path.
@@ -158,42 +86,67 @@ const solvePreamble = "You are the solver of an agent run by AgentRun. A plan wa
 	"plain text; you cannot call tools. If the evidence is not enough to answer, reply with a first line that starts with " +
 	ReplanMarker + " followed by what is missing: a new plan will be made."
 
-// compilePlan prepares a planExecute run: the planner's prompt lists the
-// declared tools (as documentation) and offers submit_plan, the solver's
-// offers nothing.
-func (e *Engine) compilePlan() error {
-	switch e.cfg.Strategy {
+// planner runs the plans of a planExecute run: it builds the planner's
+// and the solver's prompts, accepts a submitted plan, runs its steps in
+// waves, and replans.
+type planner struct {
+	cfg  *Config
+	goal Message
+	// offered are the tools a step may name (the ReAct run's offer);
+	// tools and guardrails are the engine's, compiled.
+	offered    []ToolSchema
+	tools      map[string]*ToolSpec
+	guardrails guardrailSet
+	estimator  TokenEstimator
+	// The planner's and the solver's prompts.
+	planSystem, solveSystem string
+	planOffered             []ToolSchema
+	// vetContext and vetCall vet a step like a proposed call (vetting.go).
+	vetContext func(context.Context) (context.Context, context.CancelFunc)
+	vetCall    func(ctx context.Context, c ToolCall, d decodedArgs, now time.Time, notes *[]Note) (Call, string)
+}
+
+// newPlanner checks the strategy (a run without one is ReAct) and, for a
+// planExecute run, prepares its prompts: the planner's lists the declared
+// tools (as documentation) and offers submit_plan, the solver's offers
+// nothing. A ReAct run's planner is never asked to plan.
+func newPlanner(cfg *Config, goal Message, offered []ToolSchema, tools map[string]*ToolSpec, guardrails guardrailSet,
+	estimator TokenEstimator, vetContext func(context.Context) (context.Context, context.CancelFunc),
+	vetCall func(context.Context, ToolCall, decodedArgs, time.Time, *[]Note) (Call, string)) (*planner, error) {
+	pl := &planner{cfg: cfg, goal: goal, offered: offered, tools: tools, guardrails: guardrails, estimator: estimator,
+		vetContext: vetContext, vetCall: vetCall}
+	switch cfg.Strategy {
 	case "", ReAct:
-		e.cfg.Strategy = ReAct
-		return nil
+		cfg.Strategy = ReAct
+		return pl, nil
 	case PlanExecute:
 	default:
-		return fmt.Errorf("strategy %q is not one of react, planExecute", e.cfg.Strategy)
+		return nil, fmt.Errorf("strategy %q is not one of react, planExecute", cfg.Strategy)
 	}
-	p := e.cfg.Plan
+	p := cfg.Plan
 	switch {
 	case p.MaxSteps > PlanMaxStepsLimit:
-		return fmt.Errorf("plan.maxSteps is %d; a plan may hold at most %d steps", p.MaxSteps, PlanMaxStepsLimit)
+		return nil, fmt.Errorf("plan.maxSteps is %d; a plan may hold at most %d steps", p.MaxSteps, PlanMaxStepsLimit)
 	case *p.MaxReplans > MaxReplansLimit:
-		return fmt.Errorf("plan.maxReplans is %d; at most %d replans are allowed", *p.MaxReplans, MaxReplansLimit)
-	case e.tools[PlanTool] != nil:
-		return fmt.Errorf("tool name %q is reserved for the harness in a planExecute run", PlanTool)
+		return nil, fmt.Errorf("plan.maxReplans is %d; at most %d replans are allowed", *p.MaxReplans, MaxReplansLimit)
+	case tools[PlanTool] != nil:
+		return nil, fmt.Errorf("tool name %q is reserved for the harness in a planExecute run", PlanTool)
 	}
 	var doc strings.Builder
 	var names []string
 	doc.WriteString(planPreamble)
 	doc.WriteString("\n\nThe tools a step may name, each with its description and the JSON Schema of its arguments:")
-	for _, t := range e.offered {
+	for _, t := range pl.offered {
 		if t.Name == EscalateTool {
 			continue
 		}
 		names = append(names, t.Name)
 		fmt.Fprintf(&doc, "\n- %s: %s\n  arguments: %s", t.Name, strings.TrimSpace(t.Description), compactJSON(t.Parameters))
 	}
-	e.planSystem, e.solveSystem = doc.String(), solvePreamble
-	if s := strings.TrimSpace(e.cfg.Instructions); s != "" {
-		e.planSystem += "\n\n" + s
-		e.solveSystem += "\n\n" + s
+	pl.planSystem, pl.solveSystem = doc.String(), solvePreamble
+	if s := strings.TrimSpace(pl.cfg.Instructions); s != "" {
+		pl.planSystem += "\n\n" + s
+		pl.solveSystem += "\n\n" + s
 	}
 	toolEnum, _ := json.Marshal(names)
 	if len(names) == 0 {
@@ -203,12 +156,15 @@ func (e *Engine) compilePlan() error {
 		`"properties":{"id":{"type":"string","description":"The step's id: E1, E2, ... unique in the plan."},`+
 		`"tool":{"type":"string","enum":%s},"arguments":{"type":"object","description":"The tool's arguments; a string \"#E1\" or \"#E1.path\" stands for a result of an earlier step."}},`+
 		`"required":["id","tool","arguments"]}}},"required":["steps"]}`, p.MaxSteps, toolEnum)
-	e.planOffered = []ToolSchema{
+	pl.planOffered = []ToolSchema{
 		{Name: PlanTool, Description: "Submit the whole plan: the steps to run, in order, with their arguments.", Parameters: json.RawMessage(schema)},
 		{Name: EscalateTool, Description: "Hand the task to a person when you cannot finish it safely; this ends the run.", Parameters: escalateSchema},
 	}
-	return nil
+	return pl, nil
 }
+
+// tool is the declared tool name, or an undeclared one's bare spec.
+func (pl *planner) tool(name string) *ToolSpec { return lookupTool(pl.tools, name) }
 
 func compactJSON(raw json.RawMessage) string {
 	var b bytes.Buffer
@@ -221,23 +177,85 @@ func compactJSON(raw json.RawMessage) string {
 // planRequest is the planner's prompt: the goal, then the current trial's
 // conversation with the planner (its plans and what became of them),
 // without the steps' results, which it does not read.
-func (e *Engine) planRequest(s *State) *Request {
+func (pl *planner) planRequest(s *State) *Request {
 	start := s.trialStart()
-	msgs := []Message{e.goal}
+	msgs := []Message{pl.goal}
 	for _, m := range s.Transcript[start:] {
 		if m.Role == RoleTool && isStepCall(m.CallID) {
 			continue
 		}
 		msgs = append(msgs, m)
 	}
-	return &Request{Model: e.cfg.Model.Name, System: e.planSystem, Tools: e.planOffered, Messages: msgs,
-		MaxOutputTokens: e.cfg.Model.MaxOutputTokens, EarlierAnswers: s.answersBefore(start)}
+	return &Request{Model: pl.cfg.Model.Name, System: pl.planSystem, Tools: pl.planOffered, Messages: msgs,
+		MaxOutputTokens: pl.cfg.Model.MaxOutputTokens, EarlierAnswers: s.answersBefore(start)}
 }
 
 // solveRequest is the solver's prompt: the goal and the evidence, each
 // step's result once. No tool is offered.
-func (e *Engine) solveRequest(s *State) *Request {
-	ev := "The steps of the plan have run. Their results:\n\n" + e.evidence(s)
-	return &Request{Model: e.cfg.Model.Name, System: e.solveSystem, Messages: []Message{e.goal, {Role: RoleUser, Turn: s.Turn, Content: ev}},
-		MaxOutputTokens: e.cfg.Model.MaxOutputTokens, EarlierAnswers: s.answersBefore(len(s.Transcript))}
+func (pl *planner) solveRequest(s *State) *Request {
+	ev := "The steps of the plan have run. Their results:\n\n" + pl.evidence(s)
+	return &Request{Model: pl.cfg.Model.Name, System: pl.solveSystem, Messages: []Message{pl.goal, {Role: RoleUser, Turn: s.Turn, Content: ev}},
+		MaxOutputTokens: pl.cfg.Model.MaxOutputTokens, EarlierAnswers: s.answersBefore(len(s.Transcript))}
+}
+
+// evidence lists the results of the current plan's steps that ran, each
+// once, with the step's planned call.
+func (pl *planner) evidence(s *State) string {
+	p := s.Plan
+	if p == nil || len(p.Steps) == 0 {
+		return ""
+	}
+	doc, _ := pl.acceptedPlan(s)
+	var b strings.Builder
+	for _, st := range p.Steps {
+		if st.At <= 0 || st.At >= len(s.Transcript) {
+			continue
+		}
+		args := "{}"
+		if doc != nil {
+			if sd := doc.step(st.ID); sd != nil {
+				args = compactJSON(CallArguments(sd.Arguments))
+			}
+		}
+		fmt.Fprintf(&b, "#%s = %s(%s):\n%s\n\n", st.ID, st.Tool, args, s.Transcript[st.At].Content)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// planDoc is the submit_plan call's arguments.
+type planDoc struct {
+	Steps []planStepDoc `json:"steps"`
+}
+
+type planStepDoc struct {
+	ID        string          `json:"id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (d *planDoc) step(id string) *planStepDoc {
+	for i := range d.Steps {
+		if d.Steps[i].ID == id {
+			return &d.Steps[i]
+		}
+	}
+	return nil
+}
+
+// acceptedPlan reads the accepted plan from the transcript.
+func (pl *planner) acceptedPlan(s *State) (*planDoc, error) {
+	p := s.Plan
+	if p == nil || p.At < 0 || p.At >= len(s.Transcript) {
+		return nil, errors.New("the plan's message is not in the transcript")
+	}
+	for _, tc := range s.Transcript[p.At].ToolCalls {
+		if tc.ID == p.CallID && tc.Name == PlanTool {
+			var d planDoc
+			if err := json.Unmarshal(tc.Arguments, &d); err != nil {
+				return nil, fmt.Errorf("the plan's arguments cannot be read: %v", err)
+			}
+			return &d, nil
+		}
+	}
+	return nil, fmt.Errorf("the plan's call %s is not in the transcript", p.CallID)
 }

@@ -7,70 +7,30 @@ package loop
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 )
 
-// planDoc is the submit_plan call's arguments.
-type planDoc struct {
-	Steps []planStepDoc `json:"steps"`
-}
-
-type planStepDoc struct {
-	ID        string          `json:"id"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-func (d *planDoc) step(id string) *planStepDoc {
-	for i := range d.Steps {
-		if d.Steps[i].ID == id {
-			return &d.Steps[i]
-		}
-	}
-	return nil
-}
-
-// acceptedPlan reads the accepted plan from the transcript.
-func (e *Engine) acceptedPlan(s *State) (*planDoc, error) {
-	p := s.Plan
-	if p == nil || p.At < 0 || p.At >= len(s.Transcript) {
-		return nil, errors.New("the plan's message is not in the transcript")
-	}
-	for _, tc := range s.Transcript[p.At].ToolCalls {
-		if tc.ID == p.CallID && tc.Name == PlanTool {
-			var d planDoc
-			if err := json.Unmarshal(tc.Arguments, &d); err != nil {
-				return nil, fmt.Errorf("the plan's arguments cannot be read: %v", err)
-			}
-			return &d, nil
-		}
-	}
-	return nil, fmt.Errorf("the plan's call %s is not in the transcript", p.CallID)
-}
-
 // onPlanCalls reads the planner's calls (or a solver's, which has no
 // tools): a submit_plan call is checked as a whole and, accepted, starts
 // its first steps; anything else is answered and, unless it escalates,
 // counts as a refused plan.
-func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) Effect {
+func (pl *planner) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) next {
 	p := s.Plan
 	for _, c := range calls {
 		if c.Name == EscalateTool {
-			e.finish(s, Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments))
 		}
 	}
 	if p.Stage == StageSolving {
 		names := make([]string, len(calls))
 		for i, c := range calls {
 			names[i] = c.Name
-			e.answerCall(s, c, ObsInvalid, "Not run: the solver has no tools.")
+			pl.answerCall(s, c, ObsInvalid, "Not run: the solver has no tools.")
 		}
-		return e.replan(s, "", fmt.Sprintf("the solver asked to call %s instead of answering from the evidence", strings.Join(names, ", ")), Escalated, nil, notes)
+		return pl.replan(s, "", fmt.Sprintf("the solver asked to call %s instead of answering from the evidence", strings.Join(names, ", ")), Escalated, nil, notes)
 	}
 	plan := -1
 	for i, c := range calls {
@@ -87,16 +47,15 @@ func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, de
 	case len(calls) > 1:
 		why = fmt.Sprintf("the planner made %d calls; a plan is submitted in exactly one call to %s", len(calls), PlanTool)
 	default:
-		steps, why, halt, rej = e.checkPlan(ctx, s, calls[plan], decoded[plan], now)
+		steps, why, halt, rej = pl.checkPlan(ctx, s, calls[plan], decoded[plan], now)
 	}
 	for i, c := range calls {
 		if i != plan {
-			e.answerCall(s, c, ObsInvalid, fmt.Sprintf("Not run: a planner only submits a plan (%s); put tool calls in its steps.", PlanTool))
+			pl.answerCall(s, c, ObsInvalid, fmt.Sprintf("Not run: a planner only submits a plan (%s); put tool calls in its steps.", PlanTool))
 		}
 	}
 	if halt != "" {
-		e.finish(s, GuardrailStop, halt, notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(GuardrailStop, halt)
 	}
 	pc := ""
 	if plan >= 0 {
@@ -108,7 +67,7 @@ func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, de
 		if rej != nil {
 			outcome = BudgetExhausted
 		}
-		return e.replan(s, pc, "was refused: "+why, outcome, rej, notes)
+		return pl.replan(s, pc, "was refused: "+why, outcome, rej, notes)
 	}
 	p.Stage, p.At, p.CallID, p.Steps, p.Failure = StageExecuting, len(s.Transcript)-1, pc, steps, ""
 	summary := make([]string, len(steps))
@@ -118,16 +77,16 @@ func (e *Engine) onPlanCalls(ctx context.Context, s *State, calls []ToolCall, de
 			summary[i] += " (after " + strings.Join(st.After, ", ") + ")"
 		}
 	}
-	e.answerCall(s, calls[plan], ObsOK, fmt.Sprintf("Plan %d accepted: %s. Its steps run now; you will then be asked to answer from their results.",
+	pl.answerCall(s, calls[plan], ObsOK, fmt.Sprintf("Plan %d accepted: %s. Its steps run now; you will then be asked to answer from their results.",
 		p.Number, plural(len(steps), "step")))
 	*notes = append(*notes, Note{Kind: NotePlanSubmitted, CallID: pc, Message: fmt.Sprintf("Plan %d accepted, %s: %s",
 		p.Number, plural(len(steps), "step"), strings.Join(summary, "; "))})
-	return e.startWave(ctx, s, now, notes)
+	return pl.startWave(ctx, s, now, notes)
 }
 
 // answerCall records the harness's answer to a call of the model that does
 // not run as a tool (a plan, or a call a planner may not make).
-func (e *Engine) answerCall(s *State, c ToolCall, status ObsStatus, text string) {
+func (pl *planner) answerCall(s *State, c ToolCall, status ObsStatus, text string) {
 	s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: text, Status: status})
 }
 
@@ -140,8 +99,8 @@ func (e *Engine) answerCall(s *State, c ToolCall, status ObsStatus, text string)
 // ceiling. why says why the plan is refused; halt is set when a guardrail
 // with severity halt matched (the run ends); rej is the ceiling that
 // refused it, if one did.
-func (e *Engine) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedArgs, now time.Time) (steps []PlanStep, why, halt string, rej *Rejection) {
-	ctx, cancel := e.vetContext(ctx)
+func (pl *planner) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedArgs, now time.Time) (steps []PlanStep, why, halt string, rej *Rejection) {
+	ctx, cancel := pl.vetContext(ctx)
 	defer cancel()
 	if d.err != nil {
 		return nil, "its arguments were refused: " + d.err.Error(), "", nil
@@ -153,8 +112,8 @@ func (e *Engine) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedA
 	switch {
 	case len(doc.Steps) == 0:
 		return nil, "the plan has no steps (answer in plain text when no tool is needed)", "", nil
-	case len(doc.Steps) > e.cfg.Plan.MaxSteps:
-		return nil, fmt.Sprintf("the plan has %d steps and plan.maxSteps is %d", len(doc.Steps), e.cfg.Plan.MaxSteps), "", nil
+	case len(doc.Steps) > pl.cfg.Plan.MaxSteps:
+		return nil, fmt.Sprintf("the plan has %d steps and plan.maxSteps is %d", len(doc.Steps), pl.cfg.Plan.MaxSteps), "", nil
 	}
 	ids := map[string]bool{}
 	for _, st := range doc.Steps {
@@ -170,11 +129,11 @@ func (e *Engine) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedA
 	steps = make([]PlanStep, len(doc.Steps))
 	for i, st := range doc.Steps {
 		steps[i] = PlanStep{ID: st.ID, Tool: st.Tool}
-		if e.tools[st.Tool] == nil {
-			return nil, fmt.Sprintf("step %s names tool %q, which is not declared; the tools are: %s", st.ID, cut(st.Tool, 64), strings.Join(e.stepTools(), ", ")), "", nil
+		if pl.tools[st.Tool] == nil {
+			return nil, fmt.Sprintf("step %s names tool %q, which is not declared; the tools are: %s", st.ID, cut(st.Tool, 64), strings.Join(pl.stepTools(), ", ")), "", nil
 		}
 		args := CallArguments(st.Arguments)
-		da := decodeArgs(args, e.cfg.Loop.IgnoreArguments)
+		da := decodeArgs(args, pl.cfg.Loop.IgnoreArguments)
 		if da.err != nil {
 			return nil, fmt.Sprintf("step %s (%s): the arguments were refused: %v", st.ID, st.Tool, da.err), "", nil
 		}
@@ -187,13 +146,13 @@ func (e *Engine) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedA
 		if len(deps) > 0 {
 			// Its policy and schema are checked on the substituted
 			// arguments; a halting guardrail is checked now as well.
-			if g := e.guardrail(st.Tool, da.full, da.value); g != nil && g.halt {
+			if g := pl.guardrail(st.Tool, da.full, da.value); g != nil && g.halt {
 				return nil, "", fmt.Sprintf("guardrail %s halted the run at plan step %s (%s) before any step ran: %s",
 					strings.TrimPrefix(g.rule, "guardrail:"), st.ID, st.Tool, g.reason), nil
 			}
 			continue
 		}
-		bc, h := e.vetCall(ctx, call, da, now, &discard)
+		bc, h := pl.vetCall(ctx, call, da, now, &discard)
 		if h != "" {
 			return nil, "", h + " before any step of the plan ran: " + bc.Reason, nil
 		}
@@ -205,16 +164,16 @@ func (e *Engine) checkPlan(ctx context.Context, s *State, c ToolCall, d decodedA
 	if cycle != "" {
 		return nil, "the steps' placeholders form a cycle: " + cycle, "", nil
 	}
-	res := e.planReservation(steps, levels, c)
-	if r := Admit(&e.cfg.Budget, s.Usage, res); r != nil {
+	res := pl.planReservation(steps, levels, c)
+	if r := Admit(&pl.cfg.Budget, s.Usage, res); r != nil {
 		return nil, "the plan does not fit the budget: " + r.Reason, "", r
 	}
 	return steps, "", "", nil
 }
 
 // guardrail is the first guardrail that matches a call, or nil.
-func (e *Engine) guardrail(tool string, full []byte, args any) *verdict {
-	for _, g := range e.guardrails {
+func (pl *planner) guardrail(tool string, full []byte, args any) *verdict {
+	for _, g := range pl.guardrails {
 		if matchesTool(g.Tools, tool) && guardrailMatches(g.re, full, args) {
 			v := &verdict{rule: "guardrail:" + g.Name, reason: g.Reason, halt: g.Severity == Halt, block: g.Severity != Halt}
 			if v.reason == "" {
@@ -226,9 +185,9 @@ func (e *Engine) guardrail(tool string, full []byte, args any) *verdict {
 	return nil
 }
 
-func (e *Engine) stepTools() []string {
+func (pl *planner) stepTools() []string {
 	var names []string
-	for _, t := range e.offered {
+	for _, t := range pl.offered {
 		if t.Name != EscalateTool {
 			names = append(names, t.Name)
 		}
@@ -281,11 +240,11 @@ func planLevels(steps []PlanStep) (map[string]int, string) {
 // longest read once per wave of concurrent reads plus every write; and the
 // solver's model call, its input estimated from what is known now (the
 // prompt without the results, which do not exist yet).
-func (e *Engine) planReservation(steps []PlanStep, levels map[string]int, plan ToolCall) Usage {
+func (pl *planner) planReservation(steps []PlanStep, levels map[string]int, plan ToolCall) Usage {
 	r := Usage{PerTool: map[string]int{}}
 	waves := map[int]*readWave{}
 	for _, st := range steps {
-		t := e.tool(st.Tool)
+		t := pl.tool(st.Tool)
 		if !r.addCall(t) {
 			continue
 		}
@@ -299,8 +258,8 @@ func (e *Engine) planReservation(steps []PlanStep, levels map[string]int, plan T
 	for _, w := range waves {
 		r.WallClock += w.duration()
 	}
-	solve := e.modelReservation(e.estimate(&Request{System: e.solveSystem,
-		Messages: []Message{e.goal, {Role: RoleUser, Content: string(plan.Arguments)}}}))
+	solve := pl.cfg.modelReservation(pl.estimator.EstimateInputTokens(&Request{System: pl.solveSystem,
+		Messages: []Message{pl.goal, {Role: RoleUser, Content: string(plan.Arguments)}}}))
 	r.Turns += solve.Turns
 	r.InputTokens += solve.InputTokens
 	r.OutputTokens += solve.OutputTokens

@@ -147,7 +147,7 @@ func resolve(result string, ph placeholder) (any, error) {
 
 // stepCall builds a step's call: its planned arguments with every
 // placeholder replaced by the result it names (read from the transcript).
-func (e *Engine) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) {
+func (pl *planner) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) {
 	sd := d.step(st.ID)
 	if sd == nil {
 		return ToolCall{}, fmt.Errorf("step %s is not in the plan", st.ID)
@@ -199,13 +199,9 @@ func (e *Engine) stepCall(s *State, d *planDoc, st *PlanStep) (ToolCall, error) 
 	return tc, nil
 }
 
-// PlanStepCall is the call the engine makes for a step of the accepted
-// plan (call id "p<plan>-<step>"), rebuilt from the plan in the transcript
-// and the results it names: a caller resuming from a saved state can
-// check that a step about to run is this one, as it checks the model's
-// proposals. ok is false when the id names no step with its dependencies
-// met.
-func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
+// stepCallOf is the call for the step of the accepted plan that callID
+// names (see Engine.PlanStepCall).
+func (pl *planner) stepCallOf(s *State, callID string) (ToolCall, bool) {
 	if s.Plan == nil || s.Plan.Stage != StageExecuting || !strings.HasPrefix(callID, fmt.Sprintf("p%d-", s.Plan.Number)) {
 		return ToolCall{}, false
 	}
@@ -213,10 +209,10 @@ func (e *Engine) PlanStepCall(s *State, callID string) (ToolCall, bool) {
 	if st == nil {
 		return ToolCall{}, false
 	}
-	d, err := e.acceptedPlan(s)
+	d, err := pl.acceptedPlan(s)
 	if err != nil {
 		return ToolCall{}, false
 	}
-	tc, err := e.stepCall(s, d, st)
+	tc, err := pl.stepCall(s, d, st)
 	return tc, err == nil
 }

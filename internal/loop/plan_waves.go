@@ -14,15 +14,14 @@ import (
 // startWave vets and starts every step whose dependencies have their
 // results, with its placeholders replaced; when no step is left, the
 // solver is due.
-func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) Effect {
-	ctx, cancel := e.vetContext(ctx)
+func (pl *planner) startWave(ctx context.Context, s *State, now time.Time, notes *[]Note) next {
+	ctx, cancel := pl.vetContext(ctx)
 	defer cancel()
 	p := s.Plan
 	s.Calls, s.Reserved = nil, Usage{}
-	doc, err := e.acceptedPlan(s)
+	doc, err := pl.acceptedPlan(s)
 	if err != nil {
-		e.finish(s, Error, fmt.Sprintf("plan %d cannot go on: %v", p.Number, err), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Error, fmt.Sprintf("plan %d cannot go on: %v", p.Number, err))
 	}
 	var batch []Call
 	asks, refused := 0, false
@@ -40,7 +39,7 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 		if !ready {
 			continue
 		}
-		tc, err := e.stepCall(s, doc, st)
+		tc, err := pl.stepCall(s, doc, st)
 		if err != nil {
 			bc := Call{ToolCall: tc, State: CallProposed}
 			refuse(&bc, rejection{rule: RulePlaceholder, reason: "a placeholder cannot be resolved: " + err.Error(),
@@ -49,10 +48,13 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 			refused = true
 			continue
 		}
-		bc, halt := e.vetCall(ctx, tc, decodeArgs(tc.Arguments, e.cfg.Loop.IgnoreArguments), now, notes)
+		// vetCall is a function the planner holds: what it is handed
+		// escapes, so it notes into its own slice, not the step's.
+		var vetted []Note
+		bc, halt := pl.vetCall(ctx, tc, decodeArgs(tc.Arguments, pl.cfg.Loop.IgnoreArguments), now, &vetted)
+		*notes = append(*notes, vetted...)
 		if halt != "" {
-			e.finish(s, GuardrailStop, halt+" before the step ran: "+bc.Reason, notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, halt+" before the step ran: "+bc.Reason)
 		}
 		switch {
 		case bc.State == CallDone:
@@ -65,11 +67,11 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 	if len(batch) == 0 {
 		p.Stage = StageSolving
 		*notes = append(*notes, Note{Kind: NoteSolving, Message: fmt.Sprintf("Every step of plan %d has its result; the solver answers from them", p.Number)})
-		return e.endTurn(s)
+		return turnOver()
 	}
 	s.Calls = batch
 	if refused {
-		return e.waveDone(s, notes)
+		return pl.waveDone(s, notes)
 	}
 	for _, c := range batch {
 		msg := fmt.Sprintf("Plan %d step %s (%s) starts", p.Number, stepOf(c.ID), c.Name)
@@ -80,9 +82,9 @@ func (e *Engine) startWave(ctx context.Context, s *State, now time.Time, notes *
 	}
 	if asks > 0 {
 		s.Phase = PhaseApproval
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
-	return e.startActing(s, notes)
+	return act()
 }
 
 // RulePlaceholder is the rule recorded on a step whose placeholder could
@@ -92,7 +94,7 @@ const RulePlaceholder = "plan.placeholder"
 // stopFailedWave, once a step of the running wave has failed or was
 // refused, drops the steps that have not started (the plan is going to be
 // replaced) and gives up the retries still due.
-func (e *Engine) stopFailedWave(s *State) {
+func (pl *planner) stopFailedWave(s *State) {
 	if s.Plan == nil || s.Plan.Stage != StageExecuting {
 		return
 	}
@@ -122,7 +124,7 @@ func (e *Engine) stopFailedWave(s *State) {
 // failed (after its retries) or did not run stops the plan: the planner is
 // asked for a new one, with the evidence so far. Otherwise the next wave
 // is due.
-func (e *Engine) waveDone(s *State, notes *[]Note) Effect {
+func (pl *planner) waveDone(s *State, notes *[]Note) next {
 	p := s.Plan
 	var failed *Call
 	for i := range s.Calls {
@@ -153,10 +155,10 @@ func (e *Engine) waveDone(s *State, notes *[]Note) Effect {
 			outcome = Escalated
 			why = fmt.Sprintf("step %s (%s) did not run (%s, %s)%s", stepOf(failed.ID), failed.Name, failed.ObsStatus, failed.Rule, suffix(cut(failed.Reason, 300)))
 		}
-		return e.replan(s, "", "stopped: "+why, outcome, nil, notes)
+		return pl.replan(s, "", "stopped: "+why, outcome, nil, notes)
 	}
 	s.Phase = PhasePlanWave
-	return Effect{Kind: EffectContinue}
+	return proceed(Effect{Kind: EffectContinue})
 }
 
 // replan asks the planner for a new plan, saying what became of this one
@@ -164,13 +166,13 @@ func (e *Engine) waveDone(s *State, notes *[]Note) Effect {
 // so far; answer is the submit_plan call to answer (a refused plan), else
 // the message is the user's. With no replan left the run ends with
 // outcome.
-func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rejection, notes *[]Note) Effect {
+func (pl *planner) replan(s *State, answer, what string, outcome Outcome, rej *Rejection, notes *[]Note) next {
 	p := s.Plan
-	max := *e.cfg.Plan.MaxReplans
+	max := *pl.cfg.Plan.MaxReplans
 	var b strings.Builder
 	what = strings.TrimRight(what, ". ")
 	fmt.Fprintf(&b, "Plan %d %s.", p.Number, what)
-	if ev := e.evidence(s); ev != "" {
+	if ev := pl.evidence(s); ev != "" {
 		b.WriteString("\n\nEvidence so far (results of the steps that ran):\n\n" + ev)
 	}
 	left := p.Replans < max
@@ -184,45 +186,15 @@ func (e *Engine) replan(s *State, answer, what string, outcome Outcome, rej *Rej
 		s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: b.String()})
 	}
 	if !left {
-		e.finish(s, outcome, fmt.Sprintf("plan %d %s; no replan is left (plan.maxReplans is %d)", p.Number, cut(what, 600), max), notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		n := finishWith(outcome, fmt.Sprintf("plan %d %s; no replan is left (plan.maxReplans is %d)", p.Number, cut(what, 600), max))
+		n.refused = rej
+		return n
 	}
 	p.Replans++
-	e.nextPlan(p)
+	p.next()
 	*notes = append(*notes, Note{Kind: NoteReplanned, Warning: true, Message: fmt.Sprintf("Plan %d %s; plan %d is asked for (replan %d of %d)",
 		p.Number-1, cut(what, 400), p.Number, p.Replans, max)})
-	return e.endTurn(s)
-}
-
-// nextPlan starts the next plan's planning.
-func (e *Engine) nextPlan(p *Plan) {
-	p.Number++
-	p.Stage, p.At, p.CallID, p.Steps, p.Failure = StagePlanning, 0, "", nil, ""
-}
-
-// evidence lists the results of the current plan's steps that ran, each
-// once, with the step's planned call.
-func (e *Engine) evidence(s *State) string {
-	p := s.Plan
-	if p == nil || len(p.Steps) == 0 {
-		return ""
-	}
-	doc, _ := e.acceptedPlan(s)
-	var b strings.Builder
-	for _, st := range p.Steps {
-		if st.At <= 0 || st.At >= len(s.Transcript) {
-			continue
-		}
-		args := "{}"
-		if doc != nil {
-			if sd := doc.step(st.ID); sd != nil {
-				args = compactJSON(CallArguments(sd.Arguments))
-			}
-		}
-		fmt.Fprintf(&b, "#%s = %s(%s):\n%s\n\n", st.ID, st.Tool, args, s.Transcript[st.At].Content)
-	}
-	return strings.TrimRight(b.String(), "\n")
+	return turnOver()
 }
 
 // solverAnswer reads a solver's text answer: ok is false when it reports

@@ -5,59 +5,21 @@ package loop
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"time"
 )
-
-func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) Effect {
-	if s.StartedAt == nil {
-		t := now
-		s.StartedAt, s.ActiveSince = &t, t
-		if n := e.undeclaredToolCosts(); n != nil {
-			*notes = append(*notes, *n)
-		}
-	}
-	s.Calls = nil
-	if e.planMode() && s.Plan == nil {
-		s.Plan = &Plan{Number: 1}
-	}
-	req, est := e.request(s)
-	if e.contextOn(s) {
-		var eff *Effect
-		if req, est, eff = e.fitContext(s, req, est, notes); eff != nil {
-			return *eff
-		}
-	}
-	res := e.modelReservation(est.tokens)
-	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
-	}
-	s.Turn++
-	s.Attempt = 1
-	s.Reserved = res
-	s.InFlight = est.sent
-	s.Phase = PhaseModel
-	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
-		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
-	return Effect{Kind: EffectCallModel, Request: req}
-}
 
 // modelCallCost is the dollars a model call's reservation res holds for
 // the call itself: a turn's reservation also holds the per-turn tool
 // allowance, a summary's (phase PhaseCompact) holds only the call.
-func (e *Engine) modelCallCost(res Usage, phase Phase) Money {
+func (c *Config) modelCallCost(res Usage, phase Phase) Money {
 	if phase == PhaseCompact {
 		return res.Cost
 	}
-	return max(res.Cost-e.cfg.ToolAllowance.Cost, 0)
+	return max(res.Cost-c.ToolAllowance.Cost, 0)
 }
 
 func (e *Engine) chargeLostModelCall(s *State) {
@@ -65,7 +27,7 @@ func (e *Engine) chargeLostModelCall(s *State) {
 	s.Usage.Turns += r.Turns
 	s.Usage.InputTokens += r.InputTokens
 	s.Usage.OutputTokens += r.OutputTokens
-	s.Usage.Cost += e.modelCallCost(r, s.Phase)
+	s.Usage.Cost += e.cfg.modelCallCost(r, s.Phase)
 	s.Reserved = Usage{}
 	// What the provider counted of the lost call is unknown: the call
 	// made again is bounded whole.
@@ -153,7 +115,7 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	u.CachedInputTokens, u.CacheWriteTokens = max(u.CachedInputTokens, 0), max(u.CacheWriteTokens, 0)
 	res, bound := s.Reserved, s.inputBound()
-	cost = e.modelCost(r.Usage)
+	cost = e.cfg.modelCost(r.Usage)
 	if s.Phase != PhaseCompact { // a summary call is no turn
 		s.Usage.Turns++
 	}
@@ -165,7 +127,7 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 	s.countInput(r.Usage.InputTokens, res.InputTokens)
 	a := e.cfg.ToolAllowance
 	s.Reserved = Usage{ToolCalls: a.Calls, Cost: a.Cost, WallClock: a.WallClock}
-	reservedCost := e.modelCallCost(res, s.Phase)
+	reservedCost := e.cfg.modelCallCost(res, s.Phase)
 	why := usageAboveReservation(r.Usage, res, bound)
 	if why == "" {
 		if cost > reservedCost {
@@ -187,7 +149,49 @@ func (e *Engine) settleReply(s *State, r *Reply, notes *[]Note) (cost Money, sto
 		r.Usage.InputTokens, r.Usage.OutputTokens, cost, s.Turn, res.InputTokens, res.OutputTokens, reservedCost)
 }
 
-func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time, notes *[]Note) Effect {
+// onSummary takes the summary call's reply, its error, or the news that
+// it was lost (a restart: in is empty). A summary is paid for once: a
+// lost call is charged its reservation and never made again, and a call
+// that failed or gave no summary leaves the older turns cleared instead.
+func (e *Engine) onSummary(s *State, in Input, notes *[]Note) next {
+	c := s.Context
+	p := c.Pending
+	start := s.trialStart()
+	summary, fallback := "", ""
+	switch {
+	case p == nil:
+	case in.Reply != nil:
+		r := in.Reply
+		if _, stop := e.settleReply(s, r, notes); stop != "" {
+			c.Pending = nil
+			return finishWith(Error, stop)
+		}
+		s.Reserved = Usage{}
+		if r.Refusal != "" || len(r.ToolCalls) > 0 || len(r.Content) == 0 {
+			fallback = "the summary call gave no summary"
+		} else {
+			summary = r.Content
+		}
+	case in.ModelErr != nil:
+		// A provider that failed the call is not charged for it.
+		s.Reserved, s.InFlight = Usage{}, nil
+		fallback = "the summary call failed (" + cut(in.ModelErr.Error(), 200) + ")"
+	default:
+		e.chargeLostModelCall(s)
+		fallback = "the summary call was lost (a restart); its reservation is charged and it is not made again"
+	}
+	c.Pending = nil
+	s.Phase = PhaseAdmit
+	if p != nil {
+		e.context.afterSummary(s, start, p, summary, fallback, notes)
+	}
+	return admitNow()
+}
+
+// chargeReply charges a model's reply and notes what it answered. A
+// usage far above the call's reservation is charged too, and stop says
+// why the run must end.
+func (e *Engine) chargeReply(s *State, r *Reply, notes *[]Note) (stop string) {
 	settled := len(*notes)
 	cost, stop := e.settleReply(s, r, notes)
 	what := "a final answer"
@@ -204,72 +208,59 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 	// The answer's note comes before any note settling it wrote.
 	*notes = slices.Insert(*notes, settled, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
 		s.Turn, what, r.Usage.InputTokens, r.Usage.OutputTokens, cost)})
-	if stop != "" {
-		// Nothing of this reply is read: no call of it is vetted or run,
-		// and no answer of it is accepted.
-		e.finish(s, Error, stop, notes)
-		return Effect{Kind: EffectFinish}
-	}
+	return stop
+}
 
+// unreadable reports whether the reply cannot be taken as an answer or a
+// batch: cut off at the output limit, more calls than one answer may
+// carry, or empty. The model is told why, in the transcript, and asked
+// again next turn (the turn counts). maxOutput is model.maxOutputTokens.
+func unreadable(s *State, r *Reply, maxOutput int64, notes *[]Note) bool {
 	switch {
-	case r.Refusal != "":
-		e.finish(s, GuardrailStop, "the model refused: "+cut(strings.TrimSpace(r.Refusal), 400), notes)
-		return Effect{Kind: EffectFinish}
 	case r.Truncated:
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer was cut off at the output limit of %d tokens "+
-				"and was not accepted. Answer again, more briefly, or call one tool at a time.", e.cfg.Model.MaxOutputTokens)})
-		return e.endTurn(s)
+				"and was not accepted. Answer again, more briefly, or call one tool at a time.", maxOutput)})
 	case len(r.ToolCalls) > MaxCallsPerReply:
-		// Nothing of such a batch is read, decoded or vetted: the model is
-		// told the bound and asked again (the turn counts, as a
-		// truncated answer's does).
+		// Nothing of such a batch is read, decoded or vetted.
 		*notes = append(*notes, Note{Kind: NoteBatchRefused, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
 			"The model proposed %d tool calls on turn %d; at most %d are read from one answer, so none was vetted or run", len(r.ToolCalls), s.Turn, MaxCallsPerReply)})
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, Reasoning: r.Reasoning},
 			Message{Role: RoleUser, Turn: s.Turn, Content: fmt.Sprintf("Your answer proposed %d tool calls; at most %d are accepted in one answer, "+
 				"so none of them ran. Propose fewer calls at a time.", len(r.ToolCalls), MaxCallsPerReply)})
-		return e.endTurn(s)
 	case len(r.ToolCalls) == 0 && strings.TrimSpace(r.Content) == "":
 		s.Transcript = append(s.Transcript,
 			Message{Role: RoleAssistant, Turn: s.Turn},
 			Message{Role: RoleUser, Turn: s.Turn, Content: "Your answer was empty. Give the final answer, or call a tool."})
-		return e.endTurn(s)
-	case len(r.ToolCalls) == 0:
-		content, halt := e.screenAnswer(s, r.Content, notes)
-		// Thinking that led to an answer a guardrail changed is not kept:
-		// it may say what the guardrail took out.
-		reasoning := r.Reasoning
-		if content != r.Content || halt != "" {
-			reasoning = nil
-		}
-		s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content, Reasoning: reasoning})
-		if halt != "" {
-			e.finish(s, GuardrailStop, fmt.Sprintf("guardrail %s halted the run: it matched the final answer of turn %d", halt, s.Turn), notes)
-			return Effect{Kind: EffectFinish}
-		}
-		if s.Plan != nil && s.Plan.Stage == StageSolving {
-			if missing, ok := solverAnswer(content); !ok {
-				return e.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
-			}
-		}
-		s.Answer = cut(content, maxAnswerBytes)
-		if e.cfg.Verify != nil {
-			return e.verifyAnswer(ctx, s, notes)
-		}
-		reason := fmt.Sprintf("the model gave a final answer on turn %d", s.Turn)
-		if s.Plan != nil && s.Plan.Stage == StageSolving {
-			reason += fmt.Sprintf(" (the solver, from the evidence of plan %d)", s.Plan.Number)
-		}
-		e.finish(s, Completed, reason, notes)
-		return Effect{Kind: EffectFinish}
+	default:
+		return false
 	}
+	return true
+}
 
-	// Decode every call's arguments once: the canonical form serves loop
-	// detection and guardrails, the value serves the schema and CEL. What
-	// one answer may carry is bounded (MaxCallsPerReply, the reply cap).
+// takeAnswer screens a final answer with the output guardrails and
+// appends it to the transcript. halt names a guardrail that halts the
+// run.
+func (e *Engine) takeAnswer(s *State, r *Reply, notes *[]Note) (content, halt string) {
+	content, halt = e.guardrails.screenAnswer(s, r.Content, notes)
+	// Thinking that led to an answer a guardrail changed is not kept:
+	// it may say what the guardrail took out.
+	reasoning := r.Reasoning
+	if content != r.Content || halt != "" {
+		reasoning = nil
+	}
+	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: content, Reasoning: reasoning})
+	return content, halt
+}
+
+// proposals reads the reply's calls and appends them to the transcript.
+// Every call's arguments are decoded once: the canonical form serves loop
+// detection and guardrails, the value serves the schema and CEL. What one
+// answer may carry is bounded (MaxCallsPerReply, the reply cap). ignore
+// is loop.ignoreArguments.
+func proposals(s *State, r *Reply, ignore []string) ([]ToolCall, []decodedArgs) {
 	calls := make([]ToolCall, len(r.ToolCalls))
 	decoded := make([]decodedArgs, len(calls))
 	for i, c := range r.ToolCalls {
@@ -277,107 +268,12 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 		if len(bytes.TrimSpace(calls[i].Arguments)) == 0 {
 			calls[i].Arguments = json.RawMessage("{}")
 		}
-		decoded[i] = decodeArgs(calls[i].Arguments, e.cfg.Loop.IgnoreArguments)
+		decoded[i] = decodeArgs(calls[i].Arguments, ignore)
 		// The state is a JSON document: arguments that are not JSON are
 		// kept as a JSON string of the text the model sent (the call is
-		// refused below, saying they were not JSON).
+		// refused when vetted, saying they were not JSON).
 		calls[i].Arguments = CallArguments(calls[i].Arguments)
 	}
 	s.Transcript = append(s.Transcript, Message{Role: RoleAssistant, Turn: s.Turn, Content: r.Content, ToolCalls: calls, Reasoning: r.Reasoning})
-
-	// Loop detection names a stuck run before any ceiling can: a run that
-	// repeats itself until maxToolCalls runs out is stuck, not short of
-	// capacity (seed 000, ordering the stop conditions). A planner's
-	// answer is a plan, not calls to repeat: it is checked as a plan.
-	if s.Plan == nil {
-		for i, c := range calls {
-			if d := s.recordSignature(e.cfg.Loop, sigEntry(signature(c.Name, decoded[i].canon, c.Arguments))); d != nil {
-				e.finish(s, LoopDetected, d.reason(e.cfg.Loop), notes)
-				return Effect{Kind: EffectFinish}
-			}
-			if why := s.recordNear(e.cfg.Loop, c.Name, decoded[i].canon); why != "" {
-				e.finish(s, LoopDetected, why, notes)
-				return Effect{Kind: EffectFinish}
-			}
-		}
-	}
-
-	// A batch that could not be admitted whatever its verdicts ends the
-	// run before any of it is vetted: vetting costs the operator work
-	// (schemas, CEL, guardrails) for each call.
-	if rej := admitProposals(&e.cfg.Budget, s.Usage, len(r.ToolCalls)); rej != nil {
-		e.finish(s, BudgetExhausted, rej.Reason, notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
-	}
-	if s.Plan != nil {
-		return e.onPlanCalls(ctx, s, calls, decoded, now, notes)
-	}
-
-	return e.vetBatch(ctx, s, calls, decoded, now, notes)
-}
-
-// CallArguments returns a tool call's arguments as a JSON value that the
-// engine, the state and both provider APIs accept: "{}" when empty, the
-// text itself when it is valid JSON, and otherwise the text as a JSON
-// string (a model can emit broken JSON; keeping it as a string lets the
-// engine refuse it as an invalid call instead of failing to record it).
-func CallArguments(raw []byte) json.RawMessage {
-	trimmed := bytes.TrimSpace(raw)
-	switch {
-	case len(trimmed) == 0:
-		return json.RawMessage("{}")
-	case json.Valid(trimmed):
-		return json.RawMessage(trimmed)
-	}
-	q, _ := json.Marshal(string(raw))
-	return q
-}
-
-type decodedArgs struct {
-	// canon is the canonical form without the ignored argument names, for
-	// loop detection; nil when the arguments are not JSON.
-	canon []byte
-	// full is the canonical form with every argument, for guardrails.
-	full []byte
-	// value is the decoded object, for the schema and policy conditions;
-	// nil when err is set.
-	value any
-	err   error
-}
-
-// decodeArgs parses a call's arguments once. Arguments that are not a JSON
-// object, or that hold a number beyond 1e±maxArgumentExponent, are refused
-// (err set); their canonical form still serves loop detection.
-func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return decodedArgs{err: err}
-	}
-	c := canonicalOf(v, ignore, len(raw))
-	if c.err != nil {
-		return decodedArgs{err: c.err}
-	}
-	d := decodedArgs{canon: c.buf.Bytes(), full: c.buf.Bytes()}
-	if len(ignore) > 0 {
-		d.full = canonicalOf(v, nil, len(raw)).buf.Bytes()
-	}
-	_, isObject := v.(map[string]any)
-	repeated := ""
-	if isObject {
-		repeated = repeatedKey(raw)
-	}
-	switch {
-	case !isObject:
-		d.err = errors.New("they are not a JSON object")
-	case repeated != "":
-		// The checks see the last value of a repeated key and a tool may
-		// read the first: such arguments are never vetted.
-		d.err = fmt.Errorf("they repeat the key %q in one object; each key may appear once", cut(repeated, 80))
-	case c.outOfRange != "":
-		d.err = fmt.Errorf("the number %s is out of range: numbers must lie between 1e-%d and 1e%d", cut(c.outOfRange, 40), maxArgumentExponent, maxArgumentExponent)
-	default:
-		d.value = v
-	}
-	return d
+	return calls, decoded
 }

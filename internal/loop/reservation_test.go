@@ -33,7 +33,7 @@ func TestReservation_coversACallWhoseWholePromptIsWrittenToTheCache(t *testing.T
 	res := s.Reserved
 	u := TokenUsage{InputTokens: res.InputTokens, CacheWriteTokens: res.InputTokens, OutputTokens: res.OutputTokens}
 	eff := e.Step(s, Input{Reply: &Reply{Content: "done", Usage: u}})
-	billed := e.modelCost(u)
+	billed := e.cfg.modelCost(u)
 	if billed > res.Cost {
 		t.Fatalf("the call billed $%s against a reservation of $%s", billed, res.Cost)
 	}
@@ -92,7 +92,7 @@ func TestReservation_dollarsAboveTheReservationAreChargedAndSaid(t *testing.T) {
 			over = &eff.Notes[i]
 		}
 	}
-	billed := e.modelCost(u)
+	billed := e.cfg.modelCost(u)
 	if over == nil {
 		t.Fatalf("no %s note for $%s billed against $%s reserved: %v", NoteCostAboveReservation, billed, res.Cost, noteKinds(eff.Notes))
 	}
@@ -112,7 +112,7 @@ func TestReservation_aLostSummaryIsChargedItsWholeReservation(t *testing.T) {
 	r := makeRun(t)
 	r.cfg.ToolAllowance = Allowance{Cost: MustMoney("5")}
 	e := r.engine()
-	s := &State{Phase: PhaseCompact, Turn: 2, Reserved: e.summaryReservation(1000),
+	s := &State{Phase: PhaseCompact, Turn: 2, Reserved: e.context.summaryReservation(1000),
 		Context: &ContextState{Pending: &PendingSummary{Through: 0}}}
 	s.Usage.Cost = MustMoney("0.5")
 	reserved := s.Reserved.Cost

@@ -69,33 +69,31 @@ func retryWait(s *State, now time.Time) *Effect {
 // attempts left is retried after its backoff, once that wait and the next
 // attempt are admitted against the ceilings; anything else ends the run
 // ToolFailure, naming the attempts and the last error.
-func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note) Effect {
+func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note) next {
 	p := e.cfg.Model.Retry
 	msg := cut(err.Error(), 400)
-	if e.contextLengthExceeded(s, err, notes) {
-		return Effect{Kind: EffectFinish}
+	if n, ok := e.context.lengthExceeded(s, err); ok {
+		return n
 	}
 	var te TransientError
 	if !errors.As(err, &te) || !te.Transient() {
 		s.Usage.Turns++
-		e.finish(s, ToolFailure, "the model provider failed: "+msg, notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(ToolFailure, "the model provider failed: "+msg)
 	}
 	if s.Attempt >= p.MaxAttempts {
 		s.Usage.Turns++
-		e.finish(s, ToolFailure, fmt.Sprintf("the model provider stayed unavailable after %s (model.retry.maxAttempts is %d); last error: %s",
-			plural(s.Attempt, "attempt"), p.MaxAttempts, msg), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(ToolFailure, fmt.Sprintf("the model provider stayed unavailable after %s (model.retry.maxAttempts is %d); last error: %s",
+			plural(s.Attempt, "attempt"), p.MaxAttempts, msg))
 	}
 	delay := p.backoff(s.Attempt, te.RetryAfter(), fmt.Sprintf("%s/model/t%d", s.RunID, s.Turn))
 	res := s.Reserved
 	res.WallClock = delay + e.cfg.Model.Timeout + e.cfg.ToolAllowance.WallClock
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		s.Usage.Turns++
-		e.finish(s, ToolFailure, fmt.Sprintf("the model provider was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
-			plural(s.Attempt, "attempt"), msg, rej.Reason), notes)
-		refusedBy(*notes, rej)
-		return Effect{Kind: EffectFinish}
+		n := finishWith(ToolFailure, fmt.Sprintf("the model provider was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
+			plural(s.Attempt, "attempt"), msg, rej.Reason))
+		n.refused = rej
+		return n
 	}
 	s.Reserved = res
 	at := now.Add(delay)
@@ -103,7 +101,7 @@ func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note)
 	s.Attempt++
 	*notes = append(*notes, Note{Kind: NoteRetry, Warning: true, Message: fmt.Sprintf(
 		"Model call of turn %d failed on attempt %d of %d (%s); retrying in %s", s.Turn, s.Attempt-1, p.MaxAttempts, msg, roundDelay(delay))})
-	return Effect{Kind: EffectWait, Until: at}
+	return proceed(Effect{Kind: EffectWait, Until: at})
 }
 
 // retryCandidate is a call whose attempt failed transiently.
@@ -119,7 +117,7 @@ type retryCandidate struct {
 // the retries fit the ceilings, they wait in state Retrying for the
 // longest of their backoffs; otherwise the run ends ToolFailure, naming
 // the tool, its attempts and the last error.
-func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time, notes *[]Note) {
+func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time, notes *[]Note) next {
 	var delay, longest time.Duration
 	res := s.Reserved
 	res.PerTool = nil // retries of a call are not new calls of its tool
@@ -128,13 +126,11 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 		p := t.Retry
 		switch {
 		case t.Mutates && !p.MutatingSafe:
-			e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) failed after 1 attempt and was not retried: it mutates and does not set retry.mutatingSafe; last error: %s",
-				c.Name, c.ID, c.LastFailure), notes)
-			return
+			return e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) failed after 1 attempt and was not retried: it mutates and does not set retry.mutatingSafe; last error: %s",
+				c.Name, c.ID, c.LastFailure))
 		case c.Attempts >= p.MaxAttempts:
-			e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) stayed unavailable after %s (retry.maxAttempts is %d); last error: %s",
-				c.Name, c.ID, plural(c.Attempts, "attempt"), p.MaxAttempts, c.LastFailure), notes)
-			return
+			return e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) stayed unavailable after %s (retry.maxAttempts is %d); last error: %s",
+				c.Name, c.ID, plural(c.Attempts, "attempt"), p.MaxAttempts, c.LastFailure))
 		}
 		delay = max(delay, p.backoff(c.Attempts, rc.retryAfter, IdempotencyKey(s.RunID, c.ID)))
 		longest = max(longest, t.MaxDuration())
@@ -153,12 +149,12 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 	res.WallClock = delay + time.Duration(waves)*longest + e.batchReservation(waiting).WallClock
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		rc := cands[0]
-		e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
-			rc.call.Name, rc.call.ID, plural(rc.call.Attempts, "attempt"), rc.call.LastFailure, rej.Reason), notes)
-		if s.Done() {
-			refusedBy(*notes, rej)
+		n := e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",
+			rc.call.Name, rc.call.ID, plural(rc.call.Attempts, "attempt"), rc.call.LastFailure, rej.Reason))
+		if n.ends() {
+			n.refused = rej
 		}
-		return
+		return n
 	}
 	res.PerTool = s.Reserved.PerTool
 	s.Reserved = res
@@ -171,25 +167,26 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 			"%s %s: attempt %d of %d failed (%s); retrying in %s", c.ID, c.Name, c.Attempts, e.tool(c.Name).Retry.MaxAttempts,
 			c.LastFailure, roundDelay(delay))})
 	}
+	return next{}
 }
 
 // endWithToolFailure records the failed call's observation, closes the
 // batch's transcript with the observations made so far, and ends the run.
-func (e *Engine) endWithToolFailure(s *State, rc retryCandidate, reason string, notes *[]Note) {
+func (e *Engine) endWithToolFailure(s *State, rc retryCandidate, reason string) next {
 	c := rc.call
 	c.Observation, c.ObsStatus = RenderResult(c.Name, e.tool(c.Name).MaxResultBytes, rc.failure)
 	c.State = CallDone
 	if s.Plan != nil && s.Plan.Stage == StageExecuting {
 		// A step that failed after its retries stops its plan, not the run.
 		s.Plan.Failure = reason
-		return
+		return next{}
 	}
 	for i := range s.Calls {
 		if d := &s.Calls[i]; d.State == CallDone {
 			s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: d.ID, Tool: d.Name, Content: d.Observation, Status: d.ObsStatus})
 		}
 	}
-	e.finish(s, ToolFailure, reason, notes)
+	return finishWith(ToolFailure, reason)
 }
 
 // failureSummary is a failure in a few words: its kind, code and detail.

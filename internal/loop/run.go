@@ -132,17 +132,6 @@ func (e *Engine) CallModel(ctx context.Context, m Model, req *Request) (*Reply, 
 	return m.Complete(ctx, req)
 }
 
-// Abort ends a run from outside the turn contract (a tool that is not
-// available at start, a defect found by the caller) with the given
-// outcome and reason.
-func (e *Engine) Abort(s *State, o Outcome, reason string) Effect {
-	var notes []Note
-	if !s.Done() {
-		e.finish(s, o, reason, &notes)
-	}
-	return Effect{Kind: EffectFinish, Notes: notes}
-}
-
 // ExecuteBatch runs one group of approved calls and returns their results
 // in the order of calls. Concurrent groups (reads) run at most eight at a
 // time; each call's context carries its deadline. It is the one place a

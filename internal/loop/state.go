@@ -347,3 +347,227 @@ type Note struct {
 	// beyond what the call reserved.
 	Amount Money
 }
+
+// Verification is the trial loop's part of the State: small, and free of
+// anything a tool or the model wrote (that is in the transcript).
+type Verification struct {
+	// Trial is the trial in progress, or the last one (1-based).
+	Trial int `json:"trial"`
+	// Start is the index in the transcript of the trial's first message
+	// (0 for the first trial; later, the message with the reflections).
+	Start int `json:"start,omitempty"`
+	// Memory locates the reflections the next trial reads, oldest first,
+	// at most Verify.Memory of them.
+	Memory []Reflection `json:"memory,omitempty"`
+	// Verdicts are the verifier's verdicts, one per judged trial, oldest
+	// first (at most Verify.MaxTrials).
+	Verdicts []Verdict `json:"verdicts,omitempty"`
+}
+
+// Reflection locates one failed trial's feedback: the verifier's message
+// at transcript index At (the answer it judged is just before it).
+type Reflection struct {
+	Trial int `json:"trial"`
+	At    int `json:"at"`
+}
+
+// Verdict is the verifier's judgement of one trial's answer.
+type Verdict struct {
+	Trial    int  `json:"trial"`
+	Verified bool `json:"verified"`
+	// Score is the verifier's score from 0 to 1, when it printed one.
+	Score *float64 `json:"score,omitempty"`
+}
+
+// LastVerdict is the newest verdict, or nil before the first.
+func (v *Verification) LastVerdict() *Verdict {
+	if v == nil || len(v.Verdicts) == 0 {
+		return nil
+	}
+	return &v.Verdicts[len(v.Verdicts)-1]
+}
+
+// TrialsToVerify is the trial whose answer was verified, or 0 when none was.
+func (v *Verification) TrialsToVerify() int {
+	if l := v.LastVerdict(); l != nil && l.Verified {
+		return l.Trial
+	}
+	return 0
+}
+
+// ContextState is what the run has compacted, and the figures
+// status.context shows.
+type ContextState struct {
+	// Compactions counts the compactions made; LastCompactionTurn is the
+	// turn whose request the last one shrank.
+	Compactions        int `json:"compactions,omitempty"`
+	LastCompactionTurn int `json:"lastCompactionTurn,omitempty"`
+	// LastInputTokens is the provider's count of the last request's input
+	// (the engine's estimate until the reply reports one).
+	LastInputTokens int64 `json:"lastInputTokens,omitempty"`
+	// Start is the transcript index the compacted trial starts at: a new
+	// trial of a verified run starts afresh.
+	Start int `json:"start,omitempty"`
+	// ClearedThrough: the results of tool messages before this transcript
+	// index are sent as markers.
+	ClearedThrough int `json:"clearedThrough,omitempty"`
+	// Summary stands in for the messages before SummaryThrough;
+	// SummaryAnswers counts the model's answers among them.
+	Summary        string `json:"summary,omitempty"`
+	SummaryThrough int    `json:"summaryThrough,omitempty"`
+	SummaryAnswers int    `json:"summaryAnswers,omitempty"`
+	// Pending is the summary call in flight (State.Phase is
+	// PhaseCompact).
+	Pending *PendingSummary `json:"pending,omitempty"`
+	// CountedBound is the bound (ByteEstimator) of the last request the
+	// provider counted, and CountedTokens its count: their ratio scales
+	// the estimate of a request that does not extend it.
+	CountedBound  int64 `json:"countedBound,omitempty"`
+	CountedTokens int64 `json:"countedTokens,omitempty"`
+}
+
+// PendingSummary is a summary call in flight: what it condenses and the
+// estimate of the request it was made for.
+type PendingSummary struct {
+	Through int   `json:"through"`
+	Before  int64 `json:"before"`
+}
+
+// compacted reports whether the requests of the trial starting at start
+// differ from the transcript.
+func (c *ContextState) compacted(start int) bool {
+	return c != nil && c.Compactions > 0 && c.Start == start && (c.ClearedThrough > start || c.SummaryThrough > start)
+}
+
+func (c *ContextState) last() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.LastInputTokens
+}
+
+// PlanStage is where a plan stands.
+type PlanStage string
+
+// Plan stages.
+const (
+	// StagePlanning: the planner is asked for a plan (the zero stage).
+	StagePlanning PlanStage = ""
+	// StageExecuting: the plan was accepted and its steps are running.
+	StageExecuting PlanStage = "Executing"
+	// StageSolving: every step has its result; the solver is asked.
+	StageSolving PlanStage = "Solving"
+)
+
+// Plan is the plan-then-execute part of the State.
+type Plan struct {
+	// Number is the plan in progress (1-based): each replan, and each new
+	// trial under a verifier, starts the next.
+	Number int `json:"number"`
+	// Replans counts the replans made.
+	Replans int       `json:"replans,omitempty"`
+	Stage   PlanStage `json:"stage,omitempty"`
+	// At is the transcript index of the planner's message that holds the
+	// accepted plan, CallID the id of its submit_plan call.
+	At     int    `json:"at,omitempty"`
+	CallID string `json:"callID,omitempty"`
+	// Steps are the accepted plan's steps, in the plan's order.
+	Steps []PlanStep `json:"steps,omitempty"`
+	// Failure says why the running steps stopped (a step that failed after
+	// its retries), while the other steps in flight finish.
+	Failure string `json:"failure,omitempty"`
+}
+
+// PlanStep is one step of an accepted plan.
+type PlanStep struct {
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// After are the steps whose results its arguments name.
+	After []string `json:"after,omitempty"`
+	// At is the transcript index of the step's result once it has one
+	// (results are never at index 0, which holds the plan).
+	At int `json:"at,omitempty"`
+}
+
+// next starts the next plan's planning.
+func (p *Plan) next() {
+	p.Number++
+	p.Stage, p.At, p.CallID, p.Steps, p.Failure = StagePlanning, 0, "", nil, ""
+}
+
+func (p *Plan) step(id string) *PlanStep {
+	for i := range p.Steps {
+		if p.Steps[i].ID == id {
+			return &p.Steps[i]
+		}
+	}
+	return nil
+}
+
+// countInput keeps the provider's count of the request just answered,
+// whose input reserved was reserved, as the base of the next request's
+// estimate. It keeps none when the request is not known (a State saved
+// before requests were identified) or the provider reported no count. A
+// count that proves the provider's counts unfit to build on, one below
+// the count the request's estimate was built on (the prompt grew, the
+// count fell) or above that estimate, ends estimates built on counts for
+// the rest of the run.
+func (s *State) countInput(tokens, reserved int64) {
+	sent := s.InFlight
+	s.InFlight, s.Counted = nil, nil
+	if sent != nil && sent.Base > 0 && (tokens < sent.Base || tokens > reserved) {
+		s.WholeEstimates = true
+	}
+	if s.WholeEstimates || sent == nil || tokens <= 0 {
+		return
+	}
+	s.Counted = &PromptCount{Messages: sent.Messages, Prefix: sent.Prefix, Tokens: tokens}
+}
+
+// inputBound is what a reply's input count is held to (see
+// usageAboveReservation): the input reserved, or, when the reservation
+// was built on the provider's count of an earlier request, the bound of
+// the whole request it was cut from.
+func (s *State) inputBound() int64 {
+	b := s.Reserved.InputTokens
+	if f := s.InFlight; f != nil && f.Base > 0 {
+		b = max(b, f.Bound)
+	}
+	return b
+}
+
+// promptCache is the model's view of a State's transcript, built as the
+// transcript grows. The loop only ever appends to the transcript, so
+// messages once copied stay right while the transcript's backing array is
+// the same; a new array (an append that grew it, a reloaded State)
+// rebuilds the cache, which amortises to a constant per message. It is
+// never serialised: a reloaded State starts without one.
+type promptCache struct {
+	// by is the *Engine that built it: another engine's prompt differs.
+	by    any
+	start int
+	first *Message
+	msgs  []Message
+	// tokens is the bound of the messages after the goal; bounds[i] is
+	// that of the messages after the goal up to msgs[i], and fps[i]
+	// fingerprints the request up to msgs[i] (both empty when the
+	// estimator bounds whole requests only).
+	tokens int64
+	bounds []int64
+	fps    []promptFP
+	chain  fpChain
+}
+
+// maxAnswerBytes bounds the final answer kept in the state.
+const maxAnswerBytes = 32 << 10
+
+// PendingCalls returns the calls waiting for a person.
+func (s *State) PendingCalls() []Call {
+	var out []Call
+	for _, c := range s.Calls {
+		if c.Verdict == Ask && c.Answer == "" && c.State == CallProposed {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -167,3 +167,11 @@ func ClipDetail(s string) string { return clip.Cut(s, MaxDetailBytes, "...") }
 func Failed(kind FailureKind, code int, detail string) Result {
 	return Result{Failure: &Failure{Kind: kind, Code: code, Detail: ClipDetail(detail)}}
 }
+
+// lookupTool is the declared tool name, or an undeclared one's bare spec.
+func lookupTool(tools map[string]*ToolSpec, name string) *ToolSpec {
+	if t := tools[name]; t != nil {
+		return t
+	}
+	return &ToolSpec{Name: name}
+}

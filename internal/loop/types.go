@@ -317,3 +317,70 @@ func (g *Guardrail) watches(t GuardrailTarget) bool {
 	}
 	return slices.Contains(g.On, t)
 }
+
+// Verify configures the verifier of a run's final answers.
+type Verify struct {
+	// Tool names the declared tool that judges an answer. It is called
+	// with {"answer", "trial", "goal"} under the tool process contract.
+	Tool string
+	// MaxTrials is the most trials (final answers judged); the run ends
+	// Escalated when the last is not verified.
+	MaxTrials int
+	// Memory is how many reflections the next trial reads (the newest).
+	Memory int
+	// StallTrials ends the run Escalated when the verifier's score has not
+	// improved for this many trials.
+	StallTrials int
+}
+
+// ContextStrategy is how older turns are compacted.
+type ContextStrategy string
+
+// The compaction strategies.
+const (
+	// ContextClear replaces the results of older tool calls with a short
+	// marker that names the call, its size and that calling the tool again
+	// returns it. It costs nothing.
+	ContextClear ContextStrategy = "clear"
+	// ContextSummarize has the model condense the older turns into one
+	// message: one model call, reserved and priced like a turn's, never
+	// counted as a turn.
+	ContextSummarize ContextStrategy = "summarize"
+)
+
+// ContextPolicy bounds what one request may hold.
+type ContextPolicy struct {
+	// MaxInputTokens is the largest request the run may send, by the
+	// engine's estimate of its input tokens (see Engine.Request).
+	MaxInputTokens int64
+	// Source says where MaxInputTokens came from: ContextFromSpec,
+	// ContextFromModel (the provider's table of known models) or
+	// ContextFromDefault.
+	Source string
+	// KeepRecentTurns is how many of the newest turns always go verbatim.
+	KeepRecentTurns int
+	Strategy        ContextStrategy
+	// SummaryMaxOutputTokens bounds a summary call's output.
+	SummaryMaxOutputTokens int64
+}
+
+// Strategy is how a run reaches its goal.
+type Strategy string
+
+// Strategies.
+const (
+	// ReAct interleaves model calls and tool calls (the default).
+	ReAct Strategy = "react"
+	// PlanExecute plans, runs the plan, then answers from its evidence.
+	PlanExecute Strategy = "planExecute"
+)
+
+// PlanConfig bounds the plans of a planExecute run.
+type PlanConfig struct {
+	// MaxSteps is the most steps one plan may hold.
+	MaxSteps int
+	// MaxReplans is how many new plans may be asked for after a plan was
+	// refused, a step failed, or the solver found the evidence lacking.
+	// Nil is unset (the default applies); zero means none.
+	MaxReplans *int
+}

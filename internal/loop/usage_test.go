@@ -86,7 +86,7 @@ func TestUsage_farAboveTheReservationIsChargedInFullAndEndsTheRun(t *testing.T) 
 			if s.Usage.InputTokens != want.InputTokens || s.Usage.OutputTokens != want.OutputTokens {
 				t.Fatalf("usage = %d input, %d output; want %d, %d (all that was reported)", s.Usage.InputTokens, s.Usage.OutputTokens, want.InputTokens, want.OutputTokens)
 			}
-			if wantCost := e.modelCost(tc.before) + e.modelCost(excess); s.Usage.Cost != wantCost {
+			if wantCost := e.cfg.modelCost(tc.before) + e.cfg.modelCost(excess); s.Usage.Cost != wantCost {
 				t.Fatalf("cost = $%s, want $%s", s.Usage.Cost, wantCost)
 			}
 			if s.Reserved.Tokens() != 0 || s.Reserved.Cost != 0 {
@@ -113,14 +113,14 @@ func TestUsage_farAboveTheReservationIsChargedInFullAndEndsTheRun(t *testing.T) 
 				t.Fatalf("no %s warning among %v", NoteUsageAboveReservation, noteKinds(notes))
 			}
 			resCost := res.Cost - r.cfg.ToolAllowance.Cost
-			for _, part := range []string{"10000 input and 20 output tokens ($" + e.modelCost(excess).String() + ")",
+			for _, part := range []string{"10000 input and 20 output tokens ($" + e.cfg.modelCost(excess).String() + ")",
 				fmt.Sprintf("%d input and %d output tokens ($%s)", res.InputTokens, res.OutputTokens, resCost)} {
 				if !strings.Contains(warning.Message, part) {
 					t.Errorf("the warning %q does not say %q", warning.Message, part)
 				}
 			}
 			wantReason := fmt.Sprintf("the provider reported 10000 input and 20 output tokens ($%s) for a model call on turn %d reserved at %d and %d ($%s): "+
-				"the run stops rather than spend past what it reserves (check the model's baseURL)", e.modelCost(excess), s.Turn, res.InputTokens, res.OutputTokens, resCost)
+				"the run stops rather than spend past what it reserves (check the model's baseURL)", e.cfg.modelCost(excess), s.Turn, res.InputTokens, res.OutputTokens, resCost)
 			if s.Reason != wantReason {
 				t.Fatalf("reason = %q\nwant     %q", s.Reason, wantReason)
 			}
@@ -164,7 +164,7 @@ func TestUsage_justWithinToleranceIsChargedAndGoesOn(t *testing.T) {
 			}
 			u := tc.over(res)
 			eff := e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", `{}`)}, Usage: u}})
-			if s.Usage.InputTokens != u.InputTokens || s.Usage.OutputTokens != u.OutputTokens || s.Usage.Cost != e.modelCost(u) {
+			if s.Usage.InputTokens != u.InputTokens || s.Usage.OutputTokens != u.OutputTokens || s.Usage.Cost != e.cfg.modelCost(u) {
 				t.Fatalf("usage = %+v, want all of %+v charged", s.Usage, u)
 			}
 			warned := false
@@ -197,7 +197,7 @@ func TestUsage_aCancelledRunNotesUsageFarAboveItsReservation(t *testing.T) {
 	u := usage(10_000, 20)
 	eff := e.Step(s, Input{Cancel: true, Reply: &Reply{Content: "done", Usage: u}})
 	expectOutcome(t, s, ApprovalDenied)
-	if s.Usage.InputTokens != u.InputTokens || s.Usage.Cost != e.modelCost(u) {
+	if s.Usage.InputTokens != u.InputTokens || s.Usage.Cost != e.cfg.modelCost(u) {
 		t.Fatalf("usage = %+v, want all of %+v charged", s.Usage, u)
 	}
 	if kinds := fmt.Sprint(noteKinds(eff.Notes)); kinds != fmt.Sprint([]NoteKind{NoteUsageAboveReservation, NoteFinished}) {

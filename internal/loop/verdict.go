@@ -2,7 +2,6 @@ package loop
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -206,86 +205,6 @@ func matchesTool(names []string, tool string) bool {
 	return slices.Contains(names, "*") || slices.Contains(names, tool)
 }
 
-// vet decides one call: guardrails first (block this call, or halt the
-// run), then the first matching policy rule (or the default), then the
-// tightening rule. Tool metadata only ever tightens a verdict. full is
-// the canonical form of every argument, args the decoded object.
-func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []byte, args any) verdict {
-	for _, g := range e.guardrails {
-		if !g.watches(OnArguments) || !matchesTool(g.Tools, name) || !guardrailMatches(g.re, full, args) {
-			continue
-		}
-		reason := g.Reason
-		if reason == "" {
-			reason = "the arguments match guardrail " + g.Name
-		}
-		v := verdict{rule: "guardrail:" + g.Name, reason: reason}
-		if g.Severity == Halt {
-			v.halt = true
-		} else {
-			v.block = true
-		}
-		return v
-	}
-
-	var celArgs any
-	v := verdict{decision: e.cfg.Policy.Default, rule: "policy.default"}
-	if v.decision == "" {
-		v.decision = Allow
-	}
-	for i := range e.rules {
-		r := &e.rules[i]
-		if !matchesTool(r.Tools, name) || (r.Mutating && !tool.Mutates) {
-			continue
-		}
-		if r.prg != nil {
-			if ctx.Err() != nil {
-				// The step's vetting deadline passed, or the caller gave
-				// up: fail closed, without starting another evaluation.
-				why := "it was interrupted: " + context.Cause(ctx).Error()
-				if errors.Is(context.Cause(ctx), errVetDeadline) {
-					why = fmt.Sprintf("%s, %s", errVetDeadline, e.cfg.VetTimeout)
-				}
-				v = verdict{decision: Ask, rule: r.label(i), reason: fmt.Sprintf(
-					"the rule's condition %q was not evaluated (%s); a person must decide", cut(r.When, 200), why)}
-				break
-			}
-			if celArgs == nil {
-				celArgs = celValue(args)
-			}
-			out, _, err := r.prg.ContextEval(ctx, map[string]any{"args": celArgs})
-			if err != nil {
-				// Fail closed: a condition that cannot be evaluated sends
-				// the call to a person rather than guessing.
-				why := err.Error()
-				switch {
-				case strings.Contains(why, "cost limit exceeded"):
-					why = fmt.Sprintf("it reached the cost limit of %d evaluation steps", maxRuleCost)
-				case ctx.Err() != nil:
-					why = "it was interrupted: " + context.Cause(ctx).Error()
-				}
-				v = verdict{decision: Ask, rule: r.label(i),
-					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%s); a person must decide", cut(r.When, 200), why)}
-				break
-			}
-			if b, ok := out.Value().(bool); !ok || !b {
-				continue
-			}
-		}
-		v = verdict{decision: r.Decision, rule: r.label(i), reason: r.Reason}
-		break
-	}
-	if v.decision == Allow && tool.Mutates && !tool.Reversible {
-		if slices.Contains(e.cfg.Policy.Grants, name) {
-			v.rule, v.reason = "policy.grants", "irreversible action granted for this run"
-		} else {
-			v = verdict{decision: Ask, rule: "tool.irreversible",
-				reason: fmt.Sprintf("%s changes something that cannot be undone; a person must approve it", name)}
-		}
-	}
-	return v
-}
-
 // guardrailMatches reports whether a pattern matches what the tool will
 // receive: the compact JSON of all the arguments (sorted keys, numbers
 // normalised, no HTML escaping), or any string value at any depth, as
@@ -343,3 +262,6 @@ func celValue(v any) any {
 	}
 	return v
 }
+
+// errVetDeadline is why a step's vetting context ended.
+var errVetDeadline = errors.New("vetting this step passed its deadline")

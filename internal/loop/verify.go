@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The trial loop (Reflexion): with a verifier configured, a final answer
@@ -38,21 +39,6 @@ const (
 	reflectionFeedbackBytes = 1000
 )
 
-// Verify configures the verifier of a run's final answers.
-type Verify struct {
-	// Tool names the declared tool that judges an answer. It is called
-	// with {"answer", "trial", "goal"} under the tool process contract.
-	Tool string
-	// MaxTrials is the most trials (final answers judged); the run ends
-	// Escalated when the last is not verified.
-	MaxTrials int
-	// Memory is how many reflections the next trial reads (the newest).
-	Memory int
-	// StallTrials ends the run Escalated when the verifier's score has not
-	// improved for this many trials.
-	StallTrials int
-}
-
 func (v Verify) normalize() Verify {
 	if v.MaxTrials <= 0 {
 		v.MaxTrials = DefaultMaxTrials
@@ -66,93 +52,50 @@ func (v Verify) normalize() Verify {
 	return v
 }
 
-// Verification is the trial loop's part of the State: small, and free of
-// anything a tool or the model wrote (that is in the transcript).
-type Verification struct {
-	// Trial is the trial in progress, or the last one (1-based).
-	Trial int `json:"trial"`
-	// Start is the index in the transcript of the trial's first message
-	// (0 for the first trial; later, the message with the reflections).
-	Start int `json:"start,omitempty"`
-	// Memory locates the reflections the next trial reads, oldest first,
-	// at most Verify.Memory of them.
-	Memory []Reflection `json:"memory,omitempty"`
-	// Verdicts are the verifier's verdicts, one per judged trial, oldest
-	// first (at most Verify.MaxTrials).
-	Verdicts []Verdict `json:"verdicts,omitempty"`
-}
-
-// Reflection locates one failed trial's feedback: the verifier's message
-// at transcript index At (the answer it judged is just before it).
-type Reflection struct {
-	Trial int `json:"trial"`
-	At    int `json:"at"`
-}
-
-// Verdict is the verifier's judgement of one trial's answer.
-type Verdict struct {
-	Trial    int  `json:"trial"`
-	Verified bool `json:"verified"`
-	// Score is the verifier's score from 0 to 1, when it printed one.
-	Score *float64 `json:"score,omitempty"`
-}
-
-// LastVerdict is the newest verdict, or nil before the first.
-func (v *Verification) LastVerdict() *Verdict {
-	if v == nil || len(v.Verdicts) == 0 {
-		return nil
-	}
-	return &v.Verdicts[len(v.Verdicts)-1]
-}
-
-// TrialsToVerify is the trial whose answer was verified, or 0 when none was.
-func (v *Verification) TrialsToVerify() int {
-	if l := v.LastVerdict(); l != nil && l.Verified {
-		return l.Trial
-	}
-	return 0
-}
-
 // FormatScore writes a score as the API shows it: a decimal string with
 // two decimals ("0.75").
 func FormatScore(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
 
-// compileVerify checks the verifier against the declared tools and takes
-// it out of the tools offered to the model: the evaluator must be
-// something the model did not write, and a model that cannot see the
-// grader cannot probe it. (A model that names it anyway is vetted like
-// any call.)
-func (e *Engine) compileVerify() error {
-	v := e.cfg.Verify
+// verifier judges a run's final answers (the trial loop): the verifier
+// tool, the bounds of Verify, and what it needs of the engine.
+type verifier struct {
+	cfg  Verify
+	tool *ToolSpec
+	goal string
+	// vet vets the verifier's call like any (Engine.vet).
+	vet   func(ctx context.Context, tool *ToolSpec, name string, full []byte, args any) verdict
+	clock func() time.Time
+}
+
+// newVerifier checks the verifier against the declared tools, or returns
+// nil without one. The engine takes it out of the tools offered to the
+// model: the evaluator must be something the model did not write, and a
+// model that cannot see the grader cannot probe it. (A model that names
+// it anyway is vetted like any call.)
+func newVerifier(cfg *Config, tools map[string]*ToolSpec, vet func(context.Context, *ToolSpec, string, []byte, any) verdict, clock func() time.Time) (*verifier, error) {
+	v := cfg.Verify
 	if v == nil {
-		return nil
+		return nil, nil
 	}
 	switch {
 	case strings.TrimSpace(v.Tool) == "":
-		return errors.New("verify.tool is empty: name the declared tool that judges an answer")
-	case e.tools[v.Tool] == nil:
-		return fmt.Errorf("verify.tool names %q, which is not declared in tools", v.Tool)
-	case e.tools[v.Tool].Mutates && !e.tools[v.Tool].Reversible:
+		return nil, errors.New("verify.tool is empty: name the declared tool that judges an answer")
+	case tools[v.Tool] == nil:
+		return nil, fmt.Errorf("verify.tool names %q, which is not declared in tools", v.Tool)
+	case tools[v.Tool].Mutates && !tools[v.Tool].Reversible:
 		// A verifier runs at every final answer, on arguments the model
 		// wrote, and no person is asked first: it must not be able to
 		// change what cannot be undone.
-		return fmt.Errorf("verify.tool names %q, which changes something that cannot be undone (mutates and not reversible); "+
+		return nil, fmt.Errorf("verify.tool names %q, which changes something that cannot be undone (mutates and not reversible); "+
 			"a verifier runs at every final answer without a person's approval: use a read-only or reversible tool", v.Tool)
 	case v.MaxTrials > MaxTrialsLimit:
-		return fmt.Errorf("verify.maxTrials is %d; at most %d trials are allowed", v.MaxTrials, MaxTrialsLimit)
+		return nil, fmt.Errorf("verify.maxTrials is %d; at most %d trials are allowed", v.MaxTrials, MaxTrialsLimit)
 	case v.Memory > MaxTrialsLimit:
-		return fmt.Errorf("verify.memory is %d; at most %d reflections are kept", v.Memory, MaxTrialsLimit)
+		return nil, fmt.Errorf("verify.memory is %d; at most %d reflections are kept", v.Memory, MaxTrialsLimit)
 	case v.StallTrials > MaxTrialsLimit:
-		return fmt.Errorf("verify.stallTrials is %d; at most %d is allowed", v.StallTrials, MaxTrialsLimit)
+		return nil, fmt.Errorf("verify.stallTrials is %d; at most %d is allowed", v.StallTrials, MaxTrialsLimit)
 	}
-	offered := e.offered[:0]
-	for _, t := range e.offered {
-		if t.Name != v.Tool {
-			offered = append(offered, t)
-		}
-	}
-	e.offered = offered
-	return nil
+	return &verifier{cfg: *v, tool: tools[v.Tool], goal: cfg.Goal, vet: vet, clock: clock}, nil
 }
 
 // trialStart is the transcript index of the current trial's first message.
@@ -182,55 +125,50 @@ func (s *State) verifierCall() *Call {
 	return nil
 }
 
-// verifyAnswer hands a trial's final answer to the verifier: one call,
+// propose hands a trial's final answer to the verifier: one call,
 // reserved and charged like any other. Its arguments hold the model's
 // answer, so the call is vetted like one the model proposed: guardrails
 // (block or halt end the run GuardrailStop: the answer cannot be judged)
 // and policy (deny ends the run Error; ask waits for a person).
-func (e *Engine) verifyAnswer(ctx context.Context, s *State, notes *[]Note) Effect {
+func (vf *verifier) propose(ctx context.Context, s *State, notes *[]Note) next {
 	if s.Verify == nil {
 		s.Verify = &Verification{Trial: 1}
 	}
-	v, t := s.Verify, e.tools[e.cfg.Verify.Tool]
-	tc, ok := e.VerifierCall(s)
+	v, t := s.Verify, vf.tool
+	tc, ok := vf.call(s)
 	if !ok {
-		e.finish(s, Error, "the verifier's call cannot be made: no final answer in the transcript", notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Error, "the verifier's call cannot be made: no final answer in the transcript")
 	}
 	c := Call{ToolCall: tc,
 		Verdict: Allow, Rule: verifyRule, Reason: fmt.Sprintf("judges the answer of trial %d", v.Trial), Mutates: t.Mutates, State: CallProposed}
 	d := decodeArgs(tc.Arguments, nil)
 	if d.err == nil {
-		switch vd := e.vet(ctx, t, t.Name, d.full, d.value); {
+		switch vd := vf.vet(ctx, t, t.Name, d.full, d.value); {
 		case vd.halt || vd.block:
-			e.finish(s, GuardrailStop, fmt.Sprintf("the answer of trial %d cannot be judged: %s matched the verifier's call (%s)", v.Trial, vd.rule, vd.reason), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, fmt.Sprintf("the answer of trial %d cannot be judged: %s matched the verifier's call (%s)", v.Trial, vd.rule, vd.reason))
 		case vd.decision == Deny:
-			e.finish(s, Error, fmt.Sprintf("the answer of trial %d cannot be judged: %s denies the verifier's call%s", v.Trial, vd.rule, suffix(vd.reason)), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Error, fmt.Sprintf("the answer of trial %d cannot be judged: %s denies the verifier's call%s", v.Trial, vd.rule, suffix(vd.reason)))
 		case vd.decision == Ask:
 			c.Verdict, c.Reason = Ask, fmt.Sprintf("judges the answer of trial %d; %s asks a person first%s", v.Trial, vd.rule, suffix(vd.reason))
-			now := e.clock()
+			now := vf.clock()
 			c.RequestedAt = &now
 		}
 	}
 	s.Calls = []Call{c}
 	*notes = append(*notes, Note{Kind: NoteVerifying, CallID: c.ID, Message: fmt.Sprintf(
-		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, e.cfg.Verify.MaxTrials, s.Turn, t.Name, c.ID)})
+		"Trial %d of %d ended with a final answer on turn %d; verifier %s judges it (%s)", v.Trial, vf.cfg.MaxTrials, s.Turn, t.Name, c.ID)})
 	if c.Verdict == Ask {
 		s.Phase = PhaseApproval
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
-	return e.startActing(s, notes)
+	return act()
 }
 
-// VerifierCall is the call the engine makes to judge the current trial,
-// rebuilt from the final answer in the transcript (the turn's last
-// message from the model): a caller resuming from a saved state can check
-// that the verifier call it is about to run is this one, as it checks the
-// model's proposals. ok is false without a verifier or a final answer.
-func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
-	if e.cfg.Verify == nil || len(s.Transcript) == 0 {
+// call is the call that judges the current trial, rebuilt from the final
+// answer in the transcript (the turn's last message from the model); ok
+// is false without a final answer (see Engine.VerifierCall).
+func (vf *verifier) call(s *State) (ToolCall, bool) {
+	if len(s.Transcript) == 0 {
 		return ToolCall{}, false
 	}
 	var answer *Message
@@ -251,11 +189,11 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 		Answer string `json:"answer"`
 		Trial  int    `json:"trial"`
 		Goal   string `json:"goal"`
-	}{cut(answer.Content, maxAnswerBytes), trial, e.cfg.Goal})
+	}{cut(answer.Content, maxAnswerBytes), trial, vf.goal})
 	if err != nil {
 		return ToolCall{}, false
 	}
-	return ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: e.cfg.Verify.Tool, Arguments: args}, true
+	return ToolCall{ID: fmt.Sprintf("t%d-verify", s.Turn), Name: vf.tool.Name, Arguments: args}, true
 }
 
 // takeVerdict reads the verifier's result, once its call is done: the
@@ -263,19 +201,16 @@ func (e *Engine) VerifierCall(s *State) (ToolCall, bool) {
 // feedback) becomes the call's observation, which the transcript keeps.
 // A verifier that could not judge (its call was invalid, or its outcome
 // is unknown) leaves no verdict; judge ends the run then. A verifier that
-// stayed unavailable after its retries has already ended the run
-// ToolFailure: the reason is made to say it was the verifier.
-func (e *Engine) takeVerdict(s *State, results []Result, notes *[]Note) {
+// stayed unavailable after its retries ends the run ToolFailure (n, what
+// applyResults returned): the reason is made to say it was the verifier.
+func (vf *verifier) takeVerdict(s *State, results []Result, n *next) {
 	c := s.verifierCall()
 	if c == nil || s.Verify == nil {
 		return
 	}
-	if s.Done() {
-		if s.Outcome == ToolFailure {
-			s.Reason = "the verifier could not run: " + s.Reason
-			if n := len(*notes); n > 0 && (*notes)[n-1].Kind == NoteFinished {
-				(*notes)[n-1].Message = string(ToolFailure) + ": " + s.Reason
-			}
+	if n.ends() {
+		if n.outcome == ToolFailure {
+			n.reason = "the verifier could not run: " + n.reason
 		}
 		return
 	}
@@ -298,7 +233,7 @@ func (e *Engine) takeVerdict(s *State, results []Result, notes *[]Note) {
 		if n := len(s.Verify.Verdicts); n > MaxTrialsLimit {
 			s.Verify.Verdicts = s.Verify.Verdicts[n-MaxTrialsLimit:]
 		}
-		c.Observation = e.verdictText(c.Name, d, r)
+		c.Observation = vf.verdictText(d, r)
 	}
 }
 
@@ -343,7 +278,8 @@ func report(out []byte) (verifierReport, bool) {
 // its score, and what the verifier said (its feedback field, or else its
 // output, or else the tail of its standard error), bounded like any
 // observation.
-func (e *Engine) verdictText(tool string, d Verdict, r Result) string {
+func (vf *verifier) verdictText(d Verdict, r Result) string {
+	tool := vf.tool.Name
 	said := strings.TrimSpace(strings.ToValidUTF8(string(r.Output), "\uFFFD"))
 	if rep, ok := report(r.Output); ok && strings.TrimSpace(rep.Feedback) != "" {
 		said = strings.TrimSpace(rep.Feedback)
@@ -370,20 +306,19 @@ func (e *Engine) verdictText(tool string, d Verdict, r Result) string {
 	if len(how) > 0 {
 		head += " (" + strings.Join(how, ", ") + ")"
 	}
-	return bound(head+": "+said, e.tool(tool).MaxResultBytes, len(head)+2+len(said), false)
+	return bound(head+": "+said, vf.tool.MaxResultBytes, len(head)+2+len(said), false)
 }
 
 // judge ends a trial once the verifier's call is done: verified ends the
 // run Completed; not verified keeps a reflection and starts the next
 // trial, unless the trials are used up or the score has stalled
 // (Escalated). A verifier that gave no verdict ends the run ToolFailure.
-func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
-	v, cfg := s.Verify, e.cfg.Verify
+func (vf *verifier) judge(s *State, c *Call, notes *[]Note) next {
+	v, cfg := s.Verify, &vf.cfg
 	s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
 	d := v.LastVerdict()
 	if d == nil || d.Trial != v.Trial {
-		e.finish(s, ToolFailure, fmt.Sprintf("the verifier %s could not judge the answer of trial %d: %s", c.Name, v.Trial, cut(c.Observation, 400)), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(ToolFailure, fmt.Sprintf("the verifier %s could not judge the answer of trial %d: %s", c.Name, v.Trial, cut(c.Observation, 400)))
 	}
 	said := cut(c.Observation, 400)
 	if d.Verified {
@@ -396,19 +331,16 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
 				evidence = head[i+1:] + " " + rest // keep the score: "(score 0.90) ..."
 			}
 		}
-		e.finish(s, Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, evidence), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Completed, fmt.Sprintf("the final answer of trial %d (turn %d) was verified by %s: %s", v.Trial, s.Turn, c.Name, evidence))
 	}
 	*notes = append(*notes, Note{Kind: NoteVerdict, CallID: c.ID, Warning: true, Message: fmt.Sprintf("Trial %d: %s", v.Trial, said)})
 	if v.Trial >= cfg.MaxTrials {
-		e.finish(s, Escalated, fmt.Sprintf("handed to a person, still open: verifier %s did not verify any answer in %s (verify.maxTrials); last feedback: %s",
-			c.Name, plural(v.Trial, "trial"), said), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Escalated, fmt.Sprintf("handed to a person, still open: verifier %s did not verify any answer in %s (verify.maxTrials); last feedback: %s",
+			c.Name, plural(v.Trial, "trial"), said))
 	}
 	if scores, ok := stalled(v.Verdicts, cfg.StallTrials); ok {
-		e.finish(s, Escalated, fmt.Sprintf("handed to a person, still open: the score of verifier %s has not improved for %s (verify.stallTrials; scores %s); last feedback: %s",
-			c.Name, plural(cfg.StallTrials, "trial"), scores, said), notes)
-		return Effect{Kind: EffectFinish}
+		return finishWith(Escalated, fmt.Sprintf("handed to a person, still open: the score of verifier %s has not improved for %s (verify.stallTrials; scores %s); last feedback: %s",
+			c.Name, plural(cfg.StallTrials, "trial"), scores, said))
 	}
 	v.Memory = append(v.Memory, Reflection{Trial: v.Trial, At: len(s.Transcript) - 1})
 	if n := len(v.Memory); n > cfg.Memory {
@@ -416,13 +348,13 @@ func (e *Engine) judge(s *State, c *Call, notes *[]Note) Effect {
 	}
 	v.Trial++
 	if s.Plan != nil {
-		e.nextPlan(s.Plan) // a new trial plans afresh
+		s.Plan.next() // a new trial plans afresh
 	}
-	s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: e.reflections(s)})
+	s.Transcript = append(s.Transcript, Message{Role: RoleUser, Turn: s.Turn, Content: vf.reflections(s)})
 	v.Start = len(s.Transcript) - 1
 	*notes = append(*notes, Note{Kind: NoteVerifying, Message: fmt.Sprintf(
 		"Trial %d of %d starts from the goal with %s", v.Trial, cfg.MaxTrials, plural(len(v.Memory), "reflection"))})
-	return e.endTurn(s)
+	return turnOver()
 }
 
 // stalled reports whether the newest n scores did not improve on the best
@@ -455,11 +387,11 @@ func stalled(verdicts []Verdict, n int) (string, bool) {
 
 // reflections is the message a new trial starts with: the reflections in
 // memory, each the answer a trial gave and what the verifier said of it.
-func (e *Engine) reflections(s *State) string {
+func (vf *verifier) reflections(s *State) string {
 	v := s.Verify
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your earlier answers were checked by a verifier and not accepted. This is trial %d of at most %d: "+
-		"work on the goal again from the start, using what the verifier said.\n\nPrevious attempt reflections:\n", v.Trial, e.cfg.Verify.MaxTrials)
+		"work on the goal again from the start, using what the verifier said.\n\nPrevious attempt reflections:\n", v.Trial, vf.cfg.MaxTrials)
 	for _, r := range v.Memory {
 		answer, said := "", ""
 		if r.At > 0 && r.At < len(s.Transcript) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,21 +21,19 @@ import (
 // tool, arguments that are not an object or break the schema) is refused,
 // a guardrail halts the run or blocks the call, and the policy allows,
 // denies or asks. Any ask moves the run to approval; otherwise it acts.
-func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) Effect {
-	ctx, cancel := e.vetContext(ctx)
+func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) next {
+	ctx, cancel := e.cfg.vetContext(ctx)
 	defer cancel()
 	batch := make([]Call, len(calls))
 	asks := 0
 	for i, c := range calls {
 		if c.Name == EscalateTool {
-			e.finish(s, Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments), notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(Escalated, "the model handed the task to a person: "+escalationReason(c.Arguments))
 		}
 		var halt string
 		batch[i], halt = e.vetCall(ctx, c, decoded[i], now, notes)
 		if halt != "" {
-			e.finish(s, GuardrailStop, halt+" before any call of the batch ran: "+batch[i].Reason, notes)
-			return Effect{Kind: EffectFinish}
+			return finishWith(GuardrailStop, halt+" before any call of the batch ran: "+batch[i].Reason)
 		}
 		if batch[i].Verdict == Ask {
 			asks++
@@ -43,18 +42,15 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 	s.Calls = batch
 	if asks > 0 {
 		s.Phase = PhaseApproval
-		return Effect{Kind: EffectAsk, Pending: s.PendingCalls()}
+		return proceed(Effect{Kind: EffectAsk, Pending: s.PendingCalls()})
 	}
-	return e.startActing(s, notes)
+	return act()
 }
 
 // vetContext bounds the vetting of one step by cfg.VetTimeout.
-func (e *Engine) vetContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, e.cfg.VetTimeout, errVetDeadline)
+func (c *Config) vetContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, c.VetTimeout, errVetDeadline)
 }
-
-// errVetDeadline is why a step's vetting context ended.
-var errVetDeadline = errors.New("vetting this step passed its deadline")
 
 // vetCall gives one proposed call its verdict and notes it. A call that
 // cannot be vetted (unknown tool, arguments that are not an object or
@@ -66,7 +62,7 @@ func (e *Engine) vetCall(ctx context.Context, c ToolCall, d decodedArgs, now tim
 	tool := e.tools[c.Name]
 	if tool == nil {
 		refuse(&bc, rejection{rule: RuleUnknownTool, reason: fmt.Sprintf("no tool is named %q", c.Name),
-			observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, e.toolNames())}, notes)
+			observation: fmt.Sprintf("There is no tool named %q. The tools are: %s.", c.Name, offeredNames(e.offered))}, notes)
 		return bc, ""
 	}
 	bc.Mutates = tool.Mutates
@@ -144,14 +140,16 @@ func refuse(c *Call, r rejection, notes *[]Note) {
 }
 
 // vettedNote records a call's verdict; anything but allow is a warning.
+// (Every call has one: the message is joined, not formatted.)
 func vettedNote(c *Call) Note {
 	return Note{Kind: NoteCallVetted, CallID: c.ID, Warning: c.Verdict != Allow,
-		Message: fmt.Sprintf("%s %s: %s (%s)%s", c.ID, c.Name, c.Verdict, c.Rule, suffix(c.Reason))}
+		Message: c.ID + " " + c.Name + ": " + string(c.Verdict) + " (" + c.Rule + ")" + suffix(c.Reason)}
 }
 
-func (e *Engine) toolNames() string {
-	names := make([]string, 0, len(e.offered))
-	for _, t := range e.offered {
+// offeredNames lists the tools offered.
+func offeredNames(offered []ToolSchema) string {
+	names := make([]string, 0, len(offered))
+	for _, t := range offered {
 		names = append(names, t.Name)
 	}
 	return strings.Join(names, ", ")
@@ -190,4 +188,84 @@ func schemaError(err error) string {
 		}
 	}
 	return cut(err.Error(), 400)
+}
+
+// vet decides one call: guardrails first (block this call, or halt the
+// run), then the first matching policy rule (or the default), then the
+// tightening rule. Tool metadata only ever tightens a verdict. full is
+// the canonical form of every argument, args the decoded object.
+func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []byte, args any) verdict {
+	for _, g := range e.guardrails {
+		if !g.watches(OnArguments) || !matchesTool(g.Tools, name) || !guardrailMatches(g.re, full, args) {
+			continue
+		}
+		reason := g.Reason
+		if reason == "" {
+			reason = "the arguments match guardrail " + g.Name
+		}
+		v := verdict{rule: "guardrail:" + g.Name, reason: reason}
+		if g.Severity == Halt {
+			v.halt = true
+		} else {
+			v.block = true
+		}
+		return v
+	}
+
+	var celArgs any
+	v := verdict{decision: e.cfg.Policy.Default, rule: "policy.default"}
+	if v.decision == "" {
+		v.decision = Allow
+	}
+	for i := range e.rules {
+		r := &e.rules[i]
+		if !matchesTool(r.Tools, name) || (r.Mutating && !tool.Mutates) {
+			continue
+		}
+		if r.prg != nil {
+			if ctx.Err() != nil {
+				// The step's vetting deadline passed, or the caller gave
+				// up: fail closed, without starting another evaluation.
+				why := "it was interrupted: " + context.Cause(ctx).Error()
+				if errors.Is(context.Cause(ctx), errVetDeadline) {
+					why = fmt.Sprintf("%s, %s", errVetDeadline, e.cfg.VetTimeout)
+				}
+				v = verdict{decision: Ask, rule: r.label(i), reason: fmt.Sprintf(
+					"the rule's condition %q was not evaluated (%s); a person must decide", cut(r.When, 200), why)}
+				break
+			}
+			if celArgs == nil {
+				celArgs = celValue(args)
+			}
+			out, _, err := r.prg.ContextEval(ctx, map[string]any{"args": celArgs})
+			if err != nil {
+				// Fail closed: a condition that cannot be evaluated sends
+				// the call to a person rather than guessing.
+				why := err.Error()
+				switch {
+				case strings.Contains(why, "cost limit exceeded"):
+					why = fmt.Sprintf("it reached the cost limit of %d evaluation steps", maxRuleCost)
+				case ctx.Err() != nil:
+					why = "it was interrupted: " + context.Cause(ctx).Error()
+				}
+				v = verdict{decision: Ask, rule: r.label(i),
+					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%s); a person must decide", cut(r.When, 200), why)}
+				break
+			}
+			if b, ok := out.Value().(bool); !ok || !b {
+				continue
+			}
+		}
+		v = verdict{decision: r.Decision, rule: r.label(i), reason: r.Reason}
+		break
+	}
+	if v.decision == Allow && tool.Mutates && !tool.Reversible {
+		if slices.Contains(e.cfg.Policy.Grants, name) {
+			v.rule, v.reason = "policy.grants", "irreversible action granted for this run"
+		} else {
+			v = verdict{decision: Ask, rule: "tool.irreversible",
+				reason: fmt.Sprintf("%s changes something that cannot be undone; a person must approve it", name)}
+		}
+	}
+	return v
 }

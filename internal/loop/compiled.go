@@ -1,0 +1,65 @@
+package loop
+
+// The Engine: a run's configuration, compiled once (engine.go's New), and
+// what every stage reads of it.
+
+import (
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Engine is the agent loop for one run's configuration. It holds no run
+// state: every step takes the State and an Input and returns an Effect,
+// so the same engine serves any number of runs with that configuration,
+// and a run can be persisted between any two steps.
+type Engine struct {
+	cfg        Config
+	clock      func() time.Time
+	estimator  TokenEstimator
+	tools      map[string]*ToolSpec
+	rules      []compiledRule
+	guardrails guardrailSet
+	schemas    map[string]*jsonschema.Schema
+	system     string
+	offered    []ToolSchema
+	goal       Message
+	// prefixLen estimates the input tokens of the system prompt, the tools
+	// and the goal; the estimate of a request adds each message's.
+	prefixLen int64
+	// fpPrefix fingerprints what precedes a ReAct request's messages.
+	fpPrefix promptFP
+	// perMessage is the estimator when it estimates message by message.
+	perMessage MessageEstimator
+	// plan runs the plans of a planExecute run.
+	plan *planner
+	// verify judges final answers, when the run has a verifier.
+	verify *verifier
+	// context holds requests to the context policy.
+	context *contextPolicy
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithClock injects the clock (time.Now by default).
+func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
+
+// WithEstimator sets the token estimator used for admission. Without one,
+// the engine uses ByteEstimator: one token per byte of everything sent
+// plus fixed overheads, never below what providers report for ordinary
+// text. Estimates are built on the provider's counts (PromptCount) only
+// with an estimator that is a MessageEstimator.
+func WithEstimator(t TokenEstimator) Option { return func(e *Engine) { e.estimator = t } }
+
+// Config returns the normalised configuration the engine runs.
+func (e *Engine) Config() *Config { return &e.cfg }
+
+func (e *Engine) tool(name string) *ToolSpec { return lookupTool(e.tools, name) }
+
+// IdempotencyKey is the key a tool call carries: the run's id and the
+// call's id, "<run id>/<call id>" (for the operator, the AgentRun's UID,
+// such as "0f8e2c4a-6b1d-4c55-9a7e-2b1f3c4d5e6f/t3-c1"). Two runs never share
+// a key, and every attempt of one call (retries, a re-dispatch after a
+// restart) sends the same one.
+func IdempotencyKey(runID, callID string) string { return runID + "/" + callID }
