@@ -30,13 +30,6 @@ import (
 // maxNearText bounds the normalised text kept per call in State.Near.
 const maxNearText = 512
 
-// NearEntry is one recent call as the near-repeat detector keeps it.
-type NearEntry struct {
-	Tool string `json:"tool"`
-	// Text is the normalised canonical arguments, cut at maxNearText.
-	Text string `json:"text"`
-}
-
 // nearText normalises a call's canonical arguments for comparison.
 func nearText(canon []byte) string {
 	var b strings.Builder

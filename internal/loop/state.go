@@ -101,6 +101,14 @@ func (c *Call) Approved() bool {
 	return c.Verdict == Allow || (c.Verdict == Ask && c.Answer == Approve)
 }
 
+// NearEntry is one recent call as the near-repeat detector keeps it
+// (nearrepeat.go).
+type NearEntry struct {
+	Tool string `json:"tool"`
+	// Text is the normalised canonical arguments, cut at maxNearText.
+	Text string `json:"text"`
+}
+
 // SigEntry is one proposed call in the loop detector's window.
 type SigEntry struct {
 	Hash string `json:"h"`
