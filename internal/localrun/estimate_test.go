@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model/modeltest"
@@ -29,25 +30,9 @@ type sampleCall struct {
 // Secrets, or a tool that needs a cluster).
 func runSampleCounted(tb testing.TB, path string) (calls []sampleCall, s *loop.State, ok bool) {
 	tb.Helper()
-	m, err := ReadManifest(path)
-	if err != nil {
+	k, ok := buildSample(tb, path, func(*v1alpha1.AgentRun) {})
+	if !ok {
 		return nil, nil, false
-	}
-	run := m.Run
-	run.Namespace, run.UID = "default", types.UID("local-estimate")
-	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), LocalDir: filepath.Dir(path)}).Build(context.Background(), run)
-	if errors.Is(err, kit.ErrUnavailable) {
-		return nil, nil, false
-	}
-	if err != nil {
-		tb.Fatalf("%s: %v", path, err)
-	}
-	approveAll := func(_ context.Context, pending []loop.Call) map[string]loop.Answer {
-		out := map[string]loop.Answer{}
-		for _, c := range pending {
-			out[c.ID] = loop.Approve
-		}
-		return out
 	}
 	s = &loop.State{}
 	(&loop.Runner{Engine: k.Engine, Model: modeltest.Counting{Model: k.Model}, Tools: k.Tools, Approve: approveAll,
@@ -58,6 +43,38 @@ func runSampleCounted(tb testing.TB, path string) (calls []sampleCall, s *loop.S
 			}
 		}}).Run(context.Background(), s)
 	return calls, s, true
+}
+
+// buildSample builds the sample at path as agentrun local would, after
+// edit has changed its run; ok is false for a sample that agentrun local
+// cannot run (other kinds than AgentRun and Secrets, or a tool that needs
+// a cluster).
+func buildSample(tb testing.TB, path string, edit func(*v1alpha1.AgentRun)) (*kit.Kit, bool) {
+	tb.Helper()
+	m, err := ReadManifest(path)
+	if err != nil {
+		return nil, false
+	}
+	run := m.Run
+	run.Namespace, run.UID = "default", types.UID("local-sample")
+	edit(run)
+	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), LocalDir: filepath.Dir(path)}).Build(context.Background(), run)
+	if errors.Is(err, kit.ErrUnavailable) {
+		return nil, false
+	}
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return k, true
+}
+
+// approveAll answers every ASK with approve.
+func approveAll(_ context.Context, pending []loop.Call) map[string]loop.Answer {
+	out := map[string]loop.Answer{}
+	for _, c := range pending {
+		out[c.ID] = loop.Approve
+	}
+	return out
 }
 
 // samplePaths is every manifest in config/samples.

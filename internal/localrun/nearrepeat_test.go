@@ -2,15 +2,12 @@ package localrun
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // runSampleWith runs the sample at path as agentrun local would, every ASK
@@ -18,26 +15,9 @@ import (
 // agentrun local cannot run.
 func runSampleWith(tb testing.TB, path string, edit func(*v1alpha1.AgentRun)) (s *loop.State, ok bool) {
 	tb.Helper()
-	m, err := ReadManifest(path)
-	if err != nil {
+	k, ok := buildSample(tb, path, edit)
+	if !ok {
 		return nil, false
-	}
-	run := m.Run
-	run.Namespace, run.UID = "default", types.UID("local-near-repeat")
-	edit(run)
-	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), LocalDir: filepath.Dir(path)}).Build(context.Background(), run)
-	if errors.Is(err, kit.ErrUnavailable) {
-		return nil, false
-	}
-	if err != nil {
-		tb.Fatalf("%s: %v", path, err)
-	}
-	approveAll := func(_ context.Context, pending []loop.Call) map[string]loop.Answer {
-		out := map[string]loop.Answer{}
-		for _, c := range pending {
-			out[c.ID] = loop.Approve
-		}
-		return out
 	}
 	s = &loop.State{}
 	(&loop.Runner{Engine: k.Engine, Model: k.Model, Tools: k.Tools, Approve: approveAll}).Run(context.Background(), s)
