@@ -398,6 +398,13 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		// (caughtUp): back when its time to live has passed, to delete it.
 		result = soonest(result, ttl)
 	}
+	if r.Archive != nil && written && runstatus.Finished(sc.run) {
+		// Nor does it bring the run back to be archived: back at once, to
+		// the finished path. (A second status write after the last one
+		// used to do that by accident; a write that changes nothing is no
+		// longer made.)
+		result = soonest(result, 0)
+	}
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
 	if written {
