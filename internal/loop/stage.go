@@ -38,7 +38,7 @@ type next struct {
 }
 
 // proceed hands eff to the caller: the stage goes on (or waits).
-func proceed(eff Effect) next { return next{eff: eff} }
+func proceed(eff Effect) next { return next{kind: nextGo, eff: eff} }
 
 // turnOver ends the turn.
 func turnOver() next { return next{kind: nextEndTurn} }
