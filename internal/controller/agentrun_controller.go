@@ -393,16 +393,10 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		// run before.
 		result = soonest(result, r.due(d).Sub(sc.now))
 	}
-	if ttl, ok := r.ttlOf(sc.run); ok && written && runstatus.Finished(sc.run) {
+	if _, ttl := r.ttlOf(sc.run); written && runstatus.Finished(sc.run) && (ttl || r.Archive != nil) {
 		// The event of the write that ended the run enqueues nothing
-		// (caughtUp): back when its time to live has passed, to delete it.
-		result = soonest(result, ttl)
-	}
-	if r.Archive != nil && written && runstatus.Finished(sc.run) {
-		// Nor does it bring the run back to be archived: back at once, to
-		// the finished path. (A second status write after the last one
-		// used to do that by accident; a write that changes nothing is no
-		// longer made.)
+		// (caughtUp): back at once to the finished path, which archives
+		// the run and comes back when its time to live has passed.
 		result = soonest(result, 0)
 	}
 	r.releaseJobs(ctx, sc)
