@@ -100,9 +100,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		if ts.MaxCost, err = money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
 			return cfg, err
 		}
-		// A builtin tool is the operator's own read of the API server: it
-		// costs nothing, declared or not.
-		ts.CostDeclared = t.MaxCostUSD != "" || t.Builtin != ""
+		ts.CostDeclared = platform.DeclaresCost(t)
 		if r := t.Retry; r != nil {
 			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff),
 				MaxBackoff: dur(r.MaxBackoff), MutatingSafe: r.MutatingSafe}

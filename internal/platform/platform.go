@@ -110,10 +110,8 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 	}
 	if p.Spec.RequireToolCosts {
 		var undeclared []string
-		for _, t := range spec.Tools {
-			// A builtin tool is the operator's own read of the API
-			// server, which costs nothing.
-			if t.MaxCostUSD == "" && t.Builtin == "" {
+		for i := range spec.Tools {
+			if t := &spec.Tools[i]; !DeclaresCost(t) {
 				undeclared = append(undeclared, t.Name)
 			}
 		}
@@ -590,3 +588,9 @@ func (a Approvers) Refuses(user string) string {
 	}
 	return ""
 }
+
+// DeclaresCost says whether a tool's cost is known: it declares
+// maxCostUSD ("0" declares a free tool), or it is builtin, the operator's
+// own read of the API server, which costs nothing. The admission policy's
+// requireToolCosts check mirrors it (config/admission/platform-policy.yaml).
+func DeclaresCost(t *v1alpha1.ToolSpec) bool { return t.MaxCostUSD != "" || t.Builtin != "" }
