@@ -113,6 +113,10 @@ func TestBounds_repeatedKeysAreRefused(t *testing.T) {
 		"top level": `{"amount":1,"amount":100000}`,
 		"nested":    `{"order":{"id":"a","id":"b"}}`,
 		"in a list": `{"items":[{"n":1},{"n":2,"n":3}]}`,
+		"spaced":    "{ \"a\" :\t1 ,\n\"a\"\r: 2 }",
+		"escaped":   `{"a\"":"x\":","a\"":1}`,
+		"unicode":   `{"\u0061":1,"a":2}`,
+		"empty key": `{"":"refund","":"lookup"}`,
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -128,10 +132,33 @@ func TestBounds_repeatedKeysAreRefused(t *testing.T) {
 		})
 	}
 	// The same keys in different objects are not a repetition.
-	for _, ok := range []string{`{"a":{"id":1},"b":{"id":2}}`, `{"l":[{"id":1},{"id":2}]}`, `{"a":"a","b":["a","a"]}`, `{}`} {
-		if k := repeatedKey(json.RawMessage(ok)); k != "" {
+	for _, ok := range []string{`{"a":{"id":1},"b":{"id":2}}`, `{"l":[{"id":1},{"id":2}]}`, `{"a":"a","b":["a","a"]}`, `{}`,
+		`{"a":"b\": c","d":"\\","e":["f:",":"]}`, `{"a\\":1,"a":2}`} {
+		if k, repeated := repeatedKey(json.RawMessage(ok)); repeated {
 			t.Errorf("repeatedKey(%s) = %q, want none", ok, k)
 		}
+		if d := decodeArgs(json.RawMessage(ok), nil); d.err != nil {
+			t.Errorf("decodeArgs(%s): %v, want no error", ok, d.err)
+		}
+	}
+}
+
+// Arguments are one JSON value and nothing after it: a parser that reads
+// on past a closing bracket would see a second object the checks never
+// saw. (encoding/json's Decoder.More stops at a closing bracket.)
+func TestBounds_argumentsAreOneValue(t *testing.T) {
+	for _, args := range []string{`{"amount":1}]{"amount":100000}`, `{"amount":1}}`, `{"amount":1} {"amount":2}`} {
+		t.Run(args, func(t *testing.T) {
+			r := makeRun(t).readTool("lookup")
+			e := r.engine()
+			s := &State{}
+			e.Step(s, Input{})
+			e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", args)}}})
+			c := s.Calls[0]
+			if c.Rule != RuleInvalidArguments || !strings.Contains(c.Reason, "more than one JSON value") || c.Approved() {
+				t.Fatalf("call = %s rule %q reason %q, want it refused as more than one value", c.Verdict, c.Rule, c.Reason)
+			}
+		})
 	}
 }
 

@@ -47,17 +47,70 @@ func decodeJSON(args json.RawMessage) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("arguments are not valid JSON: %w", err)
 	}
-	if dec.More() {
+	// Decoder.More stops at a closing bracket, so the rest is checked
+	// whole: `{"a":1}]...` is not one value either.
+	if len(bytes.TrimSpace(args[dec.InputOffset():])) > 0 {
 		return nil, fmt.Errorf("arguments hold more than one JSON value")
 	}
 	return v, nil
 }
 
+// keysWritten counts the object keys in raw, valid JSON, at every depth:
+// the strings followed by a colon. It allocates nothing, so the common
+// case (no key repeated) costs one pass over the bytes; keysKept counts
+// the keys the decoder kept, and the two differ exactly when some object
+// repeats a key.
+func keysWritten(raw []byte) int {
+	n := 0
+	inString, escaped, afterString := false, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString, afterString = false, true
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			if afterString && c == ':' {
+				n++
+			}
+			afterString = false
+		}
+	}
+	return n
+}
+
+// keysKept counts the keys of every object in a decoded value.
+func keysKept(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		n := len(x)
+		for _, e := range x {
+			n += keysKept(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += keysKept(e)
+		}
+		return n
+	}
+	return 0
+}
+
 // repeatedKey returns the first key that appears twice in one object of
-// raw (valid JSON), or "" when none does. encoding/json keeps the last
+// raw (valid JSON), and whether one does (the empty key is a key). encoding/json keeps the last
 // value of a repeated key, other parsers the first, so the engine never
 // vets arguments that read differently to different parsers.
-func repeatedKey(raw json.RawMessage) string {
+func repeatedKey(raw json.RawMessage) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	// One frame per open object or array: the keys seen (nil for an
@@ -70,13 +123,13 @@ func repeatedKey(raw json.RawMessage) string {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return ""
+			return "", false
 		}
 		top := len(stack) - 1
 		if top >= 0 && stack[top].keys != nil && stack[top].atKey {
 			if k, ok := tok.(string); ok {
 				if stack[top].keys[k] {
-					return k
+					return k, true
 				}
 				stack[top].keys[k] = true
 				stack[top].atKey = false
@@ -99,7 +152,7 @@ func repeatedKey(raw json.RawMessage) string {
 			stack[top].atKey = true
 		}
 		if len(stack) == 0 {
-			return ""
+			return "", false
 		}
 	}
 }
@@ -416,14 +469,15 @@ func decodeArgs(raw json.RawMessage, ignore []string) decodedArgs {
 		d.full = canonicalOf(v, nil, len(raw)).buf.Bytes()
 	}
 	_, isObject := v.(map[string]any)
-	repeated := ""
-	if isObject {
-		repeated = repeatedKey(raw)
+	repeated, isRepeated := "", false
+	if isObject && keysWritten(raw) != keysKept(v) {
+		// A repeated key collapsed into one entry: name it.
+		repeated, isRepeated = repeatedKey(raw)
 	}
 	switch {
 	case !isObject:
 		d.err = errors.New("they are not a JSON object")
-	case repeated != "":
+	case isRepeated:
 		// The checks see the last value of a repeated key and a tool may
 		// read the first: such arguments are never vetted.
 		d.err = fmt.Errorf("they repeat the key %q in one object; each key may appear once", cut(repeated, 80))

@@ -80,12 +80,24 @@ func FuzzCanonicalNumber(f *testing.F) {
 	})
 }
 
+func hasRepeatedKey(raw []byte) bool {
+	_, ok := repeatedKey(raw)
+	return ok
+}
+
 func FuzzDecodeArgs(f *testing.F) {
 	for _, s := range fuzzArgSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		d := decodeArgs(raw, []string{"request_id"})
+		// The allocation-free count finds a repeated key exactly when the
+		// token-by-token scan does.
+		if v, err := decodeJSON(raw); err == nil {
+			if fast, slow := keysWritten(raw) != keysKept(v), hasRepeatedKey(raw); fast != slow {
+				t.Fatalf("%q: the key count says repeated=%v, the scan %v", raw, fast, slow)
+			}
+		}
 		if d.err == nil {
 			if _, ok := d.value.(map[string]any); !ok {
 				t.Fatalf("decodeArgs(%q) accepted a %T", raw, d.value)
