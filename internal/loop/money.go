@@ -68,26 +68,38 @@ func MustMoney(s string) Money {
 // String formats the amount with at least four decimal places and no
 // trailing zeros beyond them: "0.0180", "0.28144", "12.0000".
 func (m Money) String() string {
-	neg := m < 0
-	u := uint64(m)
-	if neg {
-		u = uint64(-m)
-	}
-	whole, frac := u/moneyScale, u%moneyScale
-	fs := fmt.Sprintf("%012d", frac)
-	fs = strings.TrimRight(fs, "0")
-	for len(fs) < 4 {
-		fs += "0"
-	}
-	sign := ""
-	if neg {
-		sign = "-"
-	}
-	return sign + strconv.FormatUint(whole, 10) + "." + fs
+	var buf [32]byte
+	return string(m.appendTo(buf[:0]))
 }
 
+// AppendText appends the decimal string form to b.
+func (m Money) AppendText(b []byte) ([]byte, error) { return m.appendTo(b), nil }
+
 // MarshalText writes the decimal string form.
-func (m Money) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+func (m Money) MarshalText() ([]byte, error) { return m.appendTo(nil), nil }
+
+func (m Money) appendTo(b []byte) []byte {
+	u := uint64(m)
+	if m < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/moneyScale, 10)
+	b = append(b, '.')
+	// The twelve decimal places, zero-padded, then trailing zeros cut down
+	// to the fourth.
+	var frac [moneyFracDigits]byte
+	f := u % moneyScale
+	for i := moneyFracDigits - 1; i >= 0; i-- {
+		frac[i] = byte('0' + f%10)
+		f /= 10
+	}
+	n := moneyFracDigits
+	for n > 4 && frac[n-1] == '0' {
+		n--
+	}
+	return append(b, frac[:n]...)
+}
 
 // UnmarshalText reads the decimal string form.
 func (m *Money) UnmarshalText(b []byte) error {

@@ -121,6 +121,25 @@ func TestMoney(t *testing.T) {
 	if got := TokenCost(4096, MustMoney("15")); got != MustMoney("0.06144") {
 		t.Errorf("TokenCost(4096, 15) = %s", got)
 	}
+	// Signs, zero and the extremes, and every form reads back.
+	for _, tc := range []struct {
+		m    Money
+		want string
+	}{{0, "0.0000"}, {-MustMoney("0.25"), "-0.2500"}, {1, "0.000000000001"}, {-1, "-0.000000000001"},
+		{Money(1<<63 - 1), "9223372.036854775807"}, {Money(-1 << 63), "-9223372.036854775808"}, {MustMoney("12.30405"), "12.30405"}} {
+		if got := tc.m.String(); got != tc.want {
+			t.Errorf("Money(%d).String() = %q, want %q", int64(tc.m), got, tc.want)
+		}
+		if b, _ := tc.m.AppendText([]byte("$")); string(b) != "$"+tc.want {
+			t.Errorf("AppendText = %q, want %q", b, "$"+tc.want)
+		}
+		var back Money
+		if tc.m != Money(-1<<63) { // its magnitude has no positive Money
+			if err := back.UnmarshalText([]byte(tc.want)); err != nil || back != tc.m {
+				t.Errorf("UnmarshalText(%q) = %d, %v; want %d", tc.want, int64(back), err, int64(tc.m))
+			}
+		}
+	}
 	var m Money
 	if err := json.Unmarshal([]byte(`"0.5"`), &m); err != nil || m != MustMoney("0.5") {
 		t.Errorf("unmarshal: %s %v", m, err)
