@@ -95,7 +95,7 @@ func (e *Engine) revet(ctx context.Context, s *State, now time.Time) ([]Note, ne
 	if s.Phase != PhaseApproval || s.Done() {
 		return nil, next{}
 	}
-	ctx, cancel := e.cfg.vetContext(ctx)
+	ctx, cancel := e.vetContext(ctx)
 	defer cancel()
 	var notes []Note
 	for i := range s.Calls {

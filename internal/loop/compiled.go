@@ -4,6 +4,7 @@ package loop
 // what every stage reads of it.
 
 import (
+	"context"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -14,11 +15,14 @@ import (
 // so the same engine serves any number of runs with that configuration,
 // and a run can be persisted between any two steps.
 type Engine struct {
-	cfg        Config
-	clock      func() time.Time
-	estimator  TokenEstimator
-	tools      map[string]*ToolSpec
-	rules      []compiledRule
+	cfg       Config
+	clock     func() time.Time
+	estimator TokenEstimator
+	tools     map[string]*ToolSpec
+	rules     []compiledRule
+	// vetContext bounds the vetting of one step: Config.vetContext when
+	// a rule has a condition (only conditions run long), else nothing.
+	vetContext func(ctx context.Context) (context.Context, context.CancelFunc)
 	guardrails guardrailSet
 	schemas    map[string]*jsonschema.Schema
 	system     string

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -63,6 +64,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.rules, err = compileRules(cfg.Policy); err != nil {
 		return nil, err
 	}
+	e.vetContext = e.cfg.vetContext
+	if !slices.ContainsFunc(e.rules, func(r compiledRule) bool { return r.prg != nil }) {
+		e.vetContext = noVetDeadline
+	}
 	for _, r := range cfg.Policy.Rules {
 		for _, n := range r.Tools {
 			if n != "*" && e.tools[n] == nil {
@@ -106,7 +111,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		e.prefixLen = pm.EstimateInputTokens(req)
 	}
 	e.context = newContextPolicy(&e.cfg, e.goal, e.system, e.offered, e.estimator, e.request, e.estimateFresh)
-	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.cfg.vetContext, e.vetCall); err != nil {
+	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.vetContext, e.vetCall); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -22,7 +22,7 @@ import (
 // a guardrail halts the run or blocks the call, and the policy allows,
 // denies or asks. Any ask moves the run to approval; otherwise it acts.
 func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decoded []decodedArgs, now time.Time, notes *[]Note) next {
-	ctx, cancel := e.cfg.vetContext(ctx)
+	ctx, cancel := e.vetContext(ctx)
 	defer cancel()
 	batch := make([]Call, len(calls))
 	asks := 0
@@ -51,6 +51,10 @@ func (e *Engine) vetBatch(ctx context.Context, s *State, calls []ToolCall, decod
 func (c *Config) vetContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, c.VetTimeout, errVetDeadline)
 }
+
+// noVetDeadline is the vetting context of a policy without conditions:
+// guardrails and schemas take no context, so a timer would bound nothing.
+func noVetDeadline(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }
 
 // vetCall gives one proposed call its verdict and notes it. A call that
 // cannot be vetted (unknown tool, arguments that are not an object or
