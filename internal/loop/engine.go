@@ -279,8 +279,10 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 	s.Reserved = res
 	s.InFlight = est.sent
 	s.Phase = PhaseModel
-	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: fmt.Sprintf(
-		"Turn %d started: reserved %d tokens, $%s and %ds", s.Turn, res.Tokens(), res.Cost, ceilSeconds(res.WallClock))})
+	var buf [96]byte
+	msg := text(buf[:0]).s("Turn ").n(int64(s.Turn)).s(" started: reserved ").n(res.Tokens()).
+		s(" tokens, $").usd(res.Cost).s(" and ").n(ceilSeconds(res.WallClock)).s("s")
+	*notes = append(*notes, Note{Kind: NoteTurnStarted, Turn: s.Turn, Message: string(msg)})
 	return proceed(Effect{Kind: EffectCallModel, Request: req})
 }
 

@@ -150,3 +150,12 @@ func ratio(a, b int64) string {
 	h := (a*1000/b + 5) / 10
 	return fmt.Sprintf("%d.%02d", h/100, h%100)
 }
+
+// text builds a note's message by appending to a buffer the caller keeps
+// on its stack: numbers and amounts are written without fmt, whose
+// arguments escape, so a message costs one allocation, its string.
+type text []byte
+
+func (t text) s(v string) text  { return append(t, v...) }
+func (t text) n(v int64) text   { return strconv.AppendInt(t, v, 10) }
+func (t text) usd(m Money) text { return m.appendTo(t) }

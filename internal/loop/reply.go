@@ -194,20 +194,23 @@ func (e *Engine) onSummary(s *State, in Input, notes *[]Note) next {
 func (e *Engine) chargeReply(s *State, r *Reply, notes *[]Note) (stop string) {
 	settled := len(*notes)
 	cost, stop := e.settleReply(s, r, notes)
-	what := "a final answer"
+	var buf [128]byte
+	msg := text(buf[:0]).s("Model answered turn ").n(int64(s.Turn)).s(" with ")
 	switch {
 	case r.Refusal != "":
-		what = "a refusal"
+		msg = msg.s("a refusal")
 	case r.Truncated:
-		what = "a truncated answer"
+		msg = msg.s("a truncated answer")
 	case len(r.ToolCalls) > 0:
-		what = fmt.Sprintf("%d tool call(s)", len(r.ToolCalls))
+		msg = msg.n(int64(len(r.ToolCalls))).s(" tool call(s)")
 	case strings.TrimSpace(r.Content) == "":
-		what = "an empty answer, not a final one"
+		msg = msg.s("an empty answer, not a final one")
+	default:
+		msg = msg.s("a final answer")
 	}
+	msg = msg.s(" (").n(r.Usage.InputTokens).s(" input, ").n(r.Usage.OutputTokens).s(" output tokens, $").usd(cost).s(")")
 	// The answer's note comes before any note settling it wrote.
-	*notes = slices.Insert(*notes, settled, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: fmt.Sprintf("Model answered turn %d with %s (%d input, %d output tokens, $%s)",
-		s.Turn, what, r.Usage.InputTokens, r.Usage.OutputTokens, cost)})
+	*notes = slices.Insert(*notes, settled, Note{Kind: NoteModelAnswered, Turn: s.Turn, Message: string(msg)})
 	return stop
 }
 

@@ -141,24 +141,9 @@ func (e *Engine) CallModel(ctx context.Context, m Model, req *Request) (*Reply, 
 // uses, inside the observers, so they see the failure too.
 func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurrent bool) []Result {
 	out := make([]Result, len(calls))
-	one := func(i int) {
-		inv := calls[i]
-		// The executor enforces the tool's deadline and kill grace; this
-		// backstop ends the call at the end of its wall-clock reservation,
-		// whatever the executor does, so a hard ceiling is never passed.
-		cctx, cancel := context.WithTimeout(ctx, inv.MaxDuration())
-		defer cancel()
-		start := time.Now()
-		res := tb.Execute(cctx, inv)
-		res.CallID = inv.CallID
-		if res.Duration <= 0 {
-			res.Duration = time.Since(start)
-		}
-		out[i] = res
-	}
 	if !concurrent || len(calls) < 2 {
 		for i := range calls {
-			one(i)
+			out[i] = executeOne(ctx, tb, calls[i])
 		}
 		return out
 	}
@@ -169,9 +154,25 @@ func ExecuteBatch(ctx context.Context, tb Toolbox, calls []Invocation, concurren
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			one(i)
+			out[i] = executeOne(ctx, tb, calls[i])
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// executeOne runs one call of ExecuteBatch. The executor enforces the
+// tool's deadline and kill grace; this backstop ends the call at the end
+// of its wall-clock reservation, whatever the executor does, so a hard
+// ceiling is never passed.
+func executeOne(ctx context.Context, tb Toolbox, inv Invocation) Result {
+	ctx, cancel := context.WithTimeout(ctx, inv.MaxDuration())
+	defer cancel()
+	start := time.Now()
+	res := tb.Execute(ctx, inv)
+	res.CallID = inv.CallID
+	if res.Duration <= 0 {
+		res.Duration = time.Since(start)
+	}
+	return res
 }
