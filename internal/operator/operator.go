@@ -6,6 +6,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -169,8 +170,18 @@ func LeaderElectionID(shard string) string {
 	return "agentrun-shard-" + shard + ".agents.agentrun.dev"
 }
 
-// Run runs the operator until ctx ends.
+// Run runs the operator until ctx ends. A stop asked for while it starts
+// (ctx ended during a read it makes first) is a stop, not a failure, as
+// it is for the manager once started.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	err := run(ctx, cfg, o)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if !o.LocalTools && o.OperatorImage == "" {
 		return fmt.Errorf("an operator image is required unless job tools run locally")
 	}
