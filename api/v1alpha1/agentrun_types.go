@@ -133,7 +133,6 @@ type AgentRunSpec struct {
 	// An ask left unanswered this long ends the run as Escalated.
 	// Defaults to 1h.
 	// +optional
-	// +kubebuilder:default="1h0m0s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="approvalTimeout must be a positive duration such as 30m or 1h"
@@ -269,14 +268,12 @@ type BudgetSpec struct {
 	// maxTokens is the most input plus output tokens the run may use, over
 	// all its model calls. Defaults to 100000; 0 is refused.
 	// +optional
-	// +kubebuilder:default=100000
 	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="budget.maxTokens must be at least 1: a run with no tokens cannot call the model"
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 
 	// maxWallClock is how long the run may work. Time spent waiting for a
 	// person does not count (approvalTimeout bounds that). Defaults to 15m.
 	// +optional
-	// +kubebuilder:default="15m0s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="budget.maxWallClock must be a positive duration such as 90s or 15m"
@@ -296,7 +293,6 @@ type BudgetSpec struct {
 	// Defaults to 50. 0 means no tool may be called: the first batch the
 	// model proposes ends the run BudgetExhausted.
 	// +optional
-	// +kubebuilder:default=50
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100000
 	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`

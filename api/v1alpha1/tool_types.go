@@ -58,7 +58,6 @@ type ToolSpec struct {
 	// timeout bounds one call, enforced from outside the tool's process.
 	// Defaults to 30s.
 	// +optional
-	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="tool timeout must be a positive duration such as 30s or 5m"

@@ -76,3 +76,29 @@ func TestLimits_aRunWrittenOutInFullHasItsOwnLimits(t *testing.T) {
 	g.Expect(l.Budget.MaxCostUSD).To(Equal(v1alpha1.USD("1.0000")))
 	g.Expect(l.ApprovalTimeout.Duration).To(Equal(time.Hour))
 }
+
+// The platform's limits promise "leave it unset to get that maximum", but
+// the CRD stored a default for maxTokens, maxToolCalls, maxWallClock,
+// approvalTimeout and a tool's timeout before the admission policy ran:
+// under a limit below that default, every run that left the field unset
+// was refused for a value its author never wrote. Those defaults are the
+// operator's now (as maxCostUSD's always was): such a run is admitted and
+// gets the platform's maximum.
+func TestLimits_aCeilingLeftUnsetGetsThePlatformsMaximum(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{Limits: &v1alpha1.PlatformLimits{
+		MaxTokens: ptr.To(int64(50_000)), MaxToolCalls: ptr.To(int32(9)), MaxWallClock: &metav1.Duration{Duration: 10 * time.Minute},
+		MaxApprovalTimeout: &metav1.Duration{Duration: 30 * time.Minute}, MaxToolTimeout: &metav1.Duration{Duration: 10 * time.Second}}})
+	startManager(t, &kits{tools: newTools()})
+	// The policy reaches the API server by a watch: wait until a run
+	// that sets a ceiling above it is refused.
+	refusedAtCreation(t, k8sClient, makeRun(ns, "too-long").maxTurns(3).answer("Done.").
+		with(func(s *v1alpha1.AgentRunSpec) { s.ApprovalTimeout = &metav1.Duration{Duration: time.Hour} }).r, "allows at most 30m")
+	run := makeRun(ns, "unset").maxTurns(3).readTool("lookup").calls("lookup", `{"id":1}`).answer("Done.").create(t)
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	l := done.Status.Limits
+	if l == nil || l.Budget.MaxTokens == nil || *l.Budget.MaxTokens != 50_000 || l.Budget.MaxToolCalls == nil || *l.Budget.MaxToolCalls != 9 ||
+		l.Budget.MaxWallClock == nil || l.Budget.MaxWallClock.Duration != 10*time.Minute || l.ApprovalTimeout.Duration != 30*time.Minute {
+		t.Fatalf("status.limits = %+v; want AgentRunPolicy %s's maxima (50000 tokens, 9 calls, 10m, 30m)", l, p.Name)
+	}
+}

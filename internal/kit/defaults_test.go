@@ -3,12 +3,14 @@ package kit
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -29,10 +31,6 @@ func TestCRDDefaults_areTheEnginesDefaults(t *testing.T) {
 	spec := dig(t, crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec")
 	dur := func(d time.Duration) string { return d.String() }
 	want := map[string]string{
-		"approvalTimeout":              dur(loop.DefaultApprovalTimeout),
-		"budget.maxTokens":             fmt.Sprint(loop.DefaultMaxTokens),
-		"budget.maxWallClock":          dur(loop.DefaultMaxWallClock),
-		"budget.maxToolCalls":          fmt.Sprint(loop.DefaultMaxToolCalls),
 		"budget.defaultToolLimit":      fmt.Sprint(loop.DefaultToolLimit),
 		"loopDetection.threshold":      fmt.Sprint(loop.DefaultLoopThreshold),
 		"loopDetection.maxPeriod":      fmt.Sprint(loop.DefaultLoopMaxPeriod),
@@ -41,7 +39,6 @@ func TestCRDDefaults_areTheEnginesDefaults(t *testing.T) {
 		"model.retry.maxAttempts":      fmt.Sprint(loop.DefaultModelRetry.MaxAttempts),
 		"model.retry.initialBackoff":   dur(loop.DefaultModelRetry.InitialBackoff),
 		"model.retry.maxBackoff":       dur(loop.DefaultModelRetry.MaxBackoff),
-		"tools[].timeout":              dur(loop.DefaultToolTimeout),
 		"tools[].maxResultBytes":       fmt.Sprint(loop.DefaultMaxResultBytes),
 		"tools[].retry.maxAttempts":    fmt.Sprint(loop.DefaultToolRetry.MaxAttempts),
 		"tools[].retry.initialBackoff": dur(loop.DefaultToolRetry.InitialBackoff),
@@ -52,7 +49,7 @@ func TestCRDDefaults_areTheEnginesDefaults(t *testing.T) {
 		"context.keepRecentTurns":      fmt.Sprint(loop.DefaultKeepRecentTurns),
 		"context.strategy":             string(loop.ContextClear),
 	}
-	for path, w := range want {
+	field := func(path string) map[string]any {
 		node := spec
 		for _, name := range strings.Split(path, ".") {
 			name, list := strings.CutSuffix(name, "[]")
@@ -61,7 +58,30 @@ func TestCRDDefaults_areTheEnginesDefaults(t *testing.T) {
 				node = dig(t, node, "items")
 			}
 		}
-		def, ok := node.(map[string]any)["default"]
+		return node.(map[string]any)
+	}
+	// What an AgentRunPolicy's limits cap has no default in the CRD: the
+	// API server would store it before the platform's admission policy
+	// runs, and a run that left it unset would be refused for a value
+	// nobody wrote instead of getting the platform's maximum. The engine
+	// (or the platform policy) fills it.
+	capped := map[string]string{"maxTurns": "budget.maxTurns", "maxTokens": "budget.maxTokens", "maxCostUSD": "budget.maxCostUSD",
+		"maxToolCalls": "budget.maxToolCalls", "maxWallClock": "budget.maxWallClock", "maxApprovalTimeout": "approvalTimeout",
+		"maxToolTimeout": "tools[].timeout"}
+	limits := reflect.TypeFor[v1alpha1.PlatformLimits]()
+	for i := range limits.NumField() {
+		name, _, _ := strings.Cut(limits.Field(i).Tag.Get("json"), ",")
+		path, ok := capped[name]
+		if !ok {
+			t.Errorf("AgentRunPolicy limits.%s caps a field this test does not know: add it to capped", name)
+			continue
+		}
+		if def, ok := field(path)["default"]; ok {
+			t.Errorf("spec.%s has the CRD default %v, but AgentRunPolicy limits.%s caps it: leave the default to the engine", path, def, name)
+		}
+	}
+	for path, w := range want {
+		def, ok := field(path)["default"]
 		if !ok {
 			t.Errorf("spec.%s has no default in the CRD; the engine's is %s", path, w)
 			continue

@@ -24,9 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// DefaultToolTimeout is a tool's timeout when its manifest sets none (the
-// API server's default for tools[].timeout).
-const DefaultToolTimeout = 30 * time.Second
 
 // Select returns the policies that govern a namespace with these labels,
 // in the order of their names. A policy whose selector cannot be read
@@ -281,7 +278,7 @@ func lower(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) ([]string, e
 	lowerDuration("budget.maxWallClock", &b.MaxWallClock, l.MaxWallClock, 0)
 	lowerDuration("approvalTimeout", &spec.ApprovalTimeout, l.MaxApprovalTimeout, 0)
 	for i := range spec.Tools {
-		lowerDuration(fmt.Sprintf("tools[%d].timeout (%s)", i, spec.Tools[i].Name), &spec.Tools[i].Timeout, l.MaxToolTimeout, DefaultToolTimeout)
+		lowerDuration(fmt.Sprintf("tools[%d].timeout (%s)", i, spec.Tools[i].Name), &spec.Tools[i].Timeout, l.MaxToolTimeout, loop.DefaultToolTimeout)
 	}
 	return changes, nil
 }

@@ -1483,12 +1483,12 @@ spec:
 			Script:          []agentsv1alpha1.ScriptStep{{Content: "It is web-0."}},
 		},
 		Budget: agentsv1alpha1.BudgetSpec{
-			MaxTurns:     3,
-			MaxTokens:    ptr.To[int64](100000),
-			MaxWallClock: seconds(15 * 60),
+			MaxTurns: 3,
 			// maxCostUSD is defaulted by the operator, never in the object:
-			// its absence is what the real-provider rule checks.
-			MaxToolCalls:     ptr.To[int32](50),
+			// its absence is what the real-provider rule checks. So are
+			// maxTokens, maxWallClock, maxToolCalls, approvalTimeout and a
+			// tool's timeout, which an AgentRunPolicy caps: stored, they
+			// would reach its admission policy as values the author wrote.
 			DefaultToolLimit: ptr.To[int32](10),
 		},
 		LoopDetection: &agentsv1alpha1.LoopDetectionSpec{
@@ -1503,7 +1503,6 @@ spec:
 			Name:           "pod_events",
 			Mutates:        ptr.To(false),
 			Reversible:     ptr.To(true),
-			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
 			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
 			HTTP:           &agentsv1alpha1.HTTPTool{URL: "http://events.default.svc/?pod={{.pod}}", Method: agentsv1alpha1.HTTPGet},
@@ -1511,7 +1510,6 @@ spec:
 			Name:           "restart_pod",
 			Mutates:        ptr.To(false),
 			Reversible:     ptr.To(true),
-			Timeout:        seconds(30),
 			MaxResultBytes: ptr.To[int32](16384),
 			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
 			Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", Command: []string{"restart"}, AutomountServiceAccountToken: ptr.To(false)},
@@ -1523,7 +1521,6 @@ spec:
 			Pattern:  "password",
 			Severity: agentsv1alpha1.GuardrailBlock,
 		}},
-		ApprovalTimeout: seconds(60 * 60),
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("The defaulted spec differs (-want +got):\n%s", diff)
