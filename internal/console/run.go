@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
-	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/plugin"
 	"github.com/agentrun/agentrun/internal/safeterm"
@@ -139,7 +139,7 @@ func ceilingsOf(run *v1alpha1.AgentRun) ([]bar, string) {
 	case run.Spec.TemplateRef != nil && run.Spec.Goal == "":
 		return nil, "This run takes its budget from template " + run.Spec.TemplateRef.Name + "; its ceilings show once the operator has built it."
 	}
-	budget, err := kit.Budget(spec)
+	budget, err := limits.Budget(spec)
 	if err != nil {
 		return nil, "The budget cannot be read: " + err.Error()
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
-	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -191,7 +191,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 		// it (headroom, the overdue alert, the console): the spec alone
 		// does not say it for a run made from a template or capped by a
 		// platform policy.
-		sc.run.Status.Limits = kit.Limits(k.Engine.Config())
+		sc.run.Status.Limits = limits.Status(k.Engine.Config())
 	}
 	return ctrl.Result{}, nil
 }

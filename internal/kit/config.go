@@ -9,16 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model/anthropic"
 	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -48,26 +47,26 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	var err error
 
 	m := &spec.Model
-	cfg.Model = loop.ModelConfig{Provider: string(m.Provider), Name: m.Name, Timeout: dur(m.Timeout)}
+	cfg.Model = loop.ModelConfig{Provider: string(m.Provider), Name: m.Name, Timeout: limits.Duration(m.Timeout)}
 	if r := m.Retry; r != nil {
-		cfg.Model.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff), MaxBackoff: dur(r.MaxBackoff)}
+		cfg.Model.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: limits.Duration(r.InitialBackoff), MaxBackoff: limits.Duration(r.MaxBackoff)}
 	}
 	if m.MaxOutputTokens != nil {
 		cfg.Model.MaxOutputTokens = int64(*m.MaxOutputTokens)
 	}
 	if p := m.Pricing; p != nil {
-		if cfg.Model.Pricing.Input, err = money("model.pricing.input", p.Input); err != nil {
+		if cfg.Model.Pricing.Input, err = limits.Money("model.pricing.input", p.Input); err != nil {
 			return cfg, err
 		}
-		if cfg.Model.Pricing.Output, err = money("model.pricing.output", p.Output); err != nil {
+		if cfg.Model.Pricing.Output, err = limits.Money("model.pricing.output", p.Output); err != nil {
 			return cfg, err
 		}
-		if cfg.Model.Pricing.CachedInput, err = money("model.pricing.cachedInput", p.CachedInput); err != nil {
+		if cfg.Model.Pricing.CachedInput, err = limits.Money("model.pricing.cachedInput", p.CachedInput); err != nil {
 			return cfg, err
 		}
 	}
 
-	if cfg.Budget, err = Budget(&spec.Budget); err != nil {
+	if cfg.Budget, err = limits.Budget(&spec.Budget); err != nil {
 		return cfg, err
 	}
 
@@ -84,7 +83,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 
 	for i := range spec.Tools {
 		t := &spec.Tools[i]
-		ts := loop.ToolSpec{Name: t.Name, Description: t.Description, Reversible: true, Timeout: dur(t.Timeout)}
+		ts := loop.ToolSpec{Name: t.Name, Description: t.Description, Reversible: true, Timeout: limits.Duration(t.Timeout)}
 		if t.Parameters != nil && len(t.Parameters.Raw) > 0 {
 			ts.Parameters = json.RawMessage(t.Parameters.Raw)
 		}
@@ -97,13 +96,13 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		if t.MaxResultBytes != nil {
 			ts.MaxResultBytes = int(*t.MaxResultBytes)
 		}
-		if ts.MaxCost, err = money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
+		if ts.MaxCost, err = limits.Money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD); err != nil {
 			return cfg, err
 		}
 		ts.CostDeclared = platform.DeclaresCost(t)
 		if r := t.Retry; r != nil {
-			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: dur(r.InitialBackoff),
-				MaxBackoff: dur(r.MaxBackoff), MutatingSafe: r.MutatingSafe}
+			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: limits.Duration(r.InitialBackoff),
+				MaxBackoff: limits.Duration(r.MaxBackoff), MutatingSafe: r.MutatingSafe}
 		}
 		if t.Job != nil {
 			// A Job is named after its call, so a second dispatch after a
@@ -131,7 +130,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		}
 		cfg.Guardrails = append(cfg.Guardrails, gr)
 	}
-	cfg.ApprovalTimeout = dur(spec.ApprovalTimeout)
+	cfg.ApprovalTimeout = limits.Duration(spec.ApprovalTimeout)
 	if v := spec.Verify; v != nil {
 		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
 	}
@@ -144,41 +143,6 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		}
 	}
 	return cfg, nil
-}
-
-// Budget converts a manifest's budget (spec.budget, or the status.limits
-// the operator wrote) into the engine's ceilings; Config.Normalize fills
-// what is unset.
-func Budget(b *v1alpha1.BudgetSpec) (loop.Budget, error) {
-	out := loop.Budget{MaxTurns: int(b.MaxTurns), MaxWallClock: dur(b.MaxWallClock)}
-	if b.MaxTokens != nil {
-		out.MaxTokens = *b.MaxTokens
-	}
-	// Zero is a real ceiling for these three; only an unset one takes the
-	// default (in loop.Config.Normalize).
-	if b.MaxCostUSD != "" {
-		c, err := money("budget.maxCostUSD", b.MaxCostUSD)
-		if err != nil {
-			return out, err
-		}
-		out.MaxCost = &c
-	}
-	if b.MaxToolCalls != nil {
-		out.MaxToolCalls = new(int(*b.MaxToolCalls))
-	}
-	if b.DefaultToolLimit != nil {
-		out.DefaultToolLimit = new(int(*b.DefaultToolLimit))
-	}
-	if len(b.PerTool) > 0 {
-		out.PerTool = map[string]int{}
-		for k, v := range b.PerTool {
-			out.PerTool[k] = int(v)
-		}
-	}
-	for _, d := range b.Soft {
-		out.Soft = append(out.Soft, loop.Dimension(d))
-	}
-	return out, nil
 }
 
 // checkLimits refuses a limit set to zero (or below) where zero cannot be
@@ -250,7 +214,7 @@ func Script(steps []v1alpha1.ScriptStep) []loop.ScriptEntry {
 	out := make([]loop.ScriptEntry, len(steps))
 	for i, st := range steps {
 		e := loop.ScriptEntry{Content: st.Content, Refusal: st.Refusal, Error: st.Error, Transient: st.Transient,
-			Truncated: st.Truncated, Delay: dur(st.Delay)}
+			Truncated: st.Truncated, Delay: limits.Duration(st.Delay)}
 		if u := st.Usage; u != nil {
 			e.Usage = loop.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens}
 		}
@@ -267,24 +231,6 @@ func raw(r *runtime.RawExtension) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return json.RawMessage(r.Raw)
-}
-
-func money(field string, v v1alpha1.USD) (loop.Money, error) {
-	if v == "" {
-		return 0, nil
-	}
-	m, err := loop.ParseMoney(string(v))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", field, err)
-	}
-	return m, nil
-}
-
-func dur(d *metav1.Duration) time.Duration {
-	if d == nil {
-		return 0
-	}
-	return d.Duration
 }
 
 func i32(p *int32) int {

@@ -1,0 +1,49 @@
+package limits
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrun/agentrun/internal/loop"
+)
+
+// status.limits says what admission uses: read back as a budget, it
+// admits by the same ceilings, row by row of the table, as the engine it
+// was written from, defaults included.
+func TestLimits_readBackAdmitByTheSameCeilings(t *testing.T) {
+	set := loop.Config{Goal: "g", ApprovalTimeout: 20 * time.Minute, Budget: loop.Budget{
+		MaxTurns: 7, MaxTokens: 1234, MaxWallClock: 90 * time.Second, MaxCost: new(loop.MustMoney("0.125")),
+		MaxToolCalls: new(0), DefaultToolLimit: new(3), PerTool: map[string]int{"refund": 1},
+		Soft: []loop.Dimension{loop.DimTokens}}}
+	unset := loop.Config{Goal: "g", Budget: loop.Budget{MaxTurns: 2}}
+	for name, cfg := range map[string]loop.Config{"every ceiling set": set, "defaults": unset} {
+		t.Run(name, func(t *testing.T) {
+			want := cfg.Normalize()
+			l := Status(&cfg)
+			b, err := Budget(&l.Budget)
+			if err != nil {
+				t.Fatalf("status.limits.budget does not read back: %v", err)
+			}
+			got := loop.Config{Budget: b}.Normalize()
+			for _, row := range loop.Ceilings() {
+				if g, w := row.Limit(&got.Budget), row.Limit(&want.Budget); g != w {
+					t.Errorf("%s: %d read back, %d admitted", row.Dim, g, w)
+				}
+			}
+			if diff := cmp.Diff(want.Budget.PerTool, got.Budget.PerTool); diff != "" {
+				t.Errorf("perTool (-admitted +read back):\n%s", diff)
+			}
+			if diff := cmp.Diff(want.Budget.Soft, got.Budget.Soft); diff != "" {
+				t.Errorf("soft (-admitted +read back):\n%s", diff)
+			}
+			if *got.Budget.DefaultToolLimit != *want.Budget.DefaultToolLimit {
+				t.Errorf("defaultToolLimit %d read back, %d admitted", *got.Budget.DefaultToolLimit, *want.Budget.DefaultToolLimit)
+			}
+			if l.ApprovalTimeout.Duration != want.ApprovalTimeout {
+				t.Errorf("approvalTimeout %s, want %s", l.ApprovalTimeout.Duration, want.ApprovalTimeout)
+			}
+		})
+	}
+}
