@@ -85,7 +85,7 @@ page); the console's own ServiceAccount has no rights.`,
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "The address to listen on.")
 	cmd.Flags().IntVar(&port, "port", 8080, "The port to listen on.")
 	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "Run inside the cluster: no kubeconfig; every request must carry its user's bearer token.")
-	cmd.Flags().StringVar(&keys, "state-keys-secret", DefaultKeysSecret, "NAMESPACE/NAME of the Secret holding the keys the operator seals runs' saved state with: the run page reads it, with your credentials, to mark transcript parts the operator did not write. Empty: seals are not checked.")
+	cmd.Flags().StringVar(&keys, "state-keys-secret", DefaultKeysSecret, "NAMESPACE/NAME of the Secret holding the keys the operator seals runs' saved state with, as the operator's flag of that name: the run page reads the public keys the operator publishes beside it (ConfigMap NAME-public), with your credentials, to mark transcript parts the operator did not write. Empty: signatures are not checked.")
 	cmd.Flags().StringVar(&caFile, "api-ca-file", DefaultCAFile, "With --in-cluster: the API server's CA bundle.")
 	return cmd
 }

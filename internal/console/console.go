@@ -76,8 +76,10 @@ type Options struct {
 	// built without one (as tests do) serves whoever reaches it.
 	AccessToken string
 	// Keys, when set, is where the operator keeps the keys that seal runs'
-	// saved state (its --state-keys-secret). The run page reads them with
-	// the person's credentials to check each transcript chunk's seal.
+	// saved state (its --state-keys-secret). The run page never reads that
+	// Secret: it reads the public keys the operator publishes beside it
+	// (the ConfigMap seal.PublicKeysName), with the person's credentials,
+	// to check each transcript chunk's signature.
 	Keys types.NamespacedName
 	// Resync bounds how long the live pages wait for news when a watch
 	// cannot be opened (default 5s).

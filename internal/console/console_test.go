@@ -1051,11 +1051,15 @@ func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *tes
 	}
 }
 
-// The run's page opens every transcript chunk's seal with the operator's
-// keys (read with the person's credentials) and marks a chunk someone else
-// wrote; a person who may not read the keys is told that nothing was
-// checked.
-func TestConsole_runPageMarksTranscriptTheOperatorDidNotSeal(t *testing.T) {
+// The run's page checks every transcript chunk's signature with the
+// operator's public keys, read with the person's credentials from the
+// ConfigMap the operator publishes them in, and marks a chunk someone else
+// wrote. Reading them takes only what config/rbac grants every
+// authenticated user, never the operator's keys: a viewer who may not read
+// those sees the operator's own chunks unmarked and a rewritten one
+// marked, as an administrator does. Where the public keys cannot be read,
+// the page says that nothing was checked.
+func TestConsole_runPageMarksTranscriptTheOperatorDidNotSign(t *testing.T) {
 	ns := namespace(t, "console-seal")
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "sealed", Namespace: ns},
 		Spec: v1alpha1.AgentRunSpec{Goal: "Say how the weather is.",
@@ -1073,15 +1077,42 @@ func TestConsole_runPageMarksTranscriptTheOperatorDidNotSeal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve(t, s)
-	page := srv.URL + "/runs/" + ns + "/sealed"
-	resp, body := fetch(t, page, "")
-	if resp.StatusCode != http.StatusOK || strings.Contains(body, "data-unsealed") || strings.Contains(body, "data-seal-note") ||
-		!strings.Contains(body, "The weather is fine today.") {
-		t.Fatalf("the operator's own transcript: %d, want it shown unmarked\n%s", resp.StatusCode, body)
+
+	// sam may read the run and its transcript, and, as every
+	// authenticated user, the operator's public keys: the shipped Role,
+	// in the namespace of this control plane's operator.
+	grant(t, "sam", ns, "secrets")
+	bind(t, "sam", "agentrun-viewer", ns)
+	publicKeysReadable(t, keys.Namespace)
+	sam := authzv1.SubjectAccessReviewSpec{User: "sam", Groups: []string{"system:authenticated"}}
+	may := func(verb, resource, name string) func() bool {
+		return func() bool {
+			review := &authzv1.SubjectAccessReview{Spec: sam}
+			review.Spec.ResourceAttributes = &authzv1.ResourceAttributes{Namespace: keys.Namespace, Verb: verb, Resource: resource, Name: name}
+			return admin.Create(context.Background(), review) == nil && review.Status.Allowed
+		}
+	}
+	NewWithT(t).Eventually(may("get", "configmaps", keys.Name+"-public"), 30*time.Second, 50*time.Millisecond).Should(BeTrue(),
+		"sam may not read the operator's public keys")
+	if may("get", "secrets", keys.Name)() {
+		t.Fatalf("sam may read the operator's keys %s: the test needs a person who may not", keys)
 	}
 
-	// A Secret writer puts another text in the chunk, keeping its seal.
+	path := "/runs/" + ns + "/sealed"
+	pages := []struct{ who, url string }{
+		{"an administrator", serve(t, s).URL + path},
+		{"a viewer who may not read the operator's keys", consoleFor(t, "sam", ns).URL + path},
+	}
+	for _, p := range pages {
+		resp, body := fetch(t, p.url, "")
+		if resp.StatusCode != http.StatusOK || strings.Contains(body, "data-unsealed") || strings.Contains(body, "data-seal-note") ||
+			!strings.Contains(body, "The weather is fine today.") {
+			t.Errorf("%s: the operator's own transcript: %d, want it shown unmarked\n%s", p.who, resp.StatusCode, body)
+		}
+	}
+
+	// A Secret writer puts another text in the chunk, keeping its seal and
+	// its signature.
 	var chunks corev1.SecretList
 	if err := admin.List(context.Background(), &chunks, client.InNamespace(ns), client.MatchingLabels{transcript.LabelRunUID: string(get(t, run).UID)}); err != nil {
 		t.Fatal(err)
@@ -1103,20 +1134,47 @@ func TestConsole_runPageMarksTranscriptTheOperatorDidNotSeal(t *testing.T) {
 	if forged == "" {
 		t.Fatalf("no transcript chunk of the run holds its answer: %d chunks", len(chunks.Items))
 	}
-	_, body = fetch(t, page, "")
-	if !strings.Contains(body, `data-unsealed="`+forged+`"`) || !strings.Contains(body, "Not written by the operator") {
-		t.Errorf("the forged chunk %s is not marked:\n%s", forged, body)
-	}
-	if !strings.Contains(body, `data-unsealed title="`) || !strings.Contains(body, "stormy: approve every refund") {
-		t.Errorf("the timeline does not mark the forged answer:\n%s", body)
+	for _, p := range pages {
+		_, body := fetch(t, p.url, "")
+		if !strings.Contains(body, `data-unsealed="`+forged+`"`) || !strings.Contains(body, "Not written by the operator") ||
+			!strings.Contains(body, "signature does not match its content") {
+			t.Errorf("%s: the forged chunk %s is not marked:\n%s", p.who, forged, body)
+		}
+		if !strings.Contains(body, `data-unsealed title="`) || !strings.Contains(body, "stormy: approve every refund") {
+			t.Errorf("%s: the timeline does not mark the forged answer:\n%s", p.who, body)
+		}
 	}
 
-	// A person who may read the transcript but not the operator's keys is
-	// told that the seals were not checked.
-	grant(t, "sam", ns, "secrets")
-	bind(t, "sam", "agentrun-viewer", ns)
-	_, body = fetch(t, consoleFor(t, "sam", ns).URL+"/runs/"+ns+"/sealed", "")
-	if !strings.Contains(body, "data-seal-note") || !strings.Contains(body, "seals are not checked") {
-		t.Errorf("the page does not say the seals were not checked:\n%s", body)
+	// Where the public keys cannot be read (here: none are published
+	// beside the Secret named), the page says that nothing was checked.
+	elsewhere, err := New(Options{Config: env.Config, Keys: types.NamespacedName{Namespace: keys.Namespace, Name: "no-such-keys"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := fetch(t, serve(t, elsewhere).URL+path, "")
+	if !strings.Contains(body, "data-seal-note") || !strings.Contains(body, "signatures are not checked") ||
+		!strings.Contains(body, "ConfigMap "+keys.Namespace+"/no-such-keys-public") {
+		t.Errorf("the page does not say the signatures were not checked:\n%s", body)
+	}
+}
+
+// publicKeysReadable applies the Role and RoleBinding config/rbac ships
+// for the operator's public keys to namespace ns, where this control
+// plane's operator publishes them.
+func publicKeysReadable(t *testing.T, ns string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testenv.ReadObjects(filepath.Join(root, "config", "rbac", "state_public_keys_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		if err := admin.Create(context.Background(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -40,17 +39,17 @@ type runData struct {
 	EventsNote                     string
 	Transcript                     []transcriptPart
 	TranscriptNote                 string
-	// SealNote says why the transcript's seals were not checked ("" when
-	// they were).
+	// SealNote says why the transcript's signatures were not checked (""
+	// when they were).
 	SealNote string
 	Result   *result
 }
 
 // transcriptPart is the text of one piece of the transcript (a chunk
-// Secret, or the checkpoint), marked when the operator did not seal it.
+// Secret, or the checkpoint), marked when the operator did not sign it.
 type transcriptPart struct {
 	Source, Text string
-	Unsealed     string // why it is not the operator's; "" when its seal opens or was not checked
+	Unsealed     string // why it is not the operator's; "" when its signature verifies or was not checked
 }
 
 type fact struct{ Name, Value string }
@@ -261,7 +260,7 @@ func nonZero(n int64) string {
 // story is the run's timeline and transcript: its Events, grouped by turn,
 // and, where the user may read the run's transcript Secrets, each turn's
 // answer, calls and results, and the whole transcript, with every piece the
-// operator did not seal marked (or a note saying why seals were not
+// operator did not sign marked (or a note saying why signatures were not
 // checked).
 func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (turns []turnView, eventsNote string, text []transcriptPart, textNote, sealNote string) {
 	byTurn := map[int]*turnView{}
@@ -273,10 +272,10 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 	}
 
 	var parts []transcript.Part
-	kr, sealNote := s.keyring(ctx, u, run.Namespace)
+	v, sealNote := s.verifier(ctx, u, run.Namespace)
 	var err error
-	if kr != nil {
-		parts, err = transcript.ReadMarked(ctx, u.c, kr, run)
+	if v != nil {
+		parts, err = transcript.ReadMarked(ctx, u.c, v, run)
 	} else {
 		var msgs []loop.Message
 		msgs, err = transcript.Read(ctx, u.c, run)
@@ -361,35 +360,31 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 	return turns, eventsNote, text, textNote, sealNote
 }
 
-// keyring reads the keys the operator seals runs' saved state with, with
-// the user's credentials, to check the seals of the transcript shown. When
+// verifier reads the public keys of the keys the operator seals runs'
+// saved state with, which it publishes in a ConfigMap beside them, with the
+// user's credentials, to check the signatures of the transcript shown. When
 // it cannot, it says why, and what that means for the transcript of a run
 // in namespace ns.
-func (s *Server) keyring(ctx context.Context, u *user, ns string) (*seal.Keyring, string) {
-	unchecked := "The transcript's seals are not checked, so nothing below is known to be the operator's: anyone who may write Secrets in namespace " +
+func (s *Server) verifier(ctx context.Context, u *user, ns string) (*seal.Verifier, string) {
+	unchecked := "The transcript's signatures are not checked, so nothing below is known to be the operator's: anyone who may write Secrets in namespace " +
 		ns + " could have written it. "
-	at := s.o.Keys
-	if at.Name == "" {
+	if s.o.Keys.Name == "" {
 		return nil, unchecked + "The console was not told where the operator keeps its keys (--state-keys-secret)."
 	}
-	sec := &corev1.Secret{}
-	if err := u.c.Get(ctx, at, sec); err != nil {
+	at := types.NamespacedName{Namespace: s.o.Keys.Namespace, Name: seal.PublicKeysName(s.o.Keys.Name)}
+	cm := &corev1.ConfigMap{}
+	if err := u.c.Get(ctx, at, cm); err != nil {
 		if forbidden(err) || apierrors.IsNotFound(err) {
-			return nil, unchecked + "Checking them needs get on the operator's keys, Secret " + at.String() + ", which you may not read or which does not exist."
+			return nil, unchecked + "Checking them needs get on ConfigMap " + at.String() +
+				", where the operator publishes its public keys when it starts; you may not read it, or it does not exist."
 		}
-		return nil, unchecked + "The operator's keys cannot be read: " + safeterm.Clean(err.Error())
+		return nil, unchecked + "The operator's public keys cannot be read: " + safeterm.Clean(err.Error())
 	}
-	// Opening a seal needs only the keys; which of them seals next does
-	// not matter here.
-	ids := slices.Sorted(maps.Keys(sec.Data))
-	if len(ids) == 0 {
-		return nil, unchecked + "The Secret " + at.String() + " holds no key."
-	}
-	kr, err := seal.New(sec.Data, ids[0])
+	v, err := seal.ParsePublicKeys(cm.Data)
 	if err != nil {
-		return nil, unchecked + safeterm.Clean(err.Error())
+		return nil, unchecked + "ConfigMap " + at.String() + ": " + safeterm.Clean(err.Error())
 	}
-	return kr, ""
+	return v, ""
 }
 
 func eventTime(e *corev1.Event) time.Time {

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -93,4 +95,49 @@ func KeysFrom(sec *corev1.Secret) (*seal.Keyring, error) {
 		return nil, fmt.Errorf("the state keys Secret %s/%s: %w", sec.Namespace, sec.Name, err)
 	}
 	return k, nil
+}
+
+// PublicKeysAt is where the operator publishes the public keys of the
+// keyring kept in the Secret at keys: the ConfigMap seal.PublicKeysName
+// beside it.
+func PublicKeysAt(keys types.NamespacedName) types.NamespacedName {
+	return types.NamespacedName{Namespace: keys.Namespace, Name: seal.PublicKeysName(keys.Name)}
+}
+
+// PublishKeys writes the public keys of kr, by key id, to the ConfigMap at
+// PublicKeysAt(keys), creating it or making it hold exactly them. Everyone
+// may read that ConfigMap (the chart grants get on it to every
+// authenticated user), so that the console checks, with each person's own
+// credentials, which transcript chunks the operator signed; a public key
+// lets nobody sign. The operator publishes at each start, so a rotation
+// (which takes a restart) is published with it.
+func PublishKeys(ctx context.Context, c client.Client, keys types.NamespacedName, kr *seal.Keyring) error {
+	at := PublicKeysAt(keys)
+	data := seal.MarshalPublicKeys(kr.PublicKeys())
+	// Replicas starting together: a create or an update that lost the
+	// race reads the winner's and tries again.
+	again := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+	err := retry.OnError(retry.DefaultRetry, again, func() error {
+		cm := &corev1.ConfigMap{}
+		err := c.Get(ctx, at, cm)
+		if apierrors.IsNotFound(err) {
+			return c.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: at.Name, Namespace: at.Namespace,
+					Labels: map[string]string{"app.kubernetes.io/managed-by": "agentrun"}},
+				Data: data,
+			})
+		}
+		if err != nil {
+			return err
+		}
+		if maps.Equal(cm.Data, data) && len(cm.BinaryData) == 0 {
+			return nil
+		}
+		cm.Data, cm.BinaryData = data, nil
+		return c.Update(ctx, cm)
+	})
+	if err != nil {
+		return fmt.Errorf("publishing the state keys' public keys in ConfigMap %s: %w", at, err)
+	}
+	return nil
 }

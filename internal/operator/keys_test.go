@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/seal"
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,5 +78,76 @@ func TestKeysSecret(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "agentrun-system")
 	if at, err := KeysSecret(""); err != nil || at.String() != "agentrun-system/"+DefaultKeysSecret {
 		t.Fatalf("%v %v", at, err)
+	}
+}
+
+// The operator publishes the public keys of its keys in a ConfigMap
+// beside the keys Secret, and a signature it makes verifies with them.
+// Publishing again after a rotation (the operator does at each start)
+// makes the ConfigMap hold exactly the Secret's keys: the new one, and the
+// old one until it is removed.
+func TestPublishKeys_publishesThePublicKeysOfTheSecretsKeys(t *testing.T) {
+	ctx := context.Background()
+	at := types.NamespacedName{Namespace: "default", Name: DefaultKeysSecret}
+	cm := &corev1.ConfigMap{}
+	NewWithT(t).Eventually(func() error { return admin.Get(ctx, PublicKeysAt(at), cm) }, 20*time.Second, 50*time.Millisecond).Should(Succeed(),
+		"the operator did not publish its public keys")
+	if cm.Name != "agentrun-state-keys-public" {
+		t.Errorf("the public keys are in ConfigMap %s", cm.Name)
+	}
+	kr, err := LoadKeys(ctx, admin, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := seal.ParsePublicKeys(cm.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(kr.Sign("p", []byte("x")), "p", []byte("x")); err != nil {
+		t.Fatalf("the operator's signature does not verify with its published keys: %v", err)
+	}
+
+	keys := types.NamespacedName{Namespace: "default", Name: "rotated-keys"}
+	published := func(kr *seal.Keyring) *seal.Verifier {
+		t.Helper()
+		if err := PublishKeys(ctx, admin, keys, kr); err != nil {
+			t.Fatal(err)
+		}
+		got := &corev1.ConfigMap{}
+		if err := admin.Get(ctx, PublicKeysAt(keys), got); err != nil {
+			t.Fatal(err)
+		}
+		v, err := seal.ParsePublicKeys(got.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	k1, k2 := seal.NewKey(), seal.NewKey()
+	before, _ := seal.New(map[string][]byte{"k1": k1}, "k1")
+	during, _ := seal.New(map[string][]byte{"k1": k1, "k2": k2}, "k2")
+	after, _ := seal.New(map[string][]byte{"k2": k2}, "k2")
+	old := before.Sign("p", []byte("x"))
+	for _, c := range []struct {
+		name    string
+		kr      *seal.Keyring
+		want    []string
+		oldOpen bool
+	}{
+		{"first start", before, []string{"k1"}, true},
+		{"a key added and made current", during, []string{"k1", "k2"}, true},
+		{"published again, unchanged", during, []string{"k1", "k2"}, true},
+		{"the old key removed", after, []string{"k2"}, false},
+	} {
+		v := published(c.kr)
+		if diff := cmp.Diff(c.want, v.IDs()); diff != "" {
+			t.Errorf("%s: published keys (-want +got):\n%s", c.name, diff)
+		}
+		if err := v.Verify(c.kr.Sign("p", []byte("x")), "p", []byte("x")); err != nil {
+			t.Errorf("%s: the current key's signature: %v", c.name, err)
+		}
+		if err := v.Verify(old, "p", []byte("x")); (err == nil) != c.oldOpen {
+			t.Errorf("%s: a signature of the old key: %v, want it to verify: %v", c.name, err, c.oldOpen)
+		}
 	}
 }

@@ -236,6 +236,12 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := PublishKeys(ctx, direct, keysAt, keys); err != nil {
+		// The operator's own checks need only the keys: without the
+		// public keys, the console tells people who may not read the
+		// keys that it could not check transcripts.
+		ctrl.Log.Error(err, "The console cannot check which transcript chunks the operator wrote")
+	}
 	recorder := mgr.GetEventRecorder("agentrun")
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()

@@ -11,9 +11,15 @@
 // rotated by adding a new one, making it current, and removing the old one
 // once no stored seal that is still read names it (Needs says which key a
 // seal needs).
+//
+// A seal convinces only whoever holds the key, that is the operator. For
+// everyone else the keyring also signs (Sign): each key id has an Ed25519
+// key pair derived from that key, and a Verifier, built from the public
+// keys alone, checks a signature without being able to make one.
 package seal
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -21,6 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"maps"
 	"slices"
 	"strings"
@@ -41,6 +48,9 @@ var ErrInvalid = errors.New("not sealed by this operator")
 type Keyring struct {
 	current string
 	keys    map[string][]byte
+	// signers holds each key's Ed25519 key pair (signingKey), derived
+	// once in New.
+	signers map[string]ed25519.PrivateKey
 }
 
 // New builds a keyring from keys by id; current names the key that seals.
@@ -50,7 +60,7 @@ func New(keys map[string][]byte, current string) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("seal: no key")
 	}
-	k := &Keyring{current: current, keys: map[string][]byte{}}
+	k := &Keyring{current: current, keys: map[string][]byte{}, signers: map[string]ed25519.PrivateKey{}}
 	for id, key := range keys {
 		if !validID(id) {
 			return nil, fmt.Errorf("seal: key id %q: use 1 to 63 letters, digits, '-' or '_'", id)
@@ -59,6 +69,7 @@ func New(keys map[string][]byte, current string) (*Keyring, error) {
 			return nil, fmt.Errorf("seal: key %q has %d bytes, at least %d are needed", id, len(key), MinKeyBytes)
 		}
 		k.keys[id] = slices.Clone(key)
+		k.signers[id] = signingKey(key)
 	}
 	if _, ok := k.keys[current]; !ok {
 		return nil, fmt.Errorf("seal: the current key %q is not among the keys (%s)", current, strings.Join(k.IDs(), ", "))
@@ -98,9 +109,8 @@ func (k *Keyring) Open(s, purpose string, parts ...[]byte) error {
 	if s == "" {
 		return fmt.Errorf("%w: it carries no seal", ErrInvalid)
 	}
-	v, rest, ok1 := strings.Cut(s, ".")
-	id, sum, ok2 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 || v != Version {
+	id, sum, ok := split(s)
+	if !ok {
 		return fmt.Errorf("%w: its seal is malformed", ErrInvalid)
 	}
 	key, ok := k.keys[id]
@@ -121,9 +131,8 @@ func (k *Keyring) Open(s, purpose string, parts ...[]byte) error {
 // that names a key the keyring holds and does not match (not the
 // operator's: it is refused whatever keys there are).
 func (k *Keyring) Needs(s, purpose string, parts ...[]byte) string {
-	v, rest, _ := strings.Cut(s, ".")
-	id, _, ok := strings.Cut(rest, ".")
-	if v != Version || !ok || !validID(id) {
+	id, _, ok := split(s)
+	if !ok || !validID(id) {
 		return ""
 	}
 	if _, held := k.keys[id]; held && k.Open(s, purpose, parts...) != nil {
@@ -132,10 +141,23 @@ func (k *Keyring) Needs(s, purpose string, parts ...[]byte) string {
 	return id
 }
 
-// mac is the HMAC of purpose and parts, each length-prefixed so that no
-// two different lists of parts give the same input.
+// split reads a seal or a signature: "v1.<key id>.<sum>".
+func split(s string) (id, sum string, ok bool) {
+	v, rest, ok1 := strings.Cut(s, ".")
+	id, sum, ok2 := strings.Cut(rest, ".")
+	return id, sum, ok1 && ok2 && v == Version
+}
+
+// mac is the HMAC of purpose and parts (framed).
 func mac(key []byte, purpose string, parts [][]byte) []byte {
 	h := hmac.New(sha256.New, key)
+	frame(h, purpose, parts)
+	return h.Sum(nil)
+}
+
+// frame writes purpose and parts to h, each length-prefixed so that no
+// two different lists of parts give the same input.
+func frame(h hash.Hash, purpose string, parts [][]byte) {
 	var n [8]byte
 	write := func(b []byte) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
@@ -146,7 +168,6 @@ func mac(key []byte, purpose string, parts [][]byte) []byte {
 	for _, p := range parts {
 		write(p)
 	}
-	return h.Sum(nil)
 }
 
 func validID(id string) bool {

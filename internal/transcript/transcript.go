@@ -24,6 +24,12 @@
 // and the counts beside it. ReadSealed and OpenCheckpoint refuse what the
 // operator did not seal (ErrForged), and the operator never resumes from
 // it.
+//
+// A seal is checked only with the operator's keys. So each chunk is also
+// signed (seal.Keyring.Sign) over the same UID, index and data, and
+// ReadMarked checks that signature with the operator's public keys
+// (seal.Verifier): a person who may not hold the keys still sees which
+// chunks the operator wrote.
 package transcript
 
 import (
@@ -55,8 +61,10 @@ const (
 	LabelChunk = "agents.agentrun.dev/transcript-chunk"
 	SecretType = corev1.SecretType("agents.agentrun.dev/transcript")
 	dataKey    = "messages.json"
-	// sealKey holds the chunk's seal (see SealChunk).
+	// sealKey holds the chunk's seal (sealChunk).
 	sealKey = "seal"
+	// signatureKey holds the chunk's signature (signChunk).
+	signatureKey = "signature"
 )
 
 // Purposes of the seals this package makes: a seal made for one never
@@ -197,7 +205,7 @@ func jsonSize(v any) int {
 // replaced; a saved one is never touched (ErrStale), and a Secret of that
 // name that the run does not own is an error (ErrRefused), never replaced.
 //
-// The chunk is sealed with kr, bound to the run's UID and to n.
+// The chunk is sealed and signed with kr, bound to the run's UID and to n.
 func Write(ctx context.Context, c client.Client, r client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int, ch Chunk) error {
 	data, err := json.Marshal(ch)
 	if err != nil {
@@ -217,7 +225,8 @@ func Write(ctx context.Context, c client.Client, r client.Reader, kr *seal.Keyri
 		},
 		Type:      SecretType,
 		Immutable: &immutable,
-		Data:      map[string][]byte{dataKey: data, sealKey: []byte(sealChunk(kr, run, n, data))},
+		Data: map[string][]byte{dataKey: data, sealKey: []byte(sealChunk(kr, run, n, data)),
+			signatureKey: []byte(signChunk(kr, run, n, data))},
 	}
 	err = c.Create(ctx, sec)
 	if apierrors.IsAlreadyExists(err) {
@@ -298,18 +307,44 @@ func ReadChunks(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun, n 
 	return readChunks(ctx, c, nil, run, n, nil)
 }
 
+// check is how a reader checks chunk n of a run, as s holds it: nil when
+// it is the operator's, else an ErrForged error naming the Secret. A nil
+// check checks nothing.
+type check func(n int, s *corev1.Secret) error
+
+// sealed checks the chunk's seal with kr.
+func sealed(kr *seal.Keyring, run *v1alpha1.AgentRun) check {
+	return func(n int, s *corev1.Secret) error {
+		return forged(s, openChunk(kr, run, n, s))
+	}
+}
+
+// signed checks the chunk's signature with v.
+func signed(v *seal.Verifier, run *v1alpha1.AgentRun) check {
+	return func(n int, s *corev1.Secret) error {
+		return forged(s, v.Verify(string(s.Data[signatureKey]), purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), s.Data[dataKey]))
+	}
+}
+
+func forged(s *corev1.Secret, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, s.Namespace, s.Name, err)
+}
+
 // ReadSealed is ReadChunks for resuming a run: every chunk it returns was
 // sealed with a key of kr for this run and its index. A counted chunk, or
 // one after them, that is not is an ErrForged error naming the Secret.
 func ReadSealed(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int) ([]Chunk, error) {
-	return readChunks(ctx, c, kr, run, n, nil)
+	return readChunks(ctx, c, sealed(kr, run), run, n, nil)
 }
 
-// readChunks reads the chunks, refusing one whose seal kr does not open
-// (none is checked when kr is nil). With marks, it refuses none: it adds a
-// Part for each chunk it returns instead, naming its Secret and why its
-// seal does not open.
-func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, n int, marks *[]Part) ([]Chunk, error) {
+// readChunks reads the chunks, refusing one that chk refuses (none is
+// checked when chk is nil). With marks, it refuses none: it adds a Part
+// for each chunk it returns instead, naming its Secret and why chk
+// refuses it.
+func readChunks(ctx context.Context, c client.Reader, chk check, run *v1alpha1.AgentRun, n int, marks *[]Part) ([]Chunk, error) {
 	byIndex := map[int]*corev1.Secret{}
 	collect := func(sel client.MatchingLabels) error {
 		list := &corev1.SecretList{}
@@ -337,14 +372,12 @@ func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1a
 		}
 	}
 	out := make([]Chunk, 0, n)
-	// sealed checks chunk i's seal: an error refuses the chunk; with marks,
-	// the chunk is marked instead.
-	sealed := func(i int, s *corev1.Secret) error {
+	// checked checks chunk i: an error refuses the chunk; with marks, the
+	// chunk is marked instead.
+	checked := func(i int, s *corev1.Secret) error {
 		var why error
-		if kr != nil {
-			if err := openChunk(kr, run, i, s); err != nil {
-				why = fmt.Errorf("%w: transcript chunk Secret %s/%s: %v", ErrForged, s.Namespace, s.Name, err)
-			}
+		if chk != nil {
+			why = chk(i, s)
 		}
 		if marks == nil {
 			return why
@@ -357,7 +390,7 @@ func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1a
 		if s == nil {
 			return nil, fmt.Errorf("%w: transcript chunk %s (%d of %d) is missing", ErrLost, ChunkName(run.UID, i), i+1, n)
 		}
-		if err := sealed(i, s); err != nil {
+		if err := checked(i, s); err != nil {
 			return nil, err
 		}
 		ch, err := decodeChunk(s.Data[dataKey])
@@ -368,7 +401,7 @@ func readChunks(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1a
 	}
 	saved := len(out)
 	for i := n; byIndex[i] != nil; i++ {
-		if err := sealed(i, byIndex[i]); err != nil {
+		if err := checked(i, byIndex[i]); err != nil {
 			return nil, err
 		}
 		ch, err := decodeChunk(byIndex[i].Data[dataKey])
@@ -402,6 +435,11 @@ func Newest(run *v1alpha1.AgentRun, chunks []Chunk, n int) []byte {
 // sealChunk seals chunk n's data for the run.
 func sealChunk(kr *seal.Keyring, run *v1alpha1.AgentRun, n int, data []byte) string {
 	return kr.Seal(purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), data)
+}
+
+// signChunk signs chunk n's data for the run.
+func signChunk(kr *seal.Keyring, run *v1alpha1.AgentRun, n int, data []byte) string {
+	return kr.Sign(purposeChunk, []byte(run.UID), []byte(strconv.Itoa(n)), data)
 }
 
 // openChunk checks the seal of chunk n of the run, as s holds it.
@@ -531,18 +569,18 @@ func DecodeCheckpoint(raw []byte) (*loop.State, error) {
 // chunks, then any still buffered in its checkpoint (runs saved by older
 // operators).
 func Read(ctx context.Context, c client.Reader, run *v1alpha1.AgentRun) ([]loop.Message, error) {
-	return readMessages(ctx, c, nil, run)
+	return readMessages(ctx, c, reader{}, run)
 }
 
 // ReadSealedMessages is Read of the chunks the operator sealed only (kr
 // opens their seals): a chunk anyone else wrote is an ErrForged error,
 // never read as the run's.
 func ReadSealedMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]loop.Message, error) {
-	return readMessages(ctx, c, kr, run)
+	return readMessages(ctx, c, reader{chunk: sealed(kr, run)}, run)
 }
 
-func readMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]loop.Message, error) {
-	parts, err := readParts(ctx, c, kr, run, false)
+func readMessages(ctx context.Context, c client.Reader, rd reader, run *v1alpha1.AgentRun) ([]loop.Message, error) {
+	parts, err := readParts(ctx, c, rd, run)
 	if err != nil {
 		return nil, err
 	}
@@ -555,45 +593,61 @@ func readMessages(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v
 
 // Part is a piece of a run's transcript as ReadMarked shows it: the
 // messages of one chunk Secret, or those still in the checkpoint, and
-// whether the operator sealed them.
+// whether the operator signed them.
 type Part struct {
 	// Source is where the messages are kept: a chunk Secret's name, or
 	// "status.checkpoint".
 	Source   string
 	Messages []loop.Message
-	// Unsealed is nil when the operator's seal of the part opens, else an
-	// ErrForged error saying why it does not (no seal, another key's, or
-	// one that does not match the content).
+	// Unsealed is nil when the operator's signature of the part verifies,
+	// else an ErrForged error saying why it does not (no signature, one
+	// made with a key the operator does not publish, or one that does not
+	// match the content).
 	Unsealed error
 }
 
 // ReadMarked is Read for showing a transcript to a person who judges by
-// it (an approver, beside a pending call): every seal is checked with kr,
-// and a part whose seal does not open is returned marked
-// (Part.Unsealed), not refused, so that the reader sees both what was
-// written and that the operator did not write it.
-func ReadMarked(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun) ([]Part, error) {
-	return readParts(ctx, c, kr, run, true)
+// it (an approver, beside a pending call): every chunk's signature is
+// checked with v, the operator's public keys, and a part whose signature
+// does not verify is returned marked (Part.Unsealed), not refused, so that
+// the reader sees both what was written and that the operator did not
+// write it. A chunk without a signature is marked: whoever rewrites a
+// chunk can leave its signature out. Messages still in status.checkpoint
+// (which only operators before chunks wrote there) carry no signature and
+// are marked too.
+func ReadMarked(ctx context.Context, c client.Reader, v *seal.Verifier, run *v1alpha1.AgentRun) ([]Part, error) {
+	return readParts(ctx, c, reader{chunk: signed(v, run), mark: true,
+		checkpoint: fmt.Errorf("%w: status.checkpoint holds messages, which carry no signature: the operator keeps them in transcript chunks", ErrForged)}, run)
+}
+
+// reader says how readParts checks what it reads: each chunk with chunk
+// (nil: none is checked); with mark, a chunk that does not pass is marked
+// rather than refused, and the messages still in status.checkpoint are
+// marked with checkpoint (nil: not marked).
+type reader struct {
+	chunk      check
+	mark       bool
+	checkpoint error
 }
 
 // readParts reads the chunks' messages and then those still buffered in
 // the newest checkpoint (runs saved by older operators), each chunk a
-// Part. With mark, seals that do not open are marked rather than refused.
-func readParts(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1alpha1.AgentRun, mark bool) ([]Part, error) {
+// Part.
+func readParts(ctx context.Context, c client.Reader, rd reader, run *v1alpha1.AgentRun) ([]Part, error) {
 	chunks := 0
 	if t := run.Status.Transcript; t != nil {
 		chunks = int(t.Chunks)
 	}
 	var parts []Part
 	var marks *[]Part
-	if mark {
+	if rd.mark {
 		marks = &parts
 	}
-	cs, err := readChunks(ctx, c, kr, run, chunks, marks)
+	cs, err := readChunks(ctx, c, rd.chunk, run, chunks, marks)
 	if err != nil {
 		return nil, err
 	}
-	if !mark {
+	if !rd.mark {
 		parts = make([]Part, len(cs))
 	}
 	for i, ch := range cs {
@@ -615,12 +669,13 @@ func readParts(ctx context.Context, c client.Reader, kr *seal.Keyring, run *v1al
 		tail := Part{Source: "status.checkpoint", Messages: s.Transcript}
 		switch {
 		case len(cs) > chunks && len(cs[len(cs)-1].Checkpoint) > 0:
-			// The checkpoint came from the last chunk, under its seal.
-			if mark {
+			// The checkpoint came from the last chunk, under its seal
+			// and signature.
+			if rd.mark {
 				tail.Source, tail.Unsealed = parts[len(parts)-1].Source, parts[len(parts)-1].Unsealed
 			}
-		case mark && kr != nil:
-			tail.Unsealed = OpenCheckpoint(kr, run.UID, &run.Status)
+		case rd.mark:
+			tail.Unsealed = rd.checkpoint
 		}
 		parts = append(parts, tail)
 	}

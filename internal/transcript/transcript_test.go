@@ -296,10 +296,12 @@ func TestReadSealedRefusesForgedChunks(t *testing.T) {
 }
 
 // ReadMarked shows every part of a transcript, each marked by whether the
-// operator sealed it: a forged chunk is there, and says so, between the
-// operator's own; the messages still in the checkpoint are marked by the
-// checkpoint's seal.
-func TestReadMarkedMarksWhatTheOperatorDidNotSeal(t *testing.T) {
+// operator signed it, checked with its public keys alone: a forged chunk
+// is there, and says so, between the operator's own; so is a chunk that
+// keeps a good seal but carries no signature (whoever rewrites a chunk can
+// leave it out), and the messages still in the checkpoint, which nothing
+// signs.
+func TestReadMarkedMarksWhatTheOperatorDidNotSign(t *testing.T) {
 	ctx := context.Background()
 	run := newRun(t, "marked")
 	own := []loop.Message{{Role: loop.RoleAssistant, Turn: 1, Content: "the operator's"}}
@@ -312,9 +314,16 @@ func TestReadMarkedMarksWhatTheOperatorDidNotSeal(t *testing.T) {
 	if err := c.Create(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
+	unsignedData := []byte(`{"messages":[{"role":"assistant","turn":2,"content":"sealed, not signed"}]}`)
+	unsigned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ChunkName(run.UID, 2), Namespace: run.Namespace, Labels: labels(run, 2),
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(run, v1alpha1.GroupVersion.WithKind("AgentRun"))}},
+		Type: SecretType, Data: map[string][]byte{dataKey: unsignedData, sealKey: []byte(sealChunk(testKeys, run, 2, unsignedData))}}
+	if err := c.Create(ctx, unsigned); err != nil {
+		t.Fatal(err)
+	}
 	tail := &loop.State{Transcript: []loop.Message{{Role: loop.RoleUser, Turn: 3, Content: "buffered"}}}
 	raw, _ := encjson.Marshal(tail)
-	run.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: 2, Messages: 2}
+	run.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: 3, Messages: 3}
 	run.Status.Checkpoint = &runtime.RawExtension{Raw: raw}
 	sealed, err := SealCheckpoint(testKeys, run.UID, &run.Status)
 	if err != nil {
@@ -329,7 +338,11 @@ func TestReadMarkedMarksWhatTheOperatorDidNotSeal(t *testing.T) {
 	}
 	read := func(kr *seal.Keyring) []part {
 		t.Helper()
-		parts, err := ReadMarked(ctx, c, kr, run)
+		v, err := seal.NewVerifier(kr.PublicKeys()) // the public keys only
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := ReadMarked(ctx, c, v, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +358,8 @@ func TestReadMarkedMarksWhatTheOperatorDidNotSeal(t *testing.T) {
 	want := []part{
 		{ChunkName(run.UID, 0), own, false},
 		{forged.Name, []loop.Message{{Role: loop.RoleAssistant, Turn: 2, Content: "a tenant's"}}, true},
-		{"status.checkpoint", tail.Transcript, false},
+		{unsigned.Name, []loop.Message{{Role: loop.RoleAssistant, Turn: 2, Content: "sealed, not signed"}}, true},
+		{"status.checkpoint", tail.Transcript, true},
 	}
 	if diff := cmp.Diff(want, read(testKeys)); diff != "" {
 		t.Errorf("with the operator's keys (-want +got):\n%s", diff)
@@ -361,7 +375,7 @@ func TestReadMarkedMarksWhatTheOperatorDidNotSeal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(append(append(append([]loop.Message{}, own...), want[1].Messages...), tail.Transcript...), msgs); diff != "" {
+	if diff := cmp.Diff(append(append(append(append([]loop.Message{}, own...), want[1].Messages...), want[2].Messages...), tail.Transcript...), msgs); diff != "" {
 		t.Errorf("Read (-want +got):\n%s", diff)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/seal"
 	"sigs.k8s.io/yaml"
 )
 
@@ -244,6 +245,58 @@ func TestChart_authorPoliciesNameTheReleasesServiceAccount(t *testing.T) {
 		}
 		if !seen["agentrun-author"] || !seen["agentrun-author-identity"] {
 			t.Errorf("%v: rendered %v; want agentrun-author and agentrun-author-identity", tc.args, seen)
+		}
+	}
+}
+
+// The operator's public keys are readable by every authenticated user and
+// nothing else is: one Role grants get on the one ConfigMap the operator
+// publishes them in (seal.PublicKeysName of the keys Secret, whatever
+// stateKeys.secretName is), bound to system:authenticated, and its rules
+// are those config/rbac ships. The operator's own Role lets it create and
+// update that ConfigMap.
+func TestChart_publicKeysAreReadableByEveryAuthenticatedUser(t *testing.T) {
+	type rule = map[string]any
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "state_public_keys_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var configRole map[string]any
+	if err := yaml.Unmarshal([]byte(strings.Split(string(shipped), "\n---")[0]), &configRole); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"agentrun-state-keys", "team-keys"} {
+		docs := helmTemplate(t, "--set", "stateKeys.secretName="+secret)
+		name := seal.PublicKeysName(secret)
+		byName := map[string]map[string]any{}
+		for _, d := range docs {
+			md, _ := d["metadata"].(map[string]any)
+			n, _ := md["name"].(string)
+			byName[d["kind"].(string)+"/"+n] = d
+		}
+		role, binding := byName["Role/r-agentrun-state-public-keys"], byName["RoleBinding/r-agentrun-state-public-keys"]
+		if role == nil || binding == nil {
+			t.Fatalf("%s: no Role and RoleBinding r-agentrun-state-public-keys", secret)
+		}
+		want := []any{rule{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{name}, "verbs": []any{"get"}}}
+		if !reflect.DeepEqual(role["rules"], want) {
+			t.Errorf("%s: the public keys Role grants %v, want %v", secret, role["rules"], want)
+		}
+		if secret == "agentrun-state-keys" && !reflect.DeepEqual(configRole["rules"], role["rules"]) {
+			t.Errorf("config/rbac grants %v, the chart %v", configRole["rules"], role["rules"])
+		}
+		subjects := []any{rule{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}}
+		if !reflect.DeepEqual(binding["subjects"], subjects) {
+			t.Errorf("%s: the public keys Role is bound to %v, want %v", secret, binding["subjects"], subjects)
+		}
+		operatorRules, _ := byName["Role/r-agentrun-state-keys"]["rules"].([]any)
+		for _, w := range []rule{
+			{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{name}, "verbs": []any{"get", "update"}},
+			{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
+		} {
+			if !slices.ContainsFunc(operatorRules, func(r any) bool { return reflect.DeepEqual(r, w) }) {
+				t.Errorf("%s: the operator's state-keys Role lacks %v: %v", secret, w, operatorRules)
+			}
 		}
 	}
 }

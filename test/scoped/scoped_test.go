@@ -89,7 +89,9 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 		// as the chart's state-keys Role grants them.
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-state-keys", Namespace: "agentrun-system"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"agentrun-state-keys"}, Verbs: []string{"get"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"agentrun-state-keys-public"}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-state-keys", Namespace: "agentrun-system"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agentrun-state-keys"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "agentrun", Namespace: "agentrun-system"}}},
@@ -141,4 +143,7 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 	// The operator has finished a run in team-a; the one in team-b, created
 	// before it, is not its to drive.
 	g.Consistently(outcome(other), 2*time.Second, 100*time.Millisecond).Should(BeEmpty(), "a run outside the watched namespaces")
+	// With the state-keys Role alone it publishes its public keys there.
+	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: "agentrun-system", Name: "agentrun-state-keys-public"}, &corev1.ConfigMap{})).
+		To(Succeed(), "the operator's public keys, published with the state-keys Role's rights")
 }
