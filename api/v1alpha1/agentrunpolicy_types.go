@@ -135,6 +135,16 @@ type AgentRunPolicySpec struct {
 	// +optional
 	Approval *PlatformApproval `json:"approval,omitempty"`
 
+	// egress opens addresses to the requests the operator sends for the
+	// runs of the selected namespaces (their model calls, HTTP tools and
+	// MCP tools), on top of what the operator opens for every namespace
+	// (--egress-allow-cidrs, --egress-allow-private). It never opens the
+	// cloud metadata addresses nor the Kubernetes API server: only the
+	// operator's own flags do. Where several policies select a namespace,
+	// its runs may reach what any of them opens.
+	// +optional
+	Egress *PlatformEgress `json:"egress,omitempty"`
+
 	// suspend: true is the platform's kill switch, for an incident: every
 	// run of the namespaces the policy selects stops at once, as
 	// spec.cancel stops it, and ends ApprovalDenied with a reason that
@@ -308,6 +318,27 @@ type PlatformLimits struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxToolTimeout must be a positive duration such as 5m"
 	MaxToolTimeout *metav1.Duration `json:"maxToolTimeout,omitempty"`
+}
+
+// PlatformEgress is what the operator's own requests for the runs of a
+// policy's namespaces may reach although the operator refuses the kind of
+// address (loopback, link-local, private, multicast, reserved).
+type PlatformEgress struct {
+	// allowCIDRs are CIDRs (10.96.0.0/12) or single addresses (192.0.2.7)
+	// the requests may reach whatever the address's kind. The cloud
+	// metadata addresses and the API server stay refused even when listed.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self) || isIP(self)",message="egress.allowCIDRs entries must be a CIDR such as 10.96.0.0/12 or an IP address such as 192.0.2.7"
+	AllowCIDRs []string `json:"allowCIDRs,omitempty"`
+
+	// allowPrivate opens the private ranges (10.0.0.0/8, 172.16.0.0/12,
+	// 192.168.0.0/16, 100.64.0.0/10, fc00::/7); the metadata addresses and
+	// the API server in them stay refused.
+	// +optional
+	AllowPrivate bool `json:"allowPrivate,omitempty"`
 }
 
 // SelfApproval says whether a run's author may answer its approvals.

@@ -134,13 +134,13 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 			o.ModelMaxReplyBytes = n
 			return nil
 		})
-	fs.Func("egress-allow-cidrs", "Comma-separated CIDRs or addresses that model calls and HTTP and MCP tools may reach although the egress policy refuses their kind (loopback, link-local, private); the cloud metadata addresses and the API server only by an entry of exactly their address (169.254.169.254/32).",
+	fs.Func("egress-allow-cidrs", "Comma-separated CIDRs or addresses that the model calls and HTTP and MCP tools of every namespace's runs may reach although the egress policy refuses their kind (loopback, link-local, private); the cloud metadata addresses and the API server only by an entry of exactly their address (169.254.169.254/32). An AgentRunPolicy's spec.egress adds to it for the namespaces it selects.",
 		func(s string) error {
 			p, err := egress.ParseCIDRs(s)
 			o.EgressAllow = append(o.EgressAllow, p...)
 			return err
 		})
-	fs.BoolVar(&o.EgressAllowPrivate, "egress-allow-private", false, "Let model calls and HTTP and MCP tools reach private addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7); the cloud metadata addresses stay refused.")
+	fs.BoolVar(&o.EgressAllowPrivate, "egress-allow-private", false, "Let the model calls and HTTP and MCP tools of every namespace's runs reach private addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7); the cloud metadata addresses stay refused.")
 	fs.Func("tool-run-as-user", "The uid tool pods run as (default 65532), or \"assigned\" to leave runAsUser, runAsGroup and fsGroup unset for the platform to assign, as OpenShift's restricted-v2 SecurityContextConstraints require.",
 		func(s string) error {
 			if s == "assigned" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -231,8 +232,8 @@ func (g *gatedKits) gate(name string) chan struct{} {
 
 func (g *gatedKits) open(name string) { close(g.gate(name)) }
 
-func (g *gatedKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
-	k, err := g.kits.Build(ctx, run)
+func (g *gatedKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
+	k, err := g.kits.Build(ctx, run, grant)
 	if err != nil || run.Labels["gate"] == "" {
 		return k, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/notify"
@@ -43,10 +44,11 @@ import (
 // tools.
 type Kit = kit.Kit
 
-// KitBuilder builds a run's Kit from its spec. An error is the user's: the
-// run ends with it as the reason.
+// KitBuilder builds a run's Kit from its spec, with what the platform's
+// policies open to the run's requests (platform.Egress). An error is the
+// user's: the run ends with it as the reason.
 type KitBuilder interface {
-	Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error)
+	Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error)
 }
 
 // Config is what an AgentRunReconciler is built from.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
@@ -135,6 +136,12 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				return ctrl.Result{}, err
 			}
 			run, changes, err := platform.Apply(src, pols)
+			var grant egress.Grant
+			if err == nil {
+				// What the policies open to the run's model calls and
+				// HTTP and MCP tools, on top of the operator's egress.
+				grant, err = platform.Egress(pols)
+			}
 			if err != nil {
 				r.failInvalid(sc, "the run cannot start: "+err.Error())
 				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: err.Error()})
@@ -149,7 +156,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			r.work.start(r.background(), sc.run, kitKey, func(ctx context.Context, w *work) {
 				ctx, cancel := context.WithTimeout(ctx, KitBuildTimeout)
 				defer cancel()
-				w.kit, w.err = r.Kits.Build(ctx, run)
+				w.kit, w.err = r.Kits.Build(ctx, run, grant)
 				if w.kit != nil {
 					w.kit.Approvers = approvers
 					w.kit.Spec = &run.Spec

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/tools/job"
@@ -356,7 +357,7 @@ type jobKits struct {
 	poll    time.Duration
 }
 
-func (k *jobKits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (k *jobKits) Build(_ context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	cfg, err := kit.Config(&run.Spec)
 	if err != nil {
 		return nil, err
@@ -464,13 +465,13 @@ func TestPersist_aDeletedChunkEndsTheRunErrorNamingIt(t *testing.T) {
 // clashKits puts a Secret of its own where the run's first chunk would go.
 type clashKits struct{ kits }
 
-func (k *clashKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (k *clashKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: transcript.ChunkName(run.UID, 0), Namespace: run.Namespace},
 		Data: map[string][]byte{"key": []byte("tenant")}}
 	if err := k8sClient.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	return k.kits.Build(ctx, run)
+	return k.kits.Build(ctx, run, grant)
 }
 
 // Issue 10.6: a run named payments used to replace a tenant's Secret named

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/google/cel-go/cel"
@@ -199,8 +200,8 @@ type holdKits struct {
 	hold string
 }
 
-func (h *holdKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
-	k, err := h.kits.Build(ctx, run)
+func (h *holdKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
+	k, err := h.kits.Build(ctx, run, grant)
 	if err == nil && run.Name == h.hold {
 		k.Model = silentModel{}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/transcript"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -61,11 +62,11 @@ func TestPanic_aReconcileThatPanicsEndsTheRunError(t *testing.T) {
 // defect in a model adapter or an MCP client would, off the workers.
 type panickyKits struct{ kits }
 
-func (p *panickyKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (p *panickyKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	if run.Name == "panicky" {
 		panic("a defect in the kit builder")
 	}
-	return p.kits.Build(ctx, run)
+	return p.kits.Build(ctx, run, grant)
 }
 
 // Issue 33.3: a panic in work off the workers (the kit build, a model
@@ -89,11 +90,11 @@ type failingKits struct {
 	errs map[string]error
 }
 
-func (f *failingKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (f *failingKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	if err := f.errs[run.Name]; err != nil {
 		return nil, err
 	}
-	return f.kits.Build(ctx, run)
+	return f.kits.Build(ctx, run, grant)
 }
 
 // Issue 33.3: whose fault. A run that cannot start because of what it was

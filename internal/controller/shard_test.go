@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
@@ -32,8 +33,8 @@ type shardKits struct {
 
 func newShardKits(tb *tools) *shardKits { return &shardKits{tools: tb, calls: map[string][]int{}} }
 
-func (k *shardKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
-	kit, err := (&kits{tools: k.tools}).Build(ctx, run)
+func (k *shardKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
+	kit, err := (&kits{tools: k.tools}).Build(ctx, run, grant)
 	if err != nil {
 		return nil, err
 	}

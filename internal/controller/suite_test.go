@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/seal"
@@ -137,7 +138,7 @@ type kits struct {
 	model loop.Model // overrides the scripted model when set
 }
 
-func (k *kits) Build(_ context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (k *kits) Build(_ context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	cfg, err := kit.Config(&run.Spec)
 	if err != nil {
 		return nil, err

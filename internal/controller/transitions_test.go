@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -119,9 +120,9 @@ type brokenKits struct {
 	broken string
 }
 
-func (b *brokenKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (b *brokenKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	if run.Name == b.broken {
 		return nil, errors.New("a condition does not compile")
 	}
-	return b.kits.Build(ctx, run)
+	return b.kits.Build(ctx, run, grant)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
 )
@@ -21,7 +22,7 @@ type hostileKits struct {
 	release chan struct{}
 }
 
-func (h *hostileKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+func (h *hostileKits) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	switch run.Labels["hostile"] {
 	case "slow-server":
 		select {
@@ -31,7 +32,7 @@ func (h *hostileKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, 
 			return nil, fmt.Errorf("the test ended")
 		}
 	case "many-calls":
-		k, err := h.kits.Build(ctx, run)
+		k, err := h.kits.Build(ctx, run, grant)
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +47,7 @@ func (h *hostileKits) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, 
 		k.Model = &loop.Scripted{Entries: entries}
 		return k, nil
 	}
-	return h.kits.Build(ctx, run)
+	return h.kits.Build(ctx, run, grant)
 }
 
 // Issue 27, finding 3: a run's kit was built on a reconcile worker, and

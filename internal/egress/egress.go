@@ -27,6 +27,16 @@
 // and the Protected endpoints are opened only by an entry of exactly that
 // address (a /32 or /128), never by a wider range that happens to hold it.
 //
+// Allow and AllowPrivate are the operator's, for every namespace. A Grant
+// adds what the platform opens for the runs of some namespaces (an
+// AgentRunPolicy's spec.egress): it opens addresses as Allow and
+// AllowPrivate do, but never the metadata addresses nor the Protected
+// endpoints, not even by an exact entry. Those two hand out the operator's
+// own identity (the node's or the operator's cloud credentials; the API
+// server, which sees the operator's network address), which is the
+// operator's to lend, not one namespace's. Clients hands out one client per
+// distinct grant.
+//
 // Proxies: Transport keeps http.DefaultTransport's proxy from the
 // environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY). A request sent through a
 // proxy connects to the proxy, so the policy checks the proxy's address (a
@@ -71,6 +81,56 @@ type Policy struct {
 	// Kubernetes API server's (APIServer). Only an Allow entry of exactly
 	// the address opens one.
 	Protected []netip.AddrPort
+	// Grant is what the platform adds for one namespace's runs (With).
+	Grant Grant
+}
+
+// Grant is what the platform opens for the runs of the namespaces an
+// AgentRunPolicy selects (its spec.egress), on top of the operator's
+// Allow and AllowPrivate. It never opens the metadata addresses nor the
+// Protected endpoints (see the package documentation).
+type Grant struct {
+	// Allow are prefixes opened whatever their addresses' kind
+	// (spec.egress.allowCIDRs).
+	Allow []netip.Prefix
+	// AllowPrivate opens the private ranges (spec.egress.allowPrivate).
+	AllowPrivate bool
+}
+
+// Add returns g with h's prefixes and private ranges added, its prefixes
+// masked, sorted and without repeats.
+func (g Grant) Add(h Grant) Grant {
+	out := Grant{AllowPrivate: g.AllowPrivate || h.AllowPrivate}
+	for _, pfx := range slices.Concat(g.Allow, h.Allow) {
+		out.Allow = append(out.Allow, pfx.Masked())
+	}
+	slices.SortFunc(out.Allow, func(a, b netip.Prefix) int { return a.Compare(b) })
+	out.Allow = slices.Compact(out.Allow)
+	return out
+}
+
+// IsZero says whether g opens nothing.
+func (g Grant) IsZero() bool { return len(g.Allow) == 0 && !g.AllowPrivate }
+
+// String is g in a canonical form: equal grants (after Add) print the same.
+func (g Grant) String() string {
+	var b strings.Builder
+	for i, pfx := range g.Allow {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(pfx.String())
+	}
+	if g.AllowPrivate {
+		b.WriteString(";private")
+	}
+	return b.String()
+}
+
+// With returns a copy of p whose grant has g's entries added.
+func (p *Policy) With(g Grant) *Policy {
+	return &Policy{Allow: slices.Clone(p.Allow), AllowPrivate: p.AllowPrivate, Protected: slices.Clone(p.Protected),
+		Grant: p.Grant.Add(g)}
 }
 
 // Loopback are the loopback prefixes, for development setups whose model
@@ -107,9 +167,12 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("egress to %s refused: %s (the operator's egress policy; allow it with %s)", e.Addr, e.Reason, e.Allow)
 }
 
+// How an address's kind is opened: for every namespace by the operator's
+// flags, per namespace by an AgentRunPolicy.
 const (
 	allowCIDRs   = "--egress-allow-cidrs"
-	allowPrivate = "--egress-allow-private or --egress-allow-cidrs"
+	allowKind    = allowCIDRs + ", or per namespace with an AgentRunPolicy's spec.egress.allowCIDRs"
+	allowPrivate = "--egress-allow-private or " + allowCIDRs + ", or per namespace with an AgentRunPolicy's spec.egress.allowPrivate or allowCIDRs"
 )
 
 // Check returns nil when the policy allows a connection to addr, else a
@@ -130,7 +193,8 @@ func (p *Policy) Check(addr netip.AddrPort) error {
 }
 
 // refusal says why a (unmapped) may not be connected to on port, and how
-// to allow it; "" when it may.
+// to allow it; "" when it may. Only the operator's own exact entry opens a
+// metadata address or a Protected endpoint; a grant's never does.
 func (p *Policy) refusal(a netip.Addr, port uint16) (reason, allow string) {
 	listed, exact := false, false
 	for _, pfx := range p.Allow {
@@ -139,6 +203,7 @@ func (p *Policy) refusal(a netip.Addr, port uint16) (reason, allow string) {
 			exact = exact || pfx.IsSingleIP()
 		}
 	}
+	listed = listed || slices.ContainsFunc(p.Grant.Allow, func(pfx netip.Prefix) bool { return pfx.Contains(a) })
 	exactly := fmt.Sprintf("%s=%s/%d", allowCIDRs, a, a.BitLen())
 	if slices.Contains(Metadata, a) && !exact {
 		return "cloud metadata address", exactly
@@ -153,18 +218,18 @@ func (p *Policy) refusal(a netip.Addr, port uint16) (reason, allow string) {
 	}
 	switch {
 	case !a.IsValid():
-		return "not an IP address", allowCIDRs
+		return "not an IP address", allowKind
 	case a.IsLoopback():
-		return "loopback address", allowCIDRs
+		return "loopback address", allowKind
 	case a.IsLinkLocalUnicast():
-		return "link-local address", allowCIDRs
+		return "link-local address", allowKind
 	case a.IsUnspecified() || thisNetwork.Contains(a):
-		return "unspecified address", allowCIDRs
+		return "unspecified address", allowKind
 	case a.IsMulticast():
-		return "multicast address", allowCIDRs
+		return "multicast address", allowKind
 	case reserved4.Contains(a):
-		return "reserved address", allowCIDRs
-	case (a.IsPrivate() || sharedSpace.Contains(a)) && !p.AllowPrivate:
+		return "reserved address", allowKind
+	case (a.IsPrivate() || sharedSpace.Contains(a)) && !p.AllowPrivate && !p.Grant.AllowPrivate:
 		return "private address", allowPrivate
 	}
 	return "", ""
@@ -184,8 +249,7 @@ func (p *Policy) Control(network, address string, _ syscall.RawConn) error {
 // Dialer returns a dialer with http.DefaultTransport's timeouts that
 // checks every connection against a copy of p.
 func (p *Policy) Dialer() *net.Dialer {
-	q := &Policy{Allow: slices.Clone(p.Allow), AllowPrivate: p.AllowPrivate, Protected: slices.Clone(p.Protected)}
-	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: q.Control}
+	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: p.With(Grant{}).Control}
 }
 
 // Transport returns a transport with http.DefaultTransport's settings
@@ -225,9 +289,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-// ParseCIDRs reads a comma-separated list of CIDRs or single addresses
-// (a /32 or /128), as --egress-allow-cidrs takes it. An IPv4-mapped IPv6
-// prefix (::ffff:10.0.0.0/104) becomes its IPv4 form.
+// ParseCIDRs reads a comma-separated list of CIDRs or single addresses,
+// as --egress-allow-cidrs takes it (see ParseCIDR).
 func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for f := range strings.SplitSeq(s, ",") {
@@ -235,25 +298,35 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 		if f == "" {
 			continue
 		}
-		var pfx netip.Prefix
-		var err error
-		if strings.Contains(f, "/") {
-			pfx, err = netip.ParsePrefix(f)
-		} else {
-			var a netip.Addr
-			if a, err = netip.ParseAddr(f); err == nil {
-				pfx = netip.PrefixFrom(a, a.BitLen())
-			}
-		}
+		pfx, err := ParseCIDR(f)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR or an IP address", f)
+			return nil, err
 		}
-		if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
-			pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96)
-		}
-		out = append(out, pfx.Masked())
+		out = append(out, pfx)
 	}
 	return out, nil
+}
+
+// ParseCIDR reads one CIDR, or a single address (a /32 or /128), masked.
+// An IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) becomes its IPv4 form.
+func ParseCIDR(s string) (netip.Prefix, error) {
+	var pfx netip.Prefix
+	var err error
+	if strings.Contains(s, "/") {
+		pfx, err = netip.ParsePrefix(s)
+	} else {
+		var a netip.Addr
+		if a, err = netip.ParseAddr(s); err == nil {
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", s)
+	}
+	if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
+		pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96)
+	}
+	return pfx.Masked(), nil
 }
 
 // APIServer returns the addresses and ports the Kubernetes API server is

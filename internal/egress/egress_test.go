@@ -80,6 +80,24 @@ func TestCheck(t *testing.T) {
 		{addr: "203.0.113.10:6443", policy: Policy{Protected: apiServer}, reason: "the Kubernetes API server"},
 		{addr: "[::ffff:203.0.113.10]:6443", policy: Policy{Protected: apiServer}, reason: "the Kubernetes API server"},
 		{addr: "203.0.113.10:443", policy: Policy{Protected: apiServer}},
+		// A grant (an AgentRunPolicy's spec.egress) opens what it holds and
+		// the private ranges, as the operator's flags do, but never the
+		// metadata addresses nor the API server, even listed exactly.
+		{addr: "127.0.0.1:80", policy: Policy{Grant: Grant{Allow: Loopback}}},
+		{addr: "10.1.2.3:80", policy: Policy{Grant: Grant{Allow: prefixes("10.1.0.0/16")}}},
+		{addr: "10.2.0.1:80", policy: Policy{Grant: Grant{Allow: prefixes("10.1.0.0/16")}}, reason: "private address"},
+		{addr: "10.2.0.1:80", policy: Policy{Grant: Grant{AllowPrivate: true}}},
+		{addr: "127.0.0.1:80", policy: Policy{Grant: Grant{AllowPrivate: true}}, reason: "loopback address"},
+		{addr: "169.254.169.254:80", policy: Policy{Grant: Grant{Allow: prefixes("169.254.169.254/32")}}, reason: "cloud metadata address"},
+		{addr: "169.254.169.254:80", policy: Policy{Grant: Grant{Allow: prefixes("0.0.0.0/0")}}, reason: "cloud metadata address"},
+		{addr: "[fd00:ec2::254]:80", policy: Policy{Grant: Grant{Allow: prefixes("fd00:ec2::254"), AllowPrivate: true}}, reason: "cloud metadata address"},
+		{addr: "100.100.100.200:80", policy: Policy{Grant: Grant{Allow: prefixes("100.100.100.200")}}, reason: "cloud metadata address"},
+		{addr: "10.96.0.1:443", policy: Policy{Protected: apiServer, Grant: Grant{Allow: prefixes("10.96.0.1")}}, reason: "the Kubernetes API server"},
+		{addr: "10.96.0.1:443", policy: Policy{Protected: apiServer, Grant: Grant{AllowPrivate: true}}, reason: "the Kubernetes API server"},
+		{addr: "10.96.0.1:80", policy: Policy{Protected: apiServer, Grant: Grant{Allow: prefixes("10.96.0.0/12")}}},
+		// The operator's exact entry still opens them under a grant.
+		{addr: "169.254.169.254:80", policy: Policy{Allow: prefixes("169.254.169.254"), Grant: Grant{Allow: prefixes("10.0.0.0/8")}}},
+		{addr: "10.96.0.1:443", policy: Policy{Protected: apiServer, Allow: prefixes("10.96.0.1"), Grant: Grant{AllowPrivate: true}}},
 	}
 	for _, c := range cases {
 		err := c.policy.Check(netip.MustParseAddrPort(c.addr))
@@ -98,8 +116,10 @@ func TestCheck(t *testing.T) {
 func TestRefusedError_saysWhatAndHowToAllowIt(t *testing.T) {
 	var p Policy
 	for addr, want := range map[string]string{
-		"169.254.1.1:80": "egress to 169.254.1.1:80 refused: link-local address (the operator's egress policy; allow it with --egress-allow-cidrs)",
-		"10.0.0.1:8080":  "egress to 10.0.0.1:8080 refused: private address (the operator's egress policy; allow it with --egress-allow-private or --egress-allow-cidrs)",
+		"169.254.1.1:80": "egress to 169.254.1.1:80 refused: link-local address (the operator's egress policy; allow it with --egress-allow-cidrs, " +
+			"or per namespace with an AgentRunPolicy's spec.egress.allowCIDRs)",
+		"10.0.0.1:8080": "egress to 10.0.0.1:8080 refused: private address (the operator's egress policy; allow it with --egress-allow-private " +
+			"or --egress-allow-cidrs, or per namespace with an AgentRunPolicy's spec.egress.allowPrivate or allowCIDRs)",
 		"169.254.169.254:80": "egress to 169.254.169.254:80 refused: cloud metadata address " +
 			"(the operator's egress policy; allow it with --egress-allow-cidrs=169.254.169.254/32)",
 		"[fd00:ec2::254]:80": "egress to [fd00:ec2::254]:80 refused: cloud metadata address " +
@@ -174,6 +194,81 @@ func TestTransport_refusesAtDialTime(t *testing.T) {
 			t.Errorf("GET %s: %q", u, body)
 		}
 	}
+}
+
+func TestGrant_Add(t *testing.T) {
+	cases := []struct {
+		g, h Grant
+		want string
+	}{
+		{want: ""},
+		{g: Grant{Allow: prefixes("10.1.2.3/16")}, want: "10.1.0.0/16"},
+		{g: Grant{Allow: prefixes("192.0.2.7", "10.0.0.0/8")}, h: Grant{Allow: prefixes("10.0.0.0/8", "::1")},
+			want: "10.0.0.0/8,192.0.2.7/32,::1/128"},
+		{g: Grant{AllowPrivate: true}, want: ";private"},
+		{g: Grant{Allow: prefixes("10.0.0.0/8")}, h: Grant{AllowPrivate: true}, want: "10.0.0.0/8;private"},
+	}
+	for _, c := range cases {
+		got := c.g.Add(c.h)
+		if got.String() != c.want {
+			t.Errorf("%v + %v = %q, want %q", c.g, c.h, got, c.want)
+		}
+		if swapped := c.h.Add(c.g); swapped.String() != got.String() {
+			t.Errorf("%v + %v = %q, but %q the other way round", c.g, c.h, got, swapped)
+		}
+		if got.IsZero() != (c.want == "") {
+			t.Errorf("%q: IsZero is %v", c.want, got.IsZero())
+		}
+	}
+}
+
+// A policy with a grant added allows the operator's entries and the
+// grant's; the policy it was made from is unchanged.
+func TestPolicy_With(t *testing.T) {
+	p := &Policy{Allow: prefixes("192.168.0.0/16")}
+	q := p.With(Grant{Allow: Loopback}).With(Grant{AllowPrivate: true})
+	for _, addr := range []string{"192.168.1.1:80", "127.0.0.1:80", "10.0.0.1:80"} {
+		if err := q.Check(netip.MustParseAddrPort(addr)); err != nil {
+			t.Errorf("%s with the grants: %v", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:80", "10.0.0.1:80"} {
+		if err := p.Check(netip.MustParseAddrPort(addr)); err == nil {
+			t.Errorf("%s: the grant changed the policy it was added to", addr)
+		}
+	}
+}
+
+// Runs with the same grant share one client (one connection pool); a grant
+// that opens nothing gets the operator's own; each client dials through
+// its own grant.
+func TestClients_oneClientPerGrant(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer srv.Close()
+	cs := NewClients(&Policy{})
+	base := cs.For(Grant{})
+	if cs.For(Grant{Allow: []netip.Prefix{}}) != base {
+		t.Error("an empty grant has a client of its own")
+	}
+	loop := cs.For(Grant{Allow: prefixes("::1", "127.0.0.0/8")})
+	if loop == base {
+		t.Fatal("a grant that opens loopback got the operator's client")
+	}
+	if again := cs.For(Grant{Allow: prefixes("127.0.0.1/8", "::1", "::1")}); again != loop {
+		t.Error("an equal grant, written otherwise, got another client")
+	}
+	if other := cs.For(Grant{Allow: Loopback, AllowPrivate: true}); other == loop {
+		t.Error("a wider grant shares the narrower one's client")
+	}
+	var refused *RefusedError
+	if _, err := base.Get(srv.URL); !errors.As(err, &refused) {
+		t.Errorf("the operator's client reached loopback: %v", err)
+	}
+	res, err := loop.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("the client of the loopback grant: %v", err)
+	}
+	_ = res.Body.Close()
 }
 
 // The policy the dialer checks is a copy: changing the Policy afterwards

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/model/anthropic"
@@ -100,21 +101,28 @@ type Builder struct {
 	AnyCloudIdentity bool
 	// Egress, when set, carries every request a run sends from this
 	// process: model calls (unless HTTPClient is set) and, through its
-	// Transport, HTTP and MCP tools' requests (each with its own redirect
-	// policy). The operator sets it to a client over its egress policy
-	// (internal/egress); nil leaves each package its default transport.
-	Egress *http.Client
+	// clients' Transport, HTTP and MCP tools' requests (each with its own
+	// redirect policy), with the run's grant added (Build). The operator
+	// sets it to the clients of its egress policy (internal/egress); nil
+	// leaves each package its default transport.
+	Egress *egress.Clients
 	// Clock is time.Now unless set.
 	Clock func() time.Time
 }
 
 // Build makes a run's kit. Builtin tools' schemas are filled in, MCP
 // tools are inspected (their server's hints may only tighten what the
-// manifest declares), and the engine is compiled.
-func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, error) {
+// manifest declares), and the engine is compiled. grant is what the
+// platform's policies open to the run's requests beyond Egress's policy
+// (platform.Egress; ignored without Egress).
+func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
 	cfg, err := Config(&run.Spec)
 	if err != nil {
 		return nil, err
+	}
+	var egressed *http.Client
+	if b.Egress != nil {
+		egressed = b.Egress.For(grant)
 	}
 	// The UID is unique to this run and survives operator restarts, so the
 	// idempotency keys built from it are too (agentrun local gives each
@@ -132,7 +140,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		switch {
 		case t.HTTP != nil:
 			var opts []httptool.Option
-			rt, err := b.toolRoundTripper(ctx, run, fmt.Sprintf("tools[%d] (%s) http.caBundleRef", i, t.Name), t.HTTP.CABundleRef)
+			rt, err := b.toolRoundTripper(ctx, run, egressed, fmt.Sprintf("tools[%d] (%s) http.caBundleRef", i, t.Name), t.HTTP.CABundleRef)
 			if err != nil {
 				return nil, err
 			}
@@ -147,7 +155,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 			executors[t.Name] = ex
 		case t.MCP != nil:
 			opts := []mcptool.Option{}
-			rt, err := b.toolRoundTripper(ctx, run, fmt.Sprintf("tools[%d] (%s) mcp.caBundleRef", i, t.Name), t.MCP.CABundleRef)
+			rt, err := b.toolRoundTripper(ctx, run, egressed, fmt.Sprintf("tools[%d] (%s) mcp.caBundleRef", i, t.Name), t.MCP.CABundleRef)
 			if err != nil {
 				return nil, err
 			}
@@ -256,7 +264,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun) (*Kit, erro
 		}
 	}
 
-	m, err := b.model(ctx, run)
+	m, err := b.model(ctx, run, egressed)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +336,9 @@ func (b *Builder) localDir() string {
 	return d
 }
 
-func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model, error) {
+// model is the run's model adapter; egressed is the run's egress client
+// (nil without Egress).
+func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client) (loop.Model, error) {
 	spec := &run.Spec.Model
 	if spec.Provider == v1alpha1.ProviderScripted {
 		return &loop.Scripted{Entries: Script(spec.Script)}, nil
@@ -336,7 +346,7 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun) (loop.Model
 	// One attempt per call: the engine retries transient failures itself
 	// (model.retry), with a backoff it reserves and checkpoints.
 	// The call's deadline is the engine's (loop.Engine.CallModel).
-	client, err := b.modelClient(ctx, run)
+	client, err := b.modelClient(ctx, run, egressed)
 	if err != nil {
 		return nil, err
 	}
@@ -436,16 +446,16 @@ func (b *Builder) apiKey(run *v1alpha1.AgentRun, ref *v1alpha1.SecretKeySelector
 	}
 }
 
-// toolTransport is the transport of HTTP and MCP tools: Egress's, or nil
-// for their packages' defaults.
-func (b *Builder) toolTransport() http.RoundTripper {
-	if b.Egress == nil {
+// toolTransport is the transport of HTTP and MCP tools: the run's egress
+// client's, or nil for their packages' defaults.
+func toolTransport(egressed *http.Client) http.RoundTripper {
+	if egressed == nil {
 		return nil
 	}
-	if b.Egress.Transport == nil {
+	if egressed.Transport == nil {
 		return http.DefaultTransport
 	}
-	return b.Egress.Transport
+	return egressed.Transport
 }
 
 // serviceAccount is the account a run acts as.

@@ -151,12 +151,12 @@ func withRootCAs(rt http.RoundTripper, roots *x509.CertPool) (http.RoundTripper,
 }
 
 // modelClient is the client of the run's model calls: HTTPClient, else
-// Egress, else the model package's default; with the run's CA bundle when
-// it names one.
-func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun) (*http.Client, error) {
+// the run's egress client (egressed), else the model package's default;
+// with the run's CA bundle when it names one.
+func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client) (*http.Client, error) {
 	client := b.HTTPClient
 	if client == nil {
-		client = b.Egress
+		client = egressed
 	}
 	ref := run.Spec.Model.CABundleRef
 	if ref == nil {
@@ -168,14 +168,14 @@ func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun) (*htt
 	return b.caBundle(ctx, run, "model.caBundleRef", ref, client)
 }
 
-// toolRoundTripper is the transport of one HTTP or MCP tool: Egress's (or
-// nil, the tool package's default), with the tool's CA bundle when it
-// names one.
-func (b *Builder) toolRoundTripper(ctx context.Context, run *v1alpha1.AgentRun, field string, ref *v1alpha1.CABundleRef) (http.RoundTripper, error) {
+// toolRoundTripper is the transport of one HTTP or MCP tool: the run's
+// egress client's (or nil, the tool package's default), with the tool's CA
+// bundle when it names one.
+func (b *Builder) toolRoundTripper(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client, field string, ref *v1alpha1.CABundleRef) (http.RoundTripper, error) {
 	if ref == nil {
-		return b.toolTransport(), nil
+		return toolTransport(egressed), nil
 	}
-	base := b.Egress
+	base := egressed
 	if base == nil {
 		base = toolClient
 	}

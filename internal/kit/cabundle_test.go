@@ -163,7 +163,7 @@ func TestBuild_caBundleTrustsAPrivateCA(t *testing.T) {
 			// The Secret's bundle holds another CA first: every
 			// certificate of a bundle is trusted.
 			b := caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{"company-ca": {"ca.crt": other.pem + ca.pem}})
-			k, err := b.Build(ctx, parse(t, caManifest(srv.URL, tc.ref)))
+			k, err := b.Build(ctx, parse(t, caManifest(srv.URL, tc.ref)), egress.Grant{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,13 +184,13 @@ func TestBuild_caBundleTrustsAPrivateCA(t *testing.T) {
 		b := caBuilder(objects{}, objects{})
 		// The MCP server is inspected when the run is built: its tool is
 		// not available.
-		_, err := b.Build(ctx, parse(t, caManifest(srv.URL, "")))
+		_, err := b.Build(ctx, parse(t, caManifest(srv.URL, "")), egress.Grant{})
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), untrusted) || !strings.Contains(err.Error(), host) {
 			t.Errorf("MCP tool: %v\nwant ErrUnavailable saying %s and naming %s", err, untrusted, host)
 		}
 		run := parse(t, caManifest(srv.URL, ""))
 		run.Spec.Tools = run.Spec.Tools[:1]
-		k, err := b.Build(ctx, run)
+		k, err := b.Build(ctx, run, egress.Grant{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +208,8 @@ func TestBuild_caBundleTrustsAPrivateCA(t *testing.T) {
 }
 
 // The bundle is added to the operator's transport, not swapped for a
-// bare one: the egress policy still decides where the requests may go.
+// bare one: the egress policy, with the run's grant, still decides where
+// the requests may go.
 func TestBuild_caBundleKeepsTheEgressPolicy(t *testing.T) {
 	ca := newPrivateCA(t)
 	srv := ca.serve(t)
@@ -216,21 +217,27 @@ func TestBuild_caBundleKeepsTheEgressPolicy(t *testing.T) {
 	defer cancel()
 	req := &loop.Request{Messages: []loop.Message{{Role: loop.RoleUser, Content: "hi"}}, MaxOutputTokens: 10}
 	ref := "{configMapKeyRef: {name: company-ca, key: ca.crt}}"
-	build := func(p *egress.Policy) (*Kit, error) {
+	build := func(p *egress.Policy, g egress.Grant) (*Kit, error) {
 		b := caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{})
-		b.Egress = &http.Client{Transport: p.Transport()}
-		return b.Build(ctx, parse(t, caManifest(srv.URL, ref)))
+		b.Egress = egress.NewClients(p)
+		return b.Build(ctx, parse(t, caManifest(srv.URL, ref)), g)
 	}
-	_, err := build(&egress.Policy{})
+	_, err := build(&egress.Policy{}, egress.Grant{AllowPrivate: true})
 	if want := "refused: loopback address"; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 		t.Errorf("MCP tool under a policy that refuses loopback: %v\nwant ErrUnavailable saying %s", err, want)
 	}
-	k, err := build(&egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if reply, err := k.Model.Complete(ctx, req); err != nil || reply.Content != "hello" {
-		t.Errorf("model call with loopback allowed: %+v, %v", reply, err)
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	for name, allowed := range map[string]func() (*Kit, error){
+		"the operator's policy": func() (*Kit, error) { return build(&egress.Policy{Allow: loopback}, egress.Grant{}) },
+		"the run's grant":       func() (*Kit, error) { return build(&egress.Policy{}, egress.Grant{Allow: loopback}) },
+	} {
+		k, err := allowed()
+		if err != nil {
+			t.Fatalf("loopback allowed by %s: %v", name, err)
+		}
+		if reply, err := k.Model.Complete(ctx, req); err != nil || reply.Content != "hello" {
+			t.Errorf("model call with loopback allowed by %s: %+v, %v", name, reply, err)
+		}
 	}
 }
 
@@ -261,7 +268,7 @@ func TestBuild_caBundleThatCannotBeUsed(t *testing.T) {
 			run := parse(t, caManifest("https://127.0.0.1:1", ""))
 			run.Spec.Tools = nil
 			run.Spec.Model.CABundleRef = parse(t, caManifest("https://127.0.0.1:1", tc.ref)).Spec.Model.CABundleRef
-			_, err := caBuilder(tc.cms, objects{}).Build(context.Background(), run)
+			_, err := caBuilder(tc.cms, objects{}).Build(context.Background(), run, egress.Grant{})
 			if err == nil || errors.Is(err, ErrUnavailable) {
 				t.Fatalf("err = %v; want a configuration error", err)
 			}
@@ -276,12 +283,12 @@ func TestBuild_caBundleThatCannotBeUsed(t *testing.T) {
 	// An HTTP tool's and an MCP tool's bundles are named by their tool.
 	run := parse(t, caManifest("https://127.0.0.1:1", "{configMapKeyRef: {name: company-ca, key: ca.crt}}"))
 	run.Spec.Model.CABundleRef = nil
-	_, err := caBuilder(objects{"company-ca": {"ca.crt": ""}}, objects{}).Build(context.Background(), run)
+	_, err := caBuilder(objects{"company-ca": {"ca.crt": ""}}, objects{}).Build(context.Background(), run, egress.Grant{})
 	if want := "tools[0] (web) http.caBundleRef: the CA bundle in ConfigMap company-ca key ca.crt holds no PEM certificate"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("HTTP tool: %v\nwant %s", err, want)
 	}
 	run.Spec.Tools = run.Spec.Tools[1:]
-	_, err = caBuilder(objects{"company-ca": {"ca.crt": ""}}, objects{}).Build(context.Background(), run)
+	_, err = caBuilder(objects{"company-ca": {"ca.crt": ""}}, objects{}).Build(context.Background(), run, egress.Grant{})
 	if want := "tools[0] (lookup) mcp.caBundleRef: the CA bundle in ConfigMap company-ca key ca.crt"; err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 		t.Errorf("MCP tool: %v\nwant a configuration error saying %s", err, want)
 	}
@@ -293,11 +300,11 @@ func TestBuild_caBundleClientsAreShared(t *testing.T) {
 	ca := newPrivateCA(t)
 	b := caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{})
 	run := parse(t, caManifest("https://127.0.0.1:1", "{configMapKeyRef: {name: company-ca, key: ca.crt}}"))
-	c1, err := b.modelClient(context.Background(), run)
+	c1, err := b.modelClient(context.Background(), run, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := b.modelClient(context.Background(), run)
+	c2, err := b.modelClient(context.Background(), run, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +313,7 @@ func TestBuild_caBundleClientsAreShared(t *testing.T) {
 	}
 	other := newPrivateCA(t)
 	b = caBuilder(objects{"company-ca": {"ca.crt": other.pem}}, objects{})
-	if c3, err := b.modelClient(context.Background(), run); err != nil || c3 == c1 {
+	if c3, err := b.modelClient(context.Background(), run, nil); err != nil || c3 == c1 {
 		t.Errorf("another bundle got %p, %v; want a client of its own", c3, err)
 	}
 }

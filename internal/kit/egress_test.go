@@ -21,7 +21,9 @@ import (
 // With the operator's egress policy (Builder.Egress, as operator.Run sets
 // it), a run's model calls, HTTP tools and MCP tools cannot reach a server
 // on loopback: each fails with the policy's refusal, and nothing reaches
-// the server. With 127.0.0.0/8 allowed they do.
+// the server. With 127.0.0.0/8 allowed they do, whether the operator
+// allows it for every run or the run's grant (its namespace's
+// AgentRunPolicies) for this one.
 func TestBuild_egressPolicyCoversModelsHTTPAndMCPTools(t *testing.T) {
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +59,7 @@ spec:
 	httpTool := "  - name: web\n    http: {url: '" + srv.URL + "/lookup'}\n"
 	mcpTool := "  - name: lookup\n    mcp: {url: '" + msrv.URL + "', tool: lookup}\n"
 	builder := func(p *egress.Policy) *Builder {
-		return &Builder{Egress: &http.Client{Transport: p.Transport()},
+		return &Builder{Egress: egress.NewClients(p),
 			Secrets: func(context.Context, string, string, string) (string, error) { return "sk-test", nil }}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -68,11 +70,12 @@ spec:
 	// Refused: the model call and the HTTP tool call fail, the MCP tool
 	// fails the build (its server is inspected first).
 	refused := builder(&egress.Policy{})
-	k, err := refused.Build(ctx, parse(t, manifest(httpTool)))
+	k, err := refused.Build(ctx, parse(t, manifest(httpTool)), egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "egress to " + host + " refused: loopback address (the operator's egress policy; allow it with --egress-allow-cidrs)"
+	want := "egress to " + host + " refused: loopback address (the operator's egress policy; allow it with --egress-allow-cidrs, " +
+		"or per namespace with an AgentRunPolicy's spec.egress.allowCIDRs)"
 	if _, err := k.Model.Complete(ctx, req); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("model call: %v\nwant it to say %s", err, want)
 	} else if te, ok := err.(loop.TransientError); !ok || te.Transient() {
@@ -81,7 +84,7 @@ spec:
 	if res := k.Tools.Execute(ctx, call); res.Failure == nil || res.Failure.Kind != loop.FailUnavailable || !strings.Contains(res.Failure.Detail, want) {
 		t.Errorf("HTTP tool call: %+v\nwant Unavailable saying %s", res.Failure, want)
 	}
-	_, err = refused.Build(ctx, parse(t, manifest(mcpTool)))
+	_, err = refused.Build(ctx, parse(t, manifest(mcpTool)), egress.Grant{})
 	if mwant := "egress to " + mhost + " refused: loopback address"; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), mwant) {
 		t.Errorf("MCP tool: %v\nwant ErrUnavailable saying %s", err, mwant)
 	}
@@ -89,20 +92,30 @@ spec:
 		t.Fatalf("%d requests reached the servers", n)
 	}
 
-	// Allowed.
-	allowed := builder(&egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	k, err = allowed.Build(ctx, parse(t, manifest(httpTool+mcpTool)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if reply, err := k.Model.Complete(ctx, req); err != nil || reply.Content != "hello" {
-		t.Errorf("model call with loopback allowed: %+v, %v", reply, err)
-	}
-	if res := k.Tools.Execute(ctx, call); res.Failure != nil || string(res.Output) != `{"ok":true}` {
-		t.Errorf("HTTP tool call with loopback allowed: %q, %+v", res.Output, res.Failure)
-	}
-	call.Tool, call.CallID = "lookup", "c2"
-	if res := k.Tools.Execute(ctx, call); res.Failure != nil || string(res.Output) != "ok" {
-		t.Errorf("MCP tool call with loopback allowed: %q, %+v", res.Output, res.Failure)
+	// Allowed, by the operator for every run or by the run's grant.
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	for name, allowed := range map[string]func(run string) (*Kit, error){
+		"the operator's policy": func(run string) (*Kit, error) {
+			return builder(&egress.Policy{Allow: loopback}).Build(ctx, parse(t, run), egress.Grant{})
+		},
+		"the run's grant": func(run string) (*Kit, error) {
+			return builder(&egress.Policy{}).Build(ctx, parse(t, run), egress.Grant{Allow: loopback})
+		},
+	} {
+		k, err = allowed(manifest(httpTool + mcpTool))
+		if err != nil {
+			t.Fatalf("loopback allowed by %s: %v", name, err)
+		}
+		if reply, err := k.Model.Complete(ctx, req); err != nil || reply.Content != "hello" {
+			t.Errorf("model call with loopback allowed by %s: %+v, %v", name, reply, err)
+		}
+		call.Tool, call.CallID = "web", "c1"
+		if res := k.Tools.Execute(ctx, call); res.Failure != nil || string(res.Output) != `{"ok":true}` {
+			t.Errorf("HTTP tool call with loopback allowed by %s: %q, %+v", name, res.Output, res.Failure)
+		}
+		call.Tool, call.CallID = "lookup", "c2"
+		if res := k.Tools.Execute(ctx, call); res.Failure != nil || string(res.Output) != "ok" {
+			t.Errorf("MCP tool call with loopback allowed by %s: %q, %+v", name, res.Output, res.Failure)
+		}
 	}
 }

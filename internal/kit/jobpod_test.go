@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/tools/job"
 )
@@ -80,7 +81,7 @@ func TestBuild_jobEnvSecretsAreCheckedAsTheRunsAccount(t *testing.T) {
 			return fmt.Errorf("%w: no", ErrSecretForbidden)
 		},
 	}
-	_, err := b.Build(context.Background(), run)
+	_, err := b.Build(context.Background(), run, egress.Grant{})
 	if !errors.Is(err, ErrSecretForbidden) || !strings.Contains(err.Error(), "tools[0] (lookup) env TOKEN") {
 		t.Errorf("Build = %v, want a refusal naming the env var", err)
 	}
@@ -101,7 +102,7 @@ func TestBuild_localJobToolsReadTheirSecrets(t *testing.T) {
 			return "s3cr3t", nil
 		}
 	}}
-	k, err := b.Build(context.Background(), run)
+	k, err := b.Build(context.Background(), run, egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +35,7 @@ func parse(t *testing.T, manifest string) *v1alpha1.AgentRun {
 // agentrun local does, and runs it to its end.
 func runLocally(t *testing.T, run *v1alpha1.AgentRun) *loop.State {
 	t.Helper()
-	k, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
+	k, err := (&Builder{LocalJobs: true}).Build(context.Background(), run, egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ spec:
   budget: {maxTurns: 3}
   tools: [{name: get, builtin: kubernetes.get}]
 `)
-	_, err := (&Builder{LocalJobs: true}).Build(context.Background(), run)
+	_, err := (&Builder{LocalJobs: true}).Build(context.Background(), run, egress.Grant{})
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "need a cluster") {
 		t.Fatalf("err = %v", err)
 	}
@@ -193,7 +194,7 @@ spec:
 		}
 		return "", errors.New("no such secret")
 	}
-	k, err := (&Builder{Secrets: secrets}).Build(context.Background(), run)
+	k, err := (&Builder{Secrets: secrets}).Build(context.Background(), run, egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ spec:
 
 	// A declared tool the server does not offer fails the build as unavailable.
 	run.Spec.Tools[0].MCP.Tool = "close_account"
-	if _, err := (&Builder{Secrets: secrets}).Build(context.Background(), run); !errors.Is(err, ErrUnavailable) {
+	if _, err := (&Builder{Secrets: secrets}).Build(context.Background(), run, egress.Grant{}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -247,7 +248,7 @@ spec:
     mutates: false
     mcp: {url: %s, tool: %s, requireReadOnlyHint: %v}
 `, srv.URL, tc.tool, tc.require))
-			k, err := (&Builder{}).Build(context.Background(), run)
+			k, err := (&Builder{}).Build(context.Background(), run, egress.Grant{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +289,7 @@ func TestBuild_openAIReadsItsKeyAtCallTimeAndTheEngineRetries(t *testing.T) {
 			return "sk-test", nil
 		},
 	}
-	k, err := b.Build(context.Background(), run)
+	k, err := b.Build(context.Background(), run, egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestBuild_aReplyPastTheLimitEndsTheRun(t *testing.T) {
 		Secrets:       func(context.Context, string, string, string) (string, error) { return "sk-test", nil },
 		MaxReplyBytes: 1 << 10,
 	}
-	k, err := b.Build(context.Background(), run)
+	k, err := b.Build(context.Background(), run, egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestBuild_anthropicPricesCacheWritesAboveInput(t *testing.T) {
 		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderAnthropic, Name: "claude", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "a", Key: "k"},
 			Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "15"}},
 	}}
-	k, err := (&Builder{}).Build(context.Background(), run)
+	k, err := (&Builder{}).Build(context.Background(), run, egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +409,7 @@ spec:
 	}
 	secrets := func(context.Context, string, string, string) (string, error) { return token, nil }
 
-	_, err := (&Builder{Secrets: secrets}).Build(context.Background(), manifest("/moved"))
+	_, err := (&Builder{Secrets: secrets}).Build(context.Background(), manifest("/moved"), egress.Grant{})
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "another origin") {
 		t.Errorf("a cross-origin redirect: err = %v, want the tool unavailable, naming the redirect", err)
 	}
@@ -416,7 +417,7 @@ spec:
 		t.Errorf("the header reached the other server %d times", n)
 	}
 
-	k, err := (&Builder{Secrets: secrets}).Build(context.Background(), manifest("/mcp"))
+	k, err := (&Builder{Secrets: secrets}).Build(context.Background(), manifest("/mcp"), egress.Grant{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -74,7 +75,7 @@ func TestBuild_providersAndReasoning(t *testing.T) {
 	b := &Builder{Secrets: objects{"k": {"k": "sk-test"}}.read("Secret")}
 	call := func(t *testing.T, model string) {
 		t.Helper()
-		k, err := b.Build(ctx, parse(t, providerRun(model)))
+		k, err := b.Build(ctx, parse(t, providerRun(model)), egress.Grant{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestBuild_providersAndReasoning(t *testing.T) {
 					lender.CloudIdentity = append(lender.CloudIdentity, p)
 				}
 			}
-			if _, err := lender.Build(ctx, parse(t, providerRun(model))); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := lender.Build(ctx, parse(t, providerRun(model)), egress.Grant{}); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: err = %v, want %q", model, err, want)
 			}
 		}
@@ -140,7 +141,7 @@ func TestBuild_providersAndReasoning(t *testing.T) {
 	t.Run("vertex without Google credentials fails before sending", func(t *testing.T) {
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
 		b := &Builder{CloudIdentity: []v1alpha1.ModelProvider{v1alpha1.ProviderVertex}}
-		k, err := b.Build(ctx, parse(t, providerRun(`{provider: vertex, name: 'claude-sonnet-4-5@20250929', vertex: {projectID: northwind-agents, region: us-east5}}`)))
+		k, err := b.Build(ctx, parse(t, providerRun(`{provider: vertex, name: 'claude-sonnet-4-5@20250929', vertex: {projectID: northwind-agents, region: us-east5}}`)), egress.Grant{})
 		if err != nil {
 			t.Fatal(err)
 		}

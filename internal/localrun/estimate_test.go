@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model/modeltest"
@@ -58,7 +59,7 @@ func buildSample(tb testing.TB, path string, edit func(*v1alpha1.AgentRun)) (*ki
 	run := m.Run
 	run.Namespace, run.UID = "default", types.UID("local-sample")
 	edit(run)
-	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), LocalDir: filepath.Dir(path)}).Build(context.Background(), run)
+	k, err := (&kit.Builder{LocalJobs: true, Secrets: m.SecretReader(), LocalDir: filepath.Dir(path)}).Build(context.Background(), run, egress.Grant{})
 	if errors.Is(err, kit.ErrUnavailable) {
 		return nil, false
 	}

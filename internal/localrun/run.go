@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -83,7 +84,7 @@ func Run(ctx context.Context, path string, o Options) int {
 	run.Namespace = "default"
 	run.UID = types.UID("local-" + randomHex(6))
 
-	k, err := (&kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}).Build(ctx, run)
+	k, err := (&kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}).Build(ctx, run, egress.Grant{})
 	if errors.Is(err, kit.ErrUnavailable) {
 		fmt.Fprintf(o.Stderr, "agentrun local: AgentRun %q cannot run here: %v\n", run.Name, err)
 		if o.JSON {

@@ -69,16 +69,18 @@ func (o *attemptLog) middleware(req *http.Request, next func(*http.Request) (*ht
 		if err == nil {
 			err = errors.New("no response")
 		}
-		cause := contextErr(err)
+		cause, msg := contextErr(err), cut(redact(err.Error(), o.secret))
 		var refused *egress.RefusedError
 		var untrusted *tls.CertificateVerificationError
 		switch {
 		case errors.As(err, &refused):
-			cause = ErrEgressRefused
+			// The operator's own words, which end in how to open the
+			// address: kept whole, without the request around them.
+			cause, msg = ErrEgressRefused, refused.Error()
 		case errors.As(err, &untrusted):
 			cause = ErrUntrustedCertificate
 		}
-		o.err = scrubbed{msg: cut(redact(err.Error(), o.secret)), cause: cause}
+		o.err = scrubbed{msg: msg, cause: cause}
 		return res, err
 	}
 	o.status = res.StatusCode

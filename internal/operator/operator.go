@@ -103,14 +103,16 @@ type Options struct {
 	// DefaultKeysSecret in the operator's namespace (KeysSecret).
 	KeysSecret string
 	// EgressAllow are the destinations the operator's own requests for
-	// runs (model calls, HTTP and MCP tools) may reach although the egress
-	// policy refuses their kind (--egress-allow-cidrs; see
-	// internal/egress): loopback, link-local, private ranges. The cloud
-	// metadata addresses and the API server are opened only by an entry of
-	// exactly their address.
+	// the runs of every namespace (model calls, HTTP and MCP tools) may
+	// reach although the egress policy refuses their kind
+	// (--egress-allow-cidrs; see internal/egress): loopback, link-local,
+	// private ranges. The cloud metadata addresses and the API server are
+	// opened only by an entry of exactly their address. An AgentRunPolicy's
+	// spec.egress adds to it for the namespaces it selects.
 	EgressAllow []netip.Prefix
 	// EgressAllowPrivate lets those requests reach the private ranges
-	// (--egress-allow-private); the metadata addresses stay refused.
+	// (--egress-allow-private), for every namespace; the metadata
+	// addresses stay refused.
 	EgressAllowPrivate bool
 	// DefaultTTLAfterFinished deletes finished runs that set no
 	// spec.ttlSecondsAfterFinished this long after they ended
@@ -245,9 +247,13 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	recorder := mgr.GetEventRecorder("agentrun")
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()
-	egressed := &http.Client{Transport: egressPolicy(ctx, cfg.Host, o).Transport()}
+	// Runs' requests go through the operator's egress policy with what the
+	// AgentRunPolicies selecting their namespace add (kit.Builder.Build);
+	// notifications through the operator's alone.
+	egressClients := egress.NewClients(egressPolicy(ctx, cfg.Host, o))
+	egressed := egressClients.For(egress.Grant{})
 	builder := &kit.Builder{
-		Egress:       egressed,
+		Egress:       egressClients,
 		LocalJobs:    o.LocalTools,
 		LocalDir:     o.LocalDir,
 		SecretsAs:    secrets.As,

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -29,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/testenv"
 )
 
@@ -53,10 +54,12 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			// The tenants' fake providers listen on loopback, which the
-			// egress policy refuses unless allowed.
+			// The tenants' fake providers listen on 127.0.0.1, which the
+			// egress policy refuses unless allowed; the rest of loopback
+			// stays refused, for a namespace's AgentRunPolicy to open
+			// (TestTenant_egressOpenedByThePlatformPolicyOfItsNamespace).
 			done <- Run(ctx, cfg, Options{OperatorImage: "example.com/agentrun:test", Workers: 2, MetricsAddr: "0", ProbeAddr: "0",
-				EgressAllow: egress.Loopback})
+				EgressAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}})
 		}()
 		return func() error {
 			cancel()
@@ -300,6 +303,63 @@ func TestTenant_modelTrustsTheCABundleTheRunNames(t *testing.T) {
 	}
 	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
 		t.Errorf("the provider received %q, want the key", s)
+	}
+}
+
+// Issue 42, finding 8: the operator opens 127.0.0.1 for every namespace
+// (--egress-allow-cidrs), and an AgentRunPolicy opens 127.0.0.2 for the
+// namespace it selects only. A model server on 127.0.0.2 answers the run
+// of that namespace; the run of another tenant's namespace is refused,
+// with a reason that says how the address is opened.
+func TestTenant_egressOpenedByThePlatformPolicyOfItsNamespace(t *testing.T) {
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("listening on 127.0.0.2 (the rest of loopback): %v", err)
+	}
+	catcher := startKeyCatcher(t, func(h http.Handler) *httptest.Server {
+		srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
+		srv.Start()
+		return srv
+	})
+	opened, alice := tenantNamespace(t)
+	other, bob := tenantNamespace(t)
+	nsObj := &corev1.Namespace{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: opened}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = map[string]string{"egress.test/opened": opened}
+	if err := admin.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	pol := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: opened}, Spec: v1alpha1.AgentRunPolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"egress.test/opened": opened}},
+		Egress:            &v1alpha1.PlatformEgress{AllowCIDRs: []string{"127.0.0.2"}},
+	}}
+	if err := admin.Create(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), pol) })
+
+	keyless := func(ns string) *v1alpha1.AgentRun {
+		run := openAIRun(ns, "gateway", catcher.URL+"/v1", "")
+		run.Spec.Model.APIKeySecretRef = nil
+		return run
+	}
+	allowed, refused := keyless(opened), keyless(other)
+	if err := alice.Create(ctx, allowed); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Create(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	if got := ended(t, alice, allowed); got.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Errorf("the run of %s, which AgentRunPolicy %s opens 127.0.0.2 to: %s (%s); want Completed", opened, pol.Name, got.Status.Outcome, got.Status.Reason)
+	}
+	want := "egress to " + strings.TrimPrefix(catcher.URL, "http://") + " refused: loopback address (the operator's egress policy; " +
+		"allow it with --egress-allow-cidrs, or per namespace with an AgentRunPolicy's spec.egress.allowCIDRs)"
+	if got := ended(t, bob, refused); got.Status.Outcome != v1alpha1.OutcomeToolFailure || !strings.Contains(got.Status.Reason, want) {
+		t.Errorf("the run of %s, which no policy opens 127.0.0.2 to: %s (%s); want ToolFailure saying %s", other, got.Status.Outcome, got.Status.Reason, want)
 	}
 }
 

@@ -26,6 +26,13 @@ func TestAgentRunPolicy_rejectsInvalidManifests(t *testing.T) {
 		{"a tool kind that does not exist", `readOnlyTools: [{kinds: [shell]}]`, []string{"spec.readOnlyTools[0].kinds[0]", "http", "builtin"}},
 		{"a rule matching an HTTP method there is no tool for", `rules: [{tools: ["*"], decision: ask, match: [{methods: [TRACE]}]}]`,
 			[]string{"spec.rules[0].match[0].methods[0]"}},
+		{"an egress entry that is a name", `egress: {allowCIDRs: [10.96.0.0/12, db.internal]}`,
+			[]string{"spec.egress.allowCIDRs[1]", "egress.allowCIDRs entries must be a CIDR such as 10.96.0.0/12 or an IP address such as 192.0.2.7"}},
+		{"an egress prefix too long", `egress: {allowCIDRs: [10.0.0.0/33]}`, []string{"spec.egress.allowCIDRs[0]", "must be a CIDR"}},
+		{"egress entries joined by a comma", `egress: {allowCIDRs: ["10.0.0.0/8,192.168.0.0/16"]}`, []string{"spec.egress.allowCIDRs[0]", "must be a CIDR"}},
+		{"an egress entry listed twice", `egress: {allowCIDRs: [192.0.2.7, 192.0.2.7]}`, []string{"spec.egress.allowCIDRs[1]", "Duplicate value"}},
+		{"more than 64 egress entries", `egress: {allowCIDRs: [` + strings.Repeat("192.0.2.7, ", 64) + `192.0.2.8]}`,
+			[]string{"spec.egress.allowCIDRs", "must have at most 64 items"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &unstructured.Unstructured{}
