@@ -105,6 +105,20 @@ func TestBounds_negativeUsageNeverLowersTheRunsUsage(t *testing.T) {
 	}
 }
 
+// refusedArguments has the model call a read tool with args and requires
+// the call refused as invalid arguments, for a reason containing why.
+func refusedArguments(t *testing.T, args, why string) {
+	t.Helper()
+	e := makeRun(t).readTool("lookup").engine()
+	s := &State{}
+	e.Step(s, Input{})
+	e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", args)}}})
+	c := s.Calls[0]
+	if c.Rule != RuleInvalidArguments || !strings.Contains(c.Reason, why) || c.Approved() {
+		t.Fatalf("call = %s rule %q reason %q, want it refused (%q)", c.Verdict, c.Rule, c.Reason, why)
+	}
+}
+
 // Issue 27, finding 7: with a repeated key, encoding/json (the checks)
 // reads the last value and a tool's parser may read the first. Such
 // arguments are refused before any check.
@@ -119,17 +133,7 @@ func TestBounds_repeatedKeysAreRefused(t *testing.T) {
 		"empty key": `{"":"refund","":"lookup"}`,
 	}
 	for name, args := range cases {
-		t.Run(name, func(t *testing.T) {
-			r := makeRun(t).readTool("lookup")
-			e := r.engine()
-			s := &State{}
-			e.Step(s, Input{})
-			e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", args)}}})
-			c := s.Calls[0]
-			if c.Rule != RuleInvalidArguments || !strings.Contains(c.Reason, "repeat the key") || c.Approved() {
-				t.Fatalf("call = %s rule %q reason %q, want it refused for the repeated key", c.Verdict, c.Rule, c.Reason)
-			}
-		})
+		t.Run(name, func(t *testing.T) { refusedArguments(t, args, "repeat the key") })
 	}
 	// The same keys in different objects are not a repetition.
 	for _, ok := range []string{`{"a":{"id":1},"b":{"id":2}}`, `{"l":[{"id":1},{"id":2}]}`, `{"a":"a","b":["a","a"]}`, `{}`,
@@ -148,17 +152,7 @@ func TestBounds_repeatedKeysAreRefused(t *testing.T) {
 // saw. (encoding/json's Decoder.More stops at a closing bracket.)
 func TestBounds_argumentsAreOneValue(t *testing.T) {
 	for _, args := range []string{`{"amount":1}]{"amount":100000}`, `{"amount":1}}`, `{"amount":1} {"amount":2}`} {
-		t.Run(args, func(t *testing.T) {
-			r := makeRun(t).readTool("lookup")
-			e := r.engine()
-			s := &State{}
-			e.Step(s, Input{})
-			e.Step(s, Input{Reply: &Reply{ToolCalls: []ToolCall{call("lookup", args)}}})
-			c := s.Calls[0]
-			if c.Rule != RuleInvalidArguments || !strings.Contains(c.Reason, "more than one JSON value") || c.Approved() {
-				t.Fatalf("call = %s rule %q reason %q, want it refused as more than one value", c.Verdict, c.Rule, c.Reason)
-			}
-		})
+		t.Run(args, func(t *testing.T) { refusedArguments(t, args, "more than one JSON value") })
 	}
 }
 

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-
 // Select returns the policies that govern a namespace with these labels,
 // in the order of their names. A policy whose selector cannot be read
 // governs every namespace: a broken policy fails closed.

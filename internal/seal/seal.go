@@ -106,22 +106,34 @@ func (k *Keyring) Seal(purpose string, parts ...[]byte) string {
 // Open checks that s seals parts under purpose with one of the keyring's
 // keys. Its errors wrap ErrInvalid and say why, never a key.
 func (k *Keyring) Open(s, purpose string, parts ...[]byte) error {
-	if s == "" {
-		return fmt.Errorf("%w: it carries no seal", ErrInvalid)
+	key, got, err := read(s, k.keys, ErrInvalid, "seal", "hold")
+	if err != nil {
+		return err
 	}
-	id, sum, ok := split(s)
-	if !ok {
-		return fmt.Errorf("%w: its seal is malformed", ErrInvalid)
-	}
-	key, ok := k.keys[id]
-	if !ok {
-		return fmt.Errorf("%w: its seal names key %q, which the operator does not hold", ErrInvalid, id)
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sum)
-	if err != nil || !hmac.Equal(got, mac(key, purpose, parts)) {
+	if !hmac.Equal(got, mac(key, purpose, parts)) {
 		return fmt.Errorf("%w: its seal does not match its content", ErrInvalid)
 	}
 	return nil
+}
+
+// read takes a seal or signature ("v1.<key id>.<sum>") apart: the key it
+// names among keys and its decoded sum. Its errors wrap base and name what
+// (a seal, a signature) and what the operator does with the keys.
+func read[K any](s string, keys map[string]K, base error, what, does string) (key K, sum []byte, err error) {
+	if s == "" {
+		return key, nil, fmt.Errorf("%w: it carries no %s", base, what)
+	}
+	id, enc, ok := split(s)
+	if !ok {
+		return key, nil, fmt.Errorf("%w: its %s is malformed", base, what)
+	}
+	if key, ok = keys[id]; !ok {
+		return key, nil, fmt.Errorf("%w: its %s names key %q, which the operator does not %s", base, what, id, does)
+	}
+	if sum, err = base64.RawURLEncoding.DecodeString(enc); err != nil {
+		return key, nil, fmt.Errorf("%w: its %s does not match its content", base, what)
+	}
+	return key, sum, nil
 }
 
 // Needs returns the id of the key that opening s needs: the key s names,

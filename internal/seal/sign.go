@@ -95,19 +95,11 @@ func (v *Verifier) IDs() []string { return slices.Sorted(maps.Keys(v.keys)) }
 // Verify checks that sig signs parts under purpose with one of the
 // verifier's keys. Its errors wrap ErrNotSigned and say why.
 func (v *Verifier) Verify(sig, purpose string, parts ...[]byte) error {
-	if sig == "" {
-		return fmt.Errorf("%w: it carries no signature", ErrNotSigned)
+	key, got, err := read(sig, v.keys, ErrNotSigned, "signature", "publish")
+	if err != nil {
+		return err
 	}
-	id, sum, ok := split(sig)
-	if !ok {
-		return fmt.Errorf("%w: its signature is malformed", ErrNotSigned)
-	}
-	key, ok := v.keys[id]
-	if !ok {
-		return fmt.Errorf("%w: its signature names key %q, which the operator does not publish", ErrNotSigned, id)
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sum)
-	if err != nil || ed25519.VerifyWithOptions(key, digest(purpose, parts), got, signOptions()) != nil {
+	if ed25519.VerifyWithOptions(key, digest(purpose, parts), got, signOptions()) != nil {
 		return fmt.Errorf("%w: its signature does not match its content", ErrNotSigned)
 	}
 	return nil
