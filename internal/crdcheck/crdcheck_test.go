@@ -48,9 +48,16 @@ func TestCreate_appliesTheSchemaDefaults(t *testing.T) {
 	if errs := validator(t).Create(context.Background(), obj); len(errs) > 0 {
 		t.Fatalf("a valid run is refused: %v", errs)
 	}
-	budget := obj["spec"].(map[string]any)["budget"].(map[string]any)
-	if budget["maxWallClock"] != "15m0s" || budget["maxTokens"] != int64(100000) {
-		t.Errorf("defaults not applied: budget = %v", budget)
+	spec := obj["spec"].(map[string]any)
+	budget := spec["budget"].(map[string]any)
+	model := spec["model"].(map[string]any)
+	if budget["defaultToolLimit"] != int64(10) || model["timeout"] != "1m0s" {
+		t.Errorf("defaults not applied: budget = %v, model = %v", budget, model)
+	}
+	// A ceiling an AgentRunPolicy caps has no schema default: the
+	// engine fills it, so a platform limit below it refuses no one.
+	if _, ok := budget["maxTokens"]; ok {
+		t.Errorf("budget.maxTokens was defaulted by the schema: %v", budget)
 	}
 }
 

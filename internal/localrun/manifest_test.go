@@ -124,7 +124,7 @@ func TestParseManifest_resolvesARunFromATemplateInTheFile(t *testing.T) {
 	if spec.Goal != "Investigate T-7." || spec.Model.Script[0].Content != "Looked at T-7." || spec.TemplateRef == nil {
 		t.Errorf("resolved spec: goal %q, script %+v, templateRef %v", spec.Goal, spec.Model.Script, spec.TemplateRef)
 	}
-	if spec.LoopDetection == nil || spec.ApprovalTimeout == nil {
+	if spec.LoopDetection == nil || spec.Model.Timeout == nil {
 		t.Error("the CRD's defaults were not applied to the resolved spec")
 	}
 
