@@ -55,10 +55,12 @@ e2e-deploy: e2e-cluster e2e-operator-image chart-lint ## Load the operator's ima
 	E2E_OPERATOR_IMAGE=$(E2E_OPERATOR_IMAGE) $(E2E_SCRIPTS)/deploy.sh $(E2E_OPERATOR_TAR)
 
 # The test binary is built as the image's binaries are (CGO_ENABLED=0,
-# -trimpath), so it reuses their compiled packages.
+# -trimpath), so it reuses their compiled packages; so does test/e2e/dockerfile's
+# check that every go build line of the Dockerfile compiles from the builder's
+# context (too slow for make test: it links every binary with those flags).
 e2e-test: ## Run the e2e scenarios (test/e2e, build tag e2e) against the running e2e cluster
 	E2E_KUBECONFIG=$(CURDIR)/.e2e/kubeconfig E2E_KUBECTL=$(E2E_K8S_BIN)/kubectl CGO_ENABLED=0 \
-	  go test -trimpath -tags e2e -count=1 -timeout 20m -v $(E2E_TEST_ARGS) ./test/e2e/
+	  go test -trimpath -tags e2e -count=1 -timeout 20m -v $(E2E_TEST_ARGS) ./test/e2e/ ./test/e2e/dockerfile/
 
 e2e: e2e-deploy ## Start the e2e cluster, build and install the operator from its chart, run the scenarios
 	$(MAKE) --no-print-directory e2e-test

@@ -1,7 +1,6 @@
 package dockerfile_test
 
 import (
-	"context"
 	"io"
 	"os"
 	"path"
@@ -27,45 +26,6 @@ func read(t *testing.T) *dockerfile.File {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// The image is built where no test runs it (no container engine here, nor
-// in CI), so every go build line is compiled here from a copy of exactly
-// what the builder stage copies in: a package the Dockerfile forgets to
-// copy, or a build line that names a command that moved, fails this test.
-func TestDockerfile_everyGoBuildCompilesFromTheBuilderContext(t *testing.T) {
-	if testing.Short() {
-		t.Skip("links every binary of the image")
-	}
-	f := read(t)
-	if len(f.Builder.Builds) == 0 {
-		t.Fatal("the builder stage has no go build line")
-	}
-	ctxDir := t.TempDir()
-	work := filepath.Join(ctxDir, filepath.FromSlash(f.Builder.Workdir))
-	for _, c := range f.Builder.Copies {
-		if c.From != "" {
-			continue
-		}
-		for _, src := range c.Sources {
-			// A folder's contents go to DEST; a file goes into DEST when
-			// DEST ends with a slash or there are several sources.
-			dst := path.Join(f.Builder.Workdir, c.Dest)
-			if !isDir(t, filepath.Join(root, src)) && (strings.HasSuffix(c.Dest, "/") || len(c.Sources) > 1) {
-				dst = path.Join(dst, path.Base(src))
-			}
-			copyTree(t, filepath.Join(root, src), filepath.Join(ctxDir, filepath.FromSlash(dst)))
-		}
-	}
-	outs, err := f.Compile(context.Background(), work, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range f.Builder.Builds {
-		if st, err := os.Stat(outs[b.Output]); err != nil || st.Size() == 0 {
-			t.Errorf("go build of %s wrote nothing to %s: %v", b.Package, b.Output, err)
-		}
-	}
 }
 
 // The e2e image (hack/e2e/operator-image) and the Job executor depend on
@@ -197,15 +157,6 @@ ENTRYPOINT ["/a", "x"]
 			t.Errorf("%s: parsed without an error", name)
 		}
 	}
-}
-
-func isDir(t *testing.T, p string) bool {
-	t.Helper()
-	st, err := os.Stat(p)
-	if err != nil {
-		t.Fatalf("COPY source: %v", err)
-	}
-	return st.IsDir()
 }
 
 // copyTree copies src (a file or a folder) to dst, leaving out tests.
