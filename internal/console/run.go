@@ -143,7 +143,7 @@ func ceilingsOf(run *v1alpha1.AgentRun) ([]bar, string) {
 		return nil, "The budget cannot be read: " + err.Error()
 	}
 	b := loop.Config{Budget: budget}.Normalize().Budget
-	used, reserved := usageOf(run.Status.Usage), usageOf(run.Status.Reserved)
+	used, reserved := limits.Usage(run.Status.Usage), limits.Usage(run.Status.Reserved)
 	var bars []bar
 	for _, c := range loop.Ceilings() {
 		lim := c.Limit(&b)
@@ -189,22 +189,6 @@ func show(u loop.Unit, n int64) string {
 		return "$" + loop.Money(n).String()
 	}
 	return fmt.Sprint(n)
-}
-
-// usageOf reads a usage of status in the engine's measures.
-func usageOf(u *v1alpha1.UsageStatus) loop.Usage {
-	if u == nil {
-		return loop.Usage{}
-	}
-	out := loop.Usage{Turns: int(u.Turns), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		ToolCalls: int(u.ToolCalls), WallClock: time.Duration(u.WallClockSeconds) * time.Second, PerTool: map[string]int{}}
-	if m, err := loop.ParseMoney(u.CostUSD); err == nil {
-		out.Cost = m
-	}
-	for t, n := range u.PerTool {
-		out.PerTool[t] = int(n)
-	}
-	return out
 }
 
 func factsOf(run *v1alpha1.AgentRun) []fact {

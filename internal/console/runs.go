@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -151,15 +152,21 @@ type runsData struct {
 	Outcomes []string
 }
 
-// Phases and outcomes offered by the filter.
-var (
-	phases   = []string{"Pending", "Running", "AwaitingApproval", "Succeeded", "Failed"}
-	outcomes = []string{"Completed", "BudgetExhausted", "GuardrailStop", "LoopDetected", "ApprovalDenied", "Escalated", "ToolFailure", "Error"}
-)
+// phases are offered by the filter, with the engine's outcomes.
+var phases = []string{"Pending", "Running", "AwaitingApproval", "Succeeded", "Failed"}
+
+// outcomeNames are the engine's outcomes (loop.Outcomes), for the filter.
+func outcomeNames() []string {
+	out := make([]string, len(loop.Outcomes))
+	for i, o := range loop.Outcomes {
+		out[i] = string(o)
+	}
+	return out
+}
 
 func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
 	f := filterOf(r.URL.Query())
-	d := runsData{Filter: f, Phases: phases, Outcomes: outcomes}
+	d := runsData{Filter: f, Phases: phases, Outcomes: outcomeNames()}
 	q := f.Query()
 	v := view{Title: "Runs", Page: "runs", Data: &d, Live: "/?" + join(q, "fragment=1"), Events: "/events?" + join(q, "kind=runs")}
 	sel, err := labels.Parse(f.Label)

@@ -11,7 +11,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/clip"
-	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -248,11 +248,8 @@ func usageAmount(u *v1alpha1.UsageStatus) budget.Amount {
 	if u == nil {
 		return budget.Amount{}
 	}
-	m, err := loop.ParseMoney(string(u.CostUSD))
-	if err != nil {
-		m = 0
-	}
-	return budget.Amount{Cost: m, Tokens: u.InputTokens + u.OutputTokens}
+	used := limits.Usage(u)
+	return budget.Amount{Cost: used.Cost, Tokens: used.Tokens()}
 }
 
 // Ledgers serialises this process's writes to each AgentBudget and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func NewMetrics() *Metrics {
 		labels: labels,
 		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "runs_finished_total",
-			Help: "Runs that ended, by outcome (Completed, BudgetExhausted, GuardrailStop, LoopDetected, ApprovalDenied, Escalated, ToolFailure, Error) and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect); template is the AgentRunTemplate the run was made from, empty for a run written out in full.",
+			Help: "Runs that ended, by outcome " + listed(loop.Outcomes) + " and reason (the Succeeded condition's: the outcome, or InvalidConfiguration for an Error caused by the run's manifest or namespace rather than by a defect); template is the AgentRunTemplate the run was made from, empty for a run written out in full.",
 		}, []string{"namespace", "provider", "model", "outcome", "reason", "template"}),
 		turnsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "turns_total",
@@ -109,7 +110,7 @@ func NewMetrics() *Metrics {
 		}, []string{"namespace", "provider", "model"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "reservation_refusals_total",
-			Help: "Runs ended because the next step's reservation did not fit, by ceiling (turns, tokens, wallClock, cost, toolCalls, perTool).",
+			Help: "Runs ended because the next step's reservation did not fit, by ceiling " + listed(append(dimensions(), loop.DimPerTool)) + ".",
 		}, []string{"ceiling"}),
 		turnsToCompletion: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "agentrun", Name: "turns_to_completion",
@@ -118,7 +119,7 @@ func NewMetrics() *Metrics {
 		}, []string{"provider", "model", "template"}),
 		headroomAtCompletion: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "agentrun", Name: "headroom_at_completion",
-			Help:    "The fraction of each ceiling (turns, tokens, wallClock, cost, toolCalls) a run that ended Completed left unused, as status.convergence.headroom shows it.",
+			Help:    "The fraction of each ceiling " + listed(dimensions()) + " a run that ended Completed left unused, as status.convergence.headroom shows it.",
 			Buckets: []float64{0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1},
 		}, []string{"ceiling"}),
 		repeatedIntent: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -334,7 +335,7 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.Outcome != "" {
 			// The admission policy admits only outcomes; the filter keeps
 			// a value written without it from making a series.
-			if a := v1alpha1.Outcome(list.Items[i].Annotations[v1alpha1.AttributedOutcomeAnnotation]); slices.Contains(outcomes, a) && slices.Contains(outcomes, st.Outcome) {
+			if a := v1alpha1.Outcome(list.Items[i].Annotations[v1alpha1.AttributedOutcomeAnnotation]); isOutcome(a) && isOutcome(st.Outcome) {
 				attributed[pair{st.Outcome, a}]++
 			}
 			continue
@@ -684,6 +685,23 @@ func isCeiling(name string) bool {
 	return ok
 }
 
-// outcomes are the eight outcomes a run can end with.
-var outcomes = []v1alpha1.Outcome{v1alpha1.OutcomeCompleted, v1alpha1.OutcomeBudgetExhausted, v1alpha1.OutcomeGuardrailStop,
-	v1alpha1.OutcomeLoopDetected, v1alpha1.OutcomeApprovalDenied, v1alpha1.OutcomeEscalated, v1alpha1.OutcomeToolFailure, v1alpha1.OutcomeError}
+// isOutcome reports whether o is one of the engine's outcomes (loop.Outcomes).
+func isOutcome(o v1alpha1.Outcome) bool { return slices.Contains(loop.Outcomes, loop.Outcome(o)) }
+
+// listed joins names for a metric's help: "(a, b, c)".
+func listed[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return "(" + strings.Join(s, ", ") + ")"
+}
+
+// dimensions are the ceilings' names, in the table's order.
+func dimensions() []loop.Dimension {
+	var out []loop.Dimension
+	for _, c := range loop.Ceilings() {
+		out = append(out, c.Dim)
+	}
+	return out
+}

@@ -95,3 +95,52 @@ func Duration(d *metav1.Duration) time.Duration {
 	}
 	return d.Duration
 }
+
+// UsageStatus writes a usage vector (consumed or reserved) as status shows
+// it: the wall clock in whole seconds, rounded up (WallClockSeconds), and
+// only the tools that have calls.
+func UsageStatus(u loop.Usage) *v1alpha1.UsageStatus {
+	out := &v1alpha1.UsageStatus{
+		Turns:             int32(u.Turns),
+		InputTokens:       u.InputTokens,
+		OutputTokens:      u.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens,
+		CostUSD:           u.Cost.String(),
+		ToolCalls:         int32(u.ToolCalls),
+		WallClockSeconds:  WallClockSeconds(u.WallClock),
+	}
+	for k, v := range u.PerTool {
+		if v > 0 {
+			if out.PerTool == nil {
+				out.PerTool = map[string]int32{}
+			}
+			out.PerTool[k] = int32(v)
+		}
+	}
+	return out
+}
+
+// Usage reads a usage of status in the engine's measures; a cost that
+// cannot be read counts zero. Nil is no usage.
+func Usage(u *v1alpha1.UsageStatus) loop.Usage {
+	if u == nil {
+		return loop.Usage{}
+	}
+	out := loop.Usage{Turns: int(u.Turns), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens,
+		ToolCalls: int(u.ToolCalls), WallClock: time.Duration(u.WallClockSeconds) * time.Second}
+	if m, err := loop.ParseMoney(u.CostUSD); err == nil {
+		out.Cost = m
+	}
+	if len(u.PerTool) > 0 {
+		out.PerTool = make(map[string]int, len(u.PerTool))
+		for t, n := range u.PerTool {
+			out.PerTool[t] = int(n)
+		}
+	}
+	return out
+}
+
+// WallClockSeconds is a run's wall clock as status.usage.wallClockSeconds
+// shows it: whole seconds, rounded up, so a run that worked at all shows
+// at least one.
+func WallClockSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }

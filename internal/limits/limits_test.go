@@ -47,3 +47,27 @@ func TestLimits_readBackAdmitByTheSameCeilings(t *testing.T) {
 		})
 	}
 }
+
+// status.usage and status.reserved carry every ceiling's measure: written
+// and read back, a usage vector is what it was on every row of the table
+// (the wall clock in whole seconds), so a new ceiling whose measure
+// UsageStatus forgets fails here.
+func TestUsage_statusHoldsEveryRow(t *testing.T) {
+	u := loop.Usage{Turns: 3, InputTokens: 1200, OutputTokens: 340, CachedInputTokens: 800, Cost: loop.MustMoney("0.0421"),
+		ToolCalls: 5, WallClock: 42 * time.Second, PerTool: map[string]int{"lookup": 4, "refund": 1, "unused": 0}}
+	back := Usage(UsageStatus(u))
+	for _, row := range loop.Ceilings() {
+		if g, w := row.Used(back), row.Used(u); g != w {
+			t.Errorf("%s: %d read back from status, %d written", row.Dim, g, w)
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"lookup": 4, "refund": 1}, back.PerTool); diff != "" {
+		t.Errorf("perTool (-want +got):\n%s", diff)
+	}
+	if back.CachedInputTokens != u.CachedInputTokens {
+		t.Errorf("cachedInputTokens %d, want %d", back.CachedInputTokens, u.CachedInputTokens)
+	}
+	if got := UsageStatus(loop.Usage{WallClock: time.Millisecond}).WallClockSeconds; got != 1 {
+		t.Errorf("a millisecond of work shows %d seconds, want 1", got)
+	}
+}

@@ -24,8 +24,8 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -181,7 +181,7 @@ func summary(w io.Writer, s *loop.State, c loop.ContextFigures) {
 	// Wall clock as status.usage.wallClockSeconds counts it (whole seconds,
 	// rounded up), then as measured.
 	fmt.Fprintf(w, "usage: %d turns, %d input and %d output tokens, $%s, %d tool calls, %ds of wall clock (%s)\n",
-		u.Turns, u.InputTokens, u.OutputTokens, u.Cost, u.ToolCalls, runstatus.WallClockSeconds(u.WallClock), u.WallClock.Round(time.Millisecond))
+		u.Turns, u.InputTokens, u.OutputTokens, u.Cost, u.ToolCalls, limits.WallClockSeconds(u.WallClock), u.WallClock.Round(time.Millisecond))
 	if c.Compactions > 0 {
 		fmt.Fprintf(w, "context: %d compactions (%s), the last before turn %d; last request %d of %d input tokens\n",
 			c.Compactions, c.Strategy, c.LastCompactionTurn, c.LastInputTokens, c.MaxInputTokens)

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
@@ -551,7 +551,7 @@ func TestRun_streamWallClockAgreesWithStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := runstatus.WallClockSeconds(measured); m[1] != strconv.FormatInt(want, 10) {
+	if want := limits.WallClockSeconds(measured); m[1] != strconv.FormatInt(want, 10) {
 		t.Fatalf("the stream shows %ss for %s; status shows %ds", m[1], measured, want)
 	}
 }

@@ -13,12 +13,14 @@
 package platform
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -237,29 +239,8 @@ func lower(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) ([]string, e
 		}
 		changes = append(changes, fmt.Sprintf("%s lowered from %v to %v by AgentRunPolicy %s", field, from, to, p.Name))
 	}
-	b := &spec.Budget
-	if l.MaxTurns != nil && b.MaxTurns > *l.MaxTurns {
-		note("budget.maxTurns", b.MaxTurns, *l.MaxTurns)
-		b.MaxTurns = *l.MaxTurns
-	}
-	if l.MaxTokens != nil && (b.MaxTokens == nil || *b.MaxTokens > *l.MaxTokens) {
-		note("budget.maxTokens", unsetOr(b.MaxTokens), *l.MaxTokens)
-		b.MaxTokens = ptr(*l.MaxTokens)
-	}
-	if l.MaxToolCalls != nil && (b.MaxToolCalls == nil || *b.MaxToolCalls > *l.MaxToolCalls) {
-		note("budget.maxToolCalls", unsetOr(b.MaxToolCalls), *l.MaxToolCalls)
-		b.MaxToolCalls = ptr(*l.MaxToolCalls)
-	}
-	if l.MaxCostUSD != "" {
-		limit, err := loop.ParseMoney(string(l.MaxCostUSD))
-		if err != nil {
-			return nil, fmt.Errorf("AgentRunPolicy %s: limits.maxCostUSD: %w", p.Name, err)
-		}
-		cur, err := loop.ParseMoney(string(b.MaxCostUSD))
-		if b.MaxCostUSD == "" || err != nil || cur > limit {
-			note("budget.maxCostUSD", unsetOr(b.MaxCostUSD), l.MaxCostUSD)
-			b.MaxCostUSD = l.MaxCostUSD
-		}
+	if err := lowerCeilings(&spec.Budget, l, p.Name, note); err != nil {
+		return nil, err
 	}
 	lowerDuration := func(field string, cur **metav1.Duration, limit *metav1.Duration, unset time.Duration) {
 		if limit == nil {
@@ -274,7 +255,6 @@ func lower(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) ([]string, e
 			*cur = &metav1.Duration{Duration: limit.Duration}
 		}
 	}
-	lowerDuration("budget.maxWallClock", &b.MaxWallClock, l.MaxWallClock, 0)
 	lowerDuration("approvalTimeout", &spec.ApprovalTimeout, l.MaxApprovalTimeout, 0)
 	for i := range spec.Tools {
 		lowerDuration(fmt.Sprintf("tools[%d].timeout (%s)", i, spec.Tools[i].Name), &spec.Tools[i].Timeout, l.MaxToolTimeout, loop.DefaultToolTimeout)
@@ -282,19 +262,85 @@ func lower(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) ([]string, e
 	return changes, nil
 }
 
+// lowerCeilings brings each of the budget's ceilings down to the limit of
+// the same name, row by row of the engine's table (loop.Ceilings): the
+// limits are the budget's fields under the same JSON names, so a new
+// ceiling needs no code here, and TestLimits_areTheTableOfCeilings fails
+// until PlatformLimits has its field.
+func lowerCeilings(b *v1alpha1.BudgetSpec, l *v1alpha1.PlatformLimits, policy string, note func(field string, from, to any)) error {
+	var run, lim map[string]json.RawMessage
+	if err := roundTrip(b, &run); err != nil {
+		return err
+	}
+	if err := roundTrip(l, &lim); err != nil {
+		return err
+	}
+	changed := false
+	for _, row := range loop.Ceilings() {
+		to, ok := lim[row.Field]
+		if !ok {
+			continue
+		}
+		limit, err := ceiling(row, to)
+		if err != nil {
+			return fmt.Errorf("AgentRunPolicy %s: limits.%s: %w", policy, row.Field, err)
+		}
+		from, set := run[row.Field]
+		if set {
+			// A ceiling that cannot be read is replaced, never kept.
+			if cur, err := ceiling(row, from); err == nil && cur <= limit {
+				continue
+			}
+		}
+		note("budget."+row.Field, shown(from, set), shown(to, true))
+		run[row.Field], changed = to, true
+	}
+	if !changed {
+		return nil
+	}
+	return roundTrip(run, b)
+}
+
+// ceiling is the limit a budget field's value sets, in the row's unit.
+func ceiling(row loop.Ceiling, v json.RawMessage) (int64, error) {
+	fields := map[string]json.RawMessage{"maxTurns": json.RawMessage("1"), row.Field: v}
+	var spec v1alpha1.BudgetSpec
+	if err := roundTrip(fields, &spec); err != nil {
+		return 0, err
+	}
+	b, err := limits.Budget(&spec)
+	if err != nil {
+		return 0, err
+	}
+	return row.Limit(&b), nil
+}
+
+// shown prints a budget field's JSON value as the notes show it: a string
+// without its quotes, or "unset".
+func shown(v json.RawMessage, set bool) any {
+	if !set {
+		return "unset"
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+func roundTrip(from, to any) error {
+	raw, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, to)
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // unsetOr prints a ceiling, or "unset".
 func unsetOr[T any](v T) any {
 	switch x := any(v).(type) {
-	case *int32:
-		if x != nil {
-			return *x
-		}
-	case *int64:
-		if x != nil {
-			return *x
-		}
 	case *metav1.Duration:
 		if x != nil {
 			return x.Duration

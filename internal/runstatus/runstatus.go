@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -27,33 +27,6 @@ const MaxApprovalRecords = 64
 func Finished(run *v1alpha1.AgentRun) bool {
 	c := apimeta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionSucceeded)
 	return c != nil && c.Status != metav1.ConditionUnknown
-}
-
-// WallClockSeconds is a run's wall clock as status.usage.wallClockSeconds
-// shows it: whole seconds, rounded up, so a run that worked at all shows
-// at least one.
-func WallClockSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
-
-// usageStatus converts a usage vector for status.
-func usageStatus(u loop.Usage) *v1alpha1.UsageStatus {
-	out := &v1alpha1.UsageStatus{
-		Turns:             int32(u.Turns),
-		InputTokens:       u.InputTokens,
-		OutputTokens:      u.OutputTokens,
-		CachedInputTokens: u.CachedInputTokens,
-		CostUSD:           u.Cost.String(),
-		ToolCalls:         int32(u.ToolCalls),
-		WallClockSeconds:  WallClockSeconds(u.WallClock),
-	}
-	if len(u.PerTool) > 0 {
-		out.PerTool = map[string]int32{}
-		for k, v := range u.PerTool {
-			if v > 0 {
-				out.PerTool[k] = int32(v)
-			}
-		}
-	}
-	return out
 }
 
 func isZero(u loop.Usage) bool {
@@ -72,10 +45,10 @@ func isZero(u loop.Usage) bool {
 // engine's state: counters, pending approvals, outcome, conditions, phase.
 func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
 	st.Turn = int32(s.Turn)
-	st.Usage = usageStatus(s.Usage)
+	st.Usage = limits.UsageStatus(s.Usage)
 	st.Reserved = nil
 	if !isZero(s.Reserved) {
-		st.Reserved = usageStatus(s.Reserved)
+		st.Reserved = limits.UsageStatus(s.Reserved)
 	}
 	if s.StartedAt != nil && st.StartTime == nil {
 		t := metav1.NewTime(*s.StartedAt)
