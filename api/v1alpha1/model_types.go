@@ -117,9 +117,9 @@ type ModelSpec struct {
 	// +kubebuilder:validation:Maximum=1000000
 	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
 
-	// timeout bounds one model call, enforced by the operator outside the
-	// call. It is also the wall-clock time reserved for each call.
-	// Defaults to 60s.
+	// timeout bounds one model call: the deadline of the call's context,
+	// at which the request to the provider is cancelled. It is also the
+	// wall-clock time reserved for each call. Defaults to 60s.
 	// +optional
 	// +kubebuilder:default="1m0s"
 	// +kubebuilder:validation:Type=string
