@@ -289,6 +289,18 @@ func (r *AgentRunReconciler) background() context.Context {
 	return context.Background()
 }
 
+// Reconcile drives one run (see reconcile). A panic in it is recovered:
+// the reconcile fails (and is retried with back-off) until the run's
+// MaxPanics-th panic, which ends the run Error.
+func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = r.panicked(ctx, req.NamespacedName, recovered(ctx, r.Metrics, "reconcile", p))
+		}
+	}()
+	return r.reconcile(ctx, req)
+}
+
 // reconcile advances one run by at most one phase of one turn: it steps
 // the engine until the next step needs the outside world, saves what it
 // decided (transcript chunks first, then one status patch), and only then
@@ -326,62 +338,22 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 // errConflict: the run changed since it was read; read it again.
 var errConflict = errors.New("the run changed under us")
 
+// reconcileRun runs a run's phases in order: a running run's (build it,
+// read its state, advance it, cover its budgets; then one status write,
+// the acts it decided and the report of what changed), or a finished
+// run's (settle its status, archive it, expire it).
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		if base := run.DeepCopy(); run.DeletionTimestamp.IsZero() && runstatus.SettleFinished(run, metav1.NewTime(r.Clock())) {
-			if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-				if apierrors.IsConflict(err) {
-					return ctrl.Result{}, errConflict
-				}
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-		}
-		if r.Archive != nil && !apimeta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionArchived) {
-			if err := r.claimForArchive(ctx, run); err != nil {
-				return ctrl.Result{}, err
-			}
-			if res, err := r.archiveRun(ctx, run); err != nil || res.RequeueAfter > 0 {
-				return res, err
-			}
-		}
-		if run.DeletionTimestamp.IsZero() {
-			return r.expire(ctx, run)
-		}
-		return ctrl.Result{}, nil
+		return finishedPhases(ctx, run, r.settle, r.archive, r.expireLive)
 	}
-	// Claimed for the archive before anything is spent, so that no
-	// delete can take the run before its record is written.
-	if err := r.claimForArchive(ctx, run); err != nil {
+	sc, err := r.open(ctx, key, run)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.track(key, run.UID)
-	sc := &scope{run: run, stored: storedOf(run.DeepCopy(), r.deferredOf(run)), now: r.Clock()}
-	if d := sc.stored.deferred; d != nil {
-		// Our saves since the stored status: carry on from them.
-		run.Status = *d.status.DeepCopy()
-	}
-	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
-	if run.Status.TraceParent == "" {
-		// Saved with this reconcile's status write, before any call of
-		// the run starts a span under it.
-		run.Status.TraceParent = sc.trace.TraceParent()
-	}
-	var result ctrl.Result
-	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
-		r.loadKit,
-		r.loadState,
-		r.advance,
-		r.coverBudgets,
-	} {
-		res, err := phase(ctx, sc)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		result = combine(result, res)
-		if sc.stop || sc.wait {
-			break
-		}
+	result, err := runningPhases(ctx, sc, r.loadKit, r.loadState, r.advance, r.coverBudgets)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if sc.wait {
 		return r.flushDeferred(ctx, sc, result), nil
@@ -397,22 +369,124 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	}
 	if _, ttl := r.ttlOf(sc.run); written && runstatus.Finished(sc.run) && (ttl || r.Archive != nil) {
 		// The event of the write that ended the run enqueues nothing
-		// (caughtUp): back at once to the finished path, which archives
-		// the run and comes back when its time to live has passed.
+		// (caughtUp): back at once to the finished phases, which archive
+		// the run and come back when its time to live has passed.
 		result = soonest(result, 0)
 	}
 	r.releaseJobs(ctx, sc)
 	r.act(ctx, sc)
 	if written {
-		c := changeOfScope(sc)
-		r.logTransitions(ctx, c)
-		r.emit(sc.run, c)
-		r.announce(sc.run, c)
-		r.Metrics.record(c)
-		r.traceCompactions(ctx, sc.trace, c)
-		r.endTrace(ctx, sc.trace, c)
+		r.report(ctx, sc)
 	}
 	return result, nil
+}
+
+// runningPhases runs a running run's phases until one fails, stops the
+// run's progress (sc.stop) or waits (sc.wait), combining their results.
+func runningPhases(ctx context.Context, sc *scope, phases ...func(context.Context, *scope) (ctrl.Result, error)) (ctrl.Result, error) {
+	var result ctrl.Result
+	for _, phase := range phases {
+		res, err := phase(ctx, sc)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		result = combine(result, res)
+		if sc.stop || sc.wait {
+			break
+		}
+	}
+	return result, nil
+}
+
+// finishedPhases runs a finished (or deleted) run's phases until one
+// fails or asks to be back later (a result with a wait).
+func finishedPhases(ctx context.Context, run *v1alpha1.AgentRun, phases ...func(context.Context, *v1alpha1.AgentRun) (ctrl.Result, error)) (ctrl.Result, error) {
+	for _, phase := range phases {
+		res, err := phase(ctx, run)
+		if errors.Is(err, errGone) {
+			return ctrl.Result{}, nil
+		}
+		if err != nil || res.RequeueAfter > 0 {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// errGone: the run was deleted while a phase wrote it; nothing is left
+// to do.
+var errGone = errors.New("the run is gone")
+
+// open begins a running run's reconcile: the run is claimed for the
+// archive before anything is spent (so that no delete takes it before its
+// record is written), tracked, and given its scope and trace.
+func (r *AgentRunReconciler) open(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (*scope, error) {
+	if err := r.claimForArchive(ctx, run); err != nil {
+		return nil, err
+	}
+	r.track(key, run.UID)
+	sc := &scope{run: run, stored: storedOf(run.DeepCopy(), r.deferredOf(run)), now: r.Clock()}
+	if d := sc.stored.deferred; d != nil {
+		// Our saves since the stored status: carry on from them.
+		run.Status = *d.status.DeepCopy()
+	}
+	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
+	if run.Status.TraceParent == "" {
+		// Saved with this reconcile's status write, before any call of
+		// the run starts a span under it.
+		run.Status.TraceParent = sc.trace.TraceParent()
+	}
+	return sc, nil
+}
+
+// settle is the first finished phase: a finished run's status made
+// final (runstatus.SettleFinished), written under the version it read.
+func (r *AgentRunReconciler) settle(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
+	base := run.DeepCopy()
+	if !run.DeletionTimestamp.IsZero() || !runstatus.SettleFinished(run, metav1.NewTime(r.Clock())) {
+		return ctrl.Result{}, nil
+	}
+	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{}, errConflict
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, errGone
+	}
+	return ctrl.Result{}, err
+}
+
+// archive is the second finished phase: the run's record written to the
+// archive, when there is one and the run is not archived yet.
+func (r *AgentRunReconciler) archive(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
+	if r.Archive == nil || apimeta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionArchived) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.claimForArchive(ctx, run); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.archiveRun(ctx, run)
+}
+
+// expireLive is the last finished phase: a run not being deleted is
+// deleted once its time to live has passed (expire).
+func (r *AgentRunReconciler) expireLive(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
+	if !run.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	return r.expire(ctx, run)
+}
+
+// report tells what a written status changed: the log, events,
+// notifications, metrics and the trace, each from the one change.
+func (r *AgentRunReconciler) report(ctx context.Context, sc *scope) {
+	c := changeOfScope(sc)
+	r.logTransitions(ctx, c)
+	r.emit(sc.run, c)
+	r.announce(sc.run, c)
+	r.Metrics.record(c)
+	r.traceCompactions(ctx, sc.trace, c)
+	r.endTrace(ctx, sc.trace, c)
 }
 
 // deferredOf returns the run's status as our saves left it when they did

@@ -931,3 +931,18 @@ func (r *AgentRunReconciler) emit(obj *v1alpha1.AgentRun, c change) {
 		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", clip.Cut(n.Message, 1024, runstatus.CutMark))
 	}
 }
+
+// cancelReason is the reason of a run cancelled with spec.cancel, naming
+// who cancelled it when the annotation says (a schedule that replaced it),
+// or "" for the engine's default.
+func cancelReason(run *v1alpha1.AgentRun) string {
+	by := run.Annotations[v1alpha1.AnnotationCancelledBy]
+	if by == "" {
+		return ""
+	}
+	by = clip.Cut(by, maxCancelledBy, runstatus.CutMark)
+	if strings.HasPrefix(by, "AgentSchedule/") {
+		return "the run was cancelled by " + by + " (concurrencyPolicy Replace started a newer run)"
+	}
+	return "the run was cancelled by " + by + " (spec.cancel is true)"
+}

@@ -48,21 +48,6 @@ const (
 // reason quotes: anyone who may patch the run may write it.
 const maxCancelledBy = 256
 
-// cancelReason is the reason of a run cancelled with spec.cancel, naming
-// who cancelled it when the annotation says (a schedule that replaced it),
-// or "" for the engine's default.
-func cancelReason(run *v1alpha1.AgentRun) string {
-	by := run.Annotations[v1alpha1.AnnotationCancelledBy]
-	if by == "" {
-		return ""
-	}
-	by = clip.Cut(by, maxCancelledBy, runstatus.CutMark)
-	if strings.HasPrefix(by, "AgentSchedule/") {
-		return "the run was cancelled by " + by + " (concurrencyPolicy Replace started a newer run)"
-	}
-	return "the run was cancelled by " + by + " (spec.cancel is true)"
-}
-
 // ScheduleConfig is what an AgentScheduleReconciler is built from.
 type ScheduleConfig struct {
 	client.Client

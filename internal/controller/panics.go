@@ -72,18 +72,6 @@ func buildFailure(err error) failureCause {
 	return causeConfiguration
 }
 
-// Reconcile drives one run (see reconcile). A panic in it is recovered:
-// the reconcile fails (and is retried with back-off) until the run's
-// MaxPanics-th panic, which ends the run Error.
-func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			res, err = r.panicked(ctx, req.NamespacedName, recovered(ctx, r.Metrics, "reconcile", p))
-		}
-	}()
-	return r.reconcile(ctx, req)
-}
-
 // panicked counts a run's panic and, at its MaxPanics-th, ends it Error
 // with a status write of its own: the reconcile that panicked may have
 // left this process's memory of the run half-updated, so that memory is
