@@ -137,11 +137,8 @@ func (r *AgentRunReconciler) confirmCurrent(ctx context.Context, sc *scope) erro
 // budgetUnavailable records on the run (an event) that a budget covering
 // it could not be read or written.
 func (r *AgentRunReconciler) budgetUnavailable(sc *scope, name string, err error, then string) {
-	if r.Recorder == nil {
-		return
-	}
-	r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonBudgetUnavailable, "Lease "+name,
-		"%s", clip.Cut(fmt.Sprintf("AgentBudget %s could not be checked (%v): %s", name, err, then), 1024, runstatus.CutMark))
+	r.event(sc.run, corev1.EventTypeWarning, v1alpha1.ReasonBudgetUnavailable, "Lease "+name,
+		fmt.Sprintf("AgentBudget %s could not be checked (%v): %s", name, err, then))
 }
 
 // spends reports whether the effect starts work that may cost money.

@@ -446,7 +446,7 @@ func (r *AgentRunReconciler) settle(ctx context.Context, run *v1alpha1.AgentRun)
 	if !run.DeletionTimestamp.IsZero() || !runstatus.SettleFinished(run, metav1.NewTime(r.Clock())) {
 		return ctrl.Result{}, nil
 	}
-	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	err := r.writeStatus(ctx, run, base, true)
 	switch {
 	case apierrors.IsConflict(err):
 		return ctrl.Result{}, errConflict

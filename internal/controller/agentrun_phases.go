@@ -123,10 +123,8 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			src, tpl, err := r.resolved(ctx, sc.run)
 			switch {
 			case errors.Is(err, errTemplateMissing) && sc.now.Sub(sc.run.CreationTimestamp.Time) < TemplateWait:
-				if r.Recorder != nil {
-					r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, ReasonTemplateNotFound, ReasonTemplateNotFound,
-						"%s; waiting up to %s for it", err.Error(), TemplateWait)
-				}
+				r.event(sc.run, corev1.EventTypeWarning, ReasonTemplateNotFound, ReasonTemplateNotFound,
+					fmt.Sprintf("%s; waiting up to %s for it", err.Error(), TemplateWait))
 				sc.wait = true
 				return ctrl.Result{RequeueAfter: TemplateWait / 10}, nil
 			case errors.Is(err, errTemplateMissing), errors.Is(err, errTemplateRefused):
@@ -147,10 +145,10 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: err.Error()})
 				return ctrl.Result{}, nil
 			}
-			if len(changes) > 0 && r.Recorder != nil {
+			if len(changes) > 0 {
 				// Recorded now: this reconcile waits for the build and
 				// saves nothing, and notes become events only with a save.
-				r.Recorder.Eventf(sc.run, nil, corev1.EventTypeNormal, string(NotePlatformApplied), string(NotePlatformApplied), "%s", strings.Join(changes, "; "))
+				r.event(sc.run, corev1.EventTypeNormal, string(NotePlatformApplied), string(NotePlatformApplied), strings.Join(changes, "; "))
 			}
 			approvers := platform.ApproversFor(sc.run, pols)
 			r.work.start(r.background(), sc.run, kitKey, func(ctx context.Context, w *work) {
@@ -333,9 +331,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	for _, n := range notes {
 		// Recorded now: the run still waits, so this reconcile may save
 		// nothing, and notes become events only with a save.
-		if r.Recorder != nil {
-			r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, string(n.Kind), string(n.Kind)+" "+n.CallID, "%s", n.Message)
-		}
+		r.event(sc.run, corev1.EventTypeWarning, string(n.Kind), string(n.Kind)+" "+n.CallID, n.Message)
 	}
 	return ctrl.Result{}, nil
 }
@@ -626,12 +622,27 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 		}
 	}
 	prev := base.ResourceVersion
-	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.writeStatus(ctx, run, base, true); err != nil {
 		return err
 	}
 	r.mem.remember(prev, run)
 	r.savedStatus(ctx, run)
 	return nil
+}
+
+// writeStatus is the one place the AgentRun reconciler writes a run's
+// status: a merge patch over base, guarded by base's resourceVersion when
+// lock is set (a conflict then means the run changed since it was read),
+// or, with no base, the whole status under run's resourceVersion.
+func (r *AgentRunReconciler) writeStatus(ctx context.Context, run, base *v1alpha1.AgentRun, lock bool) error {
+	if base == nil {
+		return r.Status().Update(ctx, run)
+	}
+	var opts []client.MergeFromOption
+	if lock {
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
+	}
+	return r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, opts...))
 }
 
 // sealStatus numbers st as the status written over base (one higher than
@@ -684,9 +695,7 @@ func setCheckpoint(st *v1alpha1.AgentRunStatus, s *loop.State) error {
 // reconcile is written.
 func (r *AgentRunReconciler) unsaved(ctx context.Context, sc *scope, msg string) {
 	msg = clip.Cut(msg, 1024, runstatus.CutMark)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(sc.run, nil, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, "%s", msg)
-	}
+	r.event(sc.run, corev1.EventTypeWarning, v1alpha1.ReasonPersistFailed, v1alpha1.ReasonPersistFailed, msg)
 	if c := apimeta.FindStatusCondition(sc.stored.server().Status.Conditions, v1alpha1.ConditionSaved); c != nil && c.Message == msg {
 		return
 	}
@@ -898,8 +907,8 @@ func (r *AgentRunReconciler) emit(obj *v1alpha1.AgentRun, c change) {
 	}
 	summarise := len(refused) > maxRefusalEvents
 	if summarise {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonCallsRefused, ReasonCallsRefused+fmt.Sprintf(" t%d", c.run.Status.Turn), "%s",
-			clip.Cut(fmt.Sprintf("%d calls of the batch were refused: %s", len(refused), strings.Join(refused, "; ")), 1024, runstatus.CutMark))
+		r.event(obj, corev1.EventTypeWarning, ReasonCallsRefused, ReasonCallsRefused+fmt.Sprintf(" t%d", c.run.Status.Turn),
+			fmt.Sprintf("%d calls of the batch were refused: %s", len(refused), strings.Join(refused, "; ")))
 	}
 	for _, n := range c.notes {
 		if r.EventVerbosity != EventsPerCall && perCall[n.Kind] && !n.Warning {
@@ -928,7 +937,16 @@ func (r *AgentRunReconciler) emit(obj *v1alpha1.AgentRun, c change) {
 		case n.Turn > 0:
 			action += fmt.Sprintf(" t%d", n.Turn)
 		}
-		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", clip.Cut(n.Message, 1024, runstatus.CutMark))
+		r.event(obj, typ, reason, action, n.Message)
+	}
+}
+
+// event records an event about a run, the one place the AgentRun
+// reconciler records one: nothing without a recorder, and the note cut to
+// the 1 KiB an event's note may hold.
+func (r *AgentRunReconciler) event(obj runtime.Object, typ, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", clip.Cut(note, 1024, runstatus.CutMark))
 	}
 }
 

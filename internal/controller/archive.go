@@ -86,12 +86,10 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 			base := run.DeepCopy()
 			if apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionFalse,
 				Reason: ReasonArchiveUnavailable, Message: msg, ObservedGeneration: run.Generation}) {
-				if perr := r.Status().Patch(ctx, run, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+				if perr := r.writeStatus(ctx, run, base, false); perr != nil && !apierrors.IsNotFound(perr) {
 					return ctrl.Result{}, perr
 				}
-				if r.Recorder != nil {
-					r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable, "%s", msg)
-				}
+				r.event(run, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable, msg)
 			}
 		}
 		retry := r.ArchiveRetry
@@ -105,7 +103,7 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 		base := run.DeepCopy()
 		if apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionTrue,
 			Reason: ReasonArchived, Message: "the run's record is in the archive (UID " + string(run.UID) + ")", ObservedGeneration: run.Generation}) {
-			if err := r.Status().Patch(ctx, run, client.MergeFrom(base)); err != nil {
+			if err := r.writeStatus(ctx, run, base, false); err != nil {
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
 		}
@@ -190,9 +188,7 @@ func (r *AgentRunReconciler) sealedTranscript(ctx context.Context, run *v1alpha1
 		return nil, err
 	}
 	rec.TranscriptState, rec.TranscriptProblem = state, clip.Cut(err.Error(), maxTranscriptProblem, runstatus.CutMark)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable,
-			"Archiving %s without its transcript (%s): %v", run.Name, state, err)
-	}
+	r.event(run, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable,
+		fmt.Sprintf("Archiving %s without its transcript (%s): %v", run.Name, state, err))
 	return nil, nil
 }

@@ -20,12 +20,9 @@ func (r *AgentRunReconciler) announce(obj *v1alpha1.AgentRun, c change) {
 	for _, p := range c.asked {
 		msg := fmt.Sprintf("%s/%s waits for a person to approve %s: %s %s (arguments %s; %s: %s). Answer with kubectl agentrun approve|deny|stop %s %s -n %s",
 			ns, name, p.CallID, p.Tool, clip.Cut(p.Arguments, 256, runstatus.CutMark), p.ArgumentsDigest, p.Rule, p.Reason, name, p.CallID, ns)
-		if r.Recorder != nil {
-			// The call id in the action keeps each call's event its own
-			// (the recorder folds events of one reason and action).
-			r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, v1alpha1.ReasonApprovalRequested,
-				v1alpha1.ReasonApprovalRequested+" "+p.CallID, "%s", clip.Cut(msg, 1024, runstatus.CutMark))
-		}
+		// The call id in the action keeps each call's event its own (the
+		// recorder folds events of one reason and action).
+		r.event(obj, corev1.EventTypeNormal, v1alpha1.ReasonApprovalRequested, v1alpha1.ReasonApprovalRequested+" "+p.CallID, msg)
 		r.Notifier.Notify(notify.Message{
 			Event: notify.EventApprovalRequested, Namespace: ns, Run: name, CallID: p.CallID, Tool: p.Tool,
 			ArgumentsDigest: p.ArgumentsDigest, Rule: p.Rule, Reason: p.Reason,

@@ -96,7 +96,7 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 		}
 		runstatus.SetFailed(&run.Status, v1alpha1.OutcomeError, reason, metav1.NewTime(r.Clock()))
 		run.Status.Checkpoint = nil
-		err := r.Status().Update(ctx, run)
+		err := r.writeStatus(ctx, run, nil, false)
 		if err == nil {
 			break
 		}
@@ -115,12 +115,10 @@ func (r *AgentRunReconciler) panicked(ctx context.Context, key types.NamespacedN
 		}
 	}
 	r.forget(run.UID)
-	if r.Recorder != nil {
-		func() {
-			defer func() { _ = recover() }() // the recorder may be what panicked
-			r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, "RunFinished", "RunFinished", "%s: %s", v1alpha1.OutcomeError, reason)
-		}()
-	}
+	func() {
+		defer func() { _ = recover() }() // the recorder may be what panicked
+		r.event(run, corev1.EventTypeWarning, "RunFinished", "RunFinished", fmt.Sprintf("%s: %s", v1alpha1.OutcomeError, reason))
+	}()
 	r.Metrics.endedError(run)
 	return ctrl.Result{}, nil
 }

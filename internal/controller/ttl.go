@@ -57,10 +57,8 @@ func (r *AgentRunReconciler) expire(ctx context.Context, run *v1alpha1.AgentRun)
 	if err := r.Delete(ctx, run, client.Preconditions{UID: &run.UID}, client.PropagationPolicy("Background")); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonExpired, ReasonExpired,
-			"Deleted %s: it ended at %s and its time to live after finishing (%s) has passed", run.Name,
-			run.Status.CompletionTime.UTC().Format(time.RFC3339), ttl)
-	}
+	r.event(run, corev1.EventTypeNormal, ReasonExpired, ReasonExpired, fmt.Sprintf(
+		"Deleted %s: it ended at %s and its time to live after finishing (%s) has passed", run.Name,
+		run.Status.CompletionTime.UTC().Format(time.RFC3339), ttl))
 	return ctrl.Result{}, nil
 }
