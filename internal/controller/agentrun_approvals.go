@@ -11,10 +11,11 @@ import (
 	"github.com/agentrun/agentrun/internal/platform"
 )
 
-// answersFrom reads the approval annotations: the answers by call id, who
-// gave them, and the argument digests of the answers that name one
-// (approve:sha256:...; see bindAnswers). Answers already applied (in
-// status.approvals, not stale) are left out: they are history, not news.
+// answersFrom reads the approval annotations (v1alpha1.ParseApprovalAnswer):
+// the answers by call id, who gave them, and the argument digests of the
+// answers that name one (approve:sha256:...; see bindAnswers). Values that
+// are not answers are left out, and so are answers already applied (in
+// status.approvals, not stale): they are history, not news.
 func answersFrom(run *v1alpha1.AgentRun) (answers map[string]loop.Answer, by, digests map[string]string) {
 	answers, digests = map[string]loop.Answer{}, map[string]string{}
 	for k, v := range run.Annotations {
@@ -22,11 +23,11 @@ func answersFrom(run *v1alpha1.AgentRun) (answers map[string]loop.Answer, by, di
 		if !ok || id == "" {
 			continue
 		}
-		word, digest, _ := strings.Cut(strings.TrimSpace(v), ":")
-		a := loop.Answer(strings.ToLower(word))
-		if a != loop.Approve && a != loop.DenyAnswer && a != loop.Stop {
+		parsed, err := v1alpha1.ParseApprovalAnswer(v)
+		if err != nil {
 			continue
 		}
+		a, digest := loop.Answer(parsed.Decision), parsed.Digest
 		applied := false
 		for _, r := range run.Status.Approvals {
 			if r.CallID == id && !r.Stale {
@@ -36,7 +37,7 @@ func answersFrom(run *v1alpha1.AgentRun) (answers map[string]loop.Answer, by, di
 		if !applied {
 			answers[id] = a
 			if digest != "" {
-				digests[id] = strings.ToLower(digest)
+				digests[id] = digest
 			}
 		}
 	}
