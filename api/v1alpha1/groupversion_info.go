@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the AgentRun API: an LLM agent run as a Kubernetes
-// resource. The package has types and markers only; behaviour lives in
-// internal/.
+// resource. The package has types and markers only, and the codec of the
+// approval annotation's value (approval.go); behaviour lives in internal/.
 //
 // +kubebuilder:object:generate=true
 // +groupName=agents.agentrun.dev

@@ -7,7 +7,8 @@ import (
 
 // ApprovalAnnotationPrefix starts the annotation a person sets to answer a
 // pending call: approval.agents.agentrun.dev/<callID> with the value
-// approve, deny or stop.
+// approve, deny or stop, optionally followed by ":" and the call's
+// argumentsDigest (ApprovalAnswer reads and writes it).
 const ApprovalAnnotationPrefix = "approval.agents.agentrun.dev/"
 
 // AttributedOutcomeAnnotation records the outcome a reviewer thinks a

@@ -9,22 +9,29 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
+	"github.com/agentrun/agentrun/internal/runstatus"
 )
 
-// answersFrom reads the approval annotations: the answers by call id, who
-// gave them, and the argument digests of the answers that name one
-// (approve:sha256:...; see bindAnswers). Answers already applied (in
-// status.approvals, not stale) are left out: they are history, not news.
-func answersFrom(run *v1alpha1.AgentRun) (answers map[string]loop.Answer, by, digests map[string]string) {
-	answers, digests = map[string]loop.Answer{}, map[string]string{}
+// answersFrom reads the approval annotations (v1alpha1.ParseApprovalAnswer):
+// the answers by call id, with who gave each and the argument digest an
+// answer names (approve:sha256:...; see bindAnswers). Values that are not
+// answers are left out, and so are answers already applied (in
+// status.approvals, not stale): they are history, not news.
+//
+// Who gave an answer is as the API server authenticated them: the
+// admission policy agentrun-approver-identity stamps the username into
+// approved-by.agents.agentrun.dev/<callID> in the same request, and
+// agentrun-approval refuses clients that write it themselves. The field
+// manager is not used: any client chooses its own.
+func answersFrom(run *v1alpha1.AgentRun) map[string]runstatus.Answer {
+	answers := map[string]runstatus.Answer{}
 	for k, v := range run.Annotations {
 		id, ok := strings.CutPrefix(k, v1alpha1.ApprovalAnnotationPrefix)
 		if !ok || id == "" {
 			continue
 		}
-		word, digest, _ := strings.Cut(strings.TrimSpace(v), ":")
-		a := loop.Answer(strings.ToLower(word))
-		if a != loop.Approve && a != loop.DenyAnswer && a != loop.Stop {
+		a, err := v1alpha1.ParseApprovalAnswer(v)
+		if err != nil {
 			continue
 		}
 		applied := false
@@ -34,13 +41,23 @@ func answersFrom(run *v1alpha1.AgentRun) (answers map[string]loop.Answer, by, di
 			}
 		}
 		if !applied {
-			answers[id] = a
-			if digest != "" {
-				digests[id] = strings.ToLower(digest)
-			}
+			answers[id] = runstatus.Answer{ApprovalAnswer: a, By: run.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id]}
 		}
 	}
-	return answers, answeredBy(run), digests
+	return answers
+}
+
+// decisions is what the engine takes of the answers: the decision of
+// each, by call id.
+func decisions(answers map[string]runstatus.Answer) map[string]loop.Answer {
+	if answers == nil {
+		return nil
+	}
+	d := make(map[string]loop.Answer, len(answers))
+	for id, a := range answers {
+		d[id] = loop.Answer(a.Decision)
+	}
+	return d
 }
 
 // NoteAnswerNotApplied is the event reason of an answer that named other
@@ -52,12 +69,13 @@ const NoteAnswerNotApplied loop.NoteKind = "AnswerNotApplied"
 // approve sends it), with a Warning note for each: a run deleted and
 // created again under the same name, with other arguments, while a person
 // reviewed the first, does not take that person's answer.
-func bindAnswers(s *loop.State, answers map[string]loop.Answer, digests map[string]string) []loop.Note {
+func bindAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note {
 	var notes []loop.Note
 	for i := range s.Calls {
 		c := &s.Calls[i]
-		want, named := digests[c.ID]
-		if _, answered := answers[c.ID]; !answered || !named {
+		a, answered := answers[c.ID]
+		want := a.Digest
+		if !answered || want == "" {
 			continue
 		}
 		if got := loop.ArgumentsDigest(c.Arguments); got != want {
@@ -70,34 +88,18 @@ func bindAnswers(s *loop.State, answers map[string]loop.Answer, digests map[stri
 	return notes
 }
 
-// answeredBy names who set each approval annotation, as the API server
-// authenticated them: the admission policy agentrun-approver-identity
-// stamps the username into approved-by.agents.agentrun.dev/<callID> in the
-// same request, and agentrun-approval refuses clients that write it
-// themselves. The field manager is not used: any client chooses its own.
-func answeredBy(run *v1alpha1.AgentRun) map[string]string {
-	by := map[string]string{}
-	for k, v := range run.Annotations {
-		if id, ok := strings.CutPrefix(k, v1alpha1.ApprovedByAnnotationPrefix); ok && id != "" {
-			if _, answered := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+id]; answered {
-				by[id] = v
-			}
-		}
-	}
-	return by
-}
-
 // screenApprovers drops from answers every answer whose author the
 // platform's policies do not let answer (a ServiceAccount not allowed, or
 // the run's own author where self-approval is refused), and, unless
 // acceptUnstamped, every answer whose author the API server did not
 // record, with a Warning note for each: the call waits on for someone who
 // may answer.
-func screenApprovers(a platform.Approvers, answers map[string]loop.Answer, by map[string]string, acceptUnstamped bool) []loop.Note {
+func screenApprovers(a platform.Approvers, answers map[string]runstatus.Answer, acceptUnstamped bool) []loop.Note {
 	var notes []loop.Note
 	for _, id := range slices.Sorted(maps.Keys(answers)) {
-		why := a.Refuses(by[id])
-		if by[id] == "" && !acceptUnstamped {
+		by := answers[id].By
+		why := a.Refuses(by)
+		if by == "" && !acceptUnstamped {
 			why = "the API server did not record who gave it (no " + v1alpha1.ApprovedByAnnotationPrefix + id +
 				" annotation: the admission policy agentrun-approver-identity is not installed), and the operator applies only answers " +
 				"whose author it knows (--accept-unstamped-answers, chart approvals.recordIdentity.enabled=false, applies them anyway)"

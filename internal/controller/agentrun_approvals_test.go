@@ -9,6 +9,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
+	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/google/go-cmp/cmp"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -16,14 +17,19 @@ import (
 func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
 	run := &v1alpha1.AgentRun{}
 	run.Annotations = map[string]string{
-		v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve", // applied already
-		v1alpha1.ApprovalAnnotationPrefix + "t2-c1": " Deny ",
-		v1alpha1.ApprovalAnnotationPrefix + "t2-c2": "maybe",
+		v1alpha1.ApprovalAnnotationPrefix + "t1-c1":   "approve", // applied already
+		v1alpha1.ApprovalAnnotationPrefix + "t2-c1":   " Deny ",
+		v1alpha1.ApprovedByAnnotationPrefix + "t2-c1": "jane",
+		v1alpha1.ApprovalAnnotationPrefix + "t2-c2":   "maybe",
+		v1alpha1.ApprovalAnnotationPrefix + "t3-c1":   "approve:SHA256:0B1E",
 		"unrelated": "approve",
 	}
 	run.Status.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t1-c1", Decision: "approve"}}
-	got, _, _ := answersFrom(run)
-	if diff := cmp.Diff(map[string]loop.Answer{"t2-c1": loop.DenyAnswer}, got); diff != "" {
+	want := map[string]runstatus.Answer{
+		"t2-c1": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny}, By: "jane"},
+		"t3-c1": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"}},
+	}
+	if diff := cmp.Diff(want, answersFrom(run)); diff != "" {
 		t.Fatalf("answers (-want +got):\n%s", diff)
 	}
 }
@@ -34,14 +40,21 @@ func TestAnswersFrom_leavesOutWhatWasAppliedAndWhatIsNotAnAnswer(t *testing.T) {
 func TestBindAnswers_otherArgumentsAreNotApplied(t *testing.T) {
 	args := json.RawMessage(`{"amount_minor":999999}`)
 	s := &loop.State{Calls: []loop.Call{{ToolCall: loop.ToolCall{ID: "t1-c1", Name: "refund", Arguments: args}}}}
-	answers := map[string]loop.Answer{"t1-c1": loop.Approve}
-	notes := bindAnswers(s, answers, map[string]string{"t1-c1": "sha256:00"})
+	approve := func(digest string) map[string]runstatus.Answer {
+		return map[string]runstatus.Answer{"t1-c1": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: digest}}}
+	}
+	answers := approve("sha256:00")
+	notes := bindAnswers(s, answers)
 	if len(answers) != 0 || len(notes) != 1 || notes[0].Kind != NoteAnswerNotApplied {
 		t.Fatalf("answers %v, notes %+v; want the answer dropped with one note", answers, notes)
 	}
-	answers = map[string]loop.Answer{"t1-c1": loop.Approve}
-	if notes := bindAnswers(s, answers, map[string]string{"t1-c1": loop.ArgumentsDigest(args)}); len(notes) != 0 || answers["t1-c1"] != loop.Approve {
+	answers = approve(loop.ArgumentsDigest(args))
+	if notes := bindAnswers(s, answers); len(notes) != 0 || answers["t1-c1"].Decision != v1alpha1.ApprovalApprove {
 		t.Fatalf("an answer for the call's own arguments was dropped: %+v", notes)
+	}
+	answers = approve("")
+	if notes := bindAnswers(s, answers); len(notes) != 0 || answers["t1-c1"].Decision != v1alpha1.ApprovalApprove {
+		t.Fatalf("an answer that names no arguments was dropped: %+v", notes)
 	}
 }
 
@@ -66,8 +79,8 @@ func TestScreenApprovers(t *testing.T) {
 		{"another person, self-approval refused", noSelf, "bob", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			answers := map[string]loop.Answer{"t1-c1": loop.Approve}
-			notes := screenApprovers(tc.a, answers, map[string]string{"t1-c1": tc.by}, false)
+			answers := map[string]runstatus.Answer{"t1-c1": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}, By: tc.by}}
+			notes := screenApprovers(tc.a, answers, false)
 			if _, ok := answers["t1-c1"]; ok != tc.applied {
 				t.Fatalf("applied %v, want %v (notes %+v)", ok, tc.applied, notes)
 			}
@@ -82,9 +95,10 @@ func TestScreenApprovers(t *testing.T) {
 // approvals.recordIdentity.enabled=false), the operator may be told to
 // take unstamped answers; the platform's rules still apply to the rest.
 func TestScreenApprovers_acceptingUnstampedAnswers(t *testing.T) {
-	answers := map[string]loop.Answer{"t1-c1": loop.Approve, "t1-c2": loop.Approve}
-	by := map[string]string{"t1-c2": platform.ServiceAccountUser("ops", "bot")}
-	notes := screenApprovers(platform.Approvers{}, answers, by, true)
+	approve := v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}
+	answers := map[string]runstatus.Answer{"t1-c1": {ApprovalAnswer: approve},
+		"t1-c2": {ApprovalAnswer: approve, By: platform.ServiceAccountUser("ops", "bot")}}
+	notes := screenApprovers(platform.Approvers{}, answers, true)
 	if _, ok := answers["t1-c1"]; !ok || len(answers) != 1 || len(notes) != 1 {
 		t.Fatalf("answers %v, notes %+v; want the unstamped answer kept and the ServiceAccount's dropped", answers, notes)
 	}

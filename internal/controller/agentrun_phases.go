@@ -64,10 +64,9 @@ type scope struct {
 	// is dropped from memory once status holds its outcome.
 	consumed string
 
-	// answers are the approval annotations not yet applied, by call id;
-	// by names who set each (the field manager).
-	answers map[string]loop.Answer
-	by      map[string]string
+	// answers are the approval annotations not yet applied, by call id,
+	// each with who set it and the digest it names (answersFrom).
+	answers map[string]runstatus.Answer
 	// effect is what the last step asked the outside world to do (a model
 	// call, tools), started only after the status write holds it.
 	effect loop.Effect
@@ -322,11 +321,10 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		// now, agrees with it.
 		sc.notes = append(sc.notes, sc.kit.Engine.Revet(ctx, s, sc.now)...)
 	}
-	var digests map[string]string
-	sc.answers, sc.by, digests = answersFrom(sc.run)
-	notes := bindAnswers(s, sc.answers, digests)
+	sc.answers = answersFrom(sc.run)
+	notes := bindAnswers(s, sc.answers)
 	if sc.kit != nil {
-		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, sc.by, r.AcceptUnstampedAnswers)...)
+		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, r.AcceptUnstampedAnswers)...)
 	}
 	for _, n := range notes {
 		// Recorded now: the run still waits, so this reconcile may save
@@ -374,7 +372,7 @@ func toolsKey(s *loop.State) string {
 // needs the outside world.
 func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, uid := sc.state, sc.run.UID
-	in := loop.Input{Answers: sc.answers, Cancel: sc.run.Spec.Cancel}
+	in := loop.Input{Answers: decisions(sc.answers), Cancel: sc.run.Spec.Cancel}
 	if in.Cancel {
 		in.CancelReason = cancelReason(sc.run) // who cancelled, when the run says
 	} else {
@@ -465,7 +463,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 	quiet, deferrable := false, false
 	if s != nil && sc.kit != nil {
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
-		runstatus.RecordApprovals(st, sc.notes, sc.answers, sc.by, now)
+		runstatus.RecordApprovals(st, sc.notes, sc.answers, now)
 		if err := setCheckpoint(st, s); err != nil {
 			return false, err
 		}

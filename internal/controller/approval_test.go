@@ -307,3 +307,82 @@ func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
 	}
 	NewWithT(t).Eventually(func() []string { return eventReasons(t, run.Namespace, run.Name) }, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
 }
+
+// Issue 44: the value of an approval annotation is read twice, by the
+// operator (v1alpha1.ParseApprovalAnswer) and by the admission policy
+// agentrun-approval, whose CEL refuses an answer that names a digest no
+// pending call has. Both must read the same digest from every value the
+// operator takes for an answer: the API server admits each value for a
+// call that waits with the digest the operator reads, and refuses it for a
+// call that waits with another digest exactly when the operator reads one.
+// (A value the operator does not take for an answer is ignored by it,
+// whatever the API server does; TestParseApprovalAnswer lists them.)
+func TestAdmission_readsTheDigestAsTheOperatorDoes(t *testing.T) {
+	ctx := context.Background()
+	digest := "sha256:" + strings.Repeat("0b1e", 16)
+	values := []string{
+		"approve",
+		"deny",
+		"stop",
+		"approve:" + digest,
+		"deny:" + digest,
+		"APPROVE:" + strings.ToUpper(digest),
+		" approve:" + digest + " \n",
+		"\tStop:" + digest,
+		"approve:",
+		"approve: ",
+		"approve:\t" + digest,
+		"approve: " + digest,
+		"approve:" + digest + ":extra",
+		"approve::" + digest,
+		"approve:sha256:ÄB12",
+		"approve:other",
+	}
+	run := makeRun(namespace(t), "digests").answer("ok").create(t)
+	// Call t<i>-c1 waits with the digest the operator reads from value i
+	// (or an unrelated one where it reads none), t<i>-c2 with another.
+	var pending []v1alpha1.PendingApproval
+	read := make([]v1alpha1.ApprovalAnswer, len(values))
+	for i, v := range values {
+		a, err := v1alpha1.ParseApprovalAnswer(v)
+		if err != nil {
+			t.Fatalf("%q is not an answer to the operator: %v", v, err)
+		}
+		read[i] = a
+		own := a.Digest
+		if own == "" {
+			own = "sha256:unrelated"
+		}
+		pending = append(pending,
+			v1alpha1.PendingApproval{CallID: fmt.Sprintf("t%d-c1", i), Tool: "refund", ArgumentsDigest: own},
+			v1alpha1.PendingApproval{CallID: fmt.Sprintf("t%d-c2", i), Tool: "refund", ArgumentsDigest: "sha256:another"})
+	}
+	cur := get(t, run)
+	cur.Status.PendingApprovals = pending
+	if err := k8sClient.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	answer := func(callID, v string) error {
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.ApprovalAnnotationPrefix + callID: v}}})
+		return k8sClient.Patch(ctx, run.DeepCopy(), client.RawPatch("application/merge-patch+json", body), client.DryRunAll, client.FieldOwner("test"))
+	}
+	// The policy's message, or the expression that failed where the
+	// message cannot be given (it would quote a line break).
+	refusal := func(err error) bool {
+		return strings.Contains(err.Error(), "names arguments that no pending call of digests has") ||
+			strings.Contains(err.Error(), "failed expression: variables.digestMismatch.size() == 0")
+	}
+	for i, v := range values {
+		if err := answer(fmt.Sprintf("t%d-c1", i), v); err != nil {
+			t.Errorf("%q for a call waiting with the digest the operator reads (%q) was refused: %v", v, read[i].Digest, err)
+		}
+		err := answer(fmt.Sprintf("t%d-c2", i), v)
+		if err != nil && !refusal(err) {
+			t.Errorf("%q: %v", v, err)
+			continue
+		}
+		if refused, named := err != nil, read[i].Digest != ""; refused != named {
+			t.Errorf("%q for a call waiting with another digest: refused %v, but the operator reads digest %q", v, refused, read[i].Digest)
+		}
+	}
+}

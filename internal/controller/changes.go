@@ -3,6 +3,7 @@ package controller
 import (
 	v1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runstatus"
 )
 
 // change is what one reconcile's save changed of a run, worked out once
@@ -18,10 +19,9 @@ type change struct {
 	state *loop.State
 	// notes are what the steps reported, in order.
 	notes []loop.Note
-	// answers and by are the approvals this save applied, by call id, and
-	// who gave each.
-	answers map[string]loop.Answer
-	by      map[string]string
+	// answers are the approvals this save applied, by call id, with who
+	// gave each.
+	answers map[string]runstatus.Answer
 
 	// started: the run's first turn began (status.startTime was set).
 	started bool
@@ -66,6 +66,6 @@ func changeOf(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) ch
 // changeOfScope is the change of a reconcile that saved.
 func changeOfScope(sc *scope) change {
 	c := changeOf(sc.stored.run(), asBuilt(sc), sc.state, sc.notes)
-	c.answers, c.by = sc.answers, sc.by
+	c.answers = sc.answers
 	return c
 }

@@ -49,7 +49,7 @@ func (r *AgentRunReconciler) logTransitions(ctx context.Context, c change) {
 	for _, n := range c.notes {
 		switch n.Kind {
 		case loop.NoteApproval, loop.NoteStaleApproval:
-			log.Info("Approval answered", "callID", n.CallID, "decision", string(c.answers[n.CallID]), "by", c.by[n.CallID],
+			log.Info("Approval answered", "callID", n.CallID, "decision", string(c.answers[n.CallID].Decision), "by", c.answers[n.CallID].By,
 				"stale", n.Kind == loop.NoteStaleApproval)
 		}
 	}

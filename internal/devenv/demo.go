@@ -139,11 +139,16 @@ func Watch(ctx context.Context, c client.Client, samples []Sample, out io.Writer
 			}
 			for _, p := range run.Status.PendingApprovals {
 				id := k.Name + "/" + p.CallID
-				a := answerFor(run, p.CallID)
-				if a == "" || answered[id] {
+				given := answerFor(run, p.CallID)
+				if given == "" || answered[id] {
 					continue
 				}
 				answered[id] = true
+				ans, err := v1alpha1.ParseApprovalAnswer(given)
+				if err != nil {
+					return nil, fmt.Errorf("%s: the annotation %s answers %s with %w", run.Name, Answers, p.CallID, err)
+				}
+				a := ans.String()
 				fmt.Fprintf(out, "%-22s answering %s (%s) with %q, as `kubectl annotate agentrun %s %s%s=%s` would\n",
 					run.Name, p.CallID, p.Tool, a, run.Name, v1alpha1.ApprovalAnnotationPrefix, p.CallID, a)
 				body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.ApprovalAnnotationPrefix + p.CallID: a}}})

@@ -57,7 +57,7 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 	if err != nil {
 		return err
 	}
-	value := string(o.Decision)
+	value := v1alpha1.ApprovalAnswer{Decision: o.Decision}
 	meta := map[string]any{}
 	if !o.Force {
 		if err := checkPending(run, o); err != nil {
@@ -67,12 +67,12 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 			return err
 		}
 		if o.Decision == v1alpha1.ApprovalApprove {
-			value += boundTo(run, o.CallID)
+			value.Digest = boundTo(run, o.CallID)
 			showCall(w, run, o.CallID)
 		}
 	}
 
-	meta["annotations"] = map[string]string{key: value}
+	meta["annotations"] = map[string]string{key: value.String()}
 	if o.Shown != nil {
 		// The API server refuses the patch (409) if the run was replaced
 		// after it was read.
@@ -125,14 +125,14 @@ func showCall(w io.Writer, run *v1alpha1.AgentRun, callID string) {
 	}
 }
 
-// boundTo is what binds an approval to the arguments shown: ":" and
-// their digest, so that the operator applies it only to a call with those
-// arguments (a run recreated under the same name with others does not get
-// it); "" when status gives no digest.
+// boundTo is what binds an approval to the arguments shown: their digest,
+// so that the operator applies it only to a call with those arguments (a
+// run recreated under the same name with others does not get it); "" when
+// status gives no digest.
 func boundTo(run *v1alpha1.AgentRun, callID string) string {
 	for _, p := range run.Status.PendingApprovals {
 		if p.CallID == callID && p.ArgumentsDigest != "" {
-			return ":" + p.ArgumentsDigest
+			return p.ArgumentsDigest
 		}
 	}
 	return ""
@@ -161,7 +161,7 @@ func checkPending(run *v1alpha1.AgentRun, o AnswerOptions) error {
 			continue
 		}
 		prev, ok := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+o.CallID]
-		if word, _, _ := strings.Cut(prev, ":"); ok && word != string(o.Decision) {
+		if a, err := v1alpha1.ParseApprovalAnswer(prev); ok && (err != nil || a.Decision != o.Decision) {
 			return fmt.Errorf("%s was already answered %q on %s and the operator has not acted on it yet; use --force to change the answer",
 				o.CallID, prev, ref)
 		}

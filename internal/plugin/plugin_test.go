@@ -312,6 +312,28 @@ func TestAnswer_refusesToReplaceAnAnswerNotYetActedOn(t *testing.T) {
 	}
 }
 
+// An earlier answer is read as the operator reads it
+// (v1alpha1.ParseApprovalAnswer): " Deny " set with kubectl annotate is
+// deny, so answering deny again is the same answer, and approve changes it.
+func TestAnswer_readsTheEarlierAnswerAsTheOperatorDoes(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	run := makeRun(ns, "r").create(t)
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) { s.PendingApprovals = pending("t3-c1") })
+	ref := Ref{Namespace: ns, Name: "r"}
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"approval.agents.agentrun.dev/t3-c1":" Deny "}}}`))
+	if err := k8sClient.Patch(ctx, run.DeepCopy(), patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := Answer(ctx, k8sClient, AnswerOptions{Run: ref, CallID: "t3-c1", Decision: v1alpha1.ApprovalDeny}, &bytes.Buffer{}); err != nil {
+		t.Errorf("answering deny after \" Deny \": %v", err)
+	}
+	err := Answer(ctx, k8sClient, AnswerOptions{Run: ref, CallID: "t3-c1", Decision: v1alpha1.ApprovalApprove}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "already answered") {
+		t.Errorf("changing the answer: err = %v, want a refusal naming the earlier answer", err)
+	}
+}
+
 func TestAnswer_rejectsBadInputBeforeCallingTheServer(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

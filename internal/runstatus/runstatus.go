@@ -225,14 +225,25 @@ func SetCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.Conditi
 		LastTransitionTime: now})
 }
 
+// Answer is a person's answer to a pending call as the operator read it
+// from the run's annotations: the approval annotation's decision and the
+// arguments digest it names, if any, and who set it.
+type Answer struct {
+	v1alpha1.ApprovalAnswer
+	// By is who set the approval annotation, as the API server stamped it
+	// into approved-by.agents.agentrun.dev/<callID>; empty when nothing
+	// stamped it.
+	By string
+}
+
 // RecordApprovals adds the answers and stale answers a step reported.
-func RecordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map[string]loop.Answer, by map[string]string, now metav1.Time) {
+func RecordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map[string]Answer, now metav1.Time) {
 	for _, n := range notes {
 		if n.Kind != loop.NoteApproval && n.Kind != loop.NoteStaleApproval {
 			continue
 		}
-		rec := v1alpha1.ApprovalRecord{CallID: n.CallID, Decision: v1alpha1.ApprovalDecision(answers[n.CallID]), At: &now,
-			By: by[n.CallID], Stale: n.Kind == loop.NoteStaleApproval}
+		a := answers[n.CallID]
+		rec := v1alpha1.ApprovalRecord{CallID: n.CallID, Decision: a.Decision, At: &now, By: a.By, Stale: n.Kind == loop.NoteStaleApproval}
 		if rec.Stale && recorded(st, rec.CallID, rec.Decision, true) {
 			continue
 		}

@@ -60,14 +60,17 @@ func TestRecordApprovals_staleAnswersAreRecordedOnce(t *testing.T) {
 	st := &v1alpha1.AgentRunStatus{}
 	now := metav1.Now()
 	notes := []loop.Note{{Kind: loop.NoteStaleApproval, CallID: "t9-c1"}, {Kind: loop.NoteApproval, CallID: "t1-c1"}}
-	answers := map[string]loop.Answer{"t9-c1": loop.Approve, "t1-c1": loop.Stop}
-	RecordApprovals(st, notes, answers, map[string]string{"t1-c1": "kubectl-agentrun"}, now)
-	RecordApprovals(st, notes[:1], answers, nil, now)
+	answers := map[string]Answer{
+		"t9-c1": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}},
+		"t1-c1": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalStop}, By: "kubectl-agentrun"},
+	}
+	RecordApprovals(st, notes, answers, now)
+	RecordApprovals(st, notes[:1], answers, now)
 	if len(st.Approvals) != 2 || !st.Approvals[0].Stale || st.Approvals[1].Decision != "stop" || st.Approvals[1].By != "kubectl-agentrun" {
 		t.Fatalf("approvals = %+v", st.Approvals)
 	}
 	for i := 0; i < 2*MaxApprovalRecords; i++ {
-		RecordApprovals(st, []loop.Note{{Kind: loop.NoteApproval, CallID: "x"}}, map[string]loop.Answer{"x": loop.Approve}, nil, now)
+		RecordApprovals(st, []loop.Note{{Kind: loop.NoteApproval, CallID: "x"}}, map[string]Answer{"x": {ApprovalAnswer: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}}}, now)
 	}
 	if len(st.Approvals) != MaxApprovalRecords {
 		t.Fatalf("%d approvals kept, want the newest %d", len(st.Approvals), MaxApprovalRecords)

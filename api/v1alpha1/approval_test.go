@@ -1,0 +1,125 @@
+package v1alpha1_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseApprovalAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		want    v1alpha1.ApprovalAnswer
+		wantErr bool
+	}{
+		{value: "approve", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}},
+		{value: "deny", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny}},
+		{value: "stop", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalStop}},
+		{value: " Deny\n", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny}},
+		{value: "APPROVE:SHA256:AB12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab12"}},
+		// Only ASCII letters are folded, as CEL's lowerAscii folds them.
+		{value: "approve:sha256:ÄB12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:Äb12"}},
+		{value: "approve:sha256:ab12 ", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab12"}},
+		// Only the first colon separates: the rest is the digest, whole.
+		{value: "approve:sha256:ab:12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab:12"}},
+		// An empty digest names none.
+		{value: "approve:", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}},
+		// Space inside the value is not trimmed: it names another digest.
+		{value: "approve: sha256:ab12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: " sha256:ab12"}},
+		{value: "", wantErr: true},
+		{value: "maybe", wantErr: true},
+		{value: "approve :sha256:ab12", wantErr: true},
+		{value: ":sha256:ab12", wantErr: true},
+		{value: "approved", wantErr: true},
+	} {
+		got, err := v1alpha1.ParseApprovalAnswer(tc.value)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("ParseApprovalAnswer(%q): error %v, want error %v", tc.value, err, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "approve, deny or stop") {
+			t.Errorf("ParseApprovalAnswer(%q): error %q does not say what an answer is", tc.value, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("ParseApprovalAnswer(%q) (-want +got):\n%s", tc.value, diff)
+		}
+	}
+}
+
+func TestApprovalAnswer_StringIsReadBack(t *testing.T) {
+	for _, a := range []v1alpha1.ApprovalAnswer{
+		{Decision: v1alpha1.ApprovalApprove},
+		{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"},
+		{Decision: v1alpha1.ApprovalDeny},
+		{Decision: v1alpha1.ApprovalStop},
+	} {
+		got, err := v1alpha1.ParseApprovalAnswer(a.String())
+		if err != nil {
+			t.Fatalf("%q: %v", a.String(), err)
+		}
+		if diff := cmp.Diff(a, got); diff != "" {
+			t.Errorf("%q read back (-want +got):\n%s", a.String(), diff)
+		}
+	}
+	if got := (v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"}).String(); got != "approve:sha256:0b1e" {
+		t.Errorf("String() = %q, want approve:sha256:0b1e", got)
+	}
+}
+
+// The approval annotation's value has one codec (approval.go): a Go file
+// that names the annotation and splits or joins on a colon is reading or
+// writing the value by hand. The CEL reading of it is tied to the codec by
+// TestAdmission_digestOfAnAnswerAsTheOperatorReadsIt in
+// internal/controller.
+func TestApprovalAnswer_noOtherCodec(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var found []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", "dist", "testdata", "node_modules", ".dev", ".e2e":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Base(path) == "approval.go" {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		names, colons := false, 0
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				names = names || n.Sel.Name == "ApprovalAnnotationPrefix"
+			case *ast.BasicLit:
+				if n.Value == `":"` || n.Value == `':'` {
+					colons++
+				}
+			}
+			return true
+		})
+		if names && colons > 0 {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Fatalf("these files name ApprovalAnnotationPrefix and split or join on \":\": read and write the value with "+
+			"v1alpha1.ParseApprovalAnswer and ApprovalAnswer.String instead:\n%s", strings.Join(found, "\n"))
+	}
+}
