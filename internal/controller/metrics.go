@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,8 +26,8 @@ import (
 // is counted as "other".
 //
 // The operator builds one set (NewMetrics), gives it to its reconcilers,
-// registers it where it serves metrics (Register) and unregisters it when
-// it stops (Unregister), so that a process can start the operator again.
+// and registers its Collectors with the rest it serves while it runs
+// (internal/operator), so that a process can start the operator again.
 // A nil *Metrics counts nothing: a reconciler built without one (in a
 // test) works the same, unobserved.
 type Metrics struct {
@@ -204,45 +202,16 @@ func NewMetrics() *Metrics {
 	}
 }
 
-// collectors is every collector of the set; a test checks that
-// docs/observability.md describes each of their series. The counter of
-// notifications (notify.Deliveries, internal/notify's own) is served with
-// them.
-func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
-		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
-		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.stateKeyObjects, m.panics, m.scheduleRunsCreated, m.scheduleMissed, notify.Deliveries}
-}
-
-// Register registers every collector of the set with reg (the operator's:
-// controller-runtime's metrics.Registry), or none of them: on an error
-// (reg holds another set: an operator of this process has not stopped)
-// those it registered are unregistered again.
-func (m *Metrics) Register(reg prometheus.Registerer) error {
+// Collectors is every collector of the set, for the operator to register
+// with the others it serves (internal/operator's register, the one place
+// metrics are registered). A nil set has none.
+func (m *Metrics) Collectors() []prometheus.Collector {
 	if m == nil {
 		return nil
 	}
-	cs := m.collectors()
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return fmt.Errorf("registering the domain metrics: %w", err)
-		}
-	}
-	return nil
-}
-
-// Unregister removes the set from reg, so that the next operator of this
-// process can register its own.
-func (m *Metrics) Unregister(reg prometheus.Registerer) {
-	if m == nil {
-		return
-	}
-	for _, c := range m.collectors() {
-		reg.Unregister(c)
-	}
+	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
+		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
+		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.stateKeyObjects, m.panics, m.scheduleRunsCreated, m.scheduleMissed}
 }
 
 // OverdueMargin is the slack agentrun_runs_overdue allows a run past the

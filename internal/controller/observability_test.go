@@ -40,9 +40,7 @@ func startObserved(t *testing.T, kb KitBuilder, ns string, tp oteltrace.TracerPr
 func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	if err := m.Register(reg); err != nil {
-		t.Fatal(err)
-	}
+	reg.MustRegister(m.Collectors()...)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	res, err := http.Get(srv.URL)

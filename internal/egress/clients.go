@@ -9,9 +9,10 @@ import (
 // Clients hands out the HTTP clients of one policy with a grant added: one
 // client, and so one connection pool, per distinct grant, shared by every
 // run with that grant for as long as one of them holds it. A run's kit is
-// built once, but the model package keeps its SDK clients by HTTP client
-// for the life of the process (model.SharedClient): a client per run would
-// be a pool per run, never freed.
+// built once, but the kit builder keeps its runs' SDK clients by HTTP
+// client for as long as it lives, the operator's for the life of the
+// process (model.Clients): a client per run would be a pool per run, never
+// freed.
 type Clients struct {
 	policy *Policy
 	// base is the client of the policy alone, for the runs no grant

@@ -108,6 +108,9 @@ type Builder struct {
 	Egress *egress.Clients
 	// Clock is time.Now unless set.
 	Clock func() time.Time
+
+	// shared is what the runs this builder builds share (shared.go).
+	shared shared
 }
 
 // Build makes a run's kit. Builtin tools' schemas are filled in, MCP
@@ -139,7 +142,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 		ts := &cfg.Tools[i]
 		switch {
 		case t.HTTP != nil:
-			var opts []httptool.Option
+			opts := []httptool.Option{httptool.WithTemplates(&b.shared.templates)}
 			rt, err := b.toolRoundTripper(ctx, run, egressed, fmt.Sprintf("tools[%d] (%s) http.caBundleRef", i, t.Name), t.HTTP.CABundleRef)
 			if err != nil {
 				return nil, err
@@ -268,7 +271,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 	if err != nil {
 		return nil, err
 	}
-	opts := []loop.Option{}
+	opts := []loop.Option{loop.WithSchemas(&b.shared.schemas)}
 	if b.Clock != nil {
 		opts = append(opts, loop.WithClock(b.Clock))
 	}
@@ -351,7 +354,7 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, egressed *h
 		return nil, err
 	}
 	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, HTTPClient: client, MaxRetries: -1,
-		MaxReplyBytes: b.MaxReplyBytes}
+		MaxReplyBytes: b.MaxReplyBytes, Clients: &b.shared.models}
 	if r := spec.Reasoning; r != nil {
 		mc.ReasoningEffort = string(r.Effort)
 		if r.BudgetTokens != nil {
@@ -378,7 +381,7 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, egressed *h
 		}
 		bc := anthropic.Bedrock{Region: spec.Bedrock.Region}
 		if mc.KeySource == nil {
-			if bc.Credentials, err = awsCredentials(ctx, bc.Region); err != nil {
+			if bc.Credentials, err = b.shared.cloud.awsCredentials(ctx, bc.Region); err != nil {
 				return nil, err
 			}
 		}
@@ -388,14 +391,14 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, egressed *h
 			return nil, errors.New("provider vertex needs model.vertex")
 		}
 		return anthropic.NewVertex(mc, anthropic.Vertex{ProjectID: spec.Vertex.ProjectID, Region: spec.Vertex.Region,
-			TokenSource: googleTokens()})
+			TokenSource: b.shared.cloud.googleTokens()})
 	case v1alpha1.ProviderAzure:
 		if spec.Azure == nil {
 			return nil, errors.New("provider azure needs model.azure")
 		}
 		az := openai.Azure{Endpoint: spec.Azure.Endpoint, APIVersion: spec.Azure.APIVersion}
 		if mc.KeySource == nil {
-			if az.Credential, err = azureCredential(); err != nil {
+			if az.Credential, err = b.shared.cloud.azureCredential(); err != nil {
 				return nil, err
 			}
 		}

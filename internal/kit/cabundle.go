@@ -11,8 +11,6 @@ import (
 	"net/http"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/model"
-	"github.com/agentrun/agentrun/internal/weakcache"
 )
 
 // ConfigMapReader returns one key of a ConfigMap in a namespace. CA
@@ -26,30 +24,22 @@ type RootCAsSetter interface {
 	WithRootCAs(roots *x509.CertPool) http.RoundTripper
 }
 
-// toolClient stands for the tool packages' default transport, for HTTP
-// and MCP tools whose run names a CA bundle when the builder has no
-// Egress client.
-var toolClient = &http.Client{Transport: http.DefaultTransport}
-
 // trustKey is what makes two clients with a CA bundle interchangeable:
-// the client they copy and the bundle's content.
+// the client they copy (nil: the tool packages' default transport) and
+// the bundle's content.
 type trustKey struct {
 	base *http.Client
 	sum  [sha256.Size]byte
 }
 
-// trusted shares a client between the runs that name the same bundle
-// over the same base, so that they share its connections, and so that
-// the model package's SDK clients, kept by HTTP client for the life of
-// the process (model.SharedClient), number one per bundle rather than one
-// per run.
-var trusted weakcache.Cache[trustKey, http.Client]
-
 // caBundle reads the bundle ref names (field says where the run names it,
-// such as model.caBundleRef) and returns base with a transport that trusts
-// the system's roots and the bundle's certificates. A bundle that cannot
-// be read, or holds no certificate or anything else than certificates,
-// fails with an error that names the ConfigMap or Secret and its key.
+// such as model.caBundleRef) and returns base (nil: a client with
+// http.DefaultTransport, the tool packages' default) with a transport that
+// trusts the system's roots and the bundle's certificates; the runs that
+// name the same bundle over the same base share it (shared.trusted). A
+// bundle that cannot be read, or holds no certificate or anything else
+// than certificates, fails with an error that names the ConfigMap or
+// Secret and its key.
 func (b *Builder) caBundle(ctx context.Context, run *v1alpha1.AgentRun, field string, ref *v1alpha1.CABundleRef, base *http.Client) (*http.Client, error) {
 	var (
 		where string
@@ -83,7 +73,7 @@ func (b *Builder) caBundle(ctx context.Context, run *v1alpha1.AgentRun, field st
 	if err != nil {
 		return nil, fmt.Errorf("%s: the CA bundle in %s %w", field, where, err)
 	}
-	c, err := trusted.Get(trustKey{base: base, sum: sha256.Sum256([]byte(data))}, func() (*http.Client, error) {
+	c, err := b.shared.trusted.Get(trustKey{base: base, sum: sha256.Sum256([]byte(data))}, func() (*http.Client, error) {
 		roots, err := x509.SystemCertPool()
 		if err != nil {
 			roots = x509.NewCertPool() // no system roots here: the bundle's only
@@ -91,11 +81,15 @@ func (b *Builder) caBundle(ctx context.Context, run *v1alpha1.AgentRun, field st
 		for _, c := range certs {
 			roots.AddCert(c)
 		}
-		rt, err := withRootCAs(base.Transport, roots)
+		var from http.Client
+		if base != nil {
+			from = *base
+		}
+		rt, err := withRootCAs(from.Transport, roots)
 		if err != nil {
 			return nil, err
 		}
-		return &http.Client{Transport: rt, CheckRedirect: base.CheckRedirect, Jar: base.Jar, Timeout: base.Timeout}, nil
+		return &http.Client{Transport: rt, CheckRedirect: from.CheckRedirect, Jar: from.Jar, Timeout: from.Timeout}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
@@ -151,19 +145,19 @@ func withRootCAs(rt http.RoundTripper, roots *x509.CertPool) (http.RoundTripper,
 }
 
 // modelClient is the client of the run's model calls: HTTPClient, else
-// the run's egress client (egressed), else the model package's default;
-// with the run's CA bundle when it names one.
+// the run's egress client (egressed), else the builder's default
+// (shared.modelClient); with the run's CA bundle when it names one.
 func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client) (*http.Client, error) {
 	client := b.HTTPClient
 	if client == nil {
 		client = egressed
 	}
+	if client == nil {
+		client = b.shared.modelClient()
+	}
 	ref := run.Spec.Model.CABundleRef
 	if ref == nil {
 		return client, nil
-	}
-	if client == nil {
-		client = model.DefaultHTTPClient()
 	}
 	return b.caBundle(ctx, run, "model.caBundleRef", ref, client)
 }
@@ -175,11 +169,7 @@ func (b *Builder) toolRoundTripper(ctx context.Context, run *v1alpha1.AgentRun, 
 	if ref == nil {
 		return toolTransport(egressed), nil
 	}
-	base := egressed
-	if base == nil {
-		base = toolClient
-	}
-	c, err := b.caBundle(ctx, run, field, ref, base)
+	c, err := b.caBundle(ctx, run, field, ref, egressed)
 	if err != nil {
 		return nil, err
 	}

@@ -316,4 +316,11 @@ func TestBuild_caBundleClientsAreShared(t *testing.T) {
 	if c3, err := b.modelClient(context.Background(), run, nil); err != nil || c3 == c1 {
 		t.Errorf("another bundle got %p, %v; want a client of its own", c3, err)
 	}
+	// Issue 44: what runs share is their builder's, not the process's:
+	// another builder (another operator started in the process) keeps its
+	// own, for the same bundle too.
+	b = caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{})
+	if c4, err := b.modelClient(context.Background(), run, nil); err != nil || c4 == c1 {
+		t.Errorf("another builder got %p, %v; want a client of its own, not the first builder's %p", c4, err, c1)
+	}
 }

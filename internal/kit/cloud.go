@@ -13,13 +13,15 @@ import (
 	"github.com/agentrun/agentrun/internal/model/anthropic"
 )
 
-// The operator's own cloud identities, which runs of providers bedrock
-// (without an API key), vertex and azure (without an API key) call as.
-// Each is found once per process, when a run first needs it, and shared
-// by every run: the credential libraries cache the tokens and refresh
+// cloudIdentities are the process's own cloud identities, which runs of
+// providers bedrock (without an API key), vertex and azure (without an
+// API key) call as. Each is found once per Builder (the operator's lives
+// as long as the process), when a run first needs it, and shared by every
+// run it builds: the credential libraries cache the tokens and refresh
 // them before they expire. A lookup that fails is tried again by the next
 // call, so an identity set up after the operator started is picked up.
-var cloud struct {
+// The zero value is ready.
+type cloudIdentities struct {
 	mu     sync.Mutex
 	aws    map[string]aws.CredentialsProvider // by region
 	google oauth2.TokenSource
@@ -28,7 +30,7 @@ var cloud struct {
 
 // awsCredentials is the AWS default chain (IRSA, EKS Pod Identity, the
 // instance role) for region.
-func awsCredentials(ctx context.Context, region string) (aws.CredentialsProvider, error) {
+func (cloud *cloudIdentities) awsCredentials(ctx context.Context, region string) (aws.CredentialsProvider, error) {
 	cloud.mu.Lock()
 	defer cloud.mu.Unlock()
 	if c, ok := cloud.aws[region]; ok {
@@ -47,7 +49,7 @@ func awsCredentials(ctx context.Context, region string) (aws.CredentialsProvider
 
 // googleTokens is Google's Application Default Credentials (GKE Workload
 // Identity), found at the first token asked for.
-func googleTokens() oauth2.TokenSource {
+func (cloud *cloudIdentities) googleTokens() oauth2.TokenSource {
 	cloud.mu.Lock()
 	defer cloud.mu.Unlock()
 	if cloud.google == nil {
@@ -78,7 +80,7 @@ func (l *lazyGoogle) Token() (*oauth2.Token, error) {
 
 // azureCredential is azidentity's DefaultAzureCredential (Workload
 // Identity's federated token, a managed identity ...).
-func azureCredential() (azcore.TokenCredential, error) {
+func (cloud *cloudIdentities) azureCredential() (azcore.TokenCredential, error) {
 	cloud.mu.Lock()
 	defer cloud.mu.Unlock()
 	if cloud.azure != nil {

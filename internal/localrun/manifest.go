@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"sync"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/config/crd"
@@ -43,6 +42,23 @@ type Manifest struct {
 	Templates map[string]*v1alpha1.AgentRunTemplate
 }
 
+// Checker checks AgentRun documents as the API server checks them on
+// create, with the CRD this binary embeds. Building one compiles the CRD's
+// schema and CEL rules (about a tenth of a second); whoever checks many
+// documents builds one and keeps it. It is safe for concurrent use.
+type Checker struct {
+	runs *crdcheck.Validator
+}
+
+// NewChecker compiles the embedded AgentRun CRD.
+func NewChecker() (*Checker, error) {
+	v, err := crdcheck.New(crd.AgentRuns, v1alpha1.GroupVersion.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{runs: v}, nil
+}
+
 // ReadManifest reads and validates a manifest file.
 func ReadManifest(path string) (*Manifest, error) {
 	f, err := os.Open(path)
@@ -53,13 +69,23 @@ func ReadManifest(path string) (*Manifest, error) {
 	return ParseManifest(f)
 }
 
+// ParseManifest is Checker.ParseManifest with a Checker of its own, for
+// one manifest (agentrun local reads one).
+func ParseManifest(r io.Reader) (*Manifest, error) {
+	c, err := NewChecker()
+	if err != nil {
+		return nil, err
+	}
+	return c.ParseManifest(r)
+}
+
 // ParseManifest reads YAML or JSON documents: exactly one AgentRun
 // (agents.agentrun.dev/v1alpha1) and any number of v1 Secrets and
 // ConfigMaps. Anything
 // else is an error that names the document. The AgentRun is checked the
 // way the API server would check it, as far as that is cheap to do here;
 // the loop engine checks the rest when the run is built.
-func ParseManifest(r io.Reader) (*Manifest, error) {
+func (c *Checker) ParseManifest(r io.Reader) (*Manifest, error) {
 	m := &Manifest{Secrets: map[string]map[string]string{}, ConfigMaps: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for n := 1; ; n++ {
@@ -88,7 +114,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 			if m.Run != nil {
 				return nil, fmt.Errorf("%s: the file holds a second AgentRun (%q came first); agentrun local runs one", what, m.Run.Name)
 			}
-			run, err := decodeRun(doc)
+			run, err := c.decodeRun(doc)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", what, err)
 			}
@@ -147,7 +173,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 		return nil, fmt.Errorf("the file holds no AgentRun (apiVersion %s, kind AgentRun)", v1alpha1.GroupVersion)
 	}
 	if ref := m.Run.Spec.TemplateRef; ref != nil {
-		run, err := m.resolve()
+		run, err := m.resolve(c)
 		if err != nil {
 			return nil, fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
 		}
@@ -162,7 +188,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 // resolve makes the run from the template it names, as the operator does:
 // parameters checked, placeholders replaced, and the result checked as the
 // API server checks a run written out in full.
-func (m *Manifest) resolve() (*v1alpha1.AgentRun, error) {
+func (m *Manifest) resolve(c *Checker) (*v1alpha1.AgentRun, error) {
 	ref := m.Run.Spec.TemplateRef
 	tpl := m.Templates[ref.Name]
 	if tpl == nil {
@@ -177,7 +203,7 @@ func (m *Manifest) resolve() (*v1alpha1.AgentRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	run, err := decodeRun(doc)
+	run, err := c.decodeRun(doc)
 	if err != nil {
 		return nil, fmt.Errorf("AgentRunTemplate %s with these parameters does not make a valid run: %w", tpl.Name, err)
 	}
@@ -189,25 +215,21 @@ func (m *Manifest) resolve() (*v1alpha1.AgentRun, error) {
 
 // CheckRun checks one AgentRun document (YAML or JSON) as the API server
 // checks it on create, and returns it with the CRD's defaults applied.
-func CheckRun(doc []byte) (*v1alpha1.AgentRun, error) {
+func (c *Checker) CheckRun(doc []byte) (*v1alpha1.AgentRun, error) {
 	j, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, err
 	}
-	return decodeRun(j)
+	return c.decodeRun(j)
 }
 
 // decodeRun checks an AgentRun document as the API server checks it on
 // create (unknown fields refused, as kubectl's strict field validation
 // does; then the CRD's own defaults, schema and CEL rules), and returns it
 // with those defaults applied, as a cluster would store it.
-func decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
+func (c *Checker) decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
 	var obj map[string]any
 	if err := utiljson.Unmarshal(doc, &obj); err != nil {
-		return nil, err
-	}
-	v, err := runValidator()
-	if err != nil {
 		return nil, err
 	}
 	// The metadata first, then the schema (with its defaults) and CEL,
@@ -221,7 +243,7 @@ func decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
 		meta.Namespace = "default" // a local run lives in default
 	}
 	errs := validation.ValidateObjectMeta(&meta, true, pathSegmentName, field.NewPath("metadata"))
-	errs = append(errs, v.Create(context.Background(), obj)...)
+	errs = append(errs, c.runs.Create(context.Background(), obj)...)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("AgentRun").GroupKind(), meta.Name, errs)
 	}
@@ -253,11 +275,6 @@ func pathSegmentName(name string, prefix bool) []string {
 	}
 	return content.IsPathSegmentName(name)
 }
-
-// runValidator is built once, from the CRD the binary embeds.
-var runValidator = sync.OnceValues(func() (*crdcheck.Validator, error) {
-	return crdcheck.New(crd.AgentRuns, v1alpha1.GroupVersion.Version)
-})
 
 // strict decodes one document (JSON by now) and refuses unknown fields,
 // as kubectl's default strict field validation does.

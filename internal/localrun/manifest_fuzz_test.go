@@ -25,8 +25,12 @@ func FuzzParseManifest(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	check, err := NewChecker()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseManifest(bytes.NewReader(data))
+		m, err := check.ParseManifest(bytes.NewReader(data))
 		if err != nil {
 			return
 		}

@@ -50,7 +50,19 @@ stringData: {other: plain}
 	}
 }
 
+// newChecker is one Checker for a test's cases: building one compiles the
+// CRD.
+func newChecker(t *testing.T) *Checker {
+	t.Helper()
+	c, err := NewChecker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestParseManifest_rejectsWhatTheAPIServerWould(t *testing.T) {
+	check := newChecker(t)
 	for _, tc := range []struct {
 		name     string
 		manifest string
@@ -93,7 +105,7 @@ func TestParseManifest_rejectsWhatTheAPIServerWould(t *testing.T) {
 			`tools[0] (echo) header Authorization: Secret "tok" has no key "token"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseManifest(strings.NewReader(tc.manifest))
+			_, err := check.ParseManifest(strings.NewReader(tc.manifest))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error = %v\nwant it to contain %q", err, tc.want)
 			}
@@ -114,6 +126,7 @@ spec:
 `
 
 func TestParseManifest_resolvesARunFromATemplateInTheFile(t *testing.T) {
+	check := newChecker(t)
 	run := "apiVersion: agents.agentrun.dev/v1alpha1\nkind: AgentRun\nmetadata: {name: t-7}\n" +
 		"spec:\n  templateRef: {name: investigator}\n  parameters: [{name: ticket, value: T-7}]\n"
 	m, err := ParseManifest(strings.NewReader(investigatorTemplate + "---\n" + run))
@@ -132,7 +145,7 @@ func TestParseManifest_resolvesARunFromATemplateInTheFile(t *testing.T) {
 		{"no template", run, `spec.templateRef names the AgentRunTemplate "investigator", which is not in the file`},
 		{"bad value", investigatorTemplate + "---\n" + strings.Replace(run, "value: T-7", "value: X-7", 1), `parameter "ticket" must match the pattern ^T-[0-9]+$, and "X-7" does not`},
 	} {
-		_, err := ParseManifest(strings.NewReader(tc.doc))
+		_, err := check.ParseManifest(strings.NewReader(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to say %q", tc.name, err, tc.want)
 		}

@@ -25,9 +25,12 @@ type Engine struct {
 	vetContext func(ctx context.Context) (context.Context, context.CancelFunc)
 	guardrails guardrailSet
 	schemas    map[string]*jsonschema.Schema
-	system     string
-	offered    []ToolSchema
-	goal       Message
+	// shared compiles the schemas, shared with other engines
+	// (WithSchemas); nil compiles them for this engine alone.
+	shared  *Schemas
+	system  string
+	offered []ToolSchema
+	goal    Message
 	// prefixLen estimates the input tokens of the system prompt, the tools
 	// and the goal; the estimate of a request adds each message's.
 	prefixLen int64
@@ -48,6 +51,10 @@ type Option func(*Engine)
 
 // WithClock injects the clock (time.Now by default).
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
+
+// WithSchemas shares the tools' compiled parameter schemas with every
+// engine given the same Schemas. Without it, an engine compiles its own.
+func WithSchemas(s *Schemas) Option { return func(e *Engine) { e.shared = s } }
 
 // WithEstimator sets the token estimator used for admission. Without one,
 // the engine uses ByteEstimator: one token per byte of everything sent

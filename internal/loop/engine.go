@@ -78,7 +78,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.guardrails, err = compileGuardrails(cfg.Guardrails); err != nil {
 		return nil, err
 	}
-	if e.schemas, err = compileSchemas(e.cfg.Tools); err != nil {
+	if e.schemas, err = e.shared.compile(e.cfg.Tools); err != nil {
 		return nil, err
 	}
 	if e.verify, err = newVerifier(&e.cfg, e.tools, e.vet, e.clock); err != nil {

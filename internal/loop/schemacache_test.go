@@ -8,13 +8,16 @@ import (
 
 // Issue 13, item 5: every engine compiled its own copy of each tool's
 // parameter schema (about 11 KiB a run for three tools), though a platform
-// starts its runs with the same tools. Engines share a compiled schema of
-// the same tool name and bytes, and still validate with it.
+// starts its runs with the same tools. Engines given the same Schemas
+// (issue 44: a value their builder owns, no package cache) share a
+// compiled schema of the same tool name and bytes, and still validate with
+// it.
 func TestNew_enginesShareCompiledSchemas(t *testing.T) {
 	params := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","maxLength":8}},"required":["id"],"additionalProperties":false}`)
-	build := func(p json.RawMessage) *Engine {
+	var shared Schemas
+	build := func(p json.RawMessage, opts ...Option) *Engine {
 		e, err := New(Config{Goal: "g", Budget: Budget{MaxTurns: 2}, Model: ModelConfig{Timeout: time.Second},
-			Tools: []ToolSpec{{Name: "get_order", Parameters: p}}})
+			Tools: []ToolSpec{{Name: "get_order", Parameters: p}}}, append([]Option{WithSchemas(&shared)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,5 +33,8 @@ func TestNew_enginesShareCompiledSchemas(t *testing.T) {
 	}
 	if err := b.schemas["get_order"].Validate(map[string]any{"id": "too-long-an-id"}); err == nil {
 		t.Fatalf("the shared schema accepts what it forbids")
+	}
+	if own := build(params, WithSchemas(nil)); own.schemas["get_order"] == a.schemas["get_order"] {
+		t.Fatalf("an engine given no Schemas was given another engine's schema")
 	}
 }

@@ -157,48 +157,60 @@ func (refuseLoads) Load(string) (any, error) {
 	return nil, errors.New("only references inside the same schema (such as \"#/$defs/item\") are allowed; files and URLs are never loaded")
 }
 
-func compileSchemas(tools []ToolSpec) (map[string]*jsonschema.Schema, error) {
+// Schemas shares compiled parameter schemas between engines: a platform
+// starts many runs with the same tools, and a compiled schema (about 3 KiB
+// each) is read-only once compiled. An entry lives as long as an engine
+// holds its schema (a weak pointer, dropped by a cleanup). Whoever builds
+// many engines keeps one (kit.Builder) and gives it to each (WithSchemas).
+// The zero value is ready.
+type Schemas struct {
+	cache weakcache.Cache[string, jsonschema.Schema]
+}
+
+// compile compiles the tools' parameter schemas, or takes those compiled
+// from the same name and bytes that another engine holds. A nil s
+// compiles every one.
+func (s *Schemas) compile(tools []ToolSpec) (map[string]*jsonschema.Schema, error) {
 	out := map[string]*jsonschema.Schema{}
 	for _, t := range tools {
 		if len(bytes.TrimSpace(t.Parameters)) == 0 {
 			continue
 		}
-		s, err := compiledSchema(t.Name, t.Parameters)
+		var c *jsonschema.Schema
+		var err error
+		if s == nil {
+			c, err = compileSchema(t.Name, t.Parameters)
+		} else {
+			c, err = s.cache.Get(t.Name+"\x00"+string(t.Parameters), func() (*jsonschema.Schema, error) {
+				return compileSchema(t.Name, t.Parameters)
+			})
+		}
 		if err != nil {
 			return nil, err
 		}
-		out[t.Name] = s
+		out[t.Name] = c
 	}
 	return out, nil
 }
 
-// schemas shares compiled parameter schemas between engines: a platform
-// starts many runs with the same tools, and a compiled schema (about 3 KiB
-// each) is read-only once compiled. An entry lives as long as an engine
-// holds its schema (a weak pointer, dropped by a cleanup).
-var schemas weakcache.Cache[string, jsonschema.Schema]
-
-// compiledSchema compiles one tool's parameters, or returns the schema
-// compiled from the same name and bytes that another engine holds.
-func compiledSchema(name string, params []byte) (*jsonschema.Schema, error) {
-	return schemas.Get(name+"\x00"+string(params), func() (*jsonschema.Schema, error) {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
-		if err != nil {
-			return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", name, err)
-		}
-		// One compiler per tool: a schema cannot reach another tool's.
-		c := jsonschema.NewCompiler()
-		c.UseLoader(refuseLoads{})
-		url := "mem://tools/" + name
-		if err := c.AddResource(url, doc); err != nil {
-			return nil, fmt.Errorf("tool %s: parameters: %v", name, err)
-		}
-		s, err := c.Compile(url)
-		if err != nil {
-			return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", name, err)
-		}
-		return s, nil
-	})
+// compileSchema compiles one tool's parameters.
+func compileSchema(name string, params []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", name, err)
+	}
+	// One compiler per tool: a schema cannot reach another tool's.
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refuseLoads{})
+	url := "mem://tools/" + name
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tool %s: parameters: %v", name, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", name, err)
+	}
+	return s, nil
 }
 
 func matchesTool(names []string, tool string) bool {

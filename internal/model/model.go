@@ -77,9 +77,13 @@ type Config struct {
 	// needs no key, or a cloud provider that authenticates with the
 	// operator's own identity (see Caller.DoWith).
 	KeySource KeySource
-	// HTTPClient carries the requests; nil means one with the settings of
-	// http.DefaultTransport and smaller connection buffers (defaultHTTPClient).
+	// HTTPClient carries the requests; nil means one of the caller's own
+	// (NewHTTPClient).
 	HTTPClient *http.Client
+	// Clients, when set, shares the provider's SDK client with every
+	// Config that names the same Clients, endpoint, retries and
+	// HTTPClient (SharedClient); nil builds one for this Config alone.
+	Clients *Clients
 	// OnRetry, when set, is called before every retry.
 	OnRetry RetryHook
 	// MaxReplyBytes bounds the body of every response, an answer's or an
@@ -97,24 +101,21 @@ type Config struct {
 	ThinkingBudget int64
 }
 
-// defaultHTTPClient carries provider calls when the Config names no client:
-// http.DefaultTransport's settings (proxy from the environment, HTTP/2,
-// the same timeouts), with 1 KiB connection buffers instead of 4 KiB. A
-// run waiting on its model holds a connection for the whole call (over
-// HTTP/1.1, one connection per call in flight), so with a thousand runs
-// waiting the buffers were 8 KiB of each run's share of the operator's
-// heap; a request and its reply go through them whole either way, at the
-// cost of a few more reads and writes per call.
-var defaultHTTPClient = &http.Client{Transport: func() http.RoundTripper {
+// NewHTTPClient returns the client provider calls use when the Config
+// names none: http.DefaultTransport's settings (proxy from the
+// environment, HTTP/2, the same timeouts), with 1 KiB connection buffers
+// instead of 4 KiB. A run waiting on its model holds a connection for the
+// whole call (over HTTP/1.1, one connection per call in flight), so with
+// a thousand runs waiting the buffers were 8 KiB of each run's share of
+// the operator's heap; a request and its reply go through them whole
+// either way, at the cost of a few more reads and writes per call. Its
+// connection pool is its own: whoever builds many runs builds one and
+// names it in each Config (kit.Builder does).
+func NewHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ReadBufferSize, t.WriteBufferSize = 1<<10, 1<<10
-	return t
-}()}
-
-// DefaultHTTPClient is the client provider calls use when the Config
-// names none, for callers that need a copy of its settings (a run's own
-// CA bundle).
-func DefaultHTTPClient() *http.Client { return defaultHTTPClient }
+	return &http.Client{Transport: t}
+}
 
 // Caller runs one provider call with the behaviour every provider shares:
 // the key is fetched, the SDK's attempts are observed (a Retry-After past
@@ -139,7 +140,7 @@ func NewCaller(provider string, cfg Config) (*Caller, error) {
 		}
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = defaultHTTPClient
+		cfg.HTTPClient = NewHTTPClient()
 	}
 	if cfg.MaxReplyBytes <= 0 {
 		cfg.MaxReplyBytes = DefaultMaxReplyBytes

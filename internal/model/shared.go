@@ -15,17 +15,25 @@ type ClientKey struct {
 	HTTPClient *http.Client
 }
 
-var clients sync.Map // ClientKey -> the provider's SDK client
+// Clients shares providers' SDK clients between the runs of one builder
+// (kit.Builder keeps one for as long as it lives, the operator's for the
+// life of the process): a thousand runs against one endpoint share one
+// client and its connection pool instead of each holding its own (about
+// 15 KiB a run, and a connection each kept idle between calls). Clients
+// are few: one per endpoint and HTTP client. The zero value is ready.
+type Clients struct {
+	m sync.Map // ClientKey -> the provider's SDK client
+}
 
-// SharedClient returns the SDK client built for key, building it once:
-// a thousand runs against one endpoint share one client and its
-// connection pool instead of each holding its own (about 15 KiB a run,
-// and a connection each kept idle between calls). Clients are few (one
-// per endpoint and HTTP client) and live as long as the process.
-func SharedClient[T any](key ClientKey, build func() T) T {
-	if c, ok := clients.Load(key); ok {
-		return c.(T)
+// SharedClient returns the SDK client built for key in c, building it
+// once. A nil c shares nothing: every call builds its own.
+func SharedClient[T any](c *Clients, key ClientKey, build func() T) T {
+	if c == nil {
+		return build()
 	}
-	c, _ := clients.LoadOrStore(key, build())
-	return c.(T)
+	if v, ok := c.m.Load(key); ok {
+		return v.(T)
+	}
+	v, _ := c.m.LoadOrStore(key, build())
+	return v.(T)
 }

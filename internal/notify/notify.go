@@ -65,15 +65,6 @@ type Target struct {
 // may change, or be created, after the operator started).
 type Resolver func(ctx context.Context, namespace string) (Target, error)
 
-// Deliveries counts what became of each message, by result: delivered,
-// retried (an attempt failed and is tried again), failed (every attempt
-// failed: the message is given up), dropped (the queue was full, or the
-// webhook could not be resolved).
-var Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "agentrun", Name: "notification_deliveries_total",
-	Help: "Notification webhook deliveries, by result: delivered, retried (an attempt failed and is tried again), failed (every attempt failed, the message is given up), dropped (the queue was full or the webhook could not be read).",
-}, []string{"result"})
-
 // Notifier queues messages and delivers them. Build it with New and run
 // Start (a controller-runtime Runnable).
 type Notifier struct {
@@ -90,6 +81,12 @@ type Notifier struct {
 	Log        logr.Logger
 
 	queue chan Message
+	// deliveries counts what became of each message, by result:
+	// delivered, retried (an attempt failed and is tried again), failed
+	// (every attempt failed: the message is given up), dropped (the queue
+	// was full, or the webhook could not be resolved). The operator
+	// serves it (Collectors).
+	deliveries *prometheus.CounterVec
 }
 
 // QueueSize bounds the messages waiting for delivery.
@@ -110,7 +107,21 @@ func Escape(s string) string { return chatMarkup.Replace(s) }
 // up to 30s, 10s per post.
 func New(resolve Resolver) *Notifier {
 	return &Notifier{resolve: resolve, Attempts: 5, Backoff: time.Second, MaxBackoff: 30 * time.Second,
-		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize)}
+		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentrun", Name: "notification_deliveries_total",
+			Help: "Notification webhook deliveries, by result: delivered, retried (an attempt failed and is tried again), failed (every attempt failed, the message is given up), dropped (the queue was full or the webhook could not be read).",
+		}, []string{"result"})}
+}
+
+// Collectors is the notifier's counter of deliveries
+// (agentrun_notification_deliveries_total), for the operator to register
+// with the rest it serves. A nil Notifier has none.
+func (n *Notifier) Collectors() []prometheus.Collector {
+	if n == nil {
+		return nil
+	}
+	return []prometheus.Collector{n.deliveries}
 }
 
 // Notify queues m for delivery and returns at once; a full queue drops it.
@@ -124,7 +135,7 @@ func (n *Notifier) Notify(m Message) {
 	select {
 	case n.queue <- m:
 	default:
-		Deliveries.WithLabelValues("dropped").Inc()
+		n.deliveries.WithLabelValues("dropped").Inc()
 		n.Log.Info("Notification dropped: the queue is full", "event", m.Event, "namespace", m.Namespace, "run", m.Run, "callID", m.CallID)
 	}
 }
@@ -165,7 +176,7 @@ func (n *Notifier) deliver(ctx context.Context, m Message) {
 	log := n.Log.WithValues("event", m.Event, "namespace", m.Namespace, "run", m.Run, "callID", m.CallID)
 	t, err := n.resolve(ctx, m.Namespace)
 	if err != nil {
-		Deliveries.WithLabelValues("dropped").Inc()
+		n.deliveries.WithLabelValues("dropped").Inc()
 		log.Error(err, "Notification not sent: its webhook could not be read")
 		return
 	}
@@ -184,19 +195,19 @@ func (n *Notifier) deliver(ctx context.Context, m Message) {
 	for attempt := 1; ; attempt++ {
 		err := n.post(ctx, t, body)
 		if err == nil {
-			Deliveries.WithLabelValues("delivered").Inc()
+			n.deliveries.WithLabelValues("delivered").Inc()
 			return
 		}
 		if attempt >= n.Attempts || ctx.Err() != nil {
-			Deliveries.WithLabelValues("failed").Inc()
+			n.deliveries.WithLabelValues("failed").Inc()
 			log.Error(err, "Notification not delivered; giving up", "attempts", attempt)
 			return
 		}
-		Deliveries.WithLabelValues("retried").Inc()
+		n.deliveries.WithLabelValues("retried").Inc()
 		log.V(1).Info("Notification delivery failed; retrying", "attempt", attempt, "error", err.Error(), "after", wait.String())
 		select {
 		case <-ctx.Done():
-			Deliveries.WithLabelValues("failed").Inc()
+			n.deliveries.WithLabelValues("failed").Inc()
 			return
 		case <-time.After(wait):
 		}

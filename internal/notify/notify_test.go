@@ -70,7 +70,7 @@ func TestNotifier_retriesAFailingWebhookThenDelivers(t *testing.T) {
 	n := New(func(context.Context, string) (Target, error) { return Target{URL: srv.URL + "/hook"}, nil })
 	n.Backoff, n.ConsoleURL = time.Millisecond, "http://127.0.0.1:8080"
 	start(t, n)
-	retried, delivered := testutil.ToFloat64(Deliveries.WithLabelValues("retried")), testutil.ToFloat64(Deliveries.WithLabelValues("delivered"))
+	retried, delivered := testutil.ToFloat64(n.deliveries.WithLabelValues("retried")), testutil.ToFloat64(n.deliveries.WithLabelValues("delivered"))
 
 	n.Notify(Message{Event: EventApprovalRequested, Namespace: "billing", Run: "refund", CallID: "t1-c1", Tool: "issue_refund",
 		ArgumentsDigest: "sha256:abc", Text: "AgentRun billing/refund waits for approval of t1-c1"})
@@ -84,13 +84,13 @@ func TestNotifier_retriesAFailingWebhookThenDelivers(t *testing.T) {
 		m.ArgumentsDigest != "sha256:abc" || m.Inbox != "http://127.0.0.1:8080/inbox?namespace=billing" {
 		t.Errorf("message = %+v", m)
 	}
-	if d := testutil.ToFloat64(Deliveries.WithLabelValues("retried")) - retried; d != 2 {
+	if d := testutil.ToFloat64(n.deliveries.WithLabelValues("retried")) - retried; d != 2 {
 		t.Errorf("retried counted %v, want 2", d)
 	}
 	// The receiver has the message before the notifier has read its
 	// answer: the delivery is counted a moment after.
 	waitFor(t, "the delivery to be counted", func() bool {
-		return testutil.ToFloat64(Deliveries.WithLabelValues("delivered"))-delivered == 1
+		return testutil.ToFloat64(n.deliveries.WithLabelValues("delivered"))-delivered == 1
 	})
 }
 
@@ -113,11 +113,11 @@ func TestNotifier_givesUpAfterItsAttemptsAndNeverLogsTheURL(t *testing.T) {
 	n.Attempts, n.Backoff = 3, time.Millisecond
 	n.Log = funcr.New(func(prefix, args string) { mu.Lock(); logged.WriteString(args + "\n"); mu.Unlock() }, funcr.Options{Verbosity: 1})
 	start(t, n)
-	failed := testutil.ToFloat64(Deliveries.WithLabelValues("failed"))
+	failed := testutil.ToFloat64(n.deliveries.WithLabelValues("failed"))
 
 	n.Notify(Message{Event: EventEscalated, Namespace: "a", Run: "r"})
 	n.Notify(Message{Event: EventEscalated, Namespace: "closed", Run: "r"})
-	waitFor(t, "both messages given up", func() bool { return testutil.ToFloat64(Deliveries.WithLabelValues("failed"))-failed == 2 })
+	waitFor(t, "both messages given up", func() bool { return testutil.ToFloat64(n.deliveries.WithLabelValues("failed"))-failed == 2 })
 	if _, posts := rcv.messages(); posts != 3 {
 		t.Errorf("posts = %d, want 3 (Attempts)", posts)
 	}
@@ -141,7 +141,7 @@ func TestNotifier_notifyNeverBlocks(t *testing.T) {
 	n := New(func(context.Context, string) (Target, error) { return Target{URL: srv.URL}, nil })
 	n.Timeout = time.Minute
 	start(t, n)
-	dropped := testutil.ToFloat64(Deliveries.WithLabelValues("dropped"))
+	dropped := testutil.ToFloat64(n.deliveries.WithLabelValues("dropped"))
 	begin := time.Now()
 	// The queue, the posts in flight and the one message Start holds
 	// while it waits for a free slot: past those, every message is dropped.
@@ -151,7 +151,7 @@ func TestNotifier_notifyNeverBlocks(t *testing.T) {
 	if el := time.Since(begin); el > 2*time.Second {
 		t.Fatalf("Notify took %v", el)
 	}
-	if d := testutil.ToFloat64(Deliveries.WithLabelValues("dropped")) - dropped; d < 10 {
+	if d := testutil.ToFloat64(n.deliveries.WithLabelValues("dropped")) - dropped; d < 10 {
 		t.Errorf("dropped counted %v, want at least 10", d)
 	}
 	var nilNotifier *Notifier

@@ -193,7 +193,8 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cfg = rest.CopyConfig(cfg)
 	// Every client built from cfg (the manager's, the clientset, the
 	// impersonating ones) shares this one limit.
-	limiter := newClientLimiter(o.QPS, o.Burst)
+	clientObserved := newClientMetrics()
+	limiter := newClientLimiter(o.QPS, o.Burst, clientObserved)
 	if limiter != nil {
 		cfg.RateLimiter = limiter
 	} else {
@@ -294,14 +295,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 	}
-	// The domain metrics, served with controller-runtime's own until this
-	// operator stops: unregistered then, so that the process can start the
-	// operator again (AgainInProcess).
 	domain := controller.NewMetrics()
-	if err := domain.Register(metrics.Registry); err != nil {
-		return err
-	}
-	defer domain.Unregister(metrics.Registry)
 	// One book of AgentBudget writes for both reconcilers, so that each
 	// reads the other's last write instead of conflicting with it.
 	ledgers := controller.NewLedgers()
@@ -309,6 +303,14 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The operator's metrics, served with controller-runtime's own until
+	// this operator stops: unregistered then, so that the process can
+	// start the operator again (AgainInProcess).
+	unregister, err := register(metrics.Registry, served(domain, notifier, clientObserved))
+	if err != nil {
+		return err
+	}
+	defer unregister()
 	if notifier != nil {
 		if err := mgr.Add(notifier); err != nil {
 			return err

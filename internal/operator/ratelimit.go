@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/flowcontrol"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Client limits. A turn costs the API server about three requests (the
@@ -25,21 +24,33 @@ const (
 	DefaultMaxQPS = 2000
 )
 
-var (
-	clientThrottle = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: "agentrun", Name: "client_throttle_seconds",
-		Help: "Time each request of the operator's API client waited for the client-side rate limit (--kube-api-qps, --kube-api-burst); " +
-			"a sum that grows means the limit, not the API server, paces the runs.",
-		Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-	})
-	clientQPS = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: "agentrun", Name: "client_qps_limit",
-		Help: "The operator's API client rate limit in queries per second: fixed by --kube-api-qps, or adapted to the runs in flight.",
-	})
-)
+// clientMetrics are the API client's rate limit as the operator serves
+// it: the waits (agentrun_client_throttle_seconds) and the limit
+// (agentrun_client_qps_limit). The operator builds them (newClientMetrics)
+// and registers them with the rest it serves (register), with or without
+// a limiter.
+type clientMetrics struct {
+	throttle prometheus.Histogram
+	qps      prometheus.Gauge
+}
 
-func init() {
-	metrics.Registry.MustRegister(clientThrottle, clientQPS)
+func newClientMetrics() *clientMetrics {
+	return &clientMetrics{
+		throttle: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "client_throttle_seconds",
+			Help: "Time each request of the operator's API client waited for the client-side rate limit (--kube-api-qps, --kube-api-burst); " +
+				"a sum that grows means the limit, not the API server, paces the runs.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}),
+		qps: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "agentrun", Name: "client_qps_limit",
+			Help: "The operator's API client rate limit in queries per second: fixed by --kube-api-qps, or adapted to the runs in flight.",
+		}),
+	}
+}
+
+func (m *clientMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.throttle, m.qps}
 }
 
 // clientLimiter is the operator client's token bucket (a
@@ -56,22 +67,24 @@ type clientLimiter struct {
 	mu               sync.Mutex
 	active           func() int
 	adapted          time.Time
+	metrics          *clientMetrics
 }
 
 // newClientLimiter limits to qps with burst (twice qps when burst is 0)
 // when qps > 0; when qps is 0 the rate adapts to the runs in flight (see
-// setActive). A negative qps means no limit (nil).
-func newClientLimiter(qps float32, burst int) *clientLimiter {
+// setActive). A negative qps means no limit (nil). Its waits and rate are
+// observed into m.
+func newClientLimiter(qps float32, burst int, m *clientMetrics) *clientLimiter {
 	if qps < 0 {
 		return nil
 	}
-	l := &clientLimiter{fixed: qps > 0, burst: burst, min: DefaultMinQPS, perRun: DefaultQPSPerRun, max: DefaultMaxQPS}
+	l := &clientLimiter{fixed: qps > 0, burst: burst, min: DefaultMinQPS, perRun: DefaultQPSPerRun, max: DefaultMaxQPS, metrics: m}
 	r := float64(qps)
 	if !l.fixed {
 		r = l.min
 	}
 	l.lim = rate.NewLimiter(rate.Limit(r), l.burstFor(r))
-	clientQPS.Set(r)
+	l.metrics.qps.Set(r)
 	return l
 }
 
@@ -107,7 +120,7 @@ func (l *clientLimiter) adapt() {
 	if rate.Limit(r) != l.lim.Limit() {
 		l.lim.SetLimitAt(now, rate.Limit(r))
 		l.lim.SetBurstAt(now, l.burstFor(r))
-		clientQPS.Set(r)
+		l.metrics.qps.Set(r)
 	}
 }
 
@@ -115,7 +128,7 @@ func (l *clientLimiter) Wait(ctx context.Context) error {
 	l.adapt()
 	start := time.Now()
 	err := l.lim.Wait(ctx)
-	clientThrottle.Observe(time.Since(start).Seconds())
+	l.metrics.throttle.Observe(time.Since(start).Seconds())
 	return err
 }
 

@@ -12,10 +12,10 @@ import (
 
 // throttled reads agentrun_client_throttle_seconds: waits observed and
 // their sum.
-func throttled(t *testing.T) (count uint64, sum float64) {
+func throttled(t *testing.T, l *clientLimiter) (count uint64, sum float64) {
 	t.Helper()
 	var m dto.Metric
-	if err := clientThrottle.Write(&m); err != nil {
+	if err := l.metrics.throttle.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
@@ -26,18 +26,19 @@ func throttled(t *testing.T) (count uint64, sum float64) {
 // is observed, and the four that waited add about two seconds.
 func TestClientLimiter_throttlingShowsInTheMetric(t *testing.T) {
 	cfg := rest.CopyConfig(adminCfg)
-	cfg.RateLimiter = newClientLimiter(2, 1)
+	l := newClientLimiter(2, 1, newClientMetrics())
+	cfg.RateLimiter = l
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	count0, sum0 := throttled(t)
+	count0, sum0 := throttled(t, l)
 	for range 5 {
 		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	count, sum := throttled(t)
+	count, sum := throttled(t, l)
 	if got := count - count0; got < 5 {
 		t.Fatalf("%d waits observed, want at least 5", got)
 	}
@@ -63,7 +64,7 @@ func TestClientLimiter_adaptsToRunsInFlight(t *testing.T) {
 		{qps: 0, active: 100000, want: DefaultMaxQPS, wantB: 2 * DefaultMaxQPS},
 		{qps: 20, burst: 30, active: 100, want: 20, wantB: 30},
 	} {
-		l := newClientLimiter(tc.qps, tc.burst)
+		l := newClientLimiter(tc.qps, tc.burst, newClientMetrics())
 		l.setActive(func() int { return tc.active })
 		if !l.TryAccept() {
 			t.Fatalf("%+v: the first request was refused", tc)
@@ -72,7 +73,7 @@ func TestClientLimiter_adaptsToRunsInFlight(t *testing.T) {
 			t.Errorf("%+v: qps %v burst %d, want %v and %d", tc, l.QPS(), l.lim.Burst(), tc.want, tc.wantB)
 		}
 	}
-	if newClientLimiter(-1, 0) != nil {
+	if newClientLimiter(-1, 0, newClientMetrics()) != nil {
 		t.Error("a negative qps should set no limiter")
 	}
 }

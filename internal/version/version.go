@@ -32,10 +32,8 @@ type Info struct {
 
 // Get reads the binary's build information.
 func Get() Info {
-	return fromBuild(Version, readBuildInfo)
+	return fromBuild(Version, debug.ReadBuildInfo)
 }
-
-var readBuildInfo = debug.ReadBuildInfo
 
 func fromBuild(linked string, read func() (*debug.BuildInfo, bool)) Info {
 	info := Info{Version: linked, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}

@@ -84,7 +84,19 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// newLocalChecker is agentrun local's check of a run, built once for a
+// test's cases (it compiles the CRD).
+func newLocalChecker(t *testing.T) *localrun.Checker {
+	t.Helper()
+	c, err := localrun.NewChecker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestCreate_acceptsValidManifests(t *testing.T) {
+	local := newLocalChecker(t)
 	cases := []struct {
 		name     string
 		manifest string
@@ -357,7 +369,7 @@ spec:
 			if _, err := create(testContext(t), tc.manifest); err != nil {
 				t.Fatalf("The API server rejected a valid manifest: %v", err)
 			}
-			if _, err := localrun.CheckRun([]byte(tc.manifest)); err != nil {
+			if _, err := local.CheckRun([]byte(tc.manifest)); err != nil {
 				t.Errorf("agentrun local refuses a manifest the API server accepts: %v", err)
 			}
 		})
@@ -365,6 +377,7 @@ spec:
 }
 
 func TestCreate_rejectsInvalidManifests(t *testing.T) {
+	local := newLocalChecker(t)
 	cases := []struct {
 		name     string
 		manifest string
@@ -1261,7 +1274,7 @@ spec:
 			}
 			// agentrun local checks with the same CRD, so it refuses the
 			// same manifest with the same words.
-			if _, err := localrun.CheckRun([]byte(tc.manifest)); err == nil {
+			if _, err := local.CheckRun([]byte(tc.manifest)); err == nil {
 				t.Errorf("agentrun local accepts a manifest the API server refuses")
 			} else {
 				for _, want := range tc.wantErr {

@@ -63,7 +63,7 @@ func New(cfg model.Config) (*Model, error) {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
 	key := model.ClientKey{Provider: Name, BaseURL: cfg.BaseURL, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
-	client := model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
+	client := model.SharedClient(cfg.Clients, key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
 	return &Model{name: Name, caller: caller, client: client, auth: apiKey}, nil
 }
 

@@ -111,7 +111,7 @@ func platformClient(name string, cfg model.Config) *sdk.Client {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
 	key := model.ClientKey{Provider: name, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
-	return model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
+	return model.SharedClient(cfg.Clients, key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
 }
 
 // AWSCredentials is the operator's AWS identity: the SDK's default chain

@@ -74,7 +74,7 @@ func NewAzure(cfg model.Config, a Azure) (*Model, error) {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
 	key := model.ClientKey{Provider: AzureName, BaseURL: endpoint + "?api-version=" + a.APIVersion, MaxRetries: cfg.MaxRetries, HTTPClient: cfg.HTTPClient}
-	client := model.SharedClient(key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
+	client := model.SharedClient(cfg.Clients, key, func() *sdk.Client { c := sdk.NewClient(opts...); return &c })
 	m := &Model{name: AzureName, caller: caller, client: client,
 		auth: func(key string) []option.RequestOption { return []option.RequestOption{azure.WithAPIKey(key)} }}
 	if cfg.KeySource == nil {

@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -83,22 +82,26 @@ type Executor struct {
 	headers     []Header
 	resolve     SecretResolver
 	client      *http.Client
+	// templates parses the templates, shared with other executors
+	// (WithTemplates); nil parses them for this executor alone.
+	templates *Templates
 }
 
 // Option configures an Executor.
 type Option func(*Executor)
 
-// sharedTransport carries the requests of every executor given no
-// transport of its own: one connection pool for all runs, instead of a
-// clone of http.DefaultTransport (and its idle connections) per tool of
-// every run.
-var sharedTransport = sync.OnceValue(func() *http.Transport { return http.DefaultTransport.(*http.Transport).Clone() })
-
 // WithTransport sets the transport requests go through (custom TLS
-// roots, a proxy). The default is a clone of http.DefaultTransport that
-// every such executor shares.
+// roots, a proxy, the operator's egress policy). The default is
+// http.DefaultTransport, whose connections every such executor shares.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(e *Executor) { e.client.Transport = rt }
+}
+
+// WithTemplates shares the parsed URL and body templates with every
+// executor given the same Templates. Without it, an executor parses its
+// own.
+func WithTemplates(t *Templates) Option {
+	return func(e *Executor) { e.templates = t }
 }
 
 // New parses cfg's templates and returns its executor. resolve may be nil
@@ -108,9 +111,12 @@ func New(cfg Config, resolve SecretResolver, opts ...Option) (*Executor, error) 
 		method:  strings.ToUpper(strings.TrimSpace(cfg.Method)),
 		resolve: resolve,
 		client: &http.Client{
-			Transport:     sharedTransport(),
+			Transport:     http.DefaultTransport,
 			CheckRedirect: sameOriginRedirects,
 		},
+	}
+	for _, o := range opts {
+		o(e)
 	}
 	if e.method == "" {
 		e.method = http.MethodGet
@@ -122,7 +128,7 @@ func New(cfg Config, resolve SecretResolver, opts ...Option) (*Executor, error) 
 		return nil, fmt.Errorf("http tool: method %q is not a valid HTTP method", cfg.Method)
 	}
 	var err error
-	if e.url, err = parseTemplate("url", strings.TrimSpace(cfg.URL), kindURL); err != nil {
+	if e.url, err = e.templates.parse("url", strings.TrimSpace(cfg.URL), kindURL); err != nil {
 		return nil, fmt.Errorf("http tool: %w", err)
 	}
 	bodyKind := kindJSON
@@ -146,15 +152,12 @@ func New(cfg Config, resolve SecretResolver, opts ...Option) (*Executor, error) 
 		e.headers = append(e.headers, h)
 	}
 	if cfg.Body != "" {
-		if e.body, err = parseTemplate("body", cfg.Body, bodyKind); err != nil {
+		if e.body, err = e.templates.parse("body", cfg.Body, bodyKind); err != nil {
 			return nil, fmt.Errorf("http tool: %w", err)
 		}
 		if !hasHeader(cfg.Headers, "Content-Type") {
 			e.contentType = "application/json"
 		}
-	}
-	for _, o := range opts {
-		o(e)
 	}
 	return e, nil
 }

@@ -128,16 +128,23 @@ type templateKey struct {
 	kind      textKind
 }
 
-// templates shares parsed templates between executors: the runs a
+// Templates shares parsed templates between executors: the runs a
 // platform starts declare the same tools, a parsed template (a few KiB)
 // is read-only and safe to execute concurrently. An entry lives as long as
 // an executor holds its template (a weak pointer, dropped by a cleanup).
-var templates weakcache.Cache[templateKey, template.Template]
+// Whoever builds many executors keeps one (kit.Builder) and gives it to
+// each (WithTemplates). The zero value is ready.
+type Templates struct {
+	cache weakcache.Cache[templateKey, template.Template]
+}
 
-// parseTemplate returns the template parsed from the same name, source
-// and kind that another executor holds, or parses it.
-func parseTemplate(name, src string, kind textKind) (*template.Template, error) {
-	return templates.Get(templateKey{name, src, kind}, func() (*template.Template, error) {
+// parse returns the template parsed from the same name, source and kind
+// that another executor holds, or parses it. A nil t parses every time.
+func (t *Templates) parse(name, src string, kind textKind) (*template.Template, error) {
+	if t == nil {
+		return parseNewTemplate(name, src, kind)
+	}
+	return t.cache.Get(templateKey{name, src, kind}, func() (*template.Template, error) {
 		return parseNewTemplate(name, src, kind)
 	})
 }
