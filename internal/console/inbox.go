@@ -108,10 +108,11 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 }
 
 // answer writes the approval annotation as the user, through the same
-// operation as `kubectl agentrun approve|deny|stop` (runclient.Answer): it refuses a call that no
-// longer waits, and binds an approval to the arguments' digest. The inbox
-// is shown again with what happened; a refusal is shown as the API server
-// gave it, with its status code.
+// operation as `kubectl agentrun approve|deny|stop` (runclient.Answer): it
+// refuses a call that no longer waits, and binds an approval to the
+// arguments' digest. The inbox is shown again with what the typed answer
+// says happened; a refusal is shown as runclient or the API server gave it,
+// with its status code.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
 	if !s.checkToken(r, u) {
 		return view{Title: "Refused", Page: "error", Status: http.StatusForbidden,
