@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/archive/pgtest"
+	"github.com/agentrun/agentrun/internal/runclient/archived"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
@@ -24,10 +25,10 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 // archiveClock is the listing's now in these tests.
 var archiveClock = time.Date(2026, 5, 20, 12, 0, 0, 0, time.UTC)
 
-// archived fills a fresh archive with runs and returns its DSN: refund-1042
+// filledArchive fills a fresh archive with runs and returns its DSN: refund-1042
 // in shop ran twice (the newer ended in Error), nightly-report once in
 // shop and once in billing.
-func archived(t *testing.T) string {
+func filledArchive(t *testing.T) string {
 	t.Helper()
 	old := archiveNow
 	archiveNow = func() time.Time { return archiveClock }
@@ -83,7 +84,7 @@ func agentrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestArchiveList_kubectlColumns(t *testing.T) {
-	dsn := archived(t)
+	dsn := filledArchive(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -119,14 +120,14 @@ billing     nightly-report   Failed      BudgetExhausted   20     1.0000   7d23h
 		t.Errorf("an empty listing: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, _ = agentrun(t, "archive", "list", "--dsn", dsn, "-o", "json", "--limit", "1")
-	var listed []listedRun
+	var listed []archived.Listed
 	if err := json.Unmarshal([]byte(stdout), &listed); code != 0 || err != nil || len(listed) != 1 || listed[0].Name != "nightly-report" || listed[0].Turn != 7 {
 		t.Errorf("-o json --limit 1: exit %d, %v:\n%s", code, err, stdout)
 	}
 }
 
 func TestArchiveShow_theNewestRunOfANameAsKubectlPrintsIt(t *testing.T) {
-	dsn := archived(t)
+	dsn := filledArchive(t)
 	t.Setenv(dsnEnv, dsn) // the DSN from the environment, as a person with a password would give it
 	code, stdout, stderr := agentrun(t, "archive", "show", "refund-1042", "-n", "shop")
 	if code != 0 {
@@ -168,7 +169,7 @@ status:
 
 	// The older run by its UID, in JSON, needing no namespace.
 	code, stdout, stderr = agentrun(t, "archive", "show", "0b6f4f5e-1111-4c1e-9d4a-000000000001", "-o", "json")
-	var obj archivedRun
+	var obj archived.Run
 	if err := json.Unmarshal([]byte(stdout), &obj); code != 0 || err != nil {
 		t.Fatalf("exit %d, %v: %s%s", code, err, stdout, stderr)
 	}
@@ -182,7 +183,7 @@ status:
 }
 
 func TestArchiveTranscript_printsAsKubectlAgentrunTranscript(t *testing.T) {
-	dsn := archived(t)
+	dsn := filledArchive(t)
 	code, stdout, stderr := agentrun(t, "archive", "transcript", "--dsn", dsn, "-n", "shop", "refund-1042")
 	want := `goal: Refund order 1042 if it was charged twice.
 [t0] user: Refund order 1042 if it was charged twice.
@@ -206,7 +207,7 @@ reason: the model answered nonsense
 // where it is read, with what was missing or unsealed; a record written
 // before the archive recorded it says that it does not know.
 func TestArchive_aRecordWithoutItsTranscriptSaysSo(t *testing.T) {
-	dsn := archived(t)
+	dsn := filledArchive(t)
 	unsealed := "shop/nightly-report was archived without its transcript (Unsealed): the run's saved state was not written by " +
 		"the operator: transcript chunk Secret shop/agentrun-0b6f4f5e-3333-4c1e-9d4a-000000000003-transcript-0001: the seal does not open\n"
 	older := "billing/nightly-report was archived before records said whether their transcript was complete and sealed.\n"
@@ -228,7 +229,7 @@ func TestArchive_aRecordWithoutItsTranscriptSaysSo(t *testing.T) {
 		}
 	}
 	code, stdout, _ := agentrun(t, "archive", "list", "--dsn", dsn, "-o", "json")
-	var listed []listedRun
+	var listed []archived.Listed
 	if err := json.Unmarshal([]byte(stdout), &listed); code != 0 || err != nil {
 		t.Fatalf("-o json: exit %d, %v", code, err)
 	}
@@ -242,7 +243,7 @@ func TestArchive_aRecordWithoutItsTranscriptSaysSo(t *testing.T) {
 }
 
 func TestArchive_errors(t *testing.T) {
-	dsn := archived(t)
+	dsn := filledArchive(t)
 	t.Setenv(dsnEnv, "")
 	for _, tc := range []struct {
 		args []string
@@ -277,7 +278,7 @@ func TestArchive_docsPrintWhatTheyShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dsn := archived(t)
+	dsn := filledArchive(t)
 	t.Setenv(dsnEnv, "")
 	ran := 0
 	for _, b := range blocks {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/operator"
 	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/chromedp/cdproto/cdp"
@@ -1043,8 +1044,14 @@ func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *tes
 	// to the arguments it shows.
 	now := get(t, again)
 	digest := now.Status.PendingApprovals[0].ArgumentsDigest
-	if code, body := answer(now.UID, digest); code != http.StatusOK {
+	code, body = answer(now.UID, digest)
+	if code != http.StatusOK {
 		t.Fatalf("the answer to the run as shown: %d\n%s", code, body)
+	}
+	// The page says what runclient's typed answer says it did.
+	said := (&runclient.Answered{Run: runclient.Ref{Namespace: ns, Name: "refund-stale"}, CallID: "t1-c1", Decision: v1alpha1.ApprovalApprove}).String()
+	if !strings.Contains(body, said) {
+		t.Errorf("the page does not say %q:\n%s", said, body)
 	}
 	if got := get(t, again).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; got != "approve:"+digest {
 		t.Errorf("the answer written is %q, want approve:%s", got, digest)

@@ -6,11 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,7 +55,8 @@ func prettyJSON(s string) string {
 	return b.String()
 }
 
-// result is what an answer did: the plugin's words, or the refusal.
+// result is what an answer did (runclient.Answered in words), or the
+// refusal.
 type result struct {
 	OK      bool
 	Message string
@@ -108,10 +108,11 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 }
 
 // answer writes the approval annotation as the user, through the same
-// code as `kubectl agentrun approve|deny|stop`: it refuses a call that no
-// longer waits, and binds an approval to the arguments' digest. The inbox
-// is shown again with what happened; a refusal is shown as the API server
-// gave it, with its status code.
+// operation as `kubectl agentrun approve|deny|stop` (runclient.Answer): it
+// refuses a call that no longer waits, and binds an approval to the
+// arguments' digest. The inbox is shown again with what the typed answer
+// says happened; a refusal is shown as runclient or the API server gave it,
+// with its status code.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
 	if !s.checkToken(r, u) {
 		return view{Title: "Refused", Page: "error", Status: http.StatusForbidden,
@@ -122,23 +123,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	// The form names the run and the arguments it showed: an answer is
 	// never given to a run created again under the name, or to other
 	// arguments, after the page was read.
-	shown := &plugin.Shown{UID: types.UID(r.PostFormValue("uid")), Digest: r.PostFormValue("digest")}
+	shown := &runclient.Shown{UID: types.UID(r.PostFormValue("uid")), Digest: r.PostFormValue("digest")}
 	if shown.UID == "" {
 		return view{Title: "Refused", Page: "error", Status: http.StatusBadRequest,
 			Data: "This form does not say which run it showed: reload the page and answer again."}, nil
 	}
-	var out bytes.Buffer
-	err := plugin.Answer(r.Context(), u.c, plugin.AnswerOptions{Run: plugin.Ref{Namespace: ns, Name: name}, CallID: call, Decision: decision,
-		Shown: shown}, &out)
-	res := &result{OK: err == nil, Message: lastLine(out.String())}
-	status := http.StatusOK
-	if err != nil {
-		res.Message = safeterm.Clean(err.Error())
-		status = http.StatusConflict
-		if forbidden(err) {
-			status = http.StatusForbidden
-		}
-	}
+	a, err := runclient.Answer(r.Context(), u.c, runclient.AnswerOptions{Run: runclient.Ref{Namespace: ns, Name: name}, CallID: call,
+		Decision: decision, Shown: shown})
+	res, status := answerResult(a, err)
 	back := r.PostFormValue("back")
 	if back == "run" {
 		v, verr := s.run(w, withPath(r, ns, name), u)
@@ -153,18 +145,23 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	return v, verr
 }
 
+// answerResult is what the page says of an answer, and its status code:
+// what the answer did, or why it was refused (403 when the API server
+// refused the user, else 409).
+func answerResult(a *runclient.Answered, err error) (*result, int) {
+	switch {
+	case err == nil:
+		return &result{OK: true, Message: safeterm.Clean(a.String())}, http.StatusOK
+	case forbidden(err):
+		return &result{Message: safeterm.Clean(err.Error())}, http.StatusForbidden
+	}
+	return &result{Message: safeterm.Clean(err.Error())}, http.StatusConflict
+}
+
 // withPath gives a copy of r the path values of a run's page.
 func withPath(r *http.Request, ns, name string) *http.Request {
 	r2 := r.Clone(r.Context())
 	r2.SetPathValue("namespace", ns)
 	r2.SetPathValue("name", name)
 	return r2
-}
-
-func lastLine(s string) string {
-	s = strings.TrimRight(s, "\n")
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return safeterm.Clean(s)
 }

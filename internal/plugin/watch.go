@@ -269,7 +269,7 @@ func (f *follower) awaitFinish(ctx context.Context) {
 // resync reads the run and its events.
 func (f *follower) resync(ctx context.Context) (bool, error) {
 	run := &v1alpha1.AgentRun{}
-	if err := f.c.Get(ctx, f.o.Run.key(), run); err != nil {
+	if err := f.c.Get(ctx, f.o.Run.Key(), run); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("%s was deleted before it ended", f.o.Run)
 		}
