@@ -1,7 +1,6 @@
 package dockerfile_test
 
 import (
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -156,46 +155,5 @@ ENTRYPOINT ["/a", "x"]
 		if _, err := dockerfile.Parse(strings.NewReader(bad)); err == nil {
 			t.Errorf("%s: parsed without an error", name)
 		}
-	}
-}
-
-// copyTree copies src (a file or a folder) to dst, leaving out tests.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			if d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(to, 0o755)
-		}
-		if strings.HasSuffix(p, "_test.go") || !d.Type().IsRegular() {
-			return nil
-		}
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			return err
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.Create(to)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
