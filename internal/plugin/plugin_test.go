@@ -93,12 +93,14 @@ func makeRun(ns, name string) *runBuilder {
 	return &runBuilder{run: &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.AgentRunSpec{
-			Goal: "Find out why the customer was charged twice.",
-			Model: v1alpha1.ModelSpec{
-				Provider: v1alpha1.ProviderScripted,
-				Script:   []v1alpha1.ScriptStep{{Content: "x"}},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal: "Find out why the customer was charged twice.",
+				Model: v1alpha1.ModelSpec{
+					Provider: v1alpha1.ProviderScripted,
+					Script:   []v1alpha1.ScriptStep{{Content: "x"}},
+				},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 			},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 		},
 	}}
 }

@@ -31,9 +31,11 @@ func makeTemplate(t *testing.T, ns, name string) *v1alpha1.AgentRunTemplate {
 				{Name: "note"},
 			},
 			Run: v1alpha1.TemplateRunSpec{
-				Goal:   "Investigate the refund asked for in ticket $(params.ticket). $(params.note)",
-				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "x"}}},
-				Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+				AgentSpec: v1alpha1.AgentSpec{
+					Goal:   "Investigate the refund asked for in ticket $(params.ticket). $(params.note)",
+					Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "x"}}},
+					Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+				},
 			},
 		},
 	}
@@ -110,9 +112,11 @@ func TestRunTemplate_refusesBadParametersBeforeCreatingAnything(t *testing.T) {
 	bare := &v1alpha1.AgentRunTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"},
 		Spec: v1alpha1.AgentRunTemplateSpec{Run: v1alpha1.TemplateRunSpec{
-			Goal:   "Say hello.",
-			Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal:   "Say hello.",
+				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			},
 		}},
 	}
 	if err := k8sClient.Create(ctx, bare); err != nil {
