@@ -154,6 +154,23 @@ type TemplateStatus struct {
 	// as kept with the run.
 	// +optional
 	Digest string `json:"digest,omitempty"`
+	// goal is the resolved spec's goal, every placeholder replaced: what
+	// the model was given. A copy for people to read (kubectl agentrun
+	// transcript, the console); the operator runs from the resolved spec
+	// kept with the run, never from this field.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Goal string `json:"goal,omitempty"`
+}
+
+// Goal is the goal the run works towards: spec.goal, or for a run made
+// from a template, the goal the operator resolved (status.template.goal),
+// empty until it has.
+func (r *AgentRun) Goal() string {
+	if r.Spec.Goal == "" && r.Status.Template != nil {
+		return r.Status.Template.Goal
+	}
+	return r.Spec.Goal
 }
 
 // TemplateRunSpec is the spec of the runs a template makes (and of an

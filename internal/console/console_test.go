@@ -1072,6 +1072,33 @@ func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *tes
 // those sees the operator's own chunks unmarked and a rewritten one
 // marked, as an administrator does. Where the public keys cannot be read,
 // the page says that nothing was checked.
+// Issue 44: the page of a run made from a template shows the goal the
+// operator resolved, which the run's spec does not hold.
+func TestConsole_runPageShowsTheGoalATemplatedRunWasGiven(t *testing.T) {
+	ns := namespace(t, "console-template")
+	create(t, &v1alpha1.AgentRunTemplate{ObjectMeta: metav1.ObjectMeta{Name: "weather", Namespace: ns},
+		Spec: v1alpha1.AgentRunTemplateSpec{
+			Parameters: []v1alpha1.TemplateParameter{{Name: "city", Required: true}},
+			Run: v1alpha1.TemplateRunSpec{AgentSpec: v1alpha1.AgentSpec{
+				Goal: "Say how the weather is in $(params.city).",
+				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+					{Content: "It is fine."}}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+			}},
+		}})
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "oslo", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "weather"},
+			Parameters: []v1alpha1.ParameterValue{{Name: "city", Value: "Oslo"}}}}
+	create(t, run)
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	bind(t, "noah", "agentrun-viewer", ns)
+	resp, body := fetch(t, consoleFor(t, "noah", ns).URL+"/runs/"+ns+"/oslo", "")
+	if want := `data-goal>Say how the weather is in Oslo.</pre>`; resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("the run page: %d, want it to contain %s\n%s", resp.StatusCode, want, body)
+	}
+}
+
 func TestConsole_runPageMarksTranscriptTheOperatorDidNotSign(t *testing.T) {
 	ns := namespace(t, "console-seal")
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "sealed", Namespace: ns},

@@ -371,6 +371,8 @@ func TestMain_runAndRerunWait(t *testing.T) {
 			return run
 		}, 15*time.Second, 20*time.Millisecond).ShouldNot(BeNil())
 		setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+			// The goal the operator resolved from the template.
+			s.Template = &v1alpha1.TemplateStatus{Name: "refund-investigator", Goal: "Refund T-1042?"}
 			s.Phase = v1alpha1.PhaseSucceeded
 			if outcome != v1alpha1.OutcomeCompleted {
 				s.Phase = v1alpha1.PhaseFailed
@@ -406,6 +408,7 @@ func TestMain_runAndRerunWait(t *testing.T) {
 	r := wait(done)
 	want := `agentrun.agents.agentrun.dev/refund-t-1042 created
 template: refund-investigator ticket="T-1042" tone="formal"
+goal: Refund T-1042?
 phase: Succeeded
 outcome: Completed
 reason: The model gave a final answer.
