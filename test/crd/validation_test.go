@@ -684,7 +684,7 @@ spec:
     - tools: [lookup, issue_refund]
       decision: ask
 `,
-			wantErr: []string{`policy.rules name a tool that is not declared in spec.tools ("*" means every tool): issue_refund`},
+			wantErr: []string{"spec.policy.rules", `policy.rules name a tool that is not declared in spec.tools ("*" means every tool)`},
 		},
 		{
 			name: "a grant for an undeclared tool",
@@ -743,7 +743,7 @@ spec:
     tools: [send_email]
     pattern: "\\d{13,19}"
 `,
-			wantErr: []string{`guardrails name a tool that is not declared in spec.tools ("*" means every tool): send_email`},
+			wantErr: []string{"spec.guardrails", `guardrails name a tool that is not declared in spec.tools ("*" means every tool)`},
 		},
 		{
 			name: "a scripted model without a script",
