@@ -10,7 +10,8 @@ import (
 // of eight outcomes.
 //
 // The spec cannot change once the run is created, except that spec.cancel may
-// be set to true to stop the run at the next turn boundary.
+// be set to true to stop the run at the next turn boundary, and
+// spec.ttlSecondsAfterFinished may change at any time.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -107,8 +108,8 @@ type AgentRunSpec struct {
 	AgentSpec `json:",inline"`
 
 	// cancel, when set to true, stops the run at the next turn boundary with
-	// the outcome ApprovalDenied. It is the one field that may change after
-	// creation, and once true it stays true.
+	// the outcome ApprovalDenied. It may be set after creation (as
+	// ttlSecondsAfterFinished may change), and once true it stays true.
 	// +optional
 	Cancel bool `json:"cancel,omitempty"`
 
