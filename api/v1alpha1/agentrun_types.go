@@ -10,7 +10,8 @@ import (
 // of eight outcomes.
 //
 // The spec cannot change once the run is created, except that spec.cancel may
-// be set to true to stop the run at the next turn boundary.
+// be set to true to stop the run at the next turn boundary, and
+// spec.ttlSecondsAfterFinished may change at any time.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -59,28 +60,102 @@ func init() {
 	SchemeBuilder.Register(&AgentRun{}, &AgentRunList{})
 }
 
-// AgentRunSpec is the desired run. It is immutable once created, except for
-// cancel.
+// AgentRunSpec is the desired run: what runs (an AgentSpec written out, or
+// a template that supplies it) and what belongs to the run itself. It is
+// immutable once created, except for cancel and ttlSecondsAfterFinished.
 //
-// +kubebuilder:validation:XValidation:rule=`has(self.goal) == has(oldSelf.goal) && (!has(self.goal) || self.goal == oldSelf.goal) && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.budget) == has(oldSelf.budget) && (!has(self.budget) || self.budget == oldSelf.budget) && has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions) && has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection) && has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools) && has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy) && has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails) && has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout) && has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName) && has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify) && has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef) && has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
-// +kubebuilder:validation:XValidation:rule=`!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)`,message="spec.cancel cannot go back to false: a cancelled run stays cancelled",fieldPath=`.cancel`
-// +kubebuilder:validation:XValidation:rule=`!has(self.model) || self.model.provider == 'scripted' || (has(self.budget) && has(self.budget.maxCostUSD))`,message="budget.maxCostUSD is required with a real model provider (openai, anthropic, bedrock, vertex, azure): set the most this run may spend, for example \"1.00\"",messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule=`!has(self.budget) || !has(self.budget.perTool) || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="budget.perTool names a tool that is not declared in spec.tools",messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
-// +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.rules) || self.policy.rules.all(r, r.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'policy.rules name a tool that is not declared in spec.tools ("*" means every tool): ' + self.policy.rules.filter(r, r.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.rules`
-// +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
-// +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
-// +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
-// +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && has(self.plan) == has(oldSelf.plan) && has(self.context) == has(oldSelf.context)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
-// +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
+// A run that names no template states what runs:
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.goal)`,message="spec.goal is required (the task the agent works towards), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.goal`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.model)`,message="spec.model is required (the model provider and model), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.model`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) || has(self.budget)`,message="spec.budget is required (the ceilings of the run, at least budget.maxTurns), unless spec.templateRef names an AgentRunTemplate to take it from",fieldPath=`.budget`,reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !(has(self.goal) || has(self.instructions) || has(self.model) || has(self.budget) || has(self.tools) || has(self.guardrails) || has(self.verify) || has(self.strategy) || has(self.plan) || has(self.context) || has(self.serviceAccountName))`,message="a run made from a template (spec.templateRef) takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan, context and serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.templateRef`
+//
+// A run made from a template takes what runs from it (policy, loopDetection
+// and approvalTimeout, which the API server may default, are ignored):
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.goal)`,message="a run made from a template (spec.templateRef) takes goal from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.goal`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.instructions)`,message="a run made from a template (spec.templateRef) takes instructions from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.instructions`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.model)`,message="a run made from a template (spec.templateRef) takes model from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.model`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.budget)`,message="a run made from a template (spec.templateRef) takes budget from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.budget`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.tools)`,message="a run made from a template (spec.templateRef) takes tools from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.tools`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.guardrails)`,message="a run made from a template (spec.templateRef) takes guardrails from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.guardrails`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.verify)`,message="a run made from a template (spec.templateRef) takes verify from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.verify`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.strategy)`,message="a run made from a template (spec.templateRef) takes strategy from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.strategy`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.plan)`,message="a run made from a template (spec.templateRef) takes plan from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.plan`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.context)`,message="a run made from a template (spec.templateRef) takes context from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.context`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.serviceAccountName)`,message="a run made from a template (spec.templateRef) takes serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.serviceAccountName`
 // +kubebuilder:validation:XValidation:rule=`!has(self.parameters) || has(self.templateRef)`,message="spec.parameters apply only to a run made from a template: set spec.templateRef too, or remove spec.parameters",fieldPath=`.parameters`
+//
+// Every field but cancel and ttlSecondsAfterFinished is immutable:
+// +kubebuilder:validation:XValidation:rule=`!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)`,message="spec.cancel cannot go back to false: a cancelled run stays cancelled",fieldPath=`.cancel`
+// +kubebuilder:validation:XValidation:rule=`has(self.goal) == has(oldSelf.goal) && (!has(self.goal) || self.goal == oldSelf.goal)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.goal`
+// +kubebuilder:validation:XValidation:rule=`has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.instructions`
+// +kubebuilder:validation:XValidation:rule=`has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.model`
+// +kubebuilder:validation:XValidation:rule=`has(self.budget) == has(oldSelf.budget) && (!has(self.budget) || self.budget == oldSelf.budget)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.budget`
+// +kubebuilder:validation:XValidation:rule=`has(self.loopDetection) == has(oldSelf.loopDetection) && (!has(self.loopDetection) || self.loopDetection == oldSelf.loopDetection)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.loopDetection`
+// +kubebuilder:validation:XValidation:rule=`has(self.tools) == has(oldSelf.tools) && (!has(self.tools) || self.tools == oldSelf.tools)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.tools`
+// +kubebuilder:validation:XValidation:rule=`has(self.policy) == has(oldSelf.policy) && (!has(self.policy) || self.policy == oldSelf.policy)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.policy`
+// +kubebuilder:validation:XValidation:rule=`has(self.guardrails) == has(oldSelf.guardrails) && (!has(self.guardrails) || self.guardrails == oldSelf.guardrails)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.guardrails`
+// +kubebuilder:validation:XValidation:rule=`has(self.approvalTimeout) == has(oldSelf.approvalTimeout) && (!has(self.approvalTimeout) || self.approvalTimeout == oldSelf.approvalTimeout)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.approvalTimeout`
+// +kubebuilder:validation:XValidation:rule=`has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.serviceAccountName`
+// +kubebuilder:validation:XValidation:rule=`has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.verify`
+// +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && (!has(self.strategy) || self.strategy == oldSelf.strategy)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.strategy`
+// +kubebuilder:validation:XValidation:rule=`has(self.plan) == has(oldSelf.plan) && (!has(self.plan) || self.plan == oldSelf.plan)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.plan`
+// +kubebuilder:validation:XValidation:rule=`has(self.context) == has(oldSelf.context) && (!has(self.context) || self.context == oldSelf.context)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.context`
+// +kubebuilder:validation:XValidation:rule=`has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.templateRef`
+// +kubebuilder:validation:XValidation:rule=`has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)",fieldPath=`.parameters`
 type AgentRunSpec struct {
+	// The run's goal, model, budget, tools and the rules that vet every
+	// proposed call; from the template when templateRef is set.
+	AgentSpec `json:",inline"`
+
+	// cancel, when set to true, stops the run at the next turn boundary with
+	// the outcome ApprovalDenied. It may be set after creation (as
+	// ttlSecondsAfterFinished may change), and once true it stays true.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+
+	// templateRef makes the run from an AgentRunTemplate in the run's
+	// namespace: the template's spec.run, with its $(params.NAME)
+	// placeholders replaced by the parameters, is what runs. The operator
+	// resolves it once, before anything is spent, and keeps the resolved
+	// spec with the run (status.template records the template's
+	// resourceVersion and the digest of the result), so a later edit or
+	// deletion of the template never changes a run already created. With
+	// templateRef, the run sets no goal, model, budget, tools or other
+	// field the template decides; policy, loopDetection and approvalTimeout
+	// are the template's too (the run's own, which the API server fills
+	// with defaults, are ignored).
+	// +optional
+	TemplateRef *TemplateRef `json:"templateRef,omitempty"`
+
+	// parameters are the values of the template's parameters, by name.
+	// Every required parameter must be given, every name must be one the
+	// template declares, and a value must satisfy the parameter's enum or
+	// pattern; otherwise the run ends Error with a reason that names the
+	// parameter. Values are data: they are put into the strings where the
+	// template placed a placeholder, and nowhere else.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Parameters []ParameterValue `json:"parameters,omitempty"`
+}
+
+// AgentSpec is what runs: the goal, the model, the budget, the tools and
+// the rules that vet every proposed call. An AgentRun's spec and an
+// AgentRunTemplate's spec.run embed it; each states what it requires, and
+// the rules here, which tie its fields together, hold for both.
+//
+// +kubebuilder:validation:XValidation:rule=`self.?model.provider.orValue('scripted') == 'scripted' || self.?budget.maxCostUSD.hasValue()`,messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`!self.?budget.perTool.hasValue() || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
+// +kubebuilder:validation:XValidation:rule=`!self.?policy.rules.hasValue() || self.policy.rules.all(r, r.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)",fieldPath=`.policy.rules`
+// +kubebuilder:validation:XValidation:rule=`!self.?policy.grants.hasValue() || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
+// +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",fieldPath=`.guardrails`
+// +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
+// +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
+type AgentSpec struct {
 	// goal is the task, in plain words, that the model works towards. It is
-	// the first user message of the conversation. Required unless the run
-	// is made from a template (templateRef).
+	// the first user message of the conversation. Required: a template's
+	// run sets it, and a run sets it unless made from a template.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32768
 	// +kubebuilder:validation:XValidation:rule=`self.trim().size() > 0`,message="goal must not be empty: say what the agent should achieve"
@@ -93,14 +168,14 @@ type AgentRunSpec struct {
 	Instructions string `json:"instructions,omitempty"`
 
 	// model selects the model provider and how each model call is made.
-	// Required unless the run is made from a template (templateRef).
+	// Required, as goal is.
 	// +optional
 	Model ModelSpec `json:"model,omitzero"`
 
 	// budget holds the ceilings of the run. Every ceiling is always active:
 	// those left unset take their documented defaults. Admitting a step that
-	// would pass a hard ceiling ends the run as BudgetExhausted. Required
-	// unless the run is made from a template (templateRef).
+	// would pass a hard ceiling ends the run as BudgetExhausted. Required,
+	// as goal is.
 	// +optional
 	Budget BudgetSpec `json:"budget,omitzero"`
 
@@ -163,13 +238,11 @@ type AgentRunSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=react;planExecute
 	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 	Strategy Strategy `json:"strategy,omitempty"`
 
 	// plan bounds the plans of a planExecute run. Only with strategy
 	// planExecute; its fields take their defaults when it is left out.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 	Plan *PlanSpec `json:"plan,omitempty"`
 
 	// context bounds what one model request may hold. When the next
@@ -179,14 +252,7 @@ type AgentRunSpec struct {
 	// is never sent. Compaction changes what is sent, never what the
 	// transcript keeps. Left out, every field takes its default.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentRun cannot change once created; only spec.cancel may be set to true (create a new AgentRun to run again)"
 	Context *ContextSpec `json:"context,omitempty"`
-
-	// cancel, when set to true, stops the run at the next turn boundary with
-	// the outcome ApprovalDenied. It is the one field that may change after
-	// creation, and once true it stays true.
-	// +optional
-	Cancel bool `json:"cancel,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the run this many seconds after it
 	// ended (status.completionTime), with its transcript Secrets, its tool
@@ -194,36 +260,10 @@ type AgentRunSpec struct {
 	// ttlSecondsAfterFinished does for a Job; 0 deletes it as soon as it
 	// ends. Unset: the operator's default (--default-ttl-seconds-after-finished,
 	// chart runs.ttlSecondsAfterFinished), which keeps runs for ever unless
-	// set. Unlike the rest of the spec, it may be changed at any time.
+	// set. Unlike the rest of a run's spec, it may be changed at any time.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
-
-	// templateRef makes the run from an AgentRunTemplate in the run's
-	// namespace: the template's spec.run, with its $(params.NAME)
-	// placeholders replaced by the parameters, is what runs. The operator
-	// resolves it once, before anything is spent, and keeps the resolved
-	// spec with the run (status.template records the template's
-	// resourceVersion and the digest of the result), so a later edit or
-	// deletion of the template never changes a run already created. With
-	// templateRef, the run sets no goal, model, budget, tools or other
-	// field the template decides; policy, loopDetection and approvalTimeout
-	// are the template's too (the run's own, which the API server fills
-	// with defaults, are ignored).
-	// +optional
-	TemplateRef *TemplateRef `json:"templateRef,omitempty"`
-
-	// parameters are the values of the template's parameters, by name.
-	// Every required parameter must be given, every name must be one the
-	// template declares, and a value must satisfy the parameter's enum or
-	// pattern; otherwise the run ends Error with a reason that names the
-	// parameter. Values are data: they are put into the strings where the
-	// template placed a placeholder, and nowhere else.
-	// +optional
-	// +listType=map
-	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=64
-	Parameters []ParameterValue `json:"parameters,omitempty"`
 }
 
 // TemplateRef names an AgentRunTemplate in the run's namespace.
@@ -348,7 +388,7 @@ const (
 // proposal, and a cycle (A,B,A,B,...) when its calls have come round
 // threshold times.
 //
-// +kubebuilder:validation:XValidation:rule=`!has(self.window) || self.window >= (has(self.threshold) ? self.threshold : 3) * (has(self.maxPeriod) ? self.maxPeriod : 3)`,message="loopDetection.window must be at least threshold x maxPeriod, as this manifest sets them (each is 3 when unset), so that a cycle of maxPeriod calls can repeat threshold times inside it; raise window, or leave it unset to get exactly that"
+// +kubebuilder:validation:XValidation:rule=`!has(self.window) || self.window >= self.?threshold.orValue(3) * self.?maxPeriod.orValue(3)`,message="loopDetection.window must be at least threshold x maxPeriod, as this manifest sets them (each is 3 when unset), so that a cycle of maxPeriod calls can repeat threshold times inside it; raise window, or leave it unset to get exactly that"
 type LoopDetectionSpec struct {
 	// threshold is the depth that stops the run as LoopDetected: how many
 	// times the same signature may be proposed within the window (for a

@@ -154,127 +154,34 @@ type TemplateStatus struct {
 	// as kept with the run.
 	// +optional
 	Digest string `json:"digest,omitempty"`
+	// goal is the resolved spec's goal, every placeholder replaced: what
+	// the model was given. A copy for people to read (kubectl agentrun
+	// transcript, the console); the operator runs from the resolved spec
+	// kept with the run, never from this field.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Goal string `json:"goal,omitempty"`
 }
 
-// TemplateRunSpec is the spec of the runs a template makes: the fields of
-// an AgentRunSpec that say what runs (not cancel, templateRef or
-// parameters). Unlike a run's spec, it may be edited.
+// Goal is the goal the run works towards: spec.goal, or for a run made
+// from a template, the goal the operator resolved (status.template.goal),
+// empty until it has.
+func (r *AgentRun) Goal() string {
+	if r.Spec.Goal == "" && r.Status.Template != nil {
+		return r.Status.Template.Goal
+	}
+	return r.Spec.Goal
+}
+
+// TemplateRunSpec is the spec of the runs a template makes (and of an
+// AgentSchedule's runs written out in full): what runs, without what
+// belongs to one run (cancel, templateRef, parameters). Unlike a run's
+// spec, it may be edited.
 //
-// +kubebuilder:validation:XValidation:rule=`!has(self.model) || self.model.provider == 'scripted' || (has(self.budget) && has(self.budget.maxCostUSD))`,message="budget.maxCostUSD is required with a real model provider (openai, anthropic, bedrock, vertex, azure): set the most this run may spend, for example \"1.00\"",messageExpression=`'budget.maxCostUSD is required with provider ' + self.model.provider + ': set the most this run may spend, for example "1.00"'`,fieldPath=`.budget.maxCostUSD`,reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule=`!has(self.budget) || !has(self.budget.perTool) || self.budget.perTool.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="budget.perTool names a tool that is not declared in spec.tools",messageExpression=`'budget.perTool names a tool that is not declared in spec.tools: ' + self.budget.perTool.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.budget.perTool`
-// +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.rules) || self.policy.rules.all(r, r.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'policy.rules name a tool that is not declared in spec.tools ("*" means every tool): ' + self.policy.rules.filter(r, r.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.rules`
-// +kubebuilder:validation:XValidation:rule=`!has(self.policy) || !has(self.policy.grants) || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,message="policy.grants names a tool that is not declared in spec.tools (grants take no wildcard)",messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
-// +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",messageExpression=`'guardrails name a tool that is not declared in spec.tools ("*" means every tool): ' + self.guardrails.filter(g, has(g.tools) && g.tools.exists(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n))))[0].tools.filter(n, n != '*' && !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.guardrails`
-// +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
-// +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
+// +kubebuilder:validation:XValidation:rule=`has(self.goal)`,message="goal is required: the task, in plain words, that the agent works towards",fieldPath=`.goal`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`has(self.model)`,message="model is required: the model provider and model the runs use",fieldPath=`.model`,reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule=`has(self.budget)`,message="budget is required: the ceilings of the runs, at least budget.maxTurns",fieldPath=`.budget`,reason=FieldValueRequired
 type TemplateRunSpec struct {
-	// goal is the task, in plain words, that the model works towards. It is
-	// the first user message of the conversation.
-	// +required
-	// +kubebuilder:validation:MaxLength=32768
-	// +kubebuilder:validation:XValidation:rule=`self.trim().size() > 0`,message="goal must not be empty: say what the agent should achieve"
-	Goal string `json:"goal"`
-
-	// instructions are added to the system prompt, for example the role the
-	// model plays or house rules it must follow.
-	// +optional
-	// +kubebuilder:validation:MaxLength=32768
-	Instructions string `json:"instructions,omitempty"`
-
-	// model selects the model provider and how each model call is made.
-	// +required
-	Model ModelSpec `json:"model"`
-
-	// budget holds the ceilings of the run. Every ceiling is always active:
-	// those left unset take their documented defaults. Admitting a step that
-	// would pass a hard ceiling ends the run as BudgetExhausted.
-	// +required
-	Budget BudgetSpec `json:"budget"`
-
-	// loopDetection stops a run that keeps proposing the same call, or
-	// cycles through a few calls, as LoopDetected.
-	// +optional
-	// +kubebuilder:default={}
-	LoopDetection *LoopDetectionSpec `json:"loopDetection,omitempty"`
-
-	// tools are the tools the model may call. Tool names are unique.
-	// +optional
-	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule=`self.all(t, self.exists_one(u, u.name == t.name))`,message="tool names must be unique",messageExpression=`'tool names must be unique: %s is declared more than once'.format([self.filter(t, !self.exists_one(u, u.name == t.name))[0].name])`
-	Tools []ToolSpec `json:"tools,omitempty"`
-
-	// policy decides, per proposed call, whether it runs (allow), is refused
-	// (deny; the model is told) or waits for a person (ask).
-	// +optional
-	// +kubebuilder:default={}
-	Policy *PolicySpec `json:"policy,omitempty"`
-
-	// guardrails are patterns over a call's canonical arguments that block
-	// the call or halt the run.
-	// +optional
-	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:XValidation:rule=`self.all(g, self.exists_one(h, h.name == g.name))`,message="guardrail names must be unique",messageExpression=`'guardrail names must be unique: %s is declared more than once'.format([self.filter(g, !self.exists_one(h, h.name == g.name))[0].name])`
-	Guardrails []GuardrailSpec `json:"guardrails,omitempty"`
-
-	// approvalTimeout is how long a call may wait for a person's answer.
-	// An ask left unanswered this long ends the run as Escalated.
-	// Defaults to 1h.
-	// +optional
-	// +kubebuilder:default="1h0m0s"
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="approvalTimeout must be a positive duration such as 30m or 1h"
-	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
-
-	// serviceAccountName is the identity the tools act as: job tools run as
-	// this ServiceAccount and builtin tools impersonate it. Defaults to the
-	// namespace's default ServiceAccount.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	ServiceAccountName string `json:"serviceAccountName,omitempty"`
-
-	// verify makes an external verifier judge every final answer, so that
-	// Completed means verified and not only the model's word. An answer the
-	// verifier does not accept starts another trial, which reads the
-	// verifier's feedback as reflections (Reflexion).
-	// +optional
-	Verify *VerifySpec `json:"verify,omitempty"`
-
-	// strategy is how the run reaches its goal. react (the default)
-	// interleaves: the model sees every result before it chooses the next
-	// call. planExecute plans first: one model call writes the whole plan
-	// (a submit_plan call whose steps may name earlier steps' results as
-	// placeholders), the steps run without the model, independent reads
-	// together, and one more model call answers from the goal and the
-	// evidence. Budgets, policy, guardrails, approvals and idempotency keys
-	// apply to every step as to any call.
-	// +optional
-	// +kubebuilder:validation:Enum=react;planExecute
-	// +kubebuilder:validation:MaxLength=16
-	Strategy Strategy `json:"strategy,omitempty"`
-
-	// plan bounds the plans of a planExecute run. Only with strategy
-	// planExecute; its fields take their defaults when it is left out.
-	// +optional
-	Plan *PlanSpec `json:"plan,omitempty"`
-
-	// context bounds what one model request may hold. When the next
-	// request would pass maxInputTokens, the turns older than the newest
-	// keepRecentTurns are compacted first (strategy clear or summarize);
-	// a request that still does not fit ends the run BudgetExhausted and
-	// is never sent. Compaction changes what is sent, never what the
-	// transcript keeps. Left out, every field takes its default.
-	// +optional
-	Context *ContextSpec `json:"context,omitempty"`
-
-	// ttlSecondsAfterFinished deletes the run this many seconds after it
-	// ended (status.completionTime), with its transcript Secrets, its tool
-	// Jobs and the other objects the operator made for it, as
-	// ttlSecondsAfterFinished does for a Job; 0 deletes it as soon as it
-	// ends. Unset: the operator's default (--default-ttl-seconds-after-finished,
-	// chart runs.ttlSecondsAfterFinished), which keeps runs for ever unless
-	// set. Unlike the rest of the spec, it may be changed at any time.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// What the runs run.
+	AgentSpec `json:",inline"`
 }

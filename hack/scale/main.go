@@ -688,23 +688,25 @@ func (b *bench) makeRun(ns, name, model string) *v1alpha1.AgentRun {
 	return &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": "scale"}},
 		Spec: v1alpha1.AgentRunSpec{
-			Goal: "A customer asks why their last invoice is higher than the one before. Look the account up, " +
-				"compare the two invoices line by line and explain the difference in two sentences.",
-			Instructions: "You are a billing assistant. Use the tools to look facts up; never guess an amount. " +
-				"Answer in plain language a customer understands, and name the invoice lines you compared.",
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: b.modelBase,
-				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "model-key", Key: "api-key"}, Timeout: &timeout,
-				Pricing: &v1alpha1.ModelPricing{Input: "1.25", Output: "10"}},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 50, MaxCostUSD: "5"},
-			Tools: []v1alpha1.ToolSpec{
-				tool("lookup", "Look a fact up by a query string.",
-					`{"type":"object","properties":{"q":{"type":"string","description":"what to look up"}},"required":["q"]}`),
-				tool("find_invoices", "List an account's invoices between two dates.",
-					`{"type":"object","properties":{"account_id":{"type":"string"},"from_date":{"type":"string","format":"date"},`+
-						`"to_date":{"type":"string","format":"date"}},"required":["account_id"]}`),
-				tool("invoice_lines", "List the lines of one invoice with their amounts in minor units.",
-					`{"type":"object","properties":{"invoice_id":{"type":"string"},"currency":{"type":"string","enum":["EUR","USD","GBP"]}},`+
-						`"required":["invoice_id"]}`),
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal: "A customer asks why their last invoice is higher than the one before. Look the account up, " +
+					"compare the two invoices line by line and explain the difference in two sentences.",
+				Instructions: "You are a billing assistant. Use the tools to look facts up; never guess an amount. " +
+					"Answer in plain language a customer understands, and name the invoice lines you compared.",
+				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: b.modelBase,
+					APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "model-key", Key: "api-key"}, Timeout: &timeout,
+					Pricing: &v1alpha1.ModelPricing{Input: "1.25", Output: "10"}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 50, MaxCostUSD: "5"},
+				Tools: []v1alpha1.ToolSpec{
+					tool("lookup", "Look a fact up by a query string.",
+						`{"type":"object","properties":{"q":{"type":"string","description":"what to look up"}},"required":["q"]}`),
+					tool("find_invoices", "List an account's invoices between two dates.",
+						`{"type":"object","properties":{"account_id":{"type":"string"},"from_date":{"type":"string","format":"date"},`+
+							`"to_date":{"type":"string","format":"date"}},"required":["account_id"]}`),
+					tool("invoice_lines", "List the lines of one invoice with their amounts in minor units.",
+						`{"type":"object","properties":{"invoice_id":{"type":"string"},"currency":{"type":"string","enum":["EUR","USD","GBP"]}},`+
+							`"required":["invoice_id"]}`),
+				},
 			},
 		},
 	}

@@ -140,8 +140,10 @@ func policiesEnforced() error {
 		return err
 	}
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: v1alpha1.AgentRunSpec{Goal: "g", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
-			Script: []v1alpha1.ScriptStep{{Content: "done"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1}}}
+		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+			Goal: "g", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
+				Script: []v1alpha1.ScriptStep{{Content: "done"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+		}}}
 	try := 0
 	answer := func(c client.Client) (string, error) {
 		try++
@@ -326,17 +328,19 @@ func serve(t *testing.T, h http.Handler) *httptest.Server {
 func refundRun(ns, name string) *v1alpha1.AgentRun {
 	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"team": "billing"}},
 		Spec: v1alpha1.AgentRunSpec{
-			Goal: "Refund invoice in_9f21 (82.40) to the customer.",
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-				{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "issue_refund", Arguments: raw(`{"invoice":"in_9f21","amount_minor":8240}`)}}},
-				{Content: "Refunded 82.40 for invoice in_9f21."},
-			}},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 4, MaxCostUSD: "0.50"},
-			Tools: []v1alpha1.ToolSpec{{Name: "issue_refund", Description: "Refund an invoice, in minor units.",
-				Mutates: ptr.To(true), Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", `echo "refund accepted: $(cat)"`}}}},
-			Policy: &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow, Rules: []v1alpha1.PolicyRule{{
-				Tools: []string{"issue_refund"}, When: "args.amount_minor > 5000", Decision: v1alpha1.PolicyAsk,
-				Reason: "Refunds above 50.00 need a person."}}},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal: "Refund invoice in_9f21 (82.40) to the customer.",
+				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+					{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "issue_refund", Arguments: raw(`{"invoice":"in_9f21","amount_minor":8240}`)}}},
+					{Content: "Refunded 82.40 for invoice in_9f21."},
+				}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 4, MaxCostUSD: "0.50"},
+				Tools: []v1alpha1.ToolSpec{{Name: "issue_refund", Description: "Refund an invoice, in minor units.",
+					Mutates: ptr.To(true), Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", `echo "refund accepted: $(cat)"`}}}},
+				Policy: &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow, Rules: []v1alpha1.PolicyRule{{
+					Tools: []string{"issue_refund"}, When: "args.amount_minor > 5000", Decision: v1alpha1.PolicyAsk,
+					Reason: "Refunds above 50.00 need a person."}}},
+			},
 		}}
 }
 
@@ -510,7 +514,8 @@ func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
 	answer := "Done <iframe src=\"javascript:window.pwned='iframe'\"></iframe> <a href=\"javascript:window.pwned='link'\">here</a> \x1b[31mred\x1b[0m \x1b]0;owned\x07"
 	toolOut := `printf '<script>window.pwned="tool"</script><a href="javascript:window.pwned=1">x</a>\033]0;title\007\033[2J<svg onload="window.pwned=2">'`
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
-		Spec: v1alpha1.AgentRunSpec{Goal: goal,
+		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+			Goal: goal,
 			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
 				{Content: `<script>window.pwned="thought"</script>`, ToolCalls: []v1alpha1.ScriptToolCall{{Name: "fetch_page", Arguments: raw(`{"url":"javascript:alert(1)"}`)}}},
 				{Content: answer},
@@ -518,6 +523,7 @@ func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 			Tools: []v1alpha1.ToolSpec{{Name: "fetch_page", Description: "Fetch a page.",
 				Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", toolOut}}}},
+		},
 		}}
 	create(t, run)
 	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
@@ -1066,13 +1072,42 @@ func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *tes
 // those sees the operator's own chunks unmarked and a rewritten one
 // marked, as an administrator does. Where the public keys cannot be read,
 // the page says that nothing was checked.
+// Issue 44: the page of a run made from a template shows the goal the
+// operator resolved, which the run's spec does not hold.
+func TestConsole_runPageShowsTheGoalATemplatedRunWasGiven(t *testing.T) {
+	ns := namespace(t, "console-template")
+	create(t, &v1alpha1.AgentRunTemplate{ObjectMeta: metav1.ObjectMeta{Name: "weather", Namespace: ns},
+		Spec: v1alpha1.AgentRunTemplateSpec{
+			Parameters: []v1alpha1.TemplateParameter{{Name: "city", Required: true}},
+			Run: v1alpha1.TemplateRunSpec{AgentSpec: v1alpha1.AgentSpec{
+				Goal: "Say how the weather is in $(params.city).",
+				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+					{Content: "It is fine."}}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+			}},
+		}})
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "oslo", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "weather"},
+			Parameters: []v1alpha1.ParameterValue{{Name: "city", Value: "Oslo"}}}}
+	create(t, run)
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	bind(t, "noah", "agentrun-viewer", ns)
+	resp, body := fetch(t, consoleFor(t, "noah", ns).URL+"/runs/"+ns+"/oslo", "")
+	if want := `data-goal>Say how the weather is in Oslo.</pre>`; resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("the run page: %d, want it to contain %s\n%s", resp.StatusCode, want, body)
+	}
+}
+
 func TestConsole_runPageMarksTranscriptTheOperatorDidNotSign(t *testing.T) {
 	ns := namespace(t, "console-seal")
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "sealed", Namespace: ns},
-		Spec: v1alpha1.AgentRunSpec{Goal: "Say how the weather is.",
+		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Say how the weather is.",
 			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
 				{Content: "The weather is fine today."}}},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 2}}}
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+		}}}
 	create(t, run)
 	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
 		Should(Equal(v1alpha1.OutcomeCompleted))

@@ -96,7 +96,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 	d := &runData{Key: ns + "/" + name, Namespace: ns, Name: name,
 		Phase: string(run.Status.Phase), Outcome: string(run.Status.Outcome),
 		Reason: safeterm.Clean(run.Status.Reason), Answer: safeterm.Clean(run.Status.Answer),
-		Goal: safeterm.Clean(run.Spec.Goal), Template: templateOf(run)}
+		Goal: safeterm.Clean(run.Goal()), Template: templateOf(run)}
 	if d.Phase == "" {
 		d.Phase = "Pending"
 	}

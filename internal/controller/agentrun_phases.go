@@ -165,7 +165,9 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 		}
 		r.work.clear(uid, kitKey)
 		k = w.kit
-		if w.template != nil && sc.run.Status.Template == nil {
+		if t := sc.run.Status.Template; w.template != nil && (t == nil || t.Goal == "") {
+			// A run resolved by an operator that kept no goal in status
+			// gets it here; the digest is the same (keptSpec checks it).
 			sc.run.Status.Template = w.template
 		}
 		if err := w.err; err != nil {

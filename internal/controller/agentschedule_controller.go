@@ -399,14 +399,8 @@ func runFor(sc *runtime.Scheme, s *v1alpha1.AgentSchedule, name string, at time.
 			run.Spec.Parameters = append(run.Spec.Parameters, *p.DeepCopy())
 		}
 	case tpl.Spec != nil:
-		// The template's fields are the run's, by the same JSON names.
-		raw, err := json.Marshal(tpl.Spec)
-		if err == nil {
-			err = json.Unmarshal(raw, &run.Spec)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("converting runTemplate.spec: %w", err)
-		}
+		// The run and the schedule share one spec struct: what runs.
+		run.Spec.AgentSpec = *tpl.Spec.AgentSpec.DeepCopy()
 	default:
 		return nil, fmt.Errorf("runTemplate has neither templateRef nor spec")
 	}

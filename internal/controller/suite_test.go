@@ -287,9 +287,11 @@ func makeRun(ns, name string) *runBuilder {
 	return &runBuilder{r: &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1alpha1.AgentRunSpec{
-			Goal:   "Find out what happened.",
-			Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 12},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal:   "Find out what happened.",
+				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 12},
+			},
 		},
 	}}
 }

@@ -112,6 +112,28 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 	}
 }
 
+// Issue 44: the goal a run made from a template was given is in its
+// status, for kubectl and the console, and is the one kept with the run.
+func TestTemplate_statusCarriesTheResolvedGoal(t *testing.T) {
+	ns := namespace(t)
+	startManager(t, &kits{tools: newTools()})
+	tpl := makeTemplate(t, ns, "investigator", makeRun(ns, "").
+		with(func(s *v1alpha1.AgentRunSpec) { s.Goal = "Investigate $(params.ticket)." }).answer("Done."), ticketParams...)
+	run := runOf(t, ns, "t-1042", tpl.Name, "ticket", "T-1042")
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	kept := resolvedGoal(t, run)
+	if !strings.Contains(kept, "Investigate T-1042.") {
+		t.Fatalf("the resolved goal kept with the run is %q", kept)
+	}
+	if rec := done.Status.Template; rec == nil || rec.Goal != kept {
+		t.Fatalf("status.template = %+v, want the goal %q", rec, kept)
+	}
+	if got := done.Goal(); got != kept {
+		t.Errorf("Goal() = %q, want %q", got, kept)
+	}
+}
+
 func TestTemplate_editOrDeleteAfterCreationDoesNotChangeTheRun(t *testing.T) {
 	ns := namespace(t)
 	tb := newTools()

@@ -75,6 +75,7 @@ func (r *AgentRunReconciler) resolved(ctx context.Context, run *v1alpha1.AgentRu
 	}
 	spec.Cancel, spec.TTLSecondsAfterFinished = run.Spec.Cancel, run.Spec.TTLSecondsAfterFinished
 	spec.TemplateRef, spec.Parameters = run.Spec.TemplateRef, run.Spec.Parameters
+	rec.Goal = spec.Goal // the display copy; the run is built from spec
 	out := run.DeepCopy()
 	out.Spec = spec
 	return out, rec, nil

@@ -61,10 +61,12 @@ func nightlyTriage(goal string) *v1alpha1.AgentRun {
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly-triage", Namespace: "default",
 			Labels: map[string]string{"argocd.argoproj.io/instance": "triage"}},
 		Spec: v1alpha1.AgentRunSpec{
-			Goal: goal,
-			Model: v1alpha1.ModelSpec{Provider: "scripted",
-				Script: []v1alpha1.ScriptStep{{Content: "Two jobs failed on a full disk."}}},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal: goal,
+				Model: v1alpha1.ModelSpec{Provider: "scripted",
+					Script: []v1alpha1.ScriptStep{{Content: "Two jobs failed on a full disk."}}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+			},
 		},
 	}
 }

@@ -57,7 +57,7 @@ func TestCeilings_everyLayerHasEveryRow(t *testing.T) {
 				t.Fatalf("unit %q has no conversion test", row.Unit)
 			}
 			spec := func(v string) *v1alpha1.AgentRunSpec {
-				s := &v1alpha1.AgentRunSpec{Goal: "g"}
+				s := &v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Goal: "g"}}
 				fields := `{"maxTurns": 3, "` + row.Field + `": ` + v + `}`
 				if err := json.Unmarshal([]byte(fields), &s.Budget); err != nil {
 					t.Fatalf("%s: %v", fields, err)

@@ -117,7 +117,7 @@ spec:
 }
 
 func TestConfig_malformedMoneyNamesTheField(t *testing.T) {
-	spec := &v1alpha1.AgentRunSpec{Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 1, MaxCostUSD: "1e3"}}
+	spec := &v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 1, MaxCostUSD: "1e3"}}}
 	if _, err := Config(spec); err == nil || !strings.Contains(err.Error(), "budget.maxCostUSD") {
 		t.Fatalf("err = %v", err)
 	}
@@ -349,9 +349,11 @@ func TestBuild_aReplyPastTheLimitEndsTheRun(t *testing.T) {
 
 func TestBuild_anthropicPricesCacheWritesAboveInput(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "d"}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderAnthropic, Name: "claude", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "a", Key: "k"},
-			Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "15"}},
+		AgentSpec: v1alpha1.AgentSpec{
+			Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderAnthropic, Name: "claude", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "a", Key: "k"},
+				Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "15"}},
+		},
 	}}
 	k, err := (&Builder{}).Build(context.Background(), run, egress.Grant{})
 	if err != nil {
@@ -463,9 +465,11 @@ spec:
 // key in the Secret openai.
 func openAIRun(baseURL string) *v1alpha1.AgentRun {
 	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
-			Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
+		AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
+				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
+				Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
+		},
 	}}
 }

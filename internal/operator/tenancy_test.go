@@ -164,10 +164,12 @@ func (k *keyCatcher) saw() string {
 
 func openAIRun(ns, name, baseURL, sa string) *v1alpha1.AgentRun {
 	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "Say done.", ServiceAccountName: sa,
-		Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}},
+		AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Say done.", ServiceAccountName: sa,
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
+				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}},
+		},
 	}}
 }
 
@@ -193,12 +195,14 @@ func TestTenant_cannotReadASecretTheRunsAccountMayNotGet(t *testing.T) {
 
 	apiKey := openAIRun(ns, "steal-api-key", catcher.URL+"/v1", "")
 	header := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "steal-header"}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "Call the tool.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-			{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "echo"}}}, {Content: "done"}}},
-		Tools: []v1alpha1.ToolSpec{{Name: "echo", HTTP: &v1alpha1.HTTPTool{URL: catcher.URL + "/echo",
-			Headers: []v1alpha1.HTTPHeader{{Name: "X-Api-Key", ValueFrom: &v1alpha1.HeaderValueSource{
-				SecretKeyRef: v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}}}}}}},
+		AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Call the tool.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+				{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "echo"}}}, {Content: "done"}}},
+			Tools: []v1alpha1.ToolSpec{{Name: "echo", HTTP: &v1alpha1.HTTPTool{URL: catcher.URL + "/echo",
+				Headers: []v1alpha1.HTTPHeader{{Name: "X-Api-Key", ValueFrom: &v1alpha1.HeaderValueSource{
+					SecretKeyRef: v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}}}}}}},
+		},
 	}}
 	for _, run := range []*v1alpha1.AgentRun{apiKey, header} {
 		if err := alice.Create(context.Background(), run); err != nil {
@@ -369,12 +373,14 @@ func TestTenant_egressOpenedByThePlatformPolicyOfItsNamespace(t *testing.T) {
 func TestTenant_cannotRequestMoreThanTheToolCaps(t *testing.T) {
 	ns, alice := tenantNamespace(t)
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "greedy"}, Spec: v1alpha1.AgentRunSpec{
-		Goal: "Mine.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-			{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "mine"}}}, {Content: "done"}}},
-		Tools: []v1alpha1.ToolSpec{{Name: "mine", Job: &v1alpha1.JobTool{Image: "example.com/miner:1", Command: []string{"mine"},
-			Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")}}}}},
+		AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Mine.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
+				{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "mine"}}}, {Content: "done"}}},
+			Tools: []v1alpha1.ToolSpec{{Name: "mine", Job: &v1alpha1.JobTool{Image: "example.com/miner:1", Command: []string{"mine"},
+				Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")}}}}},
+		},
 	}}
 	if err := alice.Create(context.Background(), run); err != nil {
 		t.Fatal(err)

@@ -55,8 +55,10 @@ func TestSelect(t *testing.T) {
 }
 
 func run(f func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
-	r := &v1alpha1.AgentRun{Spec: v1alpha1.AgentRunSpec{Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 20},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"}}}
+	r := &v1alpha1.AgentRun{Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+		Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 20},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"},
+	}}}
 	if f != nil {
 		f(&r.Spec)
 	}

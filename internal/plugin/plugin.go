@@ -45,18 +45,23 @@ func getRun(ctx context.Context, c client.Reader, ref Ref) (*v1alpha1.AgentRun, 
 func explain(err error, ref Ref) error { return runclient.Explain(err, ref) }
 
 // printGoal starts what transcript and watch print: the goal. A run made
-// from a template has none in its spec (the operator keeps the resolved
-// one with the run), so the template and the parameters given stand in.
-func printGoal(w io.Writer, run *v1alpha1.AgentRun) {
-	if run.Spec.Goal == "" && run.Spec.TemplateRef != nil {
-		printf(w, "template: %s", run.Spec.TemplateRef.Name)
+// from a template names the template and the parameters given, then the
+// goal the operator resolved from them (status.template.goal), once it
+// has. It reports whether it printed the goal.
+func printGoal(w io.Writer, run *v1alpha1.AgentRun) bool {
+	if ref := run.Spec.TemplateRef; ref != nil {
+		printf(w, "template: %s", ref.Name)
 		for _, p := range run.Spec.Parameters {
 			printf(w, " %s=%q", p.Name, p.Value)
 		}
 		printf(w, "\n")
-		return
 	}
-	printf(w, "goal: %s\n", indent(run.Spec.Goal))
+	goal := run.Goal()
+	if goal == "" && run.Spec.TemplateRef != nil {
+		return false
+	}
+	printf(w, "goal: %s\n", indent(goal))
+	return true
 }
 
 // printf writes to w; output errors of a terminal are not worth failing for.

@@ -93,12 +93,14 @@ func makeRun(ns, name string) *runBuilder {
 	return &runBuilder{run: &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.AgentRunSpec{
-			Goal: "Find out why the customer was charged twice.",
-			Model: v1alpha1.ModelSpec{
-				Provider: v1alpha1.ProviderScripted,
-				Script:   []v1alpha1.ScriptStep{{Content: "x"}},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal: "Find out why the customer was charged twice.",
+				Model: v1alpha1.ModelSpec{
+					Provider: v1alpha1.ProviderScripted,
+					Script:   []v1alpha1.ScriptStep{{Content: "x"}},
+				},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 			},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 		},
 	}}
 }
@@ -492,6 +494,40 @@ func TestTranscript_readsChunksThenCheckpointTail(t *testing.T) {
 	want := conversationText + "outcome: Completed\nreason: The model gave a final answer.\n"
 	if diff := cmp.Diff(want, text.String()); diff != "" {
 		t.Errorf("text of an ended run (-want +got):\n%s", diff)
+	}
+}
+
+// Issue 44: the transcript of a run made from a template shows the goal
+// the model was given, once the operator has resolved it.
+func TestTranscript_showsTheResolvedGoalOfATemplatedRun(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t-1042"},
+		Spec: v1alpha1.AgentRunSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "refund-investigator"},
+			Parameters: []v1alpha1.ParameterValue{{Name: "ticket", Value: "T-1042"}}}}
+	if err := k8sClient.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	ref := Ref{Namespace: ns, Name: run.Name}
+	transcript := func() string {
+		t.Helper()
+		var text bytes.Buffer
+		if err := Transcript(ctx, k8sClient, ref, OutputText, &text); err != nil {
+			t.Fatal(err)
+		}
+		return text.String()
+	}
+	if diff := cmp.Diff("template: refund-investigator ticket=\"T-1042\"\n", transcript()); diff != "" {
+		t.Errorf("before the operator resolved the run (-want +got):\n%s", diff)
+	}
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+		s.Template = &v1alpha1.TemplateStatus{Name: "refund-investigator", Digest: "sha256:00",
+			Goal: "Investigate ticket T-1042:\nwas the customer charged twice?"}
+	})
+	want := "template: refund-investigator ticket=\"T-1042\"\n" +
+		"goal: Investigate ticket T-1042:\n    was the customer charged twice?\n"
+	if diff := cmp.Diff(want, transcript()); diff != "" {
+		t.Errorf("once resolved (-want +got):\n%s", diff)
 	}
 }
 

@@ -31,9 +31,11 @@ func makeTemplate(t *testing.T, ns, name string) *v1alpha1.AgentRunTemplate {
 				{Name: "note"},
 			},
 			Run: v1alpha1.TemplateRunSpec{
-				Goal:   "Investigate the refund asked for in ticket $(params.ticket). $(params.note)",
-				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "x"}}},
-				Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+				AgentSpec: v1alpha1.AgentSpec{
+					Goal:   "Investigate the refund asked for in ticket $(params.ticket). $(params.note)",
+					Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "x"}}},
+					Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+				},
 			},
 		},
 	}
@@ -110,9 +112,11 @@ func TestRunTemplate_refusesBadParametersBeforeCreatingAnything(t *testing.T) {
 	bare := &v1alpha1.AgentRunTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"},
 		Spec: v1alpha1.AgentRunTemplateSpec{Run: v1alpha1.TemplateRunSpec{
-			Goal:   "Say hello.",
-			Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
-			Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal:   "Say hello.",
+				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			},
 		}},
 	}
 	if err := k8sClient.Create(ctx, bare); err != nil {
@@ -367,6 +371,8 @@ func TestMain_runAndRerunWait(t *testing.T) {
 			return run
 		}, 15*time.Second, 20*time.Millisecond).ShouldNot(BeNil())
 		setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+			// The goal the operator resolved from the template.
+			s.Template = &v1alpha1.TemplateStatus{Name: "refund-investigator", Goal: "Refund T-1042?"}
 			s.Phase = v1alpha1.PhaseSucceeded
 			if outcome != v1alpha1.OutcomeCompleted {
 				s.Phase = v1alpha1.PhaseFailed
@@ -402,6 +408,7 @@ func TestMain_runAndRerunWait(t *testing.T) {
 	r := wait(done)
 	want := `agentrun.agents.agentrun.dev/refund-t-1042 created
 template: refund-investigator ticket="T-1042" tone="formal"
+goal: Refund T-1042?
 phase: Succeeded
 outcome: Completed
 reason: The model gave a final answer.

@@ -79,7 +79,7 @@ func Watch(ctx context.Context, c client.WithWatch, o WatchOptions, w io.Writer)
 	}
 	defer f.stopWatches()
 
-	printGoal(w, run)
+	f.goal = printGoal(w, run)
 	done, err := f.resync(ctx)
 	ticker := time.NewTicker(o.Resync)
 	defer ticker.Stop()
@@ -116,6 +116,9 @@ type follower struct {
 	last  *v1alpha1.AgentRun
 	rv    string
 	phase v1alpha1.Phase
+	// goal: the goal was printed (a run made from a template has it once
+	// the operator resolved the template).
+	goal bool
 	// seen is the newest resourceVersion observed: an older version (a
 	// watch event queued before a resync read a newer one) is skipped, and
 	// a reopened watch starts from it, so that no version in between is
@@ -352,6 +355,10 @@ func (f *follower) showUpdate(ctx context.Context, run *v1alpha1.AgentRun) (bool
 	}
 	f.rv, f.last, f.seen, f.expired = run.ResourceVersion, run, run.ResourceVersion, false
 
+	if g := run.Goal(); !f.goal && g != "" {
+		f.goal = true
+		printf(f.w, "goal: %s\n", indent(g))
+	}
 	f.printTranscript(ctx, run)
 	for _, a := range run.Status.Approvals {
 		key := a.CallID + "/" + string(a.Decision)

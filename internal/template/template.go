@@ -188,18 +188,6 @@ func Undeclared(t *v1alpha1.AgentRunTemplate) ([]string, error) {
 	return out, nil
 }
 
-// SpecOf converts a template's run spec, placeholders and all, into a run
-// spec (an AgentSchedule's whole run spec).
-func SpecOf(run *v1alpha1.TemplateRunSpec) (v1alpha1.AgentRunSpec, error) {
-	var spec v1alpha1.AgentRunSpec
-	raw, err := json.Marshal(run)
-	if err != nil {
-		return spec, err
-	}
-	err = json.Unmarshal(raw, &spec)
-	return spec, err
-}
-
 // Digest is "sha256:" and the hex SHA-256 of the spec's JSON, as the
 // operator keeps it with the run.
 func Digest(raw []byte) string {

@@ -21,11 +21,13 @@ func refundTemplate() *v1alpha1.AgentRunTemplate {
 				{Name: "note"},
 			},
 			Run: v1alpha1.TemplateRunSpec{
-				Goal:         "Investigate the refund asked for in $(params.ticket). $(params.note)",
-				Instructions: "Answer in a $(params.tone) tone.",
-				Model:        v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Name: "script-$(params.tone)"},
-				Budget:       v1alpha1.BudgetSpec{MaxTurns: 7, MaxCostUSD: "0.25"},
-				Tools:        []v1alpha1.ToolSpec{{Name: "lookup", Description: "Looks up $(params.ticket)"}},
+				AgentSpec: v1alpha1.AgentSpec{
+					Goal:         "Investigate the refund asked for in $(params.ticket). $(params.note)",
+					Instructions: "Answer in a $(params.tone) tone.",
+					Model:        v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Name: "script-$(params.tone)"},
+					Budget:       v1alpha1.BudgetSpec{MaxTurns: 7, MaxCostUSD: "0.25"},
+					Tools:        []v1alpha1.ToolSpec{{Name: "lookup", Description: "Looks up $(params.ticket)"}},
+				},
 			},
 		},
 	}

@@ -2,6 +2,9 @@ package crd_test
 
 import (
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // tmpl is an AgentRunTemplate manifest named name whose spec is spec (YAML
@@ -74,9 +77,9 @@ func TestAgentRunTemplate_rejectsInvalidManifests(t *testing.T) {
     budget: {maxTurns: 3}
 `), []string{"spec.run.model.provider", "Unsupported value"}},
 		{"a run from a template that writes its own goal", fromTemplate("own-goal", "  goal: \"Do something else.\"\n"),
-			[]string{"spec.templateRef", "takes its goal, instructions, model, budget, tools, guardrails, verify, strategy, plan, context and serviceAccountName from the template"}},
+			[]string{"spec.goal", "a run made from a template (spec.templateRef) takes goal from the template"}},
 		{"a run from a template that sets a tool", fromTemplate("own-tool", "  tools: [{name: shell, builtin: kubernetes.get}]\n"),
-			[]string{"set only templateRef, parameters, cancel and ttlSecondsAfterFinished"}},
+			[]string{"spec.tools", "takes tools from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished"}},
 		{"parameters without a template", `
 apiVersion: agents.agentrun.dev/v1alpha1
 kind: AgentRun
@@ -113,4 +116,25 @@ func TestAgentRunTemplate_aRunsTemplateAndParametersCannotChange(t *testing.T) {
 		`{"spec": {"parameters": [{"name": "ticket", "value": "T-2"}]}}`, "the spec of an AgentRun cannot change once created")
 	expectPatchRefused(ctx, t, fromTemplate("pinned-ref", ""),
 		`{"spec": {"templateRef": {"name": "other"}}}`, "the spec of an AgentRun cannot change once created")
+}
+
+// TestAgentRunTemplate_itsRunMayBeEdited: a template shares its run spec
+// with AgentRun, whose fields are immutable; the template's are not.
+func TestAgentRunTemplate_itsRunMayBeEdited(t *testing.T) {
+	ctx := testContext(t)
+	obj, err := create(ctx, tmpl("edited", `  parameters: [{name: ticket}, {name: model}]
+`+tmplRun))
+	if err != nil {
+		t.Fatalf("Cannot create the template: %v", err)
+	}
+	for _, patch := range []string{
+		`{"spec": {"run": {"goal": "Investigate $(params.ticket) again."}}}`,
+		`{"spec": {"run": {"instructions": "Be brief.", "budget": {"maxTurns": 5}, "strategy": "planExecute"}}}`,
+		`{"spec": {"run": {"approvalTimeout": "10m", "serviceAccountName": "reader", "context": {"maxInputTokens": 30000}}}}`,
+		`{"spec": {"run": {"tools": [{"name": "get", "builtin": "kubernetes.get"}], "ttlSecondsAfterFinished": 60}}}`,
+	} {
+		if err := k8sClient.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Errorf("The API server refused an edit of the template's run %s: %v", patch, err)
+		}
+	}
 }

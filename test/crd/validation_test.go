@@ -684,7 +684,7 @@ spec:
     - tools: [lookup, issue_refund]
       decision: ask
 `,
-			wantErr: []string{`policy.rules name a tool that is not declared in spec.tools ("*" means every tool): issue_refund`},
+			wantErr: []string{"spec.policy.rules", `policy.rules name a tool that is not declared in spec.tools ("*" means every tool)`},
 		},
 		{
 			name: "a grant for an undeclared tool",
@@ -743,7 +743,7 @@ spec:
     tools: [send_email]
     pattern: "\\d{13,19}"
 `,
-			wantErr: []string{`guardrails name a tool that is not declared in spec.tools ("*" means every tool): send_email`},
+			wantErr: []string{"spec.guardrails", `guardrails name a tool that is not declared in spec.tools ("*" means every tool)`},
 		},
 		{
 			name: "a scripted model without a script",
@@ -1370,6 +1370,30 @@ func TestUpdate_onlyCancelMayChange(t *testing.T) {
 			wantErr: "the spec of an AgentRun cannot change once created",
 		},
 		{
+			name:    "setting and changing ttlSecondsAfterFinished is allowed",
+			patches: []string{`{"spec": {"ttlSecondsAfterFinished": 600}}`, `{"spec": {"ttlSecondsAfterFinished": 0}}`},
+		},
+		{
+			name:    "changing the policy is rejected",
+			patches: []string{`{"spec": {"policy": {"default": "deny"}}}`},
+			wantErr: "spec.policy: Invalid value",
+		},
+		{
+			name:    "changing loopDetection is rejected",
+			patches: []string{`{"spec": {"loopDetection": {"threshold": 5}}}`},
+			wantErr: "spec.loopDetection: Invalid value",
+		},
+		{
+			name:    "setting approvalTimeout is rejected",
+			patches: []string{`{"spec": {"approvalTimeout": "5m"}}`},
+			wantErr: "spec.approvalTimeout: Invalid value",
+		},
+		{
+			name:    "setting a serviceAccountName is rejected",
+			patches: []string{`{"spec": {"serviceAccountName": "admin"}}`},
+			wantErr: "spec.serviceAccountName: Invalid value",
+		},
+		{
 			name:    "setting cancel back to false is rejected",
 			patches: []string{`{"spec": {"cancel": true}}`, `{"spec": {"cancel": false}}`},
 			wantErr: "spec.cancel cannot go back to false: a cancelled run stays cancelled",
@@ -1487,53 +1511,55 @@ spec:
 
 	seconds := func(n int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(n) * time.Second} }
 	want := agentsv1alpha1.AgentRunSpec{
-		Goal: "Find the failing pod.",
-		Model: agentsv1alpha1.ModelSpec{
-			Provider:        agentsv1alpha1.ProviderScripted,
-			MaxOutputTokens: ptr.To[int32](4096),
-			Timeout:         seconds(60),
-			Retry:           &agentsv1alpha1.ModelRetry{MaxAttempts: ptr.To[int32](5), InitialBackoff: seconds(2), MaxBackoff: seconds(60)},
-			Script:          []agentsv1alpha1.ScriptStep{{Content: "It is web-0."}},
+		AgentSpec: agentsv1alpha1.AgentSpec{
+			Goal: "Find the failing pod.",
+			Model: agentsv1alpha1.ModelSpec{
+				Provider:        agentsv1alpha1.ProviderScripted,
+				MaxOutputTokens: ptr.To[int32](4096),
+				Timeout:         seconds(60),
+				Retry:           &agentsv1alpha1.ModelRetry{MaxAttempts: ptr.To[int32](5), InitialBackoff: seconds(2), MaxBackoff: seconds(60)},
+				Script:          []agentsv1alpha1.ScriptStep{{Content: "It is web-0."}},
+			},
+			Budget: agentsv1alpha1.BudgetSpec{
+				MaxTurns: 3,
+				// maxCostUSD is defaulted by the operator, never in the object:
+				// its absence is what the real-provider rule checks. So are
+				// maxTokens, maxWallClock, maxToolCalls, approvalTimeout and a
+				// tool's timeout, which an AgentRunPolicy caps: stored, they
+				// would reach its admission policy as values the author wrote.
+				DefaultToolLimit: ptr.To[int32](10),
+			},
+			LoopDetection: &agentsv1alpha1.LoopDetectionSpec{
+				// window has no default of its own: the engine derives
+				// threshold x maxPeriod.
+				Threshold: ptr.To[int32](3),
+				MaxPeriod: ptr.To[int32](3),
+			},
+			// tools[].maxCostUSD has no default: unset is told apart from a
+			// declared "0" (AgentRunPolicy requireToolCosts).
+			Tools: []agentsv1alpha1.ToolSpec{{
+				Name:           "pod_events",
+				Mutates:        ptr.To(false),
+				Reversible:     ptr.To(true),
+				MaxResultBytes: ptr.To[int32](16384),
+				Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
+				HTTP:           &agentsv1alpha1.HTTPTool{URL: "http://events.default.svc/?pod={{.pod}}", Method: agentsv1alpha1.HTTPGet},
+			}, {
+				Name:           "restart_pod",
+				Mutates:        ptr.To(false),
+				Reversible:     ptr.To(true),
+				MaxResultBytes: ptr.To[int32](16384),
+				Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
+				Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", Command: []string{"restart"}, AutomountServiceAccountToken: ptr.To(false)},
+			}},
+			Policy: &agentsv1alpha1.PolicySpec{Default: agentsv1alpha1.PolicyAllow},
+			Guardrails: []agentsv1alpha1.GuardrailSpec{{
+				Name:     "no-secrets",
+				Tools:    []string{"*"},
+				Pattern:  "password",
+				Severity: agentsv1alpha1.GuardrailBlock,
+			}},
 		},
-		Budget: agentsv1alpha1.BudgetSpec{
-			MaxTurns: 3,
-			// maxCostUSD is defaulted by the operator, never in the object:
-			// its absence is what the real-provider rule checks. So are
-			// maxTokens, maxWallClock, maxToolCalls, approvalTimeout and a
-			// tool's timeout, which an AgentRunPolicy caps: stored, they
-			// would reach its admission policy as values the author wrote.
-			DefaultToolLimit: ptr.To[int32](10),
-		},
-		LoopDetection: &agentsv1alpha1.LoopDetectionSpec{
-			// window has no default of its own: the engine derives
-			// threshold x maxPeriod.
-			Threshold: ptr.To[int32](3),
-			MaxPeriod: ptr.To[int32](3),
-		},
-		// tools[].maxCostUSD has no default: unset is told apart from a
-		// declared "0" (AgentRunPolicy requireToolCosts).
-		Tools: []agentsv1alpha1.ToolSpec{{
-			Name:           "pod_events",
-			Mutates:        ptr.To(false),
-			Reversible:     ptr.To(true),
-			MaxResultBytes: ptr.To[int32](16384),
-			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
-			HTTP:           &agentsv1alpha1.HTTPTool{URL: "http://events.default.svc/?pod={{.pod}}", Method: agentsv1alpha1.HTTPGet},
-		}, {
-			Name:           "restart_pod",
-			Mutates:        ptr.To(false),
-			Reversible:     ptr.To(true),
-			MaxResultBytes: ptr.To[int32](16384),
-			Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
-			Job:            &agentsv1alpha1.JobTool{Image: "ghcr.io/acme/restart:1", Command: []string{"restart"}, AutomountServiceAccountToken: ptr.To(false)},
-		}},
-		Policy: &agentsv1alpha1.PolicySpec{Default: agentsv1alpha1.PolicyAllow},
-		Guardrails: []agentsv1alpha1.GuardrailSpec{{
-			Name:     "no-secrets",
-			Tools:    []string{"*"},
-			Pattern:  "password",
-			Severity: agentsv1alpha1.GuardrailBlock,
-		}},
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("The defaulted spec differs (-want +got):\n%s", diff)

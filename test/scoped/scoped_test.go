@@ -119,8 +119,10 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 
 	run := func(ns string) *v1alpha1.AgentRun {
 		r := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}, Spec: v1alpha1.AgentRunSpec{
-			Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
+			AgentSpec: v1alpha1.AgentSpec{
+				Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
+			},
 		}}
 		if err := admin.Create(ctx, r); err != nil {
 			t.Fatal(err)
