@@ -38,8 +38,6 @@ type Metrics struct {
 	// cache at each scrape, so they are right after a restart and never
 	// drift.
 	inFlight *runCollector
-	// AgentSchedules (agentschedule_controller.go).
-	scheduleRunsCreated, scheduleMissed *prometheus.CounterVec
 	// The archive (archive.go).
 	archiveWrites, archiveFailures prometheus.Counter
 	// Recovered panics (panics.go).
@@ -138,14 +136,6 @@ func NewMetrics() *Metrics {
 			overdue: prometheus.NewDesc("agentrun_runs_overdue",
 				"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, both as status.limits records them, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
 		},
-		scheduleRunsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "schedule", Name: "runs_created_total",
-			Help: "AgentRuns that AgentSchedules created, by the schedule's namespace.",
-		}, []string{"namespace"}),
-		scheduleMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "schedule", Name: "missed_total",
-			Help: "Scheduled times of AgentSchedules that passed without a run (the operator was down or the schedule suspended, and only the latest time runs; or the time was older than startingDeadlineSeconds), by the schedule's namespace.",
-		}, []string{"namespace"}),
 		archiveWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "archive_writes_total",
 			Help: "Run records written to the archive.",
@@ -180,7 +170,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	}
 	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
 		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight,
-		m.unclaimedRuns, m.stateKeyObjects, m.panics, m.scheduleRunsCreated, m.scheduleMissed}
+		m.unclaimedRuns, m.stateKeyObjects, m.panics}
 }
 
 // OverdueMargin is the slack agentrun_runs_overdue allows a run past the
@@ -438,30 +428,14 @@ func (m *Metrics) archiveFailed() {
 	m.archiveFailures.Inc()
 }
 
-// namespace is the namespace label of an object in ns ("" for a nil m).
-func (m *Metrics) namespace(ns string) string {
+// NamespaceLabel is the namespace label of an object in ns, bounded
+// (MaxNamespaceLabelValues) with the runs' own: the AgentSchedule metrics
+// label by it too. "" for a nil m.
+func (m *Metrics) NamespaceLabel(ns string) string {
 	if m == nil {
 		return ""
 	}
 	return m.labels.namespaces.value(ns)
-}
-
-// scheduleMissedTimes counts n scheduled times that passed without a run,
-// by the namespace label (namespace) of their schedule.
-func (m *Metrics) scheduleMissedTimes(nsLabel string, n int64) {
-	if m == nil {
-		return
-	}
-	m.scheduleMissed.WithLabelValues(nsLabel).Add(float64(n))
-}
-
-// scheduleCreated counts a run a schedule created, by the namespace label
-// (namespace) of the schedule.
-func (m *Metrics) scheduleCreated(nsLabel string) {
-	if m == nil {
-		return
-	}
-	m.scheduleRunsCreated.WithLabelValues(nsLabel).Inc()
 }
 
 // unclaimed reports the runs no shard has started, by shard, in place of

@@ -67,8 +67,9 @@ func TestMetrics_nilCountsNothing(t *testing.T) {
 	m.panicked("reconcile")
 	m.archiveWrote()
 	m.archiveFailed()
-	m.scheduleMissedTimes(m.namespace("team-a"), 2)
-	m.scheduleCreated(m.namespace("team-a"))
+	if got := m.NamespaceLabel("team-a"); got != "" {
+		t.Errorf("a nil set labels a namespace %q", got)
+	}
 	m.unclaimed(map[string]int{"a": 1})
 	m.watchRuns(nil, nil)
 	if obs := m.calls("scripted", "m1"); obs != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -24,8 +25,10 @@ type Cluster struct {
 }
 
 // MainCluster is Main for a package whose tests need only the API server
-// and an administrator's client: it fills c before the tests run.
+// and an administrator's client: it fills c before the tests run, and
+// discards controller-runtime's log.
 func MainCluster(m interface{ Run() int }, c *Cluster) int {
+	ctrl.SetLogger(logr.Discard())
 	return Main(m, func(_ *envtest.Environment, cfg *rest.Config) (func() error, error) {
 		admin, err := client.New(cfg, client.Options{Scheme: Scheme})
 		c.Config, c.Client = cfg, admin

@@ -5,14 +5,9 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/testenv"
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // cluster is the test API server (envtest) this package's tests share.
 var cluster testenv.Cluster
 
-func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
-	os.Exit(testenv.MainCluster(m, &cluster))
-}
+func TestMain(m *testing.M) { os.Exit(testenv.MainCluster(m, &cluster)) }
