@@ -12,6 +12,10 @@
 // its total minus runBase. The window's exposure of one lease is
 // max(leased, spent): a run that spent more than it leased (a provider
 // that reported more than the estimate) counts what it spent.
+//
+// Ledgers (ledgers.go) is the one piece with state: the book of the
+// operator's own writes, which both writers (the AgentRun reconciler
+// leasing, the AgentBudget reconciler settling) go through.
 package budget
 
 import (

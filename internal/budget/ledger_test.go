@@ -8,6 +8,8 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -353,5 +355,40 @@ func TestUnpriced_refusesAModelWithoutAPriceUnderADollarLimit(t *testing.T) {
 				t.Fatalf("Unpriced = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Issue 28: both writers count their accepted writes by kind, and the
+// conflicts, through the one book; a conflict forgets our last write, so
+// the next reader starts from the API server's.
+func TestLedgers_countWritesAndConflicts(t *testing.T) {
+	l := NewLedgers()
+	b := makeBudget("10")
+	b.ResourceVersion, b.Generation = "2", 1
+	l.Wrote("lease", b)
+	l.Wrote("settle", b)
+	l.Wrote("lease", b)
+	read := b.DeepCopy()
+	read.ResourceVersion = "1"
+	if got := l.Latest(read); got.ResourceVersion != "2" {
+		t.Fatalf("latest is version %s, want our write, 2", got.ResourceVersion)
+	}
+	l.Conflicted(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+	if got := l.Latest(read); got.ResourceVersion != "1" {
+		t.Fatalf("latest after a conflict is version %s, want the read, 1", got.ResourceVersion)
+	}
+	const want = `
+# HELP agentrun_budget_lease_conflicts_total Lease writes refused because the AgentBudget changed since it was read; each is retried on a fresh read.
+# TYPE agentrun_budget_lease_conflicts_total counter
+agentrun_budget_lease_conflicts_total 1
+# HELP agentrun_budget_writes_total Status writes to AgentBudgets that the API server accepted, by what they did (lease: a run took or extended a lease; refused: a refusal was recorded; settle: the AgentBudget reconciler closed leases, expired them or rolled the window).
+# TYPE agentrun_budget_writes_total counter
+agentrun_budget_writes_total{kind="lease"} 2
+agentrun_budget_writes_total{kind="settle"} 1
+`
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(l.Collectors()...)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -32,16 +32,11 @@ import (
 // hold more than its share of a budget (spec.perRun), or a model without
 // a price under a budget that limits dollars; a full maxConcurrentRuns
 // holds a run that has not started in Pending. The AgentBudget reconciler
-// settles the lease once the run has ended (agentbudget_controller.go).
+// settles the lease once the run has ended (internal/controller/agentbudget).
 
 // budgetWaitRetry is how often a run waiting for a budget's concurrency
 // slot looks again.
 const budgetWaitRetry = 2 * time.Second
-
-// maxLeaseAttempts bounds the compare-and-swap retries of one lease in one
-// reconcile; beyond it the reconcile fails (and is retried with backoff)
-// without starting anything: a contended ledger delays, never overspends.
-const maxLeaseAttempts = 32
 
 // coverBudgets is the phase after advance.
 func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.Result, error) {
@@ -210,12 +205,12 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		return leaseOutcome{holds: true}
 	}
 	key := client.ObjectKeyFromObject(b)
-	defer r.Ledgers.lock(key)()
-	fresh := r.Ledgers.latest(b)
+	defer r.Ledgers.Lock(key)()
+	fresh := r.Ledgers.Latest(b)
 	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {
 		return leaseOutcome{holds: true} // a lease taken since the cache was read
 	}
-	for attempt := 0; attempt < maxLeaseAttempts; attempt++ {
+	for attempt := 0; attempt < budget.MaxAttempts; attempt++ {
 		if !confirmed && budget.Find(fresh, req.UID) == nil {
 			if err := confirm(); err != nil {
 				return leaseOutcome{err: err}
@@ -241,8 +236,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		}
 		err := r.Status().Update(ctx, work)
 		if err == nil {
-			r.Metrics.budgetWrote("lease")
-			r.Ledgers.wrote(work)
+			r.Ledgers.Wrote("lease", work)
 			if r.Recorder != nil {
 				if rolled {
 					r.Recorder.Eventf(work, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
@@ -259,8 +253,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return leaseOutcome{err: fmt.Errorf("leasing from AgentBudget %s: %w", b.Name, err)}
 		}
-		r.Metrics.budgetConflict()
-		r.Ledgers.forget(key)
+		r.Ledgers.Conflicted(key)
 		fresh = &v1alpha1.AgentBudget{}
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), fresh)
 		if apierrors.IsNotFound(err) {
@@ -270,7 +263,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 			return leaseOutcome{err: fmt.Errorf("reading AgentBudget %s: %w", b.Name, err)}
 		}
 	}
-	return leaseOutcome{err: fmt.Errorf("AgentBudget %s changed under %d lease attempts in a row; retrying", b.Name, maxLeaseAttempts)}
+	return leaseOutcome{err: fmt.Errorf("AgentBudget %s changed under %d lease attempts in a row; retrying", b.Name, budget.MaxAttempts)}
 }
 
 // markRefused records the refusal on the budget (Exhausted=True, once per
@@ -280,8 +273,7 @@ func (r *AgentRunReconciler) markRefused(ctx context.Context, b *v1alpha1.AgentB
 	work := b.DeepCopy()
 	if budget.MarkRefused(work, reason, r.Clock()) {
 		if err := r.Status().Update(ctx, work); err == nil {
-			r.Metrics.budgetWrote("refused")
-			r.Ledgers.wrote(work)
+			r.Ledgers.Wrote("refused", work)
 		} else {
 			ctrl.LoggerFrom(ctx).V(4).Info("Could not mark the AgentBudget exhausted", "budget", b.Name, "error", err.Error())
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -63,7 +64,7 @@ type Config struct {
 	Clock func() time.Time
 	// Ledgers is the book this reconciler and the AgentBudget reconciler
 	// write budgets through; give both the same one (a new one when nil).
-	Ledgers *Ledgers
+	Ledgers *budget.Ledgers
 	// Shard is the shard this reconciler's manager serves (its cache
 	// selects the shard's runs: ShardCache). The unsharded one (empty)
 	// also reports, in agentrun_runs_unclaimed, labelled runs nobody has
@@ -165,7 +166,7 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		cfg.Keys = seal.Ephemeral()
 	}
 	if cfg.Ledgers == nil {
-		cfg.Ledgers = NewLedgers()
+		cfg.Ledgers = budget.NewLedgers()
 	}
 	return &AgentRunReconciler{
 		Config: cfg,

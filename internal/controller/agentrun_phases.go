@@ -950,6 +950,10 @@ func (r *AgentRunReconciler) event(obj runtime.Object, typ, reason, action, note
 	}
 }
 
+// maxCancelledBy bounds how much of the cancelled-by annotation a run's
+// reason quotes: anyone who may patch the run may write it.
+const maxCancelledBy = 256
+
 // cancelReason is the reason of a run cancelled with spec.cancel, naming
 // who cancelled it when the annotation says (a schedule that replaced it),
 // or "" for the engine's default.

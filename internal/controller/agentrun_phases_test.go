@@ -824,3 +824,37 @@ func expectEachCallOnce(t *testing.T, run *v1alpha1.AgentRun, tb *tools, turns i
 		t.Fatalf("transcript: %d messages, %v; want 7", len(msgs), err)
 	}
 }
+
+// A run cancelled by an AgentSchedule (concurrencyPolicy Replace: the
+// schedule sets spec.cancel and the cancelled-by annotation, as
+// agentschedule's TestSchedule_replaceCancelsTheActiveRun checks) ends
+// ApprovalDenied with a reason that names the schedule.
+func TestCancel_byAScheduleNamesItInTheReason(t *testing.T) {
+	_, run, _ := pendingRefund(t)
+	body, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationCancelledBy: "AgentSchedule/replace"}},
+		"spec":     map[string]any{"cancel": true},
+	})
+	if err := k8sClient.Patch(context.Background(), get(t, run), client.RawPatch("application/merge-patch+json", body)); err != nil {
+		t.Fatal(err)
+	}
+	ended := waitOutcome(t, run, 30*time.Second)
+	if ended.Status.Outcome != v1alpha1.OutcomeApprovalDenied || !strings.Contains(ended.Status.Reason, "AgentSchedule/replace") ||
+		!strings.Contains(ended.Status.Reason, "concurrencyPolicy Replace") {
+		t.Fatalf("the cancelled run ended %s: %q, want ApprovalDenied naming AgentSchedule/replace", ended.Status.Outcome, ended.Status.Reason)
+	}
+}
+
+// The cancelled-by annotation is anyone's to write: the reason quotes a
+// bounded part of it.
+func TestCancelReason_isBounded(t *testing.T) {
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		v1alpha1.AnnotationCancelledBy: "AgentSchedule/" + strings.Repeat("x", 10000)}}}
+	why := cancelReason(run)
+	if !strings.Contains(why, "AgentSchedule/xxx") || len(why) > maxCancelledBy+200 {
+		t.Fatalf("reason of %d bytes: %.300q", len(why), why)
+	}
+	if cancelReason(&v1alpha1.AgentRun{}) != "" {
+		t.Fatal("a run without the annotation must keep the default reason")
+	}
+}

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/agentschedule"
 	"github.com/agentrun/agentrun/internal/testenv"
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -83,14 +85,19 @@ func TestSchedule_runsCarryTheSchedulesAuthor(t *testing.T) {
 	}
 
 	op := asOperator(t, ns)
-	clock := &fakeClock{t: s.CreationTimestamp.Truncate(time.Minute).Add(time.Minute + time.Second)}
-	r := NewAgentScheduleReconciler(ScheduleConfig{Client: op, APIReader: op, Clock: clock.now, Metrics: NewMetrics()})
-	reconcileSchedule(t, r, s)
-	runs := scheduledRuns(t, s)
-	if len(runs) != 1 {
-		t.Fatalf("runs %v; want one", runNames(runs))
+	due := s.CreationTimestamp.Truncate(time.Minute).Add(time.Minute + time.Second)
+	r := agentschedule.NewReconciler(agentschedule.Config{Client: op, APIReader: op, Clock: func() time.Time { return due }})
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}); err != nil {
+		t.Fatal(err)
 	}
-	run := &runs[0]
+	var runs v1alpha1.AgentRunList
+	if err := k8sClient.List(ctx, &runs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Items) != 1 {
+		t.Fatalf("%d runs; want one", len(runs.Items))
+	}
+	run := &runs.Items[0]
 	if got := run.Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
 		t.Fatalf("the scheduled run's created-by is %q; want carol, the schedule's author", got)
 	}

@@ -2,185 +2,35 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/ext"
 	. "github.com/onsi/gomega"
-	lua "github.com/yuin/gopher-lua"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // The shipped GitOps health checks (config/gitops), run by the engines
-// Argo CD and Flux run them with, on runs read back from the API server.
+// Argo CD and Flux run them with (controllertest), on runs read back from
+// the API server.
 
-const (
-	argoHealthFile = "../../config/gitops/argocd-health.lua"
-	fluxFile       = "../../config/gitops/flux-kustomization.yaml"
-)
-
-// argoHealth runs the Lua health check as Argo CD does: a sandboxed
-// gopher-lua state with the base, table, string and math libraries, the
-// object as the global obj (maps and lists as tables, numbers as
-// numbers), and the returned table's status and message.
-func argoHealth(t *testing.T, script string, obj map[string]any) (status, message string) {
-	t.Helper()
-	l := lua.NewState(lua.Options{SkipOpenLibs: true})
-	defer l.Close()
-	for _, lib := range []struct {
-		name string
-		open lua.LGFunction
-	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
-		l.Push(l.NewFunction(lib.open))
-		l.Push(lua.LString(lib.name))
-		l.Call(1, 0)
-	}
-	l.SetGlobal("obj", toLua(l, obj))
-	if err := l.DoString(script); err != nil {
-		t.Fatalf("the health check failed: %v", err)
-	}
-	ret, ok := l.Get(-1).(*lua.LTable)
-	if !ok {
-		t.Fatalf("the health check returned %s, not a table", l.Get(-1).Type())
-	}
-	status, message = lua.LVAsString(ret.RawGetString("status")), lua.LVAsString(ret.RawGetString("message"))
-	switch status {
-	case "Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown":
-	default:
-		t.Fatalf("the health check returned a status Argo CD does not know: %q", status)
-	}
-	return status, message
-}
-
-func toLua(l *lua.LState, v any) lua.LValue {
-	switch v := v.(type) {
-	case map[string]any:
-		tb := l.NewTable()
-		for k, e := range v {
-			tb.RawSetString(k, toLua(l, e))
-		}
-		return tb
-	case []any:
-		tb := l.NewTable()
-		for _, e := range v {
-			tb.Append(toLua(l, e))
-		}
-		return tb
-	case string:
-		return lua.LString(v)
-	case bool:
-		return lua.LBool(v)
-	case int64:
-		return lua.LNumber(v)
-	case float64:
-		return lua.LNumber(v)
-	case nil:
-		return lua.LNil
-	}
-	panic(fmt.Sprintf("unexpected %T in an unstructured object", v))
-}
-
-// fluxHealth evaluates the shipped healthCheckExprs for AgentRun as
-// Flux's kustomize-controller does (RFC 0009, fluxcd/pkg runtime/cel):
-// expressions parsed (not type-checked) in an environment with optional
-// types and the strings, sets and encoders extensions, the object's
-// top-level fields as variables; a status.observedGeneration that differs
-// from metadata.generation is InProgress; then inProgress, failed and
-// current in that order, the first true one wins, and none true is
-// InProgress.
-func fluxHealth(t *testing.T, exprs map[string]string, obj map[string]any) string {
-	t.Helper()
-	if og, ok, _ := unstructured.NestedInt64(obj, "status", "observedGeneration"); ok {
-		if g, ok, _ := unstructured.NestedInt64(obj, "metadata", "generation"); ok && g != og {
-			return "InProgress"
-		}
-	}
-	env, err := cel.NewEnv(cel.HomogeneousAggregateLiterals(), cel.EagerlyValidateDeclarations(true), cel.DefaultUTCTimeZone(true),
-		cel.CrossTypeNumericComparisons(true), cel.OptionalTypes(), ext.Strings(), ext.Sets(), ext.Encoders())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range []struct{ key, status string }{{"inProgress", "InProgress"}, {"failed", "Failed"}, {"current", "Current"}} {
-		src := exprs[e.key]
-		if src == "" {
-			continue
-		}
-		ast, iss := env.Parse(src)
-		if iss.Err() != nil {
-			t.Fatalf("%s: %v", e.key, iss.Err())
-		}
-		prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100))
-		if err != nil {
-			t.Fatalf("%s: %v", e.key, err)
-		}
-		val, _, err := prg.Eval(obj)
-		if err != nil {
-			t.Fatalf("%s: %v", e.key, err)
-		}
-		b, ok := val.(types.Bool)
-		if !ok {
-			t.Fatalf("%s is not a boolean: %v", e.key, val)
-		}
-		if b {
-			return e.status
-		}
-	}
-	return "InProgress"
-}
-
-// shippedArgoScript reads the shipped Argo CD health check.
+// shippedArgoScript reads the shipped Argo CD health check of runs.
 func shippedArgoScript(t *testing.T) string {
 	t.Helper()
-	script, err := os.ReadFile(argoHealthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(script)
+	return controllertest.ShippedArgoScript(t, "argocd-health.lua")
 }
 
 // shippedFluxExprs reads the AgentRun entry of healthCheckExprs from the
 // shipped Kustomization.
 func shippedFluxExprs(t *testing.T) map[string]string {
 	t.Helper()
-	return shippedFluxExprsOf(t, "AgentRun")
-}
-
-// shippedFluxExprsOf reads the entry of healthCheckExprs for kind.
-func shippedFluxExprsOf(t *testing.T, kind string) map[string]string {
-	t.Helper()
-	raw, err := os.ReadFile(fluxFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Spec struct {
-			HealthCheckExprs []map[string]string `json:"healthCheckExprs"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(raw, &k); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range k.Spec.HealthCheckExprs {
-		if e["apiVersion"] == v1alpha1.GroupVersion.String() && e["kind"] == kind {
-			if e["current"] == "" {
-				t.Fatal("Flux requires a current expression")
-			}
-			return e
-		}
-	}
-	t.Fatalf("%s has no healthCheckExprs entry for %s", fluxFile, kind)
-	return nil
+	return controllertest.ShippedFluxExprs(t, "AgentRun")
 }
 
 func unstructuredOf(t *testing.T, run *v1alpha1.AgentRun) map[string]any {
@@ -230,8 +80,8 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 		t.Helper()
 		g.Eventually(func() []string {
 			obj := unstructuredOf(t, run)
-			st, _ := argoHealth(t, script, obj)
-			return []string{st, fluxHealth(t, exprs, obj)}
+			st, _ := controllertest.ArgoHealth(t, script, obj)
+			return []string{st, controllertest.FluxHealth(t, exprs, obj)}
 		}, wait, tick).Should(Equal([]string{argo, flux}), name)
 	}
 
@@ -242,7 +92,7 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 	asking := makeRun(ns, "asking").writeTool("drop_table", false).calls("drop_table", `{}`).create(t)
 	g.Eventually(func() v1alpha1.Phase { return get(t, asking).Status.Phase }, wait, tick).Should(Equal(v1alpha1.PhaseAwaitingApproval))
 	check("awaiting approval", asking, "Suspended", "InProgress")
-	_, msg := argoHealth(t, script, unstructuredOf(t, asking))
+	_, msg := controllertest.ArgoHealth(t, script, unstructuredOf(t, asking))
 	g.Expect(msg).To(ContainSubstring("t1-c1 (drop_table)"))
 
 	completed := makeRun(ns, "completed").readTool("get_pod").calls("get_pod", `{"name":"web-0"}`).answer("All good.").create(t)
@@ -252,7 +102,7 @@ func TestGitOpsHealth_liveRunsInEveryPhase(t *testing.T) {
 	annotate(t, asking, "t1-c1", "stop")
 	expectOutcome(t, waitOutcome(t, asking, wait), v1alpha1.OutcomeApprovalDenied, "stopped")
 	check("approval denied", asking, "Degraded", "Failed")
-	_, msg = argoHealth(t, script, unstructuredOf(t, asking))
+	_, msg = controllertest.ArgoHealth(t, script, unstructuredOf(t, asking))
 	g.Expect(msg).To(HavePrefix("ApprovalDenied: "))
 
 	budget := makeRun(ns, "budget").maxTurns(1).readTool("get_pod").calls("get_pod", `{}`).calls("get_pod", `{}`).answer("late").create(t)
@@ -275,7 +125,7 @@ func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 
 	fresh := makeRun(ns, "fresh").answer("x").create(t)
-	if st, _ := argoHealth(t, script, unstructuredOf(t, fresh)); st != "Progressing" {
+	if st, _ := controllertest.ArgoHealth(t, script, unstructuredOf(t, fresh)); st != "Progressing" {
 		t.Fatalf("a run without status: Argo CD health %s, want Progressing", st)
 	}
 
@@ -307,10 +157,10 @@ func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 			obj := unstructuredOf(t, run)
-			if st, msg := argoHealth(t, script, obj); st != tc.argo {
+			if st, msg := controllertest.ArgoHealth(t, script, obj); st != tc.argo {
 				t.Fatalf("Argo CD health %s (%s), want %s", st, msg, tc.argo)
 			}
-			if got := fluxHealth(t, exprs, obj); got != tc.flux {
+			if got := controllertest.FluxHealth(t, exprs, obj); got != tc.flux {
 				t.Fatalf("Flux health %s, want %s", got, tc.flux)
 			}
 		})
@@ -318,10 +168,10 @@ func TestGitOpsHealth_everyPhaseAndOutcomeAsWritten(t *testing.T) {
 	t.Run("failed-to-start", func(t *testing.T) {
 		run := failedToStart(t, ns, now)
 		obj := unstructuredOf(t, run)
-		if st, msg := argoHealth(t, script, obj); st != "Degraded" || msg != "Error: the run cannot start" {
+		if st, msg := controllertest.ArgoHealth(t, script, obj); st != "Degraded" || msg != "Error: the run cannot start" {
 			t.Fatalf("Argo CD health %s (%s), want Degraded (Error: the run cannot start)", st, msg)
 		}
-		if got := fluxHealth(t, exprs, obj); got != "Failed" {
+		if got := controllertest.FluxHealth(t, exprs, obj); got != "Failed" {
 			t.Fatalf("Flux health %s, want Failed", got)
 		}
 	})

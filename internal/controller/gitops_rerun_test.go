@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -76,10 +77,10 @@ func TestGitOpsRerun_recreatedWithAnotherSpecIsRefusedUntilAllowed(t *testing.T)
 	g.Expect(apimeta.IsStatusConditionTrue(refused.Status.Conditions, v1alpha1.ConditionStalled)).To(BeTrue())
 	g.Expect(kstatusOf(t, refused)).To(Equal(status.FailedStatus))
 	obj := unstructuredOf(t, refused)
-	argo, msg := argoHealth(t, script, obj)
+	argo, msg := controllertest.ArgoHealth(t, script, obj)
 	g.Expect(argo).To(Equal("Degraded"))
 	g.Expect(msg).To(HavePrefix("RerunRefused: "))
-	g.Expect(fluxHealth(t, exprs, obj)).To(Equal("Failed"))
+	g.Expect(controllertest.FluxHealth(t, exprs, obj)).To(Equal("Failed"))
 	g.Expect(tb.counts()).To(Equal(map[string]int{"t1-c1:get_node": 1}), "the refused run executed a tool")
 	g.Eventually(func() []string { return eventReasons(t, ns, "nightly") }, wait, tick).Should(ContainElement(v1alpha1.ReasonRerunRefused))
 

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -39,16 +38,6 @@ type Metrics struct {
 	// cache at each scrape, so they are right after a restart and never
 	// drift.
 	inFlight *runCollector
-	// budgetGauges reports each AgentBudget's limits, consumption,
-	// reservations and active runs from the informer cache at each scrape.
-	budgetGauges *budgetCollector
-
-	// The ledger of AgentBudgets (agentbudget_controller.go,
-	// agentrun_budgets.go).
-	budgetWrites, softLimitReached *prometheus.CounterVec
-	budgetConflicts                prometheus.Counter
-	// AgentSchedules (agentschedule_controller.go).
-	scheduleRunsCreated, scheduleMissed *prometheus.CounterVec
 	// The archive (archive.go).
 	archiveWrites, archiveFailures prometheus.Counter
 	// Recovered panics (panics.go).
@@ -147,36 +136,6 @@ func NewMetrics() *Metrics {
 			overdue: prometheus.NewDesc("agentrun_runs_overdue",
 				"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, both as status.limits records them, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
 		},
-		budgetGauges: &budgetCollector{
-			limit: prometheus.NewDesc("agentrun_budget_limit", "An AgentBudget's limit per window, by ceiling (cost in US dollars, tokens, concurrentRuns); absent for a ceiling it does not set.",
-				[]string{"namespace", "budget", "ceiling"}, nil),
-			consumed: prometheus.NewDesc("agentrun_budget_consumed", "What an AgentBudget's runs have consumed in its window, by ceiling (cost in US dollars, tokens).",
-				[]string{"namespace", "budget", "ceiling"}, nil),
-			reserved: prometheus.NewDesc("agentrun_budget_reserved", "What an AgentBudget's runs hold reserved for steps in flight, by ceiling (cost in US dollars, tokens).",
-				[]string{"namespace", "budget", "ceiling"}, nil),
-			active: prometheus.NewDesc("agentrun_budget_active_runs", "Runs an AgentBudget counts as active.",
-				[]string{"namespace", "budget"}, nil),
-		},
-		budgetWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "budget", Name: "writes_total",
-			Help: "Status writes to AgentBudgets that the API server accepted, by what they did (lease: a run took or extended a lease; refused: a refusal was recorded; settle: the AgentBudget reconciler closed leases, expired them or rolled the window).",
-		}, []string{"kind"}),
-		budgetConflicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "budget", Name: "lease_conflicts_total",
-			Help: "Lease writes refused because the AgentBudget changed since it was read; each is retried on a fresh read.",
-		}),
-		softLimitReached: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "budget", Name: "soft_limit_reached_total",
-			Help: "Soft AgentBudget limits that reached a threshold in a window, by limit (maxCostUSD, maxTokens, maxConcurrentRuns) and percent (80 or 100).",
-		}, []string{"limit", "percent"}),
-		scheduleRunsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "schedule", Name: "runs_created_total",
-			Help: "AgentRuns that AgentSchedules created, by the schedule's namespace.",
-		}, []string{"namespace"}),
-		scheduleMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "agentrun", Subsystem: "schedule", Name: "missed_total",
-			Help: "Scheduled times of AgentSchedules that passed without a run (the operator was down or the schedule suspended, and only the latest time runs; or the time was older than startingDeadlineSeconds), by the schedule's namespace.",
-		}, []string{"namespace"}),
 		archiveWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "archive_writes_total",
 			Help: "Run records written to the archive.",
@@ -210,8 +169,8 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		return nil
 	}
 	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
-		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight, m.budgetGauges,
-		m.budgetWrites, m.budgetConflicts, m.softLimitReached, m.unclaimedRuns, m.stateKeyObjects, m.panics, m.scheduleRunsCreated, m.scheduleMissed}
+		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight,
+		m.unclaimedRuns, m.stateKeyObjects, m.panics}
 }
 
 // OverdueMargin is the slack agentrun_runs_overdue allows a run past the
@@ -469,55 +428,14 @@ func (m *Metrics) archiveFailed() {
 	m.archiveFailures.Inc()
 }
 
-// budgetWrote counts a status write to an AgentBudget, by kind (lease,
-// refused, settle).
-func (m *Metrics) budgetWrote(kind string) {
-	if m == nil {
-		return
-	}
-	m.budgetWrites.WithLabelValues(kind).Inc()
-}
-
-// budgetConflict counts a lease write refused on a changed AgentBudget.
-func (m *Metrics) budgetConflict() {
-	if m == nil {
-		return
-	}
-	m.budgetConflicts.Inc()
-}
-
-// softLimit counts a soft AgentBudget limit reaching a threshold.
-func (m *Metrics) softLimit(limit, percent string) {
-	if m == nil {
-		return
-	}
-	m.softLimitReached.WithLabelValues(limit, percent).Inc()
-}
-
-// namespace is the namespace label of an object in ns ("" for a nil m).
-func (m *Metrics) namespace(ns string) string {
+// NamespaceLabel is the namespace label of an object in ns, bounded
+// (MaxNamespaceLabelValues) with the runs' own: the AgentSchedule metrics
+// label by it too. "" for a nil m.
+func (m *Metrics) NamespaceLabel(ns string) string {
 	if m == nil {
 		return ""
 	}
 	return m.labels.namespaces.value(ns)
-}
-
-// scheduleMissedTimes counts n scheduled times that passed without a run,
-// by the namespace label (namespace) of their schedule.
-func (m *Metrics) scheduleMissedTimes(nsLabel string, n int64) {
-	if m == nil {
-		return
-	}
-	m.scheduleMissed.WithLabelValues(nsLabel).Add(float64(n))
-}
-
-// scheduleCreated counts a run a schedule created, by the namespace label
-// (namespace) of the schedule.
-func (m *Metrics) scheduleCreated(nsLabel string) {
-	if m == nil {
-		return
-	}
-	m.scheduleRunsCreated.WithLabelValues(nsLabel).Inc()
 }
 
 // unclaimed reports the runs no shard has started, by shard, in place of
@@ -553,15 +471,6 @@ func (m *Metrics) watchRuns(r client.Reader, now func() time.Time) {
 	m.inFlight.watch(r, now)
 }
 
-// watchBudgets makes the gauges of AgentBudgets read r (the manager's
-// cache).
-func (m *Metrics) watchBudgets(r client.Reader) {
-	if m == nil {
-		return
-	}
-	m.budgetGauges.watch(r)
-}
-
 func usageOf(run *v1alpha1.AgentRun) v1alpha1.UsageStatus {
 	if run.Status.Usage == nil {
 		return v1alpha1.UsageStatus{}
@@ -579,75 +488,6 @@ func lastDecision(run *v1alpha1.AgentRun, callID string) v1alpha1.ApprovalDecisi
 	}
 	return "unknown"
 }
-
-// MaxBudgetSeries bounds the AgentBudgets the budget gauges report (the
-// first, by namespace and name): budgets are written by namespace
-// administrators, not run authors, and an installation has few.
-const MaxBudgetSeries = 200
-
-type budgetCollector struct {
-	limit, consumed, reserved, active *prometheus.Desc
-
-	mu     sync.Mutex
-	reader client.Reader
-}
-
-func (c *budgetCollector) watch(r client.Reader) {
-	c.mu.Lock()
-	c.reader = r
-	c.mu.Unlock()
-}
-
-func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.limit
-	ch <- c.consumed
-	ch <- c.reserved
-	ch <- c.active
-}
-
-func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	r := c.reader
-	c.mu.Unlock()
-	if r == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list := &v1alpha1.AgentBudgetList{}
-	if err := r.List(ctx, list); err != nil {
-		return
-	}
-	items := list.Items
-	slices.SortFunc(items, func(a, b v1alpha1.AgentBudget) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	for i := range items[:min(len(items), MaxBudgetSeries)] {
-		b := &items[i]
-		gauge := func(d *prometheus.Desc, v float64, ceiling ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{b.Namespace, b.Name}, ceiling...)...)
-		}
-		if b.Spec.MaxCostUSD != "" {
-			gauge(c.limit, dollars(b.Spec.MaxCostUSD), "cost")
-		}
-		if b.Spec.MaxTokens != nil {
-			gauge(c.limit, float64(*b.Spec.MaxTokens), "tokens")
-		}
-		if b.Spec.MaxConcurrentRuns != nil {
-			gauge(c.limit, float64(*b.Spec.MaxConcurrentRuns), "concurrentRuns")
-		}
-		st := &b.Status
-		gauge(c.consumed, dollars(st.ConsumedCostUSD), "cost")
-		gauge(c.consumed, float64(st.ConsumedTokens), "tokens")
-		gauge(c.reserved, dollars(st.ReservedCostUSD), "cost")
-		gauge(c.reserved, float64(st.ReservedTokens), "tokens")
-		gauge(c.active, float64(st.ActiveRuns))
-	}
-}
-
-// dollars is a USD amount as a float for a gauge (0 when empty or not a
-// decimal).
-func dollars(u v1alpha1.USD) float64 { return float64(budget.Money(u)) / 1e12 }
 
 func isCeiling(name string) bool {
 	_, ok := loop.CeilingOf(loop.Dimension(name))

@@ -40,7 +40,6 @@ func TestMetrics_countAndGather(t *testing.T) {
 	run.Status.Outcome = v1alpha1.OutcomeCompleted
 	m.record(change{run: run, notes: []loop.Note{{Kind: loop.NoteTurnStarted}}, inputTokens: 100, outputTokens: 7, ended: true})
 	m.panicked("work")
-	m.budgetWrote("lease")
 
 	fams := gathered(t, reg)
 	labels := map[string]string{"namespace": "team-a", "provider": "scripted", "model": "m1"}
@@ -50,7 +49,6 @@ func TestMetrics_countAndGather(t *testing.T) {
 	g.Expect(sample(fams, "agentrun_runs_finished_total", map[string]string{"namespace": "team-a", "provider": "scripted", "model": "m1",
 		"outcome": "Completed", "reason": "Completed", "template": ""})).To(Equal(1.0))
 	g.Expect(sample(fams, "agentrun_panics_total", map[string]string{"where": "work"})).To(Equal(1.0))
-	g.Expect(sample(fams, "agentrun_budget_writes_total", map[string]string{"kind": "lease"})).To(Equal(1.0))
 
 	// Another set counts on its own, from zero.
 	other := NewMetrics()
@@ -69,14 +67,11 @@ func TestMetrics_nilCountsNothing(t *testing.T) {
 	m.panicked("reconcile")
 	m.archiveWrote()
 	m.archiveFailed()
-	m.budgetWrote("settle")
-	m.budgetConflict()
-	m.softLimit("maxCostUSD", "80")
-	m.scheduleMissedTimes(m.namespace("team-a"), 2)
-	m.scheduleCreated(m.namespace("team-a"))
+	if got := m.NamespaceLabel("team-a"); got != "" {
+		t.Errorf("a nil set labels a namespace %q", got)
+	}
 	m.unclaimed(map[string]int{"a": 1})
 	m.watchRuns(nil, nil)
-	m.watchBudgets(nil)
 	if obs := m.calls("scripted", "m1"); obs != nil {
 		t.Errorf("a nil set observes calls: %T", obs)
 	}

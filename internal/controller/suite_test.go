@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/agentbudget"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -191,9 +192,8 @@ func statusAtEverySave(c *Config) { c.StatusInterval = 0 }
 
 // startWith is the one way the tests start an operator: a manager against
 // the test API server and the reconciler on it, stopped when the test ends.
-// Its metrics are a set of its own (the reconciler's Metrics), which the
-// budget reconciler shares, registered nowhere: a test reads them there,
-// or scrapes them (scrape).
+// Its metrics are a set of its own (the reconciler's Metrics), registered
+// nowhere: a test reads them there, or scrapes them (scrape).
 func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler, func()) {
 	t.Helper()
 	opts := ctrl.Options{
@@ -225,8 +225,8 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewAgentBudgetReconciler(BudgetConfig{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder, Ledgers: r.Ledgers,
-		Metrics: r.Metrics}).SetupWithManager(mgr); err != nil {
+	if err := agentbudget.NewReconciler(agentbudget.Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder, Ledgers: r.Ledgers,
+		Metrics: agentbudget.NewMetrics()}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&AgentRunTemplateReconciler{Client: c}).SetupWithManager(mgr); err != nil {

@@ -3,19 +3,18 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -290,21 +289,7 @@ func TestTemplate_resolvedSpecIsValidatedByTheAPIServer(t *testing.T) {
 // on obj read back from the API server: Argo CD's, Flux's and kstatus'.
 func readyHealthOf(t *testing.T, obj client.Object, kind string) (argo, flux string, ks status.Status) {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind))
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), u); err != nil {
-		t.Fatal(err)
-	}
-	script, err := os.ReadFile("../../config/gitops/argocd-health-ready.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	argo, _ = argoHealth(t, string(script), u.Object)
-	res, err := status.Compute(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return argo, fluxHealth(t, shippedFluxExprsOf(t, kind), u.Object), res.Status
+	return controllertest.ReadyHealthOf(t, k8sClient, obj, kind)
 }
 
 func TestTemplate_gitOpsHealth(t *testing.T) {

@@ -3,22 +3,25 @@ package operator
 import (
 	"fmt"
 
-	"github.com/agentrun/agentrun/internal/controller"
-	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // served is every collector the operator serves beside controller-runtime's
-// own: the reconcilers' (runs, budgets, schedules), the notifier's
-// deliveries (none without a notifier) and the API client's rate limit.
-// Each owner builds its own; register is the one place they are
-// registered.
-func served(domain *controller.Metrics, n *notify.Notifier, client *clientMetrics) []prometheus.Collector {
+// own: the owners' (the reconcilers' metrics for runs, budgets and
+// schedules, the budget ledger's writes, the notifier's deliveries: none
+// without a notifier), then the API client's rate limit. Each owner builds
+// its own; register is the one place they are registered.
+func served(client *clientMetrics, owners ...collected) []prometheus.Collector {
 	var cs []prometheus.Collector
-	cs = append(cs, domain.Collectors()...)
-	cs = append(cs, n.Collectors()...)
+	for _, o := range owners {
+		cs = append(cs, o.Collectors()...)
+	}
 	return append(cs, client.collectors()...)
 }
+
+// collected is what owns collectors; a nil owner of a nil-safe type has
+// none.
+type collected interface{ Collectors() []prometheus.Collector }
 
 // register registers cs with reg (controller-runtime's metrics.Registry),
 // all or none: on an error (reg holds another operator's: one of this

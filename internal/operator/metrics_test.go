@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/controller/agentbudget"
+	"github.com/agentrun/agentrun/internal/controller/agentschedule"
 	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,7 +21,7 @@ import (
 // everything is the operator's whole set, a notifier's included.
 func everything() []prometheus.Collector {
 	n := notify.New(func(context.Context, string) (notify.Target, error) { return notify.Target{}, nil })
-	return served(controller.NewMetrics(), n, newClientMetrics())
+	return served(newClientMetrics(), controller.NewMetrics(), budget.NewLedgers(), agentbudget.NewMetrics(), agentschedule.NewMetrics(nil), n)
 }
 
 // families is the names of the families reg holds.

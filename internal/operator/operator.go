@@ -16,7 +16,10 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/controller/agentbudget"
+	"github.com/agentrun/agentrun/internal/controller/agentschedule"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/kubescheme"
@@ -295,10 +298,11 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 	}
-	domain := controller.NewMetrics()
+	domain, budgetMetrics := controller.NewMetrics(), agentbudget.NewMetrics()
+	scheduleMetrics := agentschedule.NewMetrics(domain.NamespaceLabel)
 	// One book of AgentBudget writes for both reconcilers, so that each
 	// reads the other's last write instead of conflicting with it.
-	ledgers := controller.NewLedgers()
+	ledgers := budget.NewLedgers()
 	notifier, err := notifierFor(o, mgr.GetAPIReader(), egressed)
 	if err != nil {
 		return err
@@ -306,7 +310,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// The operator's metrics, served with controller-runtime's own until
 	// this operator stops: unregistered then, so that the process can
 	// start the operator again (AgainInProcess).
-	unregister, err := register(metrics.Registry, served(domain, notifier, clientObserved))
+	unregister, err := register(metrics.Registry, served(clientObserved, domain, ledgers, budgetMetrics, scheduleMetrics, notifier))
 	if err != nil {
 		return err
 	}
@@ -326,8 +330,8 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if limiter != nil {
 		limiter.setActive(r.ActiveRuns)
 	}
-	budgets := controller.NewAgentBudgetReconciler(controller.BudgetConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Ledgers: ledgers,
-		Metrics: domain})
+	budgets := agentbudget.NewReconciler(agentbudget.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Ledgers: ledgers,
+		Metrics: budgetMetrics})
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -338,8 +342,8 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// only its shard's runs, so it would miss a schedule's runs in other
 	// shards, and two managers would both act on every scheduled time.
 	if o.Shard == "" {
-		schedules := controller.NewAgentScheduleReconciler(controller.ScheduleConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-			Metrics: domain})
+		schedules := agentschedule.NewReconciler(agentschedule.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+			Metrics: scheduleMetrics})
 		if err := schedules.SetupWithManager(mgr); err != nil {
 			return err
 		}

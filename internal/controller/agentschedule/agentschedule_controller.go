@@ -1,4 +1,6 @@
-package controller
+// Package agentschedule is the AgentSchedule reconciler: it creates
+// AgentRuns on a schedule, as the CronJob controller creates Jobs.
+package agentschedule
 
 import (
 	"cmp"
@@ -44,12 +46,8 @@ const (
 	ReasonDeletedHistory    = "DeletedHistory"
 )
 
-// maxCancelledBy bounds how much of the cancelled-by annotation a run's
-// reason quotes: anyone who may patch the run may write it.
-const maxCancelledBy = 256
-
-// ScheduleConfig is what an AgentScheduleReconciler is built from.
-type ScheduleConfig struct {
+// Config is what a Reconciler is built from.
+type Config struct {
 	client.Client
 	// APIReader reads uncached; the client when nil.
 	APIReader client.Reader
@@ -61,25 +59,24 @@ type ScheduleConfig struct {
 	Metrics *Metrics
 }
 
-// AgentScheduleReconciler creates AgentRuns on the schedules of
+// Reconciler creates AgentRuns on the schedules of
 // AgentSchedules, as the CronJob controller creates Jobs: the latest due
 // time runs, times older than the starting deadline are missed, the
 // concurrency policy decides about runs still going, and finished runs
-// beyond the history limits are deleted. Build it with
-// NewAgentScheduleReconciler.
-type AgentScheduleReconciler struct {
-	ScheduleConfig
+// beyond the history limits are deleted. Build it with NewReconciler.
+type Reconciler struct {
+	Config
 }
 
-// NewAgentScheduleReconciler builds the reconciler, defaults applied.
-func NewAgentScheduleReconciler(cfg ScheduleConfig) *AgentScheduleReconciler {
+// NewReconciler builds the reconciler, defaults applied.
+func NewReconciler(cfg Config) *Reconciler {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
 	if cfg.APIReader == nil {
 		cfg.APIReader = cfg.Client
 	}
-	return &AgentScheduleReconciler{ScheduleConfig: cfg}
+	return &Reconciler{Config: cfg}
 }
 
 // A run's owner reference blocks the schedule's deletion until the run
@@ -97,7 +94,7 @@ func NewAgentScheduleReconciler(cfg ScheduleConfig) *AgentScheduleReconciler {
 // SetupWithManager registers the reconciler: it wakes for a schedule's
 // spec changes and for the runs it owns, so that active and
 // lastSuccessfulTime follow them.
-func (r *AgentScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentSchedule{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.AgentRun{}, builder.WithPredicates(startedOrEnded)).
@@ -188,7 +185,7 @@ func runName(s *v1alpha1.AgentSchedule, at time.Time) string {
 
 // Reconcile brings one schedule up to date: it records the runs it owns,
 // deletes history beyond the limits, and creates the run now due, if any.
-func (r *AgentScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	s := &v1alpha1.AgentSchedule{}
 	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -241,7 +238,7 @@ func (r *AgentScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 // schedule creates the run now due, if any, and sets Ready; active gains
 // the run it creates.
-func (r *AgentScheduleReconciler) schedule(ctx context.Context, s *v1alpha1.AgentSchedule, active []*v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) schedule(ctx context.Context, s *v1alpha1.AgentSchedule, active []*v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
 	st := &s.Status
 	ready := func(status metav1.ConditionStatus, reason, msg string) {
 		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ScheduleConditionReady, Status: status,
@@ -284,9 +281,8 @@ func (r *AgentScheduleReconciler) schedule(ctx context.Context, s *v1alpha1.Agen
 		keepCreateFailed(st, ready, nextMsg)
 		return requeue, nil
 	}
-	ns := r.Metrics.namespace(s.Namespace)
 	if d := s.Spec.StartingDeadlineSeconds; d != nil && at.Add(time.Duration(*d)*time.Second).Before(now) {
-		r.Metrics.scheduleMissedTimes(ns, due)
+		r.Metrics.missed(s.Namespace, due)
 		st.LastMissedTime = &metav1.Time{Time: at}
 		r.event(s, corev1.EventTypeWarning, ReasonMissedSchedule, "Miss", fmt.Sprintf(
 			"Missed %d scheduled time(s), the latest %s: older than startingDeadlineSeconds (%d)", due, at.UTC().Format(time.RFC3339), *d))
@@ -330,9 +326,9 @@ func (r *AgentScheduleReconciler) schedule(ctx context.Context, s *v1alpha1.Agen
 		r.event(s, corev1.EventTypeWarning, v1alpha1.ReasonCreateFailed, "Create", fmt.Sprintf("Creating run %s: %v", name, err))
 		return ctrl.Result{}, fmt.Errorf("creating run %s: %w", name, err)
 	default:
-		r.Metrics.scheduleCreated(ns)
+		r.Metrics.created(s.Namespace)
 		if due > 1 {
-			r.Metrics.scheduleMissedTimes(ns, due-1)
+			r.Metrics.missed(s.Namespace, due-1)
 			r.event(s, corev1.EventTypeWarning, ReasonMissedSchedule, "Miss", fmt.Sprintf(
 				"Missed %d scheduled time(s) before %s: only the latest runs", due-1, at.UTC().Format(time.RFC3339)))
 		}
@@ -412,7 +408,7 @@ func runFor(sc *runtime.Scheme, s *v1alpha1.AgentSchedule, name string, at time.
 
 // cancel ends a run of the schedule for Replace: spec.cancel, and the
 // annotation that makes its reason name the schedule.
-func (r *AgentScheduleReconciler) cancel(ctx context.Context, s *v1alpha1.AgentSchedule, run *v1alpha1.AgentRun) error {
+func (r *Reconciler) cancel(ctx context.Context, s *v1alpha1.AgentSchedule, run *v1alpha1.AgentRun) error {
 	if run.Spec.Cancel {
 		return nil
 	}
@@ -434,7 +430,7 @@ func (r *AgentScheduleReconciler) cancel(ctx context.Context, s *v1alpha1.AgentS
 
 // deleteHistory deletes the finished runs beyond the history limits, the
 // oldest first, with their transcript Secrets.
-func (r *AgentScheduleReconciler) deleteHistory(ctx context.Context, s *v1alpha1.AgentSchedule, finished []*v1alpha1.AgentRun) error {
+func (r *Reconciler) deleteHistory(ctx context.Context, s *v1alpha1.AgentSchedule, finished []*v1alpha1.AgentRun) error {
 	var ok, failed []*v1alpha1.AgentRun
 	for _, run := range finished {
 		if run.Status.Outcome == v1alpha1.OutcomeCompleted {
@@ -479,7 +475,7 @@ func endOf(run *v1alpha1.AgentRun) time.Time {
 // so that a failure leaves the run to find them by again (its owner
 // references would let a garbage collector do it, but not every cluster
 // the operator is tested in has one, and it may be slow).
-func (r *AgentScheduleReconciler) deleteRun(ctx context.Context, s *v1alpha1.AgentSchedule, run *v1alpha1.AgentRun) error {
+func (r *Reconciler) deleteRun(ctx context.Context, s *v1alpha1.AgentSchedule, run *v1alpha1.AgentRun) error {
 	if err := r.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(run.Namespace),
 		client.MatchingLabels{transcript.LabelRunUID: string(run.UID)}); err != nil {
 		return fmt.Errorf("deleting the transcript of %s: %w", run.Name, err)
@@ -496,7 +492,7 @@ func (r *AgentScheduleReconciler) deleteRun(ctx context.Context, s *v1alpha1.Age
 	return nil
 }
 
-func (r *AgentScheduleReconciler) event(s *v1alpha1.AgentSchedule, typ, reason, action, msg string) {
+func (r *Reconciler) event(s *v1alpha1.AgentSchedule, typ, reason, action, msg string) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s, nil, typ, reason, action, "%s", clip.Cut(msg, 1024, runstatus.CutMark))
 	}

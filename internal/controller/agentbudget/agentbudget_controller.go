@@ -1,11 +1,15 @@
-package controller
+// Package agentbudget is the AgentBudget reconciler: it settles the
+// leases that runs took in a budget's ledger once they ended, and keeps
+// the budget's window, conditions and soft-limit warnings. Runs take and
+// extend their leases themselves (internal/controller, agentrun_budgets.go),
+// through the same budget.Ledgers.
+package agentbudget
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -27,8 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// BudgetConfig is what an AgentBudgetReconciler is built from.
-type BudgetConfig struct {
+// Config is what a Reconciler is built from.
+type Config struct {
 	client.Client
 	// APIReader confirms, uncached, that a run is gone before its lease
 	// starts to expire; the client when nil.
@@ -38,24 +42,24 @@ type BudgetConfig struct {
 	Clock func() time.Time
 	// Ledgers is the book both reconcilers write budgets through; give
 	// both the same one (a new one when nil).
-	Ledgers *Ledgers
-	// Metrics counts the writes and soft limits and reports the budgets'
-	// gauges; give it the AgentRun reconciler's. Nil counts nothing.
+	Ledgers *budget.Ledgers
+	// Metrics counts the soft limits reached and reports the budgets'
+	// gauges (the Ledgers count the writes). Nil counts nothing.
 	Metrics *Metrics
 }
 
-// AgentBudgetReconciler keeps the ledger of AgentBudgets: it settles the
+// Reconciler keeps the ledger of AgentBudgets: it settles the
 // leases of runs that ended (their spend becomes consumed, the rest is
 // returned), expires the leases of runs that were deleted once no spend
 // can still arrive, rolls the window over, and sets the conditions and
 // soft-limit warnings. Runs take and extend their leases themselves
-// (agentrun_budgets.go). Build it with NewAgentBudgetReconciler.
-type AgentBudgetReconciler struct {
-	BudgetConfig
+// (internal/controller). Build it with NewReconciler.
+type Reconciler struct {
+	Config
 }
 
-// NewAgentBudgetReconciler builds the reconciler, defaults applied.
-func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
+// NewReconciler builds the reconciler, defaults applied.
+func NewReconciler(cfg Config) *Reconciler {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -63,9 +67,9 @@ func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
 		cfg.APIReader = cfg.Client
 	}
 	if cfg.Ledgers == nil {
-		cfg.Ledgers = NewLedgers()
+		cfg.Ledgers = budget.NewLedgers()
 	}
-	return &AgentBudgetReconciler{BudgetConfig: cfg}
+	return &Reconciler{Config: cfg}
 }
 
 // The ledger is kept in the AgentBudget's status; runs write their leases
@@ -77,7 +81,7 @@ func NewAgentBudgetReconciler(cfg BudgetConfig) *AgentBudgetReconciler {
 // SetupWithManager registers the reconciler: it wakes for a budget's spec
 // changes, and for the runs that hold a lease in it when they end or are
 // deleted.
-func (r *AgentBudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Metrics.watchBudgets(mgr.GetCache())
 	ended := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return runstatus.Finished(e.Object.(*v1alpha1.AgentRun)) },
@@ -95,7 +99,7 @@ func (r *AgentBudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // budgetsOfRun maps a run to the budgets it holds a lease in: those its
 // status names (the budgets with a hard limit) and those of its namespace
 // whose ledger (in the cache) shows a lease of it.
-func (r *AgentBudgetReconciler) budgetsOfRun(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) budgetsOfRun(ctx context.Context, obj client.Object) []reconcile.Request {
 	run, ok := obj.(*v1alpha1.AgentRun)
 	if !ok {
 		return nil
@@ -118,26 +122,25 @@ func (r *AgentBudgetReconciler) budgetsOfRun(ctx context.Context, obj client.Obj
 
 // Reconcile brings one budget's ledger up to date. A write that conflicts
 // with a run's lease is redone on a fresh read.
-func (r *AgentBudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &v1alpha1.AgentBudget{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Ledgers.forget(req.NamespacedName)
+			r.Ledgers.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	defer r.Ledgers.lock(req.NamespacedName)()
-	b = r.Ledgers.latest(b)
+	defer r.Ledgers.Lock(req.NamespacedName)()
+	b = r.Ledgers.Latest(b)
 	for attempt := 1; ; attempt++ {
 		res, err := r.reconcileBudget(ctx, b)
 		if !errors.Is(err, errConflict) {
 			return res, err
 		}
-		if attempt == maxLeaseAttempts {
+		if attempt == budget.MaxAttempts {
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
 		}
-		r.Metrics.budgetConflict()
-		r.Ledgers.forget(req.NamespacedName)
+		r.Ledgers.Conflicted(req.NamespacedName)
 		b = &v1alpha1.AgentBudget{}
 		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -145,9 +148,12 @@ func (r *AgentBudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 }
 
+// errConflict: the budget changed since it was read; read it again.
+var errConflict = errors.New("the budget changed under us")
+
 type budgetEvent struct{ typ, reason, action, msg string }
 
-func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1.AgentBudget) (ctrl.Result, error) {
+func (r *Reconciler) reconcileBudget(ctx context.Context, b *v1alpha1.AgentBudget) (ctrl.Result, error) {
 	now := r.Clock()
 	work := b.DeepCopy()
 	var evs []budgetEvent
@@ -183,8 +189,7 @@ func (r *AgentBudgetReconciler) reconcileBudget(ctx context.Context, b *v1alpha1
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		r.Metrics.budgetWrote("settle")
-		r.Ledgers.wrote(work)
+		r.Ledgers.Wrote("settle", work)
 		if r.Recorder != nil {
 			for _, e := range evs {
 				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", clip.Cut(e.msg, 1024, runstatus.CutMark))
@@ -206,7 +211,7 @@ const budgetRecheck = time.Minute
 // closeIfDone settles the lease of a run that ended, and expires the lease
 // of a run that is gone. It returns the event to record and when to look
 // at the lease again (zero: no need).
-func (r *AgentBudgetReconciler) closeIfDone(ctx context.Context, b *v1alpha1.AgentBudget, res v1alpha1.BudgetReservation, now time.Time) (*budgetEvent, time.Time, error) {
+func (r *Reconciler) closeIfDone(ctx context.Context, b *v1alpha1.AgentBudget, res v1alpha1.BudgetReservation, now time.Time) (*budgetEvent, time.Time, error) {
 	key := client.ObjectKey{Namespace: b.Namespace, Name: res.Run}
 	run := &v1alpha1.AgentRun{}
 	err := r.Get(ctx, key, run)
@@ -250,70 +255,4 @@ func usageAmount(u *v1alpha1.UsageStatus) budget.Amount {
 	}
 	used := limits.Usage(u)
 	return budget.Amount{Cost: used.Cost, Tokens: used.Tokens()}
-}
-
-// Ledgers serialises this process's writes to each AgentBudget and
-// remembers the last version it wrote. Every writer of a budget in the
-// operator (runs leasing, the AgentBudget reconciler settling) takes the
-// budget's lock and starts from that version, so the operator's own
-// writes never conflict with each other and need no read first: under a
-// burst of runs, a lease is one write instead of a storm of conflicts
-// and re-reads. The compare-and-swap on resourceVersion still guards
-// every write, against anyone else (a person editing the budget, another
-// operator process during a leader hand-over): a conflict re-reads and
-// retries.
-type Ledgers struct {
-	mu    sync.Mutex
-	locks map[types.NamespacedName]*sync.Mutex
-	last  map[types.NamespacedName]*v1alpha1.AgentBudget
-}
-
-// NewLedgers returns an empty book. A process has one, which both the
-// AgentBudget and the AgentRun reconciler write through.
-func NewLedgers() *Ledgers {
-	return &Ledgers{locks: map[types.NamespacedName]*sync.Mutex{}, last: map[types.NamespacedName]*v1alpha1.AgentBudget{}}
-}
-
-// lock takes the budget's lock and returns its unlock.
-func (l *Ledgers) lock(key types.NamespacedName) func() {
-	l.mu.Lock()
-	m := l.locks[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		l.locks[key] = m
-	}
-	l.mu.Unlock()
-	m.Lock()
-	return m.Unlock
-}
-
-// latest returns the newer of read (from the cache) and our last write of
-// the same object; the caller holds the budget's lock. Our last write is
-// newer unless the cache has caught up with it or someone else wrote
-// since, which the write's conflict will tell. A read of a later spec
-// (a higher generation) is newer than our write: our write succeeded, so
-// the spec changed after it. Without this check a step refused on our
-// write's older spec (a lower limit or share) writes nothing, so no
-// conflict would ever show the new one.
-func (l *Ledgers) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.last[client.ObjectKeyFromObject(read)]
-	if w == nil || w.UID != read.UID || w.ResourceVersion == read.ResourceVersion || read.Generation > w.Generation {
-		return read
-	}
-	return w
-}
-
-// wrote records our write; forget drops it after a conflict.
-func (l *Ledgers) wrote(b *v1alpha1.AgentBudget) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.last[client.ObjectKeyFromObject(b)] = b.DeepCopy()
-}
-
-func (l *Ledgers) forget(key types.NamespacedName) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.last, key)
 }

@@ -1,4 +1,4 @@
-package controller
+package agentschedule
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -24,11 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // fakeClock is the time a test's schedule reconcilers read; the test moves
@@ -42,16 +39,22 @@ func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c
 
 func (c *fakeClock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
+// get reads obj (a schedule, a run) as the API server has it now.
+func get[T client.Object](t *testing.T, obj T) T {
+	t.Helper()
+	return testenv.Get(t, cluster.Client, obj)
+}
+
 // scheduler is a schedule reconciler the test calls itself, against the
 // API server directly (no cache), at the fake clock's time, with metrics of
 // its own.
-func scheduler(clock *fakeClock) (*AgentScheduleReconciler, *events.FakeRecorder) {
+func scheduler(clock *fakeClock) (*Reconciler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(200)
-	return NewAgentScheduleReconciler(ScheduleConfig{Client: k8sClient, APIReader: k8sClient, Recorder: rec, Clock: clock.now, Metrics: NewMetrics()}), rec
+	return NewReconciler(Config{Client: cluster.Client, APIReader: cluster.Client, Recorder: rec, Clock: clock.now, Metrics: NewMetrics(nil)}), rec
 }
 
 // reconcileSchedule reconciles s once and fails the test on an error.
-func reconcileSchedule(t *testing.T, r *AgentScheduleReconciler, s *v1alpha1.AgentSchedule) ctrl.Result {
+func reconcileSchedule(t *testing.T, r *Reconciler, s *v1alpha1.AgentSchedule) ctrl.Result {
 	t.Helper()
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 	if err != nil {
@@ -75,13 +78,13 @@ func makeSchedule(t *testing.T, ns, name string, edit func(*v1alpha1.AgentSchedu
 	if edit != nil {
 		edit(&s.Spec)
 	}
-	if err := k8sClient.Create(context.Background(), s); err != nil {
+	if err := cluster.Client.Create(context.Background(), s); err != nil {
 		t.Fatalf("creating schedule %s: %v", name, err)
 	}
 	// A schedule left behind would create runs for a later test's
 	// scheduler, which a later test's operator would then drive.
 	t.Cleanup(func() {
-		if err := k8sClient.Delete(context.Background(), s); client.IgnoreNotFound(err) != nil {
+		if err := cluster.Client.Delete(context.Background(), s); client.IgnoreNotFound(err) != nil {
 			t.Errorf("deleting schedule %s: %v", name, err)
 		}
 	})
@@ -92,7 +95,7 @@ func makeSchedule(t *testing.T, ns, name string, edit func(*v1alpha1.AgentSchedu
 func scheduledRuns(t *testing.T, s *v1alpha1.AgentSchedule) []v1alpha1.AgentRun {
 	t.Helper()
 	var l v1alpha1.AgentRunList
-	if err := k8sClient.List(context.Background(), &l, client.InNamespace(s.Namespace), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}); err != nil {
+	if err := cluster.Client.List(context.Background(), &l, client.InNamespace(s.Namespace), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}); err != nil {
 		t.Fatal(err)
 	}
 	return l.Items
@@ -139,7 +142,7 @@ func finish(t *testing.T, run *v1alpha1.AgentRun, o loop.Outcome, end time.Time)
 	runstatus.SetFromState(&run.Status, &loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: o, Reason: "ended " + string(o)}, loop.Convergence{}, metav1.NewTime(end))
 	run.Status.CompletionTime = &metav1.Time{Time: end.Truncate(time.Second)}
 	run.Status.ObservedGeneration = run.Generation
-	if err := k8sClient.Status().Update(context.Background(), run); err != nil {
+	if err := cluster.Client.Status().Update(context.Background(), run); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -149,7 +152,7 @@ func finish(t *testing.T, run *v1alpha1.AgentRun, o loop.Outcome, end time.Time)
 // second reconciler at the same moment (an operator restarted before the
 // first wrote its status) finds it and creates no other.
 func TestSchedule_oneRunPerTimeAcrossRestarts(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	s, first := makeSchedule(t, ns, "nightly", nil)
 	clock := &fakeClock{t: first.Add(-10 * time.Second)}
 	r1, rec := scheduler(clock)
@@ -186,12 +189,12 @@ func TestSchedule_oneRunPerTimeAcrossRestarts(t *testing.T) {
 	// The status write is lost, as when the operator stops between
 	// creating the run and recording it.
 	got.Status.LastScheduleTime = nil
-	if err := k8sClient.Status().Update(context.Background(), got); err != nil {
+	if err := cluster.Client.Status().Update(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
 	r2, _ := scheduler(clock)
 	var wg sync.WaitGroup
-	for _, r := range []*AgentScheduleReconciler{r2, r1} {
+	for _, r := range []*Reconciler{r2, r1} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -204,8 +207,8 @@ func TestSchedule_oneRunPerTimeAcrossRestarts(t *testing.T) {
 		t.Fatalf("runs %v after the restart, want one", runNames(runs))
 	}
 	// Counted by whichever of the two created it, once.
-	created := func(r *AgentScheduleReconciler) float64 {
-		return testutil.ToFloat64(r.Metrics.scheduleRunsCreated.WithLabelValues(ns))
+	created := func(r *Reconciler) float64 {
+		return testutil.ToFloat64(r.Metrics.runsCreated.WithLabelValues(ns))
 	}
 	if got := created(r1) + created(r2); got != 1 {
 		t.Fatalf("runs created counted %v, want 1", got)
@@ -218,7 +221,7 @@ func TestSchedule_oneRunPerTimeAcrossRestarts(t *testing.T) {
 // Forbid skips a time while a run of the schedule has not ended, and runs
 // it once that run ended, as a CronJob does.
 func TestSchedule_forbidSkipsWhileARunIsActive(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	s, first := makeSchedule(t, ns, "forbid", func(sp *v1alpha1.AgentScheduleSpec) { sp.ConcurrencyPolicy = v1alpha1.ForbidConcurrent })
 	clock := &fakeClock{t: first.Add(time.Second)}
 	r, rec := scheduler(clock)
@@ -244,15 +247,14 @@ func TestSchedule_forbidSkipsWhileARunIsActive(t *testing.T) {
 	}
 }
 
-// Replace cancels the run still going when the next time comes: the
-// AgentRun reconciler ends it ApprovalDenied with a reason that names the
-// schedule, and the new run is created.
+// Replace cancels the run still going when the next time comes, with the
+// annotation that makes its reason name the schedule (the AgentRun
+// reconciler's cancelReason), and creates the new run; the run's spec is
+// runTemplate.spec.
 func TestSchedule_replaceCancelsTheActiveRun(t *testing.T) {
-	startManager(t, &kits{tools: newTools()})
-	ns := namespace(t)
-	// A run that waits for a person to approve its refund: it stays
-	// active until cancelled.
-	spec := refundRun(ns, "x").answer("Refunded.").r.Spec
+	ns := testenv.Namespace(t, cluster.Client)
+	spec := v1alpha1.AgentRunSpec{Goal: "Wait for a person.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
+		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "Done."}}}}
 	var tpl v1alpha1.TemplateRunSpec
 	raw, _ := json.Marshal(spec)
 	if err := json.Unmarshal(raw, &tpl); err != nil {
@@ -266,16 +268,14 @@ func TestSchedule_replaceCancelsTheActiveRun(t *testing.T) {
 	r, rec := scheduler(clock)
 	reconcileSchedule(t, r, s)
 	old := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nameAt(s, first)}}
-	if got := get(t, old); got.Spec.Goal != spec.Goal || len(got.Spec.Tools) != 1 {
+	if got := get(t, old); got.Spec.Goal != spec.Goal || got.Spec.Budget.MaxTurns != 3 || got.Spec.Cancel {
 		t.Fatalf("the run's spec is not runTemplate.spec: %+v", got.Spec)
 	}
-	waitPending(t, old, 1)
 
 	clock.set(first.Add(time.Minute + time.Second))
 	reconcileSchedule(t, r, s)
-	ended := waitOutcome(t, old, 30*time.Second)
-	if ended.Status.Outcome != v1alpha1.OutcomeApprovalDenied || !strings.Contains(ended.Status.Reason, "AgentSchedule/replace") {
-		t.Fatalf("the replaced run ended %s: %q, want ApprovalDenied naming AgentSchedule/replace", ended.Status.Outcome, ended.Status.Reason)
+	if got := get(t, old); !got.Spec.Cancel || got.Annotations[v1alpha1.AnnotationCancelledBy] != "AgentSchedule/replace" {
+		t.Fatalf("the replaced run: spec.cancel %v, cancelled-by %q; want true, AgentSchedule/replace", got.Spec.Cancel, got.Annotations[v1alpha1.AnnotationCancelledBy])
 	}
 	if runs := scheduledRuns(t, s); len(runs) != 2 {
 		t.Fatalf("runs %v, want the cancelled one and its replacement", runNames(runs))
@@ -285,24 +285,10 @@ func TestSchedule_replaceCancelsTheActiveRun(t *testing.T) {
 	}
 }
 
-// The cancelled-by annotation is anyone's to write: the reason quotes a
-// bounded part of it.
-func TestSchedule_cancelReasonIsBounded(t *testing.T) {
-	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		v1alpha1.AnnotationCancelledBy: "AgentSchedule/" + strings.Repeat("x", 10000)}}}
-	why := cancelReason(run)
-	if !strings.Contains(why, "AgentSchedule/xxx") || len(why) > maxCancelledBy+200 {
-		t.Fatalf("reason of %d bytes: %.300q", len(why), why)
-	}
-	if cancelReason(&v1alpha1.AgentRun{}) != "" {
-		t.Fatal("a run without the annotation must keep the default reason")
-	}
-}
-
 // Finished runs beyond the history limits are deleted, the oldest first,
 // with their transcript Secrets; the newest are kept with theirs.
 func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	s, first := makeSchedule(t, ns, "history", func(sp *v1alpha1.AgentScheduleSpec) {
 		sp.Suspend = ptr.To(true) // only the history is at work
 		sp.SuccessfulRunsHistoryLimit = ptr.To[int32](2)
@@ -314,18 +300,17 @@ func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
 	}
 	var all []made
 	mk := func(i int, o loop.Outcome, keep bool) {
-		run := makeRun(ns, "history-"+strconv.Itoa(i)).answer("x").r
-		run.Labels = map[string]string{v1alpha1.LabelSchedule: s.Name}
-		if err := controllerutil.SetControllerReference(s, run, testenv.Scheme); err != nil {
+		run, err := runFor(testenv.Scheme, s, "history-"+strconv.Itoa(i), first)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k8sClient.Create(context.Background(), run); err != nil {
+		if err := cluster.Client.Create(context.Background(), run); err != nil {
 			t.Fatal(err)
 		}
 		finish(t, run, o, first.Add(time.Duration(i)*time.Minute))
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: run.Name + "-transcript", Namespace: ns,
 			Labels: map[string]string{transcript.LabelRunUID: string(run.UID)}}}
-		if err := k8sClient.Create(context.Background(), sec); err != nil {
+		if err := cluster.Client.Create(context.Background(), sec); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, made{run, keep})
@@ -339,9 +324,12 @@ func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
 	mk(5, loop.Completed, true)
 	mk(6, loop.Completed, true)
 	// A run that only wears the label is not the schedule's to delete.
-	stray := makeRun(ns, "stray").answer("x").r
-	stray.Labels = map[string]string{v1alpha1.LabelSchedule: s.Name}
-	if err := k8sClient.Create(context.Background(), stray); err != nil {
+	stray, err := runFor(testenv.Scheme, s, "stray", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray.OwnerReferences = nil
+	if err := cluster.Client.Create(context.Background(), stray); err != nil {
 		t.Fatal(err)
 	}
 	finish(t, stray, loop.Error, first)
@@ -350,9 +338,9 @@ func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
 	r, rec := scheduler(clock)
 	reconcileSchedule(t, r, s)
 	for _, m := range all {
-		runErr := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(m.run), &v1alpha1.AgentRun{})
+		runErr := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.run), &v1alpha1.AgentRun{})
 		var secs corev1.SecretList
-		if err := k8sClient.List(context.Background(), &secs, client.InNamespace(ns), client.MatchingLabels{transcript.LabelRunUID: string(m.run.UID)}); err != nil {
+		if err := cluster.Client.List(context.Background(), &secs, client.InNamespace(ns), client.MatchingLabels{transcript.LabelRunUID: string(m.run.UID)}); err != nil {
 			t.Fatal(err)
 		}
 		if m.keep && (runErr != nil || len(secs.Items) != 1) {
@@ -362,7 +350,7 @@ func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
 			t.Errorf("%s (%s) should be deleted with its Secret: still there: run %v, %d Secrets", m.run.Name, m.run.Status.Outcome, runErr == nil, len(secs.Items))
 		}
 	}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(stray), &v1alpha1.AgentRun{}); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(stray), &v1alpha1.AgentRun{}); err != nil {
 		t.Errorf("the stray run was deleted: %v", err)
 	}
 	if ev := drained(rec); strings.Count(ev, "DeletedHistory") != 3 {
@@ -377,12 +365,12 @@ func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
 // after an outage without a deadline only the latest time runs and the
 // others are counted.
 func TestSchedule_missedTimes(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	s, first := makeSchedule(t, ns, "deadline", func(sp *v1alpha1.AgentScheduleSpec) { sp.StartingDeadlineSeconds = ptr.To[int64](30) })
 	// Down for the times at 0, 1, 2 and 3 minutes; the last is 40 s old.
 	clock := &fakeClock{t: first.Add(3*time.Minute + 40*time.Second)}
 	r, rec := scheduler(clock)
-	missed := func() float64 { return testutil.ToFloat64(r.Metrics.scheduleMissed.WithLabelValues(ns)) }
+	missed := func() float64 { return testutil.ToFloat64(r.Metrics.timesMissed.WithLabelValues(ns)) }
 	base := missed()
 	reconcileSchedule(t, r, s)
 	reconcileSchedule(t, r, s) // the same times are not counted again
@@ -418,7 +406,7 @@ func TestSchedule_missedTimes(t *testing.T) {
 
 // A suspended schedule creates nothing and says so.
 func TestSchedule_suspendCreatesNothing(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	s, first := makeSchedule(t, ns, "paused", func(sp *v1alpha1.AgentScheduleSpec) { sp.Suspend = ptr.To(true) })
 	r, _ := scheduler(&fakeClock{t: first.Add(5 * time.Minute)})
 	reconcileSchedule(t, r, s)
@@ -428,7 +416,7 @@ func TestSchedule_suspendCreatesNothing(t *testing.T) {
 	if c := readyOf(t, s); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonScheduleSuspended {
 		t.Fatalf("Ready %+v, want True Suspended", c)
 	}
-	if argo, flux, ks := readyHealthOf(t, s, "AgentSchedule"); argo != "Suspended" || flux != "Current" || ks != status.CurrentStatus {
+	if argo, flux, ks := controllertest.ReadyHealthOf(t, cluster.Client, s, "AgentSchedule"); argo != "Suspended" || flux != "Current" || ks != status.CurrentStatus {
 		t.Errorf("a suspended schedule reads Argo CD %s, Flux %s, kstatus %s; want Suspended, Current, Current", argo, flux, ks)
 	}
 }
@@ -436,7 +424,7 @@ func TestSchedule_suspendCreatesNothing(t *testing.T) {
 // A schedule or time zone that cannot be read is Ready=False with a
 // message naming it, and kstatus Failed; a good one is Current.
 func TestSchedule_invalidScheduleOrTimeZone(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	cases := []struct{ name, schedule, tz, want string }{
 		{"bad-cron", "every day at noon", "UTC", "every day at noon"},
 		{"bad-zone", "0 * * * *", "Mars/Olympus_Mons", "Mars/Olympus_Mons"},
@@ -457,7 +445,7 @@ func TestSchedule_invalidScheduleOrTimeZone(t *testing.T) {
 			if got := scheduleKstatus(t, s); got != status.FailedStatus {
 				t.Fatalf("kstatus %s, want Failed", got)
 			}
-			if argo, flux, _ := readyHealthOf(t, s, "AgentSchedule"); argo != "Degraded" || flux != "Failed" {
+			if argo, flux, _ := controllertest.ReadyHealthOf(t, cluster.Client, s, "AgentSchedule"); argo != "Degraded" || flux != "Failed" {
 				t.Errorf("Argo CD %s, Flux %s; want Degraded, Failed", argo, flux)
 			}
 		})
@@ -472,7 +460,7 @@ func TestSchedule_invalidScheduleOrTimeZone(t *testing.T) {
 		if got := scheduleKstatus(t, s); got != status.CurrentStatus {
 			t.Fatalf("kstatus %s, want Current", got)
 		}
-		if argo, flux, _ := readyHealthOf(t, s, "AgentSchedule"); argo != "Healthy" || flux != "Current" {
+		if argo, flux, _ := controllertest.ReadyHealthOf(t, cluster.Client, s, "AgentSchedule"); argo != "Healthy" || flux != "Current" {
 			t.Errorf("Argo CD %s, Flux %s; want Healthy, Current", argo, flux)
 		}
 	})
@@ -482,7 +470,7 @@ func scheduleKstatus(t *testing.T, s *v1alpha1.AgentSchedule) status.Status {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentSchedule"))
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(s), u); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(s), u); err != nil {
 		t.Fatal(err)
 	}
 	res, err := status.Compute(u)
@@ -496,31 +484,15 @@ func scheduleKstatus(t *testing.T, s *v1alpha1.AgentSchedule) status.Status {
 // test's namespace, at the clock's time, until the test ends.
 func startScheduler(t *testing.T, ns string, clock *fakeClock) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewAgentScheduleReconciler(ScheduleConfig{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clock.now})
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.StartManager(t, cluster.Config, ns, func(mgr ctrl.Manager) error {
+		return NewReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clock.now}).SetupWithManager(mgr)
+	})
 }
 
 // In the manager, the schedule watches its runs: when one ends, active
 // and lastSuccessfulTime follow without waiting for the next time.
 func TestSchedule_watchesItsRuns(t *testing.T) {
-	ns := namespace(t)
+	ns := testenv.Namespace(t, cluster.Client)
 	s, _ := makeSchedule(t, ns, "watched", func(sp *v1alpha1.AgentScheduleSpec) { sp.Schedule = "0 0 1 1 *" })
 	// The clock is just past next new year's midnight, the schedule's only
 	// time this year: the first reconcile creates its run, and then only
