@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller/agentbudget"
+	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -229,7 +230,7 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 		Metrics: agentbudget.NewMetrics()}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&AgentRunTemplateReconciler{Client: c}).SetupWithManager(mgr); err != nil {
+	if err := (&agentruntemplate.Reconciler{Client: c}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
 	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -84,7 +85,7 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 			return ""
 		}
 		return string(c.Status) + "/" + c.Reason
-	}, 10*time.Second, 20*time.Millisecond).Should(Equal("True/" + ReasonTemplateValid))
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal("True/" + agentruntemplate.ReasonValid))
 	tpl = get(t, tpl)
 	run := runOf(t, ns, "t-1042", tpl.Name, "ticket", "T-1042")
 	done := waitOutcome(t, run, 20*time.Second)
@@ -265,7 +266,7 @@ func TestTemplate_readyFalseNamesAnUndeclaredPlaceholder(t *testing.T) {
 			return ""
 		}
 		return string(c.Status) + " " + c.Reason + ": " + c.Message
-	}, 10*time.Second, 20*time.Millisecond).Should(Equal("False " + ReasonTemplateInvalid + ": spec.run uses $(params.customer), which spec.parameters does not declare"))
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal("False " + agentruntemplate.ReasonInvalid + ": spec.run uses $(params.customer), which spec.parameters does not declare"))
 	done := waitOutcome(t, runOf(t, ns, "from-broken", tpl.Name, "ticket", "T-1"), 20*time.Second)
 	expectInvalid(t, done, "uses $(params.customer) but declares no parameter")
 }

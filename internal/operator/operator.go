@@ -19,6 +19,7 @@ import (
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/controller/agentbudget"
+	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
 	"github.com/agentrun/agentrun/internal/controller/agentschedule"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
@@ -335,7 +336,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&controller.AgentRunTemplateReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&agentruntemplate.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// Schedules are kept by the unsharded manager only: a sharded one sees

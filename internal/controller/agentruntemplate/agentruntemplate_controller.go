@@ -1,4 +1,7 @@
-package controller
+// Package agentruntemplate is the AgentRunTemplate reconciler: it checks
+// what the API server cannot about a template and says so in its Ready
+// condition. Runs are made from templates by the AgentRun reconciler.
+package agentruntemplate
 
 import (
 	"context"
@@ -17,15 +20,15 @@ import (
 
 // Reasons of an AgentRunTemplate's Ready condition.
 const (
-	ReasonTemplateValid   = "Valid"
-	ReasonTemplateInvalid = "InvalidTemplate"
+	ReasonValid   = "Valid"
+	ReasonInvalid = "InvalidTemplate"
 )
 
-// AgentRunTemplateReconciler checks templates: what the API server cannot
+// Reconciler checks templates: what the API server cannot
 // (a placeholder that names no declared parameter, a default outside its
 // pattern) it reports in the template's Ready condition, before a run
 // made from it ends Error for the same reason.
-type AgentRunTemplateReconciler struct {
+type Reconciler struct {
 	client.Client
 }
 
@@ -34,7 +37,7 @@ type AgentRunTemplateReconciler struct {
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=create
 
 // SetupWithManager registers the reconciler; it wakes for spec changes.
-func (r *AgentRunTemplateReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRunTemplate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("agentruntemplate").
@@ -42,20 +45,20 @@ func (r *AgentRunTemplateReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile sets the template's status from its spec.
-func (r *AgentRunTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tpl := &v1alpha1.AgentRunTemplate{}
 	if err := r.Get(ctx, req.NamespacedName, tpl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := tpl.DeepCopy()
-	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: ReasonTemplateValid,
+	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: ReasonValid,
 		Message: "runs can be made from this template", ObservedGeneration: tpl.Generation}
 	if problem := checkTemplate(tpl); problem != "" {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonTemplateInvalid, problem
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalid, problem
 		// Stalled is what kstatus (and so Flux and kubectl wait) reads as
 		// failed: a template no run can be made from waits for an edit.
 		apimeta.SetStatusCondition(&tpl.Status.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue,
-			Reason: ReasonTemplateInvalid, Message: problem, ObservedGeneration: tpl.Generation})
+			Reason: ReasonInvalid, Message: problem, ObservedGeneration: tpl.Generation})
 	} else {
 		apimeta.RemoveStatusCondition(&tpl.Status.Conditions, "Stalled")
 	}
