@@ -678,11 +678,12 @@ func (b *bench) createRuns(ctx context.Context, ns string, n int, model string) 
 }
 
 // makeRun is a run like one a platform would create: instructions, a
-// priced model, a budget and three HTTP tools with parameter schemas.
+// priced model, a budget and three HTTP tools with parameter schemas,
+// each declaring what a call costs (nothing), as a cost ceiling asks.
 func (b *bench) makeRun(ns, name, model string) *v1alpha1.AgentRun {
 	tool := func(name, desc, params string) v1alpha1.ToolSpec {
 		return v1alpha1.ToolSpec{Name: name, Description: desc, Parameters: &kruntime.RawExtension{Raw: []byte(params)},
-			HTTP: &v1alpha1.HTTPTool{URL: "http://" + b.addr + "/tool?q={{.q}}"}}
+			MaxCostUSD: "0", HTTP: &v1alpha1.HTTPTool{URL: "http://" + b.addr + "/tool?q={{.q}}"}}
 	}
 	timeout := metav1.Duration{Duration: time.Minute}
 	return &v1alpha1.AgentRun{
