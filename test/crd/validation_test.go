@@ -1329,7 +1329,7 @@ func TestUpdate_onlyCancelMayChange(t *testing.T) {
 		{
 			name:    "changing the goal is rejected",
 			patches: []string{`{"spec": {"goal": "Find the failing node."}}`},
-			wantErr: "the spec of an AgentRun cannot change once created; only spec.cancel may be set to true",
+			wantErr: "the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished",
 		},
 		{
 			name:    "adding instructions is rejected",
