@@ -62,6 +62,12 @@ func run(w io.Writer, dir string, verbose bool) error {
 		for _, p := range sh.pairs {
 			fmt.Fprintln(w, p)
 		}
+		if sh.layers == nil {
+			fmt.Fprintln(w, "the files' references form a cycle")
+		}
+		for i, l := range sh.layers {
+			fmt.Fprintf(w, "layer %d: %s\n", i, strings.Join(l, " "))
+		}
 	}
 	return nil
 }
@@ -73,6 +79,10 @@ type shape struct {
 	backUp                int
 	// pairs describes each pair of files that refer to each other.
 	pairs []string
+	// layers lists the files by how far they stand above the files that
+	// refer to nothing in the package (layer 0), when their references
+	// form no cycle; nil when they do.
+	layers [][]string
 }
 
 func measure(dir string) (*shape, error) {
@@ -168,7 +178,43 @@ func measure(dir string) (*shape, error) {
 	}
 	sort.Strings(pairs)
 
-	return &shape{methods: methods, finishers: keys(finishers), turnEnders: keys(turnEnders), backUp: backUp, pairs: pairs}, nil
+	sh := &shape{methods: methods, finishers: keys(finishers), turnEnders: keys(turnEnders), backUp: backUp, pairs: pairs}
+	sh.layers = layered(files, fset, refs)
+	return sh, nil
+}
+
+// layered puts each file on the layer one above the highest file it
+// refers to; it returns nil when the references form a cycle.
+func layered(files []*ast.File, fset *token.FileSet, refs map[[2]string]int) [][]string {
+	level := map[string]int{}
+	for _, f := range files {
+		level[filepath.Base(fset.Position(f.Pos()).Filename)] = 0
+	}
+	// A longest path has at most len(files)-1 edges: one more round that
+	// still raises a level means a cycle.
+	for range len(files) + 1 {
+		raised := false
+		for k := range refs {
+			if level[k[0]] < level[k[1]]+1 {
+				level[k[0]] = level[k[1]] + 1
+				raised = true
+			}
+		}
+		if !raised {
+			var out [][]string
+			for f, l := range level {
+				for len(out) <= l {
+					out = append(out, nil)
+				}
+				out[l] = append(out[l], f)
+			}
+			for _, l := range out {
+				sort.Strings(l)
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 func isEngineMethod(f *types.Func) bool {

@@ -7,27 +7,17 @@ package controller
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/archive"
-	"github.com/agentrun/agentrun/internal/budget"
-	"github.com/agentrun/agentrun/internal/egress"
-	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/runstatus"
-	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/telemetry"
-	"github.com/agentrun/agentrun/internal/tools/job"
-	"go.opentelemetry.io/otel/trace"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,154 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
-
-// Kit is what one run needs to be driven: its engine, its model and its
-// tools.
-type Kit = kit.Kit
-
-// KitBuilder builds a run's Kit from its spec, with what the platform's
-// policies open to the run's requests (platform.Egress). An error is the
-// user's: the run ends with it as the reason.
-type KitBuilder interface {
-	Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error)
-}
-
-// Config is what an AgentRunReconciler is built from.
-type Config struct {
-	client.Client
-	// APIReader reads Secrets (transcript chunks) without a cache; the
-	// client when nil.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Kits      KitBuilder
-	// Clock is time.Now unless a test sets it.
-	Clock func() time.Time
-	// Ledgers is the book this reconciler and the AgentBudget reconciler
-	// write budgets through; give both the same one (a new one when nil).
-	Ledgers *budget.Ledgers
-	// Shard is the shard this reconciler's manager serves (its cache
-	// selects the shard's runs: ShardCache). The unsharded one (empty)
-	// also reports, in agentrun_runs_unclaimed, labelled runs nobody has
-	// started after UnclaimedAfter (DefaultUnclaimedAfter when zero),
-	// looking every UnclaimedEvery (DefaultUnclaimedEvery when zero), in
-	// Namespaces (all when empty: those the operator watches).
-	Shard                          string
-	UnclaimedEvery, UnclaimedAfter time.Duration
-	Namespaces                     []string
-	// KeyUseEvery is how often the leader counts the objects each state
-	// key seals, agentrun_state_key_objects (DefaultKeyUseEvery when
-	// zero; keyuse.go).
-	KeyUseEvery time.Duration
-	// MaxConcurrentReconciles sizes the worker pool (4 when zero). Model
-	// and tool calls never run on a worker (see work.go), so a few workers
-	// serve many runs.
-	MaxConcurrentReconciles int
-	// EventVerbosity says which of a run's notes become events: EventsPerTurn
-	// (the default) or EventsPerCall.
-	EventVerbosity EventVerbosity
-	// JobWakeups, when set, is told of every change of a Job the Job
-	// informer sees; the job tools' executors wait on it (job.Config's
-	// Wakeups) instead of polling their Jobs.
-	JobWakeups *job.Wakeups
-	// StatusInterval is how far a run's status may fall behind its saved
-	// progress: a save that changes only the run's progress (its turn,
-	// usage and checkpoint) carries the checkpoint in its last transcript
-	// chunk, and status is written once StatusInterval has passed since the
-	// first such save (or sooner, with any other change). Zero writes status
-	// at every save. The operator's default is DefaultStatusInterval.
-	StatusInterval time.Duration
-	// Keys seal what the operator reads back from objects a tenant can
-	// write (status.checkpoint, transcript chunks) and open those seals.
-	// Every process that drives a run must hold the keys that sealed it:
-	// the operator reads them from a Secret in its own namespace
-	// (operator.LoadKeys). Nil gives an ephemeral keyring, whose seals no
-	// other process opens.
-	Keys *seal.Keyring
-	// Archive, when set, keeps the record of every finished run: a run
-	// cannot be deleted before its record is written (see archive.go).
-	Archive archive.Store
-	// ArchiveRetry is how soon a failed archive write is tried again;
-	// zero means DefaultArchiveRetry.
-	ArchiveRetry time.Duration
-	// DefaultTTLAfterFinished deletes a finished run that sets no
-	// spec.ttlSecondsAfterFinished this long after it ended; nil keeps it.
-	DefaultTTLAfterFinished *time.Duration
-	// AcceptUnstampedAnswers applies approval annotations that carry no
-	// approved-by stamp (the admission policy agentrun-approver-identity is
-	// not installed), whose author nobody authenticated. Off, such an
-	// answer is not applied: the call waits, with a Warning event.
-	AcceptUnstampedAnswers bool
-	// Notifier, when set, is told when a call starts waiting for a
-	// person and when a run ends Escalated (see notifications.go); it
-	// delivers off the reconcile.
-	Notifier *notify.Notifier
-	// TracerProvider receives the runs' spans (telemetry.Setup builds it
-	// from the OTEL_* environment); nil sends none, but every run still
-	// gets a trace id in status.traceParent.
-	TracerProvider trace.TracerProvider
-	// Metrics counts what the reconciler does and reports the gauges of
-	// runs in flight (and of unclaimed runs); the operator registers it.
-	// Set it before NewAgentRunReconciler; nil counts nothing.
-	Metrics *Metrics
-
-	// traceIDOf is TraceIDOf unless a test sets it.
-	traceIDOf func(ctx context.Context, run *v1alpha1.AgentRun) string
-}
-
-// AgentRunReconciler reconciles AgentRuns. Build it with
-// NewAgentRunReconciler.
-type AgentRunReconciler struct {
-	Config
-
-	// work is the model and tool calls in flight, off the workers.
-	work *tracker
-	// mem is what this process holds for each run between reconciles.
-	mem *memory
-	// base is the manager's context, which work in flight outlives a
-	// reconcile under; nil until the manager starts.
-	base atomic.Pointer[context.Context]
-}
-
-// NewAgentRunReconciler builds a reconciler, defaults applied.
-func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.APIReader == nil {
-		cfg.APIReader = cfg.Client
-	}
-	if cfg.MaxConcurrentReconciles <= 0 {
-		cfg.MaxConcurrentReconciles = 4
-	}
-	if cfg.EventVerbosity == "" {
-		cfg.EventVerbosity = EventsPerTurn
-	}
-	if cfg.Keys == nil {
-		cfg.Keys = seal.Ephemeral()
-	}
-	if cfg.Ledgers == nil {
-		cfg.Ledgers = budget.NewLedgers()
-	}
-	return &AgentRunReconciler{
-		Config: cfg,
-		work:   newTracker(cfg.Metrics),
-		mem:    newMemory(),
-	}
-}
-
-// deferred is a run's status as its saves left it when they did not write
-// it: status is the whole status as it would have been written (its
-// checkpoint is in the last chunk too), over is the resourceVersion of the
-// stored run it is newer than, and since is when the first of those saves
-// was made.
-type deferred struct {
-	status *v1alpha1.AgentRunStatus
-	over   string
-	since  time.Time
-}
-
-// DefaultStatusInterval is the operator's StatusInterval.
-const DefaultStatusInterval = 5 * time.Second
 
 // The operator's permissions, least privilege:
 //   - AgentRuns: watch them, patch status, and patch metadata only to
@@ -257,19 +99,19 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.AgentBudget{}, r.wakeSuspended()).
 		Watches(&v1alpha1.AgentRunPolicy{}, r.wakeSuspended()).
 		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
-	if r.JobWakeups != nil {
+	if r.ToolJobs != nil {
 		// A tool Job's change wakes the call that waits on it (which then
 		// ends its work and so enqueues its run): no call polls its Job.
-		b = b.Watches(&batchv1.Job{}, wakeJobWaits(r.JobWakeups))
+		b = b.Watches(&batchv1.Job{}, jobChanged(r.ToolJobs))
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("agentrun").
 		Complete(r)
 }
 
-// wakeJobWaits tells w of every change of a Job and enqueues nothing.
-func wakeJobWaits(w *job.Wakeups) handler.EventHandler {
-	notify := func(o client.Object) { w.Notify(o.GetNamespace(), o.GetName()) }
+// jobChanged tells j of every change of a Job and enqueues nothing.
+func jobChanged(j ToolJobs) handler.EventHandler {
+	notify := func(o client.Object) { j.Changed(o.GetNamespace(), o.GetName()) }
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			notify(e.Object)
@@ -281,13 +123,6 @@ func wakeJobWaits(w *job.Wakeups) handler.EventHandler {
 			notify(e.Object)
 		},
 	}
-}
-
-func (r *AgentRunReconciler) background() context.Context {
-	if ctx := r.base.Load(); ctx != nil {
-		return *ctx
-	}
-	return context.Background()
 }
 
 // Reconcile drives one run (see reconcile). A panic in it is recovered:
@@ -335,9 +170,6 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 }
-
-// errConflict: the run changed since it was read; read it again.
-var errConflict = errors.New("the run changed under us")
 
 // reconcileRun runs a run's phases in order: a running run's (build it,
 // read its state, advance it, cover its budgets; then one status write,
@@ -414,10 +246,6 @@ func finishedPhases(ctx context.Context, run *v1alpha1.AgentRun, phases ...func(
 	return ctrl.Result{}, nil
 }
 
-// errGone: the run was deleted while a phase wrote it; nothing is left
-// to do.
-var errGone = errors.New("the run is gone")
-
 // open begins a running run's reconcile: the run is claimed for the
 // archive before anything is spent (so that no delete takes it before its
 // record is written), tracked, and given its scope and trace.
@@ -490,15 +318,6 @@ func (r *AgentRunReconciler) report(ctx context.Context, sc *scope) {
 	r.endTrace(ctx, sc.trace, c)
 }
 
-// deferredOf returns the run's status as our saves left it when they did
-// not write status, if the run is still the version they were newer than.
-// After any other write of the run (an annotation, a cancel, a status
-// written by anyone) the saves' chunks are the record to resume from, and
-// loadState reads them.
-func (r *AgentRunReconciler) deferredOf(run *v1alpha1.AgentRun) *deferred {
-	return r.mem.deferredOver(run.UID, run.ResourceVersion)
-}
-
 // flushDeferred writes, when it is due, the status that saves deferred,
 // while the run waits for its model or tools; otherwise it asks to be
 // back when it is due.
@@ -521,71 +340,6 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 	return res
 }
 
-// due is when the status that d holds back must be written.
-func (r *AgentRunReconciler) due(d *deferred) time.Time { return d.since.Add(r.StatusInterval) }
-
-// soonest returns res, to be back within d at the latest.
-// combine is what two phases of one reconcile ask for together: the
-// soonest requeue either asks for (as Cluster API's and Flux's reconcilers
-// combine their sub-reconcilers' results), never the last phase's alone.
-func combine(a, b ctrl.Result) ctrl.Result {
-	if b.RequeueAfter > 0 {
-		a = soonest(a, b.RequeueAfter)
-	}
-	return a
-}
-
-func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
-	d = max(d, time.Millisecond)
-	if res.RequeueAfter == 0 || d < res.RequeueAfter {
-		res.RequeueAfter = d
-	}
-	return res
-}
-
-// caughtUp drops our last write of the run once the cache holds it, and
-// reports whether obj is that write. The watch may deliver the write
-// before the patch returns: the version is then noted, remember keeps no
-// copy of it, and its event is not recognised.
-//
-// The event of our own last write enqueues nothing: the reconcile that
-// wrote it already acted on everything it holds (and asked to come back
-// when it needed to), so reconciling again would only find the run
-// waiting. A run made two reconciles a turn and one more for each status
-// write; under a burst of turns these queued in front of the reconciles
-// with work to do.
-func (r *AgentRunReconciler) caughtUp(obj client.Object) (ours bool) {
-	return r.mem.caughtUp(client.ObjectKeyFromObject(obj), obj.GetUID(), obj.GetResourceVersion())
-}
-
-// ActiveRuns counts the runs this process is driving (those it holds
-// state for); the client's adaptive rate limit follows it.
-func (r *AgentRunReconciler) ActiveRuns() int {
-	return r.mem.runs()
-}
-
-// track records which UID the run of this name has; a run recreated under
-// the same name makes the old one's state forgotten.
-func (r *AgentRunReconciler) track(key types.NamespacedName, uid types.UID) {
-	if old, replaced := r.mem.track(key, uid); replaced {
-		r.forget(old)
-	}
-}
-
-// forgetName drops what this process holds for a run that no longer exists.
-func (r *AgentRunReconciler) forgetName(key types.NamespacedName) {
-	if uid, ok := r.mem.uidOf(key); ok {
-		r.forget(uid)
-	}
-}
-
-// forget drops what this process holds for a run: its kit, its cached
-// transcript, our last write and its work in flight (cancelled).
-func (r *AgentRunReconciler) forget(uid types.UID) {
-	r.work.forget(uid)
-	r.mem.forget(uid)
-}
-
 // releaseJobs deletes the kept Jobs of mutating calls whose results status
 // now holds: until then a Job is the record that its call ran.
 func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
@@ -595,10 +349,10 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 			ids = append(ids, n.CallID)
 		}
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 || r.ToolJobs == nil {
 		return
 	}
-	if err := job.DeleteSaved(ctx, r.Client, sc.run.Namespace, sc.run.UID, ids); err != nil {
+	if err := r.ToolJobs.Release(ctx, sc.run.Namespace, sc.run.UID, ids); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Deleting the Jobs of saved calls")
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
-	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -35,55 +34,6 @@ const maxSteps = 16
 // maxResultBytes, and a group whose results add up to more has each cut to
 // a fair share, so that one step's results always fit a transcript chunk.
 const maxBatchBytes = 512 << 10
-
-// scope is what one reconcile has read and decided. The phases fill it in
-// order (loadKit, loadState, advance); persist writes it out.
-type scope struct {
-	// run is the object being reconciled; its status is rewritten in
-	// place and patched once, against the object the API server holds.
-	// stored is the run as last saved: that object, with the status our
-	// saves hold but did not write (deferred) laid over it (stored.go).
-	run    *v1alpha1.AgentRun
-	stored stored
-	// resumed: the state was read back from chunks saved after the stored
-	// status (loadState), so this save writes status.
-	resumed bool
-	// now is the reconcile's one reading of the clock.
-	now time.Time
-
-	// kit is the run's engine, model and tools (loadKit).
-	kit *Kit
-	// state is the engine's state, from the checkpoint in status and the
-	// transcript chunks (loadState), then as the steps left it (advance).
-	state *loop.State
-	// saved is what of the transcript is in chunks (read-only here);
-	// flushed is how many messages of state.Transcript that is.
-	saved   *saved
-	flushed int
-	// consumed is the key of the finished work this reconcile applied; it
-	// is dropped from memory once status holds its outcome.
-	consumed string
-
-	// answers are the approval annotations not yet applied, by call id,
-	// each with who set it and the digest it names (answersFrom).
-	answers map[string]runstatus.Answer
-	// effect is what the last step asked the outside world to do (a model
-	// call, tools), started only after the status write holds it.
-	effect loop.Effect
-	// notes are what the steps reported, turned into events and metrics
-	// once the write succeeded.
-	notes []loop.Note
-
-	// trace is the run's trace, from status.traceParent (set in this
-	// reconcile when the run had none); act starts the calls under it and
-	// the reconcile that saves the run's end emits its span.
-	trace *telemetry.Run
-
-	// stop: the run ended or failed in this reconcile; wait: nothing to do
-	// until outside work finishes (no write).
-	stop bool
-	wait bool
-}
 
 // kitKey is the work that builds a run's kit.
 const kitKey = "kit"
@@ -847,33 +797,6 @@ func (r *AgentRunReconciler) dropStaleAnnotations(ctx context.Context, sc *scope
 	if err := r.Patch(ctx, sc.run.DeepCopy(), client.RawPatch("application/merge-patch+json", body)); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Removing stale approval annotations")
 	}
-}
-
-// EventVerbosity says which of a run's notes become events. Every event is
-// an API write (and a few hundred bytes the recorder keeps for a while), so
-// the default records at most one event for a turn that goes as planned.
-type EventVerbosity string
-
-const (
-	// EventsPerTurn (the default) records one event per turn, the model's
-	// answer (ModelAnswered: what it asked for, tokens and cost), and
-	// everything a person should look at or that changes the run's course:
-	// warnings (a call refused, denied or waiting for approval, a failed
-	// call, a budget warning, a retry, a lost call), approvals answered,
-	// plans submitted, refused or replaced, verdicts and the outcome.
-	EventsPerTurn EventVerbosity = "turn"
-	// EventsPerCall also records each turn's start, each call's verdict
-	// and result, each plan step and each verification.
-	EventsPerCall EventVerbosity = "call"
-)
-
-// ParseEventVerbosity reads --event-verbosity.
-func ParseEventVerbosity(s string) (EventVerbosity, error) {
-	switch v := EventVerbosity(s); v {
-	case EventsPerTurn, EventsPerCall:
-		return v, nil
-	}
-	return "", fmt.Errorf("event verbosity %q: want %s or %s", s, EventsPerTurn, EventsPerCall)
 }
 
 // perCall are the notes of a turn that goes as planned, besides the

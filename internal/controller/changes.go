@@ -2,8 +2,10 @@ package controller
 
 import (
 	v1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 )
 
 // change is what one reconcile's save changed of a run, worked out once
@@ -68,4 +70,18 @@ func changeOfScope(sc *scope) change {
 	c := changeOf(sc.stored.run(), asBuilt(sc), sc.state, sc.notes)
 	c.answers = sc.answers
 	return c
+}
+
+func usageOf(run *v1alpha1.AgentRun) v1alpha1.UsageStatus {
+	if run.Status.Usage == nil {
+		return v1alpha1.UsageStatus{}
+	}
+	return *run.Status.Usage
+}
+
+func costOf(u v1alpha1.UsageStatus) loop.Money { return budget.Money(v1alpha1.USD(u.CostUSD)) }
+
+func refused(st *v1alpha1.AgentRunStatus) bool {
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
+	return c != nil && c.Reason == v1alpha1.ReasonRerunRefused
 }

@@ -28,14 +28,14 @@ func TestJobTool_aFinishedJobWakesItsRunThroughTheInformer(t *testing.T) {
 	ns := namespace(t)
 	b := makeRun(ns, "job-wake").
 		with(func(s *v1alpha1.AgentRunSpec) {
-			s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "report", Job: &v1alpha1.JobTool{Image: "example.com/tools:1", Command: []string{"report"}}})
+			s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "report", Mutates: ptr.To(true), Job: &v1alpha1.JobTool{Image: "example.com/tools:1", Command: []string{"report"}}})
 		}).
 		calls("report", `{"month":"2026-11"}`).answer("reported")
 	wakeups := job.NewWakeups()
 	jk := &jobKits{model: &loop.Scripted{Entries: scriptOf(b)}, wakeups: wakeups, poll: time.Hour}
 	startWith(t, jk, managerSetup{
 		wrap:   func(c client.Client, _ func()) client.Client { jk.c = c; return c },
-		config: func(c *Config) { c.JobWakeups = wakeups },
+		config: func(c *Config) { c.ToolJobs = job.Jobs{Client: c.Client, Wakeups: wakeups} },
 	})
 	run := b.create(t)
 
@@ -82,4 +82,14 @@ func TestJobTool_aFinishedJobWakesItsRunThroughTheInformer(t *testing.T) {
 		t.Fatalf("the tool's result is not what the model read: %+v", msgs)
 	}
 	g.Eventually(wakeups.Waiting, 5*time.Second, 20*time.Millisecond).Should(BeZero(), "the call's wait ended")
+	// The call is mutating, so its Job was kept as the record that it ran
+	// until status held the result; then the reconciler released it
+	// (through ToolJobs: the controller imports no executor).
+	if j.Labels[job.LabelKeep] != "true" {
+		t.Fatalf("the Job of a mutating call is not kept: labels %v", j.Labels)
+	}
+	g.Eventually(func() int {
+		_ = k8sClient.List(context.Background(), &jobs, client.InNamespace(ns))
+		return len(jobs.Items)
+	}, 10*time.Second, 20*time.Millisecond).Should(BeZero(), "the saved call's Job is released")
 }

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/transcript"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -166,17 +164,11 @@ func (k *keyUse) count(ctx context.Context) (map[string]int, error) {
 			}
 		}
 	}
-	if len(live) > 0 {
+	if len(live) > 0 && k.r.ToolJobs != nil {
 		// Tool Jobs, from the cache: a resumed call adopts its Job only
 		// under its seal.
-		jobs := &batchv1.JobList{}
-		if err := k.r.List(ctx, jobs, client.HasLabels{job.LabelRunUID}); err != nil {
+		if err := k.r.ToolJobs.SealKeys(ctx, k.r.Keys, func(uid types.UID) bool { return live[uid] != nil }, add); err != nil {
 			return nil, err
-		}
-		for i := range jobs.Items {
-			if live[types.UID(jobs.Items[i].Labels[job.LabelRunUID])] != nil {
-				add(job.SealKey(k.r.Keys, &jobs.Items[i]))
-			}
 		}
 	}
 	return counts, nil

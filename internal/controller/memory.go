@@ -2,10 +2,12 @@ package controller
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/transcript"
 )
@@ -293,4 +295,27 @@ func (m *memory) recorded(uid types.UID, seq int64) {
 		h.recorded = seq
 		m.highs[uid] = h
 	}
+}
+
+// Kit is what one run needs to be driven: its engine, its model and its
+// tools.
+type Kit = kit.Kit
+
+// deferred is a run's status as its saves left it when they did not write
+// it: status is the whole status as it would have been written (its
+// checkpoint is in the last chunk too), over is the resourceVersion of the
+// stored run it is newer than, and since is when the first of those saves
+// was made.
+type deferred struct {
+	status *v1alpha1.AgentRunStatus
+	over   string
+	since  time.Time
+}
+
+// highWater is the highest status of a run the operator saved: its number
+// and usage, and the number its record holds.
+type highWater struct {
+	seq      int64
+	usage    []byte // the status's usage as JSON; nil when it had none
+	recorded int64
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -470,15 +469,6 @@ func (m *Metrics) watchRuns(r client.Reader, now func() time.Time) {
 	}
 	m.inFlight.watch(r, now)
 }
-
-func usageOf(run *v1alpha1.AgentRun) v1alpha1.UsageStatus {
-	if run.Status.Usage == nil {
-		return v1alpha1.UsageStatus{}
-	}
-	return *run.Status.Usage
-}
-
-func costOf(u v1alpha1.UsageStatus) loop.Money { return budget.Money(v1alpha1.USD(u.CostUSD)) }
 
 func lastDecision(run *v1alpha1.AgentRun, callID string) v1alpha1.ApprovalDecision {
 	for i := len(run.Status.Approvals) - 1; i >= 0; i-- {

@@ -65,14 +65,6 @@ const (
 // status the operator saved for the run with this UID.
 func SavesRecordName(uid types.UID) string { return fmt.Sprintf("agentrun-%s-saves", uid) }
 
-// highWater is the highest status of a run the operator saved: its number
-// and usage, and the number its record holds.
-type highWater struct {
-	seq      int64
-	usage    []byte // the status's usage as JSON; nil when it had none
-	recorded int64
-}
-
 // highest returns what this process knows of the run's highest save,
 // reading the record when memory holds nothing (a restart, a run this
 // process forgot when it ended).

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/testenv"
+	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -218,7 +219,8 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 		c = s.wrap(c, cancel)
 	}
 	cfg := Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("agentrun"), Kits: kb,
-		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval, Keys: testKeys, Metrics: NewMetrics()}
+		MaxConcurrentReconciles: s.workers, StatusInterval: DefaultStatusInterval, Keys: testKeys, Metrics: NewMetrics(),
+		ToolJobs: job.Jobs{Client: c}}
 	if s.config != nil {
 		s.config(&cfg)
 	}

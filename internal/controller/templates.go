@@ -202,15 +202,3 @@ func statusMessage(err error) string {
 // ReasonTemplateNotFound is the event reason of a run whose template does
 // not exist (yet).
 const ReasonTemplateNotFound = "TemplateNotFound"
-
-// asBuilt is the run with the spec it is built from: a run made from a
-// template names its model and ceilings only in the resolved spec, which
-// the metrics and the trace label it by.
-func asBuilt(sc *scope) *v1alpha1.AgentRun {
-	if sc.kit == nil || sc.kit.Spec == nil || sc.run.Spec.TemplateRef == nil {
-		return sc.run
-	}
-	cp := *sc.run
-	cp.Spec = *sc.kit.Spec
-	return &cp
-}

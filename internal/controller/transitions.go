@@ -8,7 +8,6 @@ import (
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -59,11 +58,6 @@ func (r *AgentRunReconciler) logTransitions(ctx context.Context, c change) {
 	if c.ended {
 		finishedLine(log, &c.run.Status)
 	}
-}
-
-func refused(st *v1alpha1.AgentRunStatus) bool {
-	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
-	return c != nil && c.Reason == v1alpha1.ReasonRerunRefused
 }
 
 func finishedLine(log logr.Logger, st *v1alpha1.AgentRunStatus) {
