@@ -107,7 +107,7 @@ func main() {
 	fs.DurationVar(&o.statusInterval, "status-interval", controller.DefaultStatusInterval, "The operator's --status-interval (and its default); 0 writes status at every save.")
 	fs.IntVar(&o.bareWorkers, "bare-workers", 32, "Concurrent writers of the bare ConfigMap patch rate.")
 	fs.IntVar(&o.createWork, "create-workers", 16, "Concurrent writers creating the runs.")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save CPU profiles here: kube-apiserver's over the first 5 s of the throughput measure and over the status writes and ConfigMap patches of the CPU measure, and this process's (the operator and the harness) over the whole throughput measure.")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "When set, save CPU profiles here: kube-apiserver's over the first 5 s of the throughput measure and over the status writes and ConfigMap patches of the CPU measure, and this process's (the operator and the harness) over the whole throughput and slow-model measures.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "When set, write the operator process's heap profile here while the memory measure's runs are all in flight (go tool pprof -sample_index=inuse_space).")
 	fs.StringVar(&o.sampleFile, "sample", "", "A file for the run the CPU measure writes: saved by the throughput measure, read when it is skipped.")
 	fs.StringVar(&o.skip, "skip", "", "Comma-separated measures to skip: throughput, budget, slow, memory, cpu.")
@@ -457,7 +457,14 @@ func (b *bench) slow(ctx context.Context) error {
 		return err
 	}
 	before := operatorTimes()
+	stopSelf := func() {} // this process's profile over the runs, when asked for
+	if o.profileDir != "" {
+		if stopSelf, err = profileSelf(filepath.Join(o.profileDir, "operator-slow.pprof")); err != nil {
+			return err
+		}
+	}
 	res, err := b.drive(ctx, ns, o.slowRuns, fmt.Sprintf("scale-t%d-l%d", o.slowTurns, o.slowLatency.Milliseconds()), 0, nil)
+	stopSelf()
 	if err != nil {
 		return err
 	}
