@@ -440,8 +440,8 @@ type ConvergenceStatus struct {
 	RepeatedIntentDepth int32 `json:"repeatedIntentDepth,omitempty"`
 
 	// headroom is the fraction of each ceiling still unused, keyed by the
-	// ceiling's name as in budget.soft (turns, tokens, wallClock, cost,
-	// toolCalls), as decimal strings from "0.00" to "1.00".
+	// ceiling's name as budget.soft writes it, as decimal strings from
+	// "0.00" to "1.00".
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	Headroom map[string]string `json:"headroom,omitempty"`
