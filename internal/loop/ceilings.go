@@ -15,36 +15,43 @@ import (
 // Ceiling is one row of the table of a run's budget ceilings: what it is
 // called, where a manifest sets it, how a step consumes and reserves it,
 // and how admission states it. Admission (Admit), the soft warnings, the
-// headroom in status.convergence, the console's bars, the operator's
-// metrics and the platform's limits (internal/platform) all read this
-// table. A new ceiling is these hand-written files:
+// headroom in status.convergence, status.reserved, the console's bars, the
+// operator's metrics and the platform's limits (internal/platform) all
+// read this table. A new ceiling is these hand-written files:
 //
 //   - internal/loop/ceilings.go (this file): its Dimension, its Budget
 //     field with its default (an accessor, and a line in normalize), its
-//     Usage field (and a term in then), and its row here;
-//   - api/v1alpha1/budget_types.go: its BudgetSpec field, its name in
-//     BudgetDimension's enum (and soft's MaxItems), its PlatformLimits
-//     field and its UsageStatus field;
+//     Usage field (and its term in then), and its row here;
+//   - api/v1alpha1/budget_types.go: its BudgetSpec field (and BudgetSpec's
+//     comment), its BudgetDimension (the enum, a constant, soft's
+//     MaxItems), its PlatformLimits field and its UsageStatus field;
 //   - internal/limits/limits.go: its conversions (Budget, Status,
 //     UsageStatus, Usage);
-//   - internal/kit/config.go: checkLimits, when a value the CRD refuses
-//     (a zero or a negative) must be refused by agentrun local too;
+//   - internal/kit/config.go: checkLimits refuses what the CRD refuses
+//     (a negative value, and zero where zero is not a limit), for
+//     agentrun local;
 //   - config/admission/platform-policy.yaml: the validation that holds it
 //     to an AgentRunPolicy's limit;
-//   - docs/api.md: the manifests and lists that name the ceilings.
+//   - docs/api.md and README.md: the manifests and lists that name the
+//     ceilings.
 //
-// make manifests generate writes the rest (CRDs, chart, deep copies).
-// Until every layer has the row, these fail: TestCeilings_everyLayerHasEveryRow
-// (internal/kit: the CRD, the conversion, the zero rule, docs/api.md),
-// TestLimits_areTheTableOfCeilings (internal/platform: PlatformLimits, the
-// admission policy, Apply), TestLimits_readBackAdmitByTheSameCeilings and
-// TestUsage_statusHoldsEveryRow (internal/limits: status.limits,
-// status.usage). What consumes the ceiling (a reservation, the engine's
-// accounting) is the ceiling's behaviour, not its plumbing.
+// make manifests generate writes the rest (the CRDs, the chart's copies,
+// the deep copies). Until every layer has the row these fail, each naming
+// what lacks it: in internal/kit, TestCeilings_everyLayerHasEveryRow (the
+// CRD, the conversion, the zero and negative rules, docs/api.md's
+// manifest) and TestCeilings_everyListNamesEveryRow (the API's constants
+// and comment, docs/api.md's other lists, README.md); in internal/platform,
+// TestLimits_areTheTableOfCeilings (PlatformLimits, the admission policy,
+// Apply, docs/api.md's AgentRunPolicy); in internal/limits,
+// TestLimits_readBackAdmitByTheSameCeilings and
+// TestUsage_statusHoldsEveryRow (status.limits, status.usage); here,
+// TestCeilings_eachRowIsAdmittedWarnedAndReported. What consumes the
+// ceiling (a reservation, the engine's accounting) is its behaviour, not
+// its plumbing.
 type Ceiling struct {
 	// Dim names the ceiling everywhere: in budget.soft, as the key of
 	// status.convergence.headroom, in a refusal's reason and as the
-	// ceiling label of agentrun_admission_refusals_total.
+	// ceiling label of agentrun_reservation_refusals_total.
 	Dim Dimension
 	// Field is the AgentRun's budget field that sets it.
 	Field string
