@@ -277,49 +277,6 @@ type ReadOnlyTool struct {
 	ReadOnlyHint bool `json:"readOnlyHint,omitempty"`
 }
 
-// PlatformLimits are the highest ceilings and timeouts a run may have.
-type PlatformLimits struct {
-	// maxTurns is the highest budget.maxTurns.
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	MaxTurns *int32 `json:"maxTurns,omitempty"`
-
-	// maxTokens is the highest budget.maxTokens.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	MaxTokens *int64 `json:"maxTokens,omitempty"`
-
-	// maxCostUSD is the highest budget.maxCostUSD, in US dollars.
-	// +optional
-	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
-
-	// maxToolCalls is the highest budget.maxToolCalls.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
-
-	// maxWallClock is the highest budget.maxWallClock.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxWallClock must be a positive duration such as 1h"
-	MaxWallClock *metav1.Duration `json:"maxWallClock,omitempty"`
-
-	// maxApprovalTimeout is the highest approvalTimeout.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxApprovalTimeout must be a positive duration such as 24h"
-	MaxApprovalTimeout *metav1.Duration `json:"maxApprovalTimeout,omitempty"`
-
-	// maxToolTimeout is the highest tools[].timeout.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="limits.maxToolTimeout must be a positive duration such as 5m"
-	MaxToolTimeout *metav1.Duration `json:"maxToolTimeout,omitempty"`
-}
-
 // PlatformEgress is what the operator's own requests for the runs of a
 // policy's namespaces may reach although the operator refuses the kind of
 // address (loopback, link-local, private, multicast, reserved).

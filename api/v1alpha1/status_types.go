@@ -351,60 +351,6 @@ type AgentRunStatus struct {
 	Limits *LimitsStatus `json:"limits,omitempty"`
 }
 
-// LimitsStatus is what a run's steps are admitted by.
-type LimitsStatus struct {
-	// budget is the run's ceilings, every one filled: the spec.budget the
-	// run would need to be built the same way without a template, platform
-	// policy or default.
-	// +required
-	Budget BudgetSpec `json:"budget"`
-
-	// approvalTimeout is how long a call may wait for a person.
-	// +required
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=32
-	ApprovalTimeout metav1.Duration `json:"approvalTimeout"`
-}
-
-// UsageStatus is a vector of consumed (or reserved) resources.
-type UsageStatus struct {
-	// turns is the number of model calls made.
-	// +optional
-	Turns int32 `json:"turns,omitempty"`
-
-	// inputTokens are the prompt tokens of all model calls.
-	// +optional
-	InputTokens int64 `json:"inputTokens,omitempty"`
-
-	// outputTokens are the completion tokens of all model calls.
-	// +optional
-	OutputTokens int64 `json:"outputTokens,omitempty"`
-
-	// cachedInputTokens are the part of inputTokens served from the
-	// provider's prompt cache.
-	// +optional
-	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
-
-	// costUSD is the spend in US dollars, as a decimal string.
-	// +optional
-	// +kubebuilder:validation:MaxLength=32
-	CostUSD string `json:"costUSD,omitempty"`
-
-	// toolCalls is the number of tool calls dispatched.
-	// +optional
-	ToolCalls int32 `json:"toolCalls,omitempty"`
-
-	// perTool counts tool calls by tool name.
-	// +optional
-	// +kubebuilder:validation:MaxProperties=64
-	PerTool map[string]int32 `json:"perTool,omitempty"`
-
-	// wallClockSeconds is the time the run has been working, in seconds.
-	// Waiting for a person does not count.
-	// +optional
-	WallClockSeconds int64 `json:"wallClockSeconds,omitempty"`
-}
-
 // PendingApproval is one call waiting for a person's answer.
 type PendingApproval struct {
 	// callID identifies the call, t<turn>-c<index> (t3-c1). Answer it with
@@ -494,8 +440,8 @@ type ConvergenceStatus struct {
 	RepeatedIntentDepth int32 `json:"repeatedIntentDepth,omitempty"`
 
 	// headroom is the fraction of each ceiling still unused, keyed by the
-	// ceiling's name as in budget.soft (turns, tokens, wallClock, cost,
-	// toolCalls), as decimal strings from "0.00" to "1.00".
+	// ceiling's name as budget.soft writes it, as decimal strings from
+	// "0.00" to "1.00".
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	Headroom map[string]string `json:"headroom,omitempty"`

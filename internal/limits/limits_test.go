@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,10 +19,27 @@ func TestLimits_readBackAdmitByTheSameCeilings(t *testing.T) {
 		MaxToolCalls: new(0), DefaultToolLimit: new(3), PerTool: map[string]int{"refund": 1},
 		Soft: []loop.Dimension{loop.DimTokens}}}
 	unset := loop.Config{Goal: "g", Budget: loop.Budget{MaxTurns: 2}}
+	// A ceiling the fixture leaves at its default would read back as the
+	// default whether Status wrote it or not.
+	defaults, every := unset.Normalize(), set.Normalize()
+	for _, row := range loop.Ceilings() {
+		if row.Limit(&every.Budget) == row.Limit(&defaults.Budget) {
+			t.Errorf("the fixture sets %s to its default: give it another value, so that its round trip is checked", row.Dim)
+		}
+	}
 	for name, cfg := range map[string]loop.Config{"every ceiling set": set, "defaults": unset} {
 		t.Run(name, func(t *testing.T) {
 			want := cfg.Normalize()
 			l := Status(&cfg)
+			var written map[string]any
+			if err := roundTrip(&l.Budget, &written); err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range loop.Ceilings() {
+				if _, ok := written[row.Field]; !ok {
+					t.Errorf("status.limits.budget has no %s: every ceiling is filled", row.Field)
+				}
+			}
 			b, err := Budget(&l.Budget)
 			if err != nil {
 				t.Fatalf("status.limits.budget does not read back: %v", err)
@@ -57,6 +75,9 @@ func TestUsage_statusHoldsEveryRow(t *testing.T) {
 		ToolCalls: 5, WallClock: 42 * time.Second, PerTool: map[string]int{"lookup": 4, "refund": 1, "unused": 0}}
 	back := Usage(UsageStatus(u))
 	for _, row := range loop.Ceilings() {
+		if row.Used(u) == 0 {
+			t.Errorf("the fixture uses none of %s: give it some, so that its round trip is checked", row.Dim)
+		}
 		if g, w := row.Used(back), row.Used(u); g != w {
 			t.Errorf("%s: %d read back from status, %d written", row.Dim, g, w)
 		}
@@ -70,4 +91,12 @@ func TestUsage_statusHoldsEveryRow(t *testing.T) {
 	if got := UsageStatus(loop.Usage{WallClock: time.Millisecond}).WallClockSeconds; got != 1 {
 		t.Errorf("a millisecond of work shows %d seconds, want 1", got)
 	}
+}
+
+func roundTrip(from, to any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, to)
 }

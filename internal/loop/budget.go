@@ -2,18 +2,14 @@ package loop
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
 
-// Defaults for ceilings left unset. They are part of the API contract
-// (documented on the AgentRun's budget fields).
+// Defaults for what a configuration leaves unset (the budget's are in
+// ceilings.go). They are part of the API contract (documented on the
+// AgentRun's fields).
 const (
-	DefaultMaxTokens       = 100_000
-	DefaultMaxWallClock    = 15 * time.Minute
-	DefaultMaxToolCalls    = 50
-	DefaultToolLimit       = 10
 	DefaultMaxOutputTokens = 4096
 	DefaultModelTimeout    = 60 * time.Second
 	DefaultToolTimeout     = 30 * time.Second
@@ -48,51 +44,6 @@ func admitProposals(b *Budget, consumed Usage, n int) *Rejection {
 	return &Rejection{Dimension: DimToolCalls, Reason: fmt.Sprintf(
 		"admitting the next step would pass the %s ceiling: %d consumed + %d reserved = %d > %d (the model proposed %d tool calls; none was vetted or run)",
 		DimToolCalls, consumed.ToolCalls, n, consumed.ToolCalls+n, limit, n)}
-}
-
-// DefaultMaxCost is the cost ceiling when none is set: one dollar.
-var DefaultMaxCost = MustMoney("1")
-
-// costCeiling is MaxCost, or the default when it is unset (nil).
-func (b *Budget) costCeiling() Money {
-	if b.MaxCost == nil || *b.MaxCost < 0 {
-		return DefaultMaxCost
-	}
-	return *b.MaxCost
-}
-
-// toolCallsCeiling is MaxToolCalls, or the default when it is unset.
-func (b *Budget) toolCallsCeiling() int {
-	if b.MaxToolCalls == nil || *b.MaxToolCalls < 0 {
-		return DefaultMaxToolCalls
-	}
-	return *b.MaxToolCalls
-}
-
-// defaultToolLimit is DefaultToolLimit, or the default when it is unset.
-func (b *Budget) defaultToolLimit() int {
-	if b.DefaultToolLimit == nil || *b.DefaultToolLimit < 0 {
-		return DefaultToolLimit
-	}
-	return *b.DefaultToolLimit
-}
-
-// toolLimit is the per-tool call limit for a tool.
-func (b *Budget) toolLimit(tool string) int {
-	if n, ok := b.PerTool[tool]; ok {
-		return n
-	}
-	return b.defaultToolLimit()
-}
-
-func (b *Budget) soft(d Dimension) bool { return slices.Contains(b.Soft, d) }
-
-// Rejection says which hard ceiling a projected step would pass.
-type Rejection struct {
-	Dimension Dimension
-	// Tool is set for the per-tool dimension.
-	Tool   string
-	Reason string
 }
 
 // modelReservation is the exposure of one model call: its estimated input
@@ -244,4 +195,68 @@ func contextFigures(p *ContextPolicy, s *State) ContextFigures {
 		f.Compactions, f.LastCompactionTurn, f.LastInputTokens = c.Compactions, c.LastCompactionTurn, c.LastInputTokens
 	}
 	return f
+}
+
+// softWarnings returns a note for each soft ceiling that consumption has
+// newly crossed 80% or 100% of; each level warns once per run.
+func (e *Engine) softWarnings(s *State) []Note {
+	b := &e.cfg.Budget
+	if len(b.Soft) == 0 {
+		return nil
+	}
+	var notes []Note
+	for _, d := range b.Soft {
+		c, ok := CeilingOf(d)
+		if !ok {
+			continue
+		}
+		used, ceil := c.used(s.Usage), c.limit(b)
+		if ceil <= 0 && used <= 0 {
+			continue // a zero soft ceiling warns once something is spent
+		}
+		level := 0
+		switch {
+		case used >= ceil:
+			level = 100
+		case used*10 >= ceil*8:
+			level = 80
+		}
+		if level == 0 || s.Warned[d] >= level {
+			continue
+		}
+		if s.Warned == nil {
+			s.Warned = map[Dimension]int{}
+		}
+		s.Warned[d] = level
+		notes = append(notes, Note{Kind: NoteBudgetWarning, Warning: true,
+			Message: fmt.Sprintf("Soft ceiling %s reached %d%% (the run goes on: soft ceilings only warn)", d, level)})
+	}
+	return notes
+}
+
+// Convergence measures how a run converged.
+type Convergence struct {
+	// TurnsToCompletion is the model turns of a Completed run (0 otherwise).
+	TurnsToCompletion int
+	// RepeatedIntentDepth is the most times one call signature was proposed.
+	RepeatedIntentDepth int
+	// Headroom is (ceiling - consumed) / ceiling per dimension, two decimals.
+	Headroom map[Dimension]string
+	// Context is what the context policy did.
+	Context ContextFigures
+}
+
+// Convergence computes the run's convergence measures from its state.
+func (e *Engine) Convergence(s *State) Convergence {
+	b := &e.cfg.Budget
+	u := s.Usage
+	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{}}
+	for _, row := range ceilings {
+		c.Headroom[row.Dim] = row.headroom(b, u)
+	}
+	if s.Outcome == Completed {
+		c.TurnsToCompletion = u.Turns
+	}
+	c.Context = contextFigures(&e.cfg.Context, s)
+	return c
 }

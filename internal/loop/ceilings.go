@@ -2,20 +2,56 @@ package loop
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
 
+// The budget vector in one place: the ceilings' names (Dimension), what a
+// run may use (Budget, its defaults and normalisation), what it used or
+// reserved (Usage), and the table that ties each ceiling's parts together
+// (Ceilings) with the admission that reads it (Admit).
+
 // Ceiling is one row of the table of a run's budget ceilings: what it is
 // called, where a manifest sets it, how a step consumes and reserves it,
 // and how admission states it. Admission (Admit), the soft warnings, the
-// headroom in status.convergence, the operator's metrics and the API's
-// tests all read this table, so a new ceiling is one row here plus its
-// field in the API (and its conversion in internal/kit).
+// headroom in status.convergence, status.reserved, the console's bars, the
+// operator's metrics and the platform's limits (internal/platform) all
+// read this table. A new ceiling is these hand-written files:
+//
+//   - internal/loop/ceilings.go (this file): its Dimension, its Budget
+//     field with its default (an accessor, and a line in normalize), its
+//     Usage field (and its term in then), and its row here;
+//   - api/v1alpha1/budget_types.go: its BudgetSpec field (and BudgetSpec's
+//     comment), its BudgetDimension (the enum, a constant, soft's
+//     MaxItems), its PlatformLimits field and its UsageStatus field;
+//   - internal/limits/limits.go: its conversions (Budget, Status,
+//     UsageStatus, Usage);
+//   - internal/kit/config.go: checkLimits refuses what the CRD refuses
+//     (a negative value, and zero where zero is not a limit), for
+//     agentrun local;
+//   - config/admission/platform-policy.yaml: the validation that holds it
+//     to an AgentRunPolicy's limit;
+//   - docs/api.md and README.md: the manifests and lists that name the
+//     ceilings.
+//
+// make manifests generate writes the rest (the CRDs, the chart's copies,
+// the deep copies). Until every layer has the row these fail, each naming
+// what lacks it: in internal/kit, TestCeilings_everyLayerHasEveryRow (the
+// CRD, the conversion, the zero and negative rules, docs/api.md's
+// manifest) and TestCeilings_everyListNamesEveryRow (the API's constants
+// and comment, docs/api.md's other lists, README.md); in internal/platform,
+// TestLimits_areTheTableOfCeilings (PlatformLimits, the admission policy,
+// Apply, docs/api.md's AgentRunPolicy); in internal/limits,
+// TestLimits_readBackAdmitByTheSameCeilings and
+// TestUsage_statusHoldsEveryRow (status.limits, status.usage); here,
+// TestCeilings_eachRowIsAdmittedWarnedAndReported. What consumes the
+// ceiling (a reservation, the engine's accounting) is its behaviour, not
+// its plumbing.
 type Ceiling struct {
 	// Dim names the ceiling everywhere: in budget.soft, as the key of
 	// status.convergence.headroom, in a refusal's reason and as the
-	// ceiling label of agentrun_admission_refusals_total.
+	// ceiling label of agentrun_reservation_refusals_total.
 	Dim Dimension
 	// Field is the AgentRun's budget field that sets it.
 	Field string
@@ -53,6 +89,125 @@ const (
 func count(n int64) string   { return fmt.Sprint(n) }
 func seconds(n int64) string { return fmt.Sprintf("%ds", n) }
 func dollars(n int64) string { return "$" + Money(n).String() }
+
+// Dimension names one budget ceiling, as used in the API's budget.soft list.
+type Dimension string
+
+// The budget dimensions, in the order admission checks them.
+const (
+	DimTurns     Dimension = "turns"
+	DimTokens    Dimension = "tokens"
+	DimWallClock Dimension = "wallClock"
+	DimCost      Dimension = "cost"
+	DimToolCalls Dimension = "toolCalls"
+	// DimPerTool is the per-tool call limit (perTool and defaultToolLimit).
+	DimPerTool Dimension = "perTool"
+)
+
+// Budget is the vector of ceilings. MaxTurns must be at least 1. MaxTokens
+// and MaxWallClock cannot be zero (no run could do anything): zero means
+// unset, and Normalize puts the documented default. The ceilings where zero
+// is a real limit are pointers: nil is unset (the default applies), and a
+// zero means zero (no money may be spent; no tool, or no tool outside
+// PerTool, may be called). A ceiling never fails open.
+type Budget struct {
+	MaxTurns         int
+	MaxTokens        int64
+	MaxWallClock     time.Duration
+	MaxCost          *Money
+	MaxToolCalls     *int
+	PerTool          map[string]int
+	DefaultToolLimit *int
+	// Soft names ceilings that only warn (at 80% and at 100%), never stop.
+	Soft []Dimension
+}
+
+// Defaults for ceilings left unset. They are part of the API contract
+// (documented on the AgentRun's budget fields).
+const (
+	DefaultMaxTokens    = 100_000
+	DefaultMaxWallClock = 15 * time.Minute
+	DefaultMaxToolCalls = 50
+	DefaultToolLimit    = 10
+)
+
+// DefaultMaxCost is the cost ceiling when none is set: one dollar.
+var DefaultMaxCost = MustMoney("1")
+
+// costCeiling is MaxCost, or the default when it is unset (nil).
+func (b *Budget) costCeiling() Money {
+	if b.MaxCost == nil || *b.MaxCost < 0 {
+		return DefaultMaxCost
+	}
+	return *b.MaxCost
+}
+
+// toolCallsCeiling is MaxToolCalls, or the default when it is unset.
+func (b *Budget) toolCallsCeiling() int {
+	if b.MaxToolCalls == nil || *b.MaxToolCalls < 0 {
+		return DefaultMaxToolCalls
+	}
+	return *b.MaxToolCalls
+}
+
+// defaultToolLimit is DefaultToolLimit, or the default when it is unset.
+func (b *Budget) defaultToolLimit() int {
+	if b.DefaultToolLimit == nil || *b.DefaultToolLimit < 0 {
+		return DefaultToolLimit
+	}
+	return *b.DefaultToolLimit
+}
+
+// toolLimit is the per-tool call limit for a tool.
+func (b *Budget) toolLimit(tool string) int {
+	if n, ok := b.PerTool[tool]; ok {
+		return n
+	}
+	return b.defaultToolLimit()
+}
+
+func (b *Budget) soft(d Dimension) bool { return slices.Contains(b.Soft, d) }
+
+// normalize fills the ceilings left unset with their defaults.
+func (b Budget) normalize() Budget {
+	if b.MaxTokens <= 0 {
+		b.MaxTokens = DefaultMaxTokens
+	}
+	if b.MaxWallClock <= 0 {
+		b.MaxWallClock = DefaultMaxWallClock
+	}
+	// Zero is a real ceiling here: only an unset one takes the default.
+	b.MaxCost = new(b.costCeiling())
+	b.MaxToolCalls = new(b.toolCallsCeiling())
+	b.DefaultToolLimit = new(b.defaultToolLimit())
+	return b
+}
+
+// Usage is a vector of consumed (or reserved) resources.
+type Usage struct {
+	Turns             int            `json:"turns"`
+	InputTokens       int64          `json:"inputTokens"`
+	OutputTokens      int64          `json:"outputTokens"`
+	CachedInputTokens int64          `json:"cachedInputTokens"`
+	Cost              Money          `json:"costUSD"`
+	ToolCalls         int            `json:"toolCalls"`
+	PerTool           map[string]int `json:"perTool,omitempty"`
+	// WallClock is the time the run has been working (waiting for a person
+	// does not count; approvalTimeout bounds that).
+	WallClock time.Duration `json:"wallClock"`
+}
+
+// Tokens is the tokens dimension: input plus output.
+func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+
+// then is the exposure of u followed by v, one after the other: every
+// dimension summed, the wall clock included. Per-tool counts are not
+// carried: neither reservation it joins holds any.
+func (u Usage) then(v Usage) Usage {
+	return Usage{Turns: u.Turns + v.Turns, InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, Cost: u.Cost + v.Cost, ToolCalls: u.ToolCalls + v.ToolCalls,
+		WallClock: u.WallClock + v.WallClock}
+}
 
 // ceilings is the table, in the order admission checks it. The per-tool
 // limits (DimPerTool) are not a row: they are one ceiling per tool, named
@@ -95,6 +250,14 @@ func (c Ceiling) Used(u Usage) int64 { return c.used(u) }
 // Limit is the ceiling b sets (its default where b leaves it unset), in
 // the measure's own unit.
 func (c Ceiling) Limit(b *Budget) int64 { return c.limit(b) }
+
+// Rejection says which hard ceiling a projected step would pass.
+type Rejection struct {
+	Dimension Dimension
+	// Tool is set for the per-tool dimension.
+	Tool   string
+	Reason string
+}
 
 // admit refuses a step whose reservation would take consumption past the
 // ceiling, unless the ceiling is soft.
@@ -148,68 +311,4 @@ func Admit(b *Budget, consumed, reserved Usage) *Rejection {
 		}
 	}
 	return nil
-}
-
-// softWarnings returns a note for each soft ceiling that consumption has
-// newly crossed 80% or 100% of; each level warns once per run.
-func (e *Engine) softWarnings(s *State) []Note {
-	b := &e.cfg.Budget
-	if len(b.Soft) == 0 {
-		return nil
-	}
-	var notes []Note
-	for _, d := range b.Soft {
-		c, ok := CeilingOf(d)
-		if !ok {
-			continue
-		}
-		used, ceil := c.used(s.Usage), c.limit(b)
-		if ceil <= 0 && used <= 0 {
-			continue // a zero soft ceiling warns once something is spent
-		}
-		level := 0
-		switch {
-		case used >= ceil:
-			level = 100
-		case used*10 >= ceil*8:
-			level = 80
-		}
-		if level == 0 || s.Warned[d] >= level {
-			continue
-		}
-		if s.Warned == nil {
-			s.Warned = map[Dimension]int{}
-		}
-		s.Warned[d] = level
-		notes = append(notes, Note{Kind: NoteBudgetWarning, Warning: true,
-			Message: fmt.Sprintf("Soft ceiling %s reached %d%% (the run goes on: soft ceilings only warn)", d, level)})
-	}
-	return notes
-}
-
-// Convergence measures how a run converged.
-type Convergence struct {
-	// TurnsToCompletion is the model turns of a Completed run (0 otherwise).
-	TurnsToCompletion int
-	// RepeatedIntentDepth is the most times one call signature was proposed.
-	RepeatedIntentDepth int
-	// Headroom is (ceiling - consumed) / ceiling per dimension, two decimals.
-	Headroom map[Dimension]string
-	// Context is what the context policy did.
-	Context ContextFigures
-}
-
-// Convergence computes the run's convergence measures from its state.
-func (e *Engine) Convergence(s *State) Convergence {
-	b := &e.cfg.Budget
-	u := s.Usage
-	c := Convergence{RepeatedIntentDepth: s.MaxDepth, Headroom: map[Dimension]string{}}
-	for _, row := range ceilings {
-		c.Headroom[row.Dim] = row.headroom(b, u)
-	}
-	if s.Outcome == Completed {
-		c.TurnsToCompletion = u.Turns
-	}
-	c.Context = contextFigures(&e.cfg.Context, s)
-	return c
 }

@@ -14,8 +14,9 @@ func generous() Budget {
 	return Budget{MaxTurns: 100, MaxTokens: 1000, MaxWallClock: time.Hour, MaxCost: new(MustMoney("5")), MaxToolCalls: new(20)}
 }
 
-// Each row of the table is checked by admission, warns when soft and has
-// its headroom: a row added to the table is covered by all three at once.
+// Each row of the table is checked by admission, warns when soft, has its
+// headroom and is summed by then: a row added to the table is covered by
+// all four at once.
 func TestCeilings_eachRowIsAdmittedWarnedAndReported(t *testing.T) {
 	rows := Ceilings()
 	if len(rows) != 5 {
@@ -62,6 +63,13 @@ func TestCeilings_eachRowIsAdmittedWarnedAndReported(t *testing.T) {
 			}
 			if c, ok := CeilingOf(row.Dim); !ok || c.Field != row.Field {
 				t.Errorf("CeilingOf(%s) = %+v, %v", row.Dim, c, ok)
+			}
+			// A reservation followed by another holds both.
+			if row.Used(more) == 0 {
+				t.Errorf("the fixture more uses none of %s: give it some", row.Dim)
+			}
+			if g, w := row.Used(more.then(more)), 2*row.Used(more); g != w {
+				t.Errorf("%s of a usage then itself = %d, want twice it (%d)", row.Dim, g, w)
 			}
 		})
 	}

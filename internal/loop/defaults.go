@@ -5,17 +5,7 @@ package loop
 
 // Normalize fills unset fields with their defaults and returns the result.
 func (c Config) Normalize() Config {
-	b := &c.Budget
-	if b.MaxTokens <= 0 {
-		b.MaxTokens = DefaultMaxTokens
-	}
-	if b.MaxWallClock <= 0 {
-		b.MaxWallClock = DefaultMaxWallClock
-	}
-	// Zero is a real ceiling here: only an unset one takes the default.
-	b.MaxCost = new(b.costCeiling())
-	b.MaxToolCalls = new(b.toolCallsCeiling())
-	b.DefaultToolLimit = new(b.defaultToolLimit())
+	c.Budget = c.Budget.normalize()
 	if c.Model.MaxOutputTokens <= 0 {
 		c.Model.MaxOutputTokens = DefaultMaxOutputTokens
 	}

@@ -27,32 +27,6 @@ const (
 	PhaseDone Phase = "Done"
 )
 
-// Usage is a vector of consumed (or reserved) resources.
-type Usage struct {
-	Turns             int            `json:"turns"`
-	InputTokens       int64          `json:"inputTokens"`
-	OutputTokens      int64          `json:"outputTokens"`
-	CachedInputTokens int64          `json:"cachedInputTokens"`
-	Cost              Money          `json:"costUSD"`
-	ToolCalls         int            `json:"toolCalls"`
-	PerTool           map[string]int `json:"perTool,omitempty"`
-	// WallClock is the time the run has been working (waiting for a person
-	// does not count; approvalTimeout bounds that).
-	WallClock time.Duration `json:"wallClock"`
-}
-
-// Tokens is the tokens dimension: input plus output.
-func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
-
-// then is the exposure of u followed by v, one after the other: every
-// dimension summed, the wall clock included. Per-tool counts are not
-// carried: neither reservation it joins holds any.
-func (u Usage) then(v Usage) Usage {
-	return Usage{Turns: u.Turns + v.Turns, InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
-		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, Cost: u.Cost + v.Cost, ToolCalls: u.ToolCalls + v.ToolCalls,
-		WallClock: u.WallClock + v.WallClock}
-}
-
 // CallState is the life of one proposed call inside a turn.
 type CallState string
 

@@ -74,20 +74,6 @@ const (
 	Halt Severity = "halt"
 )
 
-// Dimension names one budget ceiling, as used in the API's budget.soft list.
-type Dimension string
-
-// The budget dimensions, in the order admission checks them.
-const (
-	DimTurns     Dimension = "turns"
-	DimTokens    Dimension = "tokens"
-	DimWallClock Dimension = "wallClock"
-	DimCost      Dimension = "cost"
-	DimToolCalls Dimension = "toolCalls"
-	// DimPerTool is the per-tool call limit (perTool and defaultToolLimit).
-	DimPerTool Dimension = "perTool"
-)
-
 // Config is everything the engine needs to know about one run. It is built
 // once from the AgentRun's spec (or a manifest for agentrun local) and does
 // not change while the run lives.
@@ -166,24 +152,6 @@ type Pricing struct {
 	// means the input rate, unless the provider's adapter prices them
 	// (anthropic.Model.Pricing: 1.25 times input).
 	CacheWrite Money
-}
-
-// Budget is the vector of ceilings. MaxTurns must be at least 1. MaxTokens
-// and MaxWallClock cannot be zero (no run could do anything): zero means
-// unset, and Normalize puts the documented default. The ceilings where zero
-// is a real limit are pointers: nil is unset (the default applies), and a
-// zero means zero (no money may be spent; no tool, or no tool outside
-// PerTool, may be called). A ceiling never fails open.
-type Budget struct {
-	MaxTurns         int
-	MaxTokens        int64
-	MaxWallClock     time.Duration
-	MaxCost          *Money
-	MaxToolCalls     *int
-	PerTool          map[string]int
-	DefaultToolLimit *int
-	// Soft names ceilings that only warn (at 80% and at 100%), never stop.
-	Soft []Dimension
 }
 
 // Allowance is a tool reservation: calls, money and time.

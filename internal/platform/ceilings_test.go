@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -16,32 +19,61 @@ import (
 // type, here and in the platform's admission policy. Every row of the
 // engine's table of ceilings (loop.Ceilings) must be a limit of the same
 // JSON name and type as the budget's field, checked by the admission
-// policy and lowered by Apply; and a limit is a row or one of the timeouts
-// below.
+// policy, lowered by Apply and shown in docs/api.md's AgentRunPolicy; and
+// a limit is a row or one of the timeouts below.
 func TestLimits_areTheTableOfCeilings(t *testing.T) {
 	timeouts := map[string]bool{"maxApprovalTimeout": true, "maxToolTimeout": true}
 	budget, caps := jsonFields(reflect.TypeFor[v1alpha1.BudgetSpec]()), jsonFields(reflect.TypeFor[v1alpha1.PlatformLimits]())
-	vap, err := os.ReadFile("../../config/admission/platform-policy.yaml")
+	raw, err := os.ReadFile("../../config/admission/platform-policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	first, _, _ := strings.Cut(string(raw), "\n---\n")
+	var vap admissionregistrationv1.ValidatingAdmissionPolicy
+	if err := yaml.UnmarshalStrict([]byte(first), &vap); err != nil || vap.Kind != "ValidatingAdmissionPolicy" {
+		t.Fatalf("config/admission/platform-policy.yaml does not start with a ValidatingAdmissionPolicy (%v)", err)
+	}
+	// checks reports whether a validation holds budget.f to limits.f and
+	// says so in its message.
+	checks := func(f string) bool {
+		for _, v := range vap.Spec.Validations {
+			if strings.Contains(v.Expression, "object.spec.budget."+f) && strings.Contains(v.Expression, "variables.limits."+f) &&
+				strings.Contains(v.MessageExpression, "spec.budget."+f) {
+				return true
+			}
+		}
+		return false
+	}
+	doc, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, manifest, _ := strings.Cut(string(doc), "\nkind: AgentRunPolicy\n")
+	_, manifest, _ = strings.Cut(manifest, "\n  limits:")
+	manifest, _, _ = strings.Cut(manifest, "\n  readOnlyTools:")
 	rows := map[string]bool{}
 	for _, row := range loop.Ceilings() {
 		rows[row.Field] = true
 		t.Run(string(row.Dim), func(t *testing.T) {
-			b, ok := budget[row.Field]
-			if !ok {
-				t.Fatalf("spec.budget has no %s", row.Field)
+			if !checks(row.Field) {
+				t.Errorf("the platform's admission policy (config/admission/platform-policy.yaml) has no validation that holds budget.%s to limits.%s", row.Field, row.Field)
 			}
-			c, ok := caps[row.Field]
-			if !ok {
-				t.Fatalf("AgentRunPolicy limits has no %s: a platform cannot cap the %s ceiling", row.Field, row.Dim)
+			if !strings.Contains(manifest, "\n    "+row.Field+":") {
+				t.Errorf("docs/api.md's AgentRunPolicy manifest does not show limits.%s", row.Field)
+			}
+			b, inBudget := budget[row.Field]
+			if !inBudget {
+				t.Errorf("spec.budget has no %s", row.Field)
+			}
+			c, inCaps := caps[row.Field]
+			if !inCaps {
+				t.Errorf("AgentRunPolicy limits has no %s: a platform cannot cap the %s ceiling", row.Field, row.Dim)
+			}
+			if !inBudget || !inCaps {
+				return
 			}
 			if deref(b) != deref(c) {
 				t.Errorf("limits.%s is a %s, budget.%s a %s", row.Field, c, row.Field, b)
-			}
-			if !strings.Contains(string(vap), "variables.limits."+row.Field) {
-				t.Errorf("the platform's admission policy (config/admission/platform-policy.yaml) does not check limits.%s", row.Field)
 			}
 			// Apply lowers a budget of 7 units to a limit of 5.
 			seven, five := amounts(t, row.Unit)

@@ -29,9 +29,13 @@ func Finished(run *v1alpha1.AgentRun) bool {
 	return c != nil && c.Status != metav1.ConditionUnknown
 }
 
+// isZero reports whether u holds nothing of any ceiling (loop.Ceilings)
+// nor of any tool.
 func isZero(u loop.Usage) bool {
-	if u.Turns != 0 || u.Tokens() != 0 || u.Cost != 0 || u.ToolCalls != 0 || u.WallClock != 0 {
-		return false
+	for _, c := range loop.Ceilings() {
+		if c.Used(u) != 0 {
+			return false
+		}
 	}
 	for _, v := range u.PerTool {
 		if v != 0 {

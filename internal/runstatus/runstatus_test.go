@@ -3,6 +3,7 @@ package runstatus
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,48 @@ func TestSetInvalid_endsErrorWithTheConfigurationReason(t *testing.T) {
 		if got := EndReason(st); got != want {
 			t.Errorf("EndReason = %q, want %q", got, want)
 		}
+	}
+}
+
+// status.reserved shows a reservation of any ceiling: one that holds only
+// one measure of the usage vector (set here field by field, so that a
+// ceiling added to loop.Ceilings is covered without a new case) is not
+// dropped as empty.
+func TestSetFromState_reservedShowsEveryCeiling(t *testing.T) {
+	seen := map[loop.Dimension]bool{}
+	ty := reflect.TypeFor[loop.Usage]()
+	for i := range ty.NumField() {
+		var u loop.Usage
+		f := reflect.ValueOf(&u).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Int, reflect.Int64:
+			f.SetInt(1)
+		default:
+			continue
+		}
+		var rows []loop.Dimension
+		for _, c := range loop.Ceilings() {
+			if c.Used(u) != 0 {
+				rows, seen[c.Dim] = append(rows, c.Dim), true
+			}
+		}
+		if len(rows) == 0 {
+			continue // a measure no ceiling reads (cachedInputTokens)
+		}
+		st := &v1alpha1.AgentRunStatus{}
+		SetFromState(st, &loop.State{Reserved: u}, loop.Convergence{}, metav1.Now())
+		if st.Reserved == nil {
+			t.Errorf("a reservation of %s alone (%s %v) left status.reserved empty", ty.Field(i).Name, rows, u)
+		}
+	}
+	for _, c := range loop.Ceilings() {
+		if !seen[c.Dim] {
+			t.Errorf("no field of loop.Usage feeds the %s ceiling", c.Dim)
+		}
+	}
+	st := &v1alpha1.AgentRunStatus{}
+	SetFromState(st, &loop.State{Reserved: loop.Usage{PerTool: map[string]int{"t": 1}}}, loop.Convergence{}, metav1.Now())
+	if st.Reserved == nil {
+		t.Error("a reservation of one tool call's per-tool count alone left status.reserved empty")
 	}
 }
