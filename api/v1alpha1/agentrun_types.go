@@ -81,6 +81,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.strategy)`,message="a run made from a template (spec.templateRef) takes strategy from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.strategy`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.plan)`,message="a run made from a template (spec.templateRef) takes plan from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.plan`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.context)`,message="a run made from a template (spec.templateRef) takes context from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.context`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.output)`,message="a run made from a template (spec.templateRef) takes output from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.output`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.serviceAccountName)`,message="a run made from a template (spec.templateRef) takes serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.serviceAccountName`
 // +kubebuilder:validation:XValidation:rule=`!has(self.parameters) || has(self.templateRef)`,message="spec.parameters apply only to a run made from a template: set spec.templateRef too, or remove spec.parameters",fieldPath=`.parameters`
 //
@@ -100,6 +101,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`has(self.strategy) == has(oldSelf.strategy) && (!has(self.strategy) || self.strategy == oldSelf.strategy)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.strategy`
 // +kubebuilder:validation:XValidation:rule=`has(self.plan) == has(oldSelf.plan) && (!has(self.plan) || self.plan == oldSelf.plan)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.plan`
 // +kubebuilder:validation:XValidation:rule=`has(self.context) == has(oldSelf.context) && (!has(self.context) || self.context == oldSelf.context)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.context`
+// +kubebuilder:validation:XValidation:rule=`has(self.output) == has(oldSelf.output) && (!has(self.output) || self.output == oldSelf.output)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.output`
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.templateRef`
 // +kubebuilder:validation:XValidation:rule=`has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.parameters`
 type AgentRunSpec struct {
@@ -253,6 +255,15 @@ type AgentSpec struct {
 	// transcript keeps. Left out, every field takes its default.
 	// +optional
 	Context *ContextSpec `json:"context,omitempty"`
+
+	// output makes the final answer typed: one JSON object that validates
+	// against output.schema, which later steps (an Argo Workflows step, a
+	// Tekton task) read from status.output. An answer that does not
+	// validate is not the final answer: the model reads the validator's
+	// message and answers again, and the turn counts. Only with strategy
+	// react.
+	// +optional
+	Output *OutputSpec `json:"output,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the run this many seconds after it
 	// ended (status.completionTime), with its transcript Secrets, its tool

@@ -209,6 +209,29 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxLength=36864
 	Answer string `json:"answer,omitempty"`
 
+	// output is the run's typed final answer (spec.output): the JSON object
+	// that validated against spec.output.schema, set when the run ends
+	// Completed. It is left out when its text is larger than 16 KiB
+	// (outputBytes says how large); the transcript keeps the whole answer,
+	// and outputDigest identifies it.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Output *runtime.RawExtension `json:"output,omitempty"`
+
+	// outputDigest is "sha256:" followed by the hex SHA-256 of the typed
+	// answer's text: the run's last assistant message in the transcript,
+	// without the white space around it. Set with output, and also when
+	// output is left out for its size.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	OutputDigest string `json:"outputDigest,omitempty"`
+
+	// outputBytes is the size of the typed answer's text, in bytes; output
+	// is left out when it is above 16384.
+	// +optional
+	OutputBytes int64 `json:"outputBytes,omitempty"`
+
 	// turn is the turn in progress, or the last one finished.
 	// +optional
 	Turn int32 `json:"turn,omitempty"`

@@ -135,6 +135,9 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
 	}
 	cfg.Context = contextPolicy(spec.Context, &cfg.Model)
+	if o := spec.Output; o != nil {
+		cfg.Output = &loop.OutputSpec{Schema: json.RawMessage(o.Schema.Raw)}
+	}
 	cfg.Strategy = loop.Strategy(spec.Strategy)
 	if p := spec.Plan; p != nil {
 		cfg.Plan.MaxSteps = i32(p.MaxSteps)

@@ -84,6 +84,7 @@ spec:
     grants: [refund]
   guardrails: [{name: cards, tools: ["*"], pattern: "\\d{16}", severity: halt, reason: "no cards"}]
   approvalTimeout: 10m
+  output: {schema: {type: object}}
 `)
 	cfg, err := Config(&run.Spec)
 	if err != nil {
@@ -105,6 +106,7 @@ spec:
 		ApprovalTimeout: 10 * time.Minute,
 		// A script has no window: the largest limit (context_test.go).
 		Context: loop.ContextPolicy{MaxInputTokens: 10_000_000, Source: loop.ContextFromModel},
+		Output:  &loop.OutputSpec{Schema: json.RawMessage(`{"type":"object"}`)},
 	}
 	got, _ := json.Marshal(cfg)
 	exp, _ := json.Marshal(want)

@@ -44,6 +44,8 @@ type Engine struct {
 	verify *verifier
 	// context holds requests to the context policy.
 	context *contextPolicy
+	// output checks the final answers of a run with a typed output.
+	output *outputSchema
 }
 
 // Option configures an Engine.

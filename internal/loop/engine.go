@@ -81,6 +81,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.schemas, err = e.shared.compile(e.cfg.Tools); err != nil {
 		return nil, err
 	}
+	if e.output, err = newOutputSchema(&e.cfg); err != nil {
+		return nil, err
+	}
 	if e.verify, err = newVerifier(&e.cfg, e.tools, e.vet, e.clock); err != nil {
 		return nil, err
 	}
@@ -97,6 +100,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if s := strings.TrimSpace(cfg.Instructions); s != "" {
 		e.system += "\n\n" + s
 	}
+	if e.output != nil {
+		e.system += "\n\n" + outputInstructions + string(e.output.compact)
+	}
 	e.goal = Message{Role: RoleUser, Content: cfg.Goal}
 	if e.estimator == nil {
 		e.estimator = ByteEstimator{}
@@ -105,7 +111,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		e.perMessage = pm
 		// A ReAct request without its messages: what its estimate and
 		// its fingerprint start from.
-		req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens}
+		req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens, Output: e.outputSchema()}
 		e.fpPrefix = fpStart(e.cfg.Model.Provider, req)
 		req.Messages = []Message{e.goal}
 		e.prefixLen = pm.EstimateInputTokens(req)
@@ -272,7 +278,7 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 	}
 	res := e.cfg.modelReservation(est.tokens)
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		return refusal(rej)
+		return refusal(s.withLastRejection(rej))
 	}
 	s.Turn++
 	s.Attempt = 1
@@ -321,6 +327,13 @@ func (e *Engine) onReply(ctx context.Context, s *State, r *Reply, now time.Time,
 			if missing, ok := solverAnswer(content); !ok {
 				return e.plan.replan(s, "", "ran, but the solver found its evidence not enough: "+cut(missing, 400), Escalated, nil, notes)
 			}
+		}
+		if e.output != nil {
+			out, why := e.output.check(content)
+			if why != "" {
+				return e.output.reject(s, why, notes)
+			}
+			s.Output, s.OutputRejected = out, nil
 		}
 		s.Answer = cut(content, maxAnswerBytes)
 		if e.verify != nil {

@@ -56,6 +56,7 @@ func (ByteEstimator) EstimateInputTokens(req *Request) int64 {
 	for _, t := range req.Tools {
 		n += estimatePerTool + int64(len(t.Name)+len(t.Description)+len(t.Parameters))
 	}
+	n += int64(len(req.Output))
 	for i := range req.Messages {
 		n += ByteEstimator{}.EstimateMessageTokens(&req.Messages[i])
 	}
@@ -101,6 +102,9 @@ func fpStart(provider string, req *Request) promptFP {
 	b = binary.AppendUvarint(b, uint64(len(req.Tools)))
 	for _, t := range req.Tools {
 		b = appendField(appendField(appendField(b, t.Name), t.Description), string(t.Parameters))
+	}
+	if len(req.Output) > 0 {
+		b = appendField(appendField(b, "output"), string(req.Output))
 	}
 	sum := sha256.Sum256(b)
 	return promptFP(sum[:16])

@@ -64,6 +64,11 @@ type Request struct {
 	// asked to condense the messages before the last one. Providers
 	// ignore it; a scripted model answers it without using its script.
 	Summary bool
+	// Output is the JSON Schema the final answer must validate against
+	// (Config.Output), compact; nil when any text will do. A provider
+	// with structured output constrains the answer to it; the system
+	// prompt asks for it either way.
+	Output json.RawMessage
 }
 
 // ToolSchema is how a tool is offered to the model.

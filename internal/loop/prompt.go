@@ -59,7 +59,7 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	// from writing into the cache.
 	msgs := p.msgs[:len(p.msgs):len(p.msgs)]
 	req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, Messages: msgs, MaxOutputTokens: e.cfg.Model.MaxOutputTokens,
-		EarlierAnswers: s.answersBefore(start)}
+		EarlierAnswers: s.answersBefore(start), Output: e.outputSchema()}
 	if e.perMessage == nil {
 		return req, inputEstimate{tokens: e.estimator.EstimateInputTokens(req)}
 	}

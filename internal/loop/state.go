@@ -161,6 +161,10 @@ type State struct {
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
 	Answer  string  `json:"answer,omitempty"`
+	// Output is the last final answer that validated against
+	// Config.Output's schema; OutputRejected the last one that did not.
+	Output         *Output          `json:"output,omitempty"`
+	OutputRejected *OutputRejection `json:"outputRejected,omitempty"`
 
 	// prompt is the next request's messages and their estimate, kept as
 	// the transcript grows (not saved; see promptCache).
@@ -308,6 +312,9 @@ const (
 	NoteStepFinished  NoteKind = "StepFinished"
 	NoteSolving       NoteKind = "Solving"
 	NoteReplanned     NoteKind = "Replanned"
+	// NoteOutputRejected: a final answer did not validate against
+	// Config.Output's schema; the model is asked again.
+	NoteOutputRejected NoteKind = "OutputRejected"
 )
 
 // Note is a human-readable record of something a step did. Notes never

@@ -111,6 +111,9 @@ type Config struct {
 	Plan     PlanConfig
 	// Context bounds what one request may hold (see ContextPolicy).
 	Context ContextPolicy
+	// Output, when set, makes the final answer JSON that validates
+	// against its schema (see output.go); nil means any text.
+	Output *OutputSpec
 }
 
 // ModelConfig describes the model calls of a run.

@@ -179,10 +179,10 @@ func (s *Schemas) compile(tools []ToolSpec) (map[string]*jsonschema.Schema, erro
 		var c *jsonschema.Schema
 		var err error
 		if s == nil {
-			c, err = compileSchema(t.Name, t.Parameters)
+			c, err = compileToolSchema(t.Name, t.Parameters)
 		} else {
 			c, err = s.cache.Get(t.Name+"\x00"+string(t.Parameters), func() (*jsonschema.Schema, error) {
-				return compileSchema(t.Name, t.Parameters)
+				return compileToolSchema(t.Name, t.Parameters)
 			})
 		}
 		if err != nil {
@@ -193,22 +193,28 @@ func (s *Schemas) compile(tools []ToolSpec) (map[string]*jsonschema.Schema, erro
 	return out, nil
 }
 
-// compileSchema compiles one tool's parameters.
-func compileSchema(name string, params []byte) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: parameters is not valid JSON: %v", name, err)
-	}
+// compileToolSchema compiles one tool's parameters.
+func compileToolSchema(name string, params []byte) (*jsonschema.Schema, error) {
 	// One compiler per tool: a schema cannot reach another tool's.
+	return compileSchema("tool "+name+": parameters", "mem://tools/"+name, params)
+}
+
+// compileSchema compiles a JSON Schema that refers to nothing outside
+// itself (refuseLoads). what names it in errors ("tool lookup:
+// parameters", "output.schema"); url is where it is added.
+func compileSchema(what, url string, raw []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %v", what, err)
+	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoads{})
-	url := "mem://tools/" + name
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("tool %s: parameters: %v", name, err)
+		return nil, fmt.Errorf("%s: %v", what, err)
 	}
 	s, err := c.Compile(url)
 	if err != nil {
-		return nil, fmt.Errorf("tool %s: parameters is not a usable JSON Schema: %v", name, err)
+		return nil, fmt.Errorf("%s is not a usable JSON Schema: %v", what, err)
 	}
 	return s, nil
 }

@@ -206,7 +206,7 @@ when --timeout passes first).`,
 			if err != nil {
 				return err
 			}
-			return follow(cmd, f, c, Ref{Namespace: ns, Name: args[0]}, timeout)
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: args[0]}, waitFlags{wait: true, timeout: timeout})
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (for example 10m); 0 waits for ever")
@@ -235,10 +235,14 @@ out that has a default takes it. The operator checks the values again.
 
 The run is named --name, or TEMPLATE- and five random characters. run prints
 the name as kubectl create does; with --wait it then follows the run as watch
-does and exits 0 only if the run ends Completed.`,
+does and exits 0 only if the run ends Completed. With --wait -o json, the name
+and the progress go to stderr, and stdout holds only the ended AgentRun as
+JSON, as kubectl get -o json prints it: its status.output is the run's typed
+answer (spec.output), beside status.outcome and status.reason.`,
 		Example: `  kubectl get agentruntemplates
   kubectl agentrun run refund-investigator -p ticket=T-1042 -p tone=formal
-  kubectl agentrun run refund-investigator -p ticket=T-1042 --name refund-t-1042 --wait`,
+  kubectl agentrun run refund-investigator -p ticket=T-1042 --name refund-t-1042 --wait
+  kubectl agentrun run refund-investigator -p ticket=T-1042 --wait -o json`,
 		Args: exactArgs("TEMPLATE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := w.check(); err != nil {
@@ -248,11 +252,11 @@ does and exits 0 only if the run ends Completed.`,
 			if err != nil {
 				return err
 			}
-			run, err := RunTemplate(cmd.Context(), c, RunOptions{Namespace: ns, Template: args[0], Params: params, Name: name}, cmd.OutOrStdout())
+			run, err := RunTemplate(cmd.Context(), c, RunOptions{Namespace: ns, Template: args[0], Params: params, Name: name}, w.progress(cmd))
 			if err != nil || !w.wait {
 				return err
 			}
-			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w.timeout)
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "a parameter's value, NAME=VALUE (repeat for each; the value may contain '=' and ',')")
@@ -300,11 +304,11 @@ the run as watch does and exits 0 only if the run ends Completed.`,
 			if err != nil {
 				return err
 			}
-			run, err := Rerun(cmd.Context(), c, RerunOptions{Run: Ref{Namespace: ns, Name: args[0]}, Name: name}, cmd.OutOrStdout())
+			run, err := Rerun(cmd.Context(), c, RerunOptions{Run: Ref{Namespace: ns, Name: args[0]}, Name: name}, w.progress(cmd))
 			if err != nil || !w.wait {
 				return err
 			}
-			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w.timeout)
+			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the new run's name (default: generated from NAME)")
@@ -312,27 +316,45 @@ the run as watch does and exits 0 only if the run ends Completed.`,
 	return cmd
 }
 
-// waitFlags are --wait and --timeout of the commands that create a run.
+// waitFlags are --wait, --timeout and -o of the commands that create a
+// run.
 type waitFlags struct {
 	wait    bool
 	timeout time.Duration
+	output  string
 }
 
 func (w *waitFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the new run until it ends, as watch does; exit 0 only if it Completed")
 	cmd.Flags().DurationVar(&w.timeout, "timeout", 0, "with --wait, give up waiting after this long (for example 10m); 0 waits for ever")
+	cmd.Flags().StringVarP(&w.output, "output", "o", "", "with --wait, json prints only the ended AgentRun on stdout (status.output is its typed answer); the progress goes to stderr")
 }
 
 func (w *waitFlags) check() error {
-	if w.timeout != 0 && !w.wait {
+	switch {
+	case w.timeout != 0 && !w.wait:
 		return errors.New("--timeout applies only with --wait")
+	case w.output != "" && w.output != "json":
+		return fmt.Errorf("-o %q: the only output format is json", w.output)
+	case w.output != "" && !w.wait:
+		return errors.New("-o json applies only with --wait: it prints the run once it has ended")
 	}
 	return nil
 }
 
+// progress is where the name of the new run and its progress are
+// printed: stdout, or stderr when stdout holds the JSON of the run.
+func (w *waitFlags) progress(cmd *cobra.Command) io.Writer {
+	if w.output == "json" {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
+}
+
 // follow watches the run until it ends, as the watch command does, and
 // turns its outcome into the exit status: 0 only for Completed.
-func follow(cmd *cobra.Command, f *factory, c client.WithWatch, ref Ref, timeout time.Duration) error {
+func follow(cmd *cobra.Command, f *factory, c client.WithWatch, ref Ref, w waitFlags) error {
+	timeout := w.timeout
 	prefix := "kubectl agentrun"
 	if _, explicit, _ := f.flags.ToRawKubeConfigLoader().Namespace(); explicit {
 		prefix += " -n " + ref.Namespace
@@ -343,7 +365,7 @@ func follow(cmd *cobra.Command, f *factory, c client.WithWatch, ref Ref, timeout
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, cmd.OutOrStdout())
+	run, err := Watch(ctx, c, WatchOptions{Run: ref, Command: prefix}, w.progress(cmd))
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
 			phase := "unknown"
@@ -353,6 +375,11 @@ func follow(cmd *cobra.Command, f *factory, c client.WithWatch, ref Ref, timeout
 			return fmt.Errorf("timed out after %s waiting for %s to end (phase %s)", timeout, ref, phase)
 		}
 		return err
+	}
+	if w.output == "json" {
+		if err := printJSON(cmd.OutOrStdout(), run); err != nil {
+			return err
+		}
 	}
 	if run.Status.Outcome != v1alpha1.OutcomeCompleted {
 		return &ExitError{Code: 1}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -140,4 +141,20 @@ func templateReady(tpl *v1alpha1.AgentRunTemplate) error {
 		return nil
 	}
 	return fmt.Errorf("template %s is not ready (%s): %s", tpl.Name, c.Reason, c.Message)
+}
+
+// printJSON prints the run as kubectl get -o json does: with its
+// apiVersion and kind, without managedFields, indented. Markup in its
+// strings (a model's answer) is escaped (\u003c for <), as JSON for a
+// web page needs.
+func printJSON(w io.Writer, run *v1alpha1.AgentRun) error {
+	out := run.DeepCopy()
+	out.APIVersion, out.Kind = v1alpha1.GroupVersion.String(), "AgentRun"
+	out.ManagedFields = nil
+	b, err := json.MarshalIndent(out, "", "    ")
+	if err != nil {
+		return fmt.Errorf("cannot print agentrun %s as JSON: %w", run.Name, err)
+	}
+	printf(w, "%s\n", b)
+	return nil
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -445,6 +447,88 @@ reason: The model gave a final answer.
 		if code != tc.code || out != tc.out || !strings.Contains(errOut, tc.inErr) || (tc.inErr == "" && errOut != "") {
 			t.Errorf("kubectl agentrun %s = %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
 				strings.Join(tc.args, " "), code, out, errOut, tc.code, tc.out, tc.inErr)
+		}
+	}
+}
+
+// Issue 45, item 1: run --wait -o json prints only the ended run on
+// stdout, as kubectl get -o json does, so that a pipeline step reads its
+// status.output; the name and the progress go to stderr.
+func TestMain_runWaitJSONPrintsTheEndedRunWithItsOutput(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	makeTemplate(t, ns, "refund-investigator")
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := Main([]string{"--kubeconfig", kubeconfig, "-n", ns, "run", "refund-investigator", "-p", "ticket=T-7",
+			"--name", "typed", "--wait", "--timeout", "30s", "-o", "json"}, &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	var run *v1alpha1.AgentRun
+	g.Eventually(func() *v1alpha1.AgentRun {
+		for _, r := range listRuns(t, ns) {
+			run = &r
+		}
+		return run
+	}, 15*time.Second, 20*time.Millisecond).ShouldNot(BeNil())
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+		s.Phase, s.Outcome, s.Reason = v1alpha1.PhaseSucceeded, v1alpha1.OutcomeCompleted, "the model gave a final answer on turn 2"
+		s.Output = &runtime.RawExtension{Raw: []byte(`{"decision":"refund","note":"<b>dup</b>"}`)}
+		s.OutputDigest, s.OutputBytes = "sha256:0f", 41
+	})
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not end with the run")
+	}
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	var got struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name          string `json:"name"`
+			ManagedFields []any  `json:"managedFields"`
+		} `json:"metadata"`
+		Status struct {
+			Outcome      string         `json:"outcome"`
+			Output       map[string]any `json:"output"`
+			OutputDigest string         `json:"outputDigest"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, r.out)
+	}
+	if got.APIVersion != v1alpha1.GroupVersion.String() || got.Kind != "AgentRun" || got.Metadata.Name != "typed" || got.Metadata.ManagedFields != nil {
+		t.Errorf("printed %s %s %s (managedFields %v): want the AgentRun typed, as kubectl prints it", got.APIVersion, got.Kind, got.Metadata.Name, got.Metadata.ManagedFields)
+	}
+	if d := cmp.Diff(map[string]any{"decision": "refund", "note": "<b>dup</b>"}, got.Status.Output); d != "" || got.Status.Outcome != "Completed" || got.Status.OutputDigest != "sha256:0f" {
+		t.Errorf("status.output (-want +got):\n%s\noutcome %q digest %q", d, got.Status.Outcome, got.Status.OutputDigest)
+	}
+	if strings.Contains(r.out, "<b>") {
+		t.Errorf("markup is printed unescaped:\n%s", r.out)
+	}
+	if !strings.Contains(r.err, "agentrun.agents.agentrun.dev/typed created") || !strings.Contains(r.err, "outcome: Completed") {
+		t.Errorf("stderr %q: want the name and the progress", r.err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "refund-investigator", "-p", "ticket=T-1", "-o", "json"}, "error: -o json applies only with --wait"},
+		{[]string{"run", "refund-investigator", "-p", "ticket=T-1", "--wait", "-o", "yaml"}, `error: -o "yaml": the only output format is json`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := Main(append([]string{"--kubeconfig", kubeconfig, "-n", ns}, tc.args...), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v = %d, stderr %q; want 1 and %q", tc.args, code, errOut.String(), tc.want)
 		}
 	}
 }

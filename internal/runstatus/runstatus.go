@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // MaxApprovalRecords bounds status.approvals (the newest are kept; every
@@ -92,6 +93,7 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 		st.Outcome = v1alpha1.Outcome(s.Outcome)
 		st.Reason = clip.Cut(s.Reason, 8192, CutMark)
 		st.Answer = s.Answer
+		setOutput(st, s)
 		if st.CompletionTime == nil {
 			st.CompletionTime = &now
 		}
@@ -301,4 +303,19 @@ func contextStatus(f loop.ContextFigures) *v1alpha1.ContextStatus {
 	}
 	return &v1alpha1.ContextStatus{MaxInputTokens: f.MaxInputTokens, Source: f.Source, Strategy: v1alpha1.ContextStrategy(f.Strategy),
 		Compactions: int32(f.Compactions), LastCompactionTurn: int32(f.LastCompactionTurn), LastInputTokens: f.LastInputTokens}
+}
+
+// setOutput writes a completed run's typed answer (spec.output): its
+// value when small enough for status (loop.MaxOutputBytes), its digest
+// and size either way.
+func setOutput(st *v1alpha1.AgentRunStatus, s *loop.State) {
+	st.Output, st.OutputDigest, st.OutputBytes = nil, "", 0
+	o := s.Output
+	if o == nil || s.Outcome != loop.Completed {
+		return
+	}
+	st.OutputDigest, st.OutputBytes = o.Digest, int64(o.Bytes)
+	if len(o.Value) > 0 {
+		st.Output = &runtime.RawExtension{Raw: o.Value}
+	}
 }

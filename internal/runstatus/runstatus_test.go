@@ -1,6 +1,7 @@
 package runstatus
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 func TestSetFromState_phasesAndConditions(t *testing.T) {
@@ -312,5 +314,33 @@ func TestSetFromState_reservedShowsEveryCeiling(t *testing.T) {
 	SetFromState(st, &loop.State{Reserved: loop.Usage{PerTool: map[string]int{"t": 1}}}, loop.Convergence{}, metav1.Now())
 	if st.Reserved == nil {
 		t.Error("a reservation of one tool call's per-tool count alone left status.reserved empty")
+	}
+}
+
+// Issue 45, item 1: status.output is the validated value of a run that
+// Completed; a value too large for status is named by its digest and
+// size only, and a run that ended otherwise has no output.
+func TestSetFromState_outputOfACompletedRunOnly(t *testing.T) {
+	small := &loop.Output{Value: json.RawMessage(`{"decision":"refund"}`), Digest: "sha256:ab", Bytes: 21}
+	large := &loop.Output{Digest: "sha256:cd", Bytes: loop.MaxOutputBytes + 1}
+	for _, tc := range []struct {
+		name    string
+		outcome loop.Outcome
+		out     *loop.Output
+		want    v1alpha1.AgentRunStatus
+	}{
+		{"completed", loop.Completed, small, v1alpha1.AgentRunStatus{Output: &runtime.RawExtension{Raw: small.Value}, OutputDigest: "sha256:ab", OutputBytes: 21}},
+		{"too large for status", loop.Completed, large, v1alpha1.AgentRunStatus{OutputDigest: "sha256:cd", OutputBytes: loop.MaxOutputBytes + 1}},
+		{"ended otherwise", loop.Escalated, small, v1alpha1.AgentRunStatus{}},
+		{"no typed output", loop.Completed, nil, v1alpha1.AgentRunStatus{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &v1alpha1.AgentRunStatus{}
+			SetFromState(st, &loop.State{Phase: loop.PhaseDone, Turn: 1, Outcome: tc.outcome, Reason: "r", Output: tc.out}, loop.Convergence{}, metav1.Now())
+			got := v1alpha1.AgentRunStatus{Output: st.Output, OutputDigest: st.OutputDigest, OutputBytes: st.OutputBytes}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("output (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -1,12 +1,15 @@
 package template
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -124,5 +127,26 @@ func TestDigest_isTheSHA256OfTheBytes(t *testing.T) {
 	// sha256("a"), as sha256sum prints it.
 	if got, want := Digest([]byte("a")), "sha256:ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"; got != want {
 		t.Errorf("Digest = %s, want %s", got, want)
+	}
+}
+
+// Issue 45, item 1: a run made from a template takes its typed output,
+// the schema's strings filled in like any other string of the spec.
+func TestResolve_keepsTheTypedOutput(t *testing.T) {
+	tpl := refundTemplate()
+	tpl.Spec.Run.Output = &v1alpha1.OutputSpec{Schema: runtime.RawExtension{
+		Raw: []byte(`{"type":"object","description":"The decision on $(params.ticket)","required":["decision"]}`)}}
+	spec, err := Resolve(tpl, []v1alpha1.ParameterValue{{Name: "ticket", Value: "T-1042"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Output == nil {
+		t.Fatal("the resolved spec has no output")
+	}
+	var got, want any
+	_ = json.Unmarshal(spec.Output.Schema.Raw, &got)
+	_ = json.Unmarshal([]byte(`{"type":"object","description":"The decision on T-1042","required":["decision"]}`), &want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("output.schema (-want +got):\n%s", d)
 	}
 }

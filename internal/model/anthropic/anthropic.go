@@ -143,6 +143,11 @@ func buildParams(req *loop.Request, modelName string) (sdk.MessageNewParams, err
 		}
 		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: tool})
 	}
+	// req.Output (a typed output) is not sent as output_config.format:
+	// Claude's structured outputs accept only a subset of JSON Schema
+	// (no numeric or length bounds) and not every Claude model, nor every
+	// cloud that serves Claude, has them. The system prompt asks for the
+	// schema, and the engine validates every answer.
 	if req.System != "" {
 		p.System = []sdk.TextBlockParam{{Text: req.System}}
 	}

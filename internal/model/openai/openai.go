@@ -115,6 +115,10 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 	return reply, nil
 }
 
+// outputFormatName names the response format of a run with a typed
+// output (spec.output).
+const outputFormatName = "final_answer"
+
 func buildParams(req *loop.Request, modelName string) (sdk.ChatCompletionNewParams, error) {
 	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(modelName)}
 	if req.MaxOutputTokens > 0 { // the engine always sets one
@@ -136,6 +140,14 @@ func buildParams(req *loop.Request, modelName string) (sdk.ChatCompletionNewPara
 			fn.Description = sdk.String(t.Description)
 		}
 		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	if len(req.Output) > 0 && !req.Summary {
+		// Structured Outputs: the final answer follows the run's output
+		// schema. Not strict: strict mode accepts only a subset of JSON
+		// Schema (every property required, additionalProperties false),
+		// and the engine validates every answer whatever the mode.
+		p.ResponseFormat = sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: outputFormatName, Schema: req.Output, Strict: sdk.Bool(false)}}}
 	}
 	if req.System != "" {
 		p.Messages = append(p.Messages, sdk.SystemMessage(req.System))
