@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/agentrun/agentrun/internal/kubeevent"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -356,7 +357,7 @@ func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.F
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(l.Items[i].Object, &e); err != nil {
 			continue
 		}
-		at := eventTime(&e)
+		at := kubeevent.LastSeen(&e)
 		d := dated{at: at, ev: event{
 			Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count,
 			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
@@ -375,18 +376,6 @@ func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.F
 		out[i] = evs[i].ev
 	}
 	return map[string]any{"events": out}, nil
-}
-
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // decode reads the arguments strictly and checks the namespace argument,
