@@ -233,11 +233,19 @@ func (t *Toolbox) Execute(ctx context.Context, inv loop.Invocation) loop.Result 
 	return res
 }
 
+// inNamespace is the namespace argument every tool takes (models like to
+// send it); decode refuses any but the run's.
+type inNamespace struct {
+	Namespace string `json:"namespace"`
+}
+
+func (a *inNamespace) namespace() string { return a.Namespace }
+
 type getArgs struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`
-	Namespace  string `json:"namespace"`
+	inNamespace
 }
 
 type listArgs struct {
@@ -245,18 +253,18 @@ type listArgs struct {
 	Kind          string `json:"kind"`
 	LabelSelector string `json:"labelSelector"`
 	Limit         int64  `json:"limit"`
-	Namespace     string `json:"namespace"`
+	inNamespace
 }
 
 type eventsArgs struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	inNamespace
 }
 
 func (t *Toolbox) get(ctx context.Context, raw json.RawMessage) (any, *loop.Failure) {
 	var a getArgs
-	if f := t.decode(raw, &a, &a.Namespace); f != nil {
+	if f := t.decode(raw, &a); f != nil {
 		return nil, f
 	}
 	if a.Name == "" {
@@ -275,7 +283,7 @@ func (t *Toolbox) get(ctx context.Context, raw json.RawMessage) (any, *loop.Fail
 
 func (t *Toolbox) list(ctx context.Context, raw json.RawMessage) (any, *loop.Failure) {
 	var a listArgs
-	if f := t.decode(raw, &a, &a.Namespace); f != nil {
+	if f := t.decode(raw, &a); f != nil {
 		return nil, f
 	}
 	if a.LabelSelector != "" {
@@ -329,7 +337,7 @@ type event struct {
 
 func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.Failure) {
 	var a eventsArgs
-	if f := t.decode(raw, &a, &a.Namespace); f != nil {
+	if f := t.decode(raw, &a); f != nil {
 		return nil, f
 	}
 	var sel []fields.Selector
@@ -378,9 +386,8 @@ func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.F
 	return map[string]any{"events": out}, nil
 }
 
-// decode reads the arguments strictly and checks the namespace argument,
-// which models like to send.
-func (t *Toolbox) decode(raw json.RawMessage, into any, namespace *string) *loop.Failure {
+// decode reads the arguments strictly and checks the namespace argument.
+func (t *Toolbox) decode(raw json.RawMessage, into interface{ namespace() string }) *loop.Failure {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
@@ -389,7 +396,7 @@ func (t *Toolbox) decode(raw json.RawMessage, into any, namespace *string) *loop
 	if err := dec.Decode(into); err != nil {
 		return invalid("the arguments do not match the tool's parameters: %v", err)
 	}
-	if *namespace != "" && *namespace != t.ns {
+	if ns := into.namespace(); ns != "" && ns != t.ns {
 		return invalid("this tool reads only the run's namespace %q", t.ns)
 	}
 	return nil
