@@ -113,7 +113,6 @@ Incomplete or Unsealed for a record kept without it) and the reason.`,
 }
 
 func archiveShowCommand(o *archiveOptions) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "show NAME|UID [-n NAMESPACE] [-o yaml|json]",
 		Short: "Print an archived run as kubectl get -o yaml prints a run",
@@ -123,24 +122,13 @@ from a template shows the resolved spec) and its last status, with the usage
 and the approvals with who answered them; a record kept without its transcript
 says so on stderr, with what was missing or unsealed. A name means the newest
 run of that name in the namespace; give the UID (list -o wide) for an older one.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "yaml" && output != "json" {
-				return usageError("unknown output format %q: use yaml or json", output)
-			}
-			r, err := o.resolve(cmd.Context(), args[0], cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			return archived.WriteManifest(cmd.OutOrStdout(), r, output == "json")
-		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "yaml or json")
-	return cmd
+	return o.recordCommand(cmd, [2]string{"yaml", "json"}, func(w io.Writer, r *archive.Record, output string) error {
+		return archived.WriteManifest(w, r, output == "json")
+	})
 }
 
 func archiveTranscriptCommand(o *archiveOptions) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "transcript NAME|UID [-n NAMESPACE] [-o text|json]",
 		Short: "Print an archived run's conversation, as kubectl agentrun transcript does",
@@ -150,23 +138,33 @@ the outcome; -o json prints the messages alone. A record kept without its
 transcript (a chunk missing, or not sealed by the operator) says so on stderr,
 with what was missing or unsealed. A name means the newest run of that name in
 the namespace; give the UID (list -o wide) for an older one.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != plugin.OutputText && output != plugin.OutputJSON {
-				return usageError("unknown output format %q: use text or json", output)
-			}
-			r, err := o.resolve(cmd.Context(), args[0], cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			run, msgs, err := archived.Conversation(r)
-			if err != nil {
-				return err
-			}
-			return plugin.PrintTranscript(cmd.OutOrStdout(), run, msgs, output)
-		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", plugin.OutputText, "text or json")
+	return o.recordCommand(cmd, [2]string{plugin.OutputText, plugin.OutputJSON}, func(w io.Writer, r *archive.Record, output string) error {
+		run, msgs, err := archived.Conversation(r)
+		if err != nil {
+			return err
+		}
+		return plugin.PrintTranscript(w, run, msgs, output)
+	})
+}
+
+// recordCommand completes cmd, a command that prints the one archived run
+// its argument (NAME|UID) names: write writes the record in the format of
+// -o, one of formats (the first is the default).
+func (o *archiveOptions) recordCommand(cmd *cobra.Command, formats [2]string, write func(w io.Writer, r *archive.Record, output string) error) *cobra.Command {
+	var output string
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if output != formats[0] && output != formats[1] {
+			return usageError("unknown output format %q: use %s or %s", output, formats[0], formats[1])
+		}
+		r, err := o.resolve(cmd.Context(), args[0], cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		return write(cmd.OutOrStdout(), r, output)
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", formats[0], formats[0]+" or "+formats[1])
 	return cmd
 }
 

@@ -253,7 +253,9 @@ func TestArchive_errors(t *testing.T) {
 		{[]string{"archive", "show", "--dsn", dsn, "refund-1042"}, `no run named "refund-1042" in namespace "default", and none with that UID`},
 		{[]string{"archive", "list", "--dsn", dsn, "--since", "yesterday"}, `--since "yesterday": give a duration`},
 		{[]string{"archive", "list", "--dsn", dsn, "-l", "a b"}, "the selector"},
-		{[]string{"archive", "show", "--dsn", dsn, "-o", "wide", "x"}, `unknown output format "wide"`},
+		{[]string{"archive", "show", "--dsn", dsn, "-o", "wide", "x"}, `unknown output format "wide": use yaml or json`},
+		{[]string{"archive", "transcript", "--dsn", dsn, "-o", "yaml", "x"}, `unknown output format "yaml": use text or json`},
+		{[]string{"archive", "transcript", "--dsn", dsn}, "accepts 1 arg(s), received 0"},
 		{[]string{"archive", "list", "--dsn", "postgres://reader:s3cret-pw@127.0.0.1:1/db?connect_timeout=2"}, "archive:"},
 	} {
 		code, stdout, stderr := agentrun(t, tc.args...)

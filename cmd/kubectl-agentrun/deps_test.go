@@ -1,9 +1,10 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testenv"
 )
 
 // The plugin (and the console it serves) is a client: it reads runs and
@@ -12,11 +13,7 @@ import (
 // run's ceilings through internal/limits, which imports only the API
 // types and the pure loop.
 func TestPlugin_linksNoExecutorOrProvider(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
+	deps := testenv.Deps(t)
 	for _, d := range deps {
 		for _, banned := range []string{
 			"github.com/agentrun/agentrun/internal/kit",

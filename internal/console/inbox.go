@@ -2,10 +2,11 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -98,12 +99,8 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 			d.Calls = append(d.Calls, c)
 		}
 	}
-	sort.SliceStable(d.Calls, func(i, j int) bool {
-		if !d.Calls[i].at.Equal(d.Calls[j].at) {
-			return d.Calls[i].at.Before(d.Calls[j].at)
-		}
-		return d.Calls[i].Key < d.Calls[j].Key
-	})
+	// Oldest first.
+	slices.SortStableFunc(d.Calls, func(a, b pendingCall) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Key, b.Key)) })
 	return v, nil
 }
 

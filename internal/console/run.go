@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/kubeevent"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/plugin"
@@ -319,11 +320,13 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 			eventsNote = "The run's Events cannot be read: " + safeterm.Clean(err.Error())
 		}
 	}
-	sort.SliceStable(evs.Items, func(i, j int) bool { return eventTime(&evs.Items[i]).Before(eventTime(&evs.Items[j])) })
+	sort.SliceStable(evs.Items, func(i, j int) bool {
+		return kubeevent.LastSeen(&evs.Items[i]).Before(kubeevent.LastSeen(&evs.Items[j]))
+	})
 	for i := range evs.Items {
 		e := &evs.Items[i]
 		tv := at(turnOfAction(e.Action))
-		tv.Items = append(tv.Items, item{Kind: e.Reason, At: stamp(eventTime(e)), Text: excerpt(e.Message, 1200), Warning: e.Type == "Warning"})
+		tv.Items = append(tv.Items, item{Kind: e.Reason, At: stamp(kubeevent.LastSeen(e)), Text: excerpt(e.Message, 1200), Warning: e.Type == "Warning"})
 	}
 	for _, a := range run.Status.Approvals {
 		tv := at(turnOfAction(a.CallID))
@@ -369,18 +372,6 @@ func (s *Server) verifier(ctx context.Context, u *user, ns string) (*seal.Verifi
 		return nil, unchecked + "ConfigMap " + at.String() + ": " + safeterm.Clean(err.Error())
 	}
 	return v, ""
-}
-
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // turnOfAction reads the turn from an event's action or a call id:

@@ -1,12 +1,12 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -206,12 +206,8 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, er
 		}
 		d.Rows = append(d.Rows, row)
 	}
-	sort.SliceStable(d.Rows, func(i, j int) bool {
-		if !d.Rows[i].created.Equal(d.Rows[j].created) {
-			return d.Rows[i].created.After(d.Rows[j].created)
-		}
-		return d.Rows[i].Key < d.Rows[j].Key
-	})
+	// Newest first.
+	slices.SortStableFunc(d.Rows, func(a, b runRow) int { return cmp.Or(b.created.Compare(a.created), cmp.Compare(a.Key, b.Key)) })
 	return v, nil
 }
 

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The samples are the demo: every one must end as its manifest says, on
@@ -23,20 +21,8 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := Start(filepath.Join(t.TempDir(), "kubeconfig"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping: %v", err)
-		}
-	}()
+	env, c := startEnv(t)
 	expectChartPolicies(t, env)
-	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	keys, err := Apply(ctx, c, filepath.Join(root, "config", "samples"), "default")
 	if err != nil {

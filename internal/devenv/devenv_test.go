@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +16,27 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// startEnv starts the local control plane and operator of make dev for
+// one test, stopped when the test ends (a failure to stop fails it), and
+// returns it with a client of its admin.
+func startEnv(t *testing.T) (*Env, client.Client) {
+	t.Helper()
+	env, err := Start(filepath.Join(t.TempDir(), "kubeconfig"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	})
+	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, c
+}
 
 // expectChartPolicies checks, on a running local control plane, what
 // issue 27 (item 7) asked of make dev: it had the CRDs but not the

@@ -267,19 +267,7 @@ func TestDocs_commandsPrintWhatTheDocsShow(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	env, err := Start(filepath.Join(t.TempDir(), "kubeconfig"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping: %v", err)
-		}
-	}()
-	c, err := client.New(env.Config, client.Options{Scheme: kubescheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, c := startEnv(t)
 	ctx := context.Background()
 	shell := func(cmd string) ([]string, error) {
 		sh := exec.CommandContext(ctx, "sh", "-c", cmd)

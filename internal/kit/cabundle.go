@@ -42,30 +42,25 @@ type trustKey struct {
 // Secret and its key.
 func (b *Builder) caBundle(ctx context.Context, run *v1alpha1.AgentRun, field string, ref *v1alpha1.CABundleRef, base *http.Client) (*http.Client, error) {
 	var (
-		where string
-		data  string
-		err   error
+		kind, name, key string
+		read            func(ctx context.Context, namespace, name, key string) (string, error)
+		unreadable      string // why there is no read
 	)
 	switch {
 	case ref.ConfigMapKeyRef != nil:
-		r := ref.ConfigMapKeyRef
-		where = fmt.Sprintf("ConfigMap %s key %s", r.Name, r.Key)
-		read := b.configMapReader(run)
-		if read == nil {
-			return nil, fmt.Errorf("%s: %s: ConfigMaps cannot be read here; name the bundle with secretKeyRef", field, where)
-		}
-		data, err = read(ctx, run.Namespace, r.Name, r.Key)
+		kind, name, key = "ConfigMap", ref.ConfigMapKeyRef.Name, ref.ConfigMapKeyRef.Key
+		read, unreadable = b.configMapReader(run), "ConfigMaps cannot be read here; name the bundle with secretKeyRef"
 	case ref.SecretKeyRef != nil:
-		r := ref.SecretKeyRef
-		where = fmt.Sprintf("Secret %s key %s", r.Name, r.Key)
-		read := b.secretReader(run)
-		if read == nil {
-			return nil, fmt.Errorf("%s: %s: no Secret reader is configured", field, where)
-		}
-		data, err = read(ctx, run.Namespace, r.Name, r.Key)
+		kind, name, key = "Secret", ref.SecretKeyRef.Name, ref.SecretKeyRef.Key
+		read, unreadable = b.secretReader(run), "no Secret reader is configured"
 	default:
 		return nil, fmt.Errorf("%s names neither a configMapKeyRef nor a secretKeyRef", field)
 	}
+	where := fmt.Sprintf("%s %s key %s", kind, name, key)
+	if read == nil {
+		return nil, fmt.Errorf("%s: %s: %s", field, where, unreadable)
+	}
+	data, err := read(ctx, run.Namespace, name, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the CA bundle from %s: %w", field, where, err)
 	}

@@ -292,6 +292,16 @@ func TestBuild_caBundleThatCannotBeUsed(t *testing.T) {
 	if want := "tools[0] (lookup) mcp.caBundleRef: the CA bundle in ConfigMap company-ca key ca.crt"; err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 		t.Errorf("MCP tool: %v\nwant a configuration error saying %s", err, want)
 	}
+
+	// A builder that reads no ConfigMaps says so, and names the other way.
+	run = parse(t, caManifest("https://127.0.0.1:1", "{configMapKeyRef: {name: company-ca, key: ca.crt}}"))
+	run.Spec.Tools = nil
+	b := caBuilder(objects{}, objects{})
+	b.ConfigMaps = nil
+	_, err = b.Build(context.Background(), run, egress.Grant{})
+	if want := "model.caBundleRef: ConfigMap company-ca key ca.crt: ConfigMaps cannot be read here; name the bundle with secretKeyRef"; err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("no ConfigMap reader: %v\nwant a configuration error saying %s", err, want)
+	}
 }
 
 // Runs that name the same bundle share one client (and its connections,

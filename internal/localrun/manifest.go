@@ -121,40 +121,16 @@ func (c *Checker) ParseManifest(r io.Reader) (*Manifest, error) {
 			m.Run = run
 		case tm.APIVersion == "v1" && tm.Kind == "Secret":
 			s := &corev1.Secret{}
-			if err := strict(doc, s); err != nil {
+			if err := decodeNamed(doc, tm.Kind, s, m.Secrets); err != nil {
 				return nil, fmt.Errorf("%s: %w", what, err)
 			}
-			if s.Name == "" {
-				return nil, fmt.Errorf("%s: metadata.name is required", what)
-			}
-			if _, dup := m.Secrets[s.Name]; dup {
-				return nil, fmt.Errorf("%s: a second Secret of this name (namespaces are ignored locally)", what)
-			}
-			values := map[string]string{}
-			for k, v := range s.Data {
-				values[k] = string(v)
-			}
-			for k, v := range s.StringData {
-				values[k] = v
-			}
-			m.Secrets[s.Name] = values
+			m.Secrets[s.Name] = merged(s.Data, s.StringData)
 		case tm.APIVersion == "v1" && tm.Kind == "ConfigMap":
 			cm := &corev1.ConfigMap{}
-			if err := strict(doc, cm); err != nil {
+			if err := decodeNamed(doc, tm.Kind, cm, m.ConfigMaps); err != nil {
 				return nil, fmt.Errorf("%s: %w", what, err)
 			}
-			if cm.Name == "" {
-				return nil, fmt.Errorf("%s: metadata.name is required", what)
-			}
-			if _, dup := m.ConfigMaps[cm.Name]; dup {
-				return nil, fmt.Errorf("%s: a second ConfigMap of this name (namespaces are ignored locally)", what)
-			}
-			values := map[string]string{}
-			for k, v := range cm.BinaryData {
-				values[k] = string(v)
-			}
-			maps.Copy(values, cm.Data)
-			m.ConfigMaps[cm.Name] = values
+			m.ConfigMaps[cm.Name] = merged(cm.BinaryData, cm.Data)
 		case tm.APIVersion == v1alpha1.GroupVersion.String() && tm.Kind == "AgentRunTemplate":
 			t := &v1alpha1.AgentRunTemplate{}
 			if err := strict(doc, t); err != nil {
@@ -284,31 +260,54 @@ func strict(doc []byte, into any) error {
 	return dec.Decode(into)
 }
 
+// decodeNamed decodes the document of a Secret or a ConfigMap (kind)
+// strictly into obj, which must be named, and named unlike those of its
+// kind the file held before (seen).
+func decodeNamed(doc []byte, kind string, obj metav1.Object, seen map[string]map[string]string) error {
+	if err := strict(doc, obj); err != nil {
+		return err
+	}
+	if obj.GetName() == "" {
+		return errors.New("metadata.name is required")
+	}
+	if _, dup := seen[obj.GetName()]; dup {
+		return fmt.Errorf("a second %s of this name (namespaces are ignored locally)", kind)
+	}
+	return nil
+}
+
+// merged is a Secret's data and stringData, or a ConfigMap's binaryData
+// and data, as one map of strings; a key in both has the string's value.
+func merged(binary map[string][]byte, text map[string]string) map[string]string {
+	values := make(map[string]string, len(binary)+len(text))
+	for k, v := range binary {
+		values[k] = string(v)
+	}
+	maps.Copy(values, text)
+	return values
+}
+
 // SecretReader resolves references against the file's Secrets.
 func (m *Manifest) SecretReader() func(ctx context.Context, namespace, name, key string) (string, error) {
-	return func(_ context.Context, _, name, key string) (string, error) {
-		s, ok := m.Secrets[name]
-		if !ok {
-			return "", fmt.Errorf("no Secret %q in the manifest file", name)
-		}
-		v, ok := s[key]
-		if !ok {
-			return "", fmt.Errorf("Secret %q has no key %q", name, key)
-		}
-		return v, nil
-	}
+	return keyReader("Secret", m.Secrets)
 }
 
 // ConfigMapReader resolves references against the file's ConfigMaps.
 func (m *Manifest) ConfigMapReader() func(ctx context.Context, namespace, name, key string) (string, error) {
+	return keyReader("ConfigMap", m.ConfigMaps)
+}
+
+// keyReader resolves references against the file's objects of kind
+// (Secret or ConfigMap): their values by name, then by key.
+func keyReader(kind string, objs map[string]map[string]string) func(ctx context.Context, namespace, name, key string) (string, error) {
 	return func(_ context.Context, _, name, key string) (string, error) {
-		cm, ok := m.ConfigMaps[name]
+		values, ok := objs[name]
 		if !ok {
-			return "", fmt.Errorf("no ConfigMap %q in the manifest file", name)
+			return "", fmt.Errorf("no %s %q in the manifest file", kind, name)
 		}
-		v, ok := cm[key]
+		v, ok := values[key]
 		if !ok {
-			return "", fmt.Errorf("ConfigMap %q has no key %q", name, key)
+			return "", fmt.Errorf("%s %q has no key %q", kind, name, key)
 		}
 		return v, nil
 	}

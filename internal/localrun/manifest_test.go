@@ -50,6 +50,30 @@ stringData: {other: plain}
 	}
 }
 
+func TestParseManifest_readsConfigMapsTextAndBinary(t *testing.T) {
+	m, err := ParseManifest(strings.NewReader(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: ca}
+data: {ca.crt: pem}
+binaryData: {raw: YmluYXJ5}      # binary
+---
+` + minimalRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{"ca": {"ca.crt": "pem", "raw": "binary"}}
+	if d := cmp.Diff(want, m.ConfigMaps); d != "" {
+		t.Errorf("config maps (-want +got):\n%s", d)
+	}
+	read := m.ConfigMapReader()
+	if v, err := read(context.Background(), "default", "ca", "raw"); err != nil || v != "binary" {
+		t.Errorf("ca/raw = %q, %v", v, err)
+	}
+	if _, err := read(context.Background(), "default", "other", "raw"); err == nil || !strings.Contains(err.Error(), `no ConfigMap "other" in the manifest file`) {
+		t.Errorf("a missing ConfigMap: %v", err)
+	}
+}
+
 // newChecker is one Checker for a test's cases: building one compiles the
 // CRD.
 func newChecker(t *testing.T) *Checker {
@@ -74,6 +98,13 @@ func TestParseManifest_rejectsWhatTheAPIServerWould(t *testing.T) {
 		{"another version", strings.Replace(minimalRun, "v1alpha1", "v1beta1", 1), `document 1 (AgentRun "r")`},
 		{"two AgentRuns", minimalRun + "---\n" + minimalRun, `document 2 (AgentRun "r"): the file holds a second AgentRun`},
 		{"not YAML", "kind: [AgentRun\n", "document 1"},
+		{"a Secret without a name", "apiVersion: v1\nkind: Secret\nmetadata: {}\n---\n" + minimalRun, `document 1 (Secret ""): metadata.name is required`},
+		{"two Secrets of one name", "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: a}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: b}\n---\n" + minimalRun,
+			`document 2 (Secret "s"): a second Secret of this name (namespaces are ignored locally)`},
+		{"a ConfigMap without a name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n---\n" + minimalRun, `document 1 (ConfigMap ""): metadata.name is required`},
+		{"two ConfigMaps of one name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n" + minimalRun,
+			`document 2 (ConfigMap "c"): a second ConfigMap of this name (namespaces are ignored locally)`},
+		{"a Secret with a field it does not have", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nvalues: {a: b}\n---\n" + minimalRun, `document 1 (Secret "s"): json: unknown field "values"`},
 		{"unknown field", strings.Replace(minimalRun, "goal:", "gaol: x\n  goal:", 1), `unknown field "gaol"`},
 		{"empty goal", strings.Replace(minimalRun, `"Do it."`, `"  "`, 1), "goal must not be empty"},
 		{"no name", strings.Replace(minimalRun, "metadata: {name: r}", "metadata: {}", 1), "metadata.name: Required value"},

@@ -185,6 +185,22 @@ func ended(t *testing.T, c client.Client, run *v1alpha1.AgentRun) *v1alpha1.Agen
 	return got
 }
 
+// completesWithTheKey creates run as the tenant c and fails the test
+// unless it ends Completed, having sent the provider (catcher) the
+// namespace's API key.
+func completesWithTheKey(t *testing.T, c client.Client, run *v1alpha1.AgentRun, catcher *keyCatcher) {
+	t.Helper()
+	if err := c.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if got := ended(t, c, run); got.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("outcome %s (%s), want Completed", got.Status.Outcome, got.Status.Reason)
+	}
+	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
+		t.Errorf("the provider received %q, want the key", s)
+	}
+}
+
 // The reproduction: a tenant names the namespace's production Secret as
 // her API key with her own baseURL, or as an HTTP tool's header. The run's
 // ServiceAccount may not get that Secret, so the run is refused before
@@ -225,16 +241,7 @@ func TestTenant_readsASecretTheRunsAccountMayGet(t *testing.T) {
 	ns, alice := tenantNamespace(t)
 	grantSecret(t, ns, "summarizer", "prod-openai")
 	catcher := newKeyCatcher(t)
-	run := openAIRun(ns, "allowed", catcher.URL+"/v1", "summarizer")
-	if err := alice.Create(context.Background(), run); err != nil {
-		t.Fatal(err)
-	}
-	if got := ended(t, alice, run); got.Status.Outcome != v1alpha1.OutcomeCompleted {
-		t.Fatalf("outcome %s (%s), want Completed", got.Status.Outcome, got.Status.Reason)
-	}
-	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
-		t.Errorf("the provider received %q, want the key", s)
-	}
+	completesWithTheKey(t, alice, openAIRun(ns, "allowed", catcher.URL+"/v1", "summarizer"), catcher)
 }
 
 // A run's model.caBundleRef names a ConfigMap its ServiceAccount may get,
@@ -298,16 +305,7 @@ func TestTenant_modelTrustsTheCABundleTheRunNames(t *testing.T) {
 		t.Errorf("the provider received %q before the runs with unusable bundles ended; want nothing", s)
 	}
 
-	run := withCA("private-ca", "company-ca")
-	if err := alice.Create(ctx, run); err != nil {
-		t.Fatal(err)
-	}
-	if got := ended(t, alice, run); got.Status.Outcome != v1alpha1.OutcomeCompleted {
-		t.Fatalf("outcome %s (%s), want Completed", got.Status.Outcome, got.Status.Reason)
-	}
-	if s := catcher.saw(); !strings.Contains(s, "Bearer sk-prod-0123456789") {
-		t.Errorf("the provider received %q, want the key", s)
-	}
+	completesWithTheKey(t, alice, withCA("private-ca", "company-ca"), catcher)
 }
 
 // Issue 42, finding 8: the operator opens 127.0.0.1 for every namespace

@@ -245,18 +245,9 @@ answer (spec.output), beside status.outcome and status.reason.`,
   kubectl agentrun run refund-investigator -p ticket=T-1042 --wait -o json`,
 		Args: exactArgs("TEMPLATE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := w.check(); err != nil {
-				return err
-			}
-			c, ns, err := f.client()
-			if err != nil {
-				return err
-			}
-			run, err := RunTemplate(cmd.Context(), c, RunOptions{Namespace: ns, Template: args[0], Params: params, Name: name}, w.progress(cmd))
-			if err != nil || !w.wait {
-				return err
-			}
-			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w)
+			return w.create(cmd, f, func(c client.Client, ns string) (*v1alpha1.AgentRun, error) {
+				return RunTemplate(cmd.Context(), c, RunOptions{Namespace: ns, Template: args[0], Params: params, Name: name}, w.progress(cmd))
+			})
 		},
 	}
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "a parameter's value, NAME=VALUE (repeat for each; the value may contain '=' and ',')")
@@ -297,18 +288,9 @@ the run as watch does and exits 0 only if the run ends Completed.`,
   kubectl agentrun rerun explain-double-charge --wait --timeout 15m`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := w.check(); err != nil {
-				return err
-			}
-			c, ns, err := f.client()
-			if err != nil {
-				return err
-			}
-			run, err := Rerun(cmd.Context(), c, RerunOptions{Run: Ref{Namespace: ns, Name: args[0]}, Name: name}, w.progress(cmd))
-			if err != nil || !w.wait {
-				return err
-			}
-			return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, w)
+			return w.create(cmd, f, func(c client.Client, ns string) (*v1alpha1.AgentRun, error) {
+				return Rerun(cmd.Context(), c, RerunOptions{Run: Ref{Namespace: ns, Name: args[0]}, Name: name}, w.progress(cmd))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the new run's name (default: generated from NAME)")
@@ -349,6 +331,24 @@ func (w *waitFlags) progress(cmd *cobra.Command) io.Writer {
 		return cmd.ErrOrStderr()
 	}
 	return cmd.OutOrStdout()
+}
+
+// create is the body of a command that creates a run: it checks the
+// flags, creates the run in the namespace of the kubeconfig (or -n) with
+// newRun and, with --wait, follows it.
+func (w *waitFlags) create(cmd *cobra.Command, f *factory, newRun func(c client.Client, ns string) (*v1alpha1.AgentRun, error)) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	c, ns, err := f.client()
+	if err != nil {
+		return err
+	}
+	run, err := newRun(c, ns)
+	if err != nil || !w.wait {
+		return err
+	}
+	return follow(cmd, f, c, Ref{Namespace: ns, Name: run.Name}, *w)
 }
 
 // follow watches the run until it ends, as the watch command does, and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kubeevent"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/transcript"
 	eventsv1 "k8s.io/api/events/v1"
@@ -299,24 +300,12 @@ func (f *follower) listEvents(ctx context.Context) bool {
 		return false
 	}
 	sort.SliceStable(list.Items, func(i, j int) bool {
-		return eventTime(&list.Items[i]).Before(eventTime(&list.Items[j]))
+		return kubeevent.LastSeenV1(&list.Items[i]).Before(kubeevent.LastSeenV1(&list.Items[j]))
 	})
 	for i := range list.Items {
 		f.printEvent(&list.Items[i])
 	}
 	return true
-}
-
-func eventTime(e *eventsv1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	case !e.DeprecatedLastTimestamp.IsZero():
-		return e.DeprecatedLastTimestamp.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 func (f *follower) printEvent(e *eventsv1.Event) {

@@ -1,11 +1,11 @@
 package runclient_test
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -13,12 +13,8 @@ import (
 // client, nothing of the operator's (issue 44: the plugin linked every
 // executor and provider).
 func TestRunclient_importsTheAPITypesAndNothingElseOfOurs(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
 	var ours []string
-	for _, d := range strings.Fields(string(out)) {
+	for _, d := range testenv.Deps(t) {
 		if strings.HasPrefix(d, "github.com/agentrun/agentrun/") {
 			ours = append(ours, d)
 		}

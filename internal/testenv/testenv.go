@@ -47,6 +47,22 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// Deps lists the packages the package in the working directory (the
+// test's own) links, itself included, as `go list -deps .` prints them;
+// an error fails the test with what go said.
+func Deps(t TB) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w\n%s", err, exit.Stderr)
+		}
+		t.Fatal(fmt.Sprintf("go list -deps: %v", err))
+	}
+	return strings.Fields(string(out))
+}
+
 // Assets returns the directory of the envtest binaries, building them on
 // first use.
 func Assets() (string, error) {

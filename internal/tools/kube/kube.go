@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/agentrun/agentrun/internal/kubeevent"
 	"github.com/agentrun/agentrun/internal/loop"
 )
 
@@ -232,11 +233,19 @@ func (t *Toolbox) Execute(ctx context.Context, inv loop.Invocation) loop.Result 
 	return res
 }
 
+// inNamespace is the namespace argument every tool takes (models like to
+// send it); decode refuses any but the run's.
+type inNamespace struct {
+	Namespace string `json:"namespace"`
+}
+
+func (a *inNamespace) namespace() string { return a.Namespace }
+
 type getArgs struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`
-	Namespace  string `json:"namespace"`
+	inNamespace
 }
 
 type listArgs struct {
@@ -244,18 +253,18 @@ type listArgs struct {
 	Kind          string `json:"kind"`
 	LabelSelector string `json:"labelSelector"`
 	Limit         int64  `json:"limit"`
-	Namespace     string `json:"namespace"`
+	inNamespace
 }
 
 type eventsArgs struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	inNamespace
 }
 
 func (t *Toolbox) get(ctx context.Context, raw json.RawMessage) (any, *loop.Failure) {
 	var a getArgs
-	if f := t.decode(raw, &a, &a.Namespace); f != nil {
+	if f := t.decode(raw, &a); f != nil {
 		return nil, f
 	}
 	if a.Name == "" {
@@ -274,7 +283,7 @@ func (t *Toolbox) get(ctx context.Context, raw json.RawMessage) (any, *loop.Fail
 
 func (t *Toolbox) list(ctx context.Context, raw json.RawMessage) (any, *loop.Failure) {
 	var a listArgs
-	if f := t.decode(raw, &a, &a.Namespace); f != nil {
+	if f := t.decode(raw, &a); f != nil {
 		return nil, f
 	}
 	if a.LabelSelector != "" {
@@ -328,7 +337,7 @@ type event struct {
 
 func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.Failure) {
 	var a eventsArgs
-	if f := t.decode(raw, &a, &a.Namespace); f != nil {
+	if f := t.decode(raw, &a); f != nil {
 		return nil, f
 	}
 	var sel []fields.Selector
@@ -356,7 +365,7 @@ func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.F
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(l.Items[i].Object, &e); err != nil {
 			continue
 		}
-		at := eventTime(&e)
+		at := kubeevent.LastSeen(&e)
 		d := dated{at: at, ev: event{
 			Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count,
 			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
@@ -377,21 +386,8 @@ func (t *Toolbox) events(ctx context.Context, raw json.RawMessage) (any, *loop.F
 	return map[string]any{"events": out}, nil
 }
 
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
-}
-
-// decode reads the arguments strictly and checks the namespace argument,
-// which models like to send.
-func (t *Toolbox) decode(raw json.RawMessage, into any, namespace *string) *loop.Failure {
+// decode reads the arguments strictly and checks the namespace argument.
+func (t *Toolbox) decode(raw json.RawMessage, into interface{ namespace() string }) *loop.Failure {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
@@ -400,7 +396,7 @@ func (t *Toolbox) decode(raw json.RawMessage, into any, namespace *string) *loop
 	if err := dec.Decode(into); err != nil {
 		return invalid("the arguments do not match the tool's parameters: %v", err)
 	}
-	if *namespace != "" && *namespace != t.ns {
+	if ns := into.namespace(); ns != "" && ns != t.ns {
 		return invalid("this tool reads only the run's namespace %q", t.ns)
 	}
 	return nil

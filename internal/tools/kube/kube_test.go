@@ -247,6 +247,8 @@ func TestExecute_invalidCalls(t *testing.T) {
 		{"cluster-scoped", "get_object", `{"apiVersion":"v1","kind":"Namespace","name":"billing"}`, loop.FailInvalid, 0, `Namespace is cluster-scoped; these tools read only the run's namespace "billing"`},
 		{"unknown kind", "get_object", `{"apiVersion":"v1","kind":"Gizmo","name":"x"}`, loop.FailInvalid, 0, `the cluster serves no kind "Gizmo" in v1`},
 		{"other namespace", "get_object", `{"apiVersion":"v1","kind":"ConfigMap","name":"x","namespace":"kube-system"}`, loop.FailInvalid, 0, `this tool reads only the run's namespace "billing"`},
+		{"other namespace listed", "list_objects", `{"apiVersion":"v1","kind":"ConfigMap","namespace":"kube-system"}`, loop.FailInvalid, 0, `this tool reads only the run's namespace "billing"`},
+		{"other namespace's events", "recent_events", `{"namespace":"kube-system"}`, loop.FailInvalid, 0, `this tool reads only the run's namespace "billing"`},
 		{"missing name", "get_object", `{"apiVersion":"v1","kind":"ConfigMap"}`, loop.FailInvalid, 0, "name is required"},
 		{"bad selector", "list_objects", `{"apiVersion":"v1","kind":"ConfigMap","labelSelector":"app in ("}`, loop.FailInvalid, 0, ""},
 		{"unknown argument", "list_objects", `{"apiVersion":"v1","kind":"ConfigMap","fieldSelector":"x"}`, loop.FailInvalid, 0, ""},
