@@ -5,6 +5,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -76,3 +77,11 @@ func (e *Engine) tool(name string) *ToolSpec { return lookupTool(e.tools, name) 
 // a key, and every attempt of one call (retries, a re-dispatch after a
 // restart) sends the same one.
 func IdempotencyKey(runID, callID string) string { return runID + "/" + callID }
+
+// outputSchema is what every request carries as Request.Output.
+func (e *Engine) outputSchema() json.RawMessage {
+	if e.output == nil {
+		return nil
+	}
+	return e.output.compact
+}

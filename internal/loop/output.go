@@ -36,33 +36,6 @@ const (
 	MaxOutputSchemaDepth = 32
 )
 
-// OutputSpec asks for a typed final answer.
-type OutputSpec struct {
-	// Schema is the JSON Schema the final answer must validate against:
-	// an object schema (type "object").
-	Schema json.RawMessage
-}
-
-// Output is the validated final answer of a run with Config.Output.
-type Output struct {
-	// Value is the answer's JSON, compact; nil when it is larger than
-	// MaxOutputBytes (the transcript keeps it).
-	Value json.RawMessage `json:"value,omitempty"`
-	// Digest is "sha256:" and the hex SHA-256 of the answer's text as the
-	// transcript keeps it, without surrounding white space.
-	Digest string `json:"digest"`
-	// Bytes is the size of that text.
-	Bytes int `json:"bytes"`
-}
-
-// OutputRejection is the last final answer that did not validate.
-type OutputRejection struct {
-	// Turn is the turn whose answer was not accepted.
-	Turn int `json:"turn"`
-	// Why is the validator's message, bounded.
-	Why string `json:"why"`
-}
-
 // outputSchema is Config.Output, checked and compiled.
 type outputSchema struct {
 	compact json.RawMessage
@@ -179,12 +152,4 @@ func (s *State) withLastRejection(rej *Rejection) *Rejection {
 	c := *rej
 	c.Reason += fmt.Sprintf("; the last answer (turn %d) did not validate against spec.output.schema: %s", r.Turn, r.Why)
 	return &c
-}
-
-// outputSchema is what every request carries as Request.Output.
-func (e *Engine) outputSchema() json.RawMessage {
-	if e.output == nil {
-		return nil
-	}
-	return e.output.compact
 }

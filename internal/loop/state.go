@@ -560,3 +560,23 @@ func (s *State) PendingCalls() []Call {
 	}
 	return out
 }
+
+// Output is the validated final answer of a run with Config.Output.
+type Output struct {
+	// Value is the answer's JSON, compact; nil when it is larger than
+	// MaxOutputBytes (the transcript keeps it).
+	Value json.RawMessage `json:"value,omitempty"`
+	// Digest is "sha256:" and the hex SHA-256 of the answer's text as the
+	// transcript keeps it, without surrounding white space.
+	Digest string `json:"digest"`
+	// Bytes is the size of that text.
+	Bytes int `json:"bytes"`
+}
+
+// OutputRejection is the last final answer that did not validate.
+type OutputRejection struct {
+	// Turn is the turn whose answer was not accepted.
+	Turn int `json:"turn"`
+	// Why is the validator's message, bounded.
+	Why string `json:"why"`
+}

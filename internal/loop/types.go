@@ -355,3 +355,10 @@ type PlanConfig struct {
 	// Nil is unset (the default applies); zero means none.
 	MaxReplans *int
 }
+
+// OutputSpec asks for a typed final answer.
+type OutputSpec struct {
+	// Schema is the JSON Schema the final answer must validate against:
+	// an object schema (type "object").
+	Schema json.RawMessage
+}
