@@ -10,7 +10,9 @@ import (
 
 // The shape issue 43 asks of internal/loop, held so that it does not
 // drift back: only engine.go ends a turn or a run, Engine has at most 45
-// methods, and at most 15 references between its files run back up.
+// methods, and no reference between its files runs back up (the issue
+// allowed 15; the package reached 0, and a feature that adds one, as the
+// typed output did, moves a declaration instead).
 func TestLoopShape(t *testing.T) {
 	got, err := measure("../../internal/loop")
 	if err != nil {
@@ -25,8 +27,8 @@ func TestLoopShape(t *testing.T) {
 	if got.methods > 45 {
 		t.Errorf("Engine has %d methods, want at most 45", got.methods)
 	}
-	if got.backUp > 15 {
-		t.Errorf("%d references run back up, want at most 15:\n%s", got.backUp, strings.Join(got.pairs, "\n"))
+	if got.backUp > 0 {
+		t.Errorf("%d references run back up, want none:\n%s", got.backUp, strings.Join(got.pairs, "\n"))
 	}
 }
 
