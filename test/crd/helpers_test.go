@@ -73,6 +73,16 @@ func columns(ctx context.Context, t *testing.T, resource, name string, priority 
 	return out
 }
 
+// namedRun is the head of an AgentRun manifest up to its spec; %s is
+// its name. The manifests of the tests go on with the spec's lines.
+const namedRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: %s
+spec:
+`
+
 // specChangeRefused is what the API server says when a run's spec is
 // edited after creation.
 const specChangeRefused = "the spec of an AgentRun cannot change once created"

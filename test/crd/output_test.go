@@ -8,13 +8,7 @@ import (
 
 // typedRun is a run with a typed output; %s is its name and %s its
 // output block (indented under spec).
-const typedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Decide the refund of ticket T-1.
+const typedRun = namedRun + `  goal: Decide the refund of ticket T-1.
   model:
     provider: scripted
     script: [{content: '{"decision":"refund"}'}]

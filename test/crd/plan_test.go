@@ -12,13 +12,7 @@ import (
 
 // plannedRun is a run with a strategy block; %s is its name and %s the
 // lines under spec (strategy, plan).
-const plannedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Explain the two August charges.
+const plannedRun = namedRun + `  goal: Explain the two August charges.
   model:
     provider: scripted
     script: [{content: Two charges.}]

@@ -6,13 +6,7 @@ import (
 )
 
 // providerRun is a run whose model is the one given, with a budget.
-const providerRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Explain the two August charges.
+const providerRun = namedRun + `  goal: Explain the two August charges.
   budget: {maxTurns: 6, maxCostUSD: "1.00"}
   model:
 %s`

@@ -12,13 +12,7 @@ import (
 
 // verifiedRun is a run with a verifier; %s is its name and %s its verify
 // block (indented under spec).
-const verifiedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Refund the duplicate charge.
+const verifiedRun = namedRun + `  goal: Refund the duplicate charge.
   model:
     provider: scripted
     script: [{content: Refunded.}]
