@@ -3,6 +3,7 @@ package crd_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -82,6 +83,27 @@ metadata:
   name: %s
 spec:
 `
+
+// specCase is a run whose manifest takes spec, lines of its spec, and
+// what the API server must say of it: wantErr are parts of the message
+// a person should see; none means the manifest is valid.
+type specCase struct {
+	name    string
+	spec    string
+	wantErr []string
+}
+
+// expectCreates creates the run of each case in parallel, made from
+// manifest (%s its name, prefix-i; %s the case's spec lines), and wants
+// what the case says.
+func expectCreates(t *testing.T, manifest, prefix string, cases []specCase) {
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expectCreate(testContext(t), t, fmt.Sprintf(manifest, fmt.Sprintf("%s-%d", prefix, i), tc.spec), tc.wantErr)
+		})
+	}
+}
 
 // specChangeRefused is what the API server says when a run's spec is
 // edited after creation.

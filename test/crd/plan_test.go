@@ -23,11 +23,7 @@ const plannedRun = namedRun + `  goal: Explain the two August charges.
 %s`
 
 func TestCreate_strategyAndPlan(t *testing.T) {
-	cases := []struct {
-		name    string
-		spec    string
-		wantErr []string
-	}{
+	cases := []specCase{
 		{name: "react by default", spec: ""},
 		{name: "react named", spec: "  strategy: react\n"},
 		{name: "planExecute with the plan's defaults", spec: "  strategy: planExecute\n"},
@@ -45,12 +41,7 @@ func TestCreate_strategyAndPlan(t *testing.T) {
 		{name: "too many replans", spec: "  strategy: planExecute\n  plan: {maxReplans: 6}\n",
 			wantErr: []string{"spec.plan.maxReplans", "should be less than or equal to 5"}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			expectCreate(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("plan-%d", i), tc.spec), tc.wantErr)
-		})
-	}
+	expectCreates(t, plannedRun, "plan", cases)
 }
 
 func TestCreate_planDefaults(t *testing.T) {
