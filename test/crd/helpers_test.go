@@ -105,6 +105,18 @@ func expectCreates(t *testing.T, manifest, prefix string, cases []specCase) {
 	}
 }
 
+// expectEditsRefused creates a run of manifest for each patch (%s its
+// name, prefix-edit-i; %s the spec lines) and wants the patch refused as
+// a change of the spec.
+func expectEditsRefused(t *testing.T, manifest, prefix, lines string, patches ...string) {
+	for i, patch := range patches {
+		t.Run(patch, func(t *testing.T) {
+			t.Parallel()
+			expectPatchRefused(testContext(t), t, fmt.Sprintf(manifest, fmt.Sprintf("%s-edit-%d", prefix, i), lines), patch, specChangeRefused)
+		})
+	}
+}
+
 // specChangeRefused is what the API server says when a run's spec is
 // edited after creation.
 const specChangeRefused = "the spec of an AgentRun cannot change once created"
