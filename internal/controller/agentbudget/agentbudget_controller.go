@@ -55,7 +55,7 @@ type Reconciler struct {
 
 // NewReconciler builds the reconciler, defaults applied.
 func NewReconciler(cfg Config) *Reconciler {
-	cfg.Base = cfg.Base.Defaulted()
+	cfg.Base = cfg.Defaulted()
 	if cfg.Ledgers == nil {
 		cfg.Ledgers = budget.NewLedgers()
 	}

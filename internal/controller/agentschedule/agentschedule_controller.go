@@ -65,7 +65,7 @@ type Reconciler struct {
 
 // NewReconciler builds the reconciler, defaults applied.
 func NewReconciler(cfg Config) *Reconciler {
-	cfg.Base = cfg.Base.Defaulted()
+	cfg.Base = cfg.Defaulted()
 	return &Reconciler{Config: cfg}
 }
 
