@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller/agentschedule"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/testenv"
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -86,7 +87,7 @@ func TestSchedule_runsCarryTheSchedulesAuthor(t *testing.T) {
 
 	op := asOperator(t, ns)
 	due := s.CreationTimestamp.Truncate(time.Minute).Add(time.Minute + time.Second)
-	r := agentschedule.NewReconciler(agentschedule.Config{Client: op, APIReader: op, Clock: func() time.Time { return due }})
+	r := agentschedule.NewReconciler(agentschedule.Config{Base: reconcilers.Base{Client: op, APIReader: op, Clock: func() time.Time { return due }}})
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,14 @@
 package controller
 
 import (
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
+	"github.com/agentrun/agentrun/internal/model/modeltest"
 )
 
 // Issue 42, finding 8 (build item 7): the operator's egress allow-list was
@@ -23,14 +20,8 @@ import (
 // selecting A allows 127.0.0.0/8, A's next run reaches the server while a
 // run in namespace B, which the policy does not select, is still refused.
 func TestEgress_platformPolicyOpensAnAddressForItsNamespacesOnly(t *testing.T) {
-	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"finish_reason":"stop",`+
-			`"message":{"role":"assistant","content":"All done."}}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`)
-	}))
-	defer srv.Close()
+	srv := modeltest.NewServer(t, modeltest.Reply([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"finish_reason":"stop",`+
+		`"message":{"role":"assistant","content":"All done."}}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`)))
 	host := strings.TrimPrefix(srv.URL, "http://")
 	model := func(s *v1alpha1.AgentRunSpec) {
 		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-test", BaseURL: srv.URL + "/v1"}
@@ -55,7 +46,7 @@ func TestEgress_platformPolicyOpensAnAddressForItsNamespacesOnly(t *testing.T) {
 			a, p.Name, out.Status.Outcome, out.Status.Reason, out.Status.Answer)
 	}
 	expectRefused(elsewhere)
-	if n := requests.Load(); n != 1 {
+	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("the server was asked %d times; want once, by the run the policy opens it to", n)
 	}
 }

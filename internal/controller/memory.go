@@ -80,30 +80,28 @@ type written struct {
 }
 
 // kit returns the run's kit, if built.
-func (m *memory) kit(uid types.UID) *Kit {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.kits[uid]
-}
+func (m *memory) kit(uid types.UID) *Kit { return entry(m, m.kits, uid) }
 
-func (m *memory) keepKit(uid types.UID, k *Kit) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.kits[uid] = k
-}
+func (m *memory) keepKit(uid types.UID, k *Kit) { keepEntry(m, m.kits, uid, k) }
 
 // saved returns what of the run's transcript this process last saved or
 // read, if anything.
-func (m *memory) saved(uid types.UID) *saved {
+func (m *memory) saved(uid types.UID) *saved { return entry(m, m.saves, uid) }
+
+func (m *memory) keepSaved(uid types.UID, sv *saved) { keepEntry(m, m.saves, uid, sv) }
+
+// entry reads a run's entry of one of the memory's maps under its lock.
+func entry[V any](m *memory, of map[types.UID]V, uid types.UID) V {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.saves[uid]
+	return of[uid]
 }
 
-func (m *memory) keepSaved(uid types.UID, sv *saved) {
+// keepEntry sets a run's entry of one of the memory's maps under its lock.
+func keepEntry[V any](m *memory, of map[types.UID]V, uid types.UID, v V) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.saves[uid] = sv
+	of[uid] = v
 }
 
 // dropSaves forgets the run's saved transcript and deferred status, so

@@ -440,24 +440,25 @@ func (m *Metrics) NamespaceLabel(ns string) string {
 // unclaimed reports the runs no shard has started, by shard, in place of
 // the last report.
 func (m *Metrics) unclaimed(counts map[string]int) {
-	if m == nil {
-		return
-	}
-	m.unclaimedRuns.Reset()
-	for shard, n := range counts {
-		m.unclaimedRuns.WithLabelValues(shard).Set(float64(n))
+	if m != nil {
+		replaceCounts(m.unclaimedRuns, counts)
 	}
 }
 
 // keyObjects reports the sealed objects by key, in place of the last
 // report.
 func (m *Metrics) keyObjects(counts map[string]int) {
-	if m == nil {
-		return
+	if m != nil {
+		replaceCounts(m.stateKeyObjects, counts)
 	}
-	m.stateKeyObjects.Reset()
-	for id, n := range counts {
-		m.stateKeyObjects.WithLabelValues(id).Set(float64(n))
+}
+
+// replaceCounts sets the gauge to the counts by label value, in place of
+// what it held.
+func replaceCounts(g *prometheus.GaugeVec, counts map[string]int) {
+	g.Reset()
+	for label, n := range counts {
+		g.WithLabelValues(label).Set(float64(n))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller/agentbudget"
 	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -228,7 +229,7 @@ func startWith(t testing.TB, kb KitBuilder, s managerSetup) (*AgentRunReconciler
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := agentbudget.NewReconciler(agentbudget.Config{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder, Ledgers: r.Ledgers,
+	if err := agentbudget.NewReconciler(agentbudget.Config{Base: reconcilers.Base{Client: c, APIReader: mgr.GetAPIReader(), Recorder: cfg.Recorder}, Ledgers: r.Ledgers,
 		Metrics: agentbudget.NewMetrics()}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

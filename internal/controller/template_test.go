@@ -65,6 +65,22 @@ func resolvedGoal(t *testing.T, run *v1alpha1.AgentRun) string {
 	return spec.Goal
 }
 
+// expectResolved waits for the run to complete and wants its answer, and
+// the goal its model read to hold goal; wrong says what a wrong answer
+// means. It returns the run as it ended.
+func expectResolved(t *testing.T, run *v1alpha1.AgentRun, answer, goal, wrong string) *v1alpha1.AgentRun {
+	t.Helper()
+	done := waitOutcome(t, run, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	if done.Status.Answer != answer {
+		t.Errorf("answer = %q: %s", done.Status.Answer, wrong)
+	}
+	if got := resolvedGoal(t, run); !strings.Contains(got, goal) {
+		t.Errorf("the model read the goal %q", got)
+	}
+	return done
+}
+
 var ticketParams = []v1alpha1.TemplateParameter{
 	{Name: "ticket", Required: true, Pattern: `^T-[0-9]+$`, Description: "the support ticket, such as T-1042"},
 	{Name: "tone", Enum: []string{"formal", "friendly"}, Default: ptr.To("formal")},
@@ -88,14 +104,7 @@ func TestTemplate_runResolvedOnceAndRecorded(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond).Should(Equal("True/" + agentruntemplate.ReasonValid))
 	tpl = get(t, tpl)
 	run := runOf(t, ns, "t-1042", tpl.Name, "ticket", "T-1042")
-	done := waitOutcome(t, run, 20*time.Second)
-	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
-	if done.Status.Answer != "Done with T-1042." {
-		t.Errorf("answer = %q: the script was not resolved", done.Status.Answer)
-	}
-	if got := resolvedGoal(t, run); !strings.Contains(got, "Investigate T-1042.") {
-		t.Errorf("the model read the goal %q", got)
-	}
+	done := expectResolved(t, run, "Done with T-1042.", "Investigate T-1042.", "the script was not resolved")
 	rec := done.Status.Template
 	if rec == nil || rec.Name != tpl.Name || rec.ResourceVersion != tpl.ResourceVersion || !strings.HasPrefix(rec.Digest, "sha256:") {
 		t.Fatalf("status.template = %+v, want the template %s at resourceVersion %s", rec, tpl.Name, tpl.ResourceVersion)
@@ -157,14 +166,7 @@ func TestTemplate_editOrDeleteAfterCreationDoesNotChangeTheRun(t *testing.T) {
 	}
 	startManager(t, &kits{tools: tb})
 	annotate(t, run, "t1-c1", "approve")
-	done := waitOutcome(t, run, 20*time.Second)
-	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
-	if done.Status.Answer != "Refunded T-7." {
-		t.Errorf("answer = %q: the run took the edited template", done.Status.Answer)
-	}
-	if got := resolvedGoal(t, run); !strings.Contains(got, "Refund T-7.") {
-		t.Errorf("the model read the goal %q", got)
-	}
+	expectResolved(t, run, "Refunded T-7.", "Refund T-7.", "the run took the edited template")
 	if tb.counts()["t1-c1:issue_refund"] != 1 {
 		t.Errorf("issue_refund ran %d times", tb.counts()["t1-c1:issue_refund"])
 	}

@@ -198,9 +198,7 @@ func (c *canonicalWriter) write(v any) {
 		slices.Sort(keys)
 		c.buf.WriteByte('{')
 		for i, k := range keys {
-			if i > 0 {
-				c.buf.WriteByte(',')
-			}
+			c.comma(i)
 			c.writeString(k)
 			c.buf.WriteByte(':')
 			c.write(x[k])
@@ -209,9 +207,7 @@ func (c *canonicalWriter) write(v any) {
 	case []any:
 		c.buf.WriteByte('[')
 		for i, e := range x {
-			if i > 0 {
-				c.buf.WriteByte(',')
-			}
+			c.comma(i)
 			c.write(e)
 		}
 		c.buf.WriteByte(']')
@@ -234,6 +230,14 @@ func (c *canonicalWriter) write(v any) {
 		c.buf.WriteString(strconv.FormatBool(x))
 	default: // nil
 		c.buf.WriteString("null")
+	}
+}
+
+// comma separates the i-th element of an object or array from the one
+// before it.
+func (c *canonicalWriter) comma(i int) {
+	if i > 0 {
+		c.buf.WriteByte(',')
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/controller/agentbudget"
 	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
 	"github.com/agentrun/agentrun/internal/controller/agentschedule"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/kubescheme"
@@ -331,8 +332,8 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if limiter != nil {
 		limiter.setActive(r.ActiveRuns)
 	}
-	budgets := agentbudget.NewReconciler(agentbudget.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Ledgers: ledgers,
-		Metrics: budgetMetrics})
+	base := reconcilers.Base{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder}
+	budgets := agentbudget.NewReconciler(agentbudget.Config{Base: base, Ledgers: ledgers, Metrics: budgetMetrics})
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -343,8 +344,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// only its shard's runs, so it would miss a schedule's runs in other
 	// shards, and two managers would both act on every scheduled time.
 	if o.Shard == "" {
-		schedules := agentschedule.NewReconciler(agentschedule.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-			Metrics: scheduleMetrics})
+		schedules := agentschedule.NewReconciler(agentschedule.Config{Base: base, Metrics: scheduleMetrics})
 		if err := schedules.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -11,11 +11,7 @@ import (
 )
 
 func TestCreate_contextPolicy(t *testing.T) {
-	cases := []struct {
-		name    string
-		spec    string
-		wantErr []string
-	}{
+	cases := []specCase{
 		{name: "no policy", spec: ""},
 		{name: "every field", spec: "  context: {maxInputTokens: 30000, keepRecentTurns: 6, strategy: summarize, summaryMaxOutputTokens: 2048}\n"},
 		{name: "an unknown strategy", spec: "  context: {strategy: truncate}\n",
@@ -31,12 +27,7 @@ func TestCreate_contextPolicy(t *testing.T) {
 		{name: "a summary bound too small", spec: "  context: {strategy: summarize, summaryMaxOutputTokens: 10}\n",
 			wantErr: []string{"spec.context.summaryMaxOutputTokens", "should be greater than or equal to 64"}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			expectCreate(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("context-%d", i), tc.spec), tc.wantErr)
-		})
-	}
+	expectCreates(t, plannedRun, "context", cases)
 }
 
 func TestCreate_contextDefaults(t *testing.T) {
@@ -48,13 +39,7 @@ func TestCreate_contextDefaults(t *testing.T) {
 }
 
 func TestUpdate_contextCannotChange(t *testing.T) {
-	for i, patch := range []string{
+	expectEditsRefused(t, plannedRun, "context", "  context: {maxInputTokens: 30000}\n",
 		`{"spec": {"context": {"maxInputTokens": 40000}}}`,
-		`{"spec": {"context": null}}`,
-	} {
-		t.Run(patch, func(t *testing.T) {
-			t.Parallel()
-			expectPatchRefused(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("context-edit-%d", i), "  context: {maxInputTokens: 30000}\n"), patch, specChangeRefused)
-		})
-	}
+		`{"spec": {"context": null}}`)
 }

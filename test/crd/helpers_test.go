@@ -3,6 +3,7 @@ package crd_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -71,6 +72,49 @@ func columns(ctx context.Context, t *testing.T, resource, name string, priority 
 		}
 	}
 	return out
+}
+
+// namedRun is the head of an AgentRun manifest up to its spec; %s is
+// its name. The manifests of the tests go on with the spec's lines.
+const namedRun = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: %s
+spec:
+`
+
+// specCase is a run whose manifest takes spec, lines of its spec, and
+// what the API server must say of it: wantErr are parts of the message
+// a person should see; none means the manifest is valid.
+type specCase struct {
+	name    string
+	spec    string
+	wantErr []string
+}
+
+// expectCreates creates the run of each case in parallel, made from
+// manifest (%s its name, prefix-i; %s the case's spec lines), and wants
+// what the case says.
+func expectCreates(t *testing.T, manifest, prefix string, cases []specCase) {
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expectCreate(testContext(t), t, fmt.Sprintf(manifest, fmt.Sprintf("%s-%d", prefix, i), tc.spec), tc.wantErr)
+		})
+	}
+}
+
+// expectEditsRefused creates a run of manifest for each patch (%s its
+// name, prefix-edit-i; %s the spec lines) and wants the patch refused as
+// a change of the spec.
+func expectEditsRefused(t *testing.T, manifest, prefix, lines string, patches ...string) {
+	for i, patch := range patches {
+		t.Run(patch, func(t *testing.T) {
+			t.Parallel()
+			expectPatchRefused(testContext(t), t, fmt.Sprintf(manifest, fmt.Sprintf("%s-edit-%d", prefix, i), lines), patch, specChangeRefused)
+		})
+	}
 }
 
 // specChangeRefused is what the API server says when a run's spec is

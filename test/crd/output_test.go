@@ -8,13 +8,7 @@ import (
 
 // typedRun is a run with a typed output; %s is its name and %s its
 // output block (indented under spec).
-const typedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Decide the refund of ticket T-1.
+const typedRun = namedRun + `  goal: Decide the refund of ticket T-1.
   model:
     provider: scripted
     script: [{content: '{"decision":"refund"}'}]
@@ -36,31 +30,22 @@ func manyKeywords(n int) string {
 // an object, is empty, or has more keywords than a request should carry,
 // and says so.
 func TestCreate_output(t *testing.T) {
-	cases := []struct {
-		name    string
-		output  string
-		wantErr []string
-	}{
-		{name: "an object schema", output: `  output:
+	cases := []specCase{
+		{name: "an object schema", spec: `  output:
     schema:
       type: object
       properties: {decision: {enum: [refund, deny]}, amountMinor: {type: integer, minimum: 0}}
       required: [decision]
       $defs: {money: {type: integer}}
 `},
-		{name: "64 keywords", output: manyKeywords(64)},
-		{name: "no schema", output: "  output: {}\n", wantErr: []string{"spec.output.schema", "Required value"}},
-		{name: "an empty schema", output: "  output: {schema: {}}\n", wantErr: []string{"spec.output.schema", "should have at least 1 properties"}},
-		{name: "a schema that is not an object", output: "  output: {schema: not-a-schema}\n",
+		{name: "64 keywords", spec: manyKeywords(64)},
+		{name: "no schema", spec: "  output: {}\n", wantErr: []string{"spec.output.schema", "Required value"}},
+		{name: "an empty schema", spec: "  output: {schema: {}}\n", wantErr: []string{"spec.output.schema", "should have at least 1 properties"}},
+		{name: "a schema that is not an object", spec: "  output: {schema: not-a-schema}\n",
 			wantErr: []string{"spec.output.schema", "must be of type object"}},
-		{name: "65 keywords", output: manyKeywords(65), wantErr: []string{"spec.output.schema", "must have at most 64 items"}},
+		{name: "65 keywords", spec: manyKeywords(65), wantErr: []string{"spec.output.schema", "must have at most 64 items"}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			expectCreate(testContext(t), t, fmt.Sprintf(typedRun, fmt.Sprintf("output-%d", i), tc.output), tc.wantErr)
-		})
-	}
+	expectCreates(t, typedRun, "output", cases)
 }
 
 func TestUpdate_outputCannotChange(t *testing.T) {

@@ -12,13 +12,7 @@ import (
 
 // plannedRun is a run with a strategy block; %s is its name and %s the
 // lines under spec (strategy, plan).
-const plannedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Explain the two August charges.
+const plannedRun = namedRun + `  goal: Explain the two August charges.
   model:
     provider: scripted
     script: [{content: Two charges.}]
@@ -29,11 +23,7 @@ spec:
 %s`
 
 func TestCreate_strategyAndPlan(t *testing.T) {
-	cases := []struct {
-		name    string
-		spec    string
-		wantErr []string
-	}{
+	cases := []specCase{
 		{name: "react by default", spec: ""},
 		{name: "react named", spec: "  strategy: react\n"},
 		{name: "planExecute with the plan's defaults", spec: "  strategy: planExecute\n"},
@@ -51,12 +41,7 @@ func TestCreate_strategyAndPlan(t *testing.T) {
 		{name: "too many replans", spec: "  strategy: planExecute\n  plan: {maxReplans: 6}\n",
 			wantErr: []string{"spec.plan.maxReplans", "should be less than or equal to 5"}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			expectCreate(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("plan-%d", i), tc.spec), tc.wantErr)
-		})
-	}
+	expectCreates(t, plannedRun, "plan", cases)
 }
 
 func TestCreate_planDefaults(t *testing.T) {
@@ -68,14 +53,8 @@ func TestCreate_planDefaults(t *testing.T) {
 }
 
 func TestUpdate_strategyAndPlanCannotChange(t *testing.T) {
-	for i, patch := range []string{
+	expectEditsRefused(t, plannedRun, "plan", "  strategy: planExecute\n  plan: {maxSteps: 4}\n",
 		`{"spec": {"strategy": "react"}}`,
 		`{"spec": {"plan": {"maxSteps": 3}}}`,
-		`{"spec": {"plan": null}}`,
-	} {
-		t.Run(patch, func(t *testing.T) {
-			t.Parallel()
-			expectPatchRefused(testContext(t), t, fmt.Sprintf(plannedRun, fmt.Sprintf("plan-edit-%d", i), "  strategy: planExecute\n  plan: {maxSteps: 4}\n"), patch, specChangeRefused)
-		})
-	}
+		`{"spec": {"plan": null}}`)
 }

@@ -1,216 +1,200 @@
 package crd_test
 
 import (
-	"fmt"
 	"testing"
 )
 
 // providerRun is a run whose model is the one given, with a budget.
-const providerRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Explain the two August charges.
+const providerRun = namedRun + `  goal: Explain the two August charges.
   budget: {maxTurns: 6, maxCostUSD: "1.00"}
   model:
 %s`
 
 func TestCreate_cloudProvidersReasoningAndKeylessServers(t *testing.T) {
-	cases := []struct {
-		name    string
-		model   string
-		wantErr []string
-	}{
-		{name: "bedrock with the operator's AWS identity", model: `
+	cases := []specCase{
+		{name: "bedrock with the operator's AWS identity", spec: `
     provider: bedrock
     name: us.anthropic.claude-sonnet-4-5-20250929-v1:0
     bedrock: {region: us-east-1}
 `},
-		{name: "bedrock with an API key and a VPC endpoint", model: `
+		{name: "bedrock with an API key and a VPC endpoint", spec: `
     provider: bedrock
     name: anthropic.claude-sonnet-4-5-20250929-v1:0
     bedrock: {region: eu-central-1}
     apiKeySecretRef: {name: bedrock, key: api-key}
     baseURL: https://bedrock.internal.example.com
 `},
-		{name: "bedrock signed for a VPC endpoint", model: `
+		{name: "bedrock signed for a VPC endpoint", spec: `
     provider: bedrock
     name: anthropic.claude-sonnet-4-5-20250929-v1:0
     bedrock: {region: us-east-1}
     baseURL: https://vpce-0a1b2c3d.bedrock-runtime.us-east-1.vpce.amazonaws.com
 `},
-		{name: "bedrock signed for an endpoint outside AWS", model: `
+		{name: "bedrock signed for an endpoint outside AWS", spec: `
     provider: bedrock
     name: anthropic.claude-sonnet-4-5-20250929-v1:0
     bedrock: {region: us-east-1}
     baseURL: https://collector.example.com
 `, wantErr: []string{"spec.model.baseURL", "model.baseURL must be an https:// endpoint under amazonaws.com"}},
-		{name: "bedrock without its region", model: `
+		{name: "bedrock without its region", spec: `
     provider: bedrock
     name: anthropic.claude-sonnet-4-5-20250929-v1:0
 `, wantErr: []string{"spec.model.bedrock", "provider bedrock needs model.bedrock.region"}},
-		{name: "a region that is not one", model: `
+		{name: "a region that is not one", spec: `
     provider: bedrock
     name: anthropic.claude-sonnet-4-5-20250929-v1:0
     bedrock: {region: "us-east-1/../x"}
 `, wantErr: []string{"spec.model.bedrock.region"}},
-		{name: "a bedrock block with provider openai", model: `
+		{name: "a bedrock block with provider openai", spec: `
     provider: openai
     name: gpt-5.1
     apiKeySecretRef: {name: openai, key: api-key}
     bedrock: {region: us-east-1}
 `, wantErr: []string{"spec.model.bedrock", "model.bedrock is only read by provider bedrock, not openai"}},
-		{name: "vertex", model: `
+		{name: "vertex", spec: `
     provider: vertex
     name: claude-sonnet-4-5@20250929
     vertex: {projectID: northwind-agents, region: us-east5}
 `},
-		{name: "vertex with an API key", model: `
+		{name: "vertex with an API key", spec: `
     provider: vertex
     name: claude-sonnet-4-5@20250929
     vertex: {projectID: northwind-agents, region: us-east5}
     apiKeySecretRef: {name: g, key: k}
 `, wantErr: []string{"spec.model.apiKeySecretRef", "provider vertex authenticates as the operator's Google identity"}},
-		{name: "vertex with a baseURL", model: `
+		{name: "vertex with a baseURL", spec: `
     provider: vertex
     name: claude-sonnet-4-5@20250929
     vertex: {projectID: northwind-agents, region: us-east5}
     baseURL: https://collector.example.com
 `, wantErr: []string{"spec.model.baseURL", "model.baseURL is not read by providers vertex and azure"}},
-		{name: "vertex without a project", model: `
+		{name: "vertex without a project", spec: `
     provider: vertex
     name: claude-sonnet-4-5@20250929
     vertex: {region: us-east5}
 `, wantErr: []string{"spec.model.vertex.projectID", "Required value"}},
-		{name: "vertex without its block", model: `
+		{name: "vertex without its block", spec: `
     provider: vertex
     name: claude-sonnet-4-5@20250929
 `, wantErr: []string{"spec.model.vertex", "provider vertex needs model.vertex: the Google Cloud projectID and the region"}},
-		{name: "a vertex block with provider anthropic", model: `
+		{name: "a vertex block with provider anthropic", spec: `
     provider: anthropic
     name: claude-sonnet-4-5
     apiKeySecretRef: {name: a, key: k}
     vertex: {projectID: northwind-agents, region: us-east5}
 `, wantErr: []string{"spec.model.vertex", "model.vertex is only read by provider vertex, not anthropic"}},
-		{name: "azure with Entra ID", model: `
+		{name: "azure with Entra ID", spec: `
     provider: azure
     name: gpt-5-mini
     azure: {endpoint: "https://northwind.openai.azure.com", apiVersion: "2024-10-21"}
 `},
-		{name: "azure with Entra ID to an endpoint outside Azure", model: `
+		{name: "azure with Entra ID to an endpoint outside Azure", spec: `
     provider: azure
     name: gpt-5-mini
     azure: {endpoint: "https://northwind.openai.azure.com.example.net", apiVersion: "2024-10-21"}
 `, wantErr: []string{"spec.model.azure.endpoint", "must be an https:// Azure OpenAI endpoint"}},
-		{name: "azure with an API key to a gateway", model: `
+		{name: "azure with an API key to a gateway", spec: `
     provider: azure
     name: gpt-5-mini
     azure: {endpoint: "https://llm-gateway.internal.example.com", apiVersion: "2025-04-01-preview"}
     apiKeySecretRef: {name: azure, key: api-key}
 `},
-		{name: "azure without an api version", model: `
+		{name: "azure without an api version", spec: `
     provider: azure
     name: gpt-5-mini
     azure: {endpoint: "https://northwind.openai.azure.com"}
 `, wantErr: []string{"spec.model.azure.apiVersion", "Required value"}},
-		{name: "azure without its block", model: `
+		{name: "azure without its block", spec: `
     provider: azure
     name: gpt-5-mini
 `, wantErr: []string{"spec.model.azure", "provider azure needs model.azure"}},
-		{name: "an azure block with provider openai", model: `
+		{name: "an azure block with provider openai", spec: `
     provider: openai
     name: gpt-5.1
     apiKeySecretRef: {name: openai, key: api-key}
     azure: {endpoint: "https://northwind.openai.azure.com", apiVersion: "2024-10-21"}
 `, wantErr: []string{"spec.model.azure", "model.azure is only read by provider azure, not openai"}},
-		{name: "an azure endpoint that is not a URL", model: `
+		{name: "an azure endpoint that is not a URL", spec: `
     provider: azure
     name: gpt-5-mini
     apiKeySecretRef: {name: azure, key: api-key}
     azure: {endpoint: "northwind.openai.azure.com", apiVersion: "2024-10-21"}
 `, wantErr: []string{"spec.model.azure.endpoint", "model.azure.endpoint must be an http:// or https:// URL"}},
-		{name: "azure with a baseURL", model: `
+		{name: "azure with a baseURL", spec: `
     provider: azure
     name: gpt-5-mini
     apiKeySecretRef: {name: azure, key: api-key}
     azure: {endpoint: "https://northwind.openai.azure.com", apiVersion: "2024-10-21"}
     baseURL: https://collector.example.com
 `, wantErr: []string{"spec.model.baseURL", "model.baseURL is not read by providers vertex and azure"}},
-		{name: "openai with a keyless server", model: `
+		{name: "openai with a keyless server", spec: `
     provider: openai
     name: llama3.1:8b
     baseURL: http://ollama.ollama.svc:11434/v1
 `},
-		{name: "anthropic without a key", model: `
+		{name: "anthropic without a key", spec: `
     provider: anthropic
     name: claude-sonnet-4-5
 `, wantErr: []string{"spec.model.apiKeySecretRef", "model.apiKeySecretRef is required with provider anthropic"}},
-		{name: "reasoning effort for openai", model: `
+		{name: "reasoning effort for openai", spec: `
     provider: openai
     name: gpt-5.1
     apiKeySecretRef: {name: openai, key: api-key}
     reasoning: {effort: high}
 `},
-		{name: "a thinking budget for Claude on bedrock", model: `
+		{name: "a thinking budget for Claude on bedrock", spec: `
     provider: bedrock
     name: us.anthropic.claude-sonnet-4-5-20250929-v1:0
     bedrock: {region: us-east-1}
     maxOutputTokens: 16000
     reasoning: {budgetTokens: 10000}
 `},
-		{name: "a thinking budget not below the output limit", model: `
+		{name: "a thinking budget not below the output limit", spec: `
     provider: anthropic
     name: claude-sonnet-4-5
     apiKeySecretRef: {name: a, key: k}
     reasoning: {budgetTokens: 4096}
 `, wantErr: []string{"spec.model.reasoning.budgetTokens", "must be below model.maxOutputTokens"}},
-		{name: "a thinking budget below Anthropic's minimum", model: `
+		{name: "a thinking budget below Anthropic's minimum", spec: `
     provider: anthropic
     name: claude-sonnet-4-5
     apiKeySecretRef: {name: a, key: k}
     maxOutputTokens: 8000
     reasoning: {budgetTokens: 512}
 `, wantErr: []string{"spec.model.reasoning.budgetTokens", "should be greater than or equal to 1024"}},
-		{name: "effort for Claude", model: `
+		{name: "effort for Claude", spec: `
     provider: anthropic
     name: claude-sonnet-4-5
     apiKeySecretRef: {name: a, key: k}
     reasoning: {effort: high}
 `, wantErr: []string{"spec.model.reasoning.effort", "Claude (anthropic, bedrock, vertex) takes model.reasoning.budgetTokens"}},
-		{name: "a thinking budget for openai", model: `
+		{name: "a thinking budget for openai", spec: `
     provider: azure
     name: o4-mini
     azure: {endpoint: "https://northwind.openai.azure.com", apiVersion: "2024-10-21"}
     reasoning: {budgetTokens: 2048}
 `, wantErr: []string{"spec.model.reasoning.budgetTokens", "OpenAI reasoning models take model.reasoning.effort"}},
-		{name: "an effort that is not one", model: `
+		{name: "an effort that is not one", spec: `
     provider: openai
     name: gpt-5.1
     apiKeySecretRef: {name: openai, key: api-key}
     reasoning: {effort: extreme}
 `, wantErr: []string{"spec.model.reasoning.effort", `supported values: "low", "medium", "high"`}},
-		{name: "reasoning that asks for both", model: `
+		{name: "reasoning that asks for both", spec: `
     provider: openai
     name: gpt-5.1
     apiKeySecretRef: {name: openai, key: api-key}
     maxOutputTokens: 8000
     reasoning: {effort: low, budgetTokens: 2048}
 `, wantErr: []string{"spec.model.reasoning", "model.reasoning takes one of effort (OpenAI reasoning models) or budgetTokens (Claude)"}},
-		{name: "reasoning that asks for nothing", model: `
+		{name: "reasoning that asks for nothing", spec: `
     provider: openai
     name: gpt-5.1
     apiKeySecretRef: {name: openai, key: api-key}
     reasoning: {}
 `, wantErr: []string{"spec.model.reasoning", "model.reasoning takes one of effort"}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			expectCreate(testContext(t), t, fmt.Sprintf(providerRun, fmt.Sprintf("provider-%d", i), tc.model), tc.wantErr)
-		})
-	}
+	expectCreates(t, providerRun, "provider", cases)
 }
 
 func TestCreate_cloudProvidersNeedABudget(t *testing.T) {

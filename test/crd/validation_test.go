@@ -1288,13 +1288,7 @@ spec:
 }
 
 // runToEdit is the manifest the update cases start from; %s is its name.
-const runToEdit = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Find the failing pod.
+const runToEdit = namedRun + `  goal: Find the failing pod.
   model:
     provider: scripted
     script:

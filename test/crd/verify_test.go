@@ -12,13 +12,7 @@ import (
 
 // verifiedRun is a run with a verifier; %s is its name and %s its verify
 // block (indented under spec).
-const verifiedRun = `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: %s
-spec:
-  goal: Refund the duplicate charge.
+const verifiedRun = namedRun + `  goal: Refund the duplicate charge.
   model:
     provider: scripted
     script: [{content: Refunded.}]
@@ -32,52 +26,41 @@ spec:
 %s`
 
 func TestCreate_verify(t *testing.T) {
-	cases := []struct {
-		name   string
-		verify string
-		// wantErr are parts of the message a person should see; none
-		// means the manifest is valid.
-		wantErr []string
-	}{
-		{name: "a declared verifier with every field", verify: "  verify: {tool: check_refund, maxTrials: 10, memory: 1, stallTrials: 3}\n"},
-		{name: "a declared verifier with the defaults", verify: "  verify: {tool: check_refund}\n"},
+	cases := []specCase{
+		{name: "a declared verifier with every field", spec: "  verify: {tool: check_refund, maxTrials: 10, memory: 1, stallTrials: 3}\n"},
+		{name: "a declared verifier with the defaults", spec: "  verify: {tool: check_refund}\n"},
 		{
 			name:    "a verifier that is not declared",
-			verify:  "  verify: {tool: check_refnud}\n",
+			spec:    "  verify: {tool: check_refnud}\n",
 			wantErr: []string{"spec.verify.tool", "verify.tool must name a tool declared in spec.tools: check_refnud is not declared"},
 		},
 		{
 			name:    "a verifier without a tool",
-			verify:  "  verify: {maxTrials: 2}\n",
+			spec:    "  verify: {maxTrials: 2}\n",
 			wantErr: []string{"spec.verify.tool", "Required value"},
 		},
 		{
 			name:    "more than ten trials",
-			verify:  "  verify: {tool: check_refund, maxTrials: 11}\n",
+			spec:    "  verify: {tool: check_refund, maxTrials: 11}\n",
 			wantErr: []string{"spec.verify.maxTrials", "should be less than or equal to 10"},
 		},
 		{
 			name:    "zero trials",
-			verify:  "  verify: {tool: check_refund, maxTrials: 0}\n",
+			spec:    "  verify: {tool: check_refund, maxTrials: 0}\n",
 			wantErr: []string{"spec.verify.maxTrials", "should be greater than or equal to 1"},
 		},
 		{
 			name:    "no memory",
-			verify:  "  verify: {tool: check_refund, memory: 0}\n",
+			spec:    "  verify: {tool: check_refund, memory: 0}\n",
 			wantErr: []string{"spec.verify.memory", "should be greater than or equal to 1"},
 		},
 		{
 			name:    "stallTrials beyond ten",
-			verify:  "  verify: {tool: check_refund, stallTrials: 11}\n",
+			spec:    "  verify: {tool: check_refund, stallTrials: 11}\n",
 			wantErr: []string{"spec.verify.stallTrials", "should be less than or equal to 10"},
 		},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			expectCreate(testContext(t), t, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-%d", i), tc.verify), tc.wantErr)
-		})
-	}
+	expectCreates(t, verifiedRun, "verify", cases)
 }
 
 func TestCreate_verifyDefaults(t *testing.T) {
@@ -89,15 +72,9 @@ func TestCreate_verifyDefaults(t *testing.T) {
 }
 
 func TestUpdate_verifyCannotChange(t *testing.T) {
-	for i, patch := range []string{
+	expectEditsRefused(t, verifiedRun, "verify", "  verify: {tool: check_refund}\n",
 		`{"spec": {"verify": {"maxTrials": 5}}}`,
-		`{"spec": {"verify": null}}`,
-	} {
-		t.Run(patch, func(t *testing.T) {
-			t.Parallel()
-			expectPatchRefused(testContext(t), t, fmt.Sprintf(verifiedRun, fmt.Sprintf("verify-edit-%d", i), "  verify: {tool: check_refund}\n"), patch, specChangeRefused)
-		})
-	}
+		`{"spec": {"verify": null}}`)
 	t.Run("adding a verifier", func(t *testing.T) {
 		expectPatchRefused(testContext(t), t, fmt.Sprintf(verifiedRun, "verify-edit-add", ""), `{"spec": {"verify": {"tool": "check_refund"}}}`, specChangeRefused)
 	})

@@ -15,13 +15,13 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,15 +31,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// Config is what a Reconciler is built from.
+// Config is what a Reconciler is built from. Its APIReader confirms that
+// a run is gone before its lease starts to expire.
 type Config struct {
-	client.Client
-	// APIReader confirms, uncached, that a run is gone before its lease
-	// starts to expire; the client when nil.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	// Clock is time.Now unless a test sets it.
-	Clock func() time.Time
+	reconcilers.Base
 	// Ledgers is the book both reconcilers write budgets through; give
 	// both the same one (a new one when nil).
 	Ledgers *budget.Ledgers
@@ -60,12 +55,7 @@ type Reconciler struct {
 
 // NewReconciler builds the reconciler, defaults applied.
 func NewReconciler(cfg Config) *Reconciler {
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.APIReader == nil {
-		cfg.APIReader = cfg.Client
-	}
+	cfg.Base = cfg.Defaulted()
 	if cfg.Ledgers == nil {
 		cfg.Ledgers = budget.NewLedgers()
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/testenv"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,7 +22,7 @@ func TestMetrics_budgetGauges(t *testing.T) {
 	ns := testenv.Namespace(t, cluster.Client)
 	m := NewMetrics()
 	testenv.StartManager(t, cluster.Config, ns, func(mgr ctrl.Manager) error {
-		return NewReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: m}).SetupWithManager(mgr)
+		return NewReconciler(Config{Base: reconcilers.Base{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}, Metrics: m}).SetupWithManager(mgr)
 	})
 	b := &v1alpha1.AgentBudget{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: ns},
 		Spec: v1alpha1.AgentBudgetSpec{MaxCostUSD: "5", MaxTokens: ptr.To(int64(100000)),

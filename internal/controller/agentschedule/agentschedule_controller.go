@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/robfig/cron/v3"
@@ -28,7 +29,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,12 +48,7 @@ const (
 
 // Config is what a Reconciler is built from.
 type Config struct {
-	client.Client
-	// APIReader reads uncached; the client when nil.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	// Clock is time.Now unless a test sets it.
-	Clock func() time.Time
+	reconcilers.Base
 	// Metrics counts the runs created and the times missed; nil counts
 	// nothing.
 	Metrics *Metrics
@@ -70,12 +65,7 @@ type Reconciler struct {
 
 // NewReconciler builds the reconciler, defaults applied.
 func NewReconciler(cfg Config) *Reconciler {
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.APIReader == nil {
-		cfg.APIReader = cfg.Client
-	}
+	cfg.Base = cfg.Defaulted()
 	return &Reconciler{Config: cfg}
 }
 

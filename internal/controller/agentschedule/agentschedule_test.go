@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller/controllertest"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -50,7 +51,7 @@ func get[T client.Object](t *testing.T, obj T) T {
 // its own.
 func scheduler(clock *fakeClock) (*Reconciler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(200)
-	return NewReconciler(Config{Client: cluster.Client, APIReader: cluster.Client, Recorder: rec, Clock: clock.now, Metrics: NewMetrics(nil)}), rec
+	return NewReconciler(Config{Base: reconcilers.Base{Client: cluster.Client, APIReader: cluster.Client, Recorder: rec, Clock: clock.now}, Metrics: NewMetrics(nil)}), rec
 }
 
 // reconcileSchedule reconciles s once and fails the test on an error.
@@ -485,7 +486,7 @@ func scheduleKstatus(t *testing.T, s *v1alpha1.AgentSchedule) status.Status {
 func startScheduler(t *testing.T, ns string, clock *fakeClock) {
 	t.Helper()
 	testenv.StartManager(t, cluster.Config, ns, func(mgr ctrl.Manager) error {
-		return NewReconciler(Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clock.now}).SetupWithManager(mgr)
+		return NewReconciler(Config{Base: reconcilers.Base{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clock.now}}).SetupWithManager(mgr)
 	})
 }
 

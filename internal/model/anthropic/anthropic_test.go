@@ -41,10 +41,28 @@ var provider = modeltest.Provider{
 func billingRequest() *loop.Request { return modeltest.BillingRequest(modelName) }
 
 // roundTripRequest is turn 3, then a note for the model.
-func roundTripRequest() *loop.Request {
-	req := modeltest.RoundTripRequest(modelName)
+func roundTripRequest() *loop.Request { return roundTripTo(modelName) }
+
+// roundTripTo is roundTripRequest to model m.
+func roundTripTo(m string) *loop.Request {
+	req := modeltest.RoundTripRequest(m)
 	req.Messages = append(req.Messages, loop.Message{Role: loop.RoleUser, Turn: 2, Content: "Budget: 2 of 12 turns left."})
 	return req
+}
+
+// onPlatform is p, Claude on a cloud platform, completed with what the
+// platforms share with the first-party API: the same requests to model m,
+// the same responses and prompt prefix. The key stands for the
+// platform's credentials.
+func onPlatform(m string, p modeltest.Provider) modeltest.Provider {
+	p.Model = m
+	p.Request = func() *loop.Request { return modeltest.BillingRequest(m) }
+	p.RoundTrip = func() *loop.Request { return roundTripTo(m) }
+	p.Text, p.ToolCall, p.ToolCalls = provider.Text, provider.ToolCall, provider.ToolCalls
+	p.Truncated, p.Refusals = provider.Truncated, provider.Refusals
+	p.Credential = "credentials"
+	p.Prefix = provider.Prefix
+	return p
 }
 
 func newFixture(t *testing.T, edit func(*model.Config), steps ...modeltest.Step) *modeltest.Fixture {

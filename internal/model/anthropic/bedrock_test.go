@@ -39,7 +39,7 @@ func keyCredentials(source model.KeySource) aws.CredentialsProvider {
 
 // bedrockSigV4 is Claude on Bedrock signing with the operator's AWS
 // credentials; bedrockAPIKey the same with a Bedrock API key.
-var bedrockSigV4 = modeltest.Provider{
+var bedrockSigV4 = onPlatform(bedrockModel, modeltest.Provider{
 	Name: BedrockName,
 	Dir:  "bedrock",
 	New: func(c model.Config) (loop.Model, error) {
@@ -47,26 +47,14 @@ var bedrockSigV4 = modeltest.Provider{
 		c.KeySource = nil
 		return NewBedrock(c, Bedrock{Region: bedrockRegion, Credentials: creds})
 	},
-	Model:   bedrockModel,
-	Request: func() *loop.Request { return modeltest.BillingRequest(bedrockModel) },
-	RoundTrip: func() *loop.Request {
-		req := modeltest.RoundTripRequest(bedrockModel)
-		req.Messages = append(req.Messages, loop.Message{Role: loop.RoleUser, Turn: 2, Content: "Budget: 2 of 12 turns left."})
-		return req
-	},
 	// The model is in the path of Bedrock's invoke endpoint.
-	Endpoint: "/model/" + bedrockModel + "/invoke",
-	Text:     "response_text.json", ToolCall: "response_one_tool_use.json", ToolCalls: "response_tool_uses.json",
-	Truncated: "response_max_tokens.json",
-	Refusals:  map[string]string{"response_refusal.json": "The request asks for other customers' card numbers."},
+	Endpoint:  "/model/" + bedrockModel + "/invoke",
 	RateLimit: "error_throttling.json", ServerError: "error_internal.json", Unauthorized: "error_unrecognized_client.json",
 	RateLimitMessage:    "Too many requests",
 	ServerErrorMessage:  "The system encountered an unexpected error",
 	UnauthorizedMessage: "The security token included in the request is invalid",
 	Auth:                checkSigV4,
-	Credential:          "credentials",
-	Prefix:              provider.Prefix,
-}
+})
 
 var bedrockAPIKey = func() modeltest.Provider {
 	p := bedrockSigV4

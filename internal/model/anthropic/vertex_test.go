@@ -33,33 +33,21 @@ func (k keyTokens) Token() (*oauth2.Token, error) {
 	return &oauth2.Token{AccessToken: key, TokenType: "Bearer"}, nil
 }
 
-var vertexProvider = modeltest.Provider{
+var vertexProvider = onPlatform(vertexModel, modeltest.Provider{
 	Name: VertexName,
 	Dir:  "vertex",
 	New: func(c model.Config) (loop.Model, error) {
 		return NewVertex(c, Vertex{ProjectID: vertexProject, Region: vertexRegion, TokenSource: keyTokens{c.KeySource}})
 	},
-	Model:   vertexModel,
-	Request: func() *loop.Request { return modeltest.BillingRequest(vertexModel) },
-	RoundTrip: func() *loop.Request {
-		req := modeltest.RoundTripRequest(vertexModel)
-		req.Messages = append(req.Messages, loop.Message{Role: loop.RoleUser, Turn: 2, Content: "Budget: 2 of 12 turns left."})
-		return req
-	},
 	// The model is in the rawPredict path of the project and region.
-	Endpoint: "/v1/projects/" + vertexProject + "/locations/" + vertexRegion + "/publishers/anthropic/models/" + vertexModel + ":rawPredict",
-	Text:     "response_text.json", ToolCall: "response_one_tool_use.json", ToolCalls: "response_tool_uses.json",
-	Truncated: "response_max_tokens.json",
-	Refusals:  map[string]string{"response_refusal.json": "The request asks for other customers' card numbers."},
+	Endpoint:  "/v1/projects/" + vertexProject + "/locations/" + vertexRegion + "/publishers/anthropic/models/" + vertexModel + ":rawPredict",
 	RateLimit: "error_resource_exhausted.json", ServerError: "error_internal.json", Unauthorized: "error_unauthenticated.json",
 	RateLimitMessage:    "Quota exceeded for aiplatform.googleapis.com",
 	ServerErrorMessage:  "Internal error encountered",
 	UnauthorizedMessage: "Request had invalid authentication credentials",
 	KeyHeader:           "Authorization",
 	KeyValue:            func(key string) string { return "Bearer " + key },
-	Credential:          "credentials",
-	Prefix:              provider.Prefix,
-}
+})
 
 func TestVertexConformance(t *testing.T) { modeltest.Run(t, vertexProvider) }
 
