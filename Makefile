@@ -72,7 +72,7 @@ test: manifests generate fmt vet ## Run every test that needs no real cluster (e
 # failure when the deadline falls while a worker is minimizing an input,
 # which made CI fail at random. Minimizing is bounded the same way.
 FUZZ_TARGETS = ./internal/loop:FuzzCanonical ./internal/loop:FuzzCanonicalNumber ./internal/loop:FuzzDecodeArgs \
-	./internal/loop:FuzzStep ./internal/localrun:FuzzParseManifest
+	./internal/loop:FuzzStep ./internal/localrun:FuzzParseManifest ./api/v1alpha1:FuzzParseApprovalAnswer
 FUZZTIME ?= 2000x
 FUZZMINIMIZE ?= 50x
 

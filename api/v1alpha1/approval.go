@@ -3,19 +3,34 @@ package v1alpha1
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
+// MaxApprovalReason bounds the reason a person gives with an answer, in
+// characters (Unicode code points, as CEL's size() and the CRD's maxLength
+// count them). The admission policy agentrun-approval refuses a longer
+// one, and so does ParseApprovalAnswer; status.approvals[].reason has the
+// same maxLength.
+const MaxApprovalReason = 1024
+
 // ApprovalAnswer is the value of an approval annotation
-// (ApprovalAnnotationPrefix + callID): a decision, optionally followed by a
-// colon and the argumentsDigest of the call it was given for, as in
-// approve:sha256:<hex>. An answer with a digest applies only to a call
-// with exactly those arguments; one without applies to whatever call has
-// the id.
+// (ApprovalAnnotationPrefix + callID):
+//
+//	DECISION[:DIGEST[:REASON]]
+//
+// a decision, optionally followed by a colon and the argumentsDigest of
+// the call it was given for (sha256:<hex>, itself one colon), optionally
+// followed by a colon and the reason the person gives, which is everything
+// after it, colons and line breaks included. An answer with a reason and
+// no digest leaves the digest empty: deny::REASON. An answer with a digest
+// applies only to a call with exactly those arguments; one without applies
+// to whatever call has the id. A denial's reason is what the model reads
+// as the call's result.
 //
 // ParseApprovalAnswer reads the value and String writes it; nothing else
 // in Go splits or joins it. The admission policy agentrun-approval
-// (config/admission/approval-policy.yaml) reads the digest in CEL the same
-// way, and a test holds the two together.
+// (config/admission/approval-policy.yaml) reads the digest and the reason
+// in CEL the same way, and a test holds the two together.
 //
 // +kubebuilder:object:generate=false
 type ApprovalAnswer struct {
@@ -24,32 +39,61 @@ type ApprovalAnswer struct {
 	// Digest is the argumentsDigest the answer names (sha256:<hex>); empty
 	// for an answer bound to the call id only.
 	Digest string
+	// Reason is why the person answered so, in their words (at most
+	// MaxApprovalReason characters, space around it removed); empty when
+	// they gave none.
+	Reason string
 }
 
 // ParseApprovalAnswer reads the value of an approval annotation. Space
-// around the value is ignored and the case of ASCII letters is not
-// significant; the decision is what comes before the first colon, the
-// digest all that follows it (an empty digest names none). A value whose
-// decision is not approve, deny or stop is an error: the operator does not
-// apply it.
+// around the value is ignored. The decision is what comes before the
+// first colon; after it, an empty field (deny::REASON) names no digest,
+// and otherwise the digest is the next two colon-separated fields
+// (sha256:<hex>), or the one field left; the reason is all that follows
+// the colon after the digest, with space around it removed. The case of
+// ASCII letters is not significant in the decision and the digest, and is
+// kept in the reason. A value whose decision is not approve, deny or stop,
+// or whose reason is longer than MaxApprovalReason, is an error: the
+// operator does not apply it.
 func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
-	word, digest, _ := strings.Cut(strings.TrimSpace(value), ":")
-	a := ApprovalAnswer{Decision: ApprovalDecision(lowerASCII(word)), Digest: lowerASCII(digest)}
+	word, rest, _ := strings.Cut(strings.TrimSpace(value), ":")
+	var digest, reason string
+	if r, ok := strings.CutPrefix(rest, ":"); ok {
+		reason = r
+	} else if algorithm, after, ok := strings.Cut(rest, ":"); ok {
+		var hex string
+		hex, reason, _ = strings.Cut(after, ":")
+		digest = algorithm + ":" + hex
+	} else {
+		digest = rest
+	}
+	a := ApprovalAnswer{Decision: ApprovalDecision(lowerASCII(word)), Digest: lowerASCII(digest), Reason: strings.TrimSpace(reason)}
 	switch a.Decision {
 	case ApprovalApprove, ApprovalDeny, ApprovalStop:
-		return a, nil
+	default:
+		return ApprovalAnswer{}, fmt.Errorf("%q is not an answer: an approval annotation holds approve, deny or stop, "+
+			"optionally followed by a colon and the call's argumentsDigest (approve:sha256:...), "+
+			"and by a colon and a reason (deny:sha256:...:REASON, or deny::REASON without a digest)", value)
 	}
-	return ApprovalAnswer{}, fmt.Errorf("%q is not an answer: an approval annotation holds approve, deny or stop, "+
-		"optionally followed by a colon and the call's argumentsDigest (approve:sha256:...)", value)
+	if n := utf8.RuneCountInString(a.Reason); n > MaxApprovalReason {
+		return ApprovalAnswer{}, fmt.Errorf("the reason given with %s is %d characters long; a reason may have at most %d: "+
+			"say it shorter", a.Decision, n, MaxApprovalReason)
+	}
+	return a, nil
 }
 
-// String is the annotation value of the answer: the decision, and ":" and
-// the digest when it names one.
+// String is the annotation value of the answer: the decision, ":" and the
+// digest when it names one, and ":" and the reason when it gives one (with
+// an empty digest before it when it names none: deny::REASON). A digest
+// is written as status gives it, sha256:<hex>.
 func (a ApprovalAnswer) String() string {
-	if a.Digest == "" {
-		return string(a.Decision)
+	switch {
+	case a.Reason != "":
+		return string(a.Decision) + ":" + a.Digest + ":" + a.Reason
+	case a.Digest != "":
+		return string(a.Decision) + ":" + a.Digest
 	}
-	return string(a.Decision) + ":" + a.Digest
+	return string(a.Decision)
 }
 
 // lowerASCII folds A-Z only, as CEL's lowerAscii does in the admission

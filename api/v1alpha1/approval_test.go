@@ -27,8 +27,18 @@ func TestParseApprovalAnswer(t *testing.T) {
 		// Only ASCII letters are folded, as CEL's lowerAscii folds them.
 		{value: "approve:sha256:ÄB12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:Äb12"}},
 		{value: "approve:sha256:ab12 ", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab12"}},
-		// Only the first colon separates: the rest is the digest, whole.
-		{value: "approve:sha256:ab:12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab:12"}},
+		// The digest is two fields (sha256:<hex>); a colon after it
+		// starts the reason, which is everything after it, colons and
+		// line breaks included, its case kept and space around it removed.
+		{value: "approve:sha256:ab:12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab", Reason: "12"}},
+		{value: "DENY:SHA256:AB12: Not 824.00: refund 82.40 (the invoice).\nAsk Finance first. ",
+			want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Digest: "sha256:ab12", Reason: "Not 824.00: refund 82.40 (the invoice).\nAsk Finance first."}},
+		// An empty digest names none: the reason follows it.
+		{value: "deny::Use the EU endpoint: eu.example.com", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Reason: "Use the EU endpoint: eu.example.com"}},
+		{value: "deny::", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny}},
+		{value: "deny:sha256:ab12:", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Digest: "sha256:ab12"}},
+		{value: "stop::" + strings.Repeat("é", v1alpha1.MaxApprovalReason), want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalStop,
+			Reason: strings.Repeat("é", v1alpha1.MaxApprovalReason)}},
 		// An empty digest names none.
 		{value: "approve:", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}},
 		// Space inside the value is not trimmed: it names another digest.
@@ -58,6 +68,9 @@ func TestApprovalAnswer_StringIsReadBack(t *testing.T) {
 		{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"},
 		{Decision: v1alpha1.ApprovalDeny},
 		{Decision: v1alpha1.ApprovalStop},
+		{Decision: v1alpha1.ApprovalDeny, Reason: "not 824.00: 82.40"},
+		{Decision: v1alpha1.ApprovalDeny, Digest: "sha256:0b1e", Reason: "a: b\n\nc:"},
+		{Decision: v1alpha1.ApprovalStop, Digest: "sha256:0b1e", Reason: "::"},
 	} {
 		got, err := v1alpha1.ParseApprovalAnswer(a.String())
 		if err != nil {
@@ -67,15 +80,36 @@ func TestApprovalAnswer_StringIsReadBack(t *testing.T) {
 			t.Errorf("%q read back (-want +got):\n%s", a.String(), diff)
 		}
 	}
-	if got := (v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"}).String(); got != "approve:sha256:0b1e" {
-		t.Errorf("String() = %q, want approve:sha256:0b1e", got)
+	for _, tc := range []struct {
+		a    v1alpha1.ApprovalAnswer
+		want string
+	}{
+		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"}, "approve:sha256:0b1e"},
+		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Reason: "too much"}, "deny::too much"},
+		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Digest: "sha256:0b1e", Reason: "too much"}, "deny:sha256:0b1e:too much"},
+	} {
+		if got := tc.a.String(); got != tc.want {
+			t.Errorf("%+v.String() = %q, want %q", tc.a, got, tc.want)
+		}
+	}
+}
+
+// A reason is bounded: one character past MaxApprovalReason makes the
+// value no answer, with a message that says how long it may be.
+func TestParseApprovalAnswer_reasonIsBounded(t *testing.T) {
+	long := strings.Repeat("é", v1alpha1.MaxApprovalReason+1)
+	for _, v := range []string{"deny::" + long, "deny:sha256:ab12:" + long} {
+		_, err := v1alpha1.ParseApprovalAnswer(v)
+		if err == nil || !strings.Contains(err.Error(), "at most 1024") {
+			t.Errorf("a reason of %d characters: error %v, want one that says at most 1024", v1alpha1.MaxApprovalReason+1, err)
+		}
 	}
 }
 
 // The approval annotation's value has one codec (approval.go): a Go file
 // that names the annotation and splits or joins on a colon is reading or
 // writing the value by hand. The CEL reading of it is tied to the codec by
-// TestAdmission_digestOfAnAnswerAsTheOperatorReadsIt in
+// TestAdmission_readsTheAnswerAsTheOperatorDoes in
 // internal/controller.
 func TestApprovalAnswer_noOtherCodec(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -122,4 +156,27 @@ func TestApprovalAnswer_noOtherCodec(t *testing.T) {
 		t.Fatalf("these files name ApprovalAnnotationPrefix and split or join on \":\": read and write the value with "+
 			"v1alpha1.ParseApprovalAnswer and ApprovalAnswer.String instead:\n%s", strings.Join(found, "\n"))
 	}
+}
+
+// Whatever value the codec takes for an answer, String writes it so that
+// it is read back the same: the one codec is its own inverse, reasons with
+// colons and line breaks included.
+func FuzzParseApprovalAnswer(f *testing.F) {
+	for _, v := range []string{"approve", " Deny\n", "approve:sha256:ab12", "deny::a: b\nc", "deny:sha256:ab12:x:y",
+		"stop:other", "deny:sha256:", "deny: a:b: r ", "approve::", "deny:::"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		a, err := v1alpha1.ParseApprovalAnswer(v)
+		if err != nil {
+			return
+		}
+		back, err := v1alpha1.ParseApprovalAnswer(a.String())
+		if err != nil {
+			t.Fatalf("%q read as %+v, written %q, which is no answer: %v", v, a, a.String(), err)
+		}
+		if diff := cmp.Diff(a, back); diff != "" {
+			t.Fatalf("%q read as %+v, written %q, read back (-first +back):\n%s", v, a, a.String(), diff)
+		}
+	})
 }

@@ -173,7 +173,8 @@ const (
 	// ApprovalApprove lets the call run.
 	ApprovalApprove ApprovalDecision = "approve"
 	// ApprovalDeny refuses the call; the model sees "a person declined this
-	// call" and may choose another route.
+	// call", with the person's reason when they gave one, and may choose
+	// another route.
 	ApprovalDeny ApprovalDecision = "deny"
 	// ApprovalStop refuses the call and ends the run as ApprovalDenied.
 	ApprovalStop ApprovalDecision = "stop"
@@ -443,6 +444,15 @@ type ApprovalRecord struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	By string `json:"by,omitempty"`
+
+	// reason is why the person answered so, as they gave it after the
+	// digest in the approval annotation (deny:sha256:<hex>:REASON, or
+	// deny::REASON). The reason of a denial is what the model read as the
+	// call's result. At most 1024 characters
+	// (v1alpha1.MaxApprovalReason).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
 
 	// stale marks an answer for a call that was not pending (already
 	// answered, timed out, or never asked). It is recorded, never applied.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -471,6 +472,61 @@ func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
 		}
 	}
 	screenshot(ctx, t, "run.png")
+}
+
+// Issue 46: an approver denies a call from the inbox and says why in the
+// call's reason box. What they type survives the inbox's live updates; the
+// page says what was answered, status.approvals records the reason with
+// who gave it, the run's page shows it, and the model read it as the
+// call's result.
+func TestConsole_approverDeniesWithAReasonFromTheInbox(t *testing.T) {
+	ns := namespace(t, "console-deny")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	grant(t, "alice", ns, "secrets")
+	run := refundRun(ns, "refund-deny")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-deny/t1-c1"
+	box := `textarea[data-reason="` + key + `"]`
+	const reason = "Not 824.00: the invoice says 82.40.\nAsk Finance first."
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(box), visible(`html[data-live-ready]`), chromedp.SendKeys(box, reason))
+
+	// Another run of the namespace starts to wait: the inbox's live part
+	// is fetched again, and the reason typed stays in its box.
+	before := eval[string](t, ctx, `document.getElementById("live").getAttribute("data-refreshed") || ""`)
+	other := refundRun(ns, "refund-other")
+	create(t, other)
+	waiting(t, other)
+	do(t, ctx, visible(`[data-call="`+ns+`/refund-other/t1-c1"]`))
+	if after := eval[string](t, ctx, `document.getElementById("live").getAttribute("data-refreshed") || ""`); after == before {
+		t.Fatal("the inbox shows the other run's call without a live update")
+	}
+	if got := eval[string](t, ctx, `document.querySelector('`+box+`').value`); got != reason {
+		t.Fatalf("after a live update the reason box holds %q, want what was typed, %q", got, reason)
+	}
+
+	do(t, ctx, click(`[data-deny="`+key+`"]`), visible(`.result.ok`))
+	if message, want := text(t, ctx, `.result`), "t1-c1 denied (reason: "+strconv.Quote(reason)+")"; !strings.Contains(message, want) {
+		t.Errorf("after Deny the page says %q, want %q", message, want)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	got := get(t, run).Status.Approvals
+	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalDeny || got[0].Reason != reason {
+		t.Errorf("status.approvals = %+v, want t1-c1 denied by alice with the reason %q", got, reason)
+	}
+
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-deny"), visible(`[data-transcript]`))
+	if shown := text(t, ctx, `[data-approval="t1-c1"] [data-reason]`); shown != reason {
+		t.Errorf("the run's page shows the reason %q, want %q", shown, reason)
+	}
+	if tr := text(t, ctx, `[data-transcript]`); !strings.Contains(tr, "Their reason: "+strconv.Quote(reason)) {
+		t.Errorf("the transcript does not show the model the reason:\n%s", tr)
+	}
 }
 
 // A person without the approve verb clicks Approve: the API server's

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -105,7 +106,8 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 }
 
 // answer writes the approval annotation as the user, through the same
-// operation as `kubectl agentrun approve|deny|stop` (runclient.Answer): it
+// operation as `kubectl agentrun approve|deny|stop` (runclient.Answer),
+// with the reason typed in the call's box for a Deny or a Stop: it
 // refuses a call that no longer waits, and binds an approval to the
 // arguments' digest. The inbox is shown again with what the typed answer
 // says happened; a refusal is shown as runclient or the API server gave it,
@@ -125,8 +127,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 		return view{Title: "Refused", Page: "error", Status: http.StatusBadRequest,
 			Data: "This form does not say which run it showed: reload the page and answer again."}, nil
 	}
+	// The reason box goes with Deny and Stop; Approve takes no reason. A
+	// browser sends a text area's line breaks as CRLF: the person typed LF.
+	reason := ""
+	if decision != v1alpha1.ApprovalApprove {
+		reason = strings.ReplaceAll(r.PostFormValue("reason"), "\r\n", "\n")
+	}
 	a, err := runclient.Answer(r.Context(), u.c, runclient.AnswerOptions{Run: runclient.Ref{Namespace: ns, Name: name}, CallID: call,
-		Decision: decision, Shown: shown})
+		Decision: decision, Reason: reason, Shown: shown})
 	res, status := answerResult(a, err)
 	back := r.PostFormValue("back")
 	if back == "run" {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -19,14 +20,16 @@ var templateFiles embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"clean": safeterm.Clean,
 	"answerOf": func(c pendingCall, token, back, filter string) answerForm {
-		return answerForm{Call: c, Token: token, Back: back, Filter: filter}
+		return answerForm{Call: c, Token: token, Back: back, Filter: filter, MaxReason: v1alpha1.MaxApprovalReason}
 	},
 }).ParseFS(templateFiles, "templates/*.html"))
 
-// answerForm is the Approve, Deny and Stop buttons of one call.
+// answerForm is the Approve, Deny and Stop buttons of one call, and the
+// box for the reason of a Deny or a Stop.
 type answerForm struct {
 	Call                pendingCall
 	Token, Back, Filter string
+	MaxReason           int
 }
 
 // view is what a handler gives back: which template shows it, with what.

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/plugin"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -65,7 +66,7 @@ type bar struct {
 	Soft, Over, AnyReserved   bool
 }
 
-type approvalRow struct{ CallID, Decision, By, At string }
+type approvalRow struct{ CallID, Decision, By, At, Reason string }
 
 // turnView is one turn of the timeline (Turn 0 holds what belongs to no
 // turn: the run's start and end, plan steps).
@@ -111,7 +112,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 	d.Facts = factsOf(run)
 	d.Pending = pendingOf(run)
 	for _, a := range run.Status.Approvals {
-		row := approvalRow{CallID: a.CallID, Decision: string(a.Decision), By: a.By}
+		row := approvalRow{CallID: a.CallID, Decision: string(a.Decision), By: a.By, Reason: safeterm.Clean(a.Reason)}
 		if a.At != nil {
 			row.At = stamp(a.At.Time)
 		}
@@ -334,7 +335,7 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 		if a.By != "" {
 			txt += " by " + a.By
 		}
-		it := item{Kind: "approval", Text: txt}
+		it := item{Kind: "approval", Text: txt + runclient.Because(a.Reason)}
 		if a.At != nil {
 			it.At = stamp(a.At.Time)
 		}

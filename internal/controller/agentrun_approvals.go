@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -47,17 +48,45 @@ func answersFrom(run *v1alpha1.AgentRun) map[string]runstatus.Answer {
 	return answers
 }
 
+// unreadAnswers is a Warning note for each call waiting in
+// status.pendingApprovals whose approval annotation holds no answer the
+// operator takes (ParseApprovalAnswer refuses it: no decision, or a reason
+// longer than v1alpha1.MaxApprovalReason, which the admission policy
+// refuses first where it is installed): the call waits on, and the note
+// says why.
+func unreadAnswers(run *v1alpha1.AgentRun) []loop.Note {
+	var notes []loop.Note
+	for _, p := range run.Status.PendingApprovals {
+		v, ok := run.Annotations[v1alpha1.ApprovalAnnotationPrefix+p.CallID]
+		if !ok {
+			continue
+		}
+		if _, err := v1alpha1.ParseApprovalAnswer(v); err != nil {
+			notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: p.CallID, Warning: true, Message: fmt.Sprintf(
+				"The answer to %s is not applied, and the call still waits: %s", p.CallID, clip.Cut(err.Error(), 512, runstatus.CutMark))})
+		}
+	}
+	return notes
+}
+
 // decisions is what the engine takes of the answers: the decision of
-// each, by call id.
-func decisions(answers map[string]runstatus.Answer) map[string]loop.Answer {
+// each, and the reason of each that gives one, by call id.
+func decisions(answers map[string]runstatus.Answer) (map[string]loop.Answer, map[string]string) {
 	if answers == nil {
-		return nil
+		return nil, nil
 	}
 	d := make(map[string]loop.Answer, len(answers))
+	var reasons map[string]string
 	for id, a := range answers {
 		d[id] = loop.Answer(a.Decision)
+		if a.Reason != "" {
+			if reasons == nil {
+				reasons = map[string]string{}
+			}
+			reasons[id] = a.Reason
+		}
 	}
-	return d
+	return d, reasons
 }
 
 // NoteAnswerNotApplied is the event reason of an answer that named other

@@ -274,7 +274,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		sc.notes = append(sc.notes, sc.kit.Engine.Revet(ctx, s, sc.now)...)
 	}
 	sc.answers = answersFrom(sc.run)
-	notes := bindAnswers(s, sc.answers)
+	notes := append(unreadAnswers(sc.run), bindAnswers(s, sc.answers)...)
 	if sc.kit != nil {
 		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, r.AcceptUnstampedAnswers)...)
 	}
@@ -324,7 +324,8 @@ func toolsKey(s *loop.State) string {
 // needs the outside world.
 func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Result, error) {
 	s, uid := sc.state, sc.run.UID
-	in := loop.Input{Answers: decisions(sc.answers), Cancel: sc.run.Spec.Cancel}
+	in := loop.Input{Cancel: sc.run.Spec.Cancel}
+	in.Answers, in.Reasons = decisions(sc.answers)
 	if in.Cancel {
 		in.CancelReason = cancelReason(sc.run) // who cancelled, when the run says
 	} else {

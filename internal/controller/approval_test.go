@@ -308,18 +308,22 @@ func TestApproval_changedArgumentsVoidTheApproval(t *testing.T) {
 	NewWithT(t).Eventually(func() []string { return eventReasons(t, run.Namespace, run.Name) }, 10*time.Second, 50*time.Millisecond).Should(ContainElement(string(NoteApprovalVoided)))
 }
 
-// Issue 44: the value of an approval annotation is read twice, by the
-// operator (v1alpha1.ParseApprovalAnswer) and by the admission policy
+// Issues 44 and 46: the value of an approval annotation is read twice, by
+// the operator (v1alpha1.ParseApprovalAnswer) and by the admission policy
 // agentrun-approval, whose CEL refuses an answer that names a digest no
-// pending call has. Both must read the same digest from every value the
-// operator takes for an answer: the API server admits each value for a
-// call that waits with the digest the operator reads, and refuses it for a
-// call that waits with another digest exactly when the operator reads one.
-// (A value the operator does not take for an answer is ignored by it,
-// whatever the API server does; TestParseApprovalAnswer lists them.)
-func TestAdmission_readsTheDigestAsTheOperatorDoes(t *testing.T) {
+// pending call has, or gives a reason longer than
+// v1alpha1.MaxApprovalReason. Both must read the same digest and the same
+// reason from every value: the API server admits each value the operator
+// takes for an answer for a call that waits with the digest the operator
+// reads, and refuses it for a call that waits with another digest exactly
+// when the operator reads one; it refuses a value exactly when the
+// operator refuses it for its reason's length. (A value the operator does
+// not take for an answer for another cause is ignored by it, whatever the
+// API server does; TestParseApprovalAnswer lists them.)
+func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 	ctx := context.Background()
 	digest := "sha256:" + strings.Repeat("0b1e", 16)
+	bound := v1alpha1.MaxApprovalReason
 	values := []string{
 		"approve",
 		"deny",
@@ -337,17 +341,31 @@ func TestAdmission_readsTheDigestAsTheOperatorDoes(t *testing.T) {
 		"approve::" + digest,
 		"approve:sha256:ÄB12",
 		"approve:other",
+		"deny::",
+		"deny::Not 824.00: refund 82.40.\nAsk Finance: they know.",
+		"deny:" + digest + ":Not 824.00: refund 82.40",
+		"DENY:" + strings.ToUpper(digest) + ": Not 824.00 ",
+		"deny:" + digest + ":",
+		"deny:other:reason",
+		"deny:a:b:c:d",
+		"deny::" + strings.Repeat("é", bound),
+		"deny:" + digest + ":" + strings.Repeat("x", bound) + " \n ",
+		"deny::" + strings.Repeat("é", bound+1),
+		"deny:" + digest + ":" + strings.Repeat(":", bound+1),
+		"stop::" + strings.Repeat("x", bound) + ":",
 	}
 	run := makeRun(namespace(t), "digests").answer("ok").create(t)
 	// Call t<i>-c1 waits with the digest the operator reads from value i
 	// (or an unrelated one where it reads none), t<i>-c2 with another.
 	var pending []v1alpha1.PendingApproval
 	read := make([]v1alpha1.ApprovalAnswer, len(values))
+	tooLong := make([]bool, len(values))
 	for i, v := range values {
 		a, err := v1alpha1.ParseApprovalAnswer(v)
-		if err != nil {
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("at most %d", bound)) {
 			t.Fatalf("%q is not an answer to the operator: %v", v, err)
 		}
+		tooLong[i] = err != nil // refused for its reason's length
 		read[i] = a
 		own := a.Digest
 		if own == "" {
@@ -372,17 +390,35 @@ func TestAdmission_readsTheDigestAsTheOperatorDoes(t *testing.T) {
 		return strings.Contains(err.Error(), "names arguments that no pending call of digests has") ||
 			strings.Contains(err.Error(), "failed expression: variables.digestMismatch.size() == 0")
 	}
+	tooLongRefusal := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "is longer than 1024 characters")
+	}
 	for i, v := range values {
-		if err := answer(fmt.Sprintf("t%d-c1", i), v); err != nil {
-			t.Errorf("%q for a call waiting with the digest the operator reads (%q) was refused: %v", v, read[i].Digest, err)
+		err := answer(fmt.Sprintf("t%d-c1", i), v)
+		if tooLong[i] {
+			if !tooLongRefusal(err) {
+				t.Errorf("%q, whose reason the operator refuses as too long, was not refused for it: %v", short(v), err)
+			}
+			continue
 		}
-		err := answer(fmt.Sprintf("t%d-c2", i), v)
+		if err != nil {
+			t.Errorf("%q for a call waiting with the digest the operator reads (%q) was refused: %v", short(v), read[i].Digest, err)
+		}
+		err = answer(fmt.Sprintf("t%d-c2", i), v)
 		if err != nil && !refusal(err) {
-			t.Errorf("%q: %v", v, err)
+			t.Errorf("%q: %v", short(v), err)
 			continue
 		}
 		if refused, named := err != nil, read[i].Digest != ""; refused != named {
-			t.Errorf("%q for a call waiting with another digest: refused %v, but the operator reads digest %q", v, refused, read[i].Digest)
+			t.Errorf("%q for a call waiting with another digest: refused %v, but the operator reads digest %q", short(v), refused, read[i].Digest)
 		}
 	}
+}
+
+// short is a value as a test message quotes it: a long reason is cut.
+func short(v string) string {
+	if len(v) > 120 {
+		return v[:120] + "…"
+	}
+	return v
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, notes *[]Note) next {
+func (e *Engine) onAnswers(s *State, answers map[string]Answer, reasons map[string]string, now time.Time, notes *[]Note) next {
 	waiting := 0
 	var oldest *Call
 	for i := range s.Calls {
@@ -33,7 +33,7 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, now time.Time, n
 			return finishWith(ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)", c.ID, c.Name))
 		case DenyAnswer:
 			c.State, c.ObsStatus = CallDone, ObsDeclined
-			c.Observation = fmt.Sprintf("A person declined this call to %s. It did not run; choose another route.", c.Name)
+			c.Observation = declinedText(c.Name, reasons[c.ID], e.tool(c.Name).MaxResultBytes)
 		}
 	}
 	if waiting > 0 {

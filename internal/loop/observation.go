@@ -3,6 +3,7 @@ package loop
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -65,6 +66,26 @@ func RenderResult(tool string, maxResultBytes int, r Result) (text string, statu
 		size = len(out)
 	}
 	return bound(string(out), maxResultBytes, size, r.Truncated), ObsOK
+}
+
+// declinedText is the observation of a call a person declined, with the
+// reason they gave when they gave one: quoted and escaped as a Go string
+// literal (its line breaks and quotes escaped), so that it reads as their
+// words on one line and cannot pass for the text around it, and cut at
+// maxBytes.
+func declinedText(tool, reason string, maxBytes int) string {
+	text := fmt.Sprintf("A person declined this call to %s. It did not run; choose another route.", tool)
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return text
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxResultBytes
+	}
+	cut := ""
+	if len(reason) > maxBytes {
+		reason, cut = clip.Head(reason, maxBytes), " [reason cut]"
+	}
+	return text + " Their reason: " + strconv.Quote(reason) + cut
 }
 
 // bound makes s valid UTF-8 and cuts it at max bytes on a rune boundary,

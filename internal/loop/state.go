@@ -198,6 +198,10 @@ type Input struct {
 	// Answers are the answers currently known for pending calls, by call id.
 	// Answers for ids that are not pending are reported back as stale.
 	Answers map[string]Answer
+	// Reasons are the reasons people gave with their answers, by call id:
+	// a declined call's observation quotes its reason, so that the model
+	// can learn why.
+	Reasons map[string]string
 	// Results answer EffectRunTools, by call id.
 	Results []Result
 	// Cancel asks the run to stop at this boundary (ApprovalDenied);

@@ -93,13 +93,14 @@ var answerHelp = map[v1alpha1.ApprovalDecision][2]string{
 		"approve lets the call CALLID of the AgentRun NAME run."},
 	v1alpha1.ApprovalDeny: {"Decline a pending call; the model may choose another route",
 		`deny declines the call CALLID of the AgentRun NAME. The model sees "a person
-declined this call" and the run goes on.`},
+declined this call", with the reason given by --reason, and the run goes on.`},
 	v1alpha1.ApprovalStop: {"Decline a pending call and end the run as ApprovalDenied",
 		"stop declines the call CALLID of the AgentRun NAME and ends the run with the\noutcome ApprovalDenied."},
 }
 
 func answerCommand(f *factory, d v1alpha1.ApprovalDecision) *cobra.Command {
 	var force bool
+	var reason string
 	help := answerHelp[d]
 	cmd := &cobra.Command{
 		Use:   string(d) + " NAME CALLID",
@@ -121,11 +122,19 @@ checks.`,
 				return err
 			}
 			return Answer(cmd.Context(), c, AnswerOptions{
-				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: d, Force: force,
+				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: d, Reason: reason, Force: force,
 			}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting for approval")
+	if d != v1alpha1.ApprovalApprove {
+		cmd.Flags().StringVar(&reason, "reason", "", fmt.Sprintf("why, in your words (at most %d characters): recorded in status.approvals; "+
+			"a denial's reason is what the model reads as the call's result", v1alpha1.MaxApprovalReason))
+		cmd.Example += fmt.Sprintf(`
+
+  # Say why: the annotation becomes %s::REASON
+  kubectl agentrun %s explain-double-charge t3-c1 --reason "Refund 82.40, not 824.00"`, d, d)
+	}
 	return cmd
 }
 

@@ -637,7 +637,7 @@ approval needed: t2-c1 issue_refund {"amount_minor":8240} (policy.rules[0]: Refu
 	}
 	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
 		s.PendingApprovals = nil
-		s.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t2-c1", Decision: v1alpha1.ApprovalDeny, By: "alice"}}
+		s.Approvals = []v1alpha1.ApprovalRecord{{CallID: "t2-c1", Decision: v1alpha1.ApprovalDeny, By: "alice", Reason: "Not 824.00:\n\"82.40\""}}
 		s.Transcript = &v1alpha1.TranscriptStatus{Chunks: 2, Messages: 7}
 		s.Checkpoint = checkpoint(t)
 		s.Phase = v1alpha1.PhaseSucceeded
@@ -674,7 +674,7 @@ approval needed: t2-c1 issue_refund {"amount_minor":8240} (policy.rules[0]: Refu
 [t3] --- Context compacted before turn 3 (clear): cleared 1 tool result(s) of 15 bytes before turn 2; about 31000 input tokens before, about 9000 after ---
 [t3] assistant: Two separate charges:
     invoice 1 and invoice 2.
-answered: t2-c1 deny by alice
+answered: t2-c1 deny by alice (reason: "Not 824.00:\n\"82.40\"")
 phase: Succeeded
 outcome: Completed
 reason: The model gave a final answer.
@@ -805,6 +805,56 @@ reason: t3-c1 waited longer than approvalTimeout (1h0m0s)
 	}
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("watch output (-want +got):\n%s", diff)
+	}
+}
+
+// Issue 46: deny --reason sets the reason after an empty digest
+// (deny::REASON), as the operator reads it; the reason may hold colons and
+// line breaks, and is printed quoted. A reason past the bound is refused
+// before the server is asked, and approve takes no reason.
+func TestDeny_withAReason(t *testing.T) {
+	ns := newNamespace(t)
+	run := makeRun(ns, "r").create(t)
+	setStatus(t, run, func(s *v1alpha1.AgentRunStatus) {
+		s.Phase = v1alpha1.PhaseAwaitingApproval
+		s.PendingApprovals = pending("t3-c1", "t3-c2")
+	})
+	kubectl := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	const reason = "Not 824.00: the invoice says 82.40.\nAsk Finance."
+	code, out, errOut := kubectl("deny", "r", "t3-c1", "--reason", " "+reason+"\n")
+	if code != 0 || errOut != "" {
+		t.Fatalf("deny --reason = %d, stderr %q", code, errOut)
+	}
+	if want := `agentrun/r: t3-c1 denied (reason: "Not 824.00: the invoice says 82.40.\nAsk Finance.")` + "\n"; out != want {
+		t.Errorf("deny --reason printed %q, want %q", out, want)
+	}
+	v := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t3-c1"]
+	if v != "deny::"+reason {
+		t.Errorf("annotation = %q, want %q", v, "deny::"+reason)
+	}
+	if a, err := v1alpha1.ParseApprovalAnswer(v); err != nil || a.Reason != reason || a.Digest != "" {
+		t.Errorf("the operator reads %q as %+v, %v; want the reason %q and no digest", v, a, err, reason)
+	}
+
+	long := strings.Repeat("x", v1alpha1.MaxApprovalReason+1)
+	for _, tc := range []struct {
+		args  []string
+		inErr string
+	}{
+		{[]string{"deny", "r", "t3-c2", "--reason", long}, "at most 1024"},
+		{[]string{"approve", "r", "t3-c2", "--reason", "fine"}, "unknown flag: --reason"},
+	} {
+		code, out, errOut := kubectl(tc.args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, tc.inErr) {
+			t.Errorf("kubectl agentrun %s = %d, stdout %q, stderr %q; want 1 and an error with %q", tc.args[0], code, out, errOut, tc.inErr)
+		}
+	}
+	if _, answered := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t3-c2"]; answered {
+		t.Error("a refused answer set the annotation of t3-c2")
 	}
 }
 

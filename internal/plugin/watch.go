@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kubeevent"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/transcript"
 	eventsv1 "k8s.io/api/events/v1"
@@ -356,9 +357,9 @@ func (f *follower) showUpdate(ctx context.Context, run *v1alpha1.AgentRun) (bool
 		}
 		f.answered[key] = true
 		if a.Stale {
-			printf(f.w, "ignored: %s %s%s (the call was not waiting)\n", a.CallID, a.Decision, by(a.By))
+			printf(f.w, "ignored: %s %s%s%s (the call was not waiting)\n", a.CallID, a.Decision, by(a.By), runclient.Because(a.Reason))
 		} else {
-			printf(f.w, "answered: %s %s%s\n", a.CallID, a.Decision, by(a.By))
+			printf(f.w, "answered: %s %s%s%s\n", a.CallID, a.Decision, by(a.By), runclient.Because(a.Reason))
 		}
 	}
 	if run.Status.Phase != f.phase && run.Status.Phase != "" {

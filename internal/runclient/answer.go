@@ -17,6 +17,11 @@ type AnswerOptions struct {
 	Run      Ref
 	CallID   string
 	Decision v1alpha1.ApprovalDecision
+	// Reason is why the person answers so, in their words; "" for none. A
+	// denial's reason is what the model reads as the call's result; every
+	// reason is recorded in status.approvals. At most
+	// v1alpha1.MaxApprovalReason characters.
+	Reason string
 	// Force sets the annotation without checking that the call waits, and
 	// replaces an earlier answer the operator has not acted on yet.
 	Force bool
@@ -47,15 +52,29 @@ type Answered struct {
 	// annotation's value is approve:DIGEST); "" when nothing binds it: a
 	// denial, a forced answer, or a call status gives no digest for.
 	Digest string
+	// Reason is the reason given with the answer, as the annotation
+	// carries it (space around it removed); "" for none.
+	Reason string
 	// Call is the call as status.pendingApprovals held it when the answer
 	// was checked; nil for a forced answer, which is not checked.
 	Call *v1alpha1.PendingApproval
 }
 
 // String says what the answer did, as the plugin prints it and the
-// console shows it: "agentrun/NAME: CALLID approved".
+// console shows it: "agentrun/NAME: CALLID approved", and the reason
+// given, quoted, when there is one.
 func (a *Answered) String() string {
-	return fmt.Sprintf("%s: %s %s", a.Run, a.CallID, answered(a.Decision))
+	return fmt.Sprintf("%s: %s %s%s", a.Run, a.CallID, answered(a.Decision), Because(a.Reason))
+}
+
+// Because is the reason given with an answer as the plugin and the
+// console print it after the answer: quoted, so that it is escaped and on
+// one line; "" for none.
+func Because(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (reason: %q)", reason)
 }
 
 func answered(d v1alpha1.ApprovalDecision) string {
@@ -104,8 +123,10 @@ func refuse(reason Reason, o AnswerOptions, format string, args ...any) *Refused
 	return &Refused{Reason: reason, Run: o.Run, CallID: o.CallID, msg: fmt.Sprintf(format, args...)}
 }
 
-// Answer sets approval.agents.agentrun.dev/<callID>=<decision> on the run
-// with a merge patch made by FieldManager. Unless Force is set, it first
+// Answer sets approval.agents.agentrun.dev/<callID>=<decision> (with the
+// digest an approval is bound to, and the reason given:
+// v1alpha1.ApprovalAnswer) on the run with a merge patch made by
+// FieldManager. Unless Force is set, it first
 // checks that the call is in status.pendingApprovals and refuses otherwise
 // (*Refused), listing the calls that do wait.
 func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, error) {
@@ -119,11 +140,18 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, e
 		return nil, fmt.Errorf("%q is not a call id: call ids look like t3-c1, or p1-E2 for a plan's step (see status.pendingApprovals)", o.CallID)
 	}
 
+	// The reason is checked as the operator reads it, before anything is
+	// asked of the server.
+	given, err := v1alpha1.ParseApprovalAnswer(v1alpha1.ApprovalAnswer{Decision: o.Decision, Reason: strings.TrimSpace(o.Reason)}.String())
+	if err != nil {
+		return nil, err
+	}
+
 	run, err := Get(ctx, c, o.Run)
 	if err != nil {
 		return nil, err
 	}
-	a := &Answered{Run: o.Run, CallID: o.CallID, Decision: o.Decision}
+	a := &Answered{Run: o.Run, CallID: o.CallID, Decision: o.Decision, Reason: given.Reason}
 	if !o.Force {
 		if a.Call, err = checkPending(run, o); err != nil {
 			return nil, err
@@ -140,7 +168,7 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, e
 	}
 
 	meta := map[string]any{}
-	meta["annotations"] = map[string]string{key: v1alpha1.ApprovalAnswer{Decision: a.Decision, Digest: a.Digest}.String()}
+	meta["annotations"] = map[string]string{key: v1alpha1.ApprovalAnswer{Decision: a.Decision, Digest: a.Digest, Reason: a.Reason}.String()}
 	if o.Shown != nil {
 		// The API server refuses the patch (409) if the run was replaced
 		// after it was read.

@@ -232,8 +232,9 @@ func SetCondition(st *v1alpha1.AgentRunStatus, typ string, status metav1.Conditi
 }
 
 // Answer is a person's answer to a pending call as the operator read it
-// from the run's annotations: the approval annotation's decision and the
-// arguments digest it names, if any, and who set it.
+// from the run's annotations: the approval annotation's decision, the
+// arguments digest it names and the reason it gives, if any, and who set
+// it.
 type Answer struct {
 	v1alpha1.ApprovalAnswer
 	// By is who set the approval annotation, as the API server stamped it
@@ -249,7 +250,8 @@ func RecordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map
 			continue
 		}
 		a := answers[n.CallID]
-		rec := v1alpha1.ApprovalRecord{CallID: n.CallID, Decision: a.Decision, At: &now, By: a.By, Stale: n.Kind == loop.NoteStaleApproval}
+		rec := v1alpha1.ApprovalRecord{CallID: n.CallID, Decision: a.Decision, At: &now, By: a.By, Reason: a.Reason,
+			Stale: n.Kind == loop.NoteStaleApproval}
 		if rec.Stale && recorded(st, rec.CallID, rec.Decision, true) {
 			continue
 		}

@@ -25,7 +25,9 @@
       .then(function (html) {
         // The server escaped everything in it: it is the page's own HTML.
         if (html !== null) {
+          var typed = keepReasons();
           live.innerHTML = html;
+          typed();
           live.setAttribute("data-refreshed", String(Date.now()));
         }
       })
@@ -37,6 +39,38 @@
           setTimeout(refresh, 250);
         }
       });
+  }
+  // keepReasons notes what a person typed in the reason boxes (and where
+  // their cursor is) and returns the function that puts it back into the
+  // boxes of the same calls once the live part is replaced.
+  function keepReasons() {
+    var kept = {};
+    var focus = null;
+    var boxes = live.querySelectorAll("textarea[data-reason]");
+    for (var i = 0; i < boxes.length; i++) {
+      var b = boxes[i];
+      var key = b.getAttribute("data-reason");
+      if (b.value) {
+        kept[key] = b.value;
+      }
+      if (b === document.activeElement) {
+        focus = { key: key, start: b.selectionStart, end: b.selectionEnd };
+      }
+    }
+    return function () {
+      var boxes = live.querySelectorAll("textarea[data-reason]");
+      for (var i = 0; i < boxes.length; i++) {
+        var b = boxes[i];
+        var key = b.getAttribute("data-reason");
+        if (Object.prototype.hasOwnProperty.call(kept, key)) {
+          b.value = kept[key];
+        }
+        if (focus && focus.key === key) {
+          b.focus();
+          b.setSelectionRange(focus.start, focus.end);
+        }
+      }
+    };
   }
   var timer = null;
   var events = new EventSource(stream);
