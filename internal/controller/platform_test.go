@@ -85,8 +85,9 @@ func TestPlatform_admissionRefusesWhatThePolicyForbids(t *testing.T) {
 	refusedAtCreation(t, k8sClient, ok().with(func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = "" }).r,
 		"act only as the ServiceAccounts agent, not default")
 	shared := func(s *v1alpha1.AgentRunSpec) {
-		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1",
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}}
+		s.Model = v1alpha1.ModelSpec{
+			ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}},
+		}
 		s.Budget.MaxCostUSD = "1"
 	}
 	refusedAtCreation(t, k8sClient, ok().with(shared).r, "restricts the API key in Secret shared-openai")
@@ -339,7 +340,7 @@ func TestPlatform_pinnedKeysStayPinned(t *testing.T) {
 	refusedAtCreation(t, k8sClient, makeRun(ns, "job").answer("done").with(jobEnv).r, refused+"spec.tools[0].job.env[0].valueFrom.secretKeyRef")
 
 	allowed := makeRun(ns, "allowed").answer("done").with(httpHeader(v1alpha1.SecretKeySelector{Name: "own-token", Key: "token"})).with(func(s *v1alpha1.AgentRunSpec) {
-		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", APIKeySecretRef: &pinned}
+		s.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", APIKeySecretRef: &pinned}}
 		s.Budget.MaxCostUSD = "1"
 	}).r
 	if err := k8sClient.Create(context.Background(), allowed, client.DryRunAll); err != nil {
@@ -348,7 +349,7 @@ func TestPlatform_pinnedKeysStayPinned(t *testing.T) {
 
 	startManager(t, &kits{tools: newTools()})
 	expectInvalid(t, waitOutcome(t, before, 20*time.Second), "AgentRunPolicy "+p.Name+
-		" refuses it: the API key in Secret shared-openai may be named only as spec.model.apiKeySecretRef, not in spec.tools[0].job.env[0].valueFrom.secretKeyRef")
+		" refuses it: the API key in Secret shared-openai may be named only as a model's apiKeySecretRef (spec.model or spec.model.fallbacks[]), not in spec.tools[0].job.env[0].valueFrom.secretKeyRef")
 }
 
 // Issue 43, item 2: a policy can require every tool to declare what a call
