@@ -91,11 +91,24 @@ func TestPlatform_admissionRefusesWhatThePolicyForbids(t *testing.T) {
 		s.Budget.MaxCostUSD = "1"
 	}
 	refusedAtCreation(t, k8sClient, ok().with(shared).r, "restricts the API key in Secret shared-openai")
+	sharedFallback := func(f v1alpha1.ModelEndpoint) func(s *v1alpha1.AgentRunSpec) {
+		return func(s *v1alpha1.AgentRunSpec) {
+			f.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}
+			s.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "own", BaseURL: "https://own.example.org/v1"},
+				Fallbacks: []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderOpenAI, Name: "local", BaseURL: "https://own.example.org/v1"}, f}}
+			s.Budget.MaxCostUSD = "1"
+		}
+	}
+	refusedAtCreation(t, k8sClient, ok().with(sharedFallback(v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1"})).r,
+		"AgentRunPolicy "+p.Name+" restricts the API key in Secret shared-openai: spec.model.fallbacks[1] asks for provider openai at https://attacker.example.net/v1, which the policy does not allow for that key")
+	refusedAtCreation(t, k8sClient, ok().with(sharedFallback(v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderAnthropic, Name: "claude"})).r,
+		"spec.model.fallbacks[1] asks for provider anthropic, which the policy does not allow")
 
 	ctx := context.Background()
 	for _, r := range []*v1alpha1.AgentRun{
 		ok().r,
 		ok().with(shared).with(func(s *v1alpha1.AgentRunSpec) { s.Model.BaseURL = "https://gateway.example.com/v1/" }).r,
+		ok().with(sharedFallback(v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://gateway.example.com/v1/"})).r,
 		ok().with(shared).with(func(s *v1alpha1.AgentRunSpec) {
 			s.Model.BaseURL, s.Model.APIKeySecretRef.Name = "https://elsewhere.example.org", "own-key"
 		}).r,
