@@ -149,6 +149,13 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
 	}
 	cfg.Context = contextPolicy(spec.Context, &cfg.Model)
+	// A run that may fall back is held to the smallest window of its
+	// models: its transcript goes to whichever of them it calls.
+	for i := range cfg.Fallbacks {
+		if p := contextPolicy(spec.Context, &cfg.Fallbacks[i]); inputLimit(p) < inputLimit(cfg.Context) {
+			cfg.Context = p
+		}
+	}
 	if o := spec.Output; o != nil {
 		cfg.Output = &loop.OutputSpec{Schema: json.RawMessage(o.Schema.Raw)}
 	}
@@ -316,6 +323,15 @@ func contextPolicy(c *v1alpha1.ContextSpec, m *loop.ModelConfig) loop.ContextPol
 		p.MaxInputTokens, p.Source = window-out, loop.ContextFromModel
 	}
 	return p
+}
+
+// inputLimit is the limit a context policy holds requests to, the
+// engine's default when it sets none.
+func inputLimit(p loop.ContextPolicy) int64 {
+	if p.MaxInputTokens > 0 {
+		return p.MaxInputTokens
+	}
+	return loop.DefaultMaxInputTokens
 }
 
 // maxContextInputTokens is the largest spec.context.maxInputTokens, and
