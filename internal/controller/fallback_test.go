@@ -106,6 +106,10 @@ func TestFallback_primaryOutageFallsBackAndA400DoesNot(t *testing.T) {
 				t.Errorf("model calls labelled model=%s: %v, want %v", model, got, want)
 			}
 		}
+		// What the fallback's reply charged counts under the fallback.
+		if got := sample(fams, "agentrun_tokens_total", map[string]string{"namespace": nsLabel(m, ns), "provider": "openai", "model": "backup", "type": "output"}); got != 3 {
+			t.Errorf("output tokens labelled model=backup: %v, want 3", got)
+		}
 	})
 
 	t.Run("bad request", func(t *testing.T) {
