@@ -67,12 +67,12 @@ type AgentRunPolicySpec struct {
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
-	// models restricts where a shared API key may be sent: a run whose
-	// model.apiKeySecretRef names one of these Secrets must use one of its
-	// providers, and a baseURL among its baseURLs (or none: the provider's
-	// own endpoint). A run may name such a Secret nowhere else: not in a
-	// tool's header or env, nor in a caBundleRef. Secrets not listed are
-	// not restricted here.
+	// models restricts where a shared API key may be sent: a model of a
+	// run (model, or one of model.fallbacks) whose apiKeySecretRef names
+	// one of these Secrets must use one of its providers, and a baseURL
+	// among its baseURLs (or none: the provider's own endpoint). A run may
+	// name such a Secret nowhere else: not in a tool's header or env, nor
+	// in a caBundleRef. Secrets not listed are not restricted here.
 	// +optional
 	// +listType=map
 	// +listMapKey=apiKeySecret

@@ -31,6 +31,73 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || (has(self.script) && size(self.script) > 0)`,message="provider scripted needs model.script: one entry per model call, in order",fieldPath=`.script`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || !has(self.script)`,message="model.script is only read by provider scripted: remove it, or set provider to scripted",fieldPath=`.script`,reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.effort) || self.provider in ['openai', 'azure']`,message="model.reasoning.effort is for OpenAI reasoning models (providers openai, azure); Claude (anthropic, bedrock, vertex) takes model.reasoning.budgetTokens",fieldPath=`.reasoning.effort`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.provider in ['anthropic', 'bedrock', 'vertex']`,message="model.reasoning.budgetTokens is Claude's thinking budget (providers anthropic, bedrock, vertex); OpenAI reasoning models take model.reasoning.effort",fieldPath=`.reasoning.budgetTokens`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.reasoning.budgetTokens < self.?maxOutputTokens.orValue(4096)`,message="model.reasoning.budgetTokens must be below model.maxOutputTokens: thinking is part of the reply's output limit, so the budget leaves room for the answer",fieldPath=`.reasoning.budgetTokens`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.fallbacks) || self.fallbacks.all(f, f.provider in (has(self.reasoning.effort) ? ['openai', 'azure'] : ['anthropic', 'bedrock', 'vertex']))`,message="every fallback takes model.reasoning: effort needs providers openai or azure, budgetTokens anthropic, bedrock or vertex",fieldPath=`.fallbacks`
+type ModelSpec struct {
+	// The model called first: its provider, name, endpoint, key and
+	// prices.
+	ModelEndpoint `json:",inline"`
+
+	// reasoning asks a reasoning model to think before it answers:
+	// effort for OpenAI reasoning models (openai, azure), budgetTokens for
+	// Claude's extended thinking (anthropic, bedrock, vertex). Reasoning
+	// tokens are output tokens: they count against maxOutputTokens, are
+	// reserved with it and priced at pricing.output.
+	// +optional
+	Reasoning *ModelReasoning `json:"reasoning,omitempty"`
+
+	// maxOutputTokens caps the tokens of one model reply. Defaults to 4096;
+	// 0 is refused (a reply cannot be made of no tokens).
+	// +optional
+	// +kubebuilder:default=4096
+	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="model.maxOutputTokens must be at least 1: a model call cannot answer in no tokens"
+	// +kubebuilder:validation:Maximum=1000000
+	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
+
+	// timeout bounds one model call: the deadline of the call's context,
+	// at which the request to the provider is cancelled. It is also the
+	// wall-clock time reserved for each call. Defaults to 60s.
+	// +optional
+	// +kubebuilder:default="1m0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="model.timeout must be a positive duration such as 60s or 2m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// retry says how a model call that failed transiently (the provider
+	// could not be reached, timed out, or answered HTTP 408, 429 or 5xx) is
+	// tried again before the run ends ToolFailure. Defaults to 5 attempts,
+	// 2s initial and 1m maximum backoff.
+	// +optional
+	// +kubebuilder:default={}
+	Retry *ModelRetry `json:"retry,omitempty"`
+
+	// script is what provider scripted replies, one entry per model call, in
+	// order. A call after the last entry fails with "script exhausted".
+	// Only read by provider scripted.
+	// +optional
+	// +kubebuilder:validation:MaxItems=512
+	Script []ScriptStep `json:"script,omitempty"`
+
+	// fallbacks are the models a turn goes to, in order, when the model
+	// in use stays unavailable after model.retry's attempts: it could not
+	// be reached, timed out, or answered HTTP 408, 429 or 5xx on every
+	// attempt. A refusal, or an error the request caused (another 4xx),
+	// never falls back. Each fallback is called with this model's
+	// reasoning, maxOutputTokens, timeout and retry, and is held to the
+	// platform policy's model rules as this model is. A run that fell
+	// back stays on its fallback (status.model).
+	// +optional
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:XValidation:rule=`self.all(f, f.provider != 'scripted')`,message="a model fallback calls a real model: provider scripted replays model.script and cannot be a fallback"
+	Fallbacks []ModelEndpoint `json:"fallbacks,omitempty"`
+}
+
+// ModelEndpoint is a model and where it is called: the model of a run
+// (model) and each of its fallbacks (model.fallbacks[]).
+//
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || (has(self.name) && self.name.size() > 0)`,message="model.name is required with a real model provider",messageExpression=`'model.name is required with provider ' + self.provider + ': name the model to call, for example gpt-5.1'`,fieldPath=`.name`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || !has(self.caBundleRef)`,message="model.caBundleRef is only read by a real model provider: provider scripted calls no endpoint",fieldPath=`.caBundleRef`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'anthropic' || has(self.apiKeySecretRef)`,message="model.apiKeySecretRef is required with provider anthropic: name the Secret and key that hold the API key",fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
@@ -42,10 +109,7 @@ const (
 // +kubebuilder:validation:XValidation:rule=`!(self.provider in ['vertex', 'azure']) || !has(self.baseURL)`,message="model.baseURL is not read by providers vertex and azure: the endpoint follows from model.vertex, or is model.azure.endpoint",fieldPath=`.baseURL`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'bedrock' || has(self.apiKeySecretRef) || !has(self.baseURL) || (url(self.baseURL).getScheme() == 'https' && url(self.baseURL).getHostname().endsWith('.amazonaws.com'))`,message="with the operator's AWS identity, model.baseURL must be an https:// endpoint under amazonaws.com",fieldPath=`.baseURL`
 // +kubebuilder:validation:XValidation:rule=`!has(self.azure) || has(self.apiKeySecretRef) || (url(self.azure.endpoint).getScheme() == 'https' && ['openai', 'cognitiveservices', 'services.ai'].exists(d, url(self.azure.endpoint).getHostname().endsWith('.' + d + '.azure.com')))`,message="without an API key, model.azure.endpoint must be an https:// Azure OpenAI endpoint",fieldPath=`.azure.endpoint`
-// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.effort) || self.provider in ['openai', 'azure']`,message="model.reasoning.effort is for OpenAI reasoning models (providers openai, azure); Claude (anthropic, bedrock, vertex) takes model.reasoning.budgetTokens",fieldPath=`.reasoning.effort`
-// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.provider in ['anthropic', 'bedrock', 'vertex']`,message="model.reasoning.budgetTokens is Claude's thinking budget (providers anthropic, bedrock, vertex); OpenAI reasoning models take model.reasoning.effort",fieldPath=`.reasoning.budgetTokens`
-// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.reasoning.budgetTokens < self.?maxOutputTokens.orValue(4096)`,message="model.reasoning.budgetTokens must be below model.maxOutputTokens: thinking is part of the reply's output limit, so the budget leaves room for the answer",fieldPath=`.reasoning.budgetTokens`
-type ModelSpec struct {
+type ModelEndpoint struct {
 	// provider is the kind of model endpoint: scripted (replays
 	// model.script), openai (any OpenAI-compatible endpoint), anthropic,
 	// bedrock (Claude on Amazon Bedrock), vertex (Claude on Google Vertex
@@ -94,14 +158,6 @@ type ModelSpec struct {
 	// +optional
 	Azure *AzureModel `json:"azure,omitempty"`
 
-	// reasoning asks a reasoning model to think before it answers:
-	// effort for OpenAI reasoning models (openai, azure), budgetTokens for
-	// Claude's extended thinking (anthropic, bedrock, vertex). Reasoning
-	// tokens are output tokens: they count against maxOutputTokens, are
-	// reserved with it and priced at pricing.output.
-	// +optional
-	Reasoning *ModelReasoning `json:"reasoning,omitempty"`
-
 	// caBundleRef names PEM certificates of the certificate authorities
 	// that may sign the model endpoint's certificate (a baseURL served
 	// under a private CA), trusted besides the system's roots. It is read
@@ -109,44 +165,11 @@ type ModelSpec struct {
 	// +optional
 	CABundleRef *CABundleRef `json:"caBundleRef,omitempty"`
 
-	// maxOutputTokens caps the tokens of one model reply. Defaults to 4096;
-	// 0 is refused (a reply cannot be made of no tokens).
-	// +optional
-	// +kubebuilder:default=4096
-	// +kubebuilder:validation:XValidation:rule=`self >= 1`,message="model.maxOutputTokens must be at least 1: a model call cannot answer in no tokens"
-	// +kubebuilder:validation:Maximum=1000000
-	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
-
-	// timeout bounds one model call: the deadline of the call's context,
-	// at which the request to the provider is cancelled. It is also the
-	// wall-clock time reserved for each call. Defaults to 60s.
-	// +optional
-	// +kubebuilder:default="1m0s"
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')`,message="model.timeout must be a positive duration such as 60s or 2m"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
-
-	// retry says how a model call that failed transiently (the provider
-	// could not be reached, timed out, or answered HTTP 408, 429 or 5xx) is
-	// tried again before the run ends ToolFailure. Defaults to 5 attempts,
-	// 2s initial and 1m maximum backoff.
-	// +optional
-	// +kubebuilder:default={}
-	Retry *ModelRetry `json:"retry,omitempty"`
-
 	// pricing is what the model costs, in US dollars per million tokens. It
 	// turns token usage into spend for budget.maxCostUSD. Prices left unset
 	// count as zero.
 	// +optional
 	Pricing *ModelPricing `json:"pricing,omitempty"`
-
-	// script is what provider scripted replies, one entry per model call, in
-	// order. A call after the last entry fails with "script exhausted".
-	// Only read by provider scripted.
-	// +optional
-	// +kubebuilder:validation:MaxItems=512
-	Script []ScriptStep `json:"script,omitempty"`
 }
 
 // BedrockModel is where Claude on Amazon Bedrock is called.

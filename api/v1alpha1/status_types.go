@@ -237,6 +237,10 @@ type AgentRunStatus struct {
 	// +optional
 	Turn int32 `json:"turn,omitempty"`
 
+	// model is the model the run calls, once it has started.
+	// +optional
+	Model *ModelStatus `json:"model,omitempty"`
+
 	// usage is what the run has consumed so far.
 	// +optional
 	Usage *UsageStatus `json:"usage,omitempty"`
@@ -560,4 +564,21 @@ type ContextStatus struct {
 	// count once its reply is read, the operator's estimate before.
 	// +optional
 	LastInputTokens int64 `json:"lastInputTokens,omitempty"`
+}
+
+// ModelStatus is the model a run calls.
+type ModelStatus struct {
+	// active is the name of the model the run calls: model.name, or the
+	// name of the fallback it moved to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Active string `json:"active,omitempty"`
+
+	// fallbacks is how many times the run fell back: 0 while it calls
+	// model.name, i once it calls model.fallbacks[i-1]. Each fall back
+	// is also a ModelFallback event.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3
+	Fallbacks int32 `json:"fallbacks,omitempty"`
 }

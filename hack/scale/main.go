@@ -701,9 +701,10 @@ func (b *bench) makeRun(ns, name, model string) *v1alpha1.AgentRun {
 					"compare the two invoices line by line and explain the difference in two sentences.",
 				Instructions: "You are a billing assistant. Use the tools to look facts up; never guess an amount. " +
 					"Answer in plain language a customer understands, and name the invoice lines you compared.",
-				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: b.modelBase,
-					APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "model-key", Key: "api-key"}, Timeout: &timeout,
-					Pricing: &v1alpha1.ModelPricing{Input: "1.25", Output: "10"}},
+				Model: v1alpha1.ModelSpec{
+					ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: model, BaseURL: b.modelBase, APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "model-key", Key: "api-key"}, Pricing: &v1alpha1.ModelPricing{Input: "1.25", Output: "10"}},
+					Timeout:       &timeout,
+				},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 50, MaxCostUSD: "5"},
 				Tools: []v1alpha1.ToolSpec{
 					tool("lookup", "Look a fact up by a query string.",

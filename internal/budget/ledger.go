@@ -203,21 +203,32 @@ func PerRun(b *v1alpha1.AgentBudget) Share {
 	return s
 }
 
-// Unpriced says why the budget refuses a run whose model has no price
-// (model.pricing unset after the platform's policies applied theirs): a
-// hard maxCostUSD would count its calls as $0. It is empty when the
-// budget does not limit dollars or the model has a price.
+// Unpriced says why the budget refuses a run whose model, or one of its
+// fallbacks, has no price (pricing unset after the platform's policies
+// applied theirs): a hard maxCostUSD would count its calls as $0. It is
+// empty when the budget does not limit dollars or every model has a
+// price.
 func Unpriced(b *v1alpha1.AgentBudget, m *v1alpha1.ModelSpec) string {
-	if !LimitsDollars(b) || (m.Pricing != nil && (m.Pricing.Input != "" || m.Pricing.Output != "")) {
+	if !LimitsDollars(b) {
 		return ""
 	}
-	model := fmt.Sprintf("model %q", m.Name)
-	if m.Name == "" {
-		model = fmt.Sprintf("the model of provider %s", m.Provider)
+	for i, e := range append([]v1alpha1.ModelEndpoint{m.ModelEndpoint}, m.Fallbacks...) {
+		if e.Pricing != nil && (e.Pricing.Input != "" || e.Pricing.Output != "") {
+			continue
+		}
+		model := fmt.Sprintf("model %q", e.Name)
+		if e.Name == "" {
+			model = fmt.Sprintf("the model of provider %s", e.Provider)
+		}
+		field := "model.pricing"
+		if i > 0 {
+			field = fmt.Sprintf("model.fallbacks[%d].pricing", i-1)
+		}
+		return fmt.Sprintf("AgentBudget %s limits dollars (maxCostUSD $%s) and %s has no price, so its calls would count as $0: "+
+			"set the run's %s (US dollars per million input and output tokens), or ask the platform team to price %s in an AgentRunPolicy (spec.pricing)",
+			b.Name, Money(b.Spec.MaxCostUSD), model, field, model)
 	}
-	return fmt.Sprintf("AgentBudget %s limits dollars (maxCostUSD $%s) and %s has no price, so its calls would count as $0: "+
-		"set the run's model.pricing (US dollars per million input and output tokens), or ask the platform team to price %s in an AgentRunPolicy (spec.pricing)",
-		b.Name, Money(b.Spec.MaxCostUSD), model, model)
+	return ""
 }
 
 // HardCovers reports whether the run's lease already covers a total of

@@ -338,15 +338,20 @@ func TestUnpriced_refusesAModelWithoutAPriceUnderADollarLimit(t *testing.T) {
 		model v1alpha1.ModelSpec
 		want  string
 	}{
-		{"no pricing", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"},
+		{"no pricing", makeBudget("10"), v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"}},
 			`AgentBudget team-daily limits dollars (maxCostUSD $10.0000) and model "gpt-x" has no price, so its calls would count as $0: ` +
 				`set the run's model.pricing (US dollars per million input and output tokens), or ask the platform team to price model "gpt-x" in an AgentRunPolicy (spec.pricing)`},
-		{"pricing with only a cached price", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
-			Pricing: &v1alpha1.ModelPricing{CachedInput: "1"}}, "and the model of provider scripted has no price"},
-		{"priced output", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Output: "0"}}, ""},
-		{"priced input", makeBudget("10"), v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Input: "1"}}, ""},
-		{"a budget of tokens only", tokensOnly, v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted}, ""},
-		{"a soft dollar limit", soft, v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted}, ""},
+		{"pricing with only a cached price", makeBudget("10"), v1alpha1.ModelSpec{
+			ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{CachedInput: "1"}},
+		}, "and the model of provider scripted has no price"},
+		{"priced output", makeBudget("10"), v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Output: "0"}}}, ""},
+		{"priced input", makeBudget("10"), v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted, Pricing: &v1alpha1.ModelPricing{Input: "1"}}}, ""},
+		{"an unpriced fallback", makeBudget("10"), v1alpha1.ModelSpec{
+			ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", Pricing: &v1alpha1.ModelPricing{Input: "1"}},
+			Fallbacks:     []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-y"}}},
+			`AgentBudget team-daily limits dollars (maxCostUSD $10.0000) and model "gpt-y" has no price, so its calls would count as $0: set the run's model.fallbacks[0].pricing`},
+		{"a budget of tokens only", tokensOnly, v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}}, ""},
+		{"a soft dollar limit", soft, v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

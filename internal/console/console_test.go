@@ -142,8 +142,10 @@ func policiesEnforced() error {
 	}
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
 		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
-			Goal: "g", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
-				Script: []v1alpha1.ScriptStep{{Content: "done"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			Goal: "g", Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script:        []v1alpha1.ScriptStep{{Content: "done"}},
+			}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
 		}}}
 	try := 0
 	answer := func(c client.Client) (string, error) {
@@ -331,10 +333,13 @@ func refundRun(ns, name string) *v1alpha1.AgentRun {
 		Spec: v1alpha1.AgentRunSpec{
 			AgentSpec: v1alpha1.AgentSpec{
 				Goal: "Refund invoice in_9f21 (82.40) to the customer.",
-				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-					{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "issue_refund", Arguments: raw(`{"invoice":"in_9f21","amount_minor":8240}`)}}},
-					{Content: "Refunded 82.40 for invoice in_9f21."},
-				}},
+				Model: v1alpha1.ModelSpec{
+					ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+					Script: []v1alpha1.ScriptStep{
+						{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "issue_refund", Arguments: raw(`{"invoice":"in_9f21","amount_minor":8240}`)}}},
+						{Content: "Refunded 82.40 for invoice in_9f21."},
+					},
+				},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 4, MaxCostUSD: "0.50"},
 				Tools: []v1alpha1.ToolSpec{{Name: "issue_refund", Description: "Refund an invoice, in minor units.",
 					Mutates: ptr.To(true), Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", `echo "refund accepted: $(cat)"`}}}},
@@ -572,10 +577,13 @@ func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
 		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
 			Goal: goal,
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-				{Content: `<script>window.pwned="thought"</script>`, ToolCalls: []v1alpha1.ScriptToolCall{{Name: "fetch_page", Arguments: raw(`{"url":"javascript:alert(1)"}`)}}},
-				{Content: answer},
-			}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script: []v1alpha1.ScriptStep{
+					{Content: `<script>window.pwned="thought"</script>`, ToolCalls: []v1alpha1.ScriptToolCall{{Name: "fetch_page", Arguments: raw(`{"url":"javascript:alert(1)"}`)}}},
+					{Content: answer},
+				},
+			},
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 			Tools: []v1alpha1.ToolSpec{{Name: "fetch_page", Description: "Fetch a page.",
 				Job: &v1alpha1.JobTool{Image: "busybox", Command: []string{"sh", "-c", toolOut}}}},
@@ -1137,8 +1145,11 @@ func TestConsole_runPageShowsTheGoalATemplatedRunWasGiven(t *testing.T) {
 			Parameters: []v1alpha1.TemplateParameter{{Name: "city", Required: true}},
 			Run: v1alpha1.TemplateRunSpec{AgentSpec: v1alpha1.AgentSpec{
 				Goal: "Say how the weather is in $(params.city).",
-				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-					{Content: "It is fine."}}},
+				Model: v1alpha1.ModelSpec{
+					ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+					Script: []v1alpha1.ScriptStep{
+						{Content: "It is fine."}},
+				},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
 			}},
 		}})
@@ -1160,8 +1171,11 @@ func TestConsole_runPageMarksTranscriptTheOperatorDidNotSign(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "sealed", Namespace: ns},
 		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
 			Goal: "Say how the weather is.",
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-				{Content: "The weather is fine today."}}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script: []v1alpha1.ScriptStep{
+					{Content: "The weather is fine today."}},
+			},
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
 		}}}
 	create(t, run)

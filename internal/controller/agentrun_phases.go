@@ -236,6 +236,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 		// The last save is newer than the stored status: what this
 		// reconcile adds (its spend, its transitions) counts from it.
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), metav1.NewTime(sc.now))
+		runstatus.SetModel(st, &asBuilt(sc).Spec.Model, s)
 		sc.stored.lay(st)
 	}
 	// The results of the turn's calls are in the chunks, not in status.
@@ -416,6 +417,7 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 	quiet, deferrable := false, false
 	if s != nil && sc.kit != nil {
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
+		runstatus.SetModel(st, &asBuilt(sc).Spec.Model, s)
 		runstatus.RecordApprovals(st, sc.notes, sc.answers, now)
 		if err := setCheckpoint(st, s); err != nil {
 			return false, err
@@ -749,13 +751,15 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 	s, kit, run := sc.state, sc.kit, sc.run
 	// Metrics and spans see every call; the calls' spans are children of
 	// the run's span, whichever reconcile or process starts them.
+	// The engine's model is the one the run calls now (a fallback's once
+	// it fell back): the calls' metrics and spans are labelled with it.
 	cfg := kit.Engine.Config()
 	obs := loop.Observers(r.Metrics.calls(cfg.Model.Provider, cfg.Model.Name), sc.trace.Observer(cfg.Model.Provider, cfg.Model.Name))
 	base := sc.trace.Context(r.background())
 	switch eff := sc.effect; eff.Kind {
 	case loop.EffectCallModel:
 		eng, req := kit.Engine, eff.Request
-		model := loop.ObserveModel(kit.Model, obs)
+		model := loop.ObserveModel(kit.ModelAt(req.Fallback), obs)
 		r.work.start(base, run, modelKey(s), func(ctx context.Context, w *work) {
 			w.reply, w.err = eng.CallModel(ctx, model, req)
 		})

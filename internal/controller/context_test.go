@@ -56,9 +56,9 @@ func windowRunWithCeiling(t *testing.T, name string, turns, maxTurns int, c *v1a
 		b.MaxTokens, b.MaxCostUSD = ptr64(1<<40), "1000"
 		b.MaxToolCalls, b.DefaultToolLimit = ptr32(int32(2*turns)), ptr32(int32(2*turns))
 	}).with(func(s *v1alpha1.AgentRunSpec) {
-		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "window", BaseURL: srv.URL,
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "window", Key: "api-key"},
-			Pricing:         &v1alpha1.ModelPricing{Input: "2", Output: "8", CachedInput: "0.5"}}
+		s.Model = v1alpha1.ModelSpec{
+			ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "window", BaseURL: srv.URL, APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "window", Key: "api-key"}, Pricing: &v1alpha1.ModelPricing{Input: "2", Output: "8", CachedInput: "0.5"}},
+		}
 		s.Goal = "Read every chunk with read_chunk, one per turn, then say that all the chunks are read."
 		s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "read_chunk", Builtin: v1alpha1.BuiltinTool("kubernetes.get")})
 		s.Context = c

@@ -24,7 +24,7 @@ func TestEgress_platformPolicyOpensAnAddressForItsNamespacesOnly(t *testing.T) {
 		`"message":{"role":"assistant","content":"All done."}}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`)))
 	host := strings.TrimPrefix(srv.URL, "http://")
 	model := func(s *v1alpha1.AgentRunSpec) {
-		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-test", BaseURL: srv.URL + "/v1"}
+		s.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-test", BaseURL: srv.URL + "/v1"}}
 		s.Budget.MaxCostUSD = "1"
 	}
 	startManager(t, &kit.Builder{Egress: egress.NewClients(&egress.Policy{})})

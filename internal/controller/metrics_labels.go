@@ -63,10 +63,15 @@ func newMetricLabels() *metricLabels {
 	}
 }
 
-// run is the namespace, provider and model labels of a run's series. The
-// provider is one of the API's enum, bounded by it.
+// run is the namespace, provider and model labels of a run's series: the
+// model it calls now, model or the fallback it moved to (status.model).
+// The provider is one of the API's enum, bounded by it.
 func (l *metricLabels) run(run *v1alpha1.AgentRun) (namespace, provider, model string) {
-	return l.namespaces.value(run.Namespace), string(run.Spec.Model.Provider), l.model(run.Spec.Model.Name)
+	m := &run.Spec.Model.ModelEndpoint
+	if st := run.Status.Model; st != nil && st.Fallbacks > 0 && int(st.Fallbacks) <= len(run.Spec.Model.Fallbacks) {
+		m = &run.Spec.Model.Fallbacks[st.Fallbacks-1]
+	}
+	return l.namespaces.value(run.Namespace), string(m.Provider), l.model(m.Name)
 }
 
 func (l *metricLabels) model(name string) string { return l.models.value(name) }

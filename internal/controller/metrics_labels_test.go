@@ -30,7 +30,7 @@ func TestMetricLabels_aStormOfDistinctValuesStaysBounded(t *testing.T) {
 	tools := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "storm_tool_total", Help: "test"}, []string{"tool"})
 	for i := range 1000 {
 		run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("team-%d", i)},
-			Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: fmt.Sprintf("model-%d", i)}}}}
+			Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: fmt.Sprintf("model-%d", i)}}}}}
 		runs.WithLabelValues(l.run(run)).Inc()
 		tools.WithLabelValues(l.tool(fmt.Sprintf("tool-%d", i))).Inc()
 	}

@@ -36,7 +36,7 @@ func TestMetrics_countAndGather(t *testing.T) {
 	reg.MustRegister(m.Collectors()...)
 
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r"}}
-	run.Spec.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Name: "m1"}
+	run.Spec.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted, Name: "m1"}}
 	run.Status.Outcome = v1alpha1.OutcomeCompleted
 	m.record(change{run: run, notes: []loop.Note{{Kind: loop.NoteTurnStarted}}, inputTokens: 100, outputTokens: 7, ended: true})
 	m.panicked("work")
@@ -86,7 +86,7 @@ func TestMetrics_nilCountsNothing(t *testing.T) {
 func TestMetrics_dollarsAboveAReservationAreCounted(t *testing.T) {
 	m := NewMetrics()
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r"}}
-	run.Spec.Model = v1alpha1.ModelSpec{Provider: "scripted", Name: "m1"}
+	run.Spec.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: "scripted", Name: "m1"}}
 	over := loop.Note{Kind: loop.NoteCostAboveReservation, Warning: true, Amount: loop.MustMoney("0.25")}
 	m.record(change{run: run, notes: []loop.Note{over, over, {Kind: loop.NoteTurnStarted}}})
 	labels := map[string]string{"namespace": nsLabel(m, "team-a"), "provider": "scripted", "model": m.labels.model("m1")}

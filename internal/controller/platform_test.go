@@ -85,16 +85,30 @@ func TestPlatform_admissionRefusesWhatThePolicyForbids(t *testing.T) {
 	refusedAtCreation(t, k8sClient, ok().with(func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = "" }).r,
 		"act only as the ServiceAccounts agent, not default")
 	shared := func(s *v1alpha1.AgentRunSpec) {
-		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1",
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}}
+		s.Model = v1alpha1.ModelSpec{
+			ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}},
+		}
 		s.Budget.MaxCostUSD = "1"
 	}
 	refusedAtCreation(t, k8sClient, ok().with(shared).r, "restricts the API key in Secret shared-openai")
+	sharedFallback := func(f v1alpha1.ModelEndpoint) func(s *v1alpha1.AgentRunSpec) {
+		return func(s *v1alpha1.AgentRunSpec) {
+			f.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "shared-openai", Key: "key"}
+			s.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "own", BaseURL: "https://own.example.org/v1"},
+				Fallbacks: []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderOpenAI, Name: "local", BaseURL: "https://own.example.org/v1"}, f}}
+			s.Budget.MaxCostUSD = "1"
+		}
+	}
+	refusedAtCreation(t, k8sClient, ok().with(sharedFallback(v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://attacker.example.net/v1"})).r,
+		"AgentRunPolicy "+p.Name+" restricts the API key in Secret shared-openai: spec.model.fallbacks[1] asks for provider openai at https://attacker.example.net/v1, which the policy does not allow for that key")
+	refusedAtCreation(t, k8sClient, ok().with(sharedFallback(v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderAnthropic, Name: "claude"})).r,
+		"spec.model.fallbacks[1] asks for provider anthropic, which the policy does not allow")
 
 	ctx := context.Background()
 	for _, r := range []*v1alpha1.AgentRun{
 		ok().r,
 		ok().with(shared).with(func(s *v1alpha1.AgentRunSpec) { s.Model.BaseURL = "https://gateway.example.com/v1/" }).r,
+		ok().with(sharedFallback(v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", BaseURL: "https://gateway.example.com/v1/"})).r,
 		ok().with(shared).with(func(s *v1alpha1.AgentRunSpec) {
 			s.Model.BaseURL, s.Model.APIKeySecretRef.Name = "https://elsewhere.example.org", "own-key"
 		}).r,
@@ -339,7 +353,7 @@ func TestPlatform_pinnedKeysStayPinned(t *testing.T) {
 	refusedAtCreation(t, k8sClient, makeRun(ns, "job").answer("done").with(jobEnv).r, refused+"spec.tools[0].job.env[0].valueFrom.secretKeyRef")
 
 	allowed := makeRun(ns, "allowed").answer("done").with(httpHeader(v1alpha1.SecretKeySelector{Name: "own-token", Key: "token"})).with(func(s *v1alpha1.AgentRunSpec) {
-		s.Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", APIKeySecretRef: &pinned}
+		s.Model = v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", APIKeySecretRef: &pinned}}
 		s.Budget.MaxCostUSD = "1"
 	}).r
 	if err := k8sClient.Create(context.Background(), allowed, client.DryRunAll); err != nil {
@@ -348,7 +362,7 @@ func TestPlatform_pinnedKeysStayPinned(t *testing.T) {
 
 	startManager(t, &kits{tools: newTools()})
 	expectInvalid(t, waitOutcome(t, before, 20*time.Second), "AgentRunPolicy "+p.Name+
-		" refuses it: the API key in Secret shared-openai may be named only as spec.model.apiKeySecretRef, not in spec.tools[0].job.env[0].valueFrom.secretKeyRef")
+		" refuses it: the API key in Secret shared-openai may be named only as a model's apiKeySecretRef (spec.model or spec.model.fallbacks[]), not in spec.tools[0].job.env[0].valueFrom.secretKeyRef")
 }
 
 // Issue 43, item 2: a policy can require every tool to declare what a call

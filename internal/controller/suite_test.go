@@ -293,7 +293,7 @@ func makeRun(ns, name string) *runBuilder {
 		Spec: v1alpha1.AgentRunSpec{
 			AgentSpec: v1alpha1.AgentSpec{
 				Goal:   "Find out what happened.",
-				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted},
+				Model:  v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 12},
 			},
 		},

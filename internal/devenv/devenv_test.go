@@ -58,8 +58,10 @@ func expectChartPolicies(t *testing.T, env *Env) {
 	}
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "dev-approval", Namespace: "default"},
 		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
-			Goal: "g", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted,
-				Script: []v1alpha1.ScriptStep{{Content: "done"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			Goal: "g", Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script:        []v1alpha1.ScriptStep{{Content: "done"}},
+			}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
 		}}}
 	// The CRD may not be served yet right after the start.
 	NewWithT(t).Eventually(func() error { return admin.Create(ctx, run) }, 30*time.Second, 100*time.Millisecond).Should(Succeed())

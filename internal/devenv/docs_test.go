@@ -63,8 +63,10 @@ func nightlyTriage(goal string) *v1alpha1.AgentRun {
 		Spec: v1alpha1.AgentRunSpec{
 			AgentSpec: v1alpha1.AgentSpec{
 				Goal: goal,
-				Model: v1alpha1.ModelSpec{Provider: "scripted",
-					Script: []v1alpha1.ScriptStep{{Content: "Two jobs failed on a full disk."}}},
+				Model: v1alpha1.ModelSpec{
+					ModelEndpoint: v1alpha1.ModelEndpoint{Provider: "scripted"},
+					Script:        []v1alpha1.ScriptStep{{Content: "Two jobs failed on a full disk."}},
+				},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
 			},
 		},

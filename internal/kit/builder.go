@@ -267,7 +267,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 		}
 	}
 
-	m, err := b.model(ctx, run, egressed)
+	m, err := b.model(ctx, run, &run.Spec.Model.ModelEndpoint, "model", egressed)
 	if err != nil {
 		return nil, err
 	}
@@ -275,16 +275,31 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 	if b.Clock != nil {
 		opts = append(opts, loop.WithClock(b.Clock))
 	}
-	if p, ok := m.(pricer); ok {
-		// What a provider bills beyond the manifest's prices is its
-		// adapter's to say.
-		cfg.Model.Pricing = p.Pricing(cfg.Model.Pricing)
+	// What a provider bills beyond the manifest's prices is its
+	// adapter's to say.
+	cfg.Model.Pricing = billed(m, cfg.Model.Pricing)
+	var fallbacks []loop.Model
+	for i := range run.Spec.Model.Fallbacks {
+		f, err := b.model(ctx, run, &run.Spec.Model.Fallbacks[i], fmt.Sprintf("model.fallbacks[%d]", i), egressed)
+		if err != nil {
+			return nil, fmt.Errorf("model.fallbacks[%d] (%s): %w", i, run.Spec.Model.Fallbacks[i].Name, err)
+		}
+		cfg.Fallbacks[i].Pricing = billed(f, cfg.Fallbacks[i].Pricing)
+		fallbacks = append(fallbacks, f)
 	}
 	eng, err := loop.New(cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Kit{Engine: eng, Model: m, Tools: tools.NewRouter(executors)}, nil
+	return &Kit{Engine: eng, Model: m, Fallbacks: fallbacks, Tools: tools.NewRouter(executors)}, nil
+}
+
+// billed is p completed by what m's provider bills beyond it.
+func billed(m loop.Model, p loop.Pricing) loop.Pricing {
+	if pr, ok := m.(pricer); ok {
+		return pr.Pricing(p)
+	}
+	return p
 }
 
 // jobTool is the Job executor's view of a job tool. A Secret's value stays
@@ -339,23 +354,23 @@ func (b *Builder) localDir() string {
 	return d
 }
 
-// model is the run's model adapter; egressed is the run's egress client
-// (nil without Egress).
-func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client) (loop.Model, error) {
-	spec := &run.Spec.Model
+// model is the adapter of the run's model spec (model, or one of
+// model.fallbacks, as field names it), called with the model's call
+// settings; egressed is the run's egress client (nil without Egress).
+func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, spec *v1alpha1.ModelEndpoint, field string, egressed *http.Client) (loop.Model, error) {
 	if spec.Provider == v1alpha1.ProviderScripted {
-		return &loop.Scripted{Entries: Script(spec.Script)}, nil
+		return &loop.Scripted{Entries: Script(run.Spec.Model.Script)}, nil
 	}
 	// One attempt per call: the engine retries transient failures itself
 	// (model.retry), with a backoff it reserves and checkpoints.
 	// The call's deadline is the engine's (loop.Engine.CallModel).
-	client, err := b.modelClient(ctx, run, egressed)
+	client, err := b.modelClient(ctx, run, spec.CABundleRef, field, egressed)
 	if err != nil {
 		return nil, err
 	}
 	mc := model.Config{BaseURL: spec.BaseURL, Model: spec.Name, HTTPClient: client, MaxRetries: -1,
 		MaxReplyBytes: b.MaxReplyBytes, Clients: &b.shared.models}
-	if r := spec.Reasoning; r != nil {
+	if r := run.Spec.Model.Reasoning; r != nil {
 		mc.ReasoningEffort = string(r.Effort)
 		if r.BudgetTokens != nil {
 			mc.ThinkingBudget = int64(*r.BudgetTokens)
@@ -506,6 +521,13 @@ func (b *Builder) checkSecrets(ctx context.Context, run *v1alpha1.AgentRun) erro
 	if ref := spec.Model.APIKeySecretRef; ref != nil && spec.Model.Provider != v1alpha1.ProviderScripted {
 		if err := check("model.apiKeySecretRef", ref.Name); err != nil {
 			return err
+		}
+	}
+	for i, f := range spec.Model.Fallbacks {
+		if ref := f.APIKeySecretRef; ref != nil {
+			if err := check(fmt.Sprintf("model.fallbacks[%d].apiKeySecretRef", i), ref.Name); err != nil {
+				return err
+			}
 		}
 	}
 	for i, t := range spec.Tools {

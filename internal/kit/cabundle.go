@@ -142,7 +142,7 @@ func withRootCAs(rt http.RoundTripper, roots *x509.CertPool) (http.RoundTripper,
 // modelClient is the client of the run's model calls: HTTPClient, else
 // the run's egress client (egressed), else the builder's default
 // (shared.modelClient); with the run's CA bundle when it names one.
-func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client) (*http.Client, error) {
+func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun, ref *v1alpha1.CABundleRef, field string, egressed *http.Client) (*http.Client, error) {
 	client := b.HTTPClient
 	if client == nil {
 		client = egressed
@@ -150,11 +150,10 @@ func (b *Builder) modelClient(ctx context.Context, run *v1alpha1.AgentRun, egres
 	if client == nil {
 		client = b.shared.modelClient()
 	}
-	ref := run.Spec.Model.CABundleRef
 	if ref == nil {
 		return client, nil
 	}
-	return b.caBundle(ctx, run, "model.caBundleRef", ref, client)
+	return b.caBundle(ctx, run, field+".caBundleRef", ref, client)
 }
 
 // toolRoundTripper is the transport of one HTTP or MCP tool: the run's

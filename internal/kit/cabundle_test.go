@@ -310,11 +310,11 @@ func TestBuild_caBundleClientsAreShared(t *testing.T) {
 	ca := newPrivateCA(t)
 	b := caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{})
 	run := parse(t, caManifest("https://127.0.0.1:1", "{configMapKeyRef: {name: company-ca, key: ca.crt}}"))
-	c1, err := b.modelClient(context.Background(), run, nil)
+	c1, err := b.modelClient(context.Background(), run, run.Spec.Model.CABundleRef, "model", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := b.modelClient(context.Background(), run, nil)
+	c2, err := b.modelClient(context.Background(), run, run.Spec.Model.CABundleRef, "model", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,14 +323,14 @@ func TestBuild_caBundleClientsAreShared(t *testing.T) {
 	}
 	other := newPrivateCA(t)
 	b = caBuilder(objects{"company-ca": {"ca.crt": other.pem}}, objects{})
-	if c3, err := b.modelClient(context.Background(), run, nil); err != nil || c3 == c1 {
+	if c3, err := b.modelClient(context.Background(), run, run.Spec.Model.CABundleRef, "model", nil); err != nil || c3 == c1 {
 		t.Errorf("another bundle got %p, %v; want a client of its own", c3, err)
 	}
 	// Issue 44: what runs share is their builder's, not the process's:
 	// another builder (another operator started in the process) keeps its
 	// own, for the same bundle too.
 	b = caBuilder(objects{"company-ca": {"ca.crt": ca.pem}}, objects{})
-	if c4, err := b.modelClient(context.Background(), run, nil); err != nil || c4 == c1 {
+	if c4, err := b.modelClient(context.Background(), run, run.Spec.Model.CABundleRef, "model", nil); err != nil || c4 == c1 {
 		t.Errorf("another builder got %p, %v; want a client of its own, not the first builder's %p", c4, err, c1)
 	}
 }

@@ -26,7 +26,9 @@ import (
 type Kit struct {
 	Engine *loop.Engine
 	Model  loop.Model
-	Tools  loop.Toolbox
+	// Fallbacks are the models of spec.model.fallbacks, in order.
+	Fallbacks []loop.Model
+	Tools     loop.Toolbox
 	// Approvers is who the platform's policies let answer the run's
 	// approvals (the operator sets it; the zero value refuses only
 	// ServiceAccounts).
@@ -34,6 +36,15 @@ type Kit struct {
 	// Spec is the spec the kit was built from, as the platform's policies
 	// govern it; for a run made from a template, the resolved spec.
 	Spec *v1alpha1.AgentRunSpec
+}
+
+// ModelAt is the run's model i, as loop.Request.Fallback names it: 0 is
+// Model, i the i-th of Fallbacks.
+func (k *Kit) ModelAt(i int) loop.Model {
+	if i > 0 && i <= len(k.Fallbacks) {
+		return k.Fallbacks[i-1]
+	}
+	return k.Model
 }
 
 // Config converts a spec into the engine's configuration. Defaults the API
@@ -54,16 +65,19 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 	if m.MaxOutputTokens != nil {
 		cfg.Model.MaxOutputTokens = int64(*m.MaxOutputTokens)
 	}
-	if p := m.Pricing; p != nil {
-		if cfg.Model.Pricing.Input, err = limits.Money("model.pricing.input", p.Input); err != nil {
+	if cfg.Model.Pricing, err = pricing("model", m.Pricing); err != nil {
+		return cfg, err
+	}
+	for i := range m.Fallbacks {
+		f := &m.Fallbacks[i]
+		// A fallback is called as the model is: its call settings
+		// (maxOutputTokens, timeout, retry) are the model's.
+		mc := cfg.Model
+		mc.Provider, mc.Name = string(f.Provider), f.Name
+		if mc.Pricing, err = pricing(fmt.Sprintf("model.fallbacks[%d]", i), f.Pricing); err != nil {
 			return cfg, err
 		}
-		if cfg.Model.Pricing.Output, err = limits.Money("model.pricing.output", p.Output); err != nil {
-			return cfg, err
-		}
-		if cfg.Model.Pricing.CachedInput, err = limits.Money("model.pricing.cachedInput", p.CachedInput); err != nil {
-			return cfg, err
-		}
+		cfg.Fallbacks = append(cfg.Fallbacks, mc)
 	}
 
 	if cfg.Budget, err = limits.Budget(&spec.Budget); err != nil {
@@ -135,6 +149,13 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		cfg.Verify = &loop.Verify{Tool: v.Tool, MaxTrials: i32(v.MaxTrials), Memory: i32(v.Memory), StallTrials: i32(v.StallTrials)}
 	}
 	cfg.Context = contextPolicy(spec.Context, &cfg.Model)
+	// A run that may fall back is held to the smallest window of its
+	// models: its transcript goes to whichever of them it calls.
+	for i := range cfg.Fallbacks {
+		if p := contextPolicy(spec.Context, &cfg.Fallbacks[i]); inputLimit(p) < inputLimit(cfg.Context) {
+			cfg.Context = p
+		}
+	}
 	if o := spec.Output; o != nil {
 		cfg.Output = &loop.OutputSpec{Schema: json.RawMessage(o.Schema.Raw)}
 	}
@@ -243,6 +264,26 @@ func i32(p *int32) int {
 	return int(*p)
 }
 
+// pricing converts the prices of the model that field names (model, or
+// model.fallbacks[i]); unset prices are zero.
+func pricing(field string, p *v1alpha1.ModelPricing) (loop.Pricing, error) {
+	var out loop.Pricing
+	if p == nil {
+		return out, nil
+	}
+	var err error
+	if out.Input, err = limits.Money(field+".pricing.input", p.Input); err != nil {
+		return out, err
+	}
+	if out.Output, err = limits.Money(field+".pricing.output", p.Output); err != nil {
+		return out, err
+	}
+	if out.CachedInput, err = limits.Money(field+".pricing.cachedInput", p.CachedInput); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
 // contextPolicy is the run's context policy: spec.context, with the
 // model's window (less the output the request allows) as maxInputTokens
 // when the spec sets none and the provider adapter knows the model; the
@@ -282,6 +323,15 @@ func contextPolicy(c *v1alpha1.ContextSpec, m *loop.ModelConfig) loop.ContextPol
 		p.MaxInputTokens, p.Source = window-out, loop.ContextFromModel
 	}
 	return p
+}
+
+// inputLimit is the limit a context policy holds requests to, the
+// engine's default when it sets none.
+func inputLimit(p loop.ContextPolicy) int64 {
+	if p.MaxInputTokens > 0 {
+		return p.MaxInputTokens
+	}
+	return loop.DefaultMaxInputTokens
 }
 
 // maxContextInputTokens is the largest spec.context.maxInputTokens, and

@@ -15,16 +15,29 @@ func TestConfig_contextLimitAndWhereItCameFrom(t *testing.T) {
 		name, provider, model, context string
 		want                           int64
 		source                         string
+		fallbacks                      string
 	}{
-		{"set in the spec", "openai", "gpt-4o", "{maxInputTokens: 30000}", 30_000, loop.ContextFromSpec},
-		{"a known OpenAI model", "openai", "gpt-4o-mini", "", 128_000 - 4096, loop.ContextFromModel},
-		{"a known Claude model", "anthropic", "claude-sonnet-4-5", "{strategy: summarize}", 200_000 - 4096, loop.ContextFromModel},
-		{"a script, which has no window", "scripted", "", "", 10_000_000, loop.ContextFromModel},
-		{"a model served under a name of its own", "openai", "llama-3.1-70b", "", loop.DefaultMaxInputTokens, loop.ContextFromDefault},
+		{"set in the spec", "openai", "gpt-4o", "{maxInputTokens: 30000}", 30_000, loop.ContextFromSpec, ""},
+		{"a known OpenAI model", "openai", "gpt-4o-mini", "", 128_000 - 4096, loop.ContextFromModel, ""},
+		{"a known Claude model", "anthropic", "claude-sonnet-4-5", "{strategy: summarize}", 200_000 - 4096, loop.ContextFromModel, ""},
+		{"a script, which has no window", "scripted", "", "", 10_000_000, loop.ContextFromModel, ""},
+		{"a model served under a name of its own", "openai", "llama-3.1-70b", "", loop.DefaultMaxInputTokens, loop.ContextFromDefault, ""},
+		{"a fallback with a smaller window", "anthropic", "claude-sonnet-4-5", "", 128_000 - 4096, loop.ContextFromModel,
+			"[{provider: openai, name: gpt-4o-mini, baseURL: 'http://a.example.com'}]"},
+		{"fallbacks with larger windows", "openai", "gpt-4o-mini", "", 128_000 - 4096, loop.ContextFromModel,
+			"[{provider: anthropic, name: claude-sonnet-4-5, apiKeySecretRef: {name: a, key: k}}]"},
+		{"a fallback of an unknown window", "anthropic", "claude-sonnet-4-5", "", loop.DefaultMaxInputTokens, loop.ContextFromDefault,
+			"[{provider: openai, name: llama-3.1-70b, baseURL: 'http://a.example.com'}]"},
+		{"the spec's limit, with fallbacks", "anthropic", "claude-sonnet-4-5", "{maxInputTokens: 30000}", 30_000, loop.ContextFromSpec,
+			"[{provider: openai, name: gpt-4o-mini, baseURL: 'http://a.example.com'}]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			manifest := "metadata: {name: r}\nspec:\n  goal: g\n  model: {provider: " + tc.provider + ", name: " + tc.model + "}\n  budget: {maxTurns: 3}\n"
+			fallbacks := ""
+			if tc.fallbacks != "" {
+				fallbacks = ", fallbacks: " + tc.fallbacks
+			}
+			manifest := "metadata: {name: r}\nspec:\n  goal: g\n  model: {provider: " + tc.provider + ", name: " + tc.model + fallbacks + "}\n  budget: {maxTurns: 3}\n"
 			if tc.context != "" {
 				manifest += "  context: " + tc.context + "\n"
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -353,8 +354,9 @@ func TestBuild_anthropicPricesCacheWritesAboveInput(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "d"}, Spec: v1alpha1.AgentRunSpec{
 		AgentSpec: v1alpha1.AgentSpec{
 			Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderAnthropic, Name: "claude", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "a", Key: "k"},
-				Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "15"}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderAnthropic, Name: "claude", APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "a", Key: "k"}, Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "15"}},
+			},
 		},
 	}}
 	k, err := (&Builder{}).Build(context.Background(), run, egress.Grant{})
@@ -469,9 +471,69 @@ func openAIRun(baseURL string) *v1alpha1.AgentRun {
 	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team-a"}, Spec: v1alpha1.AgentRunSpec{
 		AgentSpec: v1alpha1.AgentSpec{
 			Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
-				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"},
-				Retry:           &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL, APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "openai", Key: "api-key"}},
+				Retry:         &v1alpha1.ModelRetry{InitialBackoff: &metav1.Duration{Duration: 10 * time.Millisecond}},
+			},
 		},
 	}}
+}
+
+// Issue 47 item 1: each of model.fallbacks is a model of its own (its
+// provider, name, endpoint, key and prices, its adapter's billing) called
+// with the model's call settings.
+func TestBuild_fallbacksAreModelsOfTheirOwn(t *testing.T) {
+	run := parse(t, `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata: {name: r}
+spec:
+  goal: g
+  budget: {maxTurns: 2, maxCostUSD: "1"}
+  model:
+    provider: openai
+    name: gpt-x
+    baseURL: http://127.0.0.1:1/v1
+    timeout: 30s
+    retry: {maxAttempts: 2}
+    pricing: {input: "1", output: "2"}
+    fallbacks:
+    - provider: anthropic
+      name: claude
+      apiKeySecretRef: {name: a, key: k}
+      pricing: {input: "3", output: "15"}
+    - provider: openai
+      name: local
+      baseURL: http://127.0.0.1:2/v1
+`)
+	k, err := (&Builder{}).Build(context.Background(), run, egress.Grant{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Fallbacks) != 2 || k.ModelAt(0) != k.Model || k.ModelAt(1) != k.Fallbacks[0] || k.ModelAt(2) != k.Fallbacks[1] {
+		t.Fatalf("fallbacks %v", k.Fallbacks)
+	}
+	cfg := k.Engine.Config()
+	type model struct {
+		Provider, Name      string
+		Input, Output, CW   string
+		Timeout             time.Duration
+		Attempts, MaxOutput int
+	}
+	var got []model
+	for _, m := range cfg.Fallbacks {
+		got = append(got, model{m.Provider, m.Name, m.Pricing.Input.String(), m.Pricing.Output.String(), m.Pricing.CacheWrite.String(),
+			m.Timeout, m.Retry.MaxAttempts, int(m.MaxOutputTokens)})
+	}
+	want := []model{
+		{"anthropic", "claude", "3.0000", "15.0000", "3.7500", 30 * time.Second, 2, 4096},
+		{"openai", "local", "0.0000", "0.0000", "0.0000", 30 * time.Second, 2, 4096},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("fallbacks' configuration (-want +got):\n%s", diff)
+	}
+	run.Spec.Model.Fallbacks[1].Pricing = &v1alpha1.ModelPricing{Input: "1e3"}
+	if _, err := Config(&run.Spec); err == nil || !strings.Contains(err.Error(), "model.fallbacks[1].pricing.input") {
+		t.Fatalf("err = %v; want one naming model.fallbacks[1].pricing.input", err)
+	}
 }

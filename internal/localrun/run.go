@@ -117,6 +117,7 @@ func Run(ctx context.Context, path string, o Options) int {
 	trc := telemetry.StartRun(o.TracerProvider, "")
 	obs := trc.Observer(cfg.Model.Provider, cfg.Model.Name)
 	runner := &loop.Runner{Engine: k.Engine, Model: loop.ObserveModel(k.Model, obs), Tools: loop.ObserveTools(k.Tools, obs),
+		Fallbacks: observedFallbacks(k, trc),
 		OnStep: func(s *loop.State, eff loop.Effect) {
 			p.step(s, eff)
 			trc.Compactions(ctx, string(cfg.Context.Strategy), eff.Notes, time.Now())
@@ -448,4 +449,15 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// observedFallbacks are the run's fallback models, each traced as
+// itself.
+func observedFallbacks(k *kit.Kit, trc *telemetry.Run) []loop.Model {
+	var out []loop.Model
+	for i, m := range k.Fallbacks {
+		f := k.Engine.Config().Fallbacks[i]
+		out = append(out, loop.ObserveModel(m, trc.Observer(f.Provider, f.Name)))
+	}
+	return out
 }

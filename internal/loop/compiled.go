@@ -16,7 +16,12 @@ import (
 // so the same engine serves any number of runs with that configuration,
 // and a run can be persisted between any two steps.
 type Engine struct {
-	cfg       Config
+	// cfg.Model is the active model, one of models.
+	cfg Config
+	// models are Config.Model then Config.Fallbacks; active is the index
+	// of the one cfg.Model holds (State.Model of the run last stepped).
+	models    []ModelConfig
+	active    int
 	clock     func() time.Time
 	estimator TokenEstimator
 	tools     map[string]*ToolSpec
@@ -32,11 +37,9 @@ type Engine struct {
 	system  string
 	offered []ToolSchema
 	goal    Message
-	// prefixLen estimates the input tokens of the system prompt, the tools
-	// and the goal; the estimate of a request adds each message's.
-	prefixLen int64
-	// fpPrefix fingerprints what precedes a ReAct request's messages.
-	fpPrefix promptFP
+	// prefixes are what a ReAct request to each of models starts with
+	// (by the same index), when the estimator goes message by message.
+	prefixes []requestPrefix
 	// perMessage is the estimator when it estimates message by message.
 	perMessage MessageEstimator
 	// plan runs the plans of a planExecute run.
@@ -47,6 +50,15 @@ type Engine struct {
 	context *contextPolicy
 	// output checks the final answers of a run with a typed output.
 	output *outputSchema
+}
+
+// requestPrefix is the system prompt, the tools and the goal of a ReAct
+// request to one model: tokens estimates their input tokens (the
+// estimate of a request adds each message's), and fp fingerprints what
+// precedes the request's messages.
+type requestPrefix struct {
+	tokens int64
+	fp     promptFP
 }
 
 // Option configures an Engine.
@@ -66,7 +78,9 @@ func WithSchemas(s *Schemas) Option { return func(e *Engine) { e.shared = s } }
 // with an estimator that is a MessageEstimator.
 func WithEstimator(t TokenEstimator) Option { return func(e *Engine) { e.estimator = t } }
 
-// Config returns the normalised configuration the engine runs.
+// Config returns the normalised configuration the engine runs. Its Model
+// is the model the run last stepped calls: Config.Model, or the fallback
+// it moved to.
 func (e *Engine) Config() *Config { return &e.cfg }
 
 func (e *Engine) tool(name string) *ToolSpec { return lookupTool(e.tools, name) }

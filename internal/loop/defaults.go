@@ -1,5 +1,7 @@
 package loop
 
+import "slices"
+
 // A configuration's defaults: every unset field filled in, from the
 // defaults each part of the configuration declares beside its type.
 
@@ -13,6 +15,17 @@ func (c Config) Normalize() Config {
 		c.Model.Timeout = DefaultModelTimeout
 	}
 	c.Model.Retry = c.Model.Retry.normalize(DefaultModelRetry)
+	c.Fallbacks = slices.Clone(c.Fallbacks)
+	for i := range c.Fallbacks {
+		f := &c.Fallbacks[i]
+		if f.MaxOutputTokens <= 0 {
+			f.MaxOutputTokens = c.Model.MaxOutputTokens
+		}
+		if f.Timeout <= 0 {
+			f.Timeout = c.Model.Timeout
+		}
+		f.Retry = f.Retry.normalize(c.Model.Retry)
+	}
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
 	}

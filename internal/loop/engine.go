@@ -107,14 +107,18 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.estimator == nil {
 		e.estimator = ByteEstimator{}
 	}
+	e.models = append([]ModelConfig{e.cfg.Model}, e.cfg.Fallbacks...)
 	if pm, ok := e.estimator.(MessageEstimator); ok {
 		e.perMessage = pm
-		// A ReAct request without its messages: what its estimate and
-		// its fingerprint start from.
-		req := &Request{Model: e.cfg.Model.Name, System: e.system, Tools: e.offered, MaxOutputTokens: e.cfg.Model.MaxOutputTokens, Output: e.outputSchema()}
-		e.fpPrefix = fpStart(e.cfg.Model.Provider, req)
-		req.Messages = []Message{e.goal}
-		e.prefixLen = pm.EstimateInputTokens(req)
+		// A ReAct request without its messages, for each model: what its
+		// estimate and its fingerprint start from.
+		e.prefixes = make([]requestPrefix, len(e.models))
+		for i, m := range e.models {
+			req := &Request{Model: m.Name, System: e.system, Tools: e.offered, MaxOutputTokens: m.MaxOutputTokens, Output: e.outputSchema()}
+			e.prefixes[i].fp = fpStart(m.Provider, req)
+			req.Messages = []Message{e.goal}
+			e.prefixes[i].tokens = pm.EstimateInputTokens(req)
+		}
 	}
 	e.context = newContextPolicy(&e.cfg, e.goal, e.system, e.offered, e.estimator, e.request, e.estimateFresh)
 	if e.plan, err = newPlanner(&e.cfg, e.goal, e.offered, e.tools, e.guardrails, e.estimator, e.vetContext, e.vetCall); err != nil {
@@ -162,6 +166,13 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	notes := e.staleAnswers(s, in.Answers)
 	if s.Done() {
 		return Effect{Kind: EffectFinish, Notes: notes}
+	}
+	if s.Model != e.active {
+		if s.Model < 0 || s.Model >= len(e.models) {
+			e.finish(s, Error, fmt.Sprintf("the run's state names model %d, and the run has %d", s.Model, len(e.models)), &notes)
+			return Effect{Kind: EffectFinish, Notes: notes}
+		}
+		e.cfg.Model, e.active = e.models[s.Model], s.Model
 	}
 	s.tick(now)
 	var eff Effect
@@ -250,6 +261,9 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	}
 	notes = append(notes, e.softWarnings(s)...)
 	eff.Notes = notes
+	if eff.Kind == EffectCallModel && eff.Request != nil {
+		eff.Request.Fallback, eff.Request.Attempt = s.Model, s.Attempt
+	}
 	return eff
 }
 

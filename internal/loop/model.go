@@ -69,6 +69,12 @@ type Request struct {
 	// with structured output constrains the answer to it; the system
 	// prompt asks for it either way.
 	Output json.RawMessage
+	// Fallback says which of the run's models the request is for: 0 is
+	// Config.Model, i the i-th of Config.Fallbacks. Attempt is the
+	// attempt of the turn's call on that model, from 1. The caller calls
+	// the model Fallback names; providers ignore both.
+	Fallback int
+	Attempt  int
 }
 
 // ToolSchema is how a tool is offered to the model.

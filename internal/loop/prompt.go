@@ -34,13 +34,13 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	}
 	p := &s.prompt
 	if !p.fits(e, s, start) {
-		*p = promptCache{by: e, start: start, msgs: make([]Message, 1, 1+len(s.Transcript)-start)}
+		*p = promptCache{by: e, model: e.active, start: start, msgs: make([]Message, 1, 1+len(s.Transcript)-start)}
 		p.msgs[0] = e.goal
 		if len(s.Transcript) > 0 {
 			p.first = &s.Transcript[0]
 		}
 		if e.perMessage != nil {
-			p.fps = append(make([]promptFP, 0, cap(p.msgs)), p.chain.next(e.fpPrefix, &e.goal))
+			p.fps = append(make([]promptFP, 0, cap(p.msgs)), p.chain.next(e.prefixes[e.active].fp, &e.goal))
 			p.bounds = append(make([]int64, 0, cap(p.msgs)), 0)
 		}
 	}
@@ -63,7 +63,7 @@ func (e *Engine) request(s *State) (*Request, inputEstimate) {
 	if e.perMessage == nil {
 		return req, inputEstimate{tokens: e.estimator.EstimateInputTokens(req)}
 	}
-	return req, builtOn(s.Counted, e.prefixLen+p.tokens, p.fps, p.bounds)
+	return req, builtOn(s.Counted, e.prefixes[e.active].tokens+p.tokens, p.fps, p.bounds)
 }
 
 // estimateFresh is the input estimate of a request built afresh (the
@@ -91,7 +91,7 @@ func (e *Engine) estimateFresh(s *State, req *Request) inputEstimate {
 }
 
 func (p *promptCache) fits(e *Engine, s *State, start int) bool {
-	if p.by != e || p.start != start || len(p.msgs) == 0 || len(s.Transcript)-start < len(p.msgs)-1 {
+	if p.by != e || p.model != e.active || p.start != start || len(p.msgs) == 0 || len(s.Transcript)-start < len(p.msgs)-1 {
 		return false
 	}
 	if len(s.Transcript) == 0 {

@@ -81,6 +81,24 @@ func (e *Engine) onModelError(s *State, err error, now time.Time, notes *[]Note)
 		return finishWith(ToolFailure, "the model provider failed: "+msg)
 	}
 	if s.Attempt >= p.MaxAttempts {
+		if s.Model+1 < len(e.models) {
+			// The turn goes to the next fallback and is admitted again
+			// for it: its request (the model's name, its prompt-cache
+			// prefix), estimate and reservation are the new model's, and
+			// its first attempt is made at once. The failed attempts
+			// charged nothing but the wall clock they took; the earlier
+			// model's reservation is replaced, not added to. The run stays
+			// on the new model, a resumed one too (State.Model).
+			from := e.cfg.Model.Name
+			s.Model++
+			e.cfg.Model, e.active = e.models[s.Model], s.Model
+			*notes = append(*notes, Note{Kind: NoteModelFallback, Turn: s.Turn, Warning: true, Message: fmt.Sprintf(
+				"Model %s stayed unavailable after %s (last error: %s); turn %d goes to fallback %d of %d, model %s",
+				from, plural(s.Attempt, "attempt"), msg, s.Turn, s.Model, len(e.models)-1, e.cfg.Model.Name)})
+			s.Turn--
+			s.Phase = PhaseAdmit
+			return admitNow()
+		}
 		s.Usage.Turns++
 		return finishWith(ToolFailure, fmt.Sprintf("the model provider stayed unavailable after %s (model.retry.maxAttempts is %d); last error: %s",
 			plural(s.Attempt, "attempt"), p.MaxAttempts, msg))

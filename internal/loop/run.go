@@ -20,7 +20,9 @@ type Approver func(ctx context.Context, pending []Call) map[string]Answer
 type Runner struct {
 	Engine *Engine
 	Model  Model
-	Tools  Toolbox
+	// Fallbacks are the models of Config.Fallbacks, in the same order.
+	Fallbacks []Model
+	Tools     Toolbox
 	// Approve answers ASKs; nil declines every ASK.
 	Approve Approver
 	// OnStep sees the state after every step and the effect it produced
@@ -64,7 +66,7 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 		case EffectFinish:
 			return
 		case EffectCallModel:
-			reply, err := r.Engine.CallModel(ctx, r.Model, eff.Request)
+			reply, err := r.Engine.CallModel(ctx, r.model(eff.Request.Fallback), eff.Request)
 			if err != nil {
 				in.ModelErr = err
 			} else {
@@ -97,6 +99,14 @@ func (r *Runner) Run(ctx context.Context, s *State) {
 			}
 		}
 	}
+}
+
+// model is the run's model i: Model, or the i-th of Fallbacks.
+func (r *Runner) model(i int) Model {
+	if i > 0 && i <= len(r.Fallbacks) {
+		return r.Fallbacks[i-1]
+	}
+	return r.Model
 }
 
 func (r *Runner) sleep(ctx context.Context, d time.Duration) {

@@ -102,6 +102,10 @@ type State struct {
 	// Attempt counts model calls made for this turn (more than one after
 	// a transient failure was retried, or a call was lost to a crash).
 	Attempt int `json:"attempt,omitempty"`
+	// Model is the model the run calls: 0 is Config.Model, i the i-th of
+	// Config.Fallbacks. It only grows: a run that fell back stays on its
+	// fallback, also when it is resumed.
+	Model int `json:"model,omitempty"`
 	// RetryAt is when the next attempt is due, while the run waits out a
 	// retry's backoff (of the model call, or of the calls in state
 	// Retrying); nil otherwise.
@@ -273,6 +277,9 @@ const (
 	NoteStaleApproval NoteKind = "StaleApproval"
 	NoteBudgetWarning NoteKind = "BudgetWarning"
 	NoteModelLost     NoteKind = "ModelCallLost"
+	// NoteModelFallback: the model stayed unavailable after its retries
+	// and the turn goes to the next of Config.Fallbacks.
+	NoteModelFallback NoteKind = "ModelFallback"
 	// NoteCallAbandoned: the run was cancelled while a model call or a
 	// tool call was in flight and nothing will collect its result (it
 	// was lost to a restart, or cut off): what it may have spent is
@@ -537,7 +544,10 @@ func (s *State) inputBound() int64 {
 // never serialised: a reloaded State starts without one.
 type promptCache struct {
 	// by is the *Engine that built it: another engine's prompt differs.
-	by    any
+	by any
+	// model is the engine's model it was built for (State.Model): a
+	// fallback's requests start with its own prefix.
+	model int
 	start int
 	first *Message
 	msgs  []Message

@@ -86,11 +86,16 @@ type Config struct {
 	Goal         string
 	Instructions string
 	Model        ModelConfig
-	Budget       Budget
-	Loop         LoopDetection
-	Tools        []ToolSpec
-	Policy       Policy
-	Guardrails   []Guardrail
+	// Fallbacks are the models a turn goes to, in order, when the
+	// current model stays unavailable after its retries (see
+	// Engine.fallBack); empty means the run has one model. A fallback's
+	// unset MaxOutputTokens, Timeout and Retry are Model's.
+	Fallbacks  []ModelConfig
+	Budget     Budget
+	Loop       LoopDetection
+	Tools      []ToolSpec
+	Policy     Policy
+	Guardrails []Guardrail
 	// ApprovalTimeout ends the run Escalated when an ASK waits longer.
 	ApprovalTimeout time.Duration
 	// VetTimeout bounds the vetting of one step (a reply's batch, a plan,

@@ -167,8 +167,9 @@ func openAIRun(ns, name, baseURL, sa string) *v1alpha1.AgentRun {
 		AgentSpec: v1alpha1.AgentSpec{
 			Goal: "Say done.", ServiceAccountName: sa,
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 2, MaxCostUSD: "1"},
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL,
-				APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "m", BaseURL: baseURL, APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}},
+			},
 		},
 	}}
 }
@@ -213,8 +214,11 @@ func TestTenant_cannotReadASecretTheRunsAccountMayNotGet(t *testing.T) {
 	header := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "steal-header"}, Spec: v1alpha1.AgentRunSpec{
 		AgentSpec: v1alpha1.AgentSpec{
 			Goal: "Call the tool.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-				{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "echo"}}}, {Content: "done"}}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script: []v1alpha1.ScriptStep{
+					{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "echo"}}}, {Content: "done"}},
+			},
 			Tools: []v1alpha1.ToolSpec{{Name: "echo", HTTP: &v1alpha1.HTTPTool{URL: catcher.URL + "/echo",
 				Headers: []v1alpha1.HTTPHeader{{Name: "X-Api-Key", ValueFrom: &v1alpha1.HeaderValueSource{
 					SecretKeyRef: v1alpha1.SecretKeySelector{Name: "prod-openai", Key: "api-key"}}}}}}},
@@ -373,8 +377,11 @@ func TestTenant_cannotRequestMoreThanTheToolCaps(t *testing.T) {
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "greedy"}, Spec: v1alpha1.AgentRunSpec{
 		AgentSpec: v1alpha1.AgentSpec{
 			Goal: "Mine.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
-			Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{
-				{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "mine"}}}, {Content: "done"}}},
+			Model: v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script: []v1alpha1.ScriptStep{
+					{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "mine"}}}, {Content: "done"}},
+			},
 			Tools: []v1alpha1.ToolSpec{{Name: "mine", Job: &v1alpha1.JobTool{Image: "example.com/miner:1", Command: []string{"mine"},
 				Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")}}}}},

@@ -80,11 +80,13 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 			return nil, nil, err
 		}
 		changes = append(changes, c...)
-		c, err = raisePrices(p, &spec.Model)
-		if err != nil {
-			return nil, nil, err
+		for _, m := range models(spec) {
+			c, err = raisePrices(p, m.endpoint, m.field)
+			if err != nil {
+				return nil, nil, err
+			}
+			changes = append(changes, c...)
 		}
-		changes = append(changes, c...)
 		changes = append(changes, classify(p, spec)...)
 	}
 	requireRules(pols, spec)
@@ -118,26 +120,59 @@ func admits(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) error {
 				"and the tools %s do not", strings.Join(undeclared, ", "))}
 		}
 	}
-	ref := spec.Model.APIKeySecretRef
+	for _, at := range models(spec) {
+		if err := keyAllowed(p, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modelAt is one of a run's models: model itself, or one of
+// model.fallbacks, each held to the same rules.
+type modelAt struct {
+	// field names it in messages: model, or model.fallbacks[i].
+	field    string
+	endpoint *v1alpha1.ModelEndpoint
+}
+
+// models are the run's model, then its fallbacks.
+func models(spec *v1alpha1.AgentRunSpec) []modelAt {
+	out := []modelAt{{field: "model", endpoint: &spec.Model.ModelEndpoint}}
+	for i := range spec.Model.Fallbacks {
+		out = append(out, modelAt{field: fmt.Sprintf("model.fallbacks[%d]", i), endpoint: &spec.Model.Fallbacks[i]})
+	}
+	return out
+}
+
+// keyAllowed checks where a model's API key goes against the policy's
+// models[]: with the providers and to the endpoints they allow.
+func keyAllowed(p *v1alpha1.AgentRunPolicy, at modelAt) error {
+	e := at.endpoint
+	ref := e.APIKeySecretRef
 	if ref == nil {
 		return nil
+	}
+	of := ""
+	if at.field != "model" {
+		of = " (spec." + at.field + ")"
 	}
 	for _, m := range p.Spec.Models {
 		if m.APIKeySecret != ref.Name {
 			continue
 		}
-		if !slices.Contains(m.Providers, spec.Model.Provider) {
-			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be used with the providers %s, not %s",
-				ref.Name, joinProviders(m.Providers), spec.Model.Provider)}
+		if !slices.Contains(m.Providers, e.Provider) {
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s%s may be used with the providers %s, not %s",
+				ref.Name, of, joinProviders(m.Providers), e.Provider)}
 		}
-		if u := strings.TrimSuffix(keyEndpoint(&spec.Model), "/"); u != "" && !slices.ContainsFunc(m.BaseURLs, func(b string) bool {
+		if u := strings.TrimSuffix(keyEndpoint(e), "/"); u != "" && !slices.ContainsFunc(m.BaseURLs, func(b string) bool {
 			return strings.TrimSuffix(b, "/") == u
 		}) {
-			allowed := "only to the provider's own endpoint (no model.baseURL)"
+			allowed := "only to the provider's own endpoint (no " + at.field + ".baseURL)"
 			if len(m.BaseURLs) > 0 {
 				allowed = "to the provider's own endpoint or to " + strings.Join(m.BaseURLs, ", ")
 			}
-			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be sent %s, not to %s", ref.Name, allowed, u)}
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s%s may be sent %s, not to %s", ref.Name, of, allowed, u)}
 		}
 	}
 	return nil
@@ -168,7 +203,9 @@ func secretRefs(spec *v1alpha1.AgentRunSpec) []secretRef {
 			}
 		}
 	}
-	ca("spec.model", spec.Model.CABundleRef)
+	for _, m := range models(spec) {
+		ca("spec."+m.field, m.endpoint.CABundleRef)
+	}
 	for i := range spec.Tools {
 		t := &spec.Tools[i]
 		path := fmt.Sprintf("spec.tools[%d]", i)
@@ -199,7 +236,7 @@ func pinnedElsewhere(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) er
 	}
 	for _, ref := range secretRefs(spec) {
 		if slices.ContainsFunc(p.Spec.Models, func(m v1alpha1.ModelAllowance) bool { return m.APIKeySecret == ref.Secret }) {
-			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be named only as spec.model.apiKeySecretRef, not in %s",
+			return &Refusal{Policy: p.Name, Reason: fmt.Sprintf("the API key in Secret %s may be named only as a model's apiKeySecretRef (spec.model or spec.model.fallbacks[]), not in %s",
 				ref.Secret, ref.Path)}
 		}
 	}
@@ -209,7 +246,7 @@ func pinnedElsewhere(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) er
 // keyEndpoint is where the run's API key is sent when it is not the
 // provider's own endpoint: model.baseURL, or the Azure OpenAI resource
 // (model.azure.endpoint), which is always the tenant's choice.
-func keyEndpoint(m *v1alpha1.ModelSpec) string {
+func keyEndpoint(m *v1alpha1.ModelEndpoint) string {
 	if m.Provider == v1alpha1.ProviderAzure && m.Azure != nil {
 		return m.Azure.Endpoint
 	}
@@ -353,9 +390,10 @@ func unsetOr[T any](v T) any {
 	return "unset"
 }
 
-// raisePrices raises each of the run's prices to the policy's price for
-// its model (the entry named as model.name, else "*").
-func raisePrices(p *v1alpha1.AgentRunPolicy, m *v1alpha1.ModelSpec) ([]string, error) {
+// raisePrices raises each of a model's prices to the policy's price for
+// it (the entry named as its name, else "*"); field names the model in
+// the changes (model, or model.fallbacks[i]).
+func raisePrices(p *v1alpha1.AgentRunPolicy, m *v1alpha1.ModelEndpoint, field string) ([]string, error) {
 	var entry *v1alpha1.ModelPrice
 	for i := range p.Spec.Pricing {
 		e := &p.Spec.Pricing[i]
@@ -392,9 +430,9 @@ func raisePrices(p *v1alpha1.AgentRunPolicy, m *v1alpha1.ModelSpec) ([]string, e
 		}
 		cur, err := loop.ParseMoney(string(*f.run))
 		if *f.run == "" || err != nil || cur < floor {
-			changes = append(changes, fmt.Sprintf("model.pricing.%s raised from %v to %s by AgentRunPolicy %s", f.name, unsetOr(*f.run), f.platform, p.Name))
+			changes = append(changes, fmt.Sprintf("%s.pricing.%s raised from %v to %s by AgentRunPolicy %s", field, f.name, unsetOr(*f.run), f.platform, p.Name))
 			if *f.run == "" {
-				changes[len(changes)-1] = fmt.Sprintf("model.pricing.%s set to %s by AgentRunPolicy %s (the run left it unset)", f.name, f.platform, p.Name)
+				changes[len(changes)-1] = fmt.Sprintf("%s.pricing.%s set to %s by AgentRunPolicy %s (the run left it unset)", field, f.name, f.platform, p.Name)
 			}
 			*f.run = f.platform
 		}

@@ -57,7 +57,7 @@ func TestSelect(t *testing.T) {
 func run(f func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
 	r := &v1alpha1.AgentRun{Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
 		Goal: "g", Budget: v1alpha1.BudgetSpec{MaxTurns: 20},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"},
+		Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x"}},
 	}}}
 	if f != nil {
 		f(&r.Spec)
@@ -124,6 +124,37 @@ func TestApply_pricesOnlyRise(t *testing.T) {
 	}
 }
 
+func TestApply_fallbacksPricesRiseAsTheModels(t *testing.T) {
+	p := policy("prices", func(s *v1alpha1.AgentRunPolicySpec) {
+		s.Pricing = []v1alpha1.ModelPrice{
+			{Model: "*", ModelPricing: v1alpha1.ModelPricing{Input: "1", Output: "1"}},
+			{Model: "gpt-x", ModelPricing: v1alpha1.ModelPricing{Input: "2.50", Output: "10"}},
+		}
+	})
+	r := run(func(s *v1alpha1.AgentRunSpec) {
+		s.Model.Fallbacks = []v1alpha1.ModelEndpoint{
+			{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-x", Pricing: &v1alpha1.ModelPricing{Input: "3", Output: "0.5"}},
+			{Provider: v1alpha1.ProviderOpenAI, Name: "other"},
+		}
+	})
+	got, changes, err := Apply(r, []v1alpha1.AgentRunPolicy{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prices []v1alpha1.ModelPricing
+	for _, f := range got.Spec.Model.Fallbacks {
+		prices = append(prices, *f.Pricing)
+	}
+	want := []v1alpha1.ModelPricing{{Input: "3", Output: "10"}, {Input: "1", Output: "1"}}
+	if diff := cmp.Diff(want, prices); diff != "" {
+		t.Fatalf("fallbacks' pricing (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(changes, "model.fallbacks[0].pricing.output raised from 0.5 to 10 by AgentRunPolicy prices") ||
+		!slices.Contains(changes, "model.fallbacks[1].pricing.input set to 1 by AgentRunPolicy prices (the run left it unset)") {
+		t.Fatalf("changes = %q", changes)
+	}
+}
+
 func TestApply_refusesWhatCannotBeLowered(t *testing.T) {
 	p := policy("keys", func(s *v1alpha1.AgentRunPolicySpec) {
 		s.ServiceAccountNames = []string{"agent"}
@@ -155,6 +186,18 @@ func TestApply_refusesWhatCannotBeLowered(t *testing.T) {
 			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.Provider = "agent", key, v1alpha1.ProviderAzure
 			s.Model.Azure = &v1alpha1.AzureModel{Endpoint: "https://attacker.openai.azure.com", APIVersion: "2024-10-21"}
 		}, "not to https://attacker.openai.azure.com"},
+		{"the shared key at another endpoint, in a fallback", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName, s.Model.APIKeySecretRef, s.Model.BaseURL = "agent", key, "https://gateway.example.com/v1"
+			s.Model.Fallbacks = []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderOpenAI, Name: "b", APIKeySecretRef: key, BaseURL: "https://attacker.example.net/v1"}}
+		}, "the API key in Secret shared-openai (spec.model.fallbacks[0]) may be sent to the provider's own endpoint or to https://gateway.example.com/v1/, not to https://attacker.example.net/v1"},
+		{"the shared key with another provider, in a fallback", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName = "agent"
+			s.Model.Fallbacks = []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderAnthropic, Name: "c", APIKeySecretRef: key}}
+		}, "(spec.model.fallbacks[0]) may be used with the providers openai, azure, not anthropic"},
+		{"the shared key, allowed in a fallback", func(s *v1alpha1.AgentRunSpec) {
+			s.ServiceAccountName = "agent"
+			s.Model.Fallbacks = []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderOpenAI, Name: "b", APIKeySecretRef: key}}
+		}, ""},
 		{"a key the policy does not list", func(s *v1alpha1.AgentRunSpec) {
 			s.ServiceAccountName, s.Model.BaseURL = "agent", "https://elsewhere.example.org"
 			s.Model.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "own-key", Key: "key"}
@@ -403,7 +446,7 @@ func TestApply_pinnedKeysStayPinned(t *testing.T) {
 			case tc.path == "" && err != nil:
 				t.Fatalf("refused: %v", err)
 			case tc.path != "" && (!errors.As(err, &ref) || ref.Policy != "keys" ||
-				!strings.Contains(err.Error(), "the API key in Secret shared-openai may be named only as spec.model.apiKeySecretRef, not in "+tc.path)):
+				!strings.Contains(err.Error(), "the API key in Secret shared-openai may be named only as a model's apiKeySecretRef (spec.model or spec.model.fallbacks[]), not in "+tc.path)):
 				t.Fatalf("error %v; want a refusal by keys naming %s", err, tc.path)
 			}
 		})

@@ -96,8 +96,8 @@ func makeRun(ns, name string) *runBuilder {
 			AgentSpec: v1alpha1.AgentSpec{
 				Goal: "Find out why the customer was charged twice.",
 				Model: v1alpha1.ModelSpec{
-					Provider: v1alpha1.ProviderScripted,
-					Script:   []v1alpha1.ScriptStep{{Content: "x"}},
+					ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+					Script:        []v1alpha1.ScriptStep{{Content: "x"}},
 				},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 			},

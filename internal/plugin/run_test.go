@@ -35,7 +35,7 @@ func makeTemplate(t *testing.T, ns, name string) *v1alpha1.AgentRunTemplate {
 			Run: v1alpha1.TemplateRunSpec{
 				AgentSpec: v1alpha1.AgentSpec{
 					Goal:   "Investigate the refund asked for in ticket $(params.ticket). $(params.note)",
-					Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "x"}}},
+					Model:  v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}, Script: []v1alpha1.ScriptStep{{Content: "x"}}},
 					Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
 				},
 			},
@@ -116,7 +116,7 @@ func TestRunTemplate_refusesBadParametersBeforeCreatingAnything(t *testing.T) {
 		Spec: v1alpha1.AgentRunTemplateSpec{Run: v1alpha1.TemplateRunSpec{
 			AgentSpec: v1alpha1.AgentSpec{
 				Goal:   "Say hello.",
-				Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
+				Model:  v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
 				Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
 			},
 		}},

@@ -46,6 +46,21 @@ func isZero(u loop.Usage) bool {
 	return true
 }
 
+// SetModel sets status.model from the run's model spec (as the platform's
+// policies left it) and the engine's state: the model the run calls, and
+// how many times it fell back. A scripted run, which names no model and
+// has no fallbacks, has none.
+func SetModel(st *v1alpha1.AgentRunStatus, m *v1alpha1.ModelSpec, s *loop.State) {
+	active := m.Name
+	if s.Model > 0 && s.Model <= len(m.Fallbacks) {
+		active = m.Fallbacks[s.Model-1].Name
+	}
+	st.Model = nil
+	if active != "" {
+		st.Model = &v1alpha1.ModelStatus{Active: active, Fallbacks: int32(s.Model)}
+	}
+}
+
 // SetFromState computes everything in status that derives from the
 // engine's state: counters, pending approvals, outcome, conditions, phase.
 func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {

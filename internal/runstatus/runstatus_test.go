@@ -344,3 +344,29 @@ func TestSetFromState_outputOfACompletedRunOnly(t *testing.T) {
 		})
 	}
 }
+
+// status.model names the model the state calls: model.name, or the
+// fallback it moved to; a scripted run names none.
+func TestSetModel(t *testing.T) {
+	m := &v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "primary"},
+		Fallbacks: []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderAnthropic, Name: "backup"}, {Provider: v1alpha1.ProviderOpenAI, Name: "last"}}}
+	for _, tc := range []struct {
+		name  string
+		m     *v1alpha1.ModelSpec
+		model int
+		want  *v1alpha1.ModelStatus
+	}{
+		{"the model", m, 0, &v1alpha1.ModelStatus{Active: "primary"}},
+		{"the first fallback", m, 1, &v1alpha1.ModelStatus{Active: "backup", Fallbacks: 1}},
+		{"the second fallback", m, 2, &v1alpha1.ModelStatus{Active: "last", Fallbacks: 2}},
+		{"scripted", &v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}}, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &v1alpha1.AgentRunStatus{}
+			SetModel(st, tc.m, &loop.State{Model: tc.model})
+			if diff := cmp.Diff(tc.want, st.Model); diff != "" {
+				t.Errorf("status.model (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

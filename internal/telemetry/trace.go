@@ -265,6 +265,12 @@ func (c calls) ModelCall(ctx context.Context, req *loop.Request) (context.Contex
 	if req != nil && req.MaxOutputTokens > 0 {
 		attrs = append(attrs, attribute.Int64("gen_ai.request.max_tokens", req.MaxOutputTokens))
 	}
+	if req != nil && req.Attempt > 0 {
+		// Two calls in a turn are a retry or a fallback: the trace says
+		// which.
+		attrs = append(attrs, attribute.Int("agentrun.model.attempt", req.Attempt),
+			attribute.Int("agentrun.model.fallback", req.Fallback))
+	}
 	name := "chat"
 	if model != "" {
 		name += " " + model

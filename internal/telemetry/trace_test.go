@@ -130,9 +130,11 @@ func TestRunTrace_parallelReadsAreChildrenOfTheRunSpan(t *testing.T) {
 	chat := by["chat gpt-test"]
 	want := []map[string]string{
 		{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test",
-			"gen_ai.usage.input_tokens": "100", "gen_ai.usage.output_tokens": "10", "gen_ai.response.finish_reasons": `["tool_calls"]`, "gen_ai.request.max_tokens": "4096"},
+			"gen_ai.usage.input_tokens": "100", "gen_ai.usage.output_tokens": "10", "gen_ai.response.finish_reasons": `["tool_calls"]`, "gen_ai.request.max_tokens": "4096",
+			"agentrun.model.attempt": "1", "agentrun.model.fallback": "0"},
 		{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test",
-			"gen_ai.usage.input_tokens": "200", "gen_ai.usage.output_tokens": "5", "gen_ai.response.finish_reasons": `["stop"]`, "gen_ai.request.max_tokens": "4096"},
+			"gen_ai.usage.input_tokens": "200", "gen_ai.usage.output_tokens": "5", "gen_ai.response.finish_reasons": `["stop"]`, "gen_ai.request.max_tokens": "4096",
+			"agentrun.model.attempt": "1", "agentrun.model.fallback": "0"},
 	}
 	got := []map[string]string{attrs(chat[0]), attrs(chat[1])}
 	if d := cmp.Diff(want, got); d != "" {

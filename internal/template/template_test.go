@@ -27,7 +27,7 @@ func refundTemplate() *v1alpha1.AgentRunTemplate {
 				AgentSpec: v1alpha1.AgentSpec{
 					Goal:         "Investigate the refund asked for in $(params.ticket). $(params.note)",
 					Instructions: "Answer in a $(params.tone) tone.",
-					Model:        v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Name: "script-$(params.tone)"},
+					Model:        v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted, Name: "script-$(params.tone)"}},
 					Budget:       v1alpha1.BudgetSpec{MaxTurns: 7, MaxCostUSD: "0.25"},
 					Tools:        []v1alpha1.ToolSpec{{Name: "lookup", Description: "Looks up $(params.ticket)"}},
 				},

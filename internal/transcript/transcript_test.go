@@ -38,7 +38,7 @@ func newRun(t *testing.T, name string) *v1alpha1.AgentRun {
 	t.Helper()
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1alpha1.AgentRunSpec{
 		AgentSpec: v1alpha1.AgentSpec{
-			Goal: "g", Model: v1alpha1.ModelSpec{Provider: "scripted", Script: []v1alpha1.ScriptStep{{Content: "x"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
+			Goal: "g", Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: "scripted"}, Script: []v1alpha1.ScriptStep{{Content: "x"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
 		}}}
 	if err := c.Create(context.Background(), run); err != nil {
 		t.Fatal(err)

@@ -180,6 +180,51 @@ func TestCreate_cloudProvidersReasoningAndKeylessServers(t *testing.T) {
     apiKeySecretRef: {name: openai, key: api-key}
     reasoning: {effort: extreme}
 `, wantErr: []string{"spec.model.reasoning.effort", `supported values: "low", "medium", "high"`}},
+		{name: "fallbacks of other providers", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    fallbacks:
+    - provider: anthropic
+      name: claude-sonnet-4-5
+      apiKeySecretRef: {name: anthropic, key: api-key}
+      pricing: {input: "3", output: "15"}
+    - provider: openai
+      name: llama3.1:8b
+      baseURL: http://ollama.ollama.svc:11434/v1
+`},
+		{name: "four fallbacks", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    fallbacks:
+    - {provider: openai, name: a, baseURL: "http://a.example.com"}
+    - {provider: openai, name: b, baseURL: "http://b.example.com"}
+    - {provider: openai, name: c, baseURL: "http://c.example.com"}
+    - {provider: openai, name: d, baseURL: "http://d.example.com"}
+`, wantErr: []string{"spec.model.fallbacks", "must have at most 3 items"}},
+		{name: "a fallback held to the model's rules", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    fallbacks:
+    - {provider: anthropic, name: claude-sonnet-4-5}
+`, wantErr: []string{"spec.model.fallbacks[0].apiKeySecretRef", "model.apiKeySecretRef is required with provider anthropic"}},
+		{name: "a scripted fallback", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    fallbacks:
+    - {provider: scripted}
+`, wantErr: []string{"spec.model.fallbacks", "provider scripted replays model.script and cannot be a fallback"}},
+		{name: "a fallback that cannot take the model's reasoning", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    reasoning: {effort: high}
+    fallbacks:
+    - {provider: anthropic, name: claude-sonnet-4-5, apiKeySecretRef: {name: a, key: k}}
+`, wantErr: []string{"spec.model.fallbacks", "every fallback takes model.reasoning: effort needs providers openai or azure"}},
 		{name: "reasoning that asks for both", spec: `
     provider: openai
     name: gpt-5.1

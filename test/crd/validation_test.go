@@ -1508,7 +1508,7 @@ spec:
 		AgentSpec: agentsv1alpha1.AgentSpec{
 			Goal: "Find the failing pod.",
 			Model: agentsv1alpha1.ModelSpec{
-				Provider:        agentsv1alpha1.ProviderScripted,
+				ModelEndpoint:   agentsv1alpha1.ModelEndpoint{Provider: agentsv1alpha1.ProviderScripted},
 				MaxOutputTokens: ptr.To[int32](4096),
 				Timeout:         seconds(60),
 				Retry:           &agentsv1alpha1.ModelRetry{MaxAttempts: ptr.To[int32](5), InitialBackoff: seconds(2), MaxBackoff: seconds(60)},

@@ -121,7 +121,7 @@ func TestNamespaceScopedOperator_drivesItsNamespaceWithRolesOnly(t *testing.T) {
 		r := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}, Spec: v1alpha1.AgentRunSpec{
 			AgentSpec: v1alpha1.AgentSpec{
 				Goal: "Say hello.", Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
-				Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
+				Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}, Script: []v1alpha1.ScriptStep{{Content: "hello"}}},
 			},
 		}}
 		if err := admin.Create(ctx, r); err != nil {

@@ -255,7 +255,7 @@ func TestSchedule_forbidSkipsWhileARunIsActive(t *testing.T) {
 func TestSchedule_replaceCancelsTheActiveRun(t *testing.T) {
 	ns := testenv.Namespace(t, cluster.Client)
 	spec := v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Goal: "Wait for a person.", Budget: v1alpha1.BudgetSpec{MaxTurns: 3},
-		Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Script: []v1alpha1.ScriptStep{{Content: "Done."}}}}}
+		Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}, Script: []v1alpha1.ScriptStep{{Content: "Done."}}}}}
 	var tpl v1alpha1.TemplateRunSpec
 	raw, _ := json.Marshal(spec)
 	if err := json.Unmarshal(raw, &tpl); err != nil {
