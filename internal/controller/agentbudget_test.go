@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -293,19 +294,26 @@ func TestAgentBudget_fullConcurrencyKeepsRunsPendingUntilASlotFrees(t *testing.T
 	expectSettled(t, b, []*v1alpha1.AgentRun{first, second}, 0)
 }
 
-// A budget deleted while a run holds a lease in it: the run's next step
-// is refused, naming the budget (a hard limit fails closed).
+// A budget deleted while a run holds a lease in it: once the operator has
+// seen the deletion, the run's next step is refused, naming the budget (a
+// hard limit fails closed). Until its watch delivers the delete, the
+// operator's cache still holds the budget and the lease in it, as it did
+// a moment before; the test waits for the cache, so that on a busy
+// machine a late watch event does not let a second turn run.
 func TestAgentBudget_deletedMidRunFailsClosed(t *testing.T) {
 	ns := namespace(t)
 	b := makeBudget(t, ns, "vanishing", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "10" })
 	g := newGatedKits()
-	startWith(t, g, managerSetup{})
+	op, _ := startWith(t, g, managerSetup{})
 	run := gated(pricedRun(ns, "orphan"), "orphan").create(t)
 	NewWithT(t).Eventually(func() []string { return get(t, run).Status.AgentBudgets }, 10*time.Second, 20*time.Millisecond).Should(
 		Equal([]string{"vanishing"}))
 	if err := k8sClient.Delete(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
+	NewWithT(t).Eventually(func() bool {
+		return apierrors.IsNotFound(op.Get(context.Background(), client.ObjectKeyFromObject(b), &v1alpha1.AgentBudget{}))
+	}, 10*time.Second, 20*time.Millisecond).Should(BeTrue(), "the operator's cache saw the deletion")
 	g.open("orphan")
 	r := waitOutcome(t, run, 20*time.Second)
 	if r.Status.Outcome != v1alpha1.OutcomeBudgetExhausted || !strings.Contains(r.Status.Reason, "AgentBudget vanishing") ||
