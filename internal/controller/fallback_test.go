@@ -92,7 +92,7 @@ func TestFallback_primaryOutageFallsBackAndA400DoesNot(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, a := range sp.Attributes {
-				attrs[string(a.Key)] = a.Value.Emit()
+				attrs[string(a.Key)] = a.Value.String()
 			}
 			chats = append(chats, fmt.Sprintf("%s fallback=%s attempt=%s", attrs["gen_ai.request.model"], attrs["agentrun.model.fallback"], attrs["agentrun.model.attempt"]))
 		}
