@@ -357,12 +357,6 @@ func (r *AgentRunReconciler) releaseJobs(ctx context.Context, sc *scope) {
 	}
 }
 
-// endTrace emits the run's invoke_agent span when this reconcile saved
-// the run's end: from the run's start (the engine's, to the nanosecond,
-// when the checkpoint had it) to now, under the span id the run carries.
-// Now is read here, after the save, not taken from the reconcile's start:
-// a model or tool call made during this reconcile ended after sc.now, and
-// the run span must enclose every call of the run.
 // traceCompactions traces the context compactions the save made, as
 // children of the run span.
 func (r *AgentRunReconciler) traceCompactions(ctx context.Context, tr *telemetry.Run, c change) {
@@ -372,14 +366,22 @@ func (r *AgentRunReconciler) traceCompactions(ctx context.Context, tr *telemetry
 	tr.Compactions(ctx, string(c.run.Status.Context.Strategy), c.notes, r.Clock())
 }
 
+// endTrace emits the run's invoke_agent span when this reconcile saved
+// the run's end: from the run's start (the engine's, to the nanosecond,
+// when the checkpoint had it) to now, under the span id the run carries,
+// naming the model the run called last (a fallback, if it moved to one).
+// Now is read here, after the save, not taken from the reconcile's start:
+// a model or tool call made during this reconcile ended after sc.now, and
+// the run span must enclose every call of the run.
 func (r *AgentRunReconciler) endTrace(ctx context.Context, tr *telemetry.Run, c change) {
 	if !c.ended {
 		return
 	}
 	run := c.run
 	u := usageOf(run)
+	m := activeModel(run)
 	info := telemetry.RunInfo{Name: run.Name, Namespace: run.Namespace, UID: string(run.UID),
-		Provider: string(run.Spec.Model.Provider), Model: run.Spec.Model.Name, End: r.Clock(),
+		Provider: string(m.Provider), Model: m.Name, End: r.Clock(),
 		Outcome: string(run.Status.Outcome), Reason: run.Status.Reason, Turns: int(u.Turns),
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Start: run.CreationTimestamp.Time}
 	switch {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/gomega"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	corev1 "k8s.io/api/core/v1"
@@ -100,6 +101,19 @@ func TestFallback_primaryOutageFallsBackAndA400DoesNot(t *testing.T) {
 		if diff := cmp.Diff(want, chats); diff != "" {
 			t.Errorf("chat spans (-want +got):\n%s", diff)
 		}
+		// The run's own span names the model it ended on.
+		NewWithT(t).Eventually(func() string {
+			for _, sp := range exp.GetSpans() {
+				if strings.HasPrefix(sp.Name, "invoke_agent") {
+					for _, a := range sp.Attributes {
+						if a.Key == "gen_ai.request.model" {
+							return a.Value.String()
+						}
+					}
+				}
+			}
+			return ""
+		}, 10*time.Second, 20*time.Millisecond).Should(Equal("backup"), "the invoke_agent span's model")
 		fams := scrape(t, m)
 		for model, want := range map[string]float64{"primary": 2, "backup": 1} {
 			if got := sample(fams, "agentrun_model_call_duration_seconds", map[string]string{"provider": "openai", "model": model}); got != want {

@@ -67,11 +67,17 @@ func newMetricLabels() *metricLabels {
 // model it calls now, model or the fallback it moved to (status.model).
 // The provider is one of the API's enum, bounded by it.
 func (l *metricLabels) run(run *v1alpha1.AgentRun) (namespace, provider, model string) {
-	m := &run.Spec.Model.ModelEndpoint
-	if st := run.Status.Model; st != nil && st.Fallbacks > 0 && int(st.Fallbacks) <= len(run.Spec.Model.Fallbacks) {
-		m = &run.Spec.Model.Fallbacks[st.Fallbacks-1]
-	}
+	m := activeModel(run)
 	return l.namespaces.value(run.Namespace), string(m.Provider), l.model(m.Name)
+}
+
+// activeModel is the model the run calls now, as status.model says:
+// spec.model, or the fallback it moved to.
+func activeModel(run *v1alpha1.AgentRun) *v1alpha1.ModelEndpoint {
+	if st := run.Status.Model; st != nil && st.Fallbacks > 0 && int(st.Fallbacks) <= len(run.Spec.Model.Fallbacks) {
+		return &run.Spec.Model.Fallbacks[st.Fallbacks-1]
+	}
+	return &run.Spec.Model.ModelEndpoint
 }
 
 func (l *metricLabels) model(name string) string { return l.models.value(name) }
