@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// maxAnswerReasonShown bounds a person's reason where the run's event and
+// its reason show it (the model reads it whole, up to the tool's
+// maxResultBytes).
+const maxAnswerReasonShown = 256
+
 func (e *Engine) onAnswers(s *State, answers map[string]Answer, reasons map[string]string, now time.Time, notes *[]Note) next {
 	waiting := 0
 	var oldest *Call
@@ -26,11 +31,15 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, reasons map[stri
 			continue
 		}
 		c.Answer = a
+		because := ""
+		if q := quotedReason(reasons[c.ID], maxAnswerReasonShown); q != "" {
+			because = ": " + q
+		}
 		*notes = append(*notes, Note{Kind: NoteApproval, CallID: c.ID, Warning: a != Approve,
-			Message: fmt.Sprintf("A person answered %s for %s (%s)", a, c.ID, c.Name)})
+			Message: fmt.Sprintf("A person answered %s for %s (%s)%s", a, c.ID, c.Name, because)})
 		switch a {
 		case Stop:
-			return finishWith(ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)", c.ID, c.Name))
+			return finishWith(ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)%s", c.ID, c.Name, because))
 		case DenyAnswer:
 			c.State, c.ObsStatus = CallDone, ObsDeclined
 			c.Observation = declinedText(c.Name, reasons[c.ID], e.tool(c.Name).MaxResultBytes)

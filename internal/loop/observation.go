@@ -75,17 +75,27 @@ func RenderResult(tool string, maxResultBytes int, r Result) (text string, statu
 // maxBytes.
 func declinedText(tool, reason string, maxBytes int) string {
 	text := fmt.Sprintf("A person declined this call to %s. It did not run; choose another route.", tool)
-	if reason = strings.TrimSpace(reason); reason == "" {
-		return text
-	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxResultBytes
+	}
+	if q := quotedReason(reason, maxBytes); q != "" {
+		return text + " Their reason: " + q
+	}
+	return text
+}
+
+// quotedReason is a person's reason as text that cannot be mistaken for
+// anything around it: trimmed, cut at maxBytes on a rune boundary (saying
+// so), and Go-quoted; "" when there is none.
+func quotedReason(reason string, maxBytes int) string {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return ""
 	}
 	cut := ""
 	if len(reason) > maxBytes {
 		reason, cut = clip.Head(reason, maxBytes), " [reason cut]"
 	}
-	return text + " Their reason: " + strconv.Quote(reason) + cut
+	return strconv.Quote(reason) + cut
 }
 
 // bound makes s valid UTF-8 and cuts it at max bytes on a rune boundary,
