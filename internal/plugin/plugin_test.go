@@ -531,6 +531,42 @@ func TestTranscript_showsTheResolvedGoalOfATemplatedRun(t *testing.T) {
 	}
 }
 
+// The end of a transcript (and of watch) says which model the run ended
+// on when it fell back, and what its typed output is: the value, or, when
+// it was too large for status, its size and digest.
+func TestPrintTranscript_endsWithTheFallbackAndTheOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   v1alpha1.AgentRunStatus
+		want string
+	}{
+		{"plain", v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeCompleted, Reason: "done"},
+			"outcome: Completed\nreason: done\n"},
+		{"a fallback and an output", v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeCompleted, Reason: "done",
+			Model:  &v1alpha1.ModelStatus{Active: "backup", Fallbacks: 1},
+			Output: &runtime.RawExtension{Raw: []byte(`{ "decision": "refund",` + "\n" + ` "amount_minor": 8240 }`)}},
+			"outcome: Completed\nreason: done\nmodel: backup (fallback 1 of spec.model.fallbacks)\n" +
+				`output: {"decision":"refund","amount_minor":8240}` + "\n"},
+		{"an output too large for status", v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeCompleted, Reason: "done",
+			Model: &v1alpha1.ModelStatus{Active: "primary"}, OutputDigest: "sha256:ab", OutputBytes: 20000},
+			"outcome: Completed\nreason: done\noutput: 20000 bytes, sha256:ab (too large for status: the last answer above)\n"},
+		{"a digest of an answer that did not complete", v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeBudgetExhausted, Reason: "turns",
+			OutputDigest: "sha256:ab", OutputBytes: 12},
+			"outcome: BudgetExhausted\nreason: turns\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := &v1alpha1.AgentRun{Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Goal: "g"}}, Status: tc.st}
+			var out bytes.Buffer
+			if err := PrintTranscript(&out, run, nil, OutputText); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff("goal: g\n"+tc.want, out.String()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestTranscript_saysWhichChunkIsMissing(t *testing.T) {
 	ns := newNamespace(t)
 	run := makeRun(ns, "r").create(t)

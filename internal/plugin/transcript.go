@@ -128,4 +128,13 @@ func indent(s string) string {
 func printOutcome(w io.Writer, run *v1alpha1.AgentRun) {
 	printf(w, "outcome: %s\n", run.Status.Outcome)
 	printf(w, "reason: %s\n", indent(run.Status.Reason))
+	if m := run.Status.Model; m != nil && m.Fallbacks > 0 {
+		printf(w, "model: %s (fallback %d of spec.model.fallbacks)\n", m.Active, m.Fallbacks)
+	}
+	switch st := run.Status; {
+	case st.Output != nil && len(st.Output.Raw) > 0:
+		printf(w, "output: %s\n", CompactArguments(st.Output.Raw))
+	case st.OutputDigest != "" && run.Status.Outcome == v1alpha1.OutcomeCompleted:
+		printf(w, "output: %d bytes, %s (too large for status: the last answer above)\n", st.OutputBytes, st.OutputDigest)
+	}
 }
