@@ -1,7 +1,9 @@
 package console
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -233,6 +235,20 @@ func factsOf(run *v1alpha1.AgentRun) []fact {
 		add("Cached input tokens", nonZero(us.CachedInputTokens))
 	}
 	add("AgentBudgets", strings.Join(st.AgentBudgets, ", "))
+	if m := st.Model; m != nil && m.Fallbacks > 0 {
+		add("Model", fmt.Sprintf("%s (fallback %d of spec.model.fallbacks)", m.Active, m.Fallbacks))
+	}
+	switch {
+	case st.Output != nil && len(st.Output.Raw) > 0:
+		var b bytes.Buffer
+		if json.Compact(&b, st.Output.Raw) != nil {
+			b.Reset()
+			b.Write(st.Output.Raw)
+		}
+		add("Output", excerpt(b.String(), 4096))
+	case st.OutputDigest != "" && st.Outcome == v1alpha1.OutcomeCompleted:
+		add("Output", fmt.Sprintf("%d bytes, %s (too large for status: the last answer in the transcript)", st.OutputBytes, st.OutputDigest))
+	}
 	return fs
 }
 
