@@ -95,6 +95,16 @@ type ModelSpec struct {
 	Fallbacks []ModelEndpoint `json:"fallbacks,omitempty"`
 }
 
+// Endpoint is the model a run calls as its i-th: the model itself for 0,
+// model.fallbacks[i-1] for i from 1 (status.model.fallbacks counts the
+// same way). An i out of range is the model itself.
+func (m *ModelSpec) Endpoint(i int) *ModelEndpoint {
+	if i > 0 && i <= len(m.Fallbacks) {
+		return &m.Fallbacks[i-1]
+	}
+	return &m.ModelEndpoint
+}
+
 // ModelEndpoint is a model and where it is called: the model of a run
 // (model) and each of its fallbacks (model.fallbacks[]).
 //

@@ -74,10 +74,11 @@ func (l *metricLabels) run(run *v1alpha1.AgentRun) (namespace, provider, model s
 // activeModel is the model the run calls now, as status.model says:
 // spec.model, or the fallback it moved to.
 func activeModel(run *v1alpha1.AgentRun) *v1alpha1.ModelEndpoint {
-	if st := run.Status.Model; st != nil && st.Fallbacks > 0 && int(st.Fallbacks) <= len(run.Spec.Model.Fallbacks) {
-		return &run.Spec.Model.Fallbacks[st.Fallbacks-1]
+	i := 0
+	if st := run.Status.Model; st != nil {
+		i = int(st.Fallbacks)
 	}
-	return &run.Spec.Model.ModelEndpoint
+	return run.Spec.Model.Endpoint(i)
 }
 
 func (l *metricLabels) model(name string) string { return l.models.value(name) }

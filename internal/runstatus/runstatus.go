@@ -51,10 +51,7 @@ func isZero(u loop.Usage) bool {
 // how many times it fell back. A scripted run, which names no model and
 // has no fallbacks, has none.
 func SetModel(st *v1alpha1.AgentRunStatus, m *v1alpha1.ModelSpec, s *loop.State) {
-	active := m.Name
-	if s.Model > 0 && s.Model <= len(m.Fallbacks) {
-		active = m.Fallbacks[s.Model-1].Name
-	}
+	active := m.Endpoint(s.Model).Name
 	st.Model = nil
 	if active != "" {
 		st.Model = &v1alpha1.ModelStatus{Active: active, Fallbacks: int32(s.Model)}
