@@ -1,9 +1,7 @@
 package console
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -240,12 +238,7 @@ func factsOf(run *v1alpha1.AgentRun) []fact {
 	}
 	switch {
 	case st.Output != nil && len(st.Output.Raw) > 0:
-		var b bytes.Buffer
-		if json.Compact(&b, st.Output.Raw) != nil {
-			b.Reset()
-			b.Write(st.Output.Raw)
-		}
-		add("Output", excerpt(b.String(), 4096))
+		add("Output", excerpt(plugin.CompactArguments(st.Output.Raw), 4096))
 	case st.OutputDigest != "" && st.Outcome == v1alpha1.OutcomeCompleted:
 		add("Output", fmt.Sprintf("%d bytes, %s (too large for status: the last answer in the transcript)", st.OutputBytes, st.OutputDigest))
 	}
