@@ -35,6 +35,7 @@ const (
 // +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.provider in ['anthropic', 'bedrock', 'vertex']`,message="model.reasoning.budgetTokens is Claude's thinking budget (providers anthropic, bedrock, vertex); OpenAI reasoning models take model.reasoning.effort",fieldPath=`.reasoning.budgetTokens`
 // +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.reasoning.budgetTokens < self.?maxOutputTokens.orValue(4096)`,message="model.reasoning.budgetTokens must be below model.maxOutputTokens: thinking is part of the reply's output limit, so the budget leaves room for the answer",fieldPath=`.reasoning.budgetTokens`
 // +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.fallbacks) || self.fallbacks.all(f, f.provider in (has(self.reasoning.effort) ? ['openai', 'azure'] : ['anthropic', 'bedrock', 'vertex']))`,message="every fallback takes model.reasoning: effort needs providers openai or azure, budgetTokens anthropic, bedrock or vertex",fieldPath=`.fallbacks`
+// +kubebuilder:validation:XValidation:rule=`!has(self.routeOnBudget) || !self.routeOnBudget || (has(self.fallbacks) && size(self.fallbacks) > 0)`,message="model.routeOnBudget routes a turn that does not fit to a cheaper one of model.fallbacks: list at least one fallback, or remove routeOnBudget",fieldPath=`.routeOnBudget`
 type ModelSpec struct {
 	// The model called first: its provider, name, endpoint, key and
 	// prices.
@@ -93,6 +94,17 @@ type ModelSpec struct {
 	// +kubebuilder:validation:MaxItems=3
 	// +kubebuilder:validation:XValidation:rule=`self.all(f, f.provider != 'scripted')`,message="a model fallback calls a real model: provider scripted replays model.script and cannot be a fallback"
 	Fallbacks []ModelEndpoint `json:"fallbacks,omitempty"`
+
+	// routeOnBudget lets a turn whose next request does not fit the cost
+	// or token ceiling go to the next of model.fallbacks whose request
+	// fits (priced at its own rates, held to the platform policy's model
+	// rules), before the run ends BudgetExhausted; the refusal then names
+	// every model it tried. The switch is a ModelRouted event, and the
+	// run stays on the new model (status.model). Off, fallbacks are
+	// tried on an outage only, and a refusal names them. Needs
+	// model.fallbacks.
+	// +optional
+	RouteOnBudget bool `json:"routeOnBudget,omitempty"`
 }
 
 // Endpoint is the model a run calls as its i-th: the model itself for 0,

@@ -574,9 +574,10 @@ type ModelStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	Active string `json:"active,omitempty"`
 
-	// fallbacks is how many times the run fell back: 0 while it calls
-	// model.name, i once it calls model.fallbacks[i-1]. Each fall back
-	// is also a ModelFallback event.
+	// fallbacks is how many times the run moved down its models: 0
+	// while it calls model.name, i once it calls model.fallbacks[i-1].
+	// Each move is also an event: ModelFallback after an outage,
+	// ModelRouted when a request did not fit (model.routeOnBudget).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3

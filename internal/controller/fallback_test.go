@@ -143,3 +143,53 @@ func TestFallback_primaryOutageFallsBackAndA400DoesNot(t *testing.T) {
 		}
 	})
 }
+
+// Issue 47 item 2: a run whose model's next request does not fit its
+// cost ceiling completes on a cheaper fallback with model.routeOnBudget
+// (a ModelRouted event, status.model naming it), and without it ends
+// BudgetExhausted with a reason that names both models.
+func TestRouteOnBudget_aRequestThatDoesNotFitGoesToTheCheaperModel(t *testing.T) {
+	ns := namespace(t)
+	startObserved(t, &kit.Builder{}, ns, nil)
+	dear, dearCalls := modelServer(t, http.StatusOK)
+	cheap, cheapCalls := modelServer(t, http.StatusOK)
+	// 4,096 output tokens at $200 a million is $0.82: no request to dear
+	// fits $0.50; at $2 a million cheap's does.
+	withModels := func(route bool) func(*v1alpha1.AgentRunSpec) {
+		return func(s *v1alpha1.AgentRunSpec) {
+			s.Model = v1alpha1.ModelSpec{
+				ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderOpenAI, Name: "dear", BaseURL: dear.URL + "/v1",
+					Pricing: &v1alpha1.ModelPricing{Input: "100", Output: "200"}},
+				Fallbacks: []v1alpha1.ModelEndpoint{{Provider: v1alpha1.ProviderOpenAI, Name: "cheap", BaseURL: cheap.URL + "/v1",
+					Pricing: &v1alpha1.ModelPricing{Input: "1", Output: "2"}}},
+				RouteOnBudget: route,
+			}
+			s.Budget.MaxCostUSD = "0.5"
+		}
+	}
+
+	got := waitOutcome(t, makeRun(ns, "routed").with(withModels(true)).create(t), 60*time.Second)
+	expectOutcome(t, got, v1alpha1.OutcomeCompleted, "final answer")
+	if dearCalls.Load() != 0 || cheapCalls.Load() != 1 {
+		t.Fatalf("dear was called %d times (want 0), cheap %d (want 1)", dearCalls.Load(), cheapCalls.Load())
+	}
+	if diff := cmp.Diff(&v1alpha1.ModelStatus{Active: "cheap", Fallbacks: 1}, got.Status.Model); diff != "" {
+		t.Errorf("status.model (-want +got):\n%s", diff)
+	}
+	notes := eventNotes(t, ns, "AgentRun", "routed", corev1.EventTypeWarning, "ModelRouted")
+	if len(notes) != 1 || !strings.Contains(notes[0], "Model dear's next request does not fit the cost ceiling") ||
+		!strings.Contains(notes[0], "turn 1 goes to fallback 1 of 1, model cheap") {
+		t.Errorf("ModelRouted events: %q", notes)
+	}
+
+	got = waitOutcome(t, makeRun(ns, "unrouted").with(withModels(false)).create(t), 60*time.Second)
+	expectOutcome(t, got, v1alpha1.OutcomeBudgetExhausted, "cost ceiling")
+	for _, want := range []string{"model dear's fallbacks (cheap) are tried on an outage only", "set model.routeOnBudget"} {
+		if !strings.Contains(got.Status.Reason, want) {
+			t.Errorf("reason %q does not say %q", got.Status.Reason, want)
+		}
+	}
+	if dearCalls.Load() != 0 || cheapCalls.Load() != 1 {
+		t.Fatalf("without routing: dear was called %d times (want 0), cheap %d more", dearCalls.Load(), cheapCalls.Load()-1)
+	}
+}

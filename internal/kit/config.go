@@ -79,6 +79,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		}
 		cfg.Fallbacks = append(cfg.Fallbacks, mc)
 	}
+	cfg.RouteOnBudget = m.RouteOnBudget
 
 	if cfg.Budget, err = limits.Budget(&spec.Budget); err != nil {
 		return cfg, err

@@ -260,3 +260,30 @@ func (e *Engine) Convergence(s *State) Convergence {
 	c.Context = contextFigures(&e.cfg.Context, s)
 	return c
 }
+
+// routable reports whether another model can change a refusal on the
+// dimension: a model's prices and reply cap change its cost and tokens;
+// every model reserves one turn and the same wall clock.
+func routable(d Dimension) bool { return d == DimCost || d == DimTokens }
+
+// unrouted is the refusal of a turn no model was admitted for: rej is
+// model's, the last one tried; tried names each model whose request was
+// refused, with its reason; untried are the run's later models. Without
+// routing they are named, since one of them might have fitted.
+func unrouted(rej *Rejection, model string, tried []string, untried []ModelConfig, routing bool) *Rejection {
+	if len(tried) == 1 && (routing || len(untried) == 0 || !routable(rej.Dimension)) {
+		return rej
+	}
+	c := *rej
+	if len(tried) > 1 {
+		c.Reason = "no model of the run fits the next request: " + strings.Join(tried, "; ")
+		return &c
+	}
+	names := make([]string, len(untried))
+	for i, m := range untried {
+		names[i] = m.Name
+	}
+	c.Reason = fmt.Sprintf("%s; model %s's fallbacks (%s) are tried on an outage only: set model.routeOnBudget to try them when a request does not fit",
+		rej.Reason, model, strings.Join(names, ", "))
+	return &c
+}

@@ -283,16 +283,39 @@ func (e *Engine) admitTurn(s *State, now time.Time, notes *[]Note) next {
 	if e.cfg.Strategy == PlanExecute && s.Plan == nil {
 		s.Plan = &Plan{Number: 1}
 	}
-	req, est := e.request(s)
-	if e.context.on(s) {
-		var instead *next
-		if req, est, instead = e.context.fit(s, req, est, notes); instead != nil {
-			return *instead
+	var (
+		req   *Request
+		est   inputEstimate
+		res   Usage
+		tried []string
+	)
+	for {
+		req, est = e.request(s)
+		if e.context.on(s) {
+			var instead *next
+			if req, est, instead = e.context.fit(s, req, est, notes); instead != nil {
+				return *instead
+			}
 		}
-	}
-	res := e.cfg.modelReservation(est.tokens)
-	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
-		return refusal(s.withLastRejection(rej))
+		res = e.cfg.modelReservation(est.tokens)
+		rej := Admit(&e.cfg.Budget, s.Usage, res)
+		if rej == nil {
+			break
+		}
+		tried = append(tried, e.cfg.Model.Name+" ("+rej.Reason+")")
+		// With model.routeOnBudget, a request that does not fit the cost
+		// or token ceiling goes to the next of the run's later models
+		// (the others reserve the same turns and wall clock whatever the
+		// model): built, fitted and admitted again as that model's.
+		if !e.cfg.RouteOnBudget || !routable(rej.Dimension) || s.Model+1 >= len(e.models) {
+			return refusal(s.withLastRejection(unrouted(rej, e.cfg.Model.Name, tried, e.models[s.Model+1:], e.cfg.RouteOnBudget)))
+		}
+		from := e.cfg.Model.Name
+		s.Model++
+		e.cfg.Model, e.active = e.models[s.Model], s.Model
+		*notes = append(*notes, Note{Kind: NoteModelRouted, Turn: s.Turn + 1, Warning: true, Message: fmt.Sprintf(
+			"Model %s's next request does not fit the %s ceiling (model.routeOnBudget); turn %d goes to fallback %d of %d, model %s",
+			from, rej.Dimension, s.Turn+1, s.Model, len(e.models)-1, e.cfg.Model.Name)})
 	}
 	s.Turn++
 	s.Attempt = 1

@@ -280,6 +280,10 @@ const (
 	// NoteModelFallback: the model stayed unavailable after its retries
 	// and the turn goes to the next of Config.Fallbacks.
 	NoteModelFallback NoteKind = "ModelFallback"
+	// NoteModelRouted: the next request to the model did not fit a
+	// ceiling, and with Config.RouteOnBudget the turn goes to a later
+	// one of Config.Fallbacks that fits.
+	NoteModelRouted NoteKind = "ModelRouted"
 	// NoteCallAbandoned: the run was cancelled while a model call or a
 	// tool call was in flight and nothing will collect its result (it
 	// was lost to a restart, or cut off): what it may have spent is

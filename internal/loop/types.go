@@ -88,14 +88,20 @@ type Config struct {
 	Model        ModelConfig
 	// Fallbacks are the models a turn goes to, in order, when the
 	// current model stays unavailable after its retries (see
-	// Engine.fallBack); empty means the run has one model. A fallback's
+	// Engine.onModelError); empty means the run has one model. A fallback's
 	// unset MaxOutputTokens, Timeout and Retry are Model's.
-	Fallbacks  []ModelConfig
-	Budget     Budget
-	Loop       LoopDetection
-	Tools      []ToolSpec
-	Policy     Policy
-	Guardrails []Guardrail
+	Fallbacks []ModelConfig
+	// RouteOnBudget lets a turn whose request does not fit the cost or
+	// token ceiling go to the next of Fallbacks whose request fits,
+	// before the run is refused (BudgetExhausted naming every model
+	// tried). A routed run stays on its new model, as a fallen-back one
+	// does.
+	RouteOnBudget bool
+	Budget        Budget
+	Loop          LoopDetection
+	Tools         []ToolSpec
+	Policy        Policy
+	Guardrails    []Guardrail
 	// ApprovalTimeout ends the run Escalated when an ASK waits longer.
 	ApprovalTimeout time.Duration
 	// VetTimeout bounds the vetting of one step (a reply's batch, a plan,

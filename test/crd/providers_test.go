@@ -210,6 +210,20 @@ func TestCreate_cloudProvidersReasoningAndKeylessServers(t *testing.T) {
     fallbacks:
     - {provider: anthropic, name: claude-sonnet-4-5}
 `, wantErr: []string{"spec.model.fallbacks[0].apiKeySecretRef", "model.apiKeySecretRef is required with provider anthropic"}},
+		{name: "routing on budget to a fallback", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    routeOnBudget: true
+    fallbacks:
+    - {provider: openai, name: gpt-5-mini, apiKeySecretRef: {name: openai, key: api-key}}
+`},
+		{name: "routing on budget with no fallback", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    routeOnBudget: true
+`, wantErr: []string{"spec.model.routeOnBudget", "model.routeOnBudget routes a turn that does not fit to a cheaper one of model.fallbacks: list at least one fallback"}},
 		{name: "a scripted fallback", spec: `
     provider: openai
     name: gpt-5.1
