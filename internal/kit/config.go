@@ -311,9 +311,11 @@ func contextPolicy(c *v1alpha1.ContextSpec, m *loop.ModelConfig) loop.ContextPol
 		// that a replay is never compacted unless its spec asks.
 		p.MaxInputTokens, p.Source = maxContextInputTokens, loop.ContextFromModel
 		return p
-	case string(v1alpha1.ProviderOpenAI):
+	case string(v1alpha1.ProviderOpenAI), string(v1alpha1.ProviderAzure):
+		// An Azure deployment's window is known when it is named after
+		// its model, as deployments usually are.
 		window = openai.ContextWindow(m.Name)
-	case string(v1alpha1.ProviderAnthropic):
+	case string(v1alpha1.ProviderAnthropic), string(v1alpha1.ProviderBedrock), string(v1alpha1.ProviderVertex):
 		window = anthropic.ContextWindow(m.Name)
 	}
 	out := m.MaxOutputTokens
