@@ -27,6 +27,19 @@ const (
 	ProviderAzure ModelProvider = "azure"
 )
 
+// ModelAPI names the API a model is called through.
+// +kubebuilder:validation:Enum=chatCompletions;responses
+type ModelAPI string
+
+// The model APIs of provider openai.
+const (
+	// APIChatCompletions is POST /chat/completions, which every
+	// OpenAI-compatible server speaks.
+	APIChatCompletions ModelAPI = "chatCompletions"
+	// APIResponses is OpenAI's Responses API, POST /responses.
+	APIResponses ModelAPI = "responses"
+)
+
 // ModelSpec selects the model and how each model call is made.
 //
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || (has(self.script) && size(self.script) > 0)`,message="provider scripted needs model.script: one entry per model call, in order",fieldPath=`.script`,reason=FieldValueRequired
@@ -131,6 +144,7 @@ func (m *ModelSpec) Endpoint(i int) *ModelEndpoint {
 // +kubebuilder:validation:XValidation:rule=`!(self.provider in ['vertex', 'azure']) || !has(self.baseURL)`,message="model.baseURL is not read by providers vertex and azure: the endpoint follows from model.vertex, or is model.azure.endpoint",fieldPath=`.baseURL`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'bedrock' || has(self.apiKeySecretRef) || !has(self.baseURL) || (url(self.baseURL).getScheme() == 'https' && url(self.baseURL).getHostname().endsWith('.amazonaws.com'))`,message="with the operator's AWS identity, model.baseURL must be an https:// endpoint under amazonaws.com",fieldPath=`.baseURL`
 // +kubebuilder:validation:XValidation:rule=`!has(self.azure) || has(self.apiKeySecretRef) || (url(self.azure.endpoint).getScheme() == 'https' && ['openai', 'cognitiveservices', 'services.ai'].exists(d, url(self.azure.endpoint).getHostname().endsWith('.' + d + '.azure.com')))`,message="without an API key, model.azure.endpoint must be an https:// Azure OpenAI endpoint",fieldPath=`.azure.endpoint`
+// +kubebuilder:validation:XValidation:rule=`!has(self.api) || self.api == 'chatCompletions' || self.provider == 'openai'`,messageExpression=`'model.api ' + self.api + ' is an API of provider openai, not ' + self.provider + ': remove api'`,fieldPath=`.api`,reason=FieldValueForbidden
 type ModelEndpoint struct {
 	// provider is the kind of model endpoint: scripted (replays
 	// model.script), openai (any OpenAI-compatible endpoint), anthropic,
@@ -154,6 +168,16 @@ type ModelEndpoint struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule=`isURL(self) && url(self).getScheme() in ['http', 'https']`,message="model.baseURL must be an http:// or https:// URL"
 	BaseURL string `json:"baseURL,omitempty"`
+
+	// api is the API provider openai calls: chatCompletions (the
+	// default, which every OpenAI-compatible server speaks) or responses
+	// (OpenAI's Responses API, POST /responses). Responses requests are
+	// stateless as chat completions are (store: false, the whole
+	// conversation each call); a reasoning model's reasoning items come
+	// back encrypted, are kept in the transcript and are passed back
+	// with the calls they preceded.
+	// +optional
+	API ModelAPI `json:"api,omitempty"`
 
 	// apiKeySecretRef names the Secret key that holds the provider's API
 	// key. Required for anthropic, and for openai at its public endpoint;

@@ -384,6 +384,9 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, spec *v1alp
 	}
 	switch spec.Provider {
 	case v1alpha1.ProviderOpenAI:
+		if spec.API == v1alpha1.APIResponses {
+			return openai.NewResponses(mc)
+		}
 		return openai.New(mc)
 	case v1alpha1.ProviderAnthropic:
 		if mc.KeySource == nil {

@@ -210,6 +210,26 @@ func TestCreate_cloudProvidersReasoningAndKeylessServers(t *testing.T) {
     fallbacks:
     - {provider: anthropic, name: claude-sonnet-4-5}
 `, wantErr: []string{"spec.model.fallbacks[0].apiKeySecretRef", "model.apiKeySecretRef is required with provider anthropic"}},
+		{name: "the Responses API", spec: `
+    provider: openai
+    name: gpt-5.1
+    api: responses
+    apiKeySecretRef: {name: openai, key: api-key}
+    fallbacks:
+    - {provider: openai, name: gpt-5-mini, api: chatCompletions, apiKeySecretRef: {name: openai, key: api-key}}
+`},
+		{name: "the Responses API of another provider", spec: `
+    provider: anthropic
+    name: claude-sonnet-4-5
+    api: responses
+    apiKeySecretRef: {name: anthropic, key: api-key}
+`, wantErr: []string{"spec.model.api", "model.api responses is an API of provider openai, not anthropic: remove api"}},
+		{name: "an API that is not one", spec: `
+    provider: openai
+    name: gpt-5.1
+    api: assistants
+    apiKeySecretRef: {name: openai, key: api-key}
+`, wantErr: []string{"spec.model.api", `supported values: "chatCompletions", "responses"`}},
 		{name: "routing on budget to a fallback", spec: `
     provider: openai
     name: gpt-5.1

@@ -6,7 +6,8 @@
 // prompt as a system message, the goal and other user text as user
 // messages, each assistant turn with its tool_calls (ids are the harness's
 // call ids, arguments the JSON text), and one tool message per result,
-// in the order of the calls.
+// in the order of the calls. NewResponses calls OpenAI's Responses API
+// instead (responses.go).
 package openai
 
 import (
@@ -44,6 +45,9 @@ type Model struct {
 	// credential, when set, fetches each call's credential instead of
 	// the configured KeySource (Azure's Entra ID token).
 	credential model.KeySource
+	// responses calls the Responses API instead of Chat Completions
+	// (NewResponses).
+	responses bool
 }
 
 var _ loop.Model = (*Model)(nil)
@@ -80,9 +84,12 @@ func bearerKey(key string) []option.RequestOption {
 	return []option.RequestOption{option.WithAPIKey(key)}
 }
 
-// Complete makes one chat completion. Transport failures are retried by
+// Complete makes one chat completion, or one Responses API call. Transport failures are retried by
 // the SDK; what still fails is a *model.ProviderError.
 func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	if m.responses {
+		return m.respond(ctx, req)
+	}
 	params, err := buildParams(req, m.caller.ModelName(req.Model))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.name, err)

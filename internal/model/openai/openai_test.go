@@ -192,3 +192,22 @@ func TestComplete_negativeUsageCountsAsZero(t *testing.T) {
 		}
 	}
 }
+
+// responsesProvider is the adapter with spec.model.api responses: the
+// same model behind the Responses API's wire format.
+var responsesProvider = func() modeltest.Provider {
+	p := provider
+	p.New = func(c model.Config) (loop.Model, error) { return NewResponses(c) }
+	p.Endpoint = "/v1/responses"
+	p.Dir = "responses"
+	p.Refusals = map[string]string{"response_refusal.json": "I can't help with reading other customers' card numbers.",
+		"response_content_filter.json": RefusedByFilterResponses}
+	// The system prompt is the instructions, beside the tools.
+	p.Prefix = func(t testing.TB, body []byte) string {
+		m := modeltest.Members(t, body)
+		return string(m["tools"]) + string(m["instructions"])
+	}
+	return p
+}()
+
+func TestResponses_conformance(t *testing.T) { modeltest.Run(t, responsesProvider) }
