@@ -6,7 +6,7 @@ import (
 )
 
 // ModelProvider names the kind of model endpoint.
-// +kubebuilder:validation:Enum=scripted;openai;anthropic;bedrock;vertex;azure
+// +kubebuilder:validation:Enum=scripted;openai;anthropic;bedrock;vertex;azure;gemini
 type ModelProvider string
 
 // The model providers.
@@ -25,6 +25,10 @@ const (
 	ProviderVertex ModelProvider = "vertex"
 	// ProviderAzure is an Azure OpenAI deployment (model.azure).
 	ProviderAzure ModelProvider = "azure"
+	// ProviderGemini is Google's Gemini models: on the Gemini API with
+	// model.apiKeySecretRef, or on Vertex AI (model.vertex) as the
+	// operator's Google identity.
+	ProviderGemini ModelProvider = "gemini"
 )
 
 // ModelAPI names the API a model is called through.
@@ -45,9 +49,9 @@ const (
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'scripted' || (has(self.script) && size(self.script) > 0)`,message="provider scripted needs model.script: one entry per model call, in order",fieldPath=`.script`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`self.provider == 'scripted' || !has(self.script)`,message="model.script is only read by provider scripted: remove it, or set provider to scripted",fieldPath=`.script`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.effort) || self.provider in ['openai', 'azure']`,message="model.reasoning.effort is for OpenAI reasoning models (providers openai, azure); Claude (anthropic, bedrock, vertex) takes model.reasoning.budgetTokens",fieldPath=`.reasoning.effort`
-// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.provider in ['anthropic', 'bedrock', 'vertex']`,message="model.reasoning.budgetTokens is Claude's thinking budget (providers anthropic, bedrock, vertex); OpenAI reasoning models take model.reasoning.effort",fieldPath=`.reasoning.budgetTokens`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.provider in ['anthropic', 'bedrock', 'vertex', 'gemini']`,message="model.reasoning.budgetTokens is the thinking budget of Claude (providers anthropic, bedrock, vertex) and Gemini (gemini); OpenAI reasoning models take model.reasoning.effort",fieldPath=`.reasoning.budgetTokens`
 // +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.reasoning.budgetTokens) || self.reasoning.budgetTokens < self.?maxOutputTokens.orValue(4096)`,message="model.reasoning.budgetTokens must be below model.maxOutputTokens: thinking is part of the reply's output limit, so the budget leaves room for the answer",fieldPath=`.reasoning.budgetTokens`
-// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.fallbacks) || self.fallbacks.all(f, f.provider in (has(self.reasoning.effort) ? ['openai', 'azure'] : ['anthropic', 'bedrock', 'vertex']))`,message="every fallback takes model.reasoning: effort needs providers openai or azure, budgetTokens anthropic, bedrock or vertex",fieldPath=`.fallbacks`
+// +kubebuilder:validation:XValidation:rule=`!has(self.reasoning) || !has(self.fallbacks) || self.fallbacks.all(f, f.provider in (has(self.reasoning.effort) ? ['openai', 'azure'] : ['anthropic', 'bedrock', 'vertex', 'gemini']))`,message="every fallback takes model.reasoning: effort needs providers openai or azure, budgetTokens anthropic, bedrock, vertex or gemini",fieldPath=`.fallbacks`
 // +kubebuilder:validation:XValidation:rule=`!has(self.routeOnBudget) || !self.routeOnBudget || (has(self.fallbacks) && size(self.fallbacks) > 0)`,message="model.routeOnBudget routes a turn that does not fit to a cheaper one of model.fallbacks: list at least one fallback, or remove routeOnBudget",fieldPath=`.routeOnBudget`
 type ModelSpec struct {
 	// The model called first: its provider, name, endpoint, key and
@@ -56,7 +60,8 @@ type ModelSpec struct {
 
 	// reasoning asks a reasoning model to think before it answers:
 	// effort for OpenAI reasoning models (openai, azure), budgetTokens for
-	// Claude's extended thinking (anthropic, bedrock, vertex). Reasoning
+	// Claude's extended thinking (anthropic, bedrock, vertex) and Gemini's
+	// thinking budget (gemini). Reasoning
 	// tokens are output tokens: they count against maxOutputTokens, are
 	// reserved with it and priced at pricing.output.
 	// +optional
@@ -138,7 +143,9 @@ func (m *ModelSpec) Endpoint(i int) *ModelEndpoint {
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'anthropic' || has(self.apiKeySecretRef)`,message="model.apiKeySecretRef is required with provider anthropic: name the Secret and key that hold the API key",fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'openai' || has(self.apiKeySecretRef) || has(self.baseURL)`,message="model.apiKeySecretRef is required with provider openai unless model.baseURL names a server that needs no key: name the Secret and key that hold the API key",fieldPath=`.apiKeySecretRef`,reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule=`(self.provider == 'bedrock') == has(self.bedrock)`,messageExpression=`has(self.bedrock) ? 'model.bedrock is only read by provider bedrock, not ' + self.provider + ': remove it' : 'provider bedrock needs model.bedrock.region: the AWS region of the Bedrock runtime endpoint, such as us-east-1'`,fieldPath=`.bedrock`
-// +kubebuilder:validation:XValidation:rule=`(self.provider == 'vertex') == has(self.vertex)`,messageExpression=`has(self.vertex) ? 'model.vertex is only read by provider vertex, not ' + self.provider + ': remove it' : 'provider vertex needs model.vertex: the Google Cloud projectID and the region, such as us-east5'`,fieldPath=`.vertex`
+// +kubebuilder:validation:XValidation:rule=`has(self.vertex) ? self.provider in ['vertex', 'gemini'] : self.provider != 'vertex'`,messageExpression=`has(self.vertex) ? 'model.vertex is only read by providers vertex and gemini, not ' + self.provider + ': remove it' : 'provider vertex needs model.vertex: the Google Cloud projectID and the region, such as us-east5'`,fieldPath=`.vertex`
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'gemini' || !has(self.vertex) || !has(self.baseURL) || (url(self.baseURL).getScheme() == 'https' && url(self.baseURL).getHostname().endsWith('.googleapis.com'))`,message="with the operator's Google identity (model.vertex), model.baseURL must be an https:// endpoint under googleapis.com",fieldPath=`.baseURL`
+// +kubebuilder:validation:XValidation:rule=`self.provider != 'gemini' || has(self.apiKeySecretRef) != has(self.vertex)`,message="provider gemini calls the Gemini API with model.apiKeySecretRef, or Vertex AI as the operator's Google identity with model.vertex: set exactly one of them",fieldPath=`.apiKeySecretRef`
 // +kubebuilder:validation:XValidation:rule=`(self.provider == 'azure') == has(self.azure)`,messageExpression=`has(self.azure) ? 'model.azure is only read by provider azure, not ' + self.provider + ': remove it' : 'provider azure needs model.azure: the resource endpoint and the apiVersion'`,fieldPath=`.azure`
 // +kubebuilder:validation:XValidation:rule=`self.provider != 'vertex' || !has(self.apiKeySecretRef)`,message="provider vertex authenticates as the operator's Google identity (Workload Identity), never with an API key: remove model.apiKeySecretRef",fieldPath=`.apiKeySecretRef`,reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`!(self.provider in ['vertex', 'azure']) || !has(self.baseURL)`,message="model.baseURL is not read by providers vertex and azure: the endpoint follows from model.vertex, or is model.azure.endpoint",fieldPath=`.baseURL`,reason=FieldValueForbidden
@@ -149,7 +156,8 @@ type ModelEndpoint struct {
 	// provider is the kind of model endpoint: scripted (replays
 	// model.script), openai (any OpenAI-compatible endpoint), anthropic,
 	// bedrock (Claude on Amazon Bedrock), vertex (Claude on Google Vertex
-	// AI) or azure (Azure OpenAI).
+	// AI), azure (Azure OpenAI) or gemini (Google's Gemini models, on the
+	// Gemini API or on Vertex AI).
 	// +required
 	Provider ModelProvider `json:"provider"`
 
@@ -157,7 +165,8 @@ type ModelEndpoint struct {
 	// claude-sonnet-4-5 ...; for bedrock a model id or inference profile
 	// such as us.anthropic.claude-sonnet-4-5-20250929-v1:0, for vertex
 	// such as claude-sonnet-4-5@20250929, for azure the deployment's
-	// name). Required unless the provider is scripted.
+	// name, for gemini such as gemini-2.5-pro). Required unless the
+	// provider is scripted.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name,omitempty"`
@@ -194,8 +203,10 @@ type ModelEndpoint struct {
 	// +optional
 	Bedrock *BedrockModel `json:"bedrock,omitempty"`
 
-	// vertex is where Claude on Google Vertex AI is called. Required with
-	// provider vertex, and only read by it.
+	// vertex is the Google Cloud project and region of Vertex AI: where
+	// Claude is called (provider vertex, which requires it) or Gemini
+	// (provider gemini, which without it calls the Gemini API with
+	// apiKeySecretRef). Only read by those two providers.
 	// +optional
 	Vertex *VertexModel `json:"vertex,omitempty"`
 

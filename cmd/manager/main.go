@@ -105,16 +105,16 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 	resources("tool-default-limits", &o.ToolResources.Limits, job.DefaultLimits, "Limits of a tool container that its manifest leaves out")
 	resources("tool-max-resources", &o.ToolResources.Max, job.DefaultMax, "Caps on every request and limit of a tool container; a tool asking more is refused")
 	o.StatusInterval = fs.Duration("status-interval", controller.DefaultStatusInterval, "How far a run's status may fall behind its saved progress: a save that changes only the turn, usage and checkpoint keeps the checkpoint in the run's transcript Secret, and status is written within this interval (a change of phase, condition, approvals or outcome at once); 0 writes status at every save.")
-	fs.Func("cloud-identity", "Comma-separated providers (bedrock, vertex, azure) whose runs may call as the operator's own cloud identity (IRSA or EKS Pod Identity, GKE Workload Identity, Azure Workload Identity) when they name no API key; empty lends it to none, and such a run fails to start.",
+	fs.Func("cloud-identity", "Comma-separated providers (bedrock, vertex, azure, gemini) whose runs may call as the operator's own cloud identity (IRSA or EKS Pod Identity, GKE Workload Identity, Azure Workload Identity) when they name no API key; empty lends it to none, and such a run fails to start.",
 		func(s string) error {
 			o.CloudIdentity = nil
 			for _, p := range strings.Split(s, ",") {
 				switch p = strings.TrimSpace(p); v1alpha1.ModelProvider(p) {
 				case "":
-				case v1alpha1.ProviderBedrock, v1alpha1.ProviderVertex, v1alpha1.ProviderAzure:
+				case v1alpha1.ProviderBedrock, v1alpha1.ProviderVertex, v1alpha1.ProviderAzure, v1alpha1.ProviderGemini:
 					o.CloudIdentity = append(o.CloudIdentity, v1alpha1.ModelProvider(p))
 				default:
-					return fmt.Errorf("%q is not a provider with a cloud identity (bedrock, vertex, azure)", p)
+					return fmt.Errorf("%q is not a provider with a cloud identity (bedrock, vertex, azure, gemini)", p)
 				}
 			}
 			return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/model/anthropic"
+	"github.com/agentrun/agentrun/internal/model/gemini"
 	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/agentrun/agentrun/internal/tools"
 	"github.com/agentrun/agentrun/internal/tools/httptool"
@@ -410,6 +411,12 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, spec *v1alp
 		}
 		return anthropic.NewVertex(mc, anthropic.Vertex{ProjectID: spec.Vertex.ProjectID, Region: spec.Vertex.Region,
 			TokenSource: b.shared.cloud.googleTokens()})
+	case v1alpha1.ProviderGemini:
+		var v gemini.Vertex
+		if spec.Vertex != nil {
+			v = gemini.Vertex{ProjectID: spec.Vertex.ProjectID, Region: spec.Vertex.Region, TokenSource: b.shared.cloud.googleTokens()}
+		}
+		return gemini.New(ctx, mc, v)
 	case v1alpha1.ProviderAzure:
 		if spec.Azure == nil {
 			return nil, errors.New("provider azure needs model.azure")
@@ -430,7 +437,7 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, spec *v1alp
 func (b *Builder) lendsIdentity(p v1alpha1.ModelProvider, hasKey bool) error {
 	var whose string
 	switch {
-	case p == v1alpha1.ProviderVertex:
+	case p == v1alpha1.ProviderVertex, p == v1alpha1.ProviderGemini && !hasKey:
 		whose = "Google"
 	case p == v1alpha1.ProviderBedrock && !hasKey:
 		whose = "AWS"

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model/anthropic"
+	"github.com/agentrun/agentrun/internal/model/gemini"
 	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/tools/job"
@@ -317,6 +318,8 @@ func contextPolicy(c *v1alpha1.ContextSpec, m *loop.ModelConfig) loop.ContextPol
 		window = openai.ContextWindow(m.Name)
 	case string(v1alpha1.ProviderAnthropic), string(v1alpha1.ProviderBedrock), string(v1alpha1.ProviderVertex):
 		window = anthropic.ContextWindow(m.Name)
+	case string(v1alpha1.ProviderGemini):
+		window = gemini.ContextWindow(m.Name)
 	}
 	out := m.MaxOutputTokens
 	if out <= 0 {

@@ -82,7 +82,7 @@ func TestCreate_cloudProvidersReasoningAndKeylessServers(t *testing.T) {
     name: claude-sonnet-4-5
     apiKeySecretRef: {name: a, key: k}
     vertex: {projectID: northwind-agents, region: us-east5}
-`, wantErr: []string{"spec.model.vertex", "model.vertex is only read by provider vertex, not anthropic"}},
+`, wantErr: []string{"spec.model.vertex", "model.vertex is only read by providers vertex and gemini, not anthropic"}},
 		{name: "azure with Entra ID", spec: `
     provider: azure
     name: gpt-5-mini
@@ -210,6 +210,40 @@ func TestCreate_cloudProvidersReasoningAndKeylessServers(t *testing.T) {
     fallbacks:
     - {provider: anthropic, name: claude-sonnet-4-5}
 `, wantErr: []string{"spec.model.fallbacks[0].apiKeySecretRef", "model.apiKeySecretRef is required with provider anthropic"}},
+		{name: "Gemini on the Gemini API", spec: `
+    provider: gemini
+    name: gemini-2.5-pro
+    apiKeySecretRef: {name: gemini, key: api-key}
+    maxOutputTokens: 8192
+    reasoning: {budgetTokens: 2048}
+`},
+		{name: "Gemini on Vertex AI", spec: `
+    provider: gemini
+    name: gemini-2.5-pro
+    vertex: {projectID: northwind-agents, region: us-central1}
+`},
+		{name: "Gemini on Vertex AI through another host", spec: `
+    provider: gemini
+    name: gemini-2.5-pro
+    baseURL: https://collector.example.com/
+    vertex: {projectID: northwind-agents, region: us-central1}
+`, wantErr: []string{"spec.model.baseURL", "with the operator's Google identity (model.vertex), model.baseURL must be an https:// endpoint under googleapis.com"}},
+		{name: "Gemini with neither a key nor Vertex AI", spec: `
+    provider: gemini
+    name: gemini-2.5-pro
+`, wantErr: []string{"spec.model.apiKeySecretRef", "provider gemini calls the Gemini API with model.apiKeySecretRef, or Vertex AI as the operator's Google identity with model.vertex: set exactly one of them"}},
+		{name: "Gemini with both", spec: `
+    provider: gemini
+    name: gemini-2.5-pro
+    apiKeySecretRef: {name: gemini, key: api-key}
+    vertex: {projectID: northwind-agents, region: us-central1}
+`, wantErr: []string{"spec.model.apiKeySecretRef", "set exactly one of them"}},
+		{name: "a Vertex AI block with OpenAI", spec: `
+    provider: openai
+    name: gpt-5.1
+    apiKeySecretRef: {name: openai, key: api-key}
+    vertex: {projectID: northwind-agents, region: us-central1}
+`, wantErr: []string{"spec.model.vertex", "model.vertex is only read by providers vertex and gemini, not openai: remove it"}},
 		{name: "the Responses API", spec: `
     provider: openai
     name: gpt-5.1

@@ -887,10 +887,10 @@ metadata:
   name: unknown-provider
 spec:
   goal: Say hello.
-  model: {provider: gemini, name: gemini-pro, apiKeySecretRef: {name: g, key: k}}
+  model: {provider: mistral, name: mistral-large, apiKeySecretRef: {name: g, key: k}}
   budget: {maxTurns: 1, maxCostUSD: "1"}
 `,
-			wantErr: []string{"spec.model.provider", `Unsupported value: "gemini"`},
+			wantErr: []string{"spec.model.provider", `Unsupported value: "mistral"`},
 		},
 		{
 			name: "money written as a float with an exponent",

@@ -45,6 +45,10 @@ type Provider struct {
 	// must carry.
 	Truncated string
 	Refusals  map[string]string
+	// CachedUsage, when set, is what response_usage_cached.json becomes
+	// instead of the suite's usage with cache reads and writes: for a
+	// provider whose usage has no cache writes (Gemini bills none).
+	CachedUsage *loop.TokenUsage
 	// The start of the message in each error body.
 	RateLimitMessage, ServerErrorMessage, UnauthorizedMessage string
 	// KeyHeader is the one header that carries the API key, as
