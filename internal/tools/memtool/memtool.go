@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/archive"
@@ -160,6 +161,10 @@ func (t *Toolbox) remember(ctx context.Context, inv loop.Invocation) loop.Result
 			len(args.Text), t.cfg.MaxEntryBytes))
 	case len(args.Key) > MaxKeyBytes:
 		return invalid(fmt.Sprintf("not remembered: the key is %d bytes, at most %d are allowed", len(args.Key), MaxKeyBytes))
+	case strings.ContainsRune(args.Text+args.Key, 0):
+		// PostgreSQL's text cannot hold it; refused here, it is the
+		// model's to fix, not an unavailable store.
+		return invalid("not remembered: the text or key holds a NUL character (\\u0000)")
 	}
 	key := args.Key
 	if key == "" {
@@ -199,6 +204,8 @@ func (t *Toolbox) recall(ctx context.Context, inv loop.Invocation) loop.Result {
 		return invalid("query is empty: say what to look for")
 	case len(args.Query) > MaxQueryBytes:
 		return invalid(fmt.Sprintf("the query is %d bytes, at most %d are allowed", len(args.Query), MaxQueryBytes))
+	case strings.ContainsRune(args.Query, 0):
+		return invalid("the query holds a NUL character (\\u0000)")
 	}
 	entries, err := t.cfg.Store.Recall(ctx, t.cfg.Namespace, t.cfg.Memory, args.Query, t.cfg.Clock(), RecallLimit)
 	if err != nil {

@@ -101,6 +101,7 @@ func TestTools_boundsAreReadableObservationsNotFailuresOfTheRun(t *testing.T) {
 		{"a new key in a full memory", `{"key":"c","text":"third"}`, loop.FailTool,
 			[]string{"memory support holds 2 entries", "memory.maxEntries", "replace an entry by giving its key"}},
 		{"an empty text", `{"key":"d","text":""}`, loop.FailInvalid, []string{"text is empty"}},
+		{"a NUL, which PostgreSQL's text cannot hold", `{"key":"b","text":"a\u0000b"}`, loop.FailInvalid, []string{"NUL character"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
