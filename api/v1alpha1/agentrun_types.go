@@ -82,6 +82,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.plan)`,message="a run made from a template (spec.templateRef) takes plan from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.plan`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.context)`,message="a run made from a template (spec.templateRef) takes context from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.context`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.output)`,message="a run made from a template (spec.templateRef) takes output from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.output`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.memory)`,message="a run made from a template (spec.templateRef) takes memory from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.memory`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.serviceAccountName)`,message="a run made from a template (spec.templateRef) takes serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.serviceAccountName`
 // +kubebuilder:validation:XValidation:rule=`!has(self.parameters) || has(self.templateRef)`,message="spec.parameters apply only to a run made from a template: set spec.templateRef too, or remove spec.parameters",fieldPath=`.parameters`
 //
@@ -102,6 +103,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`has(self.plan) == has(oldSelf.plan) && (!has(self.plan) || self.plan == oldSelf.plan)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.plan`
 // +kubebuilder:validation:XValidation:rule=`has(self.context) == has(oldSelf.context) && (!has(self.context) || self.context == oldSelf.context)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.context`
 // +kubebuilder:validation:XValidation:rule=`has(self.output) == has(oldSelf.output) && (!has(self.output) || self.output == oldSelf.output)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.output`
+// +kubebuilder:validation:XValidation:rule=`has(self.memory) == has(oldSelf.memory) && (!has(self.memory) || self.memory == oldSelf.memory)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.memory`
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.templateRef`
 // +kubebuilder:validation:XValidation:rule=`has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.parameters`
 type AgentRunSpec struct {
@@ -153,6 +155,7 @@ type AgentRunSpec struct {
 // +kubebuilder:validation:XValidation:rule=`!self.?policy.grants.hasValue() || self.policy.grants.all(n, (has(self.tools) && self.tools.exists(t, t.name == n)))`,messageExpression=`'policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): ' + self.policy.grants.filter(n, !(has(self.tools) && self.tools.exists(t, t.name == n)))[0]`,fieldPath=`.policy.grants`
 // +kubebuilder:validation:XValidation:rule=`!has(self.guardrails) || self.guardrails.all(g, !has(g.tools) || g.tools.all(n, n == '*' || (has(self.tools) && self.tools.exists(t, t.name == n))))`,message="guardrails name a tool that is not declared in spec.tools (\"*\" means every tool)",fieldPath=`.guardrails`
 // +kubebuilder:validation:XValidation:rule=`!has(self.verify) || (has(self.tools) && self.tools.exists(t, t.name == self.verify.tool))`,message="verify.tool must name a tool declared in spec.tools",messageExpression=`'verify.tool must name a tool declared in spec.tools: ' + self.verify.tool + ' is not declared'`,fieldPath=`.verify.tool`
+// +kubebuilder:validation:XValidation:rule=`has(self.memory) || !has(self.tools) || !self.tools.exists(t, has(t.builtin) && t.builtin in ['memory.remember', 'memory.recall'])`,message="the memory tools (builtin memory.remember and memory.recall) need spec.memory: set spec.memory {name} to say which memory they use",fieldPath=`.memory`
 // +kubebuilder:validation:XValidation:rule=`!has(self.plan) || self.?strategy.orValue('react') == 'planExecute'`,message="spec.plan applies only to strategy planExecute: set spec.strategy to planExecute or remove spec.plan",fieldPath=`.plan`
 type AgentSpec struct {
 	// goal is the task, in plain words, that the model works towards. It is
@@ -264,6 +267,14 @@ type AgentSpec struct {
 	// react.
 	// +optional
 	Output *OutputSpec `json:"output,omitempty"`
+
+	// memory is what the run's memory tools (builtin memory.remember and
+	// memory.recall in spec.tools) read and write: entries that outlive
+	// the run, shared with the namespace's other runs of the same memory
+	// name. The operator keeps it in its archive's PostgreSQL; without
+	// one, a run that sets memory is refused before its first model call.
+	// +optional
+	Memory *MemorySpec `json:"memory,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the run this many seconds after it
 	// ended (status.completionTime), with its transcript Secrets, its tool

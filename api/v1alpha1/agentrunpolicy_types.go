@@ -145,6 +145,11 @@ type AgentRunPolicySpec struct {
 	// +optional
 	Egress *PlatformEgress `json:"egress,omitempty"`
 
+	// memory says whether the runs may use spec.memory, and caps its
+	// bounds.
+	// +optional
+	Memory *PlatformMemory `json:"memory,omitempty"`
+
 	// suspend: true is the platform's kill switch, for an incident: every
 	// run of the namespaces the policy selects stops at once, as
 	// spec.cancel stops it, and ends ApprovalDenied with a reason that

@@ -96,9 +96,11 @@ type ToolSpec struct {
 	// +optional
 	MCP *MCPTool `json:"mcp,omitempty"`
 
-	// builtin is a tool the operator implements, acting as
-	// spec.serviceAccountName: kubernetes.get, kubernetes.list or
-	// kubernetes.events.
+	// builtin is a tool the operator implements: kubernetes.get,
+	// kubernetes.list or kubernetes.events, acting as
+	// spec.serviceAccountName; or memory.remember (always mutating,
+	// whatever mutates says) or memory.recall, over spec.memory, which
+	// they require.
 	// +optional
 	Builtin BuiltinTool `json:"builtin,omitempty"`
 }
@@ -472,7 +474,7 @@ type ConfigMapKeySelector struct {
 }
 
 // BuiltinTool names a tool the operator implements.
-// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events
+// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events;memory.remember;memory.recall
 type BuiltinTool string
 
 // The builtin tools. They impersonate spec.serviceAccountName, so they can
@@ -484,4 +486,14 @@ const (
 	BuiltinKubernetesList BuiltinTool = "kubernetes.list"
 	// BuiltinKubernetesEvents lists the events about an object.
 	BuiltinKubernetesEvents BuiltinTool = "kubernetes.events"
+)
+
+// The memory tools, over spec.memory.
+const (
+	// BuiltinMemoryRemember writes an entry: arguments {key?, text}; an
+	// entry with the same key is replaced.
+	BuiltinMemoryRemember BuiltinTool = "memory.remember"
+	// BuiltinMemoryRecall finds the entries that best match a query:
+	// arguments {query}.
+	BuiltinMemoryRecall BuiltinTool = "memory.recall"
 )

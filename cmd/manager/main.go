@@ -66,7 +66,7 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 			o.DefaultTTLAfterFinished = &d
 			return nil
 		})
-	fs.StringVar(&o.ArchiveDSN, "archive-postgres-dsn", os.Getenv("AGENTRUN_ARCHIVE_DSN"), "PostgreSQL database (URL or key=value DSN) that keeps the record of every finished run; a run is deleted only once its record is written. Empty: no archive. Prefer the AGENTRUN_ARCHIVE_DSN environment variable, which this defaults to: a flag shows in the process list.")
+	fs.StringVar(&o.ArchiveDSN, "archive-postgres-dsn", os.Getenv("AGENTRUN_ARCHIVE_DSN"), "PostgreSQL database (URL or key=value DSN) that keeps the record of every finished run (a run is deleted only once its record is written) and the runs' memories (spec.memory). Empty: no archive, and runs that set spec.memory are refused. Prefer the AGENTRUN_ARCHIVE_DSN environment variable, which this defaults to: a flag shows in the process list.")
 	fs.DurationVar(&o.ArchiveTTL, "archive-ttl", 0, "Delete archived records this long after their run ended (for example 2160h); 0 keeps them.")
 	fs.StringVar(&o.NotificationWebhook, "notification-webhook-secret", "", "NAMESPACE/NAME[/KEY] of the Secret key (default key url) holding the webhook URL told when a call waits for approval and when a run ends Escalated; empty sends none. The URL is never logged.")
 	fs.BoolVar(&o.NamespaceNotifications, "namespace-notifications", false, "Read each run's namespace's own Secret agentrun-notifications (key webhookURL; empty sends nothing) before --notification-webhook-secret; those URLs go through the egress policy of model and tool calls.")

@@ -25,6 +25,7 @@ import (
 	"github.com/agentrun/agentrun/internal/tools/kube"
 	"github.com/agentrun/agentrun/internal/tools/local"
 	"github.com/agentrun/agentrun/internal/tools/mcptool"
+	"github.com/agentrun/agentrun/internal/tools/memtool"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +108,10 @@ type Builder struct {
 	// sets it to the clients of its egress policy (internal/egress); nil
 	// leaves each package its default transport.
 	Egress *egress.Clients
+	// Memory keeps the runs' memories (spec.memory): the archive's
+	// PostgreSQL. Nil refuses every run that sets spec.memory, saying how
+	// to configure one.
+	Memory memtool.Store
 	// Clock is time.Now unless set.
 	Clock func() time.Time
 
@@ -138,6 +143,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 	executors := map[string]loop.Toolbox{}
 	var jobTools []job.Tool
 	var builtins map[string]kube.Builtin
+	var memTools map[string]memtool.Op
 	for i := range run.Spec.Tools {
 		t := &run.Spec.Tools[i]
 		ts := &cfg.Tools[i]
@@ -187,6 +193,24 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 			}
 			ts.Repeatable = !ts.Mutates
 			executors[t.Name] = ex
+		case t.Builtin != "" && isMemory(t.Builtin):
+			op, _ := memtool.Parse(string(t.Builtin))
+			if ts.Description == "" {
+				ts.Description = op.Description()
+			}
+			if len(ts.Parameters) == 0 {
+				ts.Parameters = op.Parameters()
+			}
+			if op.Mutates() {
+				// Declared by what it does, as an MCP server's hints
+				// may only tighten: a rule with mutating: true, and
+				// the platform's readOnlyTools, see it so.
+				ts.Mutates, ts.Repeatable = true, false
+			}
+			if memTools == nil {
+				memTools = map[string]memtool.Op{}
+			}
+			memTools[t.Name] = op
 		case t.Builtin != "":
 			bt, err := kube.ParseBuiltin(string(t.Builtin))
 			if err != nil {
@@ -268,6 +292,16 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 		}
 	}
 
+	if run.Spec.Memory != nil {
+		ex, err := b.memory(run, memTools)
+		if err != nil {
+			return nil, err
+		}
+		for name := range memTools {
+			executors[name] = ex
+		}
+	}
+
 	m, err := b.model(ctx, run, &run.Spec.Model.ModelEndpoint, "model", egressed)
 	if err != nil {
 		return nil, err
@@ -293,6 +327,41 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 		return nil, err
 	}
 	return &Kit{Engine: eng, Model: m, Fallbacks: fallbacks, Tools: tools.NewRouter(executors)}, nil
+}
+
+// NoMemoryStore is why a run that sets spec.memory cannot run on an
+// operator without an archive.
+const NoMemoryStore = "spec.memory is kept in the archive's PostgreSQL, and this operator has no archive: " +
+	"the platform team configures one with the operator's --archive-postgres-dsn (AGENTRUN_ARCHIVE_DSN; " +
+	"chart value archive.postgres.dsnSecretRef)"
+
+// isMemory says whether a builtin is one of the memory tools.
+func isMemory(b v1alpha1.BuiltinTool) bool {
+	_, ok := memtool.Parse(string(b))
+	return ok
+}
+
+// memory makes the run's memory tools, over spec.memory as the platform's
+// policies left it; what it leaves unset (a manifest the API server did
+// not default, in agentrun local) takes memtool's defaults.
+func (b *Builder) memory(run *v1alpha1.AgentRun, ops map[string]memtool.Op) (*memtool.Toolbox, error) {
+	if b.Memory == nil {
+		return nil, errors.New(NoMemoryStore)
+	}
+	m := run.Spec.Memory
+	cfg := memtool.Config{Store: b.Memory, Namespace: run.Namespace, Memory: m.Name, Run: run.Name,
+		MaxEntries: memtool.DefaultMaxEntries, MaxEntryBytes: memtool.DefaultMaxEntryBytes, TTL: memtool.DefaultTTL,
+		Tools: ops, Clock: b.Clock}
+	if m.MaxEntries != nil {
+		cfg.MaxEntries = int(*m.MaxEntries)
+	}
+	if m.MaxEntryBytes != nil {
+		cfg.MaxEntryBytes = int(*m.MaxEntryBytes)
+	}
+	if m.TTL != nil {
+		cfg.TTL = m.TTL.Duration
+	}
+	return memtool.New(cfg)
 }
 
 // billed is p completed by what m's provider bills beyond it.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/tools/memtool"
 )
 
 // The CRD's defaults (its +kubebuilder:default markers) and the engine's
@@ -48,6 +49,9 @@ func TestCRDDefaults_areTheEnginesDefaults(t *testing.T) {
 		"verify.stallTrials":           fmt.Sprint(loop.DefaultStallTrials),
 		"context.keepRecentTurns":      fmt.Sprint(loop.DefaultKeepRecentTurns),
 		"context.strategy":             string(loop.ContextClear),
+		"memory.maxEntries":            fmt.Sprint(memtool.DefaultMaxEntries),
+		"memory.maxEntryBytes":         fmt.Sprint(memtool.DefaultMaxEntryBytes),
+		"memory.ttl":                   dur(memtool.DefaultTTL),
 	}
 	field := func(path string) map[string]any {
 		node := spec

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
@@ -536,4 +537,47 @@ spec:
 	if _, err := Config(&run.Spec); err == nil || !strings.Contains(err.Error(), "model.fallbacks[1].pricing.input") {
 		t.Fatalf("err = %v; want one naming model.fallbacks[1].pricing.input", err)
 	}
+}
+
+// A run with spec.memory needs the archive's PostgreSQL: without it the
+// build refuses, saying how to configure one; with it, memory.remember is
+// mutating whatever the manifest declares, and both tools get their
+// schemas.
+func TestBuild_memoryToolsNeedAStoreAndRememberMutates(t *testing.T) {
+	run := parse(t, `
+metadata: {name: r}
+spec:
+  goal: Remember.
+  model: {provider: scripted, script: [{content: x}]}
+  budget: {maxTurns: 3}
+  memory: {name: notes}
+  tools:
+  - {name: remember, builtin: memory.remember, mutates: false}
+  - {name: recall, builtin: memory.recall}
+`)
+	_, err := (&Builder{}).Build(context.Background(), run, egress.Grant{})
+	if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "--archive-postgres-dsn") {
+		t.Fatalf("err = %v; want a configuration error naming --archive-postgres-dsn", err)
+	}
+	k, err := (&Builder{Memory: nopMemory{}}).Build(context.Background(), run, egress.Grant{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := k.Engine.Config().Tools
+	if len(tools) != 2 || !tools[0].Mutates || tools[0].Repeatable || tools[1].Mutates {
+		t.Errorf("tools %+v: want remember mutating (and not repeatable), recall read-only", tools)
+	}
+	for _, ts := range tools {
+		if ts.Description == "" || len(ts.Parameters) == 0 {
+			t.Errorf("tool %s has no default description or parameters", ts.Name)
+		}
+	}
+}
+
+// nopMemory is a memory store that keeps nothing.
+type nopMemory struct{}
+
+func (nopMemory) Remember(context.Context, archive.Entry, int) (bool, error) { return false, nil }
+func (nopMemory) Recall(context.Context, string, string, string, time.Time, int) ([]archive.Entry, error) {
+	return nil, nil
 }

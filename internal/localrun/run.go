@@ -84,6 +84,14 @@ func Run(ctx context.Context, path string, o Options) int {
 	run.Namespace = "default"
 	run.UID = types.UID("local-" + randomHex(6))
 
+	if run.Spec.Memory != nil {
+		// The memory is kept in the operator's archive, which this
+		// process does not open.
+		fmt.Fprintf(o.Stderr, "agentrun local: %s: AgentRun %q sets spec.memory, which is kept in the operator's archive (PostgreSQL); "+
+			"agentrun local has no archive: run it with an operator that has one (--archive-postgres-dsn, chart value "+
+			"archive.postgres.dsnSecretRef), or remove spec.memory and its memory tools\n", path, run.Name)
+		return ExitUsage
+	}
 	k, err := (&kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}).Build(ctx, run, egress.Grant{})
 	if errors.Is(err, kit.ErrUnavailable) {
 		fmt.Fprintf(o.Stderr, "agentrun local: AgentRun %q cannot run here: %v\n", run.Name, err)

@@ -294,6 +294,11 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		defer pg.Close()
 		store = pg
+		// Runs' memories (spec.memory) are kept in the same database.
+		builder.Memory = pg
+		if err := mgr.Add(memoryExpiry(pg)); err != nil {
+			return err
+		}
 		if o.ArchiveTTL > 0 {
 			if err := mgr.Add(archiveExpiry(pg, o.ArchiveTTL)); err != nil {
 				return err
@@ -431,6 +436,29 @@ func statusInterval(d *time.Duration) time.Duration {
 		return controller.DefaultStatusInterval
 	}
 	return max(*d, 0)
+}
+
+// memoryExpiry deletes the memories' expired entries (which are already
+// neither recalled nor counted), hourly, on the leader only. It logs how
+// many, never what they said.
+func memoryExpiry(store *archive.Postgres) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			n, err := store.ExpireMemories(ctx, time.Now())
+			if err != nil {
+				ctrl.Log.Error(err, "Expiring memory entries")
+			} else if n > 0 {
+				ctrl.Log.Info("Expired memory entries", "entries", n)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
 }
 
 // archiveExpiry deletes archived records older than ttl, hourly, on the

@@ -80,6 +80,10 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 			return nil, nil, err
 		}
 		changes = append(changes, c...)
+		if c, err = governMemory(p, spec); err != nil {
+			return nil, nil, err
+		}
+		changes = append(changes, c...)
 		for _, m := range models(spec) {
 			c, err = raisePrices(p, m.endpoint, m.field)
 			if err != nil {
