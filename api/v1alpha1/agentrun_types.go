@@ -276,6 +276,12 @@ type AgentSpec struct {
 	// +optional
 	Memory *MemorySpec `json:"memory,omitempty"`
 
+	// notify asks that the run's end be told to the operator's
+	// notification webhook (docs/notifications.md) for these outcomes,
+	// as an Escalated end and a call that waits for a person always are.
+	// +optional
+	Notify *NotifySpec `json:"notify,omitempty"`
+
 	// ttlSecondsAfterFinished deletes the run this many seconds after it
 	// ended (status.completionTime), with its transcript Secrets, its tool
 	// Jobs and the other objects the operator made for it, as

@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,10 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/notify"
 	. "github.com/onsi/gomega"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // hook is a notification webhook on loopback that refuses its first
@@ -138,4 +142,115 @@ func TestNotifications_approvalRequestedAndEscalatedAreAnnounced(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond).Should(ContainElement(notify.EventEscalated+" timeout "), "the Escalated message")
 	annotate(t, run, "t1-c1", "approve")
 	expectOutcome(t, waitOutcome(t, run, 20*time.Second), v1alpha1.OutcomeCompleted, "final answer")
+}
+
+// Issue 46 item 6: the end of a run whose spec.notify names its outcome is
+// a message; one that the webhook did not take before the operator
+// stopped is delivered by the next operator, once (the run records it),
+// signed so that a receiver that checks the signature takes it, and not
+// a forgery.
+func TestNotifications_aMessageLeftBeforeARestartIsDeliveredAfterItOnceAndSigned(t *testing.T) {
+	ops, ns := namespace(t), namespace(t)
+	key := "whsec_" + base64.StdEncoding.EncodeToString([]byte("a-shared-secret-of-32-bytes-long"))
+	verifier, err := standardwebhooks.NewWebhook(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		up       bool
+		down     int
+		accepted []notify.Message
+		refused  int
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if !up {
+			down++
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if err := verifier.Verify(body, r.Header); err != nil {
+			refused++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var m notify.Message
+		_ = json.Unmarshal(body, &m)
+		accepted = append(accepted, m)
+	}))
+	defer srv.Close()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ops, Name: "agentrun-webhook"},
+		StringData: map[string]string{"url": srv.URL, notify.SigningKey: key}}
+	if err := k8sClient.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	operator := func() (*notify.Notifier, func()) {
+		var n *notify.Notifier
+		_, stop := startWith(t, &kits{tools: newTools()}, managerSetup{config: func(c *Config) {
+			res := &notify.SecretResolver{Reader: c.APIReader, Default: notify.SecretKey{Namespace: ops, Name: "agentrun-webhook", Key: "url"},
+				Client: &http.Client{}}
+			n = notify.New(res.Resolve)
+			n.Attempts, n.Rescan = 1, 100*time.Millisecond
+			n.Pending, n.Delivered = PendingNotifications(c.Client), RecordDelivered(c.Client)
+			c.Notifier = n
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = n.Start(ctx) }()
+		return n, func() { cancel(); <-done; stop() }
+	}
+	g := NewWithT(t)
+
+	// The first operator: the webhook is down when the run ends.
+	_, stop := operator()
+	run := makeRun(ns, "nightly").answer("All done.").with(func(s *v1alpha1.AgentRunSpec) {
+		s.Notify = &v1alpha1.NotifySpec{Outcomes: []v1alpha1.Outcome{v1alpha1.OutcomeCompleted, v1alpha1.OutcomeError}}
+	}).create(t)
+	expectOutcome(t, waitOutcome(t, run, 20*time.Second), v1alpha1.OutcomeCompleted, "final answer")
+	g.Eventually(func() int { mu.Lock(); defer mu.Unlock(); return down }, 10*time.Second, 20*time.Millisecond).Should(BeNumerically(">=", 1), "the failed post")
+	stop()
+
+	// The next one delivers it, once, however many times it looks again.
+	mu.Lock()
+	up = true
+	mu.Unlock()
+	_, stop = operator()
+	defer stop()
+	g.Eventually(func() []notify.Message {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]notify.Message(nil), accepted...)
+	},
+		20*time.Second, 20*time.Millisecond).Should(HaveLen(1), "the message after the restart")
+	m := accepted[0]
+	if m.Event != notify.EventFinished || m.Outcome != string(v1alpha1.OutcomeCompleted) || m.ID != string(run.UID)+"/"+notify.EventFinished || m.Run != "nightly" {
+		t.Errorf("message = %+v", m)
+	}
+	g.Eventually(func() string {
+		got := &v1alpha1.AgentRun{}
+		_ = k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), got)
+		return got.Annotations[v1alpha1.AnnotationNotified]
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal(notify.EventFinished))
+	g.Consistently(func() int { mu.Lock(); defer mu.Unlock(); return len(accepted) + refused }, time.Second, 50*time.Millisecond).Should(Equal(1),
+		"deliveries after the run recorded it, over ten rescans")
+
+	// A post signed with another secret is refused by the same receiver.
+	forged, _ := standardwebhooks.NewWebhook("whsec_" + base64.StdEncoding.EncodeToString([]byte("not-the-shared-secret-at-all....")))
+	body, _ := json.Marshal(notify.Message{ID: "forged", Event: notify.EventFinished, Run: "nightly"})
+	sig, _ := forged.Sign("forged", time.Now(), body)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(body)))
+	req.Header.Set(standardwebhooks.HeaderWebhookID, "forged")
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a forged delivery got HTTP %d", resp.StatusCode)
+	}
 }

@@ -21,18 +21,23 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 // Events a message is sent for.
 const (
 	EventApprovalRequested = "ApprovalRequested"
 	EventEscalated         = "Escalated"
+	// EventFinished is a run's end with an outcome its spec.notify asks
+	// to be told of (other than Escalated, which is always told).
+	EventFinished = "Finished"
 )
 
 // Message is the JSON body posted to the webhook. Text is what a Slack
@@ -41,6 +46,10 @@ const (
 // that route or render messages themselves, as written: such a receiver
 // escapes what it renders.
 type Message struct {
+	// ID names the message for good: the same for every delivery of it,
+	// also after an operator restart. It is the Standard Webhooks
+	// webhook-id, by which a receiver drops a message it already has.
+	ID              string `json:"id"`
 	Text            string `json:"text"`
 	Event           string `json:"event"`
 	Namespace       string `json:"namespace"`
@@ -59,6 +68,9 @@ type Message struct {
 type Target struct {
 	URL    string
 	Client *http.Client
+	// Signer, when set, signs every delivery with Standard Webhooks'
+	// headers (webhook-id, webhook-timestamp, webhook-signature).
+	Signer *standardwebhooks.Webhook
 }
 
 // Resolver finds the webhook of a namespace at delivery time (the Secret
@@ -79,8 +91,25 @@ type Notifier struct {
 	// inbox (ConsoleURL + "/inbox?namespace=NS"). Empty: no link.
 	ConsoleURL string
 	Log        logr.Logger
+	// Delivered, when set, is told of each message a webhook accepted,
+	// so that it is not sent again (the operator records it on the run).
+	// Its error is logged: the message may then be sent again, with the
+	// same ID.
+	Delivered func(ctx context.Context, m Message) error
+	// Pending, when set, gives the messages that are due and not yet
+	// delivered, which the notifier queues when it starts and every
+	// Rescan after: what a restart, a full queue or a webhook that stayed
+	// down left undelivered is sent then.
+	Pending func(ctx context.Context) ([]Message, error)
+	Rescan  time.Duration
+	// Now is time.Now unless a test sets it.
+	Now func() time.Time
 
 	queue chan Message
+	// busy holds the IDs of the messages queued or being delivered, so
+	// that a message queued again meanwhile is not sent twice.
+	mu   sync.Mutex
+	busy map[string]bool
 	// deliveries counts what became of each message, by result:
 	// delivered, retried (an attempt failed and is tried again), failed
 	// (every attempt failed: the message is given up), dropped (the queue
@@ -107,7 +136,8 @@ func Escape(s string) string { return chatMarkup.Replace(s) }
 // up to 30s, 10s per post.
 func New(resolve Resolver) *Notifier {
 	return &Notifier{resolve: resolve, Attempts: 5, Backoff: time.Second, MaxBackoff: 30 * time.Second,
-		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize),
+		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize), busy: map[string]bool{},
+		Rescan: 10 * time.Minute, Now: time.Now,
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "notification_deliveries_total",
 			Help: "Notification webhook deliveries, by result: delivered, retried (an attempt failed and is tried again), failed (every attempt failed, the message is given up), dropped (the queue was full or the webhook could not be read).",
@@ -124,7 +154,9 @@ func (n *Notifier) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{n.deliveries}
 }
 
-// Notify queues m for delivery and returns at once; a full queue drops it.
+// Notify queues m for delivery and returns at once; a full queue drops it
+// (Pending gives it again later). A message whose ID is queued or being
+// delivered is not queued again.
 func (n *Notifier) Notify(m Message) {
 	if n == nil {
 		return
@@ -132,9 +164,19 @@ func (n *Notifier) Notify(m Message) {
 	if n.ConsoleURL != "" && m.Inbox == "" {
 		m.Inbox = n.ConsoleURL + "/inbox?namespace=" + url.QueryEscape(m.Namespace)
 	}
+	if m.ID != "" {
+		n.mu.Lock()
+		busy := n.busy[m.ID]
+		n.busy[m.ID] = true
+		n.mu.Unlock()
+		if busy {
+			return
+		}
+	}
 	select {
 	case n.queue <- m:
 	default:
+		n.done(m)
 		n.deliveries.WithLabelValues("dropped").Inc()
 		n.Log.Info("Notification dropped: the queue is full", "event", m.Event, "namespace", m.Namespace, "run", m.Run, "callID", m.CallID)
 	}
@@ -144,15 +186,34 @@ func (n *Notifier) Notify(m Message) {
 // answer delays only the messages past that many.
 const Parallel = 8
 
-// Start delivers queued messages until ctx ends, Parallel at a time.
+// done forgets that m is queued or being delivered.
+func (n *Notifier) done(m Message) {
+	if m.ID != "" {
+		n.mu.Lock()
+		delete(n.busy, m.ID)
+		n.mu.Unlock()
+	}
+}
+
+// Start delivers queued messages until ctx ends, Parallel at a time, and
+// queues the Pending ones at once and every Rescan.
 func (n *Notifier) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, Parallel)
+	var rescan <-chan time.Time
+	if n.Pending != nil {
+		n.queuePending(ctx)
+		t := time.NewTicker(n.Rescan)
+		defer t.Stop()
+		rescan = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-rescan:
+			n.queuePending(ctx)
 		case m := <-n.queue:
 			select {
 			case slots <- struct{}{}:
@@ -161,10 +222,21 @@ func (n *Notifier) Start(ctx context.Context) error {
 			}
 			wg.Add(1)
 			go func() {
-				defer func() { <-slots; wg.Done() }()
+				defer func() { <-slots; wg.Done(); n.done(m) }()
 				n.deliver(ctx, m)
 			}()
 		}
+	}
+}
+
+// queuePending queues what Pending says is due and undelivered.
+func (n *Notifier) queuePending(ctx context.Context) {
+	ms, err := n.Pending(ctx)
+	if err != nil {
+		n.Log.Error(err, "The notifications due could not be listed; they are listed again later")
+	}
+	for _, m := range ms {
+		n.Notify(m)
 	}
 }
 
@@ -193,9 +265,14 @@ func (n *Notifier) deliver(ctx context.Context, m Message) {
 	}
 	wait := n.Backoff
 	for attempt := 1; ; attempt++ {
-		err := n.post(ctx, t, body)
+		err := n.post(ctx, t, m.ID, body)
 		if err == nil {
 			n.deliveries.WithLabelValues("delivered").Inc()
+			if n.Delivered != nil {
+				if err := n.Delivered(ctx, m); err != nil {
+					log.Error(err, "A delivered notification could not be recorded; it may be sent again, with the same id")
+				}
+			}
 			return
 		}
 		if attempt >= n.Attempts || ctx.Err() != nil {
@@ -217,7 +294,7 @@ func (n *Notifier) deliver(ctx context.Context, m Message) {
 
 // post sends body once. Its error never carries the URL: a webhook URL is
 // a credential, and url.Error prints it whole.
-func (n *Notifier) post(ctx context.Context, t Target, body []byte) error {
+func (n *Notifier) post(ctx context.Context, t Target, id string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, n.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
@@ -225,6 +302,19 @@ func (n *Notifier) post(ctx context.Context, t Target, body []byte) error {
 		return errors.New("the webhook URL is not a valid URL")
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if t.Signer != nil {
+		// Standard Webhooks: the signature covers the id, the time and
+		// the body, so a receiver that checks it refuses a forged or
+		// altered message, and one replayed later than its tolerance.
+		now := n.Now()
+		sig, err := t.Signer.Sign(id, now, body)
+		if err != nil {
+			return errors.New("the delivery could not be signed")
+		}
+		req.Header.Set(standardwebhooks.HeaderWebhookID, id)
+		req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	}
 	resp, err := t.Client.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +20,25 @@ const (
 	NamespaceSecret = "agentrun-notifications"
 	NamespaceKey    = "webhookURL"
 )
+
+// SigningKey is the key, beside the URL in the same Secret (the
+// namespace's own or the operator-wide one), that holds the secret every
+// delivery is signed with (Standard Webhooks: whsec_ and base64, as
+// their libraries make and read it). Without it deliveries go unsigned.
+const SigningKey = "signingSecret"
+
+// signer reads s's signing secret, if it has one.
+func signer(s *corev1.Secret) (*standardwebhooks.Webhook, error) {
+	v := strings.TrimSpace(string(s.Data[SigningKey]))
+	if v == "" {
+		return nil, nil
+	}
+	w, err := standardwebhooks.NewWebhook(v)
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s/%s: key %s is not a Standard Webhooks secret (whsec_ and base64)", s.Namespace, s.Name, SigningKey)
+	}
+	return w, nil
+}
 
 // SecretResolver reads the webhook from Secrets, uncached (a few reads per
 // waiting call; the operator caches no Secret): the namespace's own
@@ -62,7 +82,11 @@ func (r *SecretResolver) Resolve(ctx context.Context, namespace string) (Target,
 		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: NamespaceSecret}, s)
 		switch {
 		case err == nil:
-			return Target{URL: strings.TrimSpace(string(s.Data[NamespaceKey])), Client: r.TenantClient}, nil
+			sg, err := signer(s)
+			if err != nil {
+				return Target{}, err
+			}
+			return Target{URL: strings.TrimSpace(string(s.Data[NamespaceKey])), Client: r.TenantClient, Signer: sg}, nil
 		case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
 			return Target{}, fmt.Errorf("reading Secret %s/%s: %w", namespace, NamespaceSecret, err)
 		}
@@ -77,5 +101,9 @@ func (r *SecretResolver) Resolve(ctx context.Context, namespace string) (Target,
 	if !ok {
 		return Target{}, fmt.Errorf("Secret %s/%s has no key %q", r.Default.Namespace, r.Default.Name, r.Default.Key)
 	}
-	return Target{URL: strings.TrimSpace(string(u)), Client: r.Client}, nil
+	sg, err := signer(s)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{URL: strings.TrimSpace(string(u)), Client: r.Client, Signer: sg}, nil
 }

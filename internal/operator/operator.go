@@ -310,7 +310,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// One book of AgentBudget writes for both reconcilers, so that each
 	// reads the other's last write instead of conflicting with it.
 	ledgers := budget.NewLedgers()
-	notifier, err := notifierFor(o, mgr.GetAPIReader(), egressed)
+	notifier, err := notifierFor(o, mgr.GetAPIReader(), mgr.GetClient(), egressed)
 	if err != nil {
 		return err
 	}
@@ -367,7 +367,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 
 // notifierFor builds the notifier o asks for, or nil when it asks for
 // none.
-func notifierFor(o Options, reader client.Reader, egressed *http.Client) (*notify.Notifier, error) {
+func notifierFor(o Options, reader client.Reader, cached client.Client, egressed *http.Client) (*notify.Notifier, error) {
 	def, err := notify.ParseSecretKey(o.NotificationWebhook)
 	if err != nil {
 		return nil, fmt.Errorf("--notification-webhook-secret: %w", err)
@@ -379,6 +379,10 @@ func notifierFor(o Options, reader client.Reader, egressed *http.Client) (*notif
 		Client: &http.Client{}, TenantClient: egressed}
 	n := notify.New(res.Resolve)
 	n.ConsoleURL = strings.TrimSuffix(o.ConsoleURL, "/")
+	// What is due and not delivered is kept on the runs themselves, so
+	// that a restart loses nothing: listed from the cache at start and
+	// every rescan, recorded on the run once a webhook accepted it.
+	n.Pending, n.Delivered = controller.PendingNotifications(cached), controller.RecordDelivered(cached)
 	n.Log = ctrl.Log.WithName("notifications")
 	return n, nil
 }
