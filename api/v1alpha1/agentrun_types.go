@@ -27,6 +27,7 @@ import (
 // +kubebuilder:printcolumn:name="Max Cost",type=string,JSONPath=`.status.limits.budget.maxCostUSD`,priority=1,description="The cost ceiling admission uses (template, platform policy and default applied)"
 // +kubebuilder:printcolumn:name="Approvals",type=integer,JSONPath=`.status.pendingApprovalCount`,priority=1,description="Calls waiting for a person's answer"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1,description="Why the run ended, or what it waits for"
+// +kubebuilder:printcolumn:name="Continues",type=string,JSONPath=`.status.continuedFrom.name`,priority=1,description="The run this follow-up continued (spec.continueFrom)"
 type AgentRun struct {
 	metav1.TypeMeta `json:",inline"`
 
