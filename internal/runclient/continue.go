@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -26,6 +27,10 @@ type ContinueOptions struct {
 	// Name is the follow-up's name; empty makes the API server generate
 	// one from the earlier run's name.
 	Name string
+	// UID, when set, is the run the person was shown (the console's
+	// form): a run created again under the name since is refused
+	// (RunReplaced), never continued in its place.
+	UID types.UID
 }
 
 // Continue creates a follow-up of a finished run (spec.continueFrom): the
@@ -43,6 +48,9 @@ func Continue(ctx context.Context, c client.Client, o ContinueOptions) (*v1alpha
 		return nil, err
 	}
 	switch {
+	case o.UID != "" && old.UID != o.UID:
+		return nil, &Refused{Reason: RunReplaced, Run: o.Run, msg: fmt.Sprintf(
+			"%s was deleted and created again since the page was read: reload it, and continue the run it shows now", o.Run)}
 	case old.Status.Outcome == "":
 		return nil, &Refused{Reason: RunUnfinished, Run: o.Run, msg: fmt.Sprintf(
 			"%s has not finished (phase %s): a follow-up continues a finished run; wait for its outcome (kubectl agentrun watch %s)",
