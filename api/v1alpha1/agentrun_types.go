@@ -27,6 +27,7 @@ import (
 // +kubebuilder:printcolumn:name="Max Cost",type=string,JSONPath=`.status.limits.budget.maxCostUSD`,priority=1,description="The cost ceiling admission uses (template, platform policy and default applied)"
 // +kubebuilder:printcolumn:name="Approvals",type=integer,JSONPath=`.status.pendingApprovalCount`,priority=1,description="Calls waiting for a person's answer"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1,description="Why the run ended, or what it waits for"
+// +kubebuilder:printcolumn:name="Continues",type=string,JSONPath=`.status.continuedFrom.name`,priority=1,description="The run this follow-up continued (spec.continueFrom)"
 type AgentRun struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -106,6 +107,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`has(self.memory) == has(oldSelf.memory) && (!has(self.memory) || self.memory == oldSelf.memory)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.memory`
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.templateRef`
 // +kubebuilder:validation:XValidation:rule=`has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.parameters`
+// +kubebuilder:validation:XValidation:rule=`has(self.continueFrom) == has(oldSelf.continueFrom) && (!has(self.continueFrom) || self.continueFrom == oldSelf.continueFrom)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.continueFrom`
 type AgentRunSpec struct {
 	// The run's goal, model, budget, tools and the rules that vet every
 	// proposed call; from the template when templateRef is set.
@@ -142,6 +144,33 @@ type AgentRunSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Parameters []ParameterValue `json:"parameters,omitempty"`
+
+	// continueFrom makes the run a follow-up of an earlier, finished run in
+	// the same namespace: the run starts from that run's conversation (its
+	// goal and transcript) followed by this run's goal as a new user
+	// message. The earlier run may still exist or, once deleted, be read
+	// from the operator's archive. The run is bounded by its own ceilings
+	// alone (nothing of the earlier run's spending counts), and may not
+	// be wider than the earlier run: no tool it did not have, the same
+	// serviceAccountName, no policy rule or guardrail loosened (docs/api.md,
+	// "Follow-up runs", says what stricter means). A follow-up that widens,
+	// or whose earlier run has not finished or cannot be read, ends Error
+	// (InvalidConfiguration) before any model call, with a reason that
+	// names what is wrong. A template's run carries no continueFrom: a
+	// template is offered to many runs, the run it follows is one run's
+	// choice.
+	// +optional
+	ContinueFrom *ContinueFrom `json:"continueFrom,omitempty"`
+}
+
+// ContinueFrom names the run a follow-up continues.
+type ContinueFrom struct {
+	// name is the earlier AgentRun's name, in the follow-up's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')`,message="continueFrom.name must be the name of an AgentRun (lower-case letters, digits, '-' and '.')"
+	Name string `json:"name"`
 }
 
 // AgentSpec is what runs: the goal, the model, the budget, the tools and

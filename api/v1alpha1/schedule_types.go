@@ -11,6 +11,10 @@ import (
 const (
 	LabelSchedule = "agents.agentrun.dev/schedule"
 	LabelRerunOf  = "agents.agentrun.dev/rerun-of"
+	// LabelContinuedFrom is set by the operator on a follow-up run
+	// (spec.continueFrom), to the name of the run it continues (cut to
+	// 63 characters, as a label value must be).
+	LabelContinuedFrom = "agents.agentrun.dev/continued-from"
 	// AnnotationScheduledTime is the scheduled time (RFC 3339) of a run an
 	// AgentSchedule created.
 	AnnotationScheduledTime = "agents.agentrun.dev/scheduled-at"

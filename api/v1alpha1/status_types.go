@@ -377,6 +377,31 @@ type AgentRunStatus struct {
 	// made from a template leaves empty.
 	// +optional
 	Limits *LimitsStatus `json:"limits,omitempty"`
+
+	// continuedFrom is the run a follow-up (spec.continueFrom) continued,
+	// as the operator read it when the follow-up started: its name, UID
+	// and outcome, and whether it was read from the archive.
+	// +optional
+	ContinuedFrom *ContinuedFromStatus `json:"continuedFrom,omitempty"`
+}
+
+// ContinuedFromStatus is the earlier run of a follow-up, as read.
+type ContinuedFromStatus struct {
+	// name is the earlier run's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// uid is the earlier run's UID (the key of its archive record).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+	// outcome is how the earlier run ended.
+	// +optional
+	Outcome Outcome `json:"outcome,omitempty"`
+	// archived is true when the earlier run was read from the archive
+	// (it had been deleted).
+	// +optional
+	Archived bool `json:"archived,omitempty"`
 }
 
 // PendingApproval is one call waiting for a person's answer.

@@ -164,6 +164,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /runs/{namespace}/{name}", s.page(s.run))
 	m.HandleFunc("GET /inbox", s.page(s.inbox))
 	m.HandleFunc("POST /answer", s.page(s.answer))
+	m.HandleFunc("POST /continue", s.page(s.continueRun))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)

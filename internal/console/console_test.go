@@ -480,6 +480,58 @@ func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
 	screenshot(ctx, t, "run.png")
 }
 
+// Issue 47, item 3: a finished run's page offers to continue it; the
+// follow-up opens on its own page, names the run it continues, and the
+// operator runs it. A run that has not finished offers nothing.
+func TestConsole_editorContinuesAFinishedRun(t *testing.T) {
+	ns := namespace(t, "console-continue")
+	bind(t, "carol", "agentrun-editor", ns)
+	grant(t, "carol", ns, "secrets")
+	run := refundRun(ns, "refund-carol")
+	run.Spec.Goal = "Which invoice of the customer was charged twice?"
+	run.Spec.Model.Script = []v1alpha1.ScriptStep{{Content: "Invoice in_9f21 was charged twice."}}
+	create(t, run)
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	pending := refundRun(ns, "refund-pending")
+	create(t, pending)
+	waiting(t, pending)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "carol", ns)
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-pending"), visible(`[data-phase]`))
+	if eval[bool](t, ctx, `document.querySelector("[data-continue]") !== null`) {
+		t.Error("the page of a run that waits offers to continue it")
+	}
+	const goal = "Refund the second charge of in_9f21."
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-carol"), visible(`[data-continue]`), visible(`html[data-live-ready]`),
+		chromedp.SendKeys(`[data-continue-goal]`, goal), click(`[data-continue]`), visible(`[data-continued-from]`))
+	path := eval[string](t, ctx, `location.pathname`)
+	if !strings.HasPrefix(path, "/runs/"+ns+"/refund-carol-") {
+		t.Fatalf("after Continue the browser is at %s, want the follow-up's page", path)
+	}
+	if got := text(t, ctx, `[data-goal]`); got != goal {
+		t.Errorf("the follow-up's page shows the goal %q, want %q", got, goal)
+	}
+	follow := &v1alpha1.AgentRun{}
+	follow.Namespace, follow.Name = ns, strings.TrimPrefix(path, "/runs/"+ns+"/")
+	NewWithT(t).Eventually(func() *v1alpha1.ContinuedFromStatus { return get(t, follow).Status.ContinuedFrom }, time.Minute, 100*time.Millisecond).
+		Should(HaveField("Name", "refund-carol"))
+	got := get(t, follow)
+	if got.Spec.ContinueFrom == nil || got.Spec.ContinueFrom.Name != "refund-carol" || got.Spec.Goal != goal {
+		t.Errorf("the follow-up's spec: continueFrom %+v, goal %q", got.Spec.ContinueFrom, got.Spec.Goal)
+	}
+	do(t, ctx, visible(`[data-continued-from]`))
+	NewWithT(t).Eventually(func() string { return text(t, ctx, `[data-continued-from]`) }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal("refund-carol (Completed)"))
+	// The timeline shows the conversation it continued, as one group.
+	NewWithT(t).Eventually(func() string { return text(t, ctx, `.timeline`) }, 30*time.Second, 100*time.Millisecond).
+		Should(ContainSubstring("Earlier run"))
+	if earlier := text(t, ctx, `[data-turn="-1"]`); !strings.Contains(earlier, "Invoice in_9f21 was charged twice.") {
+		t.Errorf("the earlier conversation shows %q", earlier)
+	}
+}
+
 // Issue 46: an approver denies a call from the inbox and says why in the
 // call's reason box. What they type survives the inbox's live updates; the
 // page says what was answered, status.approvals records the reason with
@@ -680,6 +732,38 @@ func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 			}
 			if _, set := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set {
 				t.Fatal("a refused request set the approval annotation")
+			}
+		})
+	}
+
+	// Continue, the other request that changes something, is refused the
+	// same way and creates nothing.
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		csrf    string
+	}{
+		{"a foreign Origin", map[string]string{"Origin": "https://evil.example"}, token},
+		{"no page token", map[string]string{"Origin": srv.URL}, "forged"},
+	} {
+		t.Run("continue with "+tc.name, func(t *testing.T) {
+			form := url.Values{"namespace": {ns}, "name": {"refund-csrf"}, "goal": {"Refund everything."}, "csrf": {tc.csrf}, "uid": {string(shown.UID)}}
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/continue", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("got %d, want 403", resp.StatusCode)
+			}
+			runs := &v1alpha1.AgentRunList{}
+			if err := admin.List(context.Background(), runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 1 {
+				t.Fatalf("a refused continue left %d runs (%v), want 1", len(runs.Items), err)
 			}
 		})
 	}

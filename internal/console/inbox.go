@@ -150,7 +150,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	return v, verr
 }
 
-// answerResult is what the page says of an answer, and its status code:
+// answerResult is what the page says of an answer (or of a refused
+// follow-up), and its status code:
 // what the answer did, or why it was refused (403 when the API server
 // refused the user, else 409).
 func answerResult(a *runclient.Answered, err error) (*result, int) {
@@ -169,4 +170,34 @@ func withPath(r *http.Request, ns, name string) *http.Request {
 	r2.SetPathValue("namespace", ns)
 	r2.SetPathValue("name", name)
 	return r2
+}
+
+// continueRun creates a follow-up of the finished run the form showed
+// (runclient.Continue, bound to the run's UID) and opens its page; a
+// refusal is shown on the earlier run's page.
+func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
+	if !s.checkToken(r, u) {
+		return view{Title: "Refused", Page: "error", Status: http.StatusForbidden,
+			Data: "This form is out of date or did not come from this console: reload the page and continue again."}, nil
+	}
+	ns, name := r.PostFormValue("namespace"), r.PostFormValue("name")
+	uid := types.UID(r.PostFormValue("uid"))
+	if uid == "" {
+		return view{Title: "Refused", Page: "error", Status: http.StatusBadRequest,
+			Data: "This form does not say which run it showed: reload the page and continue again."}, nil
+	}
+	// A browser sends a text area's line breaks as CRLF: the person typed LF.
+	goal := strings.ReplaceAll(r.PostFormValue("goal"), "\r\n", "\n")
+	run, err := runclient.Continue(r.Context(), u.c, runclient.ContinueOptions{Run: runclient.Ref{Namespace: ns, Name: name}, Goal: goal, UID: uid})
+	if err == nil {
+		http.Redirect(w, r, "/runs/"+url.PathEscape(ns)+"/"+url.PathEscape(run.Name), http.StatusSeeOther)
+		return view{}, nil
+	}
+	res, status := answerResult(nil, err)
+	v, verr := s.run(w, withPath(r, ns, name), u)
+	if verr == nil {
+		v.Status = status
+		v.Data.(*runData).Result = res
+	}
+	return v, verr
 }

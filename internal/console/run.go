@@ -45,6 +45,14 @@ type runData struct {
 	// when they were).
 	SealNote string
 	Result   *result
+	// UID is the run's, for the forms that must act on the run shown.
+	UID string
+	// ContinuedFrom is the run a follow-up continued, as status names it
+	// (or spec, before the operator has read it), and the link to it.
+	ContinuedFrom, ContinuedFromLink string
+	// CanContinue: the run has finished and is not made from a template,
+	// so the page offers to continue it (POST /continue).
+	CanContinue bool
 }
 
 // transcriptPart is the text of one piece of the transcript (a chunk
@@ -69,7 +77,8 @@ type bar struct {
 type approvalRow struct{ CallID, Decision, By, At, Reason string }
 
 // turnView is one turn of the timeline (Turn 0 holds what belongs to no
-// turn: the run's start and end, plan steps).
+// turn: the run's start and end, plan steps; Turn -1 a follow-up's
+// earlier conversation).
 type turnView struct {
 	Turn  int
 	Items []item
@@ -107,6 +116,18 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 	}
 	if t := run.Status.CompletionTime; t != nil {
 		d.Ended = stamp(t.Time)
+	}
+	d.UID = string(run.UID)
+	d.CanContinue = run.Status.Outcome != "" && run.Spec.TemplateRef == nil
+	if ref := run.Spec.ContinueFrom; ref != nil {
+		d.ContinuedFrom, d.ContinuedFromLink = ref.Name, "/runs/"+url.PathEscape(ns)+"/"+url.PathEscape(ref.Name)
+		if c := run.Status.ContinuedFrom; c != nil && c.Name == ref.Name {
+			d.ContinuedFrom += " (" + string(c.Outcome)
+			if c.Archived {
+				d.ContinuedFrom += ", read from the archive"
+			}
+			d.ContinuedFrom += ")"
+		}
 	}
 	d.Ceilings, d.CeilingsNote = ceilingsOf(run)
 	d.Facts = factsOf(run)
@@ -289,7 +310,9 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 			}
 			text = append(text, transcriptPart{Source: p.Source, Text: safeterm.Clean(b.String()), Unsealed: unsealed})
 			for _, m := range p.Messages {
-				tv := at(m.Turn)
+				// A follow-up's earlier conversation (turns before 0) is
+				// one group, before the follow-up's own turns.
+				tv := at(max(m.Turn, -1))
 				add := func(it item) {
 					it.Unsealed = unsealed
 					tv.Items = append(tv.Items, it)

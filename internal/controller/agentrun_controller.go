@@ -33,7 +33,8 @@ import (
 
 // The operator's permissions, least privilege:
 //   - AgentRuns: watch them, patch status, and patch metadata only to
-//     remove stale approval annotations.
+//     remove stale approval annotations, to hold a run for the archive
+//     (its finalizer) and to label a follow-up with the run it continues.
 //   - Secrets: create, read and replace transcript chunks; read with an
 //     uncached reader, so no cluster-wide Secret watch. A run's API key and
 //     header values are read as the run's ServiceAccount (impersonation).
@@ -248,9 +249,13 @@ func finishedPhases(ctx context.Context, run *v1alpha1.AgentRun, phases ...func(
 
 // open begins a running run's reconcile: the run is claimed for the
 // archive before anything is spent (so that no delete takes it before its
-// record is written), tracked, and given its scope and trace.
+// record is written), a follow-up is labelled with the run it continues,
+// and the run is tracked, and given its scope and trace.
 func (r *AgentRunReconciler) open(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (*scope, error) {
 	if err := r.claimForArchive(ctx, run); err != nil {
+		return nil, err
+	}
+	if err := r.labelFollowUp(ctx, run); err != nil {
 		return nil, err
 	}
 	r.track(key, run.UID)

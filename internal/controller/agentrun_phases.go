@@ -184,6 +184,10 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	}
 	sv := r.mem.saved(sc.run.UID)
 	fromStorage := false
+	// A follow-up that has saved nothing yet starts from the conversation
+	// of the run it continues (seedFollowUp); once saved, it resumes from
+	// its own transcript, as every run does.
+	seed := sc.run.Spec.ContinueFrom != nil && chunks == 0 && st.Checkpoint == nil
 	switch {
 	case sv != nil && sv.chunks == chunks && len(sv.messages) == messages:
 		// What this process last saved.
@@ -256,6 +260,16 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	// have any) to the cached saved messages; the full slice expression
 	// makes any append copy, so the cache is never written through.
 	s.Transcript = append(sv.messages[:len(sv.messages):len(sv.messages)], s.Transcript...)
+	if seed && len(s.Transcript) == 0 {
+		refused, err := r.seedFollowUp(ctx, sc, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if refused != "" {
+			r.failInvalid(sc, refused)
+			return ctrl.Result{}, nil
+		}
+	}
 	var eng *loop.Engine
 	if sc.kit != nil {
 		eng = sc.kit.Engine

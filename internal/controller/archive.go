@@ -138,7 +138,7 @@ func (r *AgentRunReconciler) record(ctx context.Context, run *v1alpha1.AgentRun)
 			if json.Unmarshal(raw, &resolved) == nil {
 				spec = resolved
 				spec.Cancel, spec.TTLSecondsAfterFinished = run.Spec.Cancel, run.Spec.TTLSecondsAfterFinished
-				spec.TemplateRef, spec.Parameters = run.Spec.TemplateRef, run.Spec.Parameters
+				spec.TemplateRef, spec.Parameters, spec.ContinueFrom = run.Spec.TemplateRef, run.Spec.Parameters, run.Spec.ContinueFrom
 			}
 		}
 	}

@@ -74,7 +74,7 @@ func (r *AgentRunReconciler) resolved(ctx context.Context, run *v1alpha1.AgentRu
 		return nil, nil, fmt.Errorf("%w: the resolved spec kept in the Secret %s cannot be read: %v", errTemplateRefused, ResolvedSpecName(run.UID), err)
 	}
 	spec.Cancel, spec.TTLSecondsAfterFinished = run.Spec.Cancel, run.Spec.TTLSecondsAfterFinished
-	spec.TemplateRef, spec.Parameters = run.Spec.TemplateRef, run.Spec.Parameters
+	spec.TemplateRef, spec.Parameters, spec.ContinueFrom = run.Spec.TemplateRef, run.Spec.Parameters, run.Spec.ContinueFrom
 	rec.Goal = spec.Goal // the display copy; the run is built from spec
 	out := run.DeepCopy()
 	out.Spec = spec

@@ -52,7 +52,7 @@ func (k *Kit) ModelAt(i int) loop.Model {
 // server did not apply (a manifest read by agentrun local never met one)
 // are applied by loop.Config.Normalize.
 func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
-	cfg := loop.Config{Goal: spec.Goal, Instructions: spec.Instructions}
+	cfg := loop.Config{Goal: spec.Goal, Instructions: spec.Instructions, FollowUp: spec.ContinueFrom != nil}
 	if err := checkLimits(spec); err != nil {
 		return cfg, err
 	}

@@ -148,6 +148,10 @@ func (c *Checker) ParseManifest(r io.Reader) (*Manifest, error) {
 	if m.Run == nil {
 		return nil, fmt.Errorf("the file holds no AgentRun (apiVersion %s, kind AgentRun)", v1alpha1.GroupVersion)
 	}
+	if ref := m.Run.Spec.ContinueFrom; ref != nil {
+		return nil, fmt.Errorf("AgentRun %q: spec.continueFrom continues AgentRun %s of a cluster, whose conversation agentrun local cannot read: "+
+			"create the follow-up in the cluster (kubectl agentrun continue)", m.Run.Name, ref.Name)
+	}
 	if ref := m.Run.Spec.TemplateRef; ref != nil {
 		run, err := m.resolve(c)
 		if err != nil {

@@ -126,6 +126,7 @@ func TestParseManifest_rejectsWhatTheAPIServerWould(t *testing.T) {
 			"spec.model.name: Required value"},
 		{"perTool names an unknown tool", strings.Replace(minimalRun, "maxTurns: 3", "maxTurns: 3, perTool: {search: 1}", 1),
 			"budget.perTool names a tool that is not declared in spec.tools: search"},
+		{"a follow-up", minimalRun + "  continueFrom: {name: earlier}\n", "spec.continueFrom continues AgentRun earlier of a cluster, whose conversation agentrun local cannot read"},
 		{"rule names an unknown tool", minimalRun + "  policy: {rules: [{tools: [refund], decision: ask}]}\n", "policy.rules name a tool that is not declared in spec.tools (\"*\" means every tool)"},
 		{"missing API key Secret", strings.NewReplacer("{provider: scripted, script: [{content: done}]}",
 			"{provider: openai, name: gpt, apiKeySecretRef: {name: openai, key: api-key}}", "maxTurns: 3", `maxTurns: 3, maxCostUSD: "1"`).Replace(minimalRun),

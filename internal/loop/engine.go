@@ -104,6 +104,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		e.system += "\n\n" + outputInstructions + string(e.output.compact)
 	}
 	e.goal = Message{Role: RoleUser, Content: cfg.Goal}
+	if cfg.FollowUp {
+		e.goal.Content = followUpOpening
+	}
 	if e.estimator == nil {
 		e.estimator = ByteEstimator{}
 	}

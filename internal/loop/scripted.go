@@ -46,7 +46,9 @@ func (m *Scripted) Complete(ctx context.Context, req *Request) (*Reply, error) {
 	}
 	i := req.EarlierAnswers
 	for _, msg := range req.Messages {
-		if msg.Role == RoleAssistant {
+		// A follow-up's earlier conversation (turns before 0, see
+		// Continue) was answered by the earlier run's script.
+		if msg.Role == RoleAssistant && msg.Turn >= 0 {
 			i++
 		}
 	}

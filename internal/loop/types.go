@@ -82,8 +82,13 @@ type Config struct {
 	// (see IdempotencyKey): the operator passes the AgentRun's UID. When it
 	// is empty, the engine gives the run a random id on its first step.
 	// Either way the id is kept in the State, so a resumed run keeps it.
-	RunID        string
-	Goal         string
+	RunID string
+	Goal  string
+	// FollowUp makes the run a follow-up of an earlier run: its first user
+	// message says so instead of being Goal, and the conversation it
+	// starts from (State.Transcript, seeded by Continue) ends with Goal.
+	// The verifier judges answers against Goal either way.
+	FollowUp     bool
 	Instructions string
 	Model        ModelConfig
 	// Fallbacks are the models a turn goes to, in order, when the

@@ -80,7 +80,7 @@ answer, and who gave it, in status.approvals.`,
 	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
 		root.AddCommand(answerCommand(f, d))
 	}
-	root.AddCommand(runCommand(f), rerunCommand(f))
+	root.AddCommand(runCommand(f), rerunCommand(f), continueCommand(f))
 	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
 	for _, m := range more {
 		root.AddCommand(m(f.flags))
@@ -303,6 +303,42 @@ the run as watch does and exits 0 only if the run ends Completed.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the new run's name (default: generated from NAME)")
+	w.add(cmd)
+	return cmd
+}
+
+func continueCommand(f *factory) *cobra.Command {
+	var (
+		name string
+		w    waitFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "continue NAME GOAL",
+		Short: "Create a follow-up of the finished run NAME with a new goal",
+		Long: `continue creates a follow-up of the finished AgentRun NAME: a new AgentRun
+with NAME's spec (the same model, ceilings, tools and policy), GOAL as its goal
+and spec.continueFrom naming NAME. The operator starts it from NAME's
+conversation (its goal and transcript), then GOAL as a new user message; the
+follow-up is bounded by its own ceilings. NAME may be deleted by then, if the
+operator keeps an archive. A run that has not finished yet is refused, and so is
+a run made from a template (the template decides the goal): write such a
+follow-up's spec yourself, with spec.continueFrom.
+
+The follow-up is named --name, or NAME- and five random characters; the
+operator labels it agents.agentrun.dev/continued-from=NAME. continue prints the
+new name as kubectl create does; with --wait it then follows the run as watch
+does and exits 0 only if the run ends Completed, and --wait -o json prints the
+ended run as JSON, as run does.`,
+		Example: `  kubectl agentrun continue explain-double-charge "Refund the second charge."
+  kubectl agentrun continue explain-double-charge "Which card was charged?" --wait -o json`,
+		Args: exactArgs("NAME", "GOAL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return w.create(cmd, f, func(c client.Client, ns string) (*v1alpha1.AgentRun, error) {
+				return Continue(cmd.Context(), c, ContinueOptions{Run: Ref{Namespace: ns, Name: args[0]}, Goal: args[1], Name: name}, w.progress(cmd))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the follow-up's name (default: generated from NAME)")
 	w.add(cmd)
 	return cmd
 }

@@ -44,11 +44,24 @@ func getRun(ctx context.Context, c client.Reader, ref Ref) (*v1alpha1.AgentRun, 
 
 func explain(err error, ref Ref) error { return runclient.Explain(err, ref) }
 
-// printGoal starts what transcript and watch print: the goal. A run made
-// from a template names the template and the parameters given, then the
-// goal the operator resolved from them (status.template.goal), once it
-// has. It reports whether it printed the goal.
+// printGoal starts what transcript and watch print: the goal. A follow-up
+// first names the run it continues (with that run's outcome, once the
+// operator has read it: status.continuedFrom). A run made from a template
+// names the template and the parameters given, then the goal the operator
+// resolved from them (status.template.goal), once it has. It reports
+// whether it printed the goal.
 func printGoal(w io.Writer, run *v1alpha1.AgentRun) bool {
+	if ref := run.Spec.ContinueFrom; ref != nil {
+		printf(w, "continued from: %s", ref.Name)
+		if c := run.Status.ContinuedFrom; c != nil && c.Name == ref.Name {
+			archived := ""
+			if c.Archived {
+				archived = ", read from the archive"
+			}
+			printf(w, " (%s%s)", c.Outcome, archived)
+		}
+		printf(w, "\n")
+	}
 	if ref := run.Spec.TemplateRef; ref != nil {
 		printf(w, "template: %s", ref.Name)
 		for _, p := range run.Spec.Parameters {

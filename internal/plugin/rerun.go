@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/runclient"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -50,9 +50,9 @@ func Rerun(ctx context.Context, c client.Client, o RerunOptions, w io.Writer) (*
 	}
 	run.Spec.Cancel = false
 	if o.Name == "" {
-		run.GenerateName = generateName(old.Name)
+		run.GenerateName = runclient.GenerateName(old.Name)
 	}
-	label, cut := rerunLabel(old.Name)
+	label, cut := runclient.NameLabel(old.Name)
 	if run.Labels == nil {
 		run.Labels = map[string]string{}
 	}
@@ -70,19 +70,6 @@ func Rerun(ctx context.Context, c client.Client, o RerunOptions, w io.Writer) (*
 	}
 	printCreated(w, run)
 	return run, nil
-}
-
-// rerunLabel is the value of the rerun-of label for a run name: the name
-// itself when it is a valid label value, else its first 63 characters
-// without a trailing '.' or '-' (cut reports it).
-func rerunLabel(name string) (value string, cut bool) {
-	if len(validation.IsValidLabelValue(name)) == 0 {
-		return name, false
-	}
-	if len(name) > validation.LabelValueMaxLength {
-		name = name[:validation.LabelValueMaxLength]
-	}
-	return strings.TrimRight(name, ".-"), true
 }
 
 func keep(m map[string]string, drop func(string) bool) map[string]string {

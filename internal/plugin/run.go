@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/template"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -66,7 +67,7 @@ func RunTemplate(ctx context.Context, c client.Client, o RunOptions, w io.Writer
 		},
 	}
 	if o.Name == "" {
-		run.GenerateName = generateName(o.Template)
+		run.GenerateName = runclient.GenerateName(o.Template)
 	}
 	if err := c.Create(ctx, run, client.FieldOwner(FieldManager)); err != nil {
 		return nil, explainCreate(err, o.Namespace, o.Name)
@@ -104,20 +105,6 @@ func CheckParams(tpl *v1alpha1.AgentRunTemplate, params []v1alpha1.ParameterValu
 		return fmt.Errorf("%s\nset it with -p %s=VALUE", te.Message, te.Parameter)
 	}
 	return err
-}
-
-// maxGeneratedBase is the longest generateName the API server keeps whole:
-// it cuts longer ones to this length before adding 5 random characters.
-const maxGeneratedBase = 58
-
-// generateName is the generateName of a run made from base: "base-", with
-// base cut so that the server does not cut the '-' off instead, and with
-// no '.' or '-' left dangling before it.
-func generateName(base string) string {
-	if len(base) >= maxGeneratedBase {
-		base = strings.TrimRight(base[:maxGeneratedBase-1], ".-")
-	}
-	return base + "-"
 }
 
 // explainCreate rewrites the usual failures of creating a run.

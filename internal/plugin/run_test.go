@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -198,8 +199,8 @@ func TestGenerateName_leavesRoomForTheRandomSuffix(t *testing.T) {
 		strings.Repeat("a", 300):        strings.Repeat("a", 57) + "-",
 		strings.Repeat("a", 55) + "-.b": strings.Repeat("a", 55) + "-",
 	} {
-		if got := generateName(base); got != want {
-			t.Errorf("generateName(%d characters) = %q, want %q", len(base), got, want)
+		if got := runclient.GenerateName(base); got != want {
+			t.Errorf("runclient.GenerateName(%d characters) = %q, want %q", len(base), got, want)
 		}
 	}
 }

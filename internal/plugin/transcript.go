@@ -76,11 +76,18 @@ func PrintTranscript(w io.Writer, run *v1alpha1.AgentRun, msgs []loop.Message, f
 //	[t4] assistant: The refund is issued.
 //	[t9] --- Context compacted before turn 9 (clear): cleared 4 tool result(s) ... ---
 //
+// A follow-up's transcript starts with the conversation it continued,
+// each message marked [earlier].
+//
 // An assistant message gives one line per proposed call after its text, if
 // it has any. Lines after the first of a long text are indented.
 func FormatMessage(m loop.Message) string {
 	var b strings.Builder
 	turn := fmt.Sprintf("[t%d]", m.Turn)
+	if m.Turn < 0 {
+		// The conversation a follow-up continued (loop.Continue).
+		turn = "[earlier]"
+	}
 	switch m.Role {
 	case loop.RoleAssistant:
 		if m.Content != "" || len(m.ToolCalls) == 0 {

@@ -69,7 +69,8 @@ func TestDiscovery_noCategoryShadowsAResourceName(t *testing.T) {
 
 // `kubectl get agentruns -o wide` asks the API server for a Table; its
 // wide columns (priority 1) show budget headroom, the cost ceiling the run
-// is admitted by and the calls waiting for a person, read from status.
+// is admitted by, the calls waiting for a person and the run a follow-up
+// continued, read from status.
 func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
 	ctx := testContext(t)
 	run := created(ctx, t, fmt.Sprintf(runToEdit, "wide-columns"), &agentsv1alpha1.AgentRun{})
@@ -86,7 +87,7 @@ func TestPrinterColumns_wideShowsHeadroomAndPendingApprovals(t *testing.T) {
 	}
 
 	wide := columns(ctx, t, "agentruns", "wide-columns", 1)
-	want := map[string]any{"Turns Left": "0.33", "Tokens Left": "0.90", "Cost Left": "0.75", "Max Cost": "0.5000", "Approvals": float64(2), "Reason": nil}
+	want := map[string]any{"Turns Left": "0.33", "Tokens Left": "0.90", "Cost Left": "0.75", "Max Cost": "0.5000", "Approvals": float64(2), "Reason": nil, "Continues": nil}
 	if diff := cmp.Diff(want, wide); diff != "" {
 		t.Fatalf("wide columns (-want +got):\n%s", diff)
 	}

@@ -15,8 +15,8 @@ import (
 // TestAgentRunSpec_everySharedFieldIsPinned ties the rules an AgentRun
 // states about the shared spec (AgentSpec) to its fields: every field but
 // ttlSecondsAfterFinished is immutable, and every field a run made from a
-// template cannot set has its own rule. A field added to AgentSpec without
-// them fails here.
+// template cannot set has its own rule. A field added to AgentSpec (or to
+// the run's own fields) without them fails here.
 func TestAgentRunSpec_everySharedFieldIsPinned(t *testing.T) {
 	spec := testenv.AgentRunSchema(t).Properties["spec"]
 	var immutable, fromTemplate []string
@@ -44,7 +44,15 @@ func TestAgentRunSpec_everySharedFieldIsPinned(t *testing.T) {
 			wantFromTemplate = append(wantFromTemplate, name)
 		}
 	}
-	wantImmutable = append(wantImmutable, "templateRef", "parameters")
+	// The run's own fields (templateRef, parameters, continueFrom) are
+	// immutable too, but cancel, which may be set to true.
+	rt := reflect.TypeFor[agentsv1alpha1.AgentRunSpec]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if !rt.Field(i).Anonymous && name != "cancel" {
+			wantImmutable = append(wantImmutable, name)
+		}
+	}
 	for _, l := range [][]string{immutable, fromTemplate, wantImmutable, wantFromTemplate} {
 		slices.Sort(l)
 	}

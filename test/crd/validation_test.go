@@ -385,6 +385,23 @@ func TestCreate_rejectsInvalidManifests(t *testing.T) {
 		wantErr []string
 	}{
 		{
+			name: "a follow-up of a name no run can have",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: follow-up-bad-name
+spec:
+  goal: And now?
+  continueFrom: {name: Earlier_Run}
+  model:
+    provider: scripted
+    script: [{content: Hi.}]
+  budget: {maxTurns: 1}
+`,
+			wantErr: []string{"spec.continueFrom.name", "continueFrom.name must be the name of an AgentRun"},
+		},
+		{
 			name: "a tool retry of zero attempts",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -1386,6 +1403,11 @@ func TestUpdate_onlyCancelMayChange(t *testing.T) {
 			name:    "setting a serviceAccountName is rejected",
 			patches: []string{`{"spec": {"serviceAccountName": "admin"}}`},
 			wantErr: "spec.serviceAccountName: Invalid value",
+		},
+		{
+			name:    "making the run a follow-up is rejected",
+			patches: []string{`{"spec": {"continueFrom": {"name": "earlier"}}}`},
+			wantErr: "spec.continueFrom: Invalid value",
 		},
 		{
 			name:    "setting cancel back to false is rejected",

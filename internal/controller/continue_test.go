@@ -1,0 +1,327 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// requestLog is a kit builder whose models (the runs' scripted models)
+// record every request's messages, by run.
+type requestLog struct {
+	kits
+	mu   sync.Mutex
+	sent map[string][][]loop.Message
+}
+
+func newRequestLog() *requestLog {
+	return &requestLog{kits: kits{tools: newTools()}, sent: map[string][][]loop.Message{}}
+}
+
+func (l *requestLog) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
+	k, err := l.kits.Build(ctx, run, grant)
+	if err != nil {
+		return nil, err
+	}
+	k.Model = &recordedModel{log: l, run: run.Name, inner: k.Model}
+	return k, nil
+}
+
+func (l *requestLog) requests(run string) [][]loop.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent[run]
+}
+
+type recordedModel struct {
+	log   *requestLog
+	run   string
+	inner loop.Model
+}
+
+func (m *recordedModel) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	m.log.mu.Lock()
+	m.log.sent[m.run] = append(m.log.sent[m.run], append([]loop.Message(nil), req.Messages...))
+	m.log.mu.Unlock()
+	return m.inner.Complete(ctx, req)
+}
+
+// said is a request's messages as "role: content" lines.
+func said(msgs []loop.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		line := string(m.Role) + ": " + m.Content
+		for _, c := range m.ToolCalls {
+			line += " [" + c.Name + " " + string(c.Arguments) + "]"
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// slowShop is the run the tests continue: it looks the database up
+// and answers; a note tool it never calls is denied by its policy.
+func slowShop(ns, name string) *runBuilder {
+	return makeRun(ns, name).readTool("lookup").writeTool("note", true).
+		calls("lookup", `{"name":"db"}`).answer("The database is slow.").
+		with(func(s *v1alpha1.AgentRunSpec) {
+			s.Goal = "Why is the shop slow?"
+			s.Policy = &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAllow, Rules: []v1alpha1.PolicyRule{
+				{Name: "no-notes", Tools: []string{"note"}, Decision: v1alpha1.PolicyDeny}}}
+		})
+}
+
+// followUp is a follow-up of earlier as kubectl agentrun continue makes
+// it: the earlier spec, a new goal and script.
+func followUp(earlier *v1alpha1.AgentRun, name string, edit func(*v1alpha1.AgentRunSpec)) *runBuilder {
+	b := &runBuilder{r: &v1alpha1.AgentRun{}}
+	b.r.Namespace, b.r.Name = earlier.Namespace, name
+	b.r.Spec = *earlier.Spec.DeepCopy()
+	b.r.Spec.Goal = "How do I fix it?"
+	b.r.Spec.ContinueFrom = &v1alpha1.ContinueFrom{Name: earlier.Name}
+	b.r.Spec.Model.Script = nil
+	b.answer("Add an index on orders.created_at.")
+	if edit != nil {
+		edit(&b.r.Spec)
+	}
+	return b
+}
+
+// Issue 47, item 3: a follow-up of a finished run sends the earlier
+// conversation, then its own goal, to the model; it is bounded by its own
+// ceilings; status and a label name the run it continues.
+func TestContinue_aFollowUpSendsTheEarlierConversationThenItsGoal(t *testing.T) {
+	ns := namespace(t)
+	log := newRequestLog()
+	startManager(t, log)
+	first := waitOutcome(t, slowShop(ns, "slow-shop").create(t), 20*time.Second)
+	expectOutcome(t, first, v1alpha1.OutcomeCompleted, "")
+
+	// maxTurns 1: the earlier run's two turns do not count.
+	next := followUp(first, "slow-shop-fix", func(s *v1alpha1.AgentRunSpec) { s.Budget.MaxTurns = 1 }).create(t)
+	done := waitOutcome(t, next, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	if done.Status.Answer != "Add an index on orders.created_at." || done.Status.Usage.Turns != 1 {
+		t.Errorf("answer %q after %d turns", done.Status.Answer, done.Status.Usage.Turns)
+	}
+
+	reqs := log.requests(next.Name)
+	if len(reqs) != 1 {
+		t.Fatalf("the follow-up made %d model calls, want 1", len(reqs))
+	}
+	want := []string{
+		"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
+		"user: Why is the shop slow?",
+		`assistant:  [lookup {"name":"db"}]`,
+		`tool: {"ok":true,"call":"t1-c1"}`,
+		"assistant: The database is slow.",
+		"user: How do I fix it?",
+	}
+	if diff := cmp.Diff(want, said(reqs[0])); diff != "" {
+		t.Errorf("the follow-up's request (-want +got):\n%s", diff)
+	}
+	wantFrom := &v1alpha1.ContinuedFromStatus{Name: first.Name, UID: string(first.UID), Outcome: v1alpha1.OutcomeCompleted}
+	if diff := cmp.Diff(wantFrom, done.Status.ContinuedFrom); diff != "" {
+		t.Errorf("status.continuedFrom (-want +got):\n%s", diff)
+	}
+	if got := done.Labels[v1alpha1.LabelContinuedFrom]; got != first.Name {
+		t.Errorf("label %s = %q, want %q", v1alpha1.LabelContinuedFrom, got, first.Name)
+	}
+
+	// A follow-up of the follow-up: the whole chain, once each.
+	third := followUp(done, "slow-shop-verify", func(s *v1alpha1.AgentRunSpec) { s.Goal = "Is it fixed?" }).create(t)
+	expectOutcome(t, waitOutcome(t, third, 20*time.Second), v1alpha1.OutcomeCompleted, "")
+	reqs = log.requests(third.Name)
+	want = append(want[:len(want):len(want)], "assistant: Add an index on orders.created_at.", "user: Is it fixed?")
+	if len(reqs) != 1 {
+		t.Fatalf("the second follow-up made %d model calls, want 1", len(reqs))
+	}
+	if diff := cmp.Diff(want, said(reqs[0])); diff != "" {
+		t.Errorf("the second follow-up's request (-want +got):\n%s", diff)
+	}
+}
+
+// A follow-up may not be wider than the run it continues: it ends Error
+// (InvalidConfiguration) before any model call, naming what it widens.
+func TestContinue_aWideningFollowUpIsRefusedNamingWhatItWidens(t *testing.T) {
+	ns := namespace(t)
+	log := newRequestLog()
+	startManager(t, log)
+	first := waitOutcome(t, slowShop(ns, "narrow").create(t), 20*time.Second)
+	expectOutcome(t, first, v1alpha1.OutcomeCompleted, "")
+
+	for _, tc := range []struct {
+		name   string
+		edit   func(*v1alpha1.AgentRunSpec)
+		reason string
+	}{{
+		name: "a tool the earlier run did not have",
+		edit: func(s *v1alpha1.AgentRunSpec) {
+			s.Tools = append(s.Tools, v1alpha1.ToolSpec{Name: "drop_table", Builtin: "kubernetes.get"})
+		},
+		reason: "tool drop_table (spec.tools[2]) is not a tool of the earlier run",
+	}, {
+		name:   "a denied tool allowed",
+		edit:   func(s *v1alpha1.AgentRunSpec) { s.Policy.Rules[0].Decision = v1alpha1.PolicyAllow },
+		reason: "policy rule no-notes (policy.rules[0], tools note) decides allow where the earlier run's policy rule no-notes",
+	}, {
+		name:   "a denying rule dropped",
+		edit:   func(s *v1alpha1.AgentRunSpec) { s.Policy.Rules = nil },
+		reason: "the earlier run's policy rule no-notes (policy.rules[0], tools note) is missing",
+	}, {
+		name:   "another account",
+		edit:   func(s *v1alpha1.AgentRunSpec) { s.ServiceAccountName = "admin" },
+		reason: `serviceAccountName "admin" is not the earlier run's ""`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := followUp(first, "wider-"+strings.ReplaceAll(tc.name, " ", "-"), tc.edit).create(t)
+			done := waitOutcome(t, run, 20*time.Second)
+			expectInvalid(t, done, "it would be wider than AgentRun narrow, which it continues: "+tc.reason)
+			if n := len(log.requests(run.Name)); n != 0 {
+				t.Errorf("the refused follow-up made %d model calls", n)
+			}
+		})
+	}
+
+	// Narrower is fine: a tool dropped (with the rule that named only it),
+	// the default made stricter.
+	ok := followUp(first, "narrower", func(s *v1alpha1.AgentRunSpec) {
+		s.Tools, s.Policy = s.Tools[:1], &v1alpha1.PolicySpec{Default: v1alpha1.PolicyAsk, Rules: []v1alpha1.PolicyRule{
+			{Tools: []string{"lookup"}, Decision: v1alpha1.PolicyDeny}}}
+	}).create(t)
+	expectOutcome(t, waitOutcome(t, ok, 20*time.Second), v1alpha1.OutcomeCompleted, "")
+}
+
+// A follow-up of a run that has not finished is refused at once, saying
+// so: it does not wait.
+func TestContinue_aFollowUpOfAnUnfinishedRunIsRefused(t *testing.T) {
+	ns := namespace(t)
+	log := newRequestLog()
+	startManager(t, log)
+	waiting := makeRun(ns, "waiting").writeTool("refund", false).calls("refund", `{"amount":5}`).answer("Refunded.").create(t)
+	NewWithT(t).Eventually(func() int32 { return get(t, waiting).Status.PendingApprovalCount }, 20*time.Second, 20*time.Millisecond).
+		Should(Equal(int32(1)), "the run waits for an approval")
+
+	run := followUp(get(t, waiting), "too-soon", nil).create(t)
+	done := waitOutcome(t, run, 20*time.Second)
+	expectInvalid(t, done, "AgentRun waiting has not finished (phase AwaitingApproval); a follow-up continues a finished run")
+	if n := len(log.requests(run.Name)); n != 0 {
+		t.Errorf("the refused follow-up made %d model calls", n)
+	}
+
+	gone := followUp(get(t, waiting), "of-nothing", func(s *v1alpha1.AgentRunSpec) { s.ContinueFrom.Name = "never-ran" }).create(t)
+	expectInvalid(t, waitOutcome(t, gone, 20*time.Second),
+		"AgentRun never-ran does not exist in namespace "+ns+" (and the operator has no archive to read a deleted run from)")
+}
+
+// A follow-up of a run deleted after it ended reads it from the archive
+// (a real PostgreSQL).
+func TestContinue_aDeletedRunIsContinuedFromTheArchive(t *testing.T) {
+	ns := namespace(t)
+	store := openArchive(t)
+	log := newRequestLog()
+	startWith(t, log, managerSetup{config: withArchive(store)})
+	// Its time to live has passed as soon as it ends and is archived.
+	first := slowShop(ns, "expired").with(func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](0) }).create(t)
+	NewWithT(t).Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(first), &v1alpha1.AgentRun{}))
+	}, 30*time.Second, 20*time.Millisecond).Should(BeTrue(), "the earlier run is archived and deleted")
+
+	next := followUp(first, "expired-fix", nil).create(t)
+	done := waitOutcome(t, next, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	if c := done.Status.ContinuedFrom; c == nil || !c.Archived || c.Outcome != v1alpha1.OutcomeCompleted || c.UID != string(first.UID) {
+		t.Errorf("status.continuedFrom = %+v, want the archived run %s, Completed", c, first.UID)
+	}
+	reqs := log.requests(next.Name)
+	if len(reqs) != 1 {
+		t.Fatalf("the follow-up made %d model calls, want 1", len(reqs))
+	}
+	got := said(reqs[0])
+	if len(got) != 6 || got[1] != "user: Why is the shop slow?" || got[4] != "assistant: The database is slow." || got[5] != "user: How do I fix it?" {
+		t.Errorf("the follow-up's request: %q", got)
+	}
+}
+
+func TestNarrower_whatWidensAFollowUp(t *testing.T) {
+	deny, ask, allow := v1alpha1.PolicyDeny, v1alpha1.PolicyAsk, v1alpha1.PolicyAllow
+	rule := func(d v1alpha1.PolicyDecision, tools ...string) v1alpha1.PolicyRule {
+		return v1alpha1.PolicyRule{Tools: tools, Decision: d}
+	}
+	when := func(r v1alpha1.PolicyRule) v1alpha1.PolicyRule { r.When = "args.amount > 5"; return r }
+	spec := func(def v1alpha1.PolicyDecision, rules ...v1alpha1.PolicyRule) *v1alpha1.AgentRunSpec {
+		s := &v1alpha1.AgentRunSpec{}
+		s.Tools = []v1alpha1.ToolSpec{{Name: "a", Builtin: "kubernetes.get"}, {Name: "b", Builtin: "kubernetes.get"}}
+		s.Policy = &v1alpha1.PolicySpec{Default: def, Rules: rules}
+		return s
+	}
+	earlier := spec(ask, rule(allow, "a"), rule(deny, "b"), rule(ask, "*"))
+	for _, tc := range []struct {
+		name   string
+		follow *v1alpha1.AgentRunSpec
+		want   string
+	}{
+		{"the same", spec(ask, rule(allow, "a"), rule(deny, "b"), rule(ask, "*")), ""},
+		{"an allow rule dropped", spec(ask, rule(deny, "b"), rule(ask, "*")), ""},
+		{"a rule made stricter", spec(ask, rule(deny, "b"), rule(deny, "*")), ""},
+		{"a deny rule of its own first", spec(ask, rule(deny, "a"), rule(deny, "b"), rule(ask, "*")), ""},
+		{"a rule of its own last, as strict as the default", spec(deny, rule(deny, "b"), rule(ask, "*"), rule(ask, "a")), ""},
+		{"the default stricter", spec(deny, rule(deny, "b"), rule(ask, "*")), ""},
+		{"the default looser", spec(allow, rule(deny, "b"), rule(ask, "*")), "policy.default allow is looser than the earlier run's ask"},
+		{"a deny made ask", spec(ask, rule(ask, "b"), rule(ask, "*")), "policy.rules[0] (tools b, ask) decides ask where the earlier run's policy.rules[1] (tools b, deny) decides deny"},
+		{"an ask rule dropped", spec(ask, rule(deny, "b")), "the earlier run's policy.rules[2] (tools *, ask) is missing"},
+		{"two rules swapped", spec(ask, rule(ask, "*"), rule(deny, "b")), "the earlier run's policy.rules[2] (tools *, ask) is missing"},
+		{"an allow rule over a deny", spec(ask, rule(allow, "b"), rule(deny, "b"), rule(ask, "*")), "policy.rules[0] (tools b, allow) decides allow where the earlier run's policy.rules[1] (tools b, deny) decides deny"},
+		{"an allow rule of its own", spec(ask, when(rule(allow, "b")), rule(deny, "b"), rule(ask, "*")), "policy.rules[0] (tools b, allow) is not in the earlier run's policy"},
+		{"an ask rule of its own before a kept one", spec(ask, when(rule(ask, "b")), rule(deny, "b"), rule(ask, "*")), "policy.rules[0] (tools b, ask) is not in the earlier run's policy"},
+		{"an ask rule of its own after the kept ones", spec(ask, rule(deny, "b"), rule(ask, "*"), when(rule(ask, "b"))), ""},
+		{"a deny rule of its own anywhere", spec(ask, rule(deny, "b"), when(rule(deny, "a")), rule(ask, "*")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := narrower(earlier, tc.follow); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+				t.Errorf("narrower = %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	// Tools, grants, guardrails.
+	withGrant := spec(ask, rule(deny, "b"), rule(ask, "*"))
+	withGrant.Policy.Grants = []string{"a"}
+	dropped := spec(ask, rule(ask, "*"))
+	dropped.Tools = dropped.Tools[:1]
+	changed := spec(ask, rule(deny, "b"), rule(ask, "*"))
+	changed.Tools[0].Builtin = "kubernetes.list"
+	guarded := spec(ask, rule(allow, "a"), rule(deny, "b"), rule(ask, "*"))
+	guarded.Guardrails = []v1alpha1.GuardrailSpec{{Name: "cards", Pattern: `\d{16}`, Severity: v1alpha1.GuardrailBlock}}
+	unguarded := spec(ask, rule(allow, "a"), rule(deny, "b"), rule(ask, "*"))
+	halted := spec(ask, rule(allow, "a"), rule(deny, "b"), rule(ask, "*"))
+	halted.Guardrails = []v1alpha1.GuardrailSpec{{Name: "cards2", Pattern: `\d{16}`, Severity: v1alpha1.GuardrailHalt}}
+	for _, tc := range []struct {
+		name            string
+		earlier, follow *v1alpha1.AgentRunSpec
+		want            string
+	}{
+		{"a grant added", earlier, withGrant, "policy.grants waives the ask of tool a"},
+		{"a tool dropped, with the rule that named only it", earlier, dropped, ""},
+		{"a tool changed", earlier, changed, "tool a (spec.tools[0]) differs from the earlier run's tool of that name"},
+		{"a guardrail dropped", guarded, unguarded, "the earlier run's guardrail cards is missing or loosened"},
+		{"a guardrail made to halt", guarded, halted, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := narrower(tc.earlier, tc.follow); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+				t.Errorf("narrower = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package runclient_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/runclient"
+)
+
+// Continue refuses, with a reason a program can tell apart, what must not
+// be continued, and creates nothing then.
+func TestContinue_refusesWhatCannotBeContinued(t *testing.T) {
+	finished := func(r *v1alpha1.AgentRun) {
+		r.Status.Phase, r.Status.Outcome, r.Status.PendingApprovals = v1alpha1.PhaseSucceeded, v1alpha1.OutcomeCompleted, nil
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*v1alpha1.AgentRun)
+		o    runclient.ContinueOptions
+		want runclient.Reason
+	}{
+		{"a run that waits", nil, runclient.ContinueOptions{Run: ref, Goal: "And now?"}, runclient.RunUnfinished},
+		{"a run made from a template", func(r *v1alpha1.AgentRun) {
+			finished(r)
+			r.Spec.TemplateRef = &v1alpha1.TemplateRef{Name: "refunds"}
+		}, runclient.ContinueOptions{Run: ref, Goal: "And now?"}, runclient.RunFromTemplate},
+		{"a run created again since the page showed it", finished,
+			runclient.ContinueOptions{Run: ref, Goal: "And now?", UID: "uid-0"}, runclient.RunReplaced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := clientWith(t, tc.edit)
+			_, err := runclient.Continue(context.Background(), c, tc.o)
+			var refused *runclient.Refused
+			if !errors.As(err, &refused) || refused.Reason != tc.want {
+				t.Fatalf("Continue = %v, want a refusal %s", err, tc.want)
+			}
+			runs := &v1alpha1.AgentRunList{}
+			if err := c.List(context.Background(), runs); err != nil || len(runs.Items) != 1 {
+				t.Errorf("a refused continue left %d runs (%v), want 1", len(runs.Items), err)
+			}
+		})
+	}
+}
