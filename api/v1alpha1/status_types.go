@@ -458,10 +458,47 @@ type ApprovalRecord struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 
+	// edit is set for an approval with changes (edit:DIGEST:PATCH): the
+	// changes the person made, and what became of them.
+	// +optional
+	Edit *ApprovalEdit `json:"edit,omitempty"`
+
 	// stale marks an answer for a call that was not pending (already
 	// answered, timed out, or never asked). It is recorded, never applied.
 	// +optional
 	Stale bool `json:"stale,omitempty"`
+}
+
+// ApprovalEdit is the change a person made to a call's arguments when they
+// approved it.
+type ApprovalEdit struct {
+	// patch is the JSON merge patch the person gave, applied to the
+	// arguments the model proposed. At most 4096 characters
+	// (v1alpha1.MaxApprovalEdit).
+	// +required
+	// +kubebuilder:validation:MaxLength=4096
+	Patch string `json:"patch"`
+
+	// proposedDigest is the argumentsDigest of the arguments the model
+	// proposed, which the person was shown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	ProposedDigest string `json:"proposedDigest,omitempty"`
+
+	// argumentsDigest is the argumentsDigest of the edited arguments: the
+	// approval is bound to them, and the call runs with them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	ArgumentsDigest string `json:"argumentsDigest,omitempty"`
+
+	// refused says why the edited call does not run: vetting them again
+	// from the start, a policy rule denied them, a guardrail blocked them
+	// or the tool's schema refused them (the rule and its message). The
+	// call then ends as that rule decides; the model reads its message.
+	// Empty when the edited call went on to run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Refused string `json:"refused,omitempty"`
 }
 
 // ConvergenceStatus describes how a run is progressing towards an answer.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	jsonpatch "github.com/evanphx/json-patch/v5"
 )
 
 // answersFrom reads the approval annotations (v1alpha1.ParseApprovalAnswer):
@@ -115,6 +117,44 @@ func bindAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note
 		}
 	}
 	return notes
+}
+
+// editsFrom applies the patch of each approval with changes
+// (edit:DIGEST:PATCH) to the arguments of its waiting call, as a JSON
+// merge patch (RFC 7386), and returns the edited arguments by call id for
+// the engine to vet again; each answer keeps them (Edited) for
+// status.approvals. Run after bindAnswers: the patch is applied only to
+// the arguments the person was shown. An edit whose result is not a JSON
+// object is dropped with a Warning note: the call waits on.
+func editsFrom(s *loop.State, answers map[string]runstatus.Answer) (map[string]loop.Edit, []loop.Note) {
+	var edits map[string]loop.Edit
+	var notes []loop.Note
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		a, ok := answers[c.ID]
+		if !ok || a.Edit == "" || c.State != loop.CallProposed {
+			continue
+		}
+		edited, err := jsonpatch.MergePatch(c.Arguments, []byte(a.Edit))
+		var obj map[string]json.RawMessage
+		if err == nil {
+			err = json.Unmarshal(edited, &obj)
+		}
+		if err != nil || obj == nil {
+			delete(answers, c.ID)
+			notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: c.ID, Warning: true, Message: fmt.Sprintf(
+				"The changes given for %s (%s) do not make a JSON object of its arguments: they are not applied, and the call still waits",
+				c.ID, c.Name)})
+			continue
+		}
+		a.Edited = edited
+		answers[c.ID] = a
+		if edits == nil {
+			edits = map[string]loop.Edit{}
+		}
+		edits[c.ID] = loop.Edit{Arguments: edited, By: a.By}
+	}
+	return edits, notes
 }
 
 // screenApprovers drops from answers every answer whose author the

@@ -279,6 +279,9 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	if sc.kit != nil {
 		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, r.AcceptUnstampedAnswers)...)
 	}
+	var editNotes []loop.Note
+	sc.edits, editNotes = editsFrom(s, sc.answers)
+	notes = append(notes, editNotes...)
 	for _, n := range notes {
 		// Recorded now: the run still waits, so this reconcile may save
 		// nothing, and notes become events only with a save.
@@ -327,6 +330,7 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 	s, uid := sc.state, sc.run.UID
 	in := loop.Input{Cancel: sc.run.Spec.Cancel}
 	in.Answers, in.Reasons = decisions(sc.answers)
+	in.Edits = sc.edits
 	if in.Cancel {
 		in.CancelReason = cancelReason(sc.run) // who cancelled, when the run says
 	} else {

@@ -68,6 +68,11 @@ type Call struct {
 	// included); LastFailure is how the last failed one failed.
 	Attempts    int    `json:"attempts,omitempty"`
 	LastFailure string `json:"lastFailure,omitempty"`
+	// Proposed is what the model proposed when a person approved the call
+	// with changes (Arguments then holds the edited arguments), and
+	// EditedBy is who changed them; both empty otherwise.
+	Proposed json.RawMessage `json:"proposed,omitempty"`
+	EditedBy string          `json:"editedBy,omitempty"`
 }
 
 // Approved reports whether the call may run.
@@ -206,6 +211,10 @@ type Input struct {
 	// a declined call's observation quotes its reason, so that the model
 	// can learn why.
 	Reasons map[string]string
+	// Edits are the arguments people approved in place of the proposed
+	// ones, by call id (an approval with changes): the edited call is
+	// vetted again from the start before it may run (edit.go).
+	Edits map[string]Edit
 	// Results answer EffectRunTools, by call id.
 	Results []Result
 	// Cancel asks the run to stop at this boundary (ApprovalDenied);
@@ -217,6 +226,14 @@ type Input struct {
 	// and its call goes to a person. Nil means no bound beyond the
 	// engine's own cost limits.
 	Context context.Context
+}
+
+// Edit is an approval with changes, as the caller read it: the whole
+// arguments the person approved (the proposal with their patch applied)
+// and who they are.
+type Edit struct {
+	Arguments json.RawMessage
+	By        string
 }
 
 func (in *Input) context() context.Context {
@@ -326,6 +343,12 @@ const (
 	// NoteOutputRejected: a final answer did not validate against
 	// Config.Output's schema; the model is asked again.
 	NoteOutputRejected NoteKind = "OutputRejected"
+	// NoteEdited: a person approved a call with changed arguments, and
+	// the edited call passed vetting again; NoteEditRefused: vetting
+	// refused the edited arguments (a policy rule, a guardrail, the
+	// tool's schema), and the call ends as that rule decides.
+	NoteEdited      NoteKind = "ApprovedWithChanges"
+	NoteEditRefused NoteKind = "EditRefused"
 )
 
 // Note is a human-readable record of something a step did. Notes never
