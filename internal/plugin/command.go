@@ -100,7 +100,8 @@ declined this call", with the reason given by --reason, and the run goes on.`},
 
 func answerCommand(f *factory, d v1alpha1.ApprovalDecision) *cobra.Command {
 	var force bool
-	var reason string
+	var reason, patch string
+	var set []string
 	help := answerHelp[d]
 	cmd := &cobra.Command{
 		Use:   string(d) + " NAME CALLID",
@@ -123,10 +124,28 @@ checks.`,
 			}
 			return Answer(cmd.Context(), c, AnswerOptions{
 				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: d, Reason: reason, Force: force,
+				Edit: patch, Set: set,
 			}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting for approval")
+	if d == v1alpha1.ApprovalApprove {
+		cmd.Flags().StringArrayVar(&set, "set", nil, "approve with changes: set the argument KEY to VALUE (KEY=VALUE, repeatable), "+
+			"typed as the tool's parameters type it (integer, number, boolean, string; null removes it)")
+		cmd.Flags().StringVar(&patch, "patch", "", fmt.Sprintf("approve with changes: a JSON merge patch of the arguments "+
+			"(at most %d characters; --set is written over it)", v1alpha1.MaxApprovalEdit))
+		cmd.Long += `
+
+With --set or --patch it approves the call with changes: the annotation
+becomes edit:DIGEST:PATCH, a JSON merge patch of the arguments you were shown.
+The operator vets the edited call again from the start (loop detection, the
+tool's schema, guardrails, policy) before it runs; an edit a policy rule
+denies does not run, and the model reads that rule's message.`
+		cmd.Example += `
+
+  # Approve with changes: refund 82.40, not 824.00
+  kubectl agentrun approve explain-double-charge t3-c1 --set amount_minor=8240`
+	}
 	if d != v1alpha1.ApprovalApprove {
 		cmd.Flags().StringVar(&reason, "reason", "", fmt.Sprintf("why, in your words (at most %d characters): recorded in status.approvals; "+
 			"a denial's reason is what the model reads as the call's result", v1alpha1.MaxApprovalReason))
