@@ -535,6 +535,43 @@ func TestConsole_approverDeniesWithAReasonFromTheInbox(t *testing.T) {
 	}
 }
 
+// Issue 46, item 2: an approver changes the arguments in the call's edit
+// box and approves them: the page says so, the refund runs with the
+// changed amount (the tool echoes what it received), status.approvals
+// records the change, and the run's page shows it.
+func TestConsole_approverApprovesWithChangesFromTheInbox(t *testing.T) {
+	ns := namespace(t, "console-edit")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	grant(t, "alice", ns, "secrets")
+	run := refundRun(ns, "refund-edit")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-edit/t1-c1"
+	box := `textarea[data-arguments="` + key + `"]`
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approve="`+key+`"]`), click(`[data-call="`+key+`"] details.edit summary`),
+		visible(box), chromedp.SetValue(box, `{"invoice": "in_9f21", "amount_minor": 8000}`), click(`[data-edit="`+key+`"]`), visible(`.result.ok`))
+	if message, want := text(t, ctx, `.result`), `t1-c1 approved with changes {"amount_minor":8000}`; !strings.Contains(message, want) {
+		t.Errorf("after Approve with changes the page says %q, want %q", message, want)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	got := get(t, run).Status.Approvals
+	if len(got) != 1 || got[0].By != "alice" || got[0].Edit == nil || got[0].Edit.Patch != `{"amount_minor":8000}` || got[0].Edit.Refused != "" {
+		t.Errorf("status.approvals = %+v, want t1-c1 approved by alice with the change {\"amount_minor\":8000}", got)
+	}
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-edit"), visible(`[data-transcript]`))
+	if d := text(t, ctx, `[data-approval="t1-c1"]`); !strings.Contains(d, `with changes {"amount_minor":8000}`) {
+		t.Errorf("the run's page shows the answer as %q, without the change", d)
+	}
+	if tr := text(t, ctx, `[data-transcript]`); !strings.Contains(tr, `refund accepted: {"amount_minor":8000,"invoice":"in_9f21"}`) {
+		t.Errorf("the transcript does not show the refund run with the changed amount:\n%s", tr)
+	}
+}
+
 // A person without the approve verb clicks Approve: the API server's
 // refusal is shown as it gave it, and the call still waits.
 func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testing.T) {

@@ -105,9 +105,14 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 	return v, nil
 }
 
+// editDecision is the edit form's button: approve with the arguments in
+// its box.
+const editDecision v1alpha1.ApprovalDecision = "edit"
+
 // answer writes the approval annotation as the user, through the same
 // operation as `kubectl agentrun approve|deny|stop` (runclient.Answer),
-// with the reason typed in the call's box for a Deny or a Stop: it
+// with the reason typed in the call's box for a Deny or a Stop, or the
+// arguments typed in its edit box for Approve with changes: it
 // refuses a call that no longer waits, and binds an approval to the
 // arguments' digest. The inbox is shown again with what the typed answer
 // says happened; a refusal is shown as runclient or the API server gave it,
@@ -129,12 +134,18 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	}
 	// The reason box goes with Deny and Stop; Approve takes no reason. A
 	// browser sends a text area's line breaks as CRLF: the person typed LF.
-	reason := ""
-	if decision != v1alpha1.ApprovalApprove {
+	reason, edited := "", ""
+	switch decision {
+	case editDecision:
+		// Approve with changes: the edit box holds the whole arguments;
+		// runclient makes the merge patch from the ones shown.
+		decision, edited = v1alpha1.ApprovalApprove, r.PostFormValue("arguments")
+	case v1alpha1.ApprovalApprove:
+	default:
 		reason = strings.ReplaceAll(r.PostFormValue("reason"), "\r\n", "\n")
 	}
 	a, err := runclient.Answer(r.Context(), u.c, runclient.AnswerOptions{Run: runclient.Ref{Namespace: ns, Name: name}, CallID: call,
-		Decision: decision, Reason: reason, Shown: shown})
+		Decision: decision, Reason: reason, Arguments: edited, Shown: shown})
 	res, status := answerResult(a, err)
 	back := r.PostFormValue("back")
 	if back == "run" {
