@@ -36,7 +36,10 @@ const approvalEditWord = "edit"
 // no digest leaves the digest empty: deny::REASON. An answer with a digest
 // applies only to a call with exactly those arguments; one without applies
 // to whatever call has the id. A denial's reason is what the model reads
-// as the call's result.
+// as the call's result. The decision answer (ApprovalReply) answers a
+// question the agent asked (builtin person.ask): its reason is the
+// answer's text, required, and is what the model reads as the call's
+// result.
 //
 // An approval with changes is
 //
@@ -98,6 +101,11 @@ func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
 	a := ApprovalAnswer{Decision: ApprovalDecision(lowerASCII(word)), Digest: lowerASCII(digest), Reason: strings.TrimSpace(reason)}
 	switch a.Decision {
 	case ApprovalApprove, ApprovalDeny, ApprovalStop:
+	case ApprovalReply:
+		if a.Reason == "" {
+			return ApprovalAnswer{}, fmt.Errorf("%q gives no answer: an answer to the agent's question is answer::TEXT "+
+				"(or answer:sha256:...:TEXT), the text after the second colon", value)
+		}
 	case approvalEditWord:
 		a.Decision, a.Edit, a.Reason = ApprovalApprove, a.Reason, ""
 		return a, checkEdit(value, a)
@@ -105,7 +113,7 @@ func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
 		return ApprovalAnswer{}, fmt.Errorf("%q is not an answer: an approval annotation holds approve, deny or stop, "+
 			"optionally followed by a colon and the call's argumentsDigest (approve:sha256:...), "+
 			"and by a colon and a reason (deny:sha256:...:REASON, or deny::REASON without a digest); "+
-			"or edit:sha256:...:PATCH, an approval with changes", value)
+			"or edit:sha256:...:PATCH, an approval with changes; or answer::TEXT, an answer to the agent's question", value)
 	}
 	if n := utf8.RuneCountInString(a.Reason); n > MaxApprovalReason {
 		return ApprovalAnswer{}, fmt.Errorf("the reason given with %s is %d characters long; a reason may have at most %d: "+

@@ -48,6 +48,9 @@ func TestParseApprovalAnswer(t *testing.T) {
 		{value: `EDIT:sha256:AB12: {"amount_minor":8240,"note":"a:b"} `, want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove,
 			Digest: "sha256:ab12", Edit: `{"amount_minor":8240,"note":"a:b"}`}},
 		{value: "edit:sha256:ab12:{}", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab12", Edit: "{}"}},
+		// An answer to the agent's question: its text is the reason.
+		{value: "Answer::in_9f21: the March one", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalReply, Reason: "in_9f21: the March one"}},
+		{value: "answer:sha256:ab12:yes", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalReply, Digest: "sha256:ab12", Reason: "yes"}},
 		{value: "", wantErr: true},
 		{value: "maybe", wantErr: true},
 		{value: "approve :sha256:ab12", wantErr: true},
@@ -116,7 +119,7 @@ func TestParseApprovalAnswer_reasonIsBounded(t *testing.T) {
 // An approval with changes names the digest it changes, and its patch is
 // a bounded JSON object; anything else is no answer, with a message that
 // says what an edit is.
-func TestParseApprovalAnswer_editIsBoundAndBounded(t *testing.T) {
+func TestParseApprovalAnswer_editsAndAnswersAreChecked(t *testing.T) {
 	long := `{"note":"` + strings.Repeat("é", v1alpha1.MaxApprovalEdit) + `"}`
 	for _, tc := range []struct{ value, want string }{
 		{`edit::{"n":1}`, "changes arguments it does not name"},
@@ -126,6 +129,8 @@ func TestParseApprovalAnswer_editIsBoundAndBounded(t *testing.T) {
 		{"edit:sha256:ab12:null", "not a JSON object"},
 		{`edit:sha256:ab12:{"n":`, "not a JSON object"},
 		{"edit:sha256:ab12:" + long, "at most 4096"},
+		{"answer:: ", "gives no answer"},
+		{"answer", "gives no answer"},
 	} {
 		_, err := v1alpha1.ParseApprovalAnswer(tc.value)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -165,7 +165,7 @@ const (
 )
 
 // ApprovalDecision is a person's answer to a pending call.
-// +kubebuilder:validation:Enum=approve;deny;stop
+// +kubebuilder:validation:Enum=approve;deny;stop;answer
 type ApprovalDecision string
 
 // The answers a person can give.
@@ -178,6 +178,10 @@ const (
 	ApprovalDeny ApprovalDecision = "deny"
 	// ApprovalStop refuses the call and ends the run as ApprovalDenied.
 	ApprovalStop ApprovalDecision = "stop"
+	// ApprovalReply answers a question the agent asked (builtin
+	// person.ask): its text, given as the reason (answer::TEXT), is the
+	// call's result.
+	ApprovalReply ApprovalDecision = "answer"
 )
 
 // AgentRunStatus is what the operator observed and decided.
@@ -418,6 +422,20 @@ type PendingApproval struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Reason string `json:"reason,omitempty"`
+
+	// question is what the agent asks, when the call is a question (a
+	// tool with builtin person.ask): answer it with answer::TEXT. Empty
+	// for a call that waits for approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Question string `json:"question,omitempty"`
+
+	// choices are the answers the agent offers with its question, if any;
+	// a person may answer otherwise.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=256
+	Choices []string `json:"choices,omitempty"`
 
 	// requestedAt is when the call started waiting; approvalTimeout counts
 	// from here.

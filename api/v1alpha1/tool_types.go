@@ -98,7 +98,8 @@ type ToolSpec struct {
 
 	// builtin is a tool the operator implements, acting as
 	// spec.serviceAccountName: kubernetes.get, kubernetes.list or
-	// kubernetes.events.
+	// kubernetes.events; or person.ask, with which the agent asks a
+	// person a question and waits for the answer.
 	// +optional
 	Builtin BuiltinTool `json:"builtin,omitempty"`
 }
@@ -472,7 +473,7 @@ type ConfigMapKeySelector struct {
 }
 
 // BuiltinTool names a tool the operator implements.
-// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events
+// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events;person.ask
 type BuiltinTool string
 
 // The builtin tools. They impersonate spec.serviceAccountName, so they can
@@ -484,4 +485,11 @@ const (
 	BuiltinKubernetesList BuiltinTool = "kubernetes.list"
 	// BuiltinKubernetesEvents lists the events about an object.
 	BuiltinKubernetesEvents BuiltinTool = "kubernetes.events"
+	// BuiltinAskPerson asks a person a question, arguments {question,
+	// choices?}: the run waits as for an approval (AwaitingApproval, the
+	// call in status.pendingApprovals with its question, counted against
+	// approvalTimeout) until a person answers (answer::TEXT in the
+	// approval annotation), and the answer is the call's result. It reads
+	// and changes nothing.
+	BuiltinAskPerson BuiltinTool = "person.ask"
 )

@@ -119,6 +119,35 @@ func bindAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note
 	return notes
 }
 
+// fitAnswers drops from answers every answer its waiting call does not
+// take (a question takes answer::TEXT, a call waiting for approval does
+// not), with a Warning note for each that says what the call takes: the
+// call waits on.
+func fitAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note {
+	var notes []loop.Note
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		a, ok := answers[c.ID]
+		if !ok || c.State != loop.CallProposed || c.Verdict != loop.Ask {
+			continue
+		}
+		_, _, question := loop.Question(c)
+		why := ""
+		switch {
+		case question && (a.Decision == v1alpha1.ApprovalApprove):
+			why = "it is a question the agent asks: answer it with answer::TEXT (kubectl agentrun answer), or deny or stop it"
+		case !question && a.Decision == v1alpha1.ApprovalReply:
+			why = "it waits for approval, not for an answer to a question: approve, deny or stop it"
+		default:
+			continue
+		}
+		delete(answers, c.ID)
+		notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: c.ID, Warning: true, Message: fmt.Sprintf(
+			"The answer to %s (%s) is not applied, and the call still waits: %s", c.ID, c.Name, why)})
+	}
+	return notes
+}
+
 // editsFrom applies the patch of each approval with changes
 // (edit:DIGEST:PATCH) to the arguments of its waiting call, as a JSON
 // merge patch (RFC 7386), and returns the edited arguments by call id for

@@ -276,6 +276,7 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	}
 	sc.answers = answersFrom(sc.run)
 	notes := append(unreadAnswers(sc.run), bindAnswers(s, sc.answers)...)
+	notes = append(notes, fitAnswers(s, sc.answers)...)
 	if sc.kit != nil {
 		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, r.AcceptUnstampedAnswers)...)
 	}

@@ -367,6 +367,11 @@ func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 		`edit:{"amount_minor":8240}`,
 		"edit:" + digest + ":[8240]",
 		"edit:" + digest,
+		// Answers to the agent's question: the text is the reason.
+		"answer::in_9f21: the March one",
+		"ANSWER:" + strings.ToUpper(digest) + ":yes",
+		"answer::",
+		"answer:" + digest + ":" + strings.Repeat("x", bound+1),
 	}
 	run := makeRun(namespace(t), "digests").answer("ok").create(t)
 	// Call t<i>-c1 waits with the digest the operator reads from value i
@@ -376,7 +381,8 @@ func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 	tooLong := make([]bool, len(values))
 	for i, v := range values {
 		a, err := v1alpha1.ParseApprovalAnswer(v)
-		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("at most %d", bound)) && !strings.HasPrefix(strings.ToLower(v), "edit") {
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("at most %d", bound)) && !strings.HasPrefix(strings.ToLower(v), "edit") &&
+			!strings.Contains(err.Error(), "gives no answer") {
 			t.Fatalf("%q is not an answer to the operator: %v", v, err)
 		}
 		tooLong[i] = err != nil // refused for its reason's length, or as an edit
@@ -406,7 +412,7 @@ func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 	}
 	tooLongRefusal := func(err error) bool {
 		return err != nil && (strings.Contains(err.Error(), "is longer than 1024 characters") ||
-			strings.Contains(err.Error(), "is not edit:DIGEST:PATCH"))
+			strings.Contains(err.Error(), "is not edit:DIGEST:PATCH") || strings.Contains(err.Error(), "gives no text"))
 	}
 	for i, v := range values {
 		err := answer(fmt.Sprintf("t%d-c1", i), v)

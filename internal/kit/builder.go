@@ -186,6 +186,8 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 			}
 			ts.Repeatable = !ts.Mutates
 			executors[t.Name] = ex
+		case t.Builtin == v1alpha1.BuiltinAskPerson:
+			// No executor: the engine asks a person (Config set AsksPerson).
 		case t.Builtin != "":
 			bt, err := kube.ParseBuiltin(string(t.Builtin))
 			if err != nil {

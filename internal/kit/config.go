@@ -118,6 +118,17 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: limits.Duration(r.InitialBackoff),
 				MaxBackoff: limits.Duration(r.MaxBackoff), MutatingSafe: r.MutatingSafe}
 		}
+		if t.Builtin == v1alpha1.BuiltinAskPerson {
+			// The agent's question to a person: the engine waits for the
+			// answer; nothing is executed.
+			ts.AsksPerson = true
+			if ts.Description == "" {
+				ts.Description = loop.AskPersonDescription
+			}
+			if len(ts.Parameters) == 0 {
+				ts.Parameters = loop.AskPersonSchema
+			}
+		}
 		if t.Job != nil {
 			// A Job is named after its call, so a second dispatch after a
 			// crash adopts the first: it may be dispatched again.

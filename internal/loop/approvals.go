@@ -24,7 +24,7 @@ func (e *Engine) onAnswers(ctx context.Context, s *State, in *Input, now time.Ti
 			continue
 		}
 		a, ok := answers[c.ID]
-		if !ok {
+		if !ok || !answerFits(c, a) {
 			waiting++
 			if oldest == nil || c.RequestedAt.Before(*oldest.RequestedAt) {
 				oldest = c
@@ -36,7 +36,7 @@ func (e *Engine) onAnswers(ctx context.Context, s *State, in *Input, now time.Ti
 		if q := quotedReason(reasons[c.ID], maxAnswerReasonShown); q != "" {
 			because = ": " + q
 		}
-		*notes = append(*notes, Note{Kind: NoteApproval, CallID: c.ID, Warning: a != Approve,
+		*notes = append(*notes, Note{Kind: NoteApproval, CallID: c.ID, Warning: a != Approve && a != AnswerReply,
 			Message: fmt.Sprintf("A person answered %s for %s (%s)%s", a, c.ID, c.Name, because)})
 		switch ed, edited := in.Edits[c.ID]; {
 		case a == Approve && edited:
@@ -45,6 +45,9 @@ func (e *Engine) onAnswers(ctx context.Context, s *State, in *Input, now time.Ti
 			}
 		case a == Stop:
 			return finishWith(ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)%s", c.ID, c.Name, because))
+		case a == AnswerReply:
+			c.State, c.ObsStatus = CallDone, ObsOK
+			c.Observation = answeredText(reasons[c.ID], e.tool(c.Name).MaxResultBytes)
 		case a == DenyAnswer:
 			c.State, c.ObsStatus = CallDone, ObsDeclined
 			c.Observation = declinedText(c.Name, reasons[c.ID], e.tool(c.Name).MaxResultBytes)

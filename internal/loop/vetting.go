@@ -96,6 +96,11 @@ func (e *Engine) vetCall(ctx context.Context, c ToolCall, d decodedArgs, now tim
 	case v.decision == Deny:
 		bc.reject(rejection{verdict: Deny, rule: v.rule, reason: v.reason, status: ObsDenied,
 			observation: fmt.Sprintf("Denied by policy (%s)%s. This call will not run; choose another route.", v.rule, suffix(v.reason))})
+	case tool.AsksPerson:
+		// A question waits for a person whatever the policy allowed.
+		bc.Verdict, bc.Rule, bc.Reason = Ask, RuleAskPerson, "the agent asks a person"
+		t := now
+		bc.RequestedAt = &t
 	case v.decision == Ask:
 		bc.Verdict = Ask
 		t := now

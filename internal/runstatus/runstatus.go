@@ -84,6 +84,12 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 			t := metav1.NewTime(*c.RequestedAt)
 			p.RequestedAt = &t
 		}
+		if q, choices, ok := loop.Question(&c); ok {
+			p.Question = clip.Cut(q, 2048, CutMark)
+			for _, ch := range choices[:min(len(choices), 10)] {
+				p.Choices = append(p.Choices, clip.Cut(ch, 256, CutMark))
+			}
+		}
 		st.PendingApprovals = append(st.PendingApprovals, p)
 	}
 
