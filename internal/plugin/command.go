@@ -80,6 +80,7 @@ answer, and who gave it, in status.approvals.`,
 	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
 		root.AddCommand(answerCommand(f, d))
 	}
+	root.AddCommand(replyCommand(f))
 	root.AddCommand(runCommand(f), rerunCommand(f))
 	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
 	for _, m := range more {
@@ -154,6 +155,40 @@ denies does not run, and the model reads that rule's message.`
   # Say why: the annotation becomes %s::REASON
   kubectl agentrun %s explain-double-charge t3-c1 --reason "Refund 82.40, not 824.00"`, d, d)
 	}
+	return cmd
+}
+
+// replyCommand is kubectl agentrun answer: the answer to a question the
+// agent asked (builtin person.ask).
+func replyCommand(f *factory) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "answer NAME CALLID TEXT",
+		Short: "Answer a question the agent asked; the answer is the call's result",
+		Long: fmt.Sprintf(`answer gives TEXT as the answer to the question CALLID of the AgentRun NAME
+(a call of a tool with builtin person.ask, shown in status.pendingApprovals
+with its question and choices). The model reads it as the call's result,
+quoted; the run goes on. TEXT may have at most %d characters.
+
+It sets the annotation approval.agents.agentrun.dev/CALLID=answer:DIGEST:TEXT
+with a merge patch made by the field manager kubectl-agentrun, bound to the
+question shown. It refuses, and lists the calls that do wait, when CALLID is
+not waiting, and when it waits for approval rather than an answer.`, v1alpha1.MaxApprovalReason),
+		Example: `  # See the question, then answer it
+  kubectl get agentrun explain-double-charge -o jsonpath='{.status.pendingApprovals}'
+  kubectl agentrun answer explain-double-charge t1-c1 "in_9f21, the March invoice"`,
+		Args: exactArgs("NAME", "CALLID", "TEXT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Answer(cmd.Context(), c, AnswerOptions{
+				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: v1alpha1.ApprovalReply, Reason: args[2], Force: force,
+			}, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting")
 	return cmd
 }
 

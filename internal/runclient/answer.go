@@ -82,6 +82,9 @@ func (a *Answered) String() string {
 	if a.Edit != "" {
 		return fmt.Sprintf("%s: %s approved with changes %s (vetted again before it runs)", a.Run, a.CallID, a.Edit)
 	}
+	if a.Decision == v1alpha1.ApprovalReply {
+		return fmt.Sprintf("%s: %s answered %q", a.Run, a.CallID, a.Reason)
+	}
 	return fmt.Sprintf("%s: %s %s%s", a.Run, a.CallID, answered(a.Decision), Because(a.Reason))
 }
 
@@ -150,8 +153,12 @@ func refuse(reason Reason, o AnswerOptions, format string, args ...any) *Refused
 func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, error) {
 	switch o.Decision {
 	case v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop:
+	case v1alpha1.ApprovalReply:
+		if strings.TrimSpace(o.Reason) == "" {
+			return nil, fmt.Errorf("an answer to the agent's question needs text: say what the agent asked for")
+		}
 	default:
-		return nil, fmt.Errorf("unknown answer %q: use approve, deny or stop", o.Decision)
+		return nil, fmt.Errorf("unknown answer %q: use approve, deny, stop or answer", o.Decision)
 	}
 	key := v1alpha1.ApprovalAnnotationPrefix + o.CallID
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 || o.CallID == "" {
@@ -199,7 +206,15 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, e
 		if err := checkShown(run, o); err != nil {
 			return nil, err
 		}
-		if o.Decision == v1alpha1.ApprovalApprove {
+		switch question := a.Call.Question != ""; {
+		case question && o.Decision == v1alpha1.ApprovalApprove:
+			return nil, refuse(NotPending, o, "%s on %s is a question the agent asks (%q), not a call to approve: answer it "+
+				"(kubectl agentrun answer %s %s \"...\"), or deny or stop it", o.CallID, o.Run, a.Call.Question, o.Run.Name, o.CallID)
+		case !question && o.Decision == v1alpha1.ApprovalReply:
+			return nil, refuse(NotPending, o, "%s on %s waits for approval, not for an answer to a question: approve, deny or stop it",
+				o.CallID, o.Run)
+		}
+		if o.Decision == v1alpha1.ApprovalApprove || o.Decision == v1alpha1.ApprovalReply {
 			// What binds an approval to the arguments shown: the operator
 			// applies it only to a call with those arguments (a run
 			// recreated under the same name with others does not get it).
