@@ -572,6 +572,60 @@ func TestConsole_approverApprovesWithChangesFromTheInbox(t *testing.T) {
 	}
 }
 
+// Issue 46, item 3: the agent asks a person which invoice. The inbox
+// shows the question with a button for each choice it offers; the choice
+// clicked is the question's result, which the model reads, and the run
+// completes.
+func TestConsole_aQuestionAnsweredFromTheInboxIsTheToolsResult(t *testing.T) {
+	ns := namespace(t, "console-ask")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	grant(t, "alice", ns, "secrets")
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ask", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Find the invoice charged twice.",
+			Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script: []v1alpha1.ScriptStep{
+					{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "ask_person",
+						Arguments: raw(`{"question":"Which invoice was charged twice?","choices":["in_9f21","in_8c04"]}`)}}},
+					{Content: "Looking at the invoice the person named."},
+				}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 4},
+			Tools:  []v1alpha1.ToolSpec{{Name: "ask_person", Builtin: v1alpha1.BuiltinAskPerson}},
+		}}}
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/ask/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-question="`+key+`"]`))
+	if q := text(t, ctx, `[data-question="`+key+`"]`); !strings.Contains(q, "Which invoice was charged twice?") {
+		t.Errorf("the inbox shows the question as %q", q)
+	}
+	choices := eval[[]string](t, ctx, `[...document.querySelectorAll('[data-choice="`+key+`"]')].map(b => b.textContent)`)
+	if diff := cmp.Diff([]string{"in_9f21", "in_8c04"}, choices); diff != "" {
+		t.Errorf("choice buttons (-want +got):\n%s", diff)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('[data-approve="`+key+`"]').length`); n != 0 {
+		t.Errorf("a question has %d Approve buttons, want none", n)
+	}
+	do(t, ctx, click(`[data-choice="`+key+`"][value="in_8c04"]`), visible(`.result.ok`))
+	if message, want := text(t, ctx, `.result`), `t1-c1 answered "in_8c04"`; !strings.Contains(message, want) {
+		t.Errorf("after the choice the page says %q, want %q", message, want)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	got := get(t, run).Status.Approvals
+	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalReply || got[0].Reason != "in_8c04" {
+		t.Errorf("status.approvals = %+v, want t1-c1 answered in_8c04 by alice", got)
+	}
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/ask"), visible(`[data-transcript]`))
+	if tr := text(t, ctx, `[data-transcript]`); !strings.Contains(tr, `A person answered your question: "in_8c04"`) {
+		t.Errorf("the transcript does not show the answer as the question's result:\n%s", tr)
+	}
+}
+
 // A person without the approve verb clicks Approve: the API server's
 // refusal is shown as it gave it, and the call still waits.
 func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testing.T) {

@@ -26,7 +26,11 @@ type pendingCall struct {
 	UID                          types.UID // the run's: the answer is for this object only
 	Tool, Arguments, Digest      string
 	Rule, Reason, Requested, Age string
-	at                           time.Time
+	// Question and Choices: what the agent asks, when the call is a
+	// question (builtin person.ask).
+	Question string
+	Choices  []string
+	at       time.Time
 }
 
 func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
@@ -37,7 +41,10 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 	for _, p := range run.Status.PendingApprovals {
 		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
 			CallID: p.CallID, Tool: p.Tool, Arguments: safeterm.Clean(prettyJSON(p.Arguments)), Digest: p.ArgumentsDigest,
-			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), at: run.CreationTimestamp.Time}
+			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), Question: safeterm.Clean(p.Question), at: run.CreationTimestamp.Time}
+		for _, ch := range p.Choices {
+			c.Choices = append(c.Choices, safeterm.Clean(ch))
+		}
 		if p.RequestedAt != nil {
 			c.at = p.RequestedAt.Time
 			c.Requested = stamp(p.RequestedAt.Time)
@@ -135,6 +142,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	// The reason box goes with Deny and Stop; Approve takes no reason. A
 	// browser sends a text area's line breaks as CRLF: the person typed LF.
 	reason, edited := "", ""
+	if choice := r.PostFormValue("choice"); choice != "" {
+		// A choice the agent offered with its question: that is the
+		// answer.
+		decision = v1alpha1.ApprovalReply
+		r.PostForm.Set("reason", choice)
+	}
 	switch decision {
 	case editDecision:
 		// Approve with changes: the edit box holds the whole arguments;
