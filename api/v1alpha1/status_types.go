@@ -437,6 +437,16 @@ type PendingApproval struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	Choices []string `json:"choices,omitempty"`
 
+	// approvals is how many distinct people must approve the call (the
+	// rule's approvals), when more than one; approvedBy are those who have
+	// approved it so far. A person in approvedBy may not approve it again.
+	// +optional
+	Approvals int32 `json:"approvals,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=512
+	ApprovedBy []string `json:"approvedBy,omitempty"`
+
 	// requestedAt is when the call started waiting; approvalTimeout counts
 	// from here.
 	// +optional

@@ -1655,6 +1655,11 @@ func (in *PendingApproval) DeepCopyInto(out *PendingApproval) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.ApprovedBy != nil {
+		in, out := &in.ApprovedBy, &out.ApprovedBy
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.RequestedAt != nil {
 		in, out := &in.RequestedAt, &out.RequestedAt
 		*out = (*in).DeepCopy()
@@ -1811,6 +1816,11 @@ func (in *PolicyRule) DeepCopyInto(out *PolicyRule) {
 		in, out := &in.Tools, &out.Tools
 		*out = make([]string, len(*in))
 		copy(*out, *in)
+	}
+	if in.Approvals != nil {
+		in, out := &in.Approvals, &out.Approvals
+		*out = new(int32)
+		**out = **in
 	}
 }
 

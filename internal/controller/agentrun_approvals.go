@@ -37,17 +37,38 @@ func answersFrom(run *v1alpha1.AgentRun) map[string]runstatus.Answer {
 		if err != nil {
 			continue
 		}
-		applied := false
-		for _, r := range run.Status.Approvals {
-			if r.CallID == id && !r.Stale {
-				applied = true
-			}
-		}
-		if !applied {
-			answers[id] = runstatus.Answer{ApprovalAnswer: a, By: run.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id]}
+		by := run.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id]
+		if !applied(run, id, by) {
+			answers[id] = runstatus.Answer{ApprovalAnswer: a, By: by}
 		}
 	}
 	return answers
+}
+
+// applied reports whether the answer to id by by is in status.approvals
+// already: an answer by the same person, or any answer once the call no
+// longer waits. An approval of a call that needs several approvers, by
+// another person than those recorded, is news.
+func applied(run *v1alpha1.AgentRun, id, by string) bool {
+	waits := waitsFor(run, id)
+	return slices.ContainsFunc(run.Status.Approvals, func(r v1alpha1.ApprovalRecord) bool {
+		return r.CallID == id && !r.Stale && (r.By == by || !waits)
+	})
+}
+
+// waitsFor reports whether the call id is in status.pendingApprovals.
+func waitsFor(run *v1alpha1.AgentRun, id string) bool {
+	return slices.ContainsFunc(run.Status.PendingApprovals, func(p v1alpha1.PendingApproval) bool { return p.CallID == id })
+}
+
+// authors is who gave each answer, by call id, for the engine to count
+// each approver of a call that needs several once.
+func authors(answers map[string]runstatus.Answer) map[string]string {
+	by := make(map[string]string, len(answers))
+	for id, a := range answers {
+		by[id] = a.By
+	}
+	return by
 }
 
 // unreadAnswers is a Warning note for each call waiting in
@@ -121,8 +142,8 @@ func bindAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note
 
 // fitAnswers drops from answers every answer its waiting call does not
 // take (a question takes answer::TEXT, a call waiting for approval does
-// not), with a Warning note for each that says what the call takes: the
-// call waits on.
+// not; a call that needs several approvers takes no changes), with a
+// Warning note for each that says what the call takes: the call waits on.
 func fitAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note {
 	var notes []loop.Note
 	for i := range s.Calls {
@@ -134,6 +155,9 @@ func fitAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note 
 		_, _, question := loop.Question(c)
 		why := ""
 		switch {
+		case c.Needed > 1 && a.Edit != "":
+			why = fmt.Sprintf("it needs %d people to approve it, and changes would change what the others approve: approve it as it is, "+
+				"or deny it with a reason", c.Needed)
 		case question && (a.Decision == v1alpha1.ApprovalApprove):
 			why = "it is a question the agent asks: answer it with answer::TEXT (kubectl agentrun answer), or deny or stop it"
 		case !question && a.Decision == v1alpha1.ApprovalReply:

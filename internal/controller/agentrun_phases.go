@@ -331,7 +331,7 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 	s, uid := sc.state, sc.run.UID
 	in := loop.Input{Cancel: sc.run.Spec.Cancel}
 	in.Answers, in.Reasons = decisions(sc.answers)
-	in.Edits = sc.edits
+	in.Edits, in.By = sc.edits, authors(sc.answers)
 	if in.Cancel {
 		in.CancelReason = cancelReason(sc.run) // who cancelled, when the run says
 	} else {
@@ -782,11 +782,13 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 }
 
 // dropStaleAnnotations removes answers recorded as stale, so that a later
-// call with the same id gets its own answer.
+// call with the same id gets its own answer, and approvals counted
+// toward a call that still waits for more approvers, so that the next
+// person's answer is set anew (and stamped with their name).
 func (r *AgentRunReconciler) dropStaleAnnotations(ctx context.Context, sc *scope) {
 	var keys []string
 	for _, n := range sc.notes {
-		if n.Kind == loop.NoteStaleApproval {
+		if n.Kind == loop.NoteStaleApproval || (n.Kind == loop.NoteApproval && waitsFor(sc.run, n.CallID)) {
 			keys = append(keys, v1alpha1.ApprovalAnnotationPrefix+n.CallID)
 		}
 	}

@@ -73,6 +73,11 @@ type Call struct {
 	// EditedBy is who changed them; both empty otherwise.
 	Proposed json.RawMessage `json:"proposed,omitempty"`
 	EditedBy string          `json:"editedBy,omitempty"`
+	// Needed is how many distinct people must approve an ASK when more
+	// than one (the rule's Approvals); ApprovedBy are those who have so
+	// far (approvers.go).
+	Needed     int      `json:"needed,omitempty"`
+	ApprovedBy []string `json:"approvedBy,omitempty"`
 }
 
 // Approved reports whether the call may run.
@@ -211,6 +216,9 @@ type Input struct {
 	// a declined call's observation quotes its reason, so that the model
 	// can learn why.
 	Reasons map[string]string
+	// By is who gave each answer, by call id, as the caller authenticated
+	// them: a call that needs several approvals counts each person once.
+	By map[string]string
 	// Edits are the arguments people approved in place of the proposed
 	// ones, by call id (an approval with changes): the edited call is
 	// vetted again from the start before it may run (edit.go).
@@ -349,6 +357,10 @@ const (
 	// tool's schema), and the call ends as that rule decides.
 	NoteEdited      NoteKind = "ApprovedWithChanges"
 	NoteEditRefused NoteKind = "EditRefused"
+	// NoteApprovalNotCounted: an approval of a call that needs several
+	// distinct approvers did not count (its author approved before, or
+	// is not known); the call waits on.
+	NoteApprovalNotCounted NoteKind = "ApprovalNotCounted"
 )
 
 // Note is a human-readable record of something a step did. Notes never

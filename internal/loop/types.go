@@ -259,6 +259,9 @@ type Rule struct {
 	// Label names the rule in verdicts, approvals and errors; empty means
 	// its place, policy.rules[i].
 	Label string
+	// Approvals is how many distinct people must approve a call the rule
+	// asks about; 0 or 1 means one.
+	Approvals int
 }
 
 // label is how verdicts and errors name the rule at index i.

@@ -84,6 +84,9 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 			t := metav1.NewTime(*c.RequestedAt)
 			p.RequestedAt = &t
 		}
+		if c.Needed > 1 {
+			p.Approvals, p.ApprovedBy = int32(c.Needed), c.ApprovedBy
+		}
 		if q, choices, ok := loop.Question(&c); ok {
 			p.Question = clip.Cut(q, 2048, CutMark)
 			for _, ch := range choices[:min(len(choices), 10)] {
