@@ -626,6 +626,45 @@ func TestConsole_aQuestionAnsweredFromTheInboxIsTheToolsResult(t *testing.T) {
 	}
 }
 
+// Issue 46, item 4: a refund that needs two people. Alice approves from
+// the inbox; the inbox then shows who has approved (1 of 2, alice), and
+// her second Approve is refused by the API server: another person must.
+func TestConsole_theInboxShowsWhoHasApprovedATwoPersonCall(t *testing.T) {
+	ns := namespace(t, "console-two")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	run := refundRun(ns, "refund-two")
+	run.Spec.Policy.Rules[0].Approvals = ptr.To[int32](2)
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-two/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approvers="`+key+`"]`))
+	if got := text(t, ctx, `[data-approvers="`+key+`"]`); !strings.Contains(got, "0 of 2") {
+		t.Errorf("before any approval the inbox says %q", got)
+	}
+	do(t, ctx, click(`[data-approve="`+key+`"]`), visible(`.result.ok`))
+	NewWithT(t).Eventually(func() []string {
+		if p := get(t, run).Status.PendingApprovals; len(p) == 1 {
+			return p[0].ApprovedBy
+		}
+		return nil
+	}, time.Minute, 100*time.Millisecond).Should(Equal([]string{"alice"}))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approvers="`+key+`"] [data-approver]`))
+	if got := text(t, ctx, `[data-approvers="`+key+`"]`); !strings.Contains(got, "1 of 2, approved by alice") {
+		t.Errorf("after alice's approval the inbox says %q, want 1 of 2, approved by alice", got)
+	}
+	do(t, ctx, click(`[data-approve="`+key+`"]`), visible(`.result.refused`))
+	if got := text(t, ctx, `.result`); !strings.Contains(got, "alice approved approval.agents.agentrun.dev/t1-c1 before") {
+		t.Errorf("alice's second approval: the page says %q, want the API server's refusal", got)
+	}
+	if cur := get(t, run); cur.Status.Outcome != "" || len(cur.Status.PendingApprovals) != 1 {
+		t.Errorf("after one person's two approvals the run is %q with %d calls waiting", cur.Status.Outcome, len(cur.Status.PendingApprovals))
+	}
+}
+
 // A person without the approve verb clicks Approve: the API server's
 // refusal is shown as it gave it, and the call still waits.
 func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testing.T) {

@@ -30,7 +30,11 @@ type pendingCall struct {
 	// question (builtin person.ask).
 	Question string
 	Choices  []string
-	at       time.Time
+	// Approvals is how many distinct people must approve the call, when
+	// more than one, and ApprovedBy who have so far.
+	Approvals  int32
+	ApprovedBy []string
+	at         time.Time
 }
 
 func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
@@ -42,6 +46,10 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
 			CallID: p.CallID, Tool: p.Tool, Arguments: safeterm.Clean(prettyJSON(p.Arguments)), Digest: p.ArgumentsDigest,
 			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), Question: safeterm.Clean(p.Question), at: run.CreationTimestamp.Time}
+		c.Approvals = p.Approvals
+		for _, by := range p.ApprovedBy {
+			c.ApprovedBy = append(c.ApprovedBy, safeterm.Clean(by))
+		}
 		for _, ch := range p.Choices {
 			c.Choices = append(c.Choices, safeterm.Clean(ch))
 		}
