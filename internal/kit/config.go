@@ -146,7 +146,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		cfg.Policy = loop.Policy{Default: loop.Decision(p.Default), Grants: p.Grants}
 		for _, r := range p.Rules {
 			cfg.Policy.Rules = append(cfg.Policy.Rules, loop.Rule{Tools: r.Tools, When: r.When, Decision: loop.Decision(r.Decision), Reason: r.Reason,
-				Mutating: r.Mutating, Label: r.Name, Approvals: int(ptr.Deref(r.Approvals, 1))})
+				Mutating: r.Mutating, Label: r.Name, Approvals: int(ptr.Deref(r.Approvals, 0))})
 		}
 	}
 	for _, g := range spec.Guardrails {
