@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -12,6 +13,16 @@ import (
 // one, and so does ParseApprovalAnswer; status.approvals[].reason has the
 // same maxLength.
 const MaxApprovalReason = 1024
+
+// MaxApprovalEdit bounds the JSON merge patch of an approval with changes
+// (edit:DIGEST:PATCH), in characters, as MaxApprovalReason bounds a
+// reason: the admission policy agentrun-approval and ParseApprovalAnswer
+// refuse a longer one, and status.approvals[].edit.patch has the same
+// maxLength. An annotation holds the patch, not the whole arguments.
+const MaxApprovalEdit = 4096
+
+// approvalEditWord is the first field of an approval with changes.
+const approvalEditWord = "edit"
 
 // ApprovalAnswer is the value of an approval annotation
 // (ApprovalAnnotationPrefix + callID):
@@ -25,7 +36,19 @@ const MaxApprovalReason = 1024
 // no digest leaves the digest empty: deny::REASON. An answer with a digest
 // applies only to a call with exactly those arguments; one without applies
 // to whatever call has the id. A denial's reason is what the model reads
-// as the call's result.
+// as the call's result. The decision answer (ApprovalReply) answers a
+// question the agent asked (builtin person.ask): its reason is the
+// answer's text, required, and is what the model reads as the call's
+// result.
+//
+// An approval with changes is
+//
+//	edit:DIGEST:PATCH
+//
+// the digest of the arguments the person was shown (required), and a
+// JSON merge patch (RFC 7386, a JSON object) to apply to them: the call
+// runs with the patched arguments once they pass vetting again. It reads
+// as Decision approve with Edit set; it gives no reason.
 //
 // ParseApprovalAnswer reads the value and String writes it; nothing else
 // in Go splits or joins it. The admission policy agentrun-approval
@@ -43,6 +66,11 @@ type ApprovalAnswer struct {
 	// MaxApprovalReason characters, space around it removed); empty when
 	// they gave none.
 	Reason string
+	// Edit is the JSON merge patch of an approval with changes (a JSON
+	// object, at most MaxApprovalEdit characters, space around it
+	// removed); empty for an answer without changes. An answer with an
+	// edit approves and names a digest.
+	Edit string
 }
 
 // ParseApprovalAnswer reads the value of an approval annotation. Space
@@ -52,8 +80,11 @@ type ApprovalAnswer struct {
 // (sha256:<hex>), or the one field left; the reason is all that follows
 // the colon after the digest, with space around it removed. The case of
 // ASCII letters is not significant in the decision and the digest, and is
-// kept in the reason. A value whose decision is not approve, deny or stop,
-// or whose reason is longer than MaxApprovalReason, is an error: the
+// kept in the reason. The word edit reads as approve with the reason's
+// place holding Edit, which must be a JSON object of at most
+// MaxApprovalEdit characters, after a digest. A value whose decision is
+// not approve, deny, stop or edit, whose reason is longer than
+// MaxApprovalReason, or whose edit is not as said, is an error: the
 // operator does not apply it.
 func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
 	word, rest, _ := strings.Cut(strings.TrimSpace(value), ":")
@@ -70,10 +101,19 @@ func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
 	a := ApprovalAnswer{Decision: ApprovalDecision(lowerASCII(word)), Digest: lowerASCII(digest), Reason: strings.TrimSpace(reason)}
 	switch a.Decision {
 	case ApprovalApprove, ApprovalDeny, ApprovalStop:
+	case ApprovalReply:
+		if a.Reason == "" {
+			return ApprovalAnswer{}, fmt.Errorf("%q gives no answer: an answer to the agent's question is answer::TEXT "+
+				"(or answer:sha256:...:TEXT), the text after the second colon", value)
+		}
+	case approvalEditWord:
+		a.Decision, a.Edit, a.Reason = ApprovalApprove, a.Reason, ""
+		return a, checkEdit(value, a)
 	default:
 		return ApprovalAnswer{}, fmt.Errorf("%q is not an answer: an approval annotation holds approve, deny or stop, "+
 			"optionally followed by a colon and the call's argumentsDigest (approve:sha256:...), "+
-			"and by a colon and a reason (deny:sha256:...:REASON, or deny::REASON without a digest)", value)
+			"and by a colon and a reason (deny:sha256:...:REASON, or deny::REASON without a digest); "+
+			"or edit:sha256:...:PATCH, an approval with changes; or answer::TEXT, an answer to the agent's question", value)
 	}
 	if n := utf8.RuneCountInString(a.Reason); n > MaxApprovalReason {
 		return ApprovalAnswer{}, fmt.Errorf("the reason given with %s is %d characters long; a reason may have at most %d: "+
@@ -82,12 +122,33 @@ func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
 	return a, nil
 }
 
+// checkEdit refuses an approval with changes that names no digest, or
+// whose patch is not a JSON object of at most MaxApprovalEdit characters.
+func checkEdit(value string, a ApprovalAnswer) error {
+	if a.Digest == "" {
+		return fmt.Errorf("%q changes arguments it does not name: an approval with changes is edit:DIGEST:PATCH, "+
+			"with the argumentsDigest of the call as you were shown it", value)
+	}
+	if n := utf8.RuneCountInString(a.Edit); n > MaxApprovalEdit {
+		return fmt.Errorf("the changes given with edit are %d characters long; a patch may have at most %d: change fewer arguments", n, MaxApprovalEdit)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(a.Edit), &obj); err != nil || obj == nil {
+		return fmt.Errorf("the changes given with edit (%q) are not a JSON object: an approval with changes is edit:DIGEST:PATCH, "+
+			`PATCH a JSON merge patch such as {"amount_minor":8240}`, a.Edit)
+	}
+	return nil
+}
+
 // String is the annotation value of the answer: the decision, ":" and the
 // digest when it names one, and ":" and the reason when it gives one (with
 // an empty digest before it when it names none: deny::REASON). A digest
-// is written as status gives it, sha256:<hex>.
+// is written as status gives it, sha256:<hex>. An answer with an edit is
+// edit:DIGEST:PATCH.
 func (a ApprovalAnswer) String() string {
 	switch {
+	case a.Edit != "":
+		return approvalEditWord + ":" + a.Digest + ":" + a.Edit
 	case a.Reason != "":
 		return string(a.Decision) + ":" + a.Digest + ":" + a.Reason
 	case a.Digest != "":

@@ -43,6 +43,14 @@ func TestParseApprovalAnswer(t *testing.T) {
 		{value: "approve:", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove}},
 		// Space inside the value is not trimmed: it names another digest.
 		{value: "approve: sha256:ab12", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: " sha256:ab12"}},
+		// An approval with changes: the digest the person was shown, then
+		// a JSON merge patch, colons and all.
+		{value: `EDIT:sha256:AB12: {"amount_minor":8240,"note":"a:b"} `, want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove,
+			Digest: "sha256:ab12", Edit: `{"amount_minor":8240,"note":"a:b"}`}},
+		{value: "edit:sha256:ab12:{}", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:ab12", Edit: "{}"}},
+		// An answer to the agent's question: its text is the reason.
+		{value: "Answer::in_9f21: the March one", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalReply, Reason: "in_9f21: the March one"}},
+		{value: "answer:sha256:ab12:yes", want: v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalReply, Digest: "sha256:ab12", Reason: "yes"}},
 		{value: "", wantErr: true},
 		{value: "maybe", wantErr: true},
 		{value: "approve :sha256:ab12", wantErr: true},
@@ -71,6 +79,7 @@ func TestApprovalAnswer_StringIsReadBack(t *testing.T) {
 		{Decision: v1alpha1.ApprovalDeny, Reason: "not 824.00: 82.40"},
 		{Decision: v1alpha1.ApprovalDeny, Digest: "sha256:0b1e", Reason: "a: b\n\nc:"},
 		{Decision: v1alpha1.ApprovalStop, Digest: "sha256:0b1e", Reason: "::"},
+		{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e", Edit: `{"a":{"b":":"},"c":null}`},
 	} {
 		got, err := v1alpha1.ParseApprovalAnswer(a.String())
 		if err != nil {
@@ -87,6 +96,7 @@ func TestApprovalAnswer_StringIsReadBack(t *testing.T) {
 		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e"}, "approve:sha256:0b1e"},
 		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Reason: "too much"}, "deny::too much"},
 		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalDeny, Digest: "sha256:0b1e", Reason: "too much"}, "deny:sha256:0b1e:too much"},
+		{v1alpha1.ApprovalAnswer{Decision: v1alpha1.ApprovalApprove, Digest: "sha256:0b1e", Edit: `{"n":1}`}, `edit:sha256:0b1e:{"n":1}`},
 	} {
 		if got := tc.a.String(); got != tc.want {
 			t.Errorf("%+v.String() = %q, want %q", tc.a, got, tc.want)
@@ -104,6 +114,36 @@ func TestParseApprovalAnswer_reasonIsBounded(t *testing.T) {
 			t.Errorf("a reason of %d characters: error %v, want one that says at most 1024", v1alpha1.MaxApprovalReason+1, err)
 		}
 	}
+}
+
+// An approval with changes names the digest it changes, and its patch is
+// a bounded JSON object; anything else is no answer, with a message that
+// says what an edit is.
+func TestParseApprovalAnswer_editsAndAnswersAreChecked(t *testing.T) {
+	long := `{"note":"` + strings.Repeat("é", v1alpha1.MaxApprovalEdit) + `"}`
+	for _, tc := range []struct{ value, want string }{
+		{`edit::{"n":1}`, "changes arguments it does not name"},
+		{`edit:{"n":1}`, "not a JSON object"}, // the patch read as the digest
+		{"edit:sha256:ab12", "not a JSON object"},
+		{"edit:sha256:ab12:[1]", "not a JSON object"},
+		{"edit:sha256:ab12:null", "not a JSON object"},
+		{`edit:sha256:ab12:{"n":`, "not a JSON object"},
+		{"edit:sha256:ab12:" + long, "at most 4096"},
+		{"answer:: ", "gives no answer"},
+		{"answer", "gives no answer"},
+	} {
+		_, err := v1alpha1.ParseApprovalAnswer(tc.value)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseApprovalAnswer(%q): error %v, want one that says %q", short(tc.value), err, tc.want)
+		}
+	}
+}
+
+func short(v string) string {
+	if len(v) > 60 {
+		return v[:60] + "…"
+	}
+	return v
 }
 
 // The approval annotation's value has one codec (approval.go): a Go file
@@ -163,7 +203,7 @@ func TestApprovalAnswer_noOtherCodec(t *testing.T) {
 // colons and line breaks included.
 func FuzzParseApprovalAnswer(f *testing.F) {
 	for _, v := range []string{"approve", " Deny\n", "approve:sha256:ab12", "deny::a: b\nc", "deny:sha256:ab12:x:y",
-		"stop:other", "deny:sha256:", "deny: a:b: r ", "approve::", "deny:::"} {
+		"stop:other", "deny:sha256:", "deny: a:b: r ", "approve::", "deny:::", `edit:sha256:ab12:{"a":":"}`} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {

@@ -42,6 +42,8 @@ type PolicySpec struct {
 
 // PolicyRule matches calls by tool name and, optionally, by a CEL condition
 // over the call's arguments.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.approvals) || self.decision == 'ask'`,message="approvals counts the people who must approve a call the rule asks about: set it only with decision ask"
 type PolicyRule struct {
 	// tools are the tool names the rule applies to; "*" matches every tool.
 	// +required
@@ -78,6 +80,16 @@ type PolicyRule struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Name string `json:"name,omitempty"`
+
+	// approvals is how many distinct people must approve a call this rule
+	// asks about (decision ask) before it runs; defaults to 1. One denial
+	// or stop is enough to refuse it. Each approver is counted once, by the
+	// username the API server authenticated; the platform's selfApproval
+	// applies to each.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Approvals *int32 `json:"approvals,omitempty"`
 }
 
 // GuardrailSeverity is what happens when a guardrail fires.

@@ -165,7 +165,7 @@ const (
 )
 
 // ApprovalDecision is a person's answer to a pending call.
-// +kubebuilder:validation:Enum=approve;deny;stop
+// +kubebuilder:validation:Enum=approve;deny;stop;answer
 type ApprovalDecision string
 
 // The answers a person can give.
@@ -178,6 +178,10 @@ const (
 	ApprovalDeny ApprovalDecision = "deny"
 	// ApprovalStop refuses the call and ends the run as ApprovalDenied.
 	ApprovalStop ApprovalDecision = "stop"
+	// ApprovalReply answers a question the agent asked (builtin
+	// person.ask): its text, given as the reason (answer::TEXT), is the
+	// call's result.
+	ApprovalReply ApprovalDecision = "answer"
 )
 
 // AgentRunStatus is what the operator observed and decided.
@@ -444,6 +448,30 @@ type PendingApproval struct {
 	// +kubebuilder:validation:MaxLength=4096
 	Reason string `json:"reason,omitempty"`
 
+	// question is what the agent asks, when the call is a question (a
+	// tool with builtin person.ask): answer it with answer::TEXT. Empty
+	// for a call that waits for approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Question string `json:"question,omitempty"`
+
+	// choices are the answers the agent offers with its question, if any;
+	// a person may answer otherwise.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=256
+	Choices []string `json:"choices,omitempty"`
+
+	// approvals is how many distinct people must approve the call (the
+	// rule's approvals), when more than one; approvedBy are those who have
+	// approved it so far. A person in approvedBy may not approve it again.
+	// +optional
+	Approvals int32 `json:"approvals,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=512
+	ApprovedBy []string `json:"approvedBy,omitempty"`
+
 	// requestedAt is when the call started waiting; approvalTimeout counts
 	// from here.
 	// +optional
@@ -483,10 +511,47 @@ type ApprovalRecord struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 
+	// edit is set for an approval with changes (edit:DIGEST:PATCH): the
+	// changes the person made, and what became of them.
+	// +optional
+	Edit *ApprovalEdit `json:"edit,omitempty"`
+
 	// stale marks an answer for a call that was not pending (already
 	// answered, timed out, or never asked). It is recorded, never applied.
 	// +optional
 	Stale bool `json:"stale,omitempty"`
+}
+
+// ApprovalEdit is the change a person made to a call's arguments when they
+// approved it.
+type ApprovalEdit struct {
+	// patch is the JSON merge patch the person gave, applied to the
+	// arguments the model proposed. At most 4096 characters
+	// (v1alpha1.MaxApprovalEdit).
+	// +required
+	// +kubebuilder:validation:MaxLength=4096
+	Patch string `json:"patch"`
+
+	// proposedDigest is the argumentsDigest of the arguments the model
+	// proposed, which the person was shown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	ProposedDigest string `json:"proposedDigest,omitempty"`
+
+	// argumentsDigest is the argumentsDigest of the edited arguments: the
+	// approval is bound to them, and the call runs with them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	ArgumentsDigest string `json:"argumentsDigest,omitempty"`
+
+	// refused says why the edited call does not run: vetting them again
+	// from the start, a policy rule denied them, a guardrail blocked them
+	// or the tool's schema refused them (the rule and its message). The
+	// call then ends as that rule decides; the model reads its message.
+	// Empty when the edited call went on to run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Refused string `json:"refused,omitempty"`
 }
 
 // ConvergenceStatus describes how a run is progressing towards an answer.

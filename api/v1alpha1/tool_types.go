@@ -98,9 +98,10 @@ type ToolSpec struct {
 
 	// builtin is a tool the operator implements: kubernetes.get,
 	// kubernetes.list or kubernetes.events, acting as
-	// spec.serviceAccountName; or memory.remember (always mutating,
+	// spec.serviceAccountName; memory.remember (always mutating,
 	// whatever mutates says) or memory.recall, over spec.memory, which
-	// they require.
+	// they require; or person.ask, with which the agent asks a person a
+	// question and waits for the answer.
 	// +optional
 	Builtin BuiltinTool `json:"builtin,omitempty"`
 }
@@ -474,7 +475,7 @@ type ConfigMapKeySelector struct {
 }
 
 // BuiltinTool names a tool the operator implements.
-// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events;memory.remember;memory.recall
+// +kubebuilder:validation:Enum=kubernetes.get;kubernetes.list;kubernetes.events;memory.remember;memory.recall;person.ask
 type BuiltinTool string
 
 // The builtin tools. They impersonate spec.serviceAccountName, so they can
@@ -486,6 +487,13 @@ const (
 	BuiltinKubernetesList BuiltinTool = "kubernetes.list"
 	// BuiltinKubernetesEvents lists the events about an object.
 	BuiltinKubernetesEvents BuiltinTool = "kubernetes.events"
+	// BuiltinAskPerson asks a person a question, arguments {question,
+	// choices?}: the run waits as for an approval (AwaitingApproval, the
+	// call in status.pendingApprovals with its question, counted against
+	// approvalTimeout) until a person answers (answer::TEXT in the
+	// approval annotation), and the answer is the call's result. It reads
+	// and changes nothing.
+	BuiltinAskPerson BuiltinTool = "person.ask"
 )
 
 // The memory tools, over spec.memory.

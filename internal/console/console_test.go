@@ -587,6 +587,136 @@ func TestConsole_approverDeniesWithAReasonFromTheInbox(t *testing.T) {
 	}
 }
 
+// Issue 46, item 2: an approver changes the arguments in the call's edit
+// box and approves them: the page says so, the refund runs with the
+// changed amount (the tool echoes what it received), status.approvals
+// records the change, and the run's page shows it.
+func TestConsole_approverApprovesWithChangesFromTheInbox(t *testing.T) {
+	ns := namespace(t, "console-edit")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	grant(t, "alice", ns, "secrets")
+	run := refundRun(ns, "refund-edit")
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-edit/t1-c1"
+	box := `textarea[data-arguments="` + key + `"]`
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approve="`+key+`"]`), click(`[data-call="`+key+`"] details.edit summary`),
+		visible(box), chromedp.SetValue(box, `{"invoice": "in_9f21", "amount_minor": 8000}`), click(`[data-edit="`+key+`"]`), visible(`.result.ok`))
+	if message, want := text(t, ctx, `.result`), `t1-c1 approved with changes {"amount_minor":8000}`; !strings.Contains(message, want) {
+		t.Errorf("after Approve with changes the page says %q, want %q", message, want)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	got := get(t, run).Status.Approvals
+	if len(got) != 1 || got[0].By != "alice" || got[0].Edit == nil || got[0].Edit.Patch != `{"amount_minor":8000}` || got[0].Edit.Refused != "" {
+		t.Errorf("status.approvals = %+v, want t1-c1 approved by alice with the change {\"amount_minor\":8000}", got)
+	}
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-edit"), visible(`[data-transcript]`))
+	if d := text(t, ctx, `[data-approval="t1-c1"]`); !strings.Contains(d, `with changes {"amount_minor":8000}`) {
+		t.Errorf("the run's page shows the answer as %q, without the change", d)
+	}
+	if tr := text(t, ctx, `[data-transcript]`); !strings.Contains(tr, `refund accepted: {"amount_minor":8000,"invoice":"in_9f21"}`) {
+		t.Errorf("the transcript does not show the refund run with the changed amount:\n%s", tr)
+	}
+}
+
+// Issue 46, item 3: the agent asks a person which invoice. The inbox
+// shows the question with a button for each choice it offers; the choice
+// clicked is the question's result, which the model reads, and the run
+// completes.
+func TestConsole_aQuestionAnsweredFromTheInboxIsTheToolsResult(t *testing.T) {
+	ns := namespace(t, "console-ask")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	grant(t, "alice", ns, "secrets")
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ask", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Find the invoice charged twice.",
+			Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted},
+				Script: []v1alpha1.ScriptStep{
+					{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "ask_person",
+						Arguments: raw(`{"question":"Which invoice was charged twice?","choices":["in_9f21","in_8c04"]}`)}}},
+					{Content: "Looking at the invoice the person named."},
+				}},
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 4},
+			Tools:  []v1alpha1.ToolSpec{{Name: "ask_person", Builtin: v1alpha1.BuiltinAskPerson}},
+		}}}
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/ask/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-question="`+key+`"]`))
+	if q := text(t, ctx, `[data-question="`+key+`"]`); !strings.Contains(q, "Which invoice was charged twice?") {
+		t.Errorf("the inbox shows the question as %q", q)
+	}
+	choices := eval[[]string](t, ctx, `[...document.querySelectorAll('[data-choice="`+key+`"]')].map(b => b.textContent)`)
+	if diff := cmp.Diff([]string{"in_9f21", "in_8c04"}, choices); diff != "" {
+		t.Errorf("choice buttons (-want +got):\n%s", diff)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('[data-approve="`+key+`"]').length`); n != 0 {
+		t.Errorf("a question has %d Approve buttons, want none", n)
+	}
+	do(t, ctx, click(`[data-choice="`+key+`"][value="in_8c04"]`), visible(`.result.ok`))
+	if message, want := text(t, ctx, `.result`), `t1-c1 answered "in_8c04"`; !strings.Contains(message, want) {
+		t.Errorf("after the choice the page says %q, want %q", message, want)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted))
+	got := get(t, run).Status.Approvals
+	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalReply || got[0].Reason != "in_8c04" {
+		t.Errorf("status.approvals = %+v, want t1-c1 answered in_8c04 by alice", got)
+	}
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/ask"), visible(`[data-transcript]`))
+	if tr := text(t, ctx, `[data-transcript]`); !strings.Contains(tr, `A person answered your question: "in_8c04"`) {
+		t.Errorf("the transcript does not show the answer as the question's result:\n%s", tr)
+	}
+}
+
+// Issue 46, item 4: a refund that needs two people. Alice approves from
+// the inbox; the inbox then shows who has approved (1 of 2, alice), and
+// her second Approve is refused by the API server: another person must.
+func TestConsole_theInboxShowsWhoHasApprovedATwoPersonCall(t *testing.T) {
+	ns := namespace(t, "console-two")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	run := refundRun(ns, "refund-two")
+	run.Spec.Policy.Rules[0].Approvals = ptr.To[int32](2)
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-two/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approvers="`+key+`"]`))
+	if got := text(t, ctx, `[data-approvers="`+key+`"]`); !strings.Contains(got, "0 of 2") {
+		t.Errorf("before any approval the inbox says %q", got)
+	}
+	do(t, ctx, click(`[data-approve="`+key+`"]`), visible(`.result.ok`))
+	NewWithT(t).Eventually(func() []string {
+		if p := get(t, run).Status.PendingApprovals; len(p) == 1 {
+			return p[0].ApprovedBy
+		}
+		return nil
+	}, time.Minute, 100*time.Millisecond).Should(Equal([]string{"alice"}))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approvers="`+key+`"] [data-approver]`))
+	if got := text(t, ctx, `[data-approvers="`+key+`"]`); !strings.Contains(got, "1 of 2, approved by alice") {
+		t.Errorf("after alice's approval the inbox says %q, want 1 of 2, approved by alice", got)
+	}
+	do(t, ctx, click(`[data-approve="`+key+`"]`), visible(`.result.refused`))
+	if got := text(t, ctx, `.result`); !strings.Contains(got, "alice approved approval.agents.agentrun.dev/t1-c1 before") {
+		t.Errorf("alice's second approval: the page says %q, want the API server's refusal", got)
+	}
+	if cur := get(t, run); cur.Status.Outcome != "" || len(cur.Status.PendingApprovals) != 1 {
+		t.Errorf("after one person's two approvals the run is %q with %d calls waiting", cur.Status.Outcome, len(cur.Status.PendingApprovals))
+	}
+}
+
 // A person without the approve verb clicks Approve: the API server's
 // refusal is shown as it gave it, and the call still waits.
 func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testing.T) {

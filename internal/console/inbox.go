@@ -26,7 +26,15 @@ type pendingCall struct {
 	UID                          types.UID // the run's: the answer is for this object only
 	Tool, Arguments, Digest      string
 	Rule, Reason, Requested, Age string
-	at                           time.Time
+	// Question and Choices: what the agent asks, when the call is a
+	// question (builtin person.ask).
+	Question string
+	Choices  []string
+	// Approvals is how many distinct people must approve the call, when
+	// more than one, and ApprovedBy who have so far.
+	Approvals  int32
+	ApprovedBy []string
+	at         time.Time
 }
 
 func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
@@ -37,7 +45,14 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 	for _, p := range run.Status.PendingApprovals {
 		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
 			CallID: p.CallID, Tool: p.Tool, Arguments: safeterm.Clean(prettyJSON(p.Arguments)), Digest: p.ArgumentsDigest,
-			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), at: run.CreationTimestamp.Time}
+			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), Question: safeterm.Clean(p.Question), at: run.CreationTimestamp.Time}
+		c.Approvals = p.Approvals
+		for _, by := range p.ApprovedBy {
+			c.ApprovedBy = append(c.ApprovedBy, safeterm.Clean(by))
+		}
+		for _, ch := range p.Choices {
+			c.Choices = append(c.Choices, safeterm.Clean(ch))
+		}
 		if p.RequestedAt != nil {
 			c.at = p.RequestedAt.Time
 			c.Requested = stamp(p.RequestedAt.Time)
@@ -105,9 +120,14 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 	return v, nil
 }
 
+// editDecision is the edit form's button: approve with the arguments in
+// its box.
+const editDecision v1alpha1.ApprovalDecision = "edit"
+
 // answer writes the approval annotation as the user, through the same
 // operation as `kubectl agentrun approve|deny|stop` (runclient.Answer),
-// with the reason typed in the call's box for a Deny or a Stop: it
+// with the reason typed in the call's box for a Deny or a Stop, or the
+// arguments typed in its edit box for Approve with changes: it
 // refuses a call that no longer waits, and binds an approval to the
 // arguments' digest. The inbox is shown again with what the typed answer
 // says happened; a refusal is shown as runclient or the API server gave it,
@@ -129,12 +149,24 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	}
 	// The reason box goes with Deny and Stop; Approve takes no reason. A
 	// browser sends a text area's line breaks as CRLF: the person typed LF.
-	reason := ""
-	if decision != v1alpha1.ApprovalApprove {
+	reason, edited := "", ""
+	if choice := r.PostFormValue("choice"); choice != "" {
+		// A choice the agent offered with its question: that is the
+		// answer.
+		decision = v1alpha1.ApprovalReply
+		r.PostForm.Set("reason", choice)
+	}
+	switch decision {
+	case editDecision:
+		// Approve with changes: the edit box holds the whole arguments;
+		// runclient makes the merge patch from the ones shown.
+		decision, edited = v1alpha1.ApprovalApprove, r.PostFormValue("arguments")
+	case v1alpha1.ApprovalApprove:
+	default:
 		reason = strings.ReplaceAll(r.PostFormValue("reason"), "\r\n", "\n")
 	}
 	a, err := runclient.Answer(r.Context(), u.c, runclient.AnswerOptions{Run: runclient.Ref{Namespace: ns, Name: name}, CallID: call,
-		Decision: decision, Reason: reason, Shown: shown})
+		Decision: decision, Reason: reason, Arguments: edited, Shown: shown})
 	res, status := answerResult(a, err)
 	back := r.PostFormValue("back")
 	if back == "run" {

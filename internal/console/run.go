@@ -140,6 +140,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 		if a.Stale {
 			row.Decision += " (stale: not applied)"
 		}
+		if e := a.Edit; e != nil {
+			// Approved with changes: the change, and what became of it.
+			row.Decision += " with changes " + safeterm.Clean(e.Patch)
+			if e.Refused != "" {
+				row.Reason = safeterm.Clean(e.Refused)
+			}
+		}
 		d.Approvals = append(d.Approvals, row)
 	}
 	d.Turns, d.EventsNote, d.Transcript, d.TranscriptNote, d.SealNote = s.story(r.Context(), u, run)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	jsonpatch "github.com/evanphx/json-patch/v5"
 )
 
 // answersFrom reads the approval annotations (v1alpha1.ParseApprovalAnswer):
@@ -35,17 +37,38 @@ func answersFrom(run *v1alpha1.AgentRun) map[string]runstatus.Answer {
 		if err != nil {
 			continue
 		}
-		applied := false
-		for _, r := range run.Status.Approvals {
-			if r.CallID == id && !r.Stale {
-				applied = true
-			}
-		}
-		if !applied {
-			answers[id] = runstatus.Answer{ApprovalAnswer: a, By: run.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id]}
+		by := run.Annotations[v1alpha1.ApprovedByAnnotationPrefix+id]
+		if !applied(run, id, by) {
+			answers[id] = runstatus.Answer{ApprovalAnswer: a, By: by}
 		}
 	}
 	return answers
+}
+
+// applied reports whether the answer to id by by is in status.approvals
+// already: an answer by the same person, or any answer once the call no
+// longer waits. An approval of a call that needs several approvers, by
+// another person than those recorded, is news.
+func applied(run *v1alpha1.AgentRun, id, by string) bool {
+	waits := waitsFor(run, id)
+	return slices.ContainsFunc(run.Status.Approvals, func(r v1alpha1.ApprovalRecord) bool {
+		return r.CallID == id && !r.Stale && (r.By == by || !waits)
+	})
+}
+
+// waitsFor reports whether the call id is in status.pendingApprovals.
+func waitsFor(run *v1alpha1.AgentRun, id string) bool {
+	return slices.ContainsFunc(run.Status.PendingApprovals, func(p v1alpha1.PendingApproval) bool { return p.CallID == id })
+}
+
+// authors is who gave each answer, by call id, for the engine to count
+// each approver of a call that needs several once.
+func authors(answers map[string]runstatus.Answer) map[string]string {
+	by := make(map[string]string, len(answers))
+	for id, a := range answers {
+		by[id] = a.By
+	}
+	return by
 }
 
 // unreadAnswers is a Warning note for each call waiting in
@@ -115,6 +138,76 @@ func bindAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note
 		}
 	}
 	return notes
+}
+
+// fitAnswers drops from answers every answer its waiting call does not
+// take (a question takes answer::TEXT, a call waiting for approval does
+// not; a call that needs several approvers takes no changes), with a
+// Warning note for each that says what the call takes: the call waits on.
+func fitAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note {
+	var notes []loop.Note
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		a, ok := answers[c.ID]
+		if !ok || c.State != loop.CallProposed || c.Verdict != loop.Ask {
+			continue
+		}
+		_, _, question := loop.Question(c)
+		why := ""
+		switch {
+		case c.Needed > 1 && a.Edit != "":
+			why = fmt.Sprintf("it needs %d people to approve it, and changes would change what the others approve: approve it as it is, "+
+				"or deny it with a reason", c.Needed)
+		case question && (a.Decision == v1alpha1.ApprovalApprove):
+			why = "it is a question the agent asks: answer it with answer::TEXT (kubectl agentrun answer), or deny or stop it"
+		case !question && a.Decision == v1alpha1.ApprovalReply:
+			why = "it waits for approval, not for an answer to a question: approve, deny or stop it"
+		default:
+			continue
+		}
+		delete(answers, c.ID)
+		notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: c.ID, Warning: true, Message: fmt.Sprintf(
+			"The answer to %s (%s) is not applied, and the call still waits: %s", c.ID, c.Name, why)})
+	}
+	return notes
+}
+
+// editsFrom applies the patch of each approval with changes
+// (edit:DIGEST:PATCH) to the arguments of its waiting call, as a JSON
+// merge patch (RFC 7386), and returns the edited arguments by call id for
+// the engine to vet again; each answer keeps them (Edited) for
+// status.approvals. Run after bindAnswers: the patch is applied only to
+// the arguments the person was shown. An edit whose result is not a JSON
+// object is dropped with a Warning note: the call waits on.
+func editsFrom(s *loop.State, answers map[string]runstatus.Answer) (map[string]loop.Edit, []loop.Note) {
+	var edits map[string]loop.Edit
+	var notes []loop.Note
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		a, ok := answers[c.ID]
+		if !ok || a.Edit == "" || c.State != loop.CallProposed {
+			continue
+		}
+		edited, err := jsonpatch.MergePatch(c.Arguments, []byte(a.Edit))
+		var obj map[string]json.RawMessage
+		if err == nil {
+			err = json.Unmarshal(edited, &obj)
+		}
+		if err != nil || obj == nil {
+			delete(answers, c.ID)
+			notes = append(notes, loop.Note{Kind: NoteAnswerNotApplied, CallID: c.ID, Warning: true, Message: fmt.Sprintf(
+				"The changes given for %s (%s) do not make a JSON object of its arguments: they are not applied, and the call still waits",
+				c.ID, c.Name)})
+			continue
+		}
+		a.Edited = edited
+		answers[c.ID] = a
+		if edits == nil {
+			edits = map[string]loop.Edit{}
+		}
+		edits[c.ID] = loop.Edit{Arguments: edited, By: a.By}
+	}
+	return edits, notes
 }
 
 // screenApprovers drops from answers every answer whose author the

@@ -290,9 +290,13 @@ func (r *AgentRunReconciler) loadState(ctx context.Context, sc *scope) (ctrl.Res
 	}
 	sc.answers = answersFrom(sc.run)
 	notes := append(unreadAnswers(sc.run), bindAnswers(s, sc.answers)...)
+	notes = append(notes, fitAnswers(s, sc.answers)...)
 	if sc.kit != nil {
 		notes = append(notes, screenApprovers(sc.kit.Approvers, sc.answers, r.AcceptUnstampedAnswers)...)
 	}
+	var editNotes []loop.Note
+	sc.edits, editNotes = editsFrom(s, sc.answers)
+	notes = append(notes, editNotes...)
 	for _, n := range notes {
 		// Recorded now: the run still waits, so this reconcile may save
 		// nothing, and notes become events only with a save.
@@ -341,6 +345,7 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 	s, uid := sc.state, sc.run.UID
 	in := loop.Input{Cancel: sc.run.Spec.Cancel}
 	in.Answers, in.Reasons = decisions(sc.answers)
+	in.Edits, in.By = sc.edits, authors(sc.answers)
 	if in.Cancel {
 		in.CancelReason = cancelReason(sc.run) // who cancelled, when the run says
 	} else {
@@ -791,11 +796,13 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 }
 
 // dropStaleAnnotations removes answers recorded as stale, so that a later
-// call with the same id gets its own answer.
+// call with the same id gets its own answer, and approvals counted
+// toward a call that still waits for more approvers, so that the next
+// person's answer is set anew (and stamped with their name).
 func (r *AgentRunReconciler) dropStaleAnnotations(ctx context.Context, sc *scope) {
 	var keys []string
 	for _, n := range sc.notes {
-		if n.Kind == loop.NoteStaleApproval {
+		if n.Kind == loop.NoteStaleApproval || (n.Kind == loop.NoteApproval && waitsFor(sc.run, n.CallID)) {
 			keys = append(keys, v1alpha1.ApprovalAnnotationPrefix+n.CallID)
 		}
 	}

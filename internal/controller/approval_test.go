@@ -356,6 +356,22 @@ func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 		"deny::" + strings.Repeat("é", bound+1),
 		"deny:" + digest + ":" + strings.Repeat(":", bound+1),
 		"stop::" + strings.Repeat("x", bound) + ":",
+		// Approvals with changes: bound to a digest, a JSON object of at
+		// most MaxApprovalEdit characters (a patch may be longer than a
+		// reason).
+		"edit:" + digest + `:{"amount_minor":8240}`,
+		"EDIT:" + strings.ToUpper(digest) + `: {"note":"a: b"} `,
+		"edit:" + digest + `:{"note":"` + strings.Repeat("é", bound+100) + `"}`,
+		"edit:" + digest + `:{"note":"` + strings.Repeat("é", v1alpha1.MaxApprovalEdit) + `"}`,
+		`edit::{"amount_minor":8240}`,
+		`edit:{"amount_minor":8240}`,
+		"edit:" + digest + ":[8240]",
+		"edit:" + digest,
+		// Answers to the agent's question: the text is the reason.
+		"answer::in_9f21: the March one",
+		"ANSWER:" + strings.ToUpper(digest) + ":yes",
+		"answer::",
+		"answer:" + digest + ":" + strings.Repeat("x", bound+1),
 	}
 	run := makeRun(namespace(t), "digests").answer("ok").create(t)
 	// Call t<i>-c1 waits with the digest the operator reads from value i
@@ -365,10 +381,11 @@ func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 	tooLong := make([]bool, len(values))
 	for i, v := range values {
 		a, err := v1alpha1.ParseApprovalAnswer(v)
-		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("at most %d", bound)) {
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("at most %d", bound)) && !strings.HasPrefix(strings.ToLower(v), "edit") &&
+			!strings.Contains(err.Error(), "gives no answer") {
 			t.Fatalf("%q is not an answer to the operator: %v", v, err)
 		}
-		tooLong[i] = err != nil // refused for its reason's length
+		tooLong[i] = err != nil // refused for its reason's length, or as an edit
 		read[i] = a
 		own := a.Digest
 		if own == "" {
@@ -394,13 +411,14 @@ func TestAdmission_readsTheAnswerAsTheOperatorDoes(t *testing.T) {
 			strings.Contains(err.Error(), "failed expression: variables.digestMismatch.size() == 0")
 	}
 	tooLongRefusal := func(err error) bool {
-		return err != nil && strings.Contains(err.Error(), "is longer than 1024 characters")
+		return err != nil && (strings.Contains(err.Error(), "is longer than 1024 characters") ||
+			strings.Contains(err.Error(), "is not edit:DIGEST:PATCH") || strings.Contains(err.Error(), "gives no text"))
 	}
 	for i, v := range values {
 		err := answer(fmt.Sprintf("t%d-c1", i), v)
 		if tooLong[i] {
 			if !tooLongRefusal(err) {
-				t.Errorf("%q, whose reason the operator refuses as too long, was not refused for it: %v", short(v), err)
+				t.Errorf("%q, which the operator refuses (a reason too long, an edit not bound or not an object), was not refused for it: %v", short(v), err)
 			}
 			continue
 		}

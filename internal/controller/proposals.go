@@ -59,7 +59,13 @@ func checkProposals(s *loop.State, e *loop.Engine) (reason, voided string) {
 			// model proposed and the results its placeholders name.
 			p, ok = e.PlanStepCall(s, c.ID)
 		}
-		got := loop.ArgumentsDigest(c.Arguments)
+		// A call a person approved with changes runs with their
+		// arguments; the model's proposal is kept beside them.
+		args := c.Arguments
+		if c.Proposed != nil {
+			args = c.Proposed
+		}
+		got := loop.ArgumentsDigest(args)
 		switch {
 		case !ok:
 			reason = fmt.Sprintf("%s %s (%s) is void: the model never proposed it (no call %s in the run's transcript); the call did not run",

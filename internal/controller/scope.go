@@ -40,6 +40,9 @@ type scope struct {
 	// answers are the approval annotations not yet applied, by call id,
 	// each with who set it and the digest it names (answersFrom).
 	answers map[string]runstatus.Answer
+	// edits are the arguments of the approvals with changes among
+	// answers, the proposal patched (editsFrom).
+	edits map[string]loop.Edit
 	// effect is what the last step asked the outside world to do (a model
 	// call, tools), started only after the status write holds it.
 	effect loop.Effect

@@ -211,6 +211,8 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 				memTools = map[string]memtool.Op{}
 			}
 			memTools[t.Name] = op
+		case t.Builtin == v1alpha1.BuiltinAskPerson:
+			// No executor: the engine asks a person (Config set AsksPerson).
 		case t.Builtin != "":
 			bt, err := kube.ParseBuiltin(string(t.Builtin))
 			if err != nil {

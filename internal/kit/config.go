@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strconv"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -120,6 +121,17 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 			ts.Retry = loop.RetryPolicy{MaxAttempts: i32(r.MaxAttempts), InitialBackoff: limits.Duration(r.InitialBackoff),
 				MaxBackoff: limits.Duration(r.MaxBackoff), MutatingSafe: r.MutatingSafe}
 		}
+		if t.Builtin == v1alpha1.BuiltinAskPerson {
+			// The agent's question to a person: the engine waits for the
+			// answer; nothing is executed.
+			ts.AsksPerson = true
+			if ts.Description == "" {
+				ts.Description = loop.AskPersonDescription
+			}
+			if len(ts.Parameters) == 0 {
+				ts.Parameters = loop.AskPersonSchema
+			}
+		}
 		if t.Job != nil {
 			// A Job is named after its call, so a second dispatch after a
 			// crash adopts the first: it may be dispatched again.
@@ -136,7 +148,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 		cfg.Policy = loop.Policy{Default: loop.Decision(p.Default), Grants: p.Grants}
 		for _, r := range p.Rules {
 			cfg.Policy.Rules = append(cfg.Policy.Rules, loop.Rule{Tools: r.Tools, When: r.When, Decision: loop.Decision(r.Decision), Reason: r.Reason,
-				Mutating: r.Mutating, Label: r.Name})
+				Mutating: r.Mutating, Label: r.Name, Approvals: int(ptr.Deref(r.Approvals, 0))})
 		}
 	}
 	for _, g := range spec.Guardrails {

@@ -69,7 +69,11 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
 func appendObservations(s *State) {
 	for i := range s.Calls {
 		c := &s.Calls[i]
-		s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
+		m := Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus}
+		if c.Proposed != nil {
+			m.Arguments, m.EditedBy = c.Arguments, c.EditedBy
+		}
+		s.Transcript = append(s.Transcript, m)
 	}
 }
 
@@ -108,6 +112,9 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				continue
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
+			if c.Proposed != nil {
+				c.Observation = editedText(c) + " Its result: " + c.Observation
+			}
 			c.State = CallDone
 			if g := e.guardrails.screenResult(c, notes); g != "" && halted == nil {
 				halted, haltedBy = c, g

@@ -14,7 +14,8 @@ import (
 // maxResultBytes).
 const maxAnswerReasonShown = 256
 
-func (e *Engine) onAnswers(s *State, answers map[string]Answer, reasons map[string]string, now time.Time, notes *[]Note) next {
+func (e *Engine) onAnswers(ctx context.Context, s *State, in *Input, now time.Time, notes *[]Note) next {
+	answers, reasons := in.Answers, in.Reasons
 	waiting := 0
 	var oldest *Call
 	for i := range s.Calls {
@@ -23,7 +24,14 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, reasons map[stri
 			continue
 		}
 		a, ok := answers[c.ID]
-		if !ok {
+		if ok && a == Approve && c.Needed > 1 {
+			// Several approvers: this one may leave it short. An edit
+			// is no approval here (it would change what the others
+			// approve).
+			_, edited := in.Edits[c.ID]
+			ok = !edited && takeApproval(c, in.By[c.ID], notes)
+		}
+		if !ok || !answerFits(c, a) {
 			waiting++
 			if oldest == nil || c.RequestedAt.Before(*oldest.RequestedAt) {
 				oldest = c
@@ -35,12 +43,19 @@ func (e *Engine) onAnswers(s *State, answers map[string]Answer, reasons map[stri
 		if q := quotedReason(reasons[c.ID], maxAnswerReasonShown); q != "" {
 			because = ": " + q
 		}
-		*notes = append(*notes, Note{Kind: NoteApproval, CallID: c.ID, Warning: a != Approve,
+		*notes = append(*notes, Note{Kind: NoteApproval, CallID: c.ID, Warning: a != Approve && a != AnswerReply,
 			Message: fmt.Sprintf("A person answered %s for %s (%s)%s", a, c.ID, c.Name, because)})
-		switch a {
-		case Stop:
+		switch ed, edited := in.Edits[c.ID]; {
+		case a == Approve && edited:
+			if n := vetEdit(ctx, e, s, c, ed, now, notes); n.ends() {
+				return n
+			}
+		case a == Stop:
 			return finishWith(ApprovalDenied, fmt.Sprintf("a person stopped the run when asked to approve %s (%s)%s", c.ID, c.Name, because))
-		case DenyAnswer:
+		case a == AnswerReply:
+			c.State, c.ObsStatus = CallDone, ObsOK
+			c.Observation = answeredText(reasons[c.ID], e.tool(c.Name).MaxResultBytes)
+		case a == DenyAnswer:
 			c.State, c.ObsStatus = CallDone, ObsDeclined
 			c.Observation = declinedText(c.Name, reasons[c.ID], e.tool(c.Name).MaxResultBytes)
 		}

@@ -241,7 +241,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	case s.Phase == PhasePlanWave:
 		eff = e.decide(s, e.plan.startWave(in.context(), s, now, &notes), now, &notes)
 	case s.Phase == PhaseApproval:
-		eff = e.decide(s, e.onAnswers(s, in.Answers, in.Reasons, now, &notes), now, &notes)
+		eff = e.decide(s, e.onAnswers(in.context(), s, &in, now, &notes), now, &notes)
 	case s.Phase == PhaseAct:
 		if len(in.Results) == 0 {
 			eff = e.decide(s, e.onLostResults(s, now, &notes), now, &notes)

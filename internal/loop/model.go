@@ -107,6 +107,12 @@ type Message struct {
 	Tool string `json:"tool,omitempty"`
 	// Status of a tool message: how its call ended.
 	Status ObsStatus `json:"status,omitempty"`
+	// Arguments, on a tool message, are the arguments its call ran with
+	// (or was refused with) when a person approved it with changes:
+	// the assistant message before holds what the model proposed.
+	// EditedBy is who changed them. Both are empty otherwise.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	EditedBy  string          `json:"editedBy,omitempty"`
 	// Reasoning is the thinking a reasoning model returned with an
 	// assistant message, kept so that it can be passed back with it on
 	// later turns, as the provider requires.

@@ -68,6 +68,16 @@ type Call struct {
 	// included); LastFailure is how the last failed one failed.
 	Attempts    int    `json:"attempts,omitempty"`
 	LastFailure string `json:"lastFailure,omitempty"`
+	// Proposed is what the model proposed when a person approved the call
+	// with changes (Arguments then holds the edited arguments), and
+	// EditedBy is who changed them; both empty otherwise.
+	Proposed json.RawMessage `json:"proposed,omitempty"`
+	EditedBy string          `json:"editedBy,omitempty"`
+	// Needed is how many distinct people must approve an ASK when more
+	// than one (the rule's Approvals); ApprovedBy are those who have so
+	// far (approvers.go).
+	Needed     int      `json:"needed,omitempty"`
+	ApprovedBy []string `json:"approvedBy,omitempty"`
 }
 
 // Approved reports whether the call may run.
@@ -206,6 +216,13 @@ type Input struct {
 	// a declined call's observation quotes its reason, so that the model
 	// can learn why.
 	Reasons map[string]string
+	// By is who gave each answer, by call id, as the caller authenticated
+	// them: a call that needs several approvals counts each person once.
+	By map[string]string
+	// Edits are the arguments people approved in place of the proposed
+	// ones, by call id (an approval with changes): the edited call is
+	// vetted again from the start before it may run (edit.go).
+	Edits map[string]Edit
 	// Results answer EffectRunTools, by call id.
 	Results []Result
 	// Cancel asks the run to stop at this boundary (ApprovalDenied);
@@ -217,6 +234,14 @@ type Input struct {
 	// and its call goes to a person. Nil means no bound beyond the
 	// engine's own cost limits.
 	Context context.Context
+}
+
+// Edit is an approval with changes, as the caller read it: the whole
+// arguments the person approved (the proposal with their patch applied)
+// and who they are.
+type Edit struct {
+	Arguments json.RawMessage
+	By        string
 }
 
 func (in *Input) context() context.Context {
@@ -330,6 +355,16 @@ const (
 	// NoteOutputRejected: a final answer did not validate against
 	// Config.Output's schema; the model is asked again.
 	NoteOutputRejected NoteKind = "OutputRejected"
+	// NoteEdited: a person approved a call with changed arguments, and
+	// the edited call passed vetting again; NoteEditRefused: vetting
+	// refused the edited arguments (a policy rule, a guardrail, the
+	// tool's schema), and the call ends as that rule decides.
+	NoteEdited      NoteKind = "ApprovedWithChanges"
+	NoteEditRefused NoteKind = "EditRefused"
+	// NoteApprovalNotCounted: an approval of a call that needs several
+	// distinct approvers did not count (its author approved before, or
+	// is not known); the call waits on.
+	NoteApprovalNotCounted NoteKind = "ApprovalNotCounted"
 )
 
 // Note is a human-readable record of something a step did. Notes never

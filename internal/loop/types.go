@@ -61,6 +61,9 @@ const (
 	Approve    Answer = "approve"
 	DenyAnswer Answer = "deny"
 	Stop       Answer = "stop"
+	// AnswerReply answers a question the agent asked (a tool that AsksPerson):
+	// the reason given with it is the text, and the call's result.
+	AnswerReply Answer = "answer"
 )
 
 // Severity of a guardrail.
@@ -234,6 +237,10 @@ type ToolSpec struct {
 	// Failure.Transient). A mutating tool's calls are retried only when
 	// Retry.MutatingSafe is set.
 	Retry RetryPolicy
+	// AsksPerson makes the tool a question to a person (ask.go): a call
+	// that vetting does not deny or block waits as an ASK, and a person's
+	// AnswerReply is its result. No executor runs it.
+	AsksPerson bool
 }
 
 // MaxDuration is the most one call of the tool may take from dispatch to
@@ -263,6 +270,9 @@ type Rule struct {
 	// Label names the rule in verdicts, approvals and errors; empty means
 	// its place, policy.rules[i].
 	Label string
+	// Approvals is how many distinct people must approve a call the rule
+	// asks about; 0 or 1 means one.
+	Approvals int
 }
 
 // label is how verdicts and errors name the rule at index i.

@@ -42,6 +42,9 @@ type verdict struct {
 	halt     bool
 	rule     string
 	reason   string
+	// approvals is how many distinct people must approve an ask (the
+	// rule's Approvals); 0 means one.
+	approvals int
 }
 
 // Bounds on the work one call's vetting may do. A policy condition whose

@@ -96,8 +96,16 @@ func (e *Engine) vetCall(ctx context.Context, c ToolCall, d decodedArgs, now tim
 	case v.decision == Deny:
 		bc.reject(rejection{verdict: Deny, rule: v.rule, reason: v.reason, status: ObsDenied,
 			observation: fmt.Sprintf("Denied by policy (%s)%s. This call will not run; choose another route.", v.rule, suffix(v.reason))})
+	case tool.AsksPerson:
+		// A question waits for a person whatever the policy allowed.
+		bc.Verdict, bc.Rule, bc.Reason = Ask, RuleAskPerson, "the agent asks a person"
+		t := now
+		bc.RequestedAt = &t
 	case v.decision == Ask:
 		bc.Verdict = Ask
+		if v.approvals > 1 {
+			bc.Needed = v.approvals
+		}
 		t := now
 		bc.RequestedAt = &t
 	default:
@@ -252,7 +260,7 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 				case ctx.Err() != nil:
 					why = "it was interrupted: " + context.Cause(ctx).Error()
 				}
-				v = verdict{decision: Ask, rule: r.label(i),
+				v = verdict{decision: Ask, rule: r.label(i), approvals: r.Approvals,
 					reason: fmt.Sprintf("the rule's condition %q could not be evaluated (%s); a person must decide", cut(r.When, 200), why)}
 				break
 			}
@@ -260,7 +268,7 @@ func (e *Engine) vet(ctx context.Context, tool *ToolSpec, name string, full []by
 				continue
 			}
 		}
-		v = verdict{decision: r.Decision, rule: r.label(i), reason: r.Reason}
+		v = verdict{decision: r.Decision, rule: r.label(i), reason: r.Reason, approvals: r.Approvals}
 		break
 	}
 	if v.decision == Allow && tool.Mutates && !tool.Reversible {

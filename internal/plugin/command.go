@@ -80,6 +80,7 @@ answer, and who gave it, in status.approvals.`,
 	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
 		root.AddCommand(answerCommand(f, d))
 	}
+	root.AddCommand(replyCommand(f))
 	root.AddCommand(runCommand(f), rerunCommand(f), continueCommand(f))
 	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
 	for _, m := range more {
@@ -100,7 +101,8 @@ declined this call", with the reason given by --reason, and the run goes on.`},
 
 func answerCommand(f *factory, d v1alpha1.ApprovalDecision) *cobra.Command {
 	var force bool
-	var reason string
+	var reason, patch string
+	var set []string
 	help := answerHelp[d]
 	cmd := &cobra.Command{
 		Use:   string(d) + " NAME CALLID",
@@ -123,10 +125,28 @@ checks.`,
 			}
 			return Answer(cmd.Context(), c, AnswerOptions{
 				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: d, Reason: reason, Force: force,
+				Edit: patch, Set: set,
 			}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting for approval")
+	if d == v1alpha1.ApprovalApprove {
+		cmd.Flags().StringArrayVar(&set, "set", nil, "approve with changes: set the argument KEY to VALUE (KEY=VALUE, repeatable), "+
+			"typed as the tool's parameters type it (integer, number, boolean, string; null removes it)")
+		cmd.Flags().StringVar(&patch, "patch", "", fmt.Sprintf("approve with changes: a JSON merge patch of the arguments "+
+			"(at most %d characters; --set is written over it)", v1alpha1.MaxApprovalEdit))
+		cmd.Long += `
+
+With --set or --patch it approves the call with changes: the annotation
+becomes edit:DIGEST:PATCH, a JSON merge patch of the arguments you were shown.
+The operator vets the edited call again from the start (loop detection, the
+tool's schema, guardrails, policy) before it runs; an edit a policy rule
+denies does not run, and the model reads that rule's message.`
+		cmd.Example += `
+
+  # Approve with changes: refund 82.40, not 824.00
+  kubectl agentrun approve explain-double-charge t3-c1 --set amount_minor=8240`
+	}
 	if d != v1alpha1.ApprovalApprove {
 		cmd.Flags().StringVar(&reason, "reason", "", fmt.Sprintf("why, in your words (at most %d characters): recorded in status.approvals; "+
 			"a denial's reason is what the model reads as the call's result", v1alpha1.MaxApprovalReason))
@@ -135,6 +155,40 @@ checks.`,
   # Say why: the annotation becomes %s::REASON
   kubectl agentrun %s explain-double-charge t3-c1 --reason "Refund 82.40, not 824.00"`, d, d)
 	}
+	return cmd
+}
+
+// replyCommand is kubectl agentrun answer: the answer to a question the
+// agent asked (builtin person.ask).
+func replyCommand(f *factory) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "answer NAME CALLID TEXT",
+		Short: "Answer a question the agent asked; the answer is the call's result",
+		Long: fmt.Sprintf(`answer gives TEXT as the answer to the question CALLID of the AgentRun NAME
+(a call of a tool with builtin person.ask, shown in status.pendingApprovals
+with its question and choices). The model reads it as the call's result,
+quoted; the run goes on. TEXT may have at most %d characters.
+
+It sets the annotation approval.agents.agentrun.dev/CALLID=answer:DIGEST:TEXT
+with a merge patch made by the field manager kubectl-agentrun, bound to the
+question shown. It refuses, and lists the calls that do wait, when CALLID is
+not waiting, and when it waits for approval rather than an answer.`, v1alpha1.MaxApprovalReason),
+		Example: `  # See the question, then answer it
+  kubectl get agentrun explain-double-charge -o jsonpath='{.status.pendingApprovals}'
+  kubectl agentrun answer explain-double-charge t1-c1 "in_9f21, the March invoice"`,
+		Args: exactArgs("NAME", "CALLID", "TEXT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Answer(cmd.Context(), c, AnswerOptions{
+				Run: Ref{Namespace: ns, Name: args[0]}, CallID: args[1], Decision: v1alpha1.ApprovalReply, Reason: args[2], Force: force,
+			}, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting")
 	return cmd
 }
 

@@ -345,7 +345,7 @@ func TestAnswer_rejectsBadInputBeforeCallingTheServer(t *testing.T) {
 	}{
 		{"t3 c1", "approve", `"t3 c1" is not a call id: call ids look like t3-c1, or p1-E2 for a plan's step (see status.pendingApprovals)`},
 		{"", "approve", `"" is not a call id: call ids look like t3-c1, or p1-E2 for a plan's step (see status.pendingApprovals)`},
-		{"t3-c1", "maybe", `unknown answer "maybe": use approve, deny or stop`},
+		{"t3-c1", "maybe", `unknown answer "maybe": use approve, deny, stop or answer`},
 	} {
 		err := Answer(ctx, nil, AnswerOptions{Run: Ref{Namespace: "x", Name: "r"}, CallID: tc.callID, Decision: tc.decision}, &bytes.Buffer{})
 		if err == nil || err.Error() != tc.want {

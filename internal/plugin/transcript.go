@@ -101,6 +101,10 @@ func FormatMessage(m loop.Message) string {
 		if status == "" {
 			status = "ok"
 		}
+		if m.Arguments != nil {
+			// Approved with changes: what ran, beside the proposal above.
+			fmt.Fprintf(&b, "%s edited %s by %s: %s\n", turn, m.CallID, orUnknown(m.EditedBy), m.Arguments)
+		}
 		fmt.Fprintf(&b, "%s tool %s (%s, %s): %s\n", turn, m.CallID, m.Tool, status, indent(m.Content))
 	case loop.RoleContext:
 		// Not a message any request held: where the context policy
@@ -144,4 +148,12 @@ func printOutcome(w io.Writer, run *v1alpha1.AgentRun) {
 	case st.OutputDigest != "" && run.Status.Outcome == v1alpha1.OutcomeCompleted:
 		printf(w, "output: %d bytes, %s (too large for status: the last answer above)\n", st.OutputBytes, st.OutputDigest)
 	}
+}
+
+// orUnknown is who, or "a person" when nobody was recorded.
+func orUnknown(who string) string {
+	if who == "" {
+		return "a person"
+	}
+	return who
 }

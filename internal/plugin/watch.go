@@ -377,6 +377,15 @@ func (f *follower) showUpdate(ctx context.Context, run *v1alpha1.AgentRun) (bool
 }
 
 func (f *follower) printPending(p v1alpha1.PendingApproval) {
+	if p.Question != "" {
+		// The agent asks: the question, its choices, and how to answer.
+		printf(f.w, "question: %s %s %q", p.CallID, p.Tool, p.Question)
+		if len(p.Choices) > 0 {
+			printf(f.w, " (choices: %q)", p.Choices)
+		}
+		printf(f.w, "\n  %-8s %s answer %s %s \"...\"\n", "answer:", f.o.Command, f.o.Run.Name, p.CallID)
+		return
+	}
 	why := p.Reason
 	if p.Rule != "" {
 		why = p.Rule + ": " + why

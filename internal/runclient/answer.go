@@ -22,6 +22,18 @@ type AnswerOptions struct {
 	// reason is recorded in status.approvals. At most
 	// v1alpha1.MaxApprovalReason characters.
 	Reason string
+	// Edit is the JSON merge patch of an approval with changes, and Set
+	// are key=value changes written over it (EditPatch types them by the
+	// tool's parameter schema); empty for none. Changes need Decision
+	// approve and the call waiting: the answer is bound to the arguments
+	// shown, also with Force.
+	Edit string
+	Set  []string
+	// Arguments, when set, are the whole arguments a person approved in
+	// place of the proposed ones (the console's edit form): the change is
+	// the JSON merge patch from the arguments status.pendingApprovals
+	// shows to these, and Edit and Set are not used.
+	Arguments string
 	// Force sets the annotation without checking that the call waits, and
 	// replaces an earlier answer the operator has not acted on yet.
 	Force bool
@@ -55,6 +67,9 @@ type Answered struct {
 	// Reason is the reason given with the answer, as the annotation
 	// carries it (space around it removed); "" for none.
 	Reason string
+	// Edit is the JSON merge patch of an approval with changes; "" for
+	// none.
+	Edit string
 	// Call is the call as status.pendingApprovals held it when the answer
 	// was checked; nil for a forced answer, which is not checked.
 	Call *v1alpha1.PendingApproval
@@ -64,6 +79,12 @@ type Answered struct {
 // console shows it: "agentrun/NAME: CALLID approved", and the reason
 // given, quoted, when there is one.
 func (a *Answered) String() string {
+	if a.Edit != "" {
+		return fmt.Sprintf("%s: %s approved with changes %s (vetted again before it runs)", a.Run, a.CallID, a.Edit)
+	}
+	if a.Decision == v1alpha1.ApprovalReply {
+		return fmt.Sprintf("%s: %s answered %q", a.Run, a.CallID, a.Reason)
+	}
 	return fmt.Sprintf("%s: %s %s%s", a.Run, a.CallID, answered(a.Decision), Because(a.Reason))
 }
 
@@ -132,8 +153,12 @@ func refuse(reason Reason, o AnswerOptions, format string, args ...any) *Refused
 func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, error) {
 	switch o.Decision {
 	case v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop:
+	case v1alpha1.ApprovalReply:
+		if strings.TrimSpace(o.Reason) == "" {
+			return nil, fmt.Errorf("an answer to the agent's question needs text: say what the agent asked for")
+		}
 	default:
-		return nil, fmt.Errorf("unknown answer %q: use approve, deny or stop", o.Decision)
+		return nil, fmt.Errorf("unknown answer %q: use approve, deny, stop or answer", o.Decision)
 	}
 	key := v1alpha1.ApprovalAnnotationPrefix + o.CallID
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 || o.CallID == "" {
@@ -146,29 +171,63 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, e
 	if err != nil {
 		return nil, err
 	}
+	editing := o.Edit != "" || len(o.Set) > 0 || o.Arguments != ""
+	if editing && (o.Decision != v1alpha1.ApprovalApprove || o.Reason != "") {
+		return nil, fmt.Errorf("changes go with an approval, without a reason: the changed arguments are the answer")
+	}
 
 	run, err := Get(ctx, c, o.Run)
 	if err != nil {
 		return nil, err
 	}
 	a := &Answered{Run: o.Run, CallID: o.CallID, Decision: o.Decision, Reason: given.Reason}
-	if !o.Force {
+	if editing {
+		if o.Arguments != "" {
+			a.Edit, err = ArgumentsPatch(run, o.CallID, o.Arguments)
+		} else {
+			a.Edit, err = EditPatch(run, o.CallID, o.Edit, o.Set)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if a.Edit == "" {
+			return nil, fmt.Errorf("the arguments of %s are as proposed: nothing was changed, so nothing was answered. Approve it, or change them", o.CallID)
+		}
+		// Checked as the operator reads it, with a stand-in digest (the
+		// call's is read below).
+		if _, err := v1alpha1.ParseApprovalAnswer(v1alpha1.ApprovalAnswer{Decision: o.Decision, Digest: "sha256:0", Edit: a.Edit}.String()); err != nil {
+			return nil, err
+		}
+	}
+	if !o.Force || a.Edit != "" {
 		if a.Call, err = checkPending(run, o); err != nil {
 			return nil, err
 		}
 		if err := checkShown(run, o); err != nil {
 			return nil, err
 		}
-		if o.Decision == v1alpha1.ApprovalApprove {
+		switch question := a.Call.Question != ""; {
+		case question && o.Decision == v1alpha1.ApprovalApprove:
+			return nil, refuse(NotPending, o, "%s on %s is a question the agent asks (%q), not a call to approve: answer it "+
+				"(kubectl agentrun answer %s %s \"...\"), or deny or stop it", o.CallID, o.Run, a.Call.Question, o.Run.Name, o.CallID)
+		case !question && o.Decision == v1alpha1.ApprovalReply:
+			return nil, refuse(NotPending, o, "%s on %s waits for approval, not for an answer to a question: approve, deny or stop it",
+				o.CallID, o.Run)
+		}
+		if o.Decision == v1alpha1.ApprovalApprove || o.Decision == v1alpha1.ApprovalReply {
 			// What binds an approval to the arguments shown: the operator
 			// applies it only to a call with those arguments (a run
 			// recreated under the same name with others does not get it).
 			a.Digest = a.Call.ArgumentsDigest
 		}
+		if a.Edit != "" && a.Digest == "" {
+			return nil, fmt.Errorf("%s on %s has no argumentsDigest in status.pendingApprovals: changes must name the arguments they change, "+
+				"so they cannot be given for it; approve or deny it", o.CallID, o.Run)
+		}
 	}
 
 	meta := map[string]any{}
-	meta["annotations"] = map[string]string{key: v1alpha1.ApprovalAnswer{Decision: a.Decision, Digest: a.Digest, Reason: a.Reason}.String()}
+	meta["annotations"] = map[string]string{key: v1alpha1.ApprovalAnswer{Decision: a.Decision, Digest: a.Digest, Reason: a.Reason, Edit: a.Edit}.String()}
 	if o.Shown != nil {
 		// The API server refuses the patch (409) if the run was replaced
 		// after it was read.

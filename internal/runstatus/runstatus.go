@@ -6,6 +6,7 @@
 package runstatus
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -82,6 +83,15 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 		if c.RequestedAt != nil {
 			t := metav1.NewTime(*c.RequestedAt)
 			p.RequestedAt = &t
+		}
+		if c.Needed > 1 {
+			p.Approvals, p.ApprovedBy = int32(c.Needed), c.ApprovedBy
+		}
+		if q, choices, ok := loop.Question(&c); ok {
+			p.Question = clip.Cut(q, 2048, CutMark)
+			for _, ch := range choices[:min(len(choices), 10)] {
+				p.Choices = append(p.Choices, clip.Cut(ch, 256, CutMark))
+			}
 		}
 		st.PendingApprovals = append(st.PendingApprovals, p)
 	}
@@ -253,6 +263,9 @@ type Answer struct {
 	// into approved-by.agents.agentrun.dev/<callID>; empty when nothing
 	// stamped it.
 	By string
+	// Edited is the whole arguments of an approval with changes: the
+	// proposal with the answer's Edit patch applied; nil otherwise.
+	Edited json.RawMessage
 }
 
 // RecordApprovals adds the answers and stale answers a step reported.
@@ -264,6 +277,9 @@ func RecordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map
 		a := answers[n.CallID]
 		rec := v1alpha1.ApprovalRecord{CallID: n.CallID, Decision: a.Decision, At: &now, By: a.By, Reason: a.Reason,
 			Stale: n.Kind == loop.NoteStaleApproval}
+		if a.Edit != "" && !rec.Stale {
+			rec.Edit = editRecord(a, n.CallID, notes)
+		}
 		if rec.Stale && recorded(st, rec.CallID, rec.Decision, true) {
 			continue
 		}
@@ -272,6 +288,22 @@ func RecordApprovals(st *v1alpha1.AgentRunStatus, notes []loop.Note, answers map
 	if len(st.Approvals) > MaxApprovalRecords {
 		st.Approvals = st.Approvals[len(st.Approvals)-MaxApprovalRecords:]
 	}
+}
+
+// editRecord is status.approvals[].edit of an approval with changes: the
+// patch, the digests of the proposal and of the edited arguments, and the
+// rule that refused the edit, if one did (loop.NoteEditRefused).
+func editRecord(a Answer, callID string, notes []loop.Note) *v1alpha1.ApprovalEdit {
+	ed := &v1alpha1.ApprovalEdit{Patch: a.Edit, ProposedDigest: a.Digest}
+	if a.Edited != nil {
+		ed.ArgumentsDigest = loop.ArgumentsDigest(a.Edited)
+	}
+	for _, n := range notes {
+		if n.Kind == loop.NoteEditRefused && n.CallID == callID {
+			ed.Refused = clip.Cut(n.Message, 1024, CutMark)
+		}
+	}
+	return ed
 }
 
 func recorded(st *v1alpha1.AgentRunStatus, callID string, d v1alpha1.ApprovalDecision, stale bool) bool {

@@ -704,6 +704,50 @@ spec:
 			wantErr: []string{"spec.policy.rules", `policy.rules name a tool that is not declared in spec.tools ("*" means every tool)`},
 		},
 		{
+			name: "approvals on a rule that does not ask",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: rule-approvals
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  policy:
+    rules:
+    - tools: [lookup]
+      decision: allow
+      approvals: 2
+`,
+			wantErr: []string{"approvals counts the people who must approve a call the rule asks about: set it only with decision ask"},
+		},
+		{
+			name: "more approvers than a rule may ask for",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: rule-approvals-many
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    builtin: kubernetes.get
+  policy:
+    rules:
+    - tools: [lookup]
+      decision: ask
+      approvals: 11
+`,
+			wantErr: []string{"spec.policy.rules[0].approvals", "should be less than or equal to 10"},
+		},
+		{
 			name: "a grant for an undeclared tool",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1

@@ -41,11 +41,17 @@
       });
   }
   // keepReasons notes what a person typed in the reason boxes (and where
-  // their cursor is) and returns the function that puts it back into the
-  // boxes of the same calls once the live part is replaced.
+  // their cursor is), and which edit boxes they opened, and returns the
+  // function that puts it back into the boxes of the same calls once the
+  // live part is replaced.
   function keepReasons() {
     var kept = {};
     var focus = null;
+    var open = {};
+    var opened = live.querySelectorAll("details[data-open][open]");
+    for (var j = 0; j < opened.length; j++) {
+      open[opened[j].getAttribute("data-open")] = true;
+    }
     var boxes = live.querySelectorAll("textarea[data-reason]");
     for (var i = 0; i < boxes.length; i++) {
       var b = boxes[i];
@@ -58,6 +64,12 @@
       }
     }
     return function () {
+      var details = live.querySelectorAll("details[data-open]");
+      for (var j = 0; j < details.length; j++) {
+        if (open[details[j].getAttribute("data-open")]) {
+          details[j].open = true;
+        }
+      }
       var boxes = live.querySelectorAll("textarea[data-reason]");
       for (var i = 0; i < boxes.length; i++) {
         var b = boxes[i];

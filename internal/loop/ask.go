@@ -1,0 +1,62 @@
+package loop
+
+// Questions: a tool that AsksPerson is the agent asking a person. Its
+// call waits as an ASK does (counted against ApprovalTimeout), and the
+// person's AnswerReply is its result.
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// RuleAskPerson is the rule of a question's ASK: the tool asks a person.
+const RuleAskPerson = "tool.askPerson"
+
+// AskPersonSchema is the parameters of a tool that asks a person, for a
+// caller that declares one without its own.
+var AskPersonSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"question":{"type":"string","minLength":1,"maxLength":2000,"description":"What you need a person to tell you, in one or two sentences."},` +
+	`"choices":{"type":"array","maxItems":10,"items":{"type":"string","maxLength":200},"description":"The answers you expect, if there are a few; the person may answer otherwise."}},` +
+	`"required":["question"],"additionalProperties":false}`)
+
+// AskPersonDescription is the description of a tool that asks a person,
+// for a caller that declares one without its own.
+const AskPersonDescription = "Ask a person a question and wait for the answer, when you need a fact or a choice only a person can give. " +
+	"The run waits until they answer."
+
+// Question is what a question call asks, read from its arguments: the
+// question and the choices offered. ok is false for a call that is not a
+// question.
+func Question(c *Call) (question string, choices []string, ok bool) {
+	if c.Rule != RuleAskPerson {
+		return "", nil, false
+	}
+	var a struct {
+		Question string   `json:"question"`
+		Choices  []string `json:"choices"`
+	}
+	_ = json.Unmarshal(c.Arguments, &a) // vetting held them to the schema
+	return a.Question, a.Choices, true
+}
+
+// answerFits reports whether a is an answer c takes: a question takes an
+// AnswerReply, a call waiting for approval takes approve; both take deny and
+// stop. An answer that does not fit is not applied, and the call waits on.
+func answerFits(c *Call, a Answer) bool {
+	switch a {
+	case DenyAnswer, Stop:
+		return true
+	case AnswerReply:
+		return c.Rule == RuleAskPerson
+	}
+	return c.Rule != RuleAskPerson
+}
+
+// answeredText is what the model reads as the result of its question: the
+// person's answer, quoted and escaped on one line, cut at maxBytes.
+func answeredText(text string, maxBytes int) string {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxResultBytes
+	}
+	return fmt.Sprintf("A person answered your question: %s", quotedReason(text, maxBytes))
+}
