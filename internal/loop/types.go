@@ -229,6 +229,21 @@ type ToolSpec struct {
 	// Failure.Transient). A mutating tool's calls are retried only when
 	// Retry.MutatingSafe is set.
 	Retry RetryPolicy
+	// Child is set for a tool whose call runs a child run (an agent tool):
+	// the child's ceilings as declared. A call reserves them out of what
+	// the run has left (ChildBudget), and is charged what the child used
+	// (Result.Child). MaxCost and Timeout are then Child's cost and wall
+	// clock.
+	Child *ChildBudget
+}
+
+// ChildBudget is the five ceilings of a child run (see Budget).
+type ChildBudget struct {
+	Turns     int           `json:"turns"`
+	Tokens    int64         `json:"tokens"`
+	WallClock time.Duration `json:"wallClock"`
+	Cost      Money         `json:"costUSD"`
+	ToolCalls int           `json:"toolCalls"`
 }
 
 // MaxDuration is the most one call of the tool may take from dispatch to
