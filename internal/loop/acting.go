@@ -9,7 +9,8 @@ import (
 )
 
 func (e *Engine) startActing(s *State, notes *[]Note) next {
-	res := e.batchReservation(s.Calls, s.Usage)
+	// What a child may use leaves the run its next turn.
+	res := e.batchReservation(s.Calls, s.Usage.then(nextTurn(&e.cfg, s, e.tool)))
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		return refusal(rej)
 	}

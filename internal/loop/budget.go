@@ -137,14 +137,25 @@ func listNames(names []string, n int) string {
 func (e *Engine) batchReservation(calls []Call, consumed Usage) Usage {
 	r := Usage{PerTool: map[string]int{}}
 	var reads readWave
+	left, children := 0, 0 // the calls, and the calls with a child, still to be reserved
+	for i := range calls {
+		if c := &calls[i]; c.Approved() && c.State != CallDone {
+			left++
+			if e.tool(c.Name).Child != nil && c.State == CallProposed {
+				children++
+			}
+		}
+	}
 	for i := range calls {
 		c := &calls[i]
 		if !c.Approved() || c.State == CallDone {
 			continue
 		}
+		left--
 		t := e.tool(c.Name)
 		if t.Child != nil && c.State == CallProposed {
-			c.Child = e.cfg.Budget.childBudget(t, consumed, r)
+			c.Child = e.cfg.Budget.childBudget(t, consumed, r, left, children)
+			children--
 		}
 		child := reservedChild(t, c)
 		if r.addCall(t, child) {
@@ -157,26 +168,51 @@ func (e *Engine) batchReservation(calls []Call, consumed Usage) Usage {
 
 // childBudget is what a call of t reserves for its child: the tool's
 // ceilings, each capped by what the run has left once consumed and r are
-// counted (a soft ceiling of the run caps nothing). On the wall clock the
-// call's startup and kill graces are left out of the child's share; the
-// call itself is one of the run's tool calls.
-func (b *Budget) childBudget(t *ToolSpec, consumed, r Usage) *ChildBudget {
+// counted (a soft ceiling of the run caps nothing), and shared evenly
+// among the children of the batch still to be reserved (share, this one
+// included; on the wall clock only among writes, which run one after the
+// other). consumed holds what the run keeps for itself (nextTurn). On the
+// wall clock the call's startup and kill graces are left out of the
+// child's share; of the tool calls, the call itself and the later calls
+// of its batch.
+func (b *Budget) childBudget(t *ToolSpec, consumed, r Usage, later, share int) *ChildBudget {
 	c := *t.Child
-	room := func(d Dimension, less int64, declared int64) int64 {
+	room := func(d Dimension, less int64, declared int64, share int) int64 {
 		row, _ := CeilingOf(d)
 		if b.soft(d) {
 			return declared
 		}
 		up := func(n int64) int64 { return (n + row.step - 1) / row.step }
 		left := row.limit(b)/row.step - up(row.used(consumed)) - up(row.used(r)) - up(less)
-		return max(0, min(declared, left*row.step))
+		return max(0, min(declared, left/int64(max(share, 1))*row.step))
 	}
-	c.Turns = int(room(DimTurns, 0, int64(c.Turns)))
-	c.Tokens = room(DimTokens, 0, c.Tokens)
-	c.WallClock = time.Duration(room(DimWallClock, int64(t.StartupGrace+t.KillGrace), int64(c.WallClock)))
-	c.Cost = Money(room(DimCost, 0, int64(c.Cost)))
-	c.ToolCalls = int(room(DimToolCalls, 1, int64(c.ToolCalls)))
+	clockShare := 1
+	if t.Mutates {
+		clockShare = share
+	}
+	c.Turns = int(room(DimTurns, 0, int64(c.Turns), share))
+	c.Tokens = room(DimTokens, 0, c.Tokens, share)
+	c.WallClock = time.Duration(room(DimWallClock, int64(t.StartupGrace+t.KillGrace), int64(c.WallClock), clockShare))
+	c.Cost = Money(room(DimCost, 0, int64(c.Cost), share))
+	c.ToolCalls = int(room(DimToolCalls, int64(1+later), int64(c.ToolCalls), share))
 	return &c
+}
+
+// nextTurn is what a run keeps for itself when it reserves for children:
+// its next model call, its input estimated as the last request's and, as
+// the byte estimator counts them, the batch's calls and results (each at
+// most its tool's maxResultBytes).
+func nextTurn(c *Config, s *State, tool func(string) *ToolSpec) Usage {
+	var in int64
+	if s.Context != nil {
+		in = s.Context.last()
+	}
+	for i := range s.Calls {
+		if cl := &s.Calls[i]; cl.Approved() && cl.State != CallDone {
+			in += int64(tool(cl.Name).MaxResultBytes+len(cl.Arguments)) + 2*(estimatePerMessage+estimatePerToolCall)
+		}
+	}
+	return c.modelReservation(in)
 }
 
 // reservedChild is what call c of t reserved for its child: Call.Child, or

@@ -130,3 +130,24 @@ func TestChild_wallClockFitsWhatTheRunHasLeft(t *testing.T) {
 		t.Errorf("the child's wall clock is %s; want it within the run's 15m less the call's 45s of graces", w)
 	}
 }
+
+// The children of one batch share what the run has left evenly, and leave
+// the run its next turn: it reads their results and answers.
+func TestChild_aBatchsChildrenShareWhatIsLeftAndTheRunAnswers(t *testing.T) {
+	budget := Budget{MaxTurns: 8, MaxTokens: 100_000, MaxWallClock: time.Hour, MaxCost: new(MustMoney("1")), MaxToolCalls: new(20)}
+	r, got := delegating(t, budget, ChildBudget{Turns: 10, Tokens: 1_000_000, WallClock: 10 * time.Minute, Cost: MustMoney("5"), ToolCalls: 50}, spendAll)
+	r.cfg.Tools[0].Mutates = false // the children run together
+	r.then(calls(call("delegate", `{"n":1}`), call("delegate", `{"n":2}`)), answer("done"))
+	s := r.go_()
+	expectOutcome(t, s, Completed)
+	if len(*got) != 2 {
+		t.Fatalf("%d children, want 2", len(*got))
+	}
+	a, b := (*got)[0], (*got)[1]
+	if a.Turns != b.Turns || a.Turns < 1 || a.Turns+b.Turns > 8-1-1 {
+		t.Errorf("turns %d and %d: want an even share of the 6 left once the run's two turns are kept", a.Turns, b.Turns)
+	}
+	if a.ToolCalls+b.ToolCalls > 20-2 || a.ToolCalls == 0 || b.ToolCalls == 0 {
+		t.Errorf("tool calls %d and %d: want a share each of the 18 the two calls leave", a.ToolCalls, b.ToolCalls)
+	}
+}
