@@ -213,7 +213,7 @@ type PlatformRule struct {
 }
 
 // ToolKind is a tool's executor.
-// +kubebuilder:validation:Enum=http;job;mcp;builtin
+// +kubebuilder:validation:Enum=http;job;mcp;builtin;agent
 type ToolKind string
 
 // The tool kinds, one per executor of tools[].
@@ -222,6 +222,7 @@ const (
 	ToolKindJob     ToolKind = "job"
 	ToolKindMCP     ToolKind = "mcp"
 	ToolKindBuiltin ToolKind = "builtin"
+	ToolKindAgent   ToolKind = "agent"
 )
 
 // ToolSelector picks a run's tools by their executor, which the run's

@@ -104,6 +104,9 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// ends its work and so enqueues its run): no call polls its Job.
 		b = b.Watches(&batchv1.Job{}, jobChanged(r.ToolJobs))
 	}
+	if r.ChildRuns != nil {
+		b = b.Watches(&v1alpha1.AgentRun{}, childChanged(r.ChildRuns))
+	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("agentrun").
 		Complete(r)
@@ -178,7 +181,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		return finishedPhases(ctx, run, r.settle, r.archive, r.expireLive)
+		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.archive, r.expireLive)
 	}
 	sc, err := r.open(ctx, key, run)
 	if err != nil {

@@ -490,6 +490,8 @@ func kindOf(t *v1alpha1.ToolSpec) v1alpha1.ToolKind {
 		return v1alpha1.ToolKindMCP
 	case t.Builtin != "":
 		return v1alpha1.ToolKindBuiltin
+	case t.Agent != nil:
+		return v1alpha1.ToolKindAgent
 	}
 	return ""
 }
@@ -529,6 +531,12 @@ func classify(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string 
 			if t.MCP != nil {
 				onHint = true
 			}
+		}
+		if readOnly && t.Agent != nil && t.Mutates == nil {
+			// An agent tool mutates unless it says otherwise, or the
+			// platform does.
+			t.Mutates = ptr(false)
+			changes = append(changes, fmt.Sprintf("tools[%d] (%s) is read-only by AgentRunPolicy %s (its readOnlyTools match it)", i, t.Name, p.Name))
 		}
 		if readOnly || (t.Mutates != nil && *t.Mutates) {
 			continue
