@@ -33,7 +33,11 @@ import (
 
 // The operator's permissions, least privilege:
 //   - AgentRuns: watch them, patch status, and patch metadata only to
-//     remove stale approval annotations.
+//     remove stale approval annotations. Create the children of agent
+//     tools (internal/tools/agent) and patch their spec.cancel; a child's
+//     owner reference blocks its parent's deletion, which needs update on
+//     agentruns/finalizers where the API server enforces owner reference
+//     permissions.
 //   - Secrets: create, read and replace transcript chunks; read with an
 //     uncached reader, so no cluster-wide Secret watch. A run's API key and
 //     header values are read as the run's ServiceAccount (impersonation).
@@ -46,7 +50,8 @@ import (
 //     re-run protection (gitops.go) and the records of each run's highest
 //     save (rollback.go); read uncached.
 //
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
