@@ -679,6 +679,10 @@ func (a Approvers) Refuses(user string) string {
 
 // DeclaresCost says whether a tool's cost is known: it declares
 // maxCostUSD ("0" declares a free tool), or it is builtin, the operator's
-// own read of the API server, which costs nothing. The admission policy's
-// requireToolCosts check mirrors it (config/admission/platform-policy.yaml).
-func DeclaresCost(t *v1alpha1.ToolSpec) bool { return t.MaxCostUSD != "" || t.Builtin != "" }
+// own read of the API server, which costs nothing, or it is an agent tool,
+// whose call costs what its child may spend (its maxCostUSD, always
+// bounded). The admission policy's requireToolCosts check mirrors it
+// (config/admission/platform-policy.yaml).
+func DeclaresCost(t *v1alpha1.ToolSpec) bool {
+	return t.MaxCostUSD != "" || t.Builtin != "" || t.Agent != nil
+}

@@ -463,6 +463,8 @@ func TestApply_requireToolCosts(t *testing.T) {
 		httpTool("search", v1alpha1.HTTPGet, "https://example.com/search"),
 		costed(jobTool("render", "example.com/render:1"), "0.02"),
 		{Name: "lookup", Builtin: v1alpha1.BuiltinKubernetesGet},
+		// An agent tool costs what its child may spend, always bounded.
+		{Name: "investigate", Agent: &v1alpha1.AgentTool{TemplateRef: v1alpha1.TemplateRef{Name: "investigator"}}},
 	}
 	for _, tc := range []struct {
 		name    string
@@ -471,7 +473,7 @@ func TestApply_requireToolCosts(t *testing.T) {
 		why     string
 	}{
 		{"required, two undeclared", true, tools, "every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), and the tools search do not"},
-		{"required, all declared", true, []v1alpha1.ToolSpec{tools[0], tools[2]}, ""},
+		{"required, all declared", true, []v1alpha1.ToolSpec{tools[0], tools[2], tools[4]}, ""},
 		{"required, no tools", true, nil, ""},
 		{"not required", false, tools, ""},
 	} {
