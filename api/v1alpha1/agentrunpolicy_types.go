@@ -122,6 +122,14 @@ type AgentRunPolicySpec struct {
 	// +optional
 	RequireToolCosts bool `json:"requireToolCosts,omitempty"`
 
+	// maxAgentDepth lowers the maxDepth of every agent tool of the runs
+	// the policy governs (tools[].agent.maxDepth, default 3), so that no
+	// tree of runs grows deeper. Unset: the tools' own.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxAgentDepth *int32 `json:"maxAgentDepth,omitempty"`
+
 	// serviceAccountNames are the ServiceAccounts a run may act as
 	// (spec.serviceAccountName; "default" when unset). Unset: any.
 	// +optional

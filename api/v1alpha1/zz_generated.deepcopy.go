@@ -312,6 +312,11 @@ func (in *AgentRunPolicySpec) DeepCopyInto(out *AgentRunPolicySpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.MaxAgentDepth != nil {
+		in, out := &in.MaxAgentDepth, &out.MaxAgentDepth
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ServiceAccountNames != nil {
 		in, out := &in.ServiceAccountNames, &out.ServiceAccountNames
 		*out = make([]string, len(*in))

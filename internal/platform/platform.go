@@ -88,6 +88,7 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 			changes = append(changes, c...)
 		}
 		changes = append(changes, classify(p, spec)...)
+		changes = append(changes, lowerDepth(p, spec)...)
 	}
 	requireRules(pols, spec)
 	return out, changes, nil
@@ -675,6 +676,31 @@ func (a Approvers) Refuses(user string) string {
 		return fmt.Sprintf("%s created this run, and AgentRunPolicy %s refuses self-approval (approval.selfApproval: Deny)", user, a.NoSelf[0])
 	}
 	return ""
+}
+
+// lowerDepth lowers every agent tool's maxDepth to the policy's
+// maxAgentDepth.
+func lowerDepth(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string {
+	if p.Spec.MaxAgentDepth == nil {
+		return nil
+	}
+	most := *p.Spec.MaxAgentDepth
+	var changes []string
+	for i := range spec.Tools {
+		a := spec.Tools[i].Agent
+		if a == nil {
+			continue
+		}
+		cur := int32(v1alpha1.DefaultMaxDepth)
+		if a.MaxDepth != nil {
+			cur = *a.MaxDepth
+		}
+		if cur > most {
+			a.MaxDepth = ptr(most)
+			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.maxDepth %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, cur, most, p.Name))
+		}
+	}
+	return changes
 }
 
 // DeclaresCost says whether a tool's cost is known: it declares
