@@ -122,6 +122,14 @@ type AgentRunPolicySpec struct {
 	// +optional
 	RequireToolCosts bool `json:"requireToolCosts,omitempty"`
 
+	// maxAgentDepth lowers the maxDepth of every agent tool of the runs
+	// the policy governs (tools[].agent.maxDepth, default 3), so that no
+	// tree of runs grows deeper. Unset: the tools' own.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxAgentDepth *int32 `json:"maxAgentDepth,omitempty"`
+
 	// serviceAccountNames are the ServiceAccounts a run may act as
 	// (spec.serviceAccountName; "default" when unset). Unset: any.
 	// +optional
@@ -218,7 +226,7 @@ type PlatformRule struct {
 }
 
 // ToolKind is a tool's executor.
-// +kubebuilder:validation:Enum=http;job;mcp;builtin
+// +kubebuilder:validation:Enum=http;job;mcp;builtin;agent
 type ToolKind string
 
 // The tool kinds, one per executor of tools[].
@@ -227,6 +235,7 @@ const (
 	ToolKindJob     ToolKind = "job"
 	ToolKindMCP     ToolKind = "mcp"
 	ToolKindBuiltin ToolKind = "builtin"
+	ToolKindAgent   ToolKind = "agent"
 )
 
 // ToolSelector picks a run's tools by their executor, which the run's

@@ -249,6 +249,12 @@ type AgentRunStatus struct {
 	// +optional
 	Usage *UsageStatus `json:"usage,omitempty"`
 
+	// childUsage is the part of usage that the run's child runs used
+	// (agent tools), charged as each ended. Each child is a run of its
+	// own, which an AgentBudget counts once, as itself.
+	// +optional
+	ChildUsage *UsageStatus `json:"childUsage,omitempty"`
+
 	// reserved is the outstanding reservation: what the step being taken may
 	// still consume at most. It has the same shape as usage.
 	// +optional

@@ -8,10 +8,10 @@ import (
 
 // ToolSpec declares one tool the model may call: its schema for the model,
 // the metadata that vetting and budgeting rely on, and exactly one executor
-// (http, job, mcp or builtin).
+// (http, job, mcp, builtin or agent).
 //
-// +kubebuilder:validation:XValidation:rule=`has(self.http) || has(self.job) || has(self.mcp) || has(self.builtin)`,message="a tool needs an executor: set exactly one of http, job, mcp or builtin",messageExpression=`'tool ' + self.name + ' has no executor: set exactly one of http, job, mcp or builtin'`
-// +kubebuilder:validation:XValidation:rule=`[has(self.http), has(self.job), has(self.mcp), has(self.builtin)].filter(x, x).size() <= 1`,message="a tool has exactly one executor: set only one of http, job, mcp or builtin",messageExpression=`'tool ' + self.name + ' sets more than one executor: set only one of http, job, mcp or builtin'`
+// +kubebuilder:validation:XValidation:rule=`has(self.http) || has(self.job) || has(self.mcp) || has(self.builtin) || has(self.agent)`,message="a tool needs an executor: set exactly one of http, job, mcp, builtin or agent",messageExpression=`'tool ' + self.name + ' has no executor: set exactly one of http, job, mcp, builtin or agent'`
+// +kubebuilder:validation:XValidation:rule=`[has(self.http), has(self.job), has(self.mcp), has(self.builtin), has(self.agent)].filter(x, x).size() <= 1`,message="a tool has exactly one executor: set only one of http, job, mcp, builtin or agent",messageExpression=`'tool ' + self.name + ' sets more than one executor: set only one of http, job, mcp, builtin or agent'`
 type ToolSpec struct {
 	// name is how the model calls the tool: letters, digits, _ and -, at
 	// most 64 characters, as model providers require. Unique within the run.
@@ -35,9 +35,8 @@ type ToolSpec struct {
 
 	// mutates declares that the tool changes something outside the run.
 	// It is declared here, never inferred from the tool's name. Defaults to
-	// false.
+	// false, and to true for an agent tool.
 	// +optional
-	// +kubebuilder:default=false
 	Mutates *bool `json:"mutates,omitempty"`
 
 	// reversible declares that what the tool changes can be undone. A call
@@ -104,6 +103,11 @@ type ToolSpec struct {
 	// question and waits for the answer.
 	// +optional
 	Builtin BuiltinTool `json:"builtin,omitempty"`
+
+	// agent makes each call a child AgentRun from an AgentRunTemplate
+	// (see AgentTool).
+	// +optional
+	Agent *AgentTool `json:"agent,omitempty"`
 }
 
 // ToolRetry bounds the retries of a tool call that failed transiently.

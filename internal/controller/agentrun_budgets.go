@@ -45,9 +45,11 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 		return ctrl.Result{}, nil
 	}
 	run := sc.run
+	// A child run holds its own lease: its part is not the parent's.
+	used, reserved := s.Own()
 	req := budget.Request{UID: run.UID, Run: run.Name,
-		Spent:    budget.Amount{Cost: s.Usage.Cost, Tokens: s.Usage.Tokens()},
-		Exposure: budget.Amount{Cost: s.Usage.Cost + s.Reserved.Cost, Tokens: s.Usage.Tokens() + s.Reserved.Tokens()},
+		Spent:    budget.Amount{Cost: used.Cost, Tokens: used.Tokens()},
+		Exposure: budget.Amount{Cost: used.Cost + reserved.Cost, Tokens: used.Tokens() + reserved.Tokens()},
 		Starting: sc.stored.run().Status.Turn == 0 && sc.consumed == "",
 		HoldFor:  holdFor(sc.kit.Engine.Config()),
 	}

@@ -35,6 +35,10 @@ import (
 //   - AgentRuns: watch them, patch status, and patch metadata only to
 //     remove stale approval annotations, to hold a run for the archive
 //     (its finalizer) and to label a follow-up with the run it continues.
+//     Create the children of agent tools (internal/tools/agent) and patch
+//     their spec.cancel; a child's owner reference blocks its parent's
+//     deletion, which needs update on agentruns/finalizers where the API
+//     server enforces owner reference permissions.
 //   - Secrets: create, read and replace transcript chunks; read with an
 //     uncached reader, so no cluster-wide Secret watch. A run's API key and
 //     header values are read as the run's ServiceAccount (impersonation).
@@ -47,7 +51,8 @@ import (
 //     re-run protection (gitops.go) and the records of each run's highest
 //     save (rollback.go); read uncached.
 //
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
@@ -104,6 +109,9 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A tool Job's change wakes the call that waits on it (which then
 		// ends its work and so enqueues its run): no call polls its Job.
 		b = b.Watches(&batchv1.Job{}, jobChanged(r.ToolJobs))
+	}
+	if r.ChildRuns != nil {
+		b = b.Watches(&v1alpha1.AgentRun{}, childChanged(r.ChildRuns))
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("agentrun").
@@ -179,7 +187,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		return finishedPhases(ctx, run, r.settle, r.archive, r.expireLive)
+		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.archive, r.expireLive)
 	}
 	sc, err := r.open(ctx, key, run)
 	if err != nil {

@@ -374,7 +374,13 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 		key := toolsKey(s)
 		if r.work.busy(uid, key) {
 			// Tools run to their end even when the run is cancelled: the
-			// boundary is after their results are recorded.
+			// boundary is after their results are recorded. A child run
+			// ends sooner, cancelled too.
+			if in.Cancel {
+				if _, err := r.cancelChildren(ctx, sc.run); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
 			sc.wait = true
 			return ctrl.Result{}, nil
 		}

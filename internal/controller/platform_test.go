@@ -308,8 +308,8 @@ func TestPlatform_readOnlyIsThePlatformsWord(t *testing.T) {
 	if pending.Rule != "AgentRunPolicy/"+p.Name+".rules[1]" || pending.Reason != "every change is reviewed" {
 		t.Fatalf("the call waits by %q (%q); want the platform's rules[1]", pending.Rule, pending.Reason)
 	}
-	if m := get(t, restock).Spec.Tools[0].Mutates; m == nil || *m {
-		t.Fatalf("stored mutates %v; want the author's false, kept as written", m)
+	if m := get(t, restock).Spec.Tools[0].Mutates; m != nil {
+		t.Fatalf("stored mutates %v; want it left out, kept as written", *m)
 	}
 	NewWithT(t).Eventually(func() []string {
 		return eventNotes(t, ns, "AgentRun", restock.Name, corev1.EventTypeNormal, string(NotePlatformApplied))

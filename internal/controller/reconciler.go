@@ -44,6 +44,15 @@ type KitBuilder interface {
 	Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error)
 }
 
+// ChildRuns is told of the changes of child runs; the agent tools'
+// executor implements it (through internal/tools/job.Wakeups), so that
+// this package knows no executor.
+type ChildRuns interface {
+	// Notify tells the calls that wait on the run namespace/name that it
+	// changed.
+	Notify(namespace, name string)
+}
+
 // ToolJobs is what the reconciler does with the Jobs that job tools run;
 // the job executor's package implements it (internal/tools/job.Jobs), so
 // that this package knows no executor.
@@ -98,6 +107,9 @@ type Config struct {
 	// status holds, and names the keys that sealed Jobs (keyuse.go). The
 	// operator sets job.Jobs; nil leaves tool Jobs alone.
 	ToolJobs ToolJobs
+	// ChildRuns, when set, is told of every change of a run that has a
+	// parent (children.go): the agent tools' executors wait on it.
+	ChildRuns ChildRuns
 	// StatusInterval is how far a run's status may fall behind its saved
 	// progress: a save that changes only the run's progress (its turn,
 	// usage and checkpoint) carries the checkpoint in its last transcript

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/internal/model/gemini"
 	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/agentrun/agentrun/internal/tools"
+	"github.com/agentrun/agentrun/internal/tools/agent"
 	"github.com/agentrun/agentrun/internal/tools/httptool"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/tools/kube"
@@ -27,9 +28,11 @@ import (
 	"github.com/agentrun/agentrun/internal/tools/mcptool"
 	"github.com/agentrun/agentrun/internal/tools/memtool"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ErrUnavailable marks a build that failed because a declared tool is not
@@ -78,6 +81,9 @@ type Builder struct {
 	CheckSecret SecretAccess
 	// Jobs configures the Job executor (cluster mode).
 	Jobs job.Config
+	// Agents configures the agent tools' executor; without its Client,
+	// agent tools are not available (agentrun local).
+	Agents agent.Config
 	// Kube is the operator's client configuration for builtin tools; nil
 	// means builtin tools are not available (agentrun local).
 	Kube   *rest.Config
@@ -142,6 +148,7 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 	}
 	executors := map[string]loop.Toolbox{}
 	var jobTools []job.Tool
+	var agentTools []agent.Tool
 	var builtins map[string]kube.Builtin
 	var memTools map[string]memtool.Op
 	for i := range run.Spec.Tools {
@@ -228,6 +235,12 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 				builtins = map[string]kube.Builtin{}
 			}
 			builtins[t.Name] = bt
+		case t.Agent != nil:
+			at, err := b.agentTool(ctx, run, i, ts)
+			if err != nil {
+				return nil, err
+			}
+			agentTools = append(agentTools, at)
 		case t.Job != nil && b.LocalJobs:
 			if len(t.Job.Command) == 0 {
 				return nil, fmt.Errorf("tools[%d] (%s): a job tool run locally needs a command", i, t.Name)
@@ -278,6 +291,15 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 		}
 		for _, jt := range jobTools {
 			executors[jt.Name] = ex
+		}
+	}
+	if len(agentTools) > 0 {
+		ex, err := agent.New(b.Agents, agent.Parent{Name: run.Name, Namespace: run.Namespace, UID: run.UID, Labels: run.Labels}, agentTools)
+		if err != nil {
+			return nil, err
+		}
+		for _, at := range agentTools {
+			executors[at.Name] = ex
 		}
 	}
 	if len(builtins) > 0 {
@@ -364,6 +386,39 @@ func (b *Builder) memory(run *v1alpha1.AgentRun, ops map[string]memtool.Op) (*me
 		cfg.TTL = m.TTL.Duration
 	}
 	return memtool.New(cfg)
+}
+
+// agentTool reads the template of agent tool tools[i] and completes what
+// the engine knows of it (ts): the child's ceilings capped by the
+// template's, and, when the tool gives no parameters, its schema made
+// from the template's parameters.
+func (b *Builder) agentTool(ctx context.Context, run *v1alpha1.AgentRun, i int, ts *loop.ToolSpec) (agent.Tool, error) {
+	t := &run.Spec.Tools[i]
+	if b.Agents.Client == nil {
+		return agent.Tool{}, fmt.Errorf("%w: tools[%d] (%s): agent tools make AgentRuns and need the operator", ErrUnavailable, i, t.Name)
+	}
+	read := b.Agents.Reader
+	if read == nil {
+		read = b.Agents.Client
+	}
+	tpl := &v1alpha1.AgentRunTemplate{}
+	if err := read.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: t.Agent.TemplateRef.Name}, tpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return agent.Tool{}, fmt.Errorf("tools[%d] (%s): AgentRunTemplate %q does not exist in namespace %s", i, t.Name, t.Agent.TemplateRef.Name, run.Namespace)
+		}
+		return agent.Tool{}, fmt.Errorf("%w: tools[%d] (%s): reading AgentRunTemplate %s: %v", ErrUnavailable, i, t.Name, t.Agent.TemplateRef.Name, err)
+	}
+	if err := agentTool(ts, t, i, &tpl.Spec.Run.Budget); err != nil {
+		return agent.Tool{}, err
+	}
+	at := agent.Tool{Name: t.Name, Template: tpl, Parameters: t.Agent.Parameters, MaxDepth: v1alpha1.DefaultMaxDepth}
+	if d := t.Agent.MaxDepth; d != nil {
+		at.MaxDepth = int(*d)
+	}
+	if len(ts.Parameters) == 0 {
+		ts.Parameters, at.FromArgs = agent.Schema(tpl, t.Agent.Parameters), true
+	}
+	return at, nil
 }
 
 // billed is p completed by what m's provider bills beyond it.

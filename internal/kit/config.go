@@ -18,6 +18,7 @@ import (
 	"github.com/agentrun/agentrun/internal/model/gemini"
 	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/agentrun/agentrun/internal/platform"
+	"github.com/agentrun/agentrun/internal/tools/agent"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"github.com/agentrun/agentrun/internal/tools/job/entrypoint"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,6 +48,66 @@ func (k *Kit) ModelAt(i int) loop.Model {
 		return k.Fallbacks[i-1]
 	}
 	return k.Model
+}
+
+// agentTool sets what the engine knows of agent tool t (tools[i]): it
+// mutates unless it says otherwise (a child run is work done outside the
+// run), a crashed call may be dispatched again (it adopts its child), and
+// each call reserves its child's ceilings, t's budget capped by tpl's (nil
+// before the template is read: t's budget, the defaults where it is
+// silent). The child's cost and wall clock are the call's.
+func agentTool(ts *loop.ToolSpec, t *v1alpha1.ToolSpec, i int, tpl *v1alpha1.BudgetSpec) error {
+	ts.Mutates = t.Mutates == nil || *t.Mutates
+	ts.Repeatable = true
+	ts.StartupGrace, ts.KillGrace = agent.StartGrace, agent.StopGrace
+	var call v1alpha1.ChildBudget
+	if t.Agent.Budget != nil {
+		call = *t.Agent.Budget
+	}
+	base := v1alpha1.BudgetSpec{MaxTurns: 1} // the template is not read yet
+	if call.MaxTurns != nil {
+		base.MaxTurns = *call.MaxTurns
+	}
+	if tpl != nil {
+		base = *tpl
+	}
+	b, err := limits.Budget(&base)
+	if err != nil {
+		return fmt.Errorf("tools[%d] (%s): the template's budget: %w", i, t.Name, err)
+	}
+	b = loop.Config{Budget: b}.Normalize().Budget
+	c := loop.ChildBudget{Turns: b.MaxTurns, Tokens: b.MaxTokens, WallClock: b.MaxWallClock, Cost: *b.MaxCost, ToolCalls: *b.MaxToolCalls}
+	if call.MaxTurns != nil {
+		c.Turns = min(c.Turns, int(*call.MaxTurns))
+	}
+	if call.MaxTokens != nil {
+		c.Tokens = min(c.Tokens, *call.MaxTokens)
+	}
+	if call.MaxWallClock != nil {
+		c.WallClock = min(c.WallClock, call.MaxWallClock.Duration)
+	}
+	if call.MaxCostUSD != "" {
+		m, err := limits.Money(fmt.Sprintf("tools[%d].agent.budget.maxCostUSD", i), call.MaxCostUSD)
+		if err != nil {
+			return err
+		}
+		c.Cost = min(c.Cost, m)
+	}
+	if call.MaxToolCalls != nil {
+		c.ToolCalls = min(c.ToolCalls, int(*call.MaxToolCalls))
+	}
+	if t.MaxCostUSD != "" {
+		// The tool's own maxCostUSD (which requireToolCosts asks for)
+		// bounds its calls too.
+		m, err := limits.Money(fmt.Sprintf("tools[%d].maxCostUSD", i), t.MaxCostUSD)
+		if err != nil {
+			return err
+		}
+		c.Cost = min(c.Cost, m)
+	}
+	ts.Child = &c
+	ts.MaxCost, ts.CostDeclared, ts.Timeout = c.Cost, true, c.WallClock
+	return nil
 }
 
 // Config converts a spec into the engine's configuration. Defaults the API
@@ -130,6 +191,11 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 			}
 			if len(ts.Parameters) == 0 {
 				ts.Parameters = loop.AskPersonSchema
+			}
+		}
+		if t.Agent != nil {
+			if err := agentTool(&ts, t, i, nil); err != nil {
+				return cfg, err
 			}
 		}
 		if t.Job != nil {

@@ -9,7 +9,8 @@ import (
 )
 
 func (e *Engine) startActing(s *State, notes *[]Note) next {
-	res := e.batchReservation(s.Calls)
+	// What a child may use leaves the run its next turn.
+	res := e.batchReservation(s.Calls, s.Usage.then(nextTurn(&e.cfg, s, e.tool)))
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		return refusal(rej)
 	}
@@ -86,8 +87,13 @@ func (e *Engine) dispatch(s *State, c *Call) Invocation {
 
 func (e *Engine) invocation(s *State, c *Call) Invocation {
 	t := e.tool(c.Name)
-	return Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: IdempotencyKey(s.RunID, c.ID),
+	inv := Invocation{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, IdempotencyKey: IdempotencyKey(s.RunID, c.ID),
 		Attempt: max(c.Attempts, 1), Timeout: t.Timeout, StartupGrace: t.StartupGrace, KillGrace: t.KillGrace, MaxResultBytes: t.MaxResultBytes}
+	if ch := reservedChild(t, c); ch != nil {
+		// The child's wall clock is what the call reserved for it.
+		inv.Child, inv.Timeout = ch, ch.WallClock
+	}
+	return inv
 }
 
 // applyResults records a group's results. A call whose attempt failed
@@ -105,7 +111,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				continue
 			}
 			t := e.tool(c.Name)
-			s.settleCall(t, c.Attempts <= 1)
+			s.settleCall(t, c.Attempts <= 1, reservedChild(t, c), r.Child)
 			if r.Failure.Transient() {
 				c.State, c.LastFailure = CallRetrying, failureSummary(r.Failure)
 				retry = append(retry, retryCandidate{call: c, retryAfter: r.Failure.RetryAfter, failure: r})
@@ -145,17 +151,24 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 
 // settleCall moves one executed attempt from reserved to consumed. A
 // tool's declared maxCostUSD is what it costs: tools do not report spend,
-// so the declared ceiling is charged (never under-counted). Every attempt
-// is a tool call; only a call's first attempt counts against its tool's
-// perTool limit, which bounds distinct calls, not retries of one.
-func (s *State) settleCall(t *ToolSpec, first bool) {
+// so the declared ceiling is charged (never under-counted). A call that
+// ran a child (child is what it reserved) is charged what the child used
+// (used, its turns, tokens, tool calls and cost), or, when that is
+// unknown, the whole reservation. Every attempt is a tool call; only a
+// call's first attempt counts against its tool's perTool limit, which
+// bounds distinct calls, not retries of one.
+func (s *State) settleCall(t *ToolSpec, first bool, child *ChildBudget, used *Usage) {
 	s.Usage.ToolCalls++
 	if s.Usage.PerTool == nil {
 		s.Usage.PerTool = map[string]int{}
 	}
-	s.Usage.Cost += t.MaxCost
 	s.Reserved.ToolCalls = max(0, s.Reserved.ToolCalls-1)
-	s.Reserved.Cost = max(0, s.Reserved.Cost-t.MaxCost)
+	if child != nil {
+		s.settleChild(child, used)
+	} else {
+		s.Usage.Cost += t.MaxCost
+		s.Reserved.Cost = max(0, s.Reserved.Cost-t.MaxCost)
+	}
 	if !first {
 		return
 	}
@@ -163,6 +176,42 @@ func (s *State) settleCall(t *ToolSpec, first bool) {
 	if s.Reserved.PerTool[t.Name] > 0 {
 		s.Reserved.PerTool[t.Name]--
 	}
+}
+
+// settleChild releases what a call reserved for its child and charges what
+// the child used (the reservation when used is nil). Its wall clock is
+// not added: the run's own clock ran while it waited.
+func (s *State) settleChild(child *ChildBudget, used *Usage) {
+	s.Reserved.Turns = max(0, s.Reserved.Turns-child.Turns)
+	s.Reserved.InputTokens = max(0, s.Reserved.InputTokens-child.Tokens)
+	s.Reserved.ToolCalls = max(0, s.Reserved.ToolCalls-child.ToolCalls)
+	s.Reserved.Cost = max(0, s.Reserved.Cost-child.Cost)
+	u := Usage{Turns: child.Turns, InputTokens: child.Tokens, ToolCalls: child.ToolCalls, Cost: child.Cost}
+	if used != nil {
+		u = *used
+		u.PerTool, u.WallClock = nil, 0
+	}
+	s.Usage = s.Usage.then(u).withPerTool(s.Usage.PerTool)
+	s.Children = new(s.Children.orZero().then(u))
+}
+
+// Own is the run's usage and reservation without its children's part:
+// what its children used (Children) and what its calls hold for children
+// still to end. A child is a run of its own, which a shared budget counts
+// as such; this is the rest.
+func (s *State) Own() (used, reserved Usage) {
+	used, reserved = s.Usage, s.Reserved
+	ch := s.Children.orZero()
+	used.Turns, used.InputTokens, used.OutputTokens = used.Turns-ch.Turns, used.InputTokens-ch.InputTokens, used.OutputTokens-ch.OutputTokens
+	used.CachedInputTokens, used.Cost, used.ToolCalls = used.CachedInputTokens-ch.CachedInputTokens, used.Cost-ch.Cost, used.ToolCalls-ch.ToolCalls
+	for i := range s.Calls {
+		c := &s.Calls[i]
+		if b := c.Child; b != nil && c.State != CallDone {
+			reserved.Turns, reserved.InputTokens = max(0, reserved.Turns-b.Turns), max(0, reserved.InputTokens-b.Tokens)
+			reserved.Cost, reserved.ToolCalls = max(0, reserved.Cost-b.Cost), max(0, reserved.ToolCalls-b.ToolCalls)
+		}
+	}
+	return used, reserved
 }
 
 // onLostResults handles a restart while calls were dispatched: a call that
@@ -178,7 +227,7 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) next {
 		}
 		t := e.tool(c.Name)
 		if t.Repeatable {
-			if !t.Mutates {
+			if !t.Mutates && t.Child == nil {
 				s.Usage.Cost += t.MaxCost // the lost attempt may have spent
 			}
 			inv := e.invocation(s, c)
@@ -188,7 +237,7 @@ func (e *Engine) onLostResults(s *State, now time.Time, notes *[]Note) next {
 		}
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
-		s.settleCall(t, c.Attempts <= 1)
+		s.settleCall(t, c.Attempts <= 1, reservedChild(t, c), nil)
 		*notes = append(*notes, Note{Kind: NoteCallFinished, CallID: c.ID, Warning: true,
 			Message: fmt.Sprintf("%s %s: outcome unknown after a restart; not repeated", c.ID, c.Name)})
 	}
@@ -210,7 +259,7 @@ func (e *Engine) abandonCalls(s *State, notes *[]Note) {
 			continue
 		}
 		t := e.tool(c.Name)
-		s.settleCall(t, c.Attempts <= 1)
+		s.settleCall(t, c.Attempts <= 1, reservedChild(t, c), nil)
 		c.State, c.ObsStatus = CallDone, ObsFailed
 		c.Observation, _ = RenderResult(c.Name, t.MaxResultBytes, Result{Failure: &Failure{Kind: FailUnknown}})
 		msg := fmt.Sprintf("%s %s was in flight when the run was cancelled and its result was lost: its outcome is unknown, and it is charged as a call made", c.ID, c.Name)

@@ -130,32 +130,128 @@ func listNames(names []string, n int) string {
 // counts summed; on the wall clock, each call's whole MaxDuration (startup
 // grace, timeout and kill grace, so that a tool ignoring SIGTERM still ends
 // inside the reservation): the longest read once per wave of concurrent
-// reads, plus every serial write.
-func (e *Engine) batchReservation(calls []Call) Usage {
+// reads, plus every serial write. A call that runs a child run reserves
+// the child's ceilings, each capped by what the run has left once the
+// calls before it are reserved (childBudget); the cap is kept on a
+// proposed call (Call.Child), for the child and its settlement.
+func (e *Engine) batchReservation(calls []Call, consumed Usage) Usage {
 	r := Usage{PerTool: map[string]int{}}
 	var reads readWave
+	left, children := 0, 0 // the calls, and the calls with a child, still to be reserved
+	for i := range calls {
+		if c := &calls[i]; c.Approved() && c.State != CallDone {
+			left++
+			if e.tool(c.Name).Child != nil && c.State == CallProposed {
+				children++
+			}
+		}
+	}
 	for i := range calls {
 		c := &calls[i]
 		if !c.Approved() || c.State == CallDone {
 			continue
 		}
-		if t := e.tool(c.Name); r.addCall(t) {
-			reads.add(t)
+		left--
+		t := e.tool(c.Name)
+		if t.Child != nil && c.State == CallProposed {
+			c.Child = e.cfg.Budget.childBudget(t, consumed, r, left, children)
+			children--
+		}
+		child := reservedChild(t, c)
+		if r.addCall(t, child) {
+			reads.add(t.callDuration(child))
 		}
 	}
 	r.WallClock += reads.duration()
 	return r
 }
 
+// childBudget is what a call of t reserves for its child: the tool's
+// ceilings, each capped by what the run has left once consumed and r are
+// counted (a soft ceiling of the run caps nothing), and shared evenly
+// among the children of the batch still to be reserved (share, this one
+// included; on the wall clock only among writes, which run one after the
+// other). consumed holds what the run keeps for itself (nextTurn). On the
+// wall clock the call's startup and kill graces are left out of the
+// child's share; of the tool calls, the call itself and the later calls
+// of its batch.
+func (b *Budget) childBudget(t *ToolSpec, consumed, r Usage, later, share int) *ChildBudget {
+	c := *t.Child
+	room := func(d Dimension, less int64, declared int64, share int) int64 {
+		row, _ := CeilingOf(d)
+		if b.soft(d) {
+			return declared
+		}
+		up := func(n int64) int64 { return (n + row.step - 1) / row.step }
+		left := row.limit(b)/row.step - up(row.used(consumed)) - up(row.used(r)) - up(less)
+		return max(0, min(declared, left/int64(max(share, 1))*row.step))
+	}
+	clockShare := 1
+	if t.Mutates {
+		clockShare = share
+	}
+	c.Turns = int(room(DimTurns, 0, int64(c.Turns), share))
+	c.Tokens = room(DimTokens, 0, c.Tokens, share)
+	c.WallClock = time.Duration(room(DimWallClock, int64(t.StartupGrace+t.KillGrace), int64(c.WallClock), clockShare))
+	c.Cost = Money(room(DimCost, 0, int64(c.Cost), share))
+	c.ToolCalls = int(room(DimToolCalls, int64(1+later), int64(c.ToolCalls), share))
+	return &c
+}
+
+// nextTurn is what a run keeps for itself when it reserves for children:
+// its next model call, its input estimated as the last request's and, as
+// the byte estimator counts them, the batch's calls and results (each at
+// most its tool's maxResultBytes).
+func nextTurn(c *Config, s *State, tool func(string) *ToolSpec) Usage {
+	var in int64
+	if s.Context != nil {
+		in = s.Context.last()
+	}
+	for i := range s.Calls {
+		if cl := &s.Calls[i]; cl.Approved() && cl.State != CallDone {
+			in += int64(tool(cl.Name).MaxResultBytes+len(cl.Arguments)) + 2*(estimatePerMessage+estimatePerToolCall)
+		}
+	}
+	return c.modelReservation(in)
+}
+
+// reservedChild is what call c of t reserved for its child: Call.Child, or
+// the tool's declared ceilings (a plan's step, reserved whole); nil for a
+// tool without a child.
+func reservedChild(t *ToolSpec, c *Call) *ChildBudget {
+	if c != nil && c.Child != nil {
+		return c.Child
+	}
+	return t.Child
+}
+
+// callDuration is the most one call of t may take: its MaxDuration, or
+// for a child run, the child's wall clock within the call's graces.
+func (t *ToolSpec) callDuration(child *ChildBudget) time.Duration {
+	if child != nil {
+		return t.StartupGrace + child.WallClock + t.KillGrace
+	}
+	return t.MaxDuration()
+}
+
 // addCall adds one call of t to r: a tool call, its tool's declared cost
-// and, for a write, which runs alone, its whole MaxDuration. It reports
-// whether the call is a read, whose time counts in its wave instead.
-func (r *Usage) addCall(t *ToolSpec) (read bool) {
+// and, for a write, which runs alone, its whole MaxDuration; a call that
+// runs a child adds the child's ceilings instead of the tool's cost. It
+// reports whether the call is a read, whose time counts in its wave
+// instead.
+func (r *Usage) addCall(t *ToolSpec, child *ChildBudget) (read bool) {
 	r.ToolCalls++
 	r.PerTool[t.Name]++
-	r.Cost += t.MaxCost
+	if child != nil {
+		r.Turns += child.Turns
+		r.InputTokens += child.Tokens
+		r.ToolCalls += child.ToolCalls
+		r.Cost += child.Cost
+	} else {
+		r.Cost += t.MaxCost
+	}
 	if t.Mutates {
-		r.WallClock += t.MaxDuration()
+		r.WallClock += t.callDuration(child)
 		return false
 	}
 	return true
@@ -168,9 +264,9 @@ type readWave struct {
 	longest time.Duration
 }
 
-func (w *readWave) add(t *ToolSpec) {
+func (w *readWave) add(d time.Duration) {
 	w.reads++
-	w.longest = max(w.longest, t.MaxDuration())
+	w.longest = max(w.longest, d)
 }
 
 func (w *readWave) duration() time.Duration {

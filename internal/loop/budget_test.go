@@ -73,7 +73,7 @@ func TestAdmission_readsBeyondOneWaveAreReservedPerWave(t *testing.T) {
 			calls[i] = Call{ToolCall: call("a", `{}`), Verdict: Allow, State: CallProposed}
 		}
 		waves := (n + 7) / 8
-		if got, want := e.batchReservation(calls).WallClock, time.Duration(waves)*10*time.Second; got != want {
+		if got, want := e.batchReservation(calls, Usage{}).WallClock, time.Duration(waves)*10*time.Second; got != want {
 			t.Errorf("%d reads: reserved %s, want %s", n, got, want)
 		}
 	}

@@ -209,6 +209,20 @@ func (u Usage) then(v Usage) Usage {
 		WallClock: u.WallClock + v.WallClock}
 }
 
+// withPerTool is u with its per-tool counts set to p.
+func (u Usage) withPerTool(p map[string]int) Usage {
+	u.PerTool = p
+	return u
+}
+
+// orZero is *u, or a zero Usage for nil.
+func (u *Usage) orZero() Usage {
+	if u == nil {
+		return Usage{}
+	}
+	return *u
+}
+
 // ceilings is the table, in the order admission checks it. The per-tool
 // limits (DimPerTool) are not a row: they are one ceiling per tool, named
 // by the manifest, and checked after these.

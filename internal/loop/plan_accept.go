@@ -245,7 +245,7 @@ func (pl *planner) planReservation(steps []PlanStep, levels map[string]int, plan
 	waves := map[int]*readWave{}
 	for _, st := range steps {
 		t := pl.tool(st.Tool)
-		if !r.addCall(t) {
+		if !r.addCall(t, t.Child) {
 			continue
 		}
 		w := waves[levels[st.ID]]
@@ -253,7 +253,7 @@ func (pl *planner) planReservation(steps []PlanStep, levels map[string]int, plan
 			w = &readWave{}
 			waves[levels[st.ID]] = w
 		}
-		w.add(t)
+		w.add(t.callDuration(t.Child))
 	}
 	for _, w := range waves {
 		r.WallClock += w.duration()

@@ -151,9 +151,14 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 				c.Name, c.ID, plural(c.Attempts, "attempt"), p.MaxAttempts, c.LastFailure))
 		}
 		delay = max(delay, p.backoff(c.Attempts, rc.retryAfter, IdempotencyKey(s.RunID, c.ID)))
-		longest = max(longest, t.MaxDuration())
+		child := reservedChild(t, c)
+		longest = max(longest, t.callDuration(child))
 		res.ToolCalls++
-		res.Cost += t.MaxCost
+		if child != nil {
+			res = res.then(Usage{Turns: child.Turns, InputTokens: child.Tokens, ToolCalls: child.ToolCalls, Cost: child.Cost})
+		} else {
+			res.Cost += t.MaxCost
+		}
 	}
 	var waiting []Call
 	for _, c := range s.Calls {
@@ -164,7 +169,7 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 	// The retried calls go again as one group (reads at most
 	// maxConcurrentReads at a time), then whatever has not run yet.
 	waves := (len(cands) + maxConcurrentReads - 1) / maxConcurrentReads
-	res.WallClock = delay + time.Duration(waves)*longest + e.batchReservation(waiting).WallClock
+	res.WallClock = delay + time.Duration(waves)*longest + e.batchReservation(waiting, s.Usage).WallClock
 	if rej := Admit(&e.cfg.Budget, s.Usage, res); rej != nil {
 		rc := cands[0]
 		n := e.endWithToolFailure(s, rc, fmt.Sprintf("tool %s (call %s) was unavailable on %s (last error: %s) and another attempt does not fit the budget: %s",

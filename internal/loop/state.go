@@ -78,6 +78,10 @@ type Call struct {
 	// far (approvers.go).
 	Needed     int      `json:"needed,omitempty"`
 	ApprovedBy []string `json:"approvedBy,omitempty"`
+	// Child is what the call reserved for its child run (a tool with a
+	// ToolSpec.Child), once its batch was admitted: the tool's ceilings
+	// capped by what the run had left. They are the child's ceilings.
+	Child *ChildBudget `json:"child,omitempty"`
 }
 
 // Approved reports whether the call may run.
@@ -122,6 +126,9 @@ type State struct {
 	RetryAt  *time.Time `json:"retryAt,omitempty"`
 	Usage    Usage      `json:"usage"`
 	Reserved Usage      `json:"reserved"`
+	// Children is the part of Usage that child runs used, charged when
+	// each ended (agent tools); nil while none has.
+	Children *Usage `json:"children,omitempty"`
 	// Calls is the current turn's batch, in proposal order.
 	Calls []Call `json:"calls,omitempty"`
 	// Transcript is every message after the goal, in order.

@@ -38,6 +38,9 @@ type Invocation struct {
 	// started. An executor that may repeat a call only by adopting that
 	// attempt (a mutating Job) must never start it anew.
 	Resumed bool
+	// Child is the ceilings of the child run of a call of an agent tool
+	// (Call.Child): what the run reserved for it.
+	Child *ChildBudget
 }
 
 // MaxDuration is the most the call may take from dispatch to result.
@@ -96,6 +99,10 @@ type Result struct {
 	Size      int64 `json:"size,omitempty"`
 	// Duration the call took.
 	Duration time.Duration `json:"duration,omitempty"`
+	// Child is what the call's child run used (an agent tool): it is
+	// charged to the run instead of the call's reservation. Nil charges
+	// the reservation in full (the child's use is unknown).
+	Child *Usage `json:"child,omitempty"`
 }
 
 // Preflighter may be implemented by a Toolbox (or one tool's executor) to

@@ -241,6 +241,21 @@ type ToolSpec struct {
 	// that vetting does not deny or block waits as an ASK, and a person's
 	// AnswerReply is its result. No executor runs it.
 	AsksPerson bool
+	// Child is set for a tool whose call runs a child run (an agent tool):
+	// the child's ceilings as declared. A call reserves them out of what
+	// the run has left (ChildBudget), and is charged what the child used
+	// (Result.Child). MaxCost and Timeout are then Child's cost and wall
+	// clock.
+	Child *ChildBudget
+}
+
+// ChildBudget is the five ceilings of a child run (see Budget).
+type ChildBudget struct {
+	Turns     int           `json:"turns"`
+	Tokens    int64         `json:"tokens"`
+	WallClock time.Duration `json:"wallClock"`
+	Cost      Money         `json:"costUSD"`
+	ToolCalls int           `json:"toolCalls"`
 }
 
 // MaxDuration is the most one call of the tool may take from dispatch to

@@ -27,6 +27,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/telemetry"
+	"github.com/agentrun/agentrun/internal/tools/agent"
 	"github.com/agentrun/agentrun/internal/tools/job"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -253,6 +254,9 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	recorder := mgr.GetEventRecorder("agentrun")
 	secrets := NewRunSecrets(cfg)
 	wakeups := job.NewWakeups()
+	// The agent tools' calls wait on their child runs as job tools' calls
+	// wait on their Jobs: the AgentRun informer wakes them.
+	children := job.NewWakeups()
 	// Runs' requests go through the operator's egress policy with what the
 	// AgentRunPolicies selecting their namespace add (kit.Builder.Build);
 	// notifications through the operator's alone.
@@ -268,6 +272,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Jobs: job.Config{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Logs: job.NewPodLogReader(cs),
 			OperatorImage: o.OperatorImage, Resources: o.ToolResources, NoNetworkPolicy: o.NoToolNetworkPolicy,
 			RunAsUser: o.ToolRunAsUser, AssignedUser: o.ToolAssignedUser, Wakeups: wakeups, Keys: keys},
+		Agents:        agent.Config{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Wakeups: children, InFlight: agent.NewInFlight()},
 		Kube:          cfg,
 		MaxReplyBytes: o.ModelMaxReplyBytes,
 		CloudIdentity: o.CloudIdentity,
@@ -329,7 +334,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	r := controller.NewAgentRunReconciler(controller.Config{Notifier: notifier, Archive: store, Ledgers: ledgers, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
-		EventVerbosity: o.EventVerbosity, ToolJobs: job.Jobs{Client: mgr.GetClient(), Wakeups: wakeups}, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
+		EventVerbosity: o.EventVerbosity, ToolJobs: job.Jobs{Client: mgr.GetClient(), Wakeups: wakeups}, ChildRuns: children, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
 		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished, Metrics: domain})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -92,6 +92,7 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 			changes = append(changes, c...)
 		}
 		changes = append(changes, classify(p, spec)...)
+		changes = append(changes, lowerDepth(p, spec)...)
 	}
 	requireRules(pols, spec)
 	return out, changes, nil
@@ -494,6 +495,8 @@ func kindOf(t *v1alpha1.ToolSpec) v1alpha1.ToolKind {
 		return v1alpha1.ToolKindMCP
 	case t.Builtin != "":
 		return v1alpha1.ToolKindBuiltin
+	case t.Agent != nil:
+		return v1alpha1.ToolKindAgent
 	}
 	return ""
 }
@@ -533,6 +536,12 @@ func classify(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string 
 			if t.MCP != nil {
 				onHint = true
 			}
+		}
+		if readOnly && t.Agent != nil && t.Mutates == nil {
+			// An agent tool mutates unless it says otherwise, or the
+			// platform does.
+			t.Mutates = ptr(false)
+			changes = append(changes, fmt.Sprintf("tools[%d] (%s) is read-only by AgentRunPolicy %s (its readOnlyTools match it)", i, t.Name, p.Name))
 		}
 		if readOnly || (t.Mutates != nil && *t.Mutates) {
 			continue
@@ -673,8 +682,37 @@ func (a Approvers) Refuses(user string) string {
 	return ""
 }
 
+// lowerDepth lowers every agent tool's maxDepth to the policy's
+// maxAgentDepth.
+func lowerDepth(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string {
+	if p.Spec.MaxAgentDepth == nil {
+		return nil
+	}
+	most := *p.Spec.MaxAgentDepth
+	var changes []string
+	for i := range spec.Tools {
+		a := spec.Tools[i].Agent
+		if a == nil {
+			continue
+		}
+		cur := int32(v1alpha1.DefaultMaxDepth)
+		if a.MaxDepth != nil {
+			cur = *a.MaxDepth
+		}
+		if cur > most {
+			a.MaxDepth = ptr(most)
+			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.maxDepth %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, cur, most, p.Name))
+		}
+	}
+	return changes
+}
+
 // DeclaresCost says whether a tool's cost is known: it declares
 // maxCostUSD ("0" declares a free tool), or it is builtin, the operator's
-// own read of the API server, which costs nothing. The admission policy's
-// requireToolCosts check mirrors it (config/admission/platform-policy.yaml).
-func DeclaresCost(t *v1alpha1.ToolSpec) bool { return t.MaxCostUSD != "" || t.Builtin != "" }
+// own read of the API server, which costs nothing, or it is an agent tool,
+// whose call costs what its child may spend (its maxCostUSD, always
+// bounded). The admission policy's requireToolCosts check mirrors it
+// (config/admission/platform-policy.yaml).
+func DeclaresCost(t *v1alpha1.ToolSpec) bool {
+	return t.MaxCostUSD != "" || t.Builtin != "" || t.Agent != nil
+}

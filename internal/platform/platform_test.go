@@ -463,6 +463,8 @@ func TestApply_requireToolCosts(t *testing.T) {
 		httpTool("search", v1alpha1.HTTPGet, "https://example.com/search"),
 		costed(jobTool("render", "example.com/render:1"), "0.02"),
 		{Name: "lookup", Builtin: v1alpha1.BuiltinKubernetesGet},
+		// An agent tool costs what its child may spend, always bounded.
+		{Name: "investigate", Agent: &v1alpha1.AgentTool{TemplateRef: v1alpha1.TemplateRef{Name: "investigator"}}},
 	}
 	for _, tc := range []struct {
 		name    string
@@ -471,7 +473,7 @@ func TestApply_requireToolCosts(t *testing.T) {
 		why     string
 	}{
 		{"required, two undeclared", true, tools, "every tool must declare maxCostUSD (requireToolCosts; \"0\" declares a free tool), and the tools search do not"},
-		{"required, all declared", true, []v1alpha1.ToolSpec{tools[0], tools[2]}, ""},
+		{"required, all declared", true, []v1alpha1.ToolSpec{tools[0], tools[2], tools[4]}, ""},
 		{"required, no tools", true, nil, ""},
 		{"not required", false, tools, ""},
 	} {
@@ -484,6 +486,51 @@ func TestApply_requireToolCosts(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			case tc.why != "" && (!errors.As(err, &ref) || ref.Policy != "costs" || !strings.Contains(err.Error(), tc.why)):
 				t.Fatalf("error %v; want a refusal by costs saying %q", err, tc.why)
+			}
+		})
+	}
+}
+
+// Issue 45: an AgentRunPolicy's maxAgentDepth lowers every agent tool's
+// maxDepth (default 3), never raises one, and says what it lowered.
+func TestApply_maxAgentDepthLowersAgentTools(t *testing.T) {
+	agentTool := func(name string, depth *int32) v1alpha1.ToolSpec {
+		return v1alpha1.ToolSpec{Name: name, Agent: &v1alpha1.AgentTool{TemplateRef: v1alpha1.TemplateRef{Name: "investigator"}, MaxDepth: depth}}
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  *int32
+		tool    *int32
+		want    *int32
+		changes int
+	}{
+		{"the default lowered", ptr[int32](2), nil, ptr[int32](2), 1},
+		{"a deeper tool lowered", ptr[int32](2), ptr[int32](5), ptr[int32](2), 1},
+		{"a shallower tool kept", ptr[int32](2), ptr[int32](1), ptr[int32](1), 0},
+		{"no limit", nil, ptr[int32](5), ptr[int32](5), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policy("depth", func(s *v1alpha1.AgentRunPolicySpec) { s.MaxAgentDepth = tc.policy })
+			got, changes, err := Apply(run(func(s *v1alpha1.AgentRunSpec) {
+				s.Tools = []v1alpha1.ToolSpec{agentTool("investigate", tc.tool), httpTool("search", v1alpha1.HTTPGet, "https://example.com/")}
+			}), []v1alpha1.AgentRunPolicy{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got.Spec.Tools[0].Agent.MaxDepth); diff != "" {
+				t.Errorf("maxDepth (-want +got):\n%s", diff)
+			}
+			n := 0
+			for _, c := range changes {
+				if strings.Contains(c, "agent.maxDepth") {
+					n++
+					if !strings.Contains(c, "AgentRunPolicy depth") {
+						t.Errorf("change %q does not name the policy", c)
+					}
+				}
+			}
+			if n != tc.changes {
+				t.Errorf("%d changes about maxDepth (%q), want %d", n, changes, tc.changes)
 			}
 		})
 	}

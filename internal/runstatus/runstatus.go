@@ -64,6 +64,10 @@ func SetModel(st *v1alpha1.AgentRunStatus, m *v1alpha1.ModelSpec, s *loop.State)
 func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Convergence, now metav1.Time) {
 	st.Turn = int32(s.Turn)
 	st.Usage = limits.UsageStatus(s.Usage)
+	st.ChildUsage = nil
+	if s.Children != nil {
+		st.ChildUsage = limits.UsageStatus(*s.Children)
+	}
 	st.Reserved = nil
 	if !isZero(s.Reserved) {
 		st.Reserved = limits.UsageStatus(s.Reserved)
@@ -330,7 +334,7 @@ func OnlyProgress(before, after *v1alpha1.AgentRunStatus) bool {
 	// copied; everything else is compared where it is.
 	strip := func(st *v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
 		c := *st
-		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification, c.Context = 0, nil, nil, nil, nil, nil
+		c.Turn, c.Usage, c.Reserved, c.Convergence, c.Verification, c.Context, c.ChildUsage = 0, nil, nil, nil, nil, nil, nil
 		c.Transcript, c.Checkpoint, c.CheckpointSeal, c.CheckpointSequence = nil, nil, "", 0
 		c.Conditions = slices.Clone(st.Conditions)
 		for i := range c.Conditions {

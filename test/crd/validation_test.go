@@ -157,6 +157,26 @@ spec:
 `,
 		},
 		{
+			name: "an agent tool",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: agent-tool
+spec:
+  goal: Triage the ticket.
+  model: {provider: scripted, script: [{content: Done.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: investigate
+    agent:
+      templateRef: {name: refund-investigator}
+      parameters: [{name: ticket, value: "T-$(args.ticket)"}]
+      budget: {maxTurns: 5, maxTokens: 20000, maxWallClock: 5m, maxCostUSD: "0.50", maxToolCalls: 10}
+      maxDepth: 2
+`,
+		},
+		{
 			name: "the smallest scripted run",
 			manifest: `
 apiVersion: agents.agentrun.dev/v1alpha1
@@ -607,7 +627,7 @@ spec:
   - name: lookup
     description: Looks things up, somehow.
 `,
-			wantErr: []string{"tool lookup has no executor: set exactly one of http, job, mcp or builtin"},
+			wantErr: []string{"tool lookup has no executor: set exactly one of http, job, mcp, builtin or agent"},
 		},
 		{
 			name: "a tool with two executors",
@@ -625,7 +645,42 @@ spec:
     http: {url: "http://lookup.default.svc/"}
     builtin: kubernetes.get
 `,
-			wantErr: []string{"tool lookup sets more than one executor: set only one of http, job, mcp or builtin"},
+			wantErr: []string{"tool lookup sets more than one executor: set only one of http, job, mcp, builtin or agent"},
+		},
+		{
+			name: "an agent tool with a second executor",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: agent-tool-with-two-executors
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    agent: {templateRef: {name: investigator}}
+    builtin: kubernetes.get
+`,
+			wantErr: []string{"tool lookup sets more than one executor: set only one of http, job, mcp, builtin or agent"},
+		},
+		{
+			name: "an agent tool's bad budget and depth",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: agent-tool-bad-budget
+spec:
+  goal: Look something up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    agent: {templateRef: {name: investigator}, budget: {maxWallClock: "-1s", maxTurns: 0}, maxDepth: 11}
+`,
+			wantErr: []string{"agent.budget.maxWallClock must be a positive duration such as 90s or 15m", "maxTurns", "maxDepth"},
 		},
 		{
 			name: "two tools with the same name",
@@ -1596,17 +1651,16 @@ spec:
 				MaxPeriod: ptr.To[int32](3),
 			},
 			// tools[].maxCostUSD has no default: unset is told apart from a
-			// declared "0" (AgentRunPolicy requireToolCosts).
+			// declared "0" (AgentRunPolicy requireToolCosts). Neither has
+			// mutates: false for most kinds, true for an agent tool.
 			Tools: []agentsv1alpha1.ToolSpec{{
 				Name:           "pod_events",
-				Mutates:        ptr.To(false),
 				Reversible:     ptr.To(true),
 				MaxResultBytes: ptr.To[int32](16384),
 				Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},
 				HTTP:           &agentsv1alpha1.HTTPTool{URL: "http://events.default.svc/?pod={{.pod}}", Method: agentsv1alpha1.HTTPGet},
 			}, {
 				Name:           "restart_pod",
-				Mutates:        ptr.To(false),
 				Reversible:     ptr.To(true),
 				MaxResultBytes: ptr.To[int32](16384),
 				Retry:          &agentsv1alpha1.ToolRetry{MaxAttempts: ptr.To[int32](3), InitialBackoff: seconds(1), MaxBackoff: seconds(30)},

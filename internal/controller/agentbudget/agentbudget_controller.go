@@ -221,7 +221,9 @@ func (r *Reconciler) closeIfDone(ctx context.Context, b *v1alpha1.AgentBudget, r
 			}
 			return nil, time.Time{}, nil
 		}
-		final := usageAmount(run.Status.Usage)
+		// A child is settled in a lease of its own.
+		final, children := usageAmount(run.Status.Usage), usageAmount(run.Status.ChildUsage)
+		final = budget.Amount{Cost: max(final.Cost-children.Cost, 0), Tokens: max(final.Tokens-children.Tokens, 0)}
 		leased := budget.Leased(&res)
 		spent, _ := budget.Settle(b, res.UID, final)
 		back := budget.Amount{Cost: max(leased.Cost-spent.Cost, 0), Tokens: max(leased.Tokens-spent.Tokens, 0)}

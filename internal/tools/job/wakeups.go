@@ -41,6 +41,14 @@ func (w *Wakeups) Waiting() int {
 	return len(w.waits)
 }
 
+// Subscribe returns a channel that receives the changes of the object
+// namespace/name that Notify reports, and the function that ends the
+// subscription. The agent tools' executor (internal/tools/agent) waits on
+// child AgentRuns through it, as Execute waits on Jobs.
+func (w *Wakeups) Subscribe(namespace, name string) (<-chan struct{}, func()) {
+	return w.subscribe(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
 // subscribe returns a channel that receives the Job's changes, and the
 // function that ends the subscription.
 func (w *Wakeups) subscribe(key types.NamespacedName) (<-chan struct{}, func()) {
