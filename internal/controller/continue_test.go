@@ -2,6 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +15,8 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/model"
+	"github.com/agentrun/agentrun/internal/model/openai"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -323,5 +330,79 @@ func TestNarrower_whatWidensAFollowUp(t *testing.T) {
 				t.Errorf("narrower = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// loopbackFollowUp is a kit builder whose run named follow (and only it)
+// calls an OpenAI-compatible server on loopback through the openai
+// adapter, the earlier runs their scripts.
+type loopbackFollowUp struct {
+	kits
+	follow string
+	model  loop.Model
+}
+
+func (l *loopbackFollowUp) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egress.Grant) (*Kit, error) {
+	k, err := l.kits.Build(ctx, run, grant)
+	if err == nil && run.Name == l.follow {
+		k.Model = l.model
+	}
+	return k, err
+}
+
+// Issue 47 item 3's Done-when, at the wire: the body the model server
+// receives for a follow-up holds the earlier conversation (its goal, the
+// call and its result, the answer), then the new goal.
+func TestContinue_theModelServerReceivesTheEarlierConversation(t *testing.T) {
+	ns := namespace(t)
+	bodies := make(chan []byte, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- b
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop",`+
+			`"message":{"role":"assistant","content":"Add an index on orders.created_at."}}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`)
+	}))
+	defer srv.Close()
+	m, err := openai.New(model.Config{BaseURL: srv.URL + "/v1", Model: "m", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, &loopbackFollowUp{kits: kits{tools: newTools()}, follow: "wire-fix", model: m})
+	first := waitOutcome(t, slowShop(ns, "wire-shop").create(t), 20*time.Second)
+	expectOutcome(t, first, v1alpha1.OutcomeCompleted, "")
+	done := waitOutcome(t, followUp(first, "wire-fix", nil).create(t), 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+
+	var body struct {
+		Messages []struct {
+			Role      string `json:"role"`
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Function struct{ Name, Arguments string } `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(<-bodies, &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, msg := range body.Messages[1:] { // after the system prompt
+		line := msg.Role + ": " + msg.Content
+		for _, c := range msg.ToolCalls {
+			line += " [" + c.Function.Name + " " + c.Function.Arguments + "]"
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
+		"user: Why is the shop slow?",
+		`assistant:  [lookup {"name":"db"}]`,
+		`tool: {"ok":true,"call":"t1-c1"}`,
+		"assistant: The database is slow.",
+		"user: How do I fix it?",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the messages the model server received (-want +got):\n%s", diff)
 	}
 }
