@@ -190,7 +190,7 @@ func Config(spec *v1alpha1.AgentRunSpec) (loop.Config, error) {
 				ts.Description = loop.AskPersonDescription
 			}
 			if len(ts.Parameters) == 0 {
-				ts.Parameters = loop.AskPersonSchema
+				ts.Parameters = loop.AskPersonSchema()
 			}
 		}
 		if t.Agent != nil {

@@ -13,11 +13,13 @@ import (
 const RuleAskPerson = "tool.askPerson"
 
 // AskPersonSchema is the parameters of a tool that asks a person, for a
-// caller that declares one without its own.
-var AskPersonSchema = json.RawMessage(`{"type":"object","properties":{` +
+// caller that declares one without its own: a new copy each time.
+func AskPersonSchema() json.RawMessage { return json.RawMessage(askPersonSchema) }
+
+const askPersonSchema = `{"type":"object","properties":{` +
 	`"question":{"type":"string","minLength":1,"maxLength":2000,"description":"What you need a person to tell you, in one or two sentences."},` +
 	`"choices":{"type":"array","maxItems":10,"items":{"type":"string","maxLength":200},"description":"The answers you expect, if there are a few; the person may answer otherwise."}},` +
-	`"required":["question"],"additionalProperties":false}`)
+	`"required":["question"],"additionalProperties":false}`
 
 // AskPersonDescription is the description of a tool that asks a person,
 // for a caller that declares one without its own.
