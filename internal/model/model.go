@@ -189,6 +189,15 @@ func (c *Caller) Do(ctx context.Context, fn CallFunc) error {
 	return c.DoWith(ctx, "API key", c.cfg.KeySource, fn)
 }
 
+// DoAs is DoWith with source when it is set (a cloud identity's
+// credential), else Do with Config.KeySource.
+func (c *Caller) DoAs(ctx context.Context, source KeySource, fn CallFunc) error {
+	if source != nil {
+		return c.DoWith(ctx, "credentials", source, fn)
+	}
+	return c.Do(ctx, fn)
+}
+
 // DoWith is Do with the credential from source instead of
 // Config.KeySource: a cloud provider's short-lived token or signing
 // secret, fetched before every call (the credential libraries cache

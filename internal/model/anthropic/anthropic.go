@@ -117,11 +117,8 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		// A place for a credential that is more than the secret the
 		// caller scrubs (Bedrock's signing key id and session token).
 		ctx = context.WithValue(ctx, fetchedKey{}, &aws.Credentials{})
-		err = m.caller.DoWith(ctx, "credentials", m.credential, call)
-	} else {
-		err = m.caller.Do(ctx, call)
 	}
-	if err != nil {
+	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
 		return nil, err
 	}
 	return reply, nil

@@ -111,12 +111,7 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		reply, err = toReply(out)
 		return err
 	}
-	if m.credential != nil {
-		err = m.caller.DoWith(ctx, "credentials", m.credential, call)
-	} else {
-		err = m.caller.Do(ctx, call)
-	}
-	if err != nil {
+	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
 		return nil, err
 	}
 	return reply, nil

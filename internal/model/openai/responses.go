@@ -56,7 +56,7 @@ func (m *Model) respond(ctx context.Context, req *loop.Request) (*loop.Reply, er
 		reply, err = responseReply(out)
 		return err
 	}
-	if err := m.caller.Do(ctx, call); err != nil {
+	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
 		return nil, err
 	}
 	return reply, nil
