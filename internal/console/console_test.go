@@ -717,6 +717,29 @@ func TestConsole_theInboxShowsWhoHasApprovedATwoPersonCall(t *testing.T) {
 	}
 }
 
+// Issue 45: a child run's call that needs a person waits in the inbox
+// like any other, and says whose child it is, linking the parent.
+func TestConsole_theInboxSaysWhoseChildACallIs(t *testing.T) {
+	ns := namespace(t, "console-child")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "events")
+	run := refundRun(ns, "refund-child")
+	run.Labels = map[string]string{v1alpha1.LabelParent: "triage"}
+	create(t, run)
+	waiting(t, run)
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-child/t1-c1"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-parent="`+key+`"]`))
+	if got := text(t, ctx, `[data-parent="`+key+`"]`); got != "a child of triage, whose agent tool made it" {
+		t.Errorf("the inbox says %q", got)
+	}
+	if href := eval[string](t, ctx, `document.querySelector('[data-parent="`+key+`"] a').getAttribute("href")`); href != "/runs/"+ns+"/triage" {
+		t.Errorf("the parent's link is %q", href)
+	}
+}
+
 // A person without the approve verb clicks Approve: the API server's
 // refusal is shown as it gave it, and the call still waits.
 func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testing.T) {

@@ -34,7 +34,10 @@ type pendingCall struct {
 	// more than one, and ApprovedBy who have so far.
 	Approvals  int32
 	ApprovedBy []string
-	at         time.Time
+	// Parent is the run whose agent tool made this one (its label), so
+	// that the person sees whose child asks.
+	Parent string
+	at     time.Time
 }
 
 func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
@@ -46,7 +49,7 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 		c := pendingCall{Key: run.Namespace + "/" + run.Name + "/" + p.CallID, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
 			CallID: p.CallID, Tool: p.Tool, Arguments: safeterm.Clean(prettyJSON(p.Arguments)), Digest: p.ArgumentsDigest,
 			Rule: safeterm.Clean(p.Rule), Reason: safeterm.Clean(p.Reason), Question: safeterm.Clean(p.Question), at: run.CreationTimestamp.Time}
-		c.Approvals = p.Approvals
+		c.Approvals, c.Parent = p.Approvals, safeterm.Clean(run.Labels[v1alpha1.LabelParent])
 		for _, by := range p.ApprovedBy {
 			c.ApprovedBy = append(c.ApprovedBy, safeterm.Clean(by))
 		}
