@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -385,4 +386,46 @@ func TestAgentTool_anAgentBudgetCountsEachRunOfTheTreeOnce(t *testing.T) {
 		t.Fatal("the child spent nothing: the test needs a priced child")
 	}
 	expectSettled(t, b, []*v1alpha1.AgentRun{done}, 0)
+}
+
+// Issue 45, item 4: a parent whose two agent calls ran lists both
+// children in status.children, with how each ended and what it cost.
+func TestAgentTool_theParentListsItsChildrenInStatus(t *testing.T) {
+	ns := namespace(t)
+	startAgents(t, 0)
+	investigator(t, ns, "investigator", "refund due", nil)
+	investigator(t, ns, "tight", "never said", func(b *v1alpha1.BudgetSpec) { b.MaxTokens = ptr64(100) })
+	parent := makeRun(ns, "triage").with(agentTool("investigate", "investigator", nil)).with(agentTool("check", "tight", nil)).
+		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
+		calls("investigate", `{"account":"acme"}`).calls("check", `{"account":"acme"}`).answer("done").create(t)
+
+	done := waitOutcome(t, parent, 60*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
+	}
+	kids := childrenOf(t, done)
+	if len(kids) != 2 {
+		t.Fatalf("%d children, want 2", len(kids))
+	}
+	var want []v1alpha1.ChildRunStatus
+	for _, k := range kids {
+		call, _, _ := strings.Cut(k.Annotations[v1alpha1.AnnotationParentCall], "/")
+		want = append(want, v1alpha1.ChildRunStatus{Name: k.Name, CallID: call, Outcome: string(k.Status.Outcome),
+			Turns: int32(limits.Usage(k.Status.Usage).Turns), CostUSD: limits.Usage(k.Status.Usage).Cost.String()})
+	}
+	byName := func(a, b v1alpha1.ChildRunStatus) int { return strings.Compare(a.Name, b.Name) }
+	got := slices.Clone(done.Status.Children)
+	slices.SortFunc(want, byName)
+	slices.SortFunc(got, byName)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("status.children (-want +got):\n%s", diff)
+	}
+	outcomes := []string{got[0].Outcome, got[1].Outcome}
+	slices.Sort(outcomes)
+	if w := []string{string(v1alpha1.OutcomeBudgetExhausted), string(v1alpha1.OutcomeCompleted)}; !slices.Equal(outcomes, w) {
+		t.Errorf("the children ended %v, want %v", outcomes, w)
+	}
+	if done.Status.ChildrenOmitted != 0 {
+		t.Errorf("status.childrenOmitted is %d, want 0", done.Status.ChildrenOmitted)
+	}
 }
