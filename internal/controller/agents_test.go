@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/agent"
 	"github.com/agentrun/agentrun/internal/tools/job"
 )
@@ -28,8 +31,9 @@ import (
 
 // startAgents runs the operator as it is deployed for agent tools: the
 // kit builder's agent executor and the reconciler's ChildRuns share one
-// set of wakeups. maxInFlight 0 is the default.
-func startAgents(t *testing.T, maxInFlight int) {
+// set of wakeups. maxInFlight 0 is the default; config sets more of the
+// reconciler's configuration (a tracer provider).
+func startAgents(t *testing.T, maxInFlight int, config ...func(*Config)) {
 	t.Helper()
 	w := job.NewWakeups()
 	b := &kit.Builder{}
@@ -38,7 +42,12 @@ func startAgents(t *testing.T, maxInFlight int) {
 			b.Agents = agent.Config{Client: c, Reader: k8sClient, Wakeups: w, MaxInFlight: maxInFlight, PollInterval: time.Second}
 			return c
 		},
-		config: func(c *Config) { c.ChildRuns = w },
+		config: func(c *Config) {
+			c.ChildRuns = w
+			for _, f := range config {
+				f(c)
+			}
+		},
 	})
 }
 
@@ -427,5 +436,54 @@ func TestAgentTool_theParentListsItsChildrenInStatus(t *testing.T) {
 	}
 	if done.Status.ChildrenOmitted != 0 {
 		t.Errorf("status.childrenOmitted is %d, want 0", done.Status.ChildrenOmitted)
+	}
+}
+
+// Issue 45, item 4: the child's invoke_agent span is in its parent's
+// trace, a child of the span of the call that made it.
+func TestAgentTool_theChildsTraceNestsUnderTheParentsCall(t *testing.T) {
+	ns := namespace(t)
+	exp := tracetest.NewInMemoryExporter()
+	startAgents(t, 0, func(c *Config) { c.TracerProvider = telemetry.NewProvider(sdktrace.WithSyncer(exp)) })
+	investigator(t, ns, "investigator", "refund due", nil)
+	parent := makeRun(ns, "triage").with(agentTool("investigate", "investigator", nil)).
+		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
+		calls("investigate", `{"account":"acme"}`).answer("done").create(t)
+	done := waitOutcome(t, parent, 60*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
+	}
+	kids := childrenOf(t, done)
+	if len(kids) != 1 {
+		t.Fatalf("%d children, want 1", len(kids))
+	}
+	child := kids[0]
+
+	span := func(name string) tracetest.SpanStub {
+		var found tracetest.SpanStub
+		NewWithT(t).Eventually(func() bool {
+			for _, sp := range exp.GetSpans() {
+				if sp.Name == name {
+					found = sp
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond).Should(BeTrue(), "a span %q", name)
+		return found
+	}
+	call := span("execute_tool investigate")
+	run := span("invoke_agent " + child.Name)
+	if got, want := run.Parent.SpanID(), call.SpanContext.SpanID(); got != want {
+		t.Errorf("the child's invoke_agent span has the parent span %s, want the call's %s", got, want)
+	}
+	if got, want := run.SpanContext.TraceID(), call.SpanContext.TraceID(); got != want {
+		t.Errorf("the child's run is in trace %s, want its parent's %s", got, want)
+	}
+	if sc, err := telemetry.ParseTraceParent(child.Status.TraceParent); err != nil || sc.SpanID() != run.SpanContext.SpanID() {
+		t.Errorf("the child's status.traceParent %q does not name its invoke_agent span %s", child.Status.TraceParent, run.SpanContext.SpanID())
+	}
+	if top := span("invoke_agent triage"); top.Parent.IsValid() {
+		t.Errorf("the parent's invoke_agent span has a parent %s; a run no agent tool made is the root of its trace", top.Parent.SpanID())
 	}
 }

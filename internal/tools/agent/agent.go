@@ -41,6 +41,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/internal/tools/job"
 )
@@ -243,6 +244,10 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 	}
 	setBudget(&spec.Budget, b)
 	child := e.child(t, inv, spec, depth)
+	if tp := telemetry.TraceParentOf(ctx); tp != "" {
+		// The child's run span is a child of this call's span.
+		child.Annotations[v1alpha1.AnnotationTraceParent] = tp
+	}
 
 	var changed <-chan struct{}
 	if e.cfg.Wakeups != nil {
