@@ -89,7 +89,8 @@ func (c *Call) Approved() bool {
 	return c.Verdict == Allow || (c.Verdict == Ask && c.Answer == Approve)
 }
 
-// MaxChildRuns bounds State.ChildRuns (the newest are kept).
+// MaxChildRuns bounds State.ChildRuns (the newest are kept); it is the
+// MaxItems of the AgentRun CRD's status.children.
 const MaxChildRuns = 32
 
 // ChildRun is one child run a call made (an agent tool), as the run knew
