@@ -120,7 +120,7 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
 			if r.ChildRun != "" {
-				s.recordChild(c, r)
+				s.recordChild(c, r, reservedChild(t, c))
 			}
 			if c.Proposed != nil {
 				c.Observation = editedText(c) + " Its result: " + c.Observation
@@ -200,13 +200,14 @@ func (s *State) settleChild(child *ChildBudget, used *Usage) {
 }
 
 // recordChild adds the child run of call c, whose result r is, to
-// ChildRuns, keeping the newest MaxChildRuns.
-func (s *State) recordChild(c *Call, r Result) {
+// ChildRuns, keeping the newest MaxChildRuns. reserved is what the call
+// reserved for it: what it is charged when its use is unknown.
+func (s *State) recordChild(c *Call, r Result, reserved *ChildBudget) {
 	ch := ChildRun{Name: r.ChildRun, CallID: c.ID, Outcome: r.ChildOutcome}
 	if r.Child != nil {
 		ch.Turns, ch.Cost = r.Child.Turns, r.Child.Cost
-	} else if c.Child != nil {
-		ch.Turns, ch.Cost = c.Child.Turns, c.Child.Cost // charged its whole reservation
+	} else if reserved != nil {
+		ch.Turns, ch.Cost = reserved.Turns, reserved.Cost // charged its whole reservation
 	}
 	s.ChildRuns = append(s.ChildRuns, ch)
 	if n := len(s.ChildRuns) - MaxChildRuns; n > 0 {

@@ -11,7 +11,7 @@ func TestRecordChild_keepsTheNewestAndCountsTheRest(t *testing.T) {
 	s := &State{}
 	for i := range MaxChildRuns + 3 {
 		c := &Call{ToolCall: ToolCall{ID: fmt.Sprintf("t1-c%d", i)}}
-		s.recordChild(c, Result{ChildRun: fmt.Sprintf("child-%d", i), ChildOutcome: "Completed", Child: &Usage{Turns: 2, Cost: MustMoney("0.01")}})
+		s.recordChild(c, Result{ChildRun: fmt.Sprintf("child-%d", i), ChildOutcome: "Completed", Child: &Usage{Turns: 2, Cost: MustMoney("0.01")}}, nil)
 	}
 	if len(s.ChildRuns) != MaxChildRuns || s.ChildRunsOmitted != 3 {
 		t.Fatalf("%d children listed, %d omitted; want %d and 3", len(s.ChildRuns), s.ChildRunsOmitted, MaxChildRuns)
@@ -20,8 +20,8 @@ func TestRecordChild_keepsTheNewestAndCountsTheRest(t *testing.T) {
 		t.Errorf("listed %s to %s, want the newest: child-3 to child-%d", first, last, MaxChildRuns+2)
 	}
 
-	c := &Call{ToolCall: ToolCall{ID: "t2-c1"}, Child: &ChildBudget{Turns: 5, Cost: MustMoney("0.50")}}
-	s.recordChild(c, Result{ChildRun: "late", ChildOutcome: "Unfinished"})
+	c := &Call{ToolCall: ToolCall{ID: "t2-c1"}}
+	s.recordChild(c, Result{ChildRun: "late", ChildOutcome: "Unfinished"}, &ChildBudget{Turns: 5, Cost: MustMoney("0.50")})
 	got := s.ChildRuns[len(s.ChildRuns)-1]
 	if want := (ChildRun{Name: "late", CallID: "t2-c1", Outcome: "Unfinished", Turns: 5, Cost: MustMoney("0.50")}); got != want {
 		t.Errorf("an unfinished child is listed as %+v, want %+v", got, want)
