@@ -4,7 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The labels and annotation the operator puts on a run made by an agent
+// The labels and annotations the operator puts on a run made by an agent
 // tool's call (a child run), and on nothing else.
 const (
 	// LabelParent is the name of the run whose call made this run.
@@ -20,6 +20,9 @@ const (
 	// AnnotationParentCall is the id of the parent's call that made the
 	// run, and the tool's name: "call_1/investigate".
 	AnnotationParentCall = "agents.agentrun.dev/parent-call"
+	// AnnotationTraceParent is the W3C traceparent of the parent's call
+	// span: the run's invoke_agent span is its child, in its trace.
+	AnnotationTraceParent = "agents.agentrun.dev/traceparent"
 )
 
 // DefaultMaxDepth is the deepest a tree of runs may grow when neither the

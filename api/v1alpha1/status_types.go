@@ -255,6 +255,18 @@ type AgentRunStatus struct {
 	// +optional
 	ChildUsage *UsageStatus `json:"childUsage,omitempty"`
 
+	// children are the run's child runs (agent tools) whose calls have
+	// ended, oldest first: the newest 32. Each is also an AgentRun of its
+	// own, labelled agents.agentrun.dev/parent.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Children []ChildRunStatus `json:"children,omitempty"`
+
+	// childrenOmitted counts the older children that children leaves out.
+	// +optional
+	ChildrenOmitted int32 `json:"childrenOmitted,omitempty"`
+
 	// reserved is the outstanding reservation: what the step being taken may
 	// still consume at most. It has the same shape as usage.
 	// +optional
@@ -678,4 +690,33 @@ type ModelStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3
 	Fallbacks int32 `json:"fallbacks,omitempty"`
+}
+
+// ChildRunStatus is one child run of a run, as the run knew it when the
+// call that made it got its result.
+type ChildRunStatus struct {
+	// name is the child AgentRun's name, in the run's namespace.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// callID is the call of the run that made the child.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	CallID string `json:"callID,omitempty"`
+
+	// outcome is how the child ended (Unfinished: it did not end in time
+	// and was charged its whole reservation).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Outcome string `json:"outcome,omitempty"`
+
+	// turns is the model calls the child made.
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+
+	// costUSD is what the child cost, charged to the run, as a decimal
+	// string.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	CostUSD string `json:"costUSD,omitempty"`
 }

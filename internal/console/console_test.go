@@ -1554,3 +1554,65 @@ func TestFacts_theFallbackAndTheOutput(t *testing.T) {
 		})
 	}
 }
+
+// Issue 45, item 4: the page of a run whose agent tool made two children
+// lists them, each linking to its page, and a child's page links to its
+// parent.
+func TestConsole_runPageLinksParentAndChildren(t *testing.T) {
+	ns := namespace(t, "console-tree")
+	scripted := func(steps ...v1alpha1.ScriptStep) v1alpha1.ModelSpec {
+		return v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: v1alpha1.ProviderScripted}, Script: steps}
+	}
+	create(t, &v1alpha1.AgentRunTemplate{ObjectMeta: metav1.ObjectMeta{Name: "investigator", Namespace: ns},
+		Spec: v1alpha1.AgentRunTemplateSpec{
+			Parameters: []v1alpha1.TemplateParameter{{Name: "account", Required: true}},
+			Run: v1alpha1.TemplateRunSpec{AgentSpec: v1alpha1.AgentSpec{
+				Goal:   "Investigate account $(params.account).",
+				Model:  scripted(v1alpha1.ScriptStep{Content: "No refund is due."}),
+				Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
+			}},
+		}})
+	parent := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "triage", Namespace: ns},
+		Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{
+			Goal: "Triage the two accounts.",
+			Model: scripted(
+				v1alpha1.ScriptStep{ToolCalls: []v1alpha1.ScriptToolCall{
+					{Name: "investigate", Arguments: raw(`{"account":"acme"}`)},
+					{Name: "investigate", Arguments: raw(`{"account":"globex"}`)}}},
+				v1alpha1.ScriptStep{Content: "Neither account is due a refund."}),
+			Budget: v1alpha1.BudgetSpec{MaxTurns: 6},
+			Tools: []v1alpha1.ToolSpec{{Name: "investigate", Description: "Investigates one account.",
+				Agent: &v1alpha1.AgentTool{TemplateRef: v1alpha1.TemplateRef{Name: "investigator"}}}},
+		}}}
+	create(t, parent)
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, parent).Status.Outcome }, 2*time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeCompleted), func() string { return get(t, parent).Status.Reason })
+	done := get(t, parent)
+	if len(done.Status.Children) != 2 {
+		t.Fatalf("status.children has %d entries, want 2: %+v", len(done.Status.Children), done.Status.Children)
+	}
+
+	bind(t, "nina", "agentrun-viewer", ns)
+	srv := consoleFor(t, "nina", ns)
+	resp, body := fetch(t, srv.URL+"/runs/"+ns+"/triage", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the parent's page: %d\n%s", resp.StatusCode, body)
+	}
+	for _, c := range done.Status.Children {
+		want := fmt.Sprintf(`<tr data-child="%s"><td><a href="/runs/%s/%s">%s</a></td><td>%s</td><td class="outcome Completed">Completed</td>`,
+			c.Name, ns, c.Name, c.Name, c.CallID)
+		if !strings.Contains(body, want) {
+			t.Errorf("the parent's page does not list its child %s as %s\n%s", c.Name, want, body)
+		}
+	}
+
+	child := done.Status.Children[0]
+	resp, body = fetch(t, srv.URL+"/runs/"+ns+"/"+child.Name, "")
+	want := fmt.Sprintf(`<dt>Parent</dt><dd><a href="/runs/%s/triage" data-parent>triage (call %s/investigate)</a></dd>`, ns, child.CallID)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("the child's page: %d, want it to contain %s\n%s", resp.StatusCode, want, body)
+	}
+	if strings.Contains(body, `data-child=`) {
+		t.Errorf("the child's page lists children it has none of")
+	}
+}

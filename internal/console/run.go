@@ -50,6 +50,13 @@ type runData struct {
 	// ContinuedFrom is the run a follow-up continued, as status names it
 	// (or spec, before the operator has read it), and the link to it.
 	ContinuedFrom, ContinuedFromLink string
+	// Parent is the run whose call made this one (the label
+	// agents.agentrun.dev/parent), and the link to it; Children are the
+	// runs this one's calls made, as status.children lists them, and
+	// ChildrenOmitted the older ones it leaves out.
+	Parent, ParentLink string
+	Children           []childRow
+	ChildrenOmitted    int32
 	// CanContinue: the run has finished and is not made from a template,
 	// so the page offers to continue it (POST /continue).
 	CanContinue bool
@@ -63,6 +70,9 @@ type transcriptPart struct {
 }
 
 type fact struct{ Name, Value string }
+
+// childRow is one child run on its parent's page.
+type childRow struct{ Name, Link, CallID, Outcome, Turns, Cost string }
 
 // bar is one ceiling as the page draws it: consumed and reserved against
 // the limit. Percentages are of the limit, and capped so that the bar
@@ -129,6 +139,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 			d.ContinuedFrom += ")"
 		}
 	}
+	d.Parent, d.ParentLink, d.Children = familyOf(run)
+	d.ChildrenOmitted = run.Status.ChildrenOmitted
 	d.Ceilings, d.CeilingsNote = ceilingsOf(run)
 	d.Facts = factsOf(run)
 	d.Pending = pendingOf(run)
@@ -219,6 +231,23 @@ func show(u loop.Unit, n int64) string {
 		return "$" + loop.Money(n).String()
 	}
 	return fmt.Sprint(n)
+}
+
+// familyOf is the run's parent, with the link to its page, and its
+// children as status.children lists them, each with the link to its page.
+func familyOf(run *v1alpha1.AgentRun) (parent, parentLink string, children []childRow) {
+	page := func(name string) string { return "/runs/" + url.PathEscape(run.Namespace) + "/" + url.PathEscape(name) }
+	if p := run.Labels[v1alpha1.LabelParent]; p != "" {
+		parent, parentLink = p, page(p)
+		if call := run.Annotations[v1alpha1.AnnotationParentCall]; call != "" {
+			parent += " (call " + call + ")"
+		}
+	}
+	for _, c := range run.Status.Children {
+		children = append(children, childRow{Name: c.Name, Link: page(c.Name), CallID: c.CallID, Outcome: c.Outcome,
+			Turns: fmt.Sprint(c.Turns), Cost: "$" + c.CostUSD})
+	}
+	return parent, parentLink, children
 }
 
 func factsOf(run *v1alpha1.AgentRun) []fact {

@@ -272,7 +272,13 @@ func (r *AgentRunReconciler) open(ctx context.Context, key types.NamespacedName,
 		// Our saves since the stored status: carry on from them.
 		run.Status = *d.status.DeepCopy()
 	}
-	sc.trace = telemetry.StartRun(r.TracerProvider, run.Status.TraceParent)
+	// A child run (an agent tool's) joins its parent's trace, under the
+	// span of the call that made it.
+	var parentSpan string
+	if run.Labels[v1alpha1.LabelParentUID] != "" {
+		parentSpan = run.Annotations[v1alpha1.AnnotationTraceParent]
+	}
+	sc.trace = telemetry.StartRunUnder(r.TracerProvider, run.Status.TraceParent, parentSpan)
 	if run.Status.TraceParent == "" {
 		// Saved with this reconcile's status write, before any call of
 		// the run starts a span under it.

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/agent"
 	"github.com/agentrun/agentrun/internal/tools/job"
 )
@@ -27,8 +31,9 @@ import (
 
 // startAgents runs the operator as it is deployed for agent tools: the
 // kit builder's agent executor and the reconciler's ChildRuns share one
-// set of wakeups. maxInFlight 0 is the default.
-func startAgents(t *testing.T, maxInFlight int) {
+// set of wakeups. maxInFlight 0 is the default; config sets more of the
+// reconciler's configuration (a tracer provider).
+func startAgents(t *testing.T, maxInFlight int, config ...func(*Config)) {
 	t.Helper()
 	w := job.NewWakeups()
 	b := &kit.Builder{}
@@ -37,7 +42,12 @@ func startAgents(t *testing.T, maxInFlight int) {
 			b.Agents = agent.Config{Client: c, Reader: k8sClient, Wakeups: w, MaxInFlight: maxInFlight, PollInterval: time.Second}
 			return c
 		},
-		config: func(c *Config) { c.ChildRuns = w },
+		config: func(c *Config) {
+			c.ChildRuns = w
+			for _, f := range config {
+				f(c)
+			}
+		},
 	})
 }
 
@@ -385,4 +395,95 @@ func TestAgentTool_anAgentBudgetCountsEachRunOfTheTreeOnce(t *testing.T) {
 		t.Fatal("the child spent nothing: the test needs a priced child")
 	}
 	expectSettled(t, b, []*v1alpha1.AgentRun{done}, 0)
+}
+
+// Issue 45, item 4: a parent whose two agent calls ran lists both
+// children in status.children, with how each ended and what it cost.
+func TestAgentTool_theParentListsItsChildrenInStatus(t *testing.T) {
+	ns := namespace(t)
+	startAgents(t, 0)
+	investigator(t, ns, "investigator", "refund due", nil)
+	investigator(t, ns, "tight", "never said", func(b *v1alpha1.BudgetSpec) { b.MaxTokens = ptr64(100) })
+	parent := makeRun(ns, "triage").with(agentTool("investigate", "investigator", nil)).with(agentTool("check", "tight", nil)).
+		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
+		calls("investigate", `{"account":"acme"}`).calls("check", `{"account":"acme"}`).answer("done").create(t)
+
+	done := waitOutcome(t, parent, 60*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
+	}
+	kids := childrenOf(t, done)
+	if len(kids) != 2 {
+		t.Fatalf("%d children, want 2", len(kids))
+	}
+	var want []v1alpha1.ChildRunStatus
+	for _, k := range kids {
+		call, _, _ := strings.Cut(k.Annotations[v1alpha1.AnnotationParentCall], "/")
+		want = append(want, v1alpha1.ChildRunStatus{Name: k.Name, CallID: call, Outcome: string(k.Status.Outcome),
+			Turns: int32(limits.Usage(k.Status.Usage).Turns), CostUSD: limits.Usage(k.Status.Usage).Cost.String()})
+	}
+	byName := func(a, b v1alpha1.ChildRunStatus) int { return strings.Compare(a.Name, b.Name) }
+	got := slices.Clone(done.Status.Children)
+	slices.SortFunc(want, byName)
+	slices.SortFunc(got, byName)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("status.children (-want +got):\n%s", diff)
+	}
+	outcomes := []string{got[0].Outcome, got[1].Outcome}
+	slices.Sort(outcomes)
+	if w := []string{string(v1alpha1.OutcomeBudgetExhausted), string(v1alpha1.OutcomeCompleted)}; !slices.Equal(outcomes, w) {
+		t.Errorf("the children ended %v, want %v", outcomes, w)
+	}
+	if done.Status.ChildrenOmitted != 0 {
+		t.Errorf("status.childrenOmitted is %d, want 0", done.Status.ChildrenOmitted)
+	}
+}
+
+// Issue 45, item 4: the child's invoke_agent span is in its parent's
+// trace, a child of the span of the call that made it.
+func TestAgentTool_theChildsTraceNestsUnderTheParentsCall(t *testing.T) {
+	ns := namespace(t)
+	exp := tracetest.NewInMemoryExporter()
+	startAgents(t, 0, func(c *Config) { c.TracerProvider = telemetry.NewProvider(sdktrace.WithSyncer(exp)) })
+	investigator(t, ns, "investigator", "refund due", nil)
+	parent := makeRun(ns, "triage").with(agentTool("investigate", "investigator", nil)).
+		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
+		calls("investigate", `{"account":"acme"}`).answer("done").create(t)
+	done := waitOutcome(t, parent, 60*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
+	}
+	kids := childrenOf(t, done)
+	if len(kids) != 1 {
+		t.Fatalf("%d children, want 1", len(kids))
+	}
+	child := kids[0]
+
+	span := func(name string) tracetest.SpanStub {
+		var found tracetest.SpanStub
+		NewWithT(t).Eventually(func() bool {
+			for _, sp := range exp.GetSpans() {
+				if sp.Name == name {
+					found = sp
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond).Should(BeTrue(), "a span %q", name)
+		return found
+	}
+	call := span("execute_tool investigate")
+	run := span("invoke_agent " + child.Name)
+	if got, want := run.Parent.SpanID(), call.SpanContext.SpanID(); got != want {
+		t.Errorf("the child's invoke_agent span has the parent span %s, want the call's %s", got, want)
+	}
+	if got, want := run.SpanContext.TraceID(), call.SpanContext.TraceID(); got != want {
+		t.Errorf("the child's run is in trace %s, want its parent's %s", got, want)
+	}
+	if sc, err := telemetry.ParseTraceParent(child.Status.TraceParent); err != nil || sc.SpanID() != run.SpanContext.SpanID() {
+		t.Errorf("the child's status.traceParent %q does not name its invoke_agent span %s", child.Status.TraceParent, run.SpanContext.SpanID())
+	}
+	if top := span("invoke_agent triage"); top.Parent.IsValid() {
+		t.Errorf("the parent's invoke_agent span has a parent %s; a run no agent tool made is the root of its trace", top.Parent.SpanID())
+	}
 }

@@ -5,6 +5,7 @@ package loop
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -118,6 +119,9 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				continue
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
+			if r.ChildRun != "" {
+				s.recordChild(c, r, reservedChild(t, c))
+			}
 			if c.Proposed != nil {
 				c.Observation = editedText(c) + " Its result: " + c.Observation
 			}
@@ -193,6 +197,23 @@ func (s *State) settleChild(child *ChildBudget, used *Usage) {
 	}
 	s.Usage = s.Usage.then(u).withPerTool(s.Usage.PerTool)
 	s.Children = new(s.Children.orZero().then(u))
+}
+
+// recordChild adds the child run of call c, whose result r is, to
+// ChildRuns, keeping the newest MaxChildRuns. reserved is what the call
+// reserved for it: what it is charged when its use is unknown.
+func (s *State) recordChild(c *Call, r Result, reserved *ChildBudget) {
+	ch := ChildRun{Name: r.ChildRun, CallID: c.ID, Outcome: r.ChildOutcome}
+	if r.Child != nil {
+		ch.Turns, ch.Cost = r.Child.Turns, r.Child.Cost
+	} else if reserved != nil {
+		ch.Turns, ch.Cost = reserved.Turns, reserved.Cost // charged its whole reservation
+	}
+	s.ChildRuns = append(s.ChildRuns, ch)
+	if n := len(s.ChildRuns) - MaxChildRuns; n > 0 {
+		s.ChildRuns = slices.Delete(s.ChildRuns, 0, n)
+		s.ChildRunsOmitted += n
+	}
 }
 
 // Own is the run's usage and reservation without its children's part:

@@ -89,6 +89,21 @@ func (c *Call) Approved() bool {
 	return c.Verdict == Allow || (c.Verdict == Ask && c.Answer == Approve)
 }
 
+// MaxChildRuns bounds State.ChildRuns (the newest are kept); it is the
+// MaxItems of the AgentRun CRD's status.children.
+const MaxChildRuns = 32
+
+// ChildRun is one child run a call made (an agent tool), as the run knew
+// it when the call's result arrived.
+type ChildRun struct {
+	Name    string `json:"name"`
+	CallID  string `json:"callID"`
+	Outcome string `json:"outcome,omitempty"`
+	// Turns and Cost are what the child used, as charged to the run.
+	Turns int   `json:"turns,omitempty"`
+	Cost  Money `json:"costUSD"`
+}
+
 // NearEntry is one recent call as the near-repeat detector keeps it
 // (nearrepeat.go).
 type NearEntry struct {
@@ -129,6 +144,11 @@ type State struct {
 	// Children is the part of Usage that child runs used, charged when
 	// each ended (agent tools); nil while none has.
 	Children *Usage `json:"children,omitempty"`
+	// ChildRuns are the child runs whose calls have ended, oldest first:
+	// the newest MaxChildRuns; ChildRunsOmitted counts the older ones left
+	// out.
+	ChildRuns        []ChildRun `json:"childRuns,omitempty"`
+	ChildRunsOmitted int        `json:"childRunsOmitted,omitempty"`
 	// Calls is the current turn's batch, in proposal order.
 	Calls []Call `json:"calls,omitempty"`
 	// Transcript is every message after the goal, in order.

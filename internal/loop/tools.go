@@ -103,6 +103,10 @@ type Result struct {
 	// charged to the run instead of the call's reservation. Nil charges
 	// the reservation in full (the child's use is unknown).
 	Child *Usage `json:"child,omitempty"`
+	// ChildRun and ChildOutcome name the child run the call made and how
+	// it ended ("Unfinished": not in time); empty when it made none.
+	ChildRun     string `json:"childRun,omitempty"`
+	ChildOutcome string `json:"childOutcome,omitempty"`
 }
 
 // Preflighter may be implemented by a Toolbox (or one tool's executor) to

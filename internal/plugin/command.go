@@ -82,7 +82,7 @@ answer, and who gave it, in status.approvals.`,
 	}
 	root.AddCommand(replyCommand(f))
 	root.AddCommand(runCommand(f), rerunCommand(f), continueCommand(f))
-	root.AddCommand(cancelCommand(f), transcriptCommand(f), watchCommand(f), version.Command())
+	root.AddCommand(cancelCommand(f), transcriptCommand(f), treeCommand(f), watchCommand(f), version.Command())
 	for _, m := range more {
 		root.AddCommand(m(f.flags))
 	}
@@ -240,6 +240,42 @@ transcript needs permission to list Secrets in the run's namespace.`,
 				return err
 			}
 			return Transcript(cmd.Context(), c, Ref{Namespace: ns, Name: args[0]}, output, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", output, "output format: text or json")
+	return cmd
+}
+
+func treeCommand(f *factory) *cobra.Command {
+	output := OutputText
+	cmd := &cobra.Command{
+		Use:   "tree NAME",
+		Short: "Print a run and the runs its agent tools made, as a tree",
+		Long: `tree prints the AgentRun NAME and every run below it: the child runs its agent
+tools' calls made, their children, and so on, each indented under its parent,
+with its phase, outcome, turns, cost and the parent's call that made it:
+
+  NAME                   PHASE      OUTCOME          TURNS  COST     CALL
+  triage                 Succeeded  Completed        5      $0.0630
+    triage-3f9c0a1b2d    Succeeded  Completed        2      $0.0210  t1-c1/investigate
+    triage-8e21d07c44    Failed     BudgetExhausted  1      $0.0110  t1-c2/investigate
+
+A run's turns and cost are its status.usage, which holds its children's. The
+runs are found by their labels (agents.agentrun.dev/root and parent-uid) in
+NAME's namespace; -o json prints the tree as JSON. NAME may be any run of a
+tree: tree prints the part below it.`,
+		Example: `  kubectl agentrun tree triage
+  kubectl agentrun tree triage -o json | jq '.children[] | {name, outcome, costUSD}'`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != OutputText && output != OutputJSON {
+				return fmt.Errorf("unknown output format %q: use -o text or -o json", output)
+			}
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Tree(cmd.Context(), c, Ref{Namespace: ns, Name: args[0]}, output, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", output, "output format: text or json")

@@ -68,6 +68,11 @@ func SetFromState(st *v1alpha1.AgentRunStatus, s *loop.State, conv loop.Converge
 	if s.Children != nil {
 		st.ChildUsage = limits.UsageStatus(*s.Children)
 	}
+	st.Children, st.ChildrenOmitted = nil, int32(s.ChildRunsOmitted)
+	for _, c := range s.ChildRuns {
+		st.Children = append(st.Children, v1alpha1.ChildRunStatus{Name: c.Name, CallID: c.CallID,
+			Outcome: c.Outcome, Turns: int32(c.Turns), CostUSD: c.Cost.String()})
+	}
 	st.Reserved = nil
 	if !isZero(s.Reserved) {
 		st.Reserved = limits.UsageStatus(s.Reserved)

@@ -12,4 +12,8 @@
 // recorded start time and the remembered span id: a span that stayed open
 // across reconciles would be lost on every restart, and exporters only
 // send ended spans anyway.
+//
+// A run made by another run's tool call (an agent tool) is in that run's
+// trace: StartRunUnder takes the call span's traceparent, and the run's
+// invoke_agent span is the call span's child.
 package telemetry

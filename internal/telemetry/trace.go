@@ -128,20 +128,49 @@ func newSpanContext() trace.SpanContext {
 type Run struct {
 	tracer trace.Tracer
 	sc     trace.SpanContext
+	// parent is the span the run span is a child of (a tool call of the
+	// run that made this one); invalid for a run at the top of its trace.
+	parent trace.SpanContext
 }
 
 // StartRun returns the run's trace. traceParent is the W3C traceparent
 // the run carries; when it is empty or unreadable the run starts a new
 // trace (read TraceParent to carry it).
 func StartRun(tp trace.TracerProvider, traceParent string) *Run {
+	return StartRunUnder(tp, traceParent, "")
+}
+
+// StartRunUnder returns the trace of a run made by another run's tool
+// call (an agent tool): parent is the W3C traceparent of that call's
+// span. A run that carries no traceparent yet starts in the parent's
+// trace, and its invoke_agent span is a child of the call's span. An
+// empty or unreadable parent, or one of another trace than the run
+// carries, is StartRun's.
+func StartRunUnder(tp trace.TracerProvider, traceParent, parent string) *Run {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
+	p, perr := ParseTraceParent(parent)
 	sc, err := ParseTraceParent(traceParent)
 	if err != nil {
 		sc = newSpanContext()
+		if perr == nil {
+			sc = sc.WithTraceID(p.TraceID()).WithTraceFlags(p.TraceFlags())
+		}
 	}
-	return &Run{tracer: tp.Tracer(ScopeName), sc: sc}
+	r := &Run{tracer: tp.Tracer(ScopeName), sc: sc}
+	if perr == nil && p.TraceID() == sc.TraceID() {
+		r.parent = p
+	}
+	return r
+}
+
+// TraceParentOf is the W3C traceparent of the span ctx carries (a tool
+// call's, to carry into what the call makes), or "" when it carries none.
+func TraceParentOf(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c.Get("traceparent")
 }
 
 // TraceParent is the run span's W3C traceparent, to carry in the run.
@@ -188,6 +217,10 @@ type RunInfo struct {
 // span id the run carried. Completed is an OK span; every other outcome
 // is an error span whose description is the reason.
 func (r *Run) End(ctx context.Context, info RunInfo) {
+	root := trace.WithNewRoot()
+	if r.parent.IsValid() {
+		ctx, root = trace.ContextWithRemoteSpanContext(ctx, r.parent), nil
+	}
 	ctx = withIDs(ctx, r.sc)
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
@@ -209,8 +242,11 @@ func (r *Run) End(ctx context.Context, info RunInfo) {
 	if start.IsZero() || start.After(info.End) {
 		start = info.End
 	}
-	_, span := r.tracer.Start(ctx, "invoke_agent "+info.Name, trace.WithNewRoot(), trace.WithTimestamp(start),
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	opts := []trace.SpanStartOption{trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...)}
+	if root != nil {
+		opts = append(opts, root)
+	}
+	_, span := r.tracer.Start(ctx, "invoke_agent "+info.Name, opts...)
 	if info.Outcome != string(loop.Completed) {
 		span.SetAttributes(attribute.String("error.type", info.Outcome))
 		// The reason stays in the AgentRun: it may quote the model or a

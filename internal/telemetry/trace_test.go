@@ -196,6 +196,39 @@ func TestStartRun_resumesTheTraceTheRunCarries(t *testing.T) {
 	}
 }
 
+// A run made by another run's tool call starts in that call's trace, and
+// its span is the call span's child, also when the run is resumed from the
+// traceparent it carries; a parent of another trace than the one the run
+// carries is not its parent.
+func TestStartRunUnder_nestsTheRunUnderTheCallThatMadeIt(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := telemetry.NewProvider(sdktrace.WithSyncer(exp))
+	parent := telemetry.StartRun(tp, "")
+	ctx, done := parent.Observer("openai", "m").ToolCall(parent.Context(context.Background()), loop.Invocation{CallID: "t1-c1", Tool: "investigate", Attempt: 1})
+	call := telemetry.TraceParentOf(ctx)
+	done(loop.Result{CallID: "t1-c1"})
+
+	child := telemetry.StartRunUnder(tp, "", call)
+	resumed := telemetry.StartRunUnder(tp, child.TraceParent(), call)
+	stranger := telemetry.StartRunUnder(tp, telemetry.StartRun(nil, "").TraceParent(), call)
+	now := time.Now()
+	for name, r := range map[string]*telemetry.Run{"child": resumed, "stranger": stranger} {
+		r.End(context.Background(), telemetry.RunInfo{Name: name, Outcome: string(loop.Completed), Start: now, End: now})
+	}
+	by := spansByName(exp.GetSpans())
+	tool, c, s := by["execute_tool investigate"][0], by["invoke_agent child"][0], by["invoke_agent stranger"][0]
+	if c.SpanContext.TraceID() != tool.SpanContext.TraceID() || c.Parent.SpanID() != tool.SpanContext.SpanID() {
+		t.Errorf("the child's span is %s under %s, want trace %s under the call's span %s",
+			c.SpanContext.TraceID(), c.Parent.SpanID(), tool.SpanContext.TraceID(), tool.SpanContext.SpanID())
+	}
+	if c.SpanContext.TraceID().String() != child.TraceID() || resumed.TraceParent() != child.TraceParent() {
+		t.Errorf("resumed as %s, started as %s", resumed.TraceParent(), child.TraceParent())
+	}
+	if s.Parent.IsValid() {
+		t.Errorf("a run of another trace has the parent %s", s.Parent.SpanID())
+	}
+}
+
 func TestEnabled_onlyWhenTheEnvironmentAsks(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string

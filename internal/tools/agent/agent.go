@@ -41,6 +41,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/internal/tools/job"
 )
@@ -243,6 +244,10 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 	}
 	setBudget(&spec.Budget, b)
 	child := e.child(t, inv, spec, depth)
+	if tp := telemetry.TraceParentOf(ctx); tp != "" {
+		// The child's run span is a child of this call's span.
+		child.Annotations[v1alpha1.AnnotationTraceParent] = tp
+	}
 
 	var changed <-chan struct{}
 	if e.cfg.Wakeups != nil {
@@ -311,7 +316,8 @@ func (e *Executor) wait(ctx context.Context, inv loop.Invocation, name string, c
 				// not known yet, so the whole reservation is charged.
 				return loop.Result{Output: e.report(inv, name, &v1alpha1.AgentRun{Status: v1alpha1.AgentRunStatus{Reason: fmt.Sprintf(
 					"the child did not end within %s and was cancelled; it had not ended %s later",
-					(inv.StartupGrace + inv.Timeout).Round(time.Second), inv.KillGrace.Round(time.Second))}}, "Unfinished")}
+					(inv.StartupGrace + inv.Timeout).Round(time.Second), inv.KillGrace.Round(time.Second))}}, outcomeUnfinished),
+					ChildRun: name, ChildOutcome: outcomeUnfinished}
 			}
 			if !cancelled {
 				cancelled = true
@@ -331,7 +337,8 @@ func (e *Executor) wait(ctx context.Context, inv loop.Invocation, name string, c
 		err := e.cfg.Client.Get(ctx, key, run)
 		if err == nil && run.Status.Outcome != "" {
 			u := limits.Usage(run.Status.Usage)
-			return loop.Result{Output: e.report(inv, name, run, string(run.Status.Outcome)), ContentType: "application/json", Child: &u}
+			return loop.Result{Output: e.report(inv, name, run, string(run.Status.Outcome)), ContentType: "application/json", Child: &u,
+				ChildRun: name, ChildOutcome: string(run.Status.Outcome)}
 		}
 		if apierrors.IsNotFound(err) {
 			// A cached client may not have seen the new child yet; a
@@ -361,6 +368,10 @@ func (e *Executor) cancelChild(ctx context.Context, key client.ObjectKey, by str
 	run.Annotations[v1alpha1.AnnotationCancelledBy] = by
 	_ = e.cfg.Client.Patch(ctx, run, patch) // the run ends at the call's MaxDuration regardless
 }
+
+// outcomeUnfinished is the outcome a call reports for a child that did
+// not end in time.
+const outcomeUnfinished = "Unfinished"
 
 // annotationTemplate names the template a child was made from.
 const annotationTemplate = "agents.agentrun.dev/template"

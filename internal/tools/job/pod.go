@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"go.opentelemetry.io/otel/propagation"
+	"github.com/agentrun/agentrun/internal/telemetry"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -111,8 +111,4 @@ func secretRef(v corev1.EnvVar) *corev1.SecretKeySelector {
 
 // traceParent is the W3C traceparent of the span ctx carries (the tool
 // call's), or "" when it carries none.
-func traceParent(ctx context.Context) string {
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	return c.Get("traceparent")
-}
+func traceParent(ctx context.Context) string { return telemetry.TraceParentOf(ctx) }
