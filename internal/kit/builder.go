@@ -394,7 +394,7 @@ func (b *Builder) memory(run *v1alpha1.AgentRun, ops map[string]memtool.Op) (*me
 // from the template's parameters.
 func (b *Builder) agentTool(ctx context.Context, run *v1alpha1.AgentRun, i int, ts *loop.ToolSpec) (agent.Tool, error) {
 	t := &run.Spec.Tools[i]
-	if b.Agents.Client == nil {
+	if b.Agents.Client == nil && b.Agents.InProcess == nil {
 		return agent.Tool{}, fmt.Errorf("%w: tools[%d] (%s): agent tools make AgentRuns and need the operator", ErrUnavailable, i, t.Name)
 	}
 	read := b.Agents.Reader

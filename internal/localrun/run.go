@@ -92,7 +92,15 @@ func Run(ctx context.Context, path string, o Options) int {
 			"archive.postgres.dsnSecretRef), or remove spec.memory and its memory tools\n", path, run.Name)
 		return ExitUsage
 	}
-	k, err := (&kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}).Build(ctx, run, egress.Grant{})
+	out := o.Stdout
+	prompts := o.Stdout
+	if o.JSON {
+		out, prompts = io.Discard, o.Stderr
+	}
+	b := &kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}
+	kids := &children{builder: b, out: out}
+	b.Agents = kids.config(templates(m.Templates))
+	k, err := b.Build(ctx, run, egress.Grant{})
 	if errors.Is(err, kit.ErrUnavailable) {
 		fmt.Fprintf(o.Stderr, "agentrun local: AgentRun %q cannot run here: %v\n", run.Name, err)
 		if o.JSON {
@@ -105,11 +113,6 @@ func Run(ctx context.Context, path string, o Options) int {
 		return ExitUsage
 	}
 
-	out := o.Stdout
-	prompts := o.Stdout
-	if o.JSON {
-		out, prompts = io.Discard, o.Stderr
-	}
 	tools := fmt.Sprintf("%d tools", len(run.Spec.Tools))
 	if len(run.Spec.Tools) == 1 {
 		tools = "1 tool"
@@ -150,6 +153,7 @@ func Run(ctx context.Context, path string, o Options) int {
 		p.by = "agentrun local (no terminal: declined)"
 	}
 
+	kids.approve = runner.Approve
 	s := &loop.State{}
 	runner.Run(trc.Context(ctx), s)
 	info := telemetry.Info(run.Name, cfg, s, time.Now())

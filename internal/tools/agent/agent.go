@@ -123,6 +123,11 @@ type Config struct {
 	// InFlight counts the children in flight per run; the operator shares
 	// one among every run's executor.
 	InFlight *InFlight
+	// InProcess, when set, runs a child to its end in this process and
+	// returns its status, instead of creating it in the cluster
+	// (agentrun local, which has none): the same limits, template,
+	// parameters, budget and result as a child the operator runs.
+	InProcess func(ctx context.Context, child *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, error)
 }
 
 // InFlight counts the children each run has in flight.
@@ -161,7 +166,7 @@ type Executor struct {
 
 // New returns the executor of the parent's agent tools.
 func New(cfg Config, parent Parent, tools []Tool) (*Executor, error) {
-	if cfg.Client == nil {
+	if cfg.Client == nil && cfg.InProcess == nil {
 		return nil, errors.New("agent tools need a Kubernetes client")
 	}
 	if cfg.Reader == nil {
@@ -249,6 +254,15 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 		child.Annotations[v1alpha1.AnnotationTraceParent] = tp
 	}
 
+	if e.cfg.InProcess != nil {
+		st, err := e.cfg.InProcess(ctx, child)
+		if err != nil {
+			return refused("tool %s's child run %s could not run: %v", t.Name, child.Name, err)
+		}
+		u := limits.Usage(st.Usage)
+		return loop.Result{Output: e.report(inv, child.Name, &v1alpha1.AgentRun{Status: st}, string(st.Outcome)), ContentType: "application/json",
+			Child: &u, ChildRun: child.Name, ChildOutcome: string(st.Outcome)}
+	}
 	var changed <-chan struct{}
 	if e.cfg.Wakeups != nil {
 		// Subscribed before the child exists, so that no change is missed.
