@@ -29,6 +29,10 @@ const (
 // agent tool nor its run says: a run at depth 3 calls no agent tool.
 const DefaultMaxDepth = 3
 
+// DefaultMaxInFlight is how many children a run may have in flight at
+// once when its agent tool sets no maxInFlight.
+const DefaultMaxInFlight = 4
+
 // AgentTool makes each call a child AgentRun from an AgentRunTemplate and
 // returns what the child ended with: {"outcome", "reason", "output" or
 // "answer", "usage"}. A child that does not complete is a result the
@@ -67,6 +71,15 @@ type AgentTool struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
 	MaxDepth *int32 `json:"maxDepth,omitempty"`
+
+	// maxInFlight is how many children the calling run may have in
+	// flight at once when this tool's call makes one: a call past it is
+	// refused, and the model told to call again once a child has ended.
+	// Defaults to 4.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	MaxInFlight *int32 `json:"maxInFlight,omitempty"`
 }
 
 // ChildBudget is the five ceilings of a child run. See BudgetSpec for

@@ -130,6 +130,15 @@ type AgentRunPolicySpec struct {
 	// +kubebuilder:validation:Maximum=10
 	MaxAgentDepth *int32 `json:"maxAgentDepth,omitempty"`
 
+	// maxAgentInFlight lowers the maxInFlight of every agent tool of the
+	// runs the policy governs (tools[].agent.maxInFlight, default 4): how
+	// many children a run may have in flight at once. Unset: the tools'
+	// own.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	MaxAgentInFlight *int32 `json:"maxAgentInFlight,omitempty"`
+
 	// serviceAccountNames are the ServiceAccounts a run may act as
 	// (spec.serviceAccountName; "default" when unset). Unset: any.
 	// +optional

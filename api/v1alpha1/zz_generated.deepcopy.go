@@ -317,6 +317,11 @@ func (in *AgentRunPolicySpec) DeepCopyInto(out *AgentRunPolicySpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxAgentInFlight != nil {
+		in, out := &in.MaxAgentInFlight, &out.MaxAgentInFlight
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ServiceAccountNames != nil {
 		in, out := &in.ServiceAccountNames, &out.ServiceAccountNames
 		*out = make([]string, len(*in))
@@ -839,6 +844,11 @@ func (in *AgentTool) DeepCopyInto(out *AgentTool) {
 	}
 	if in.MaxDepth != nil {
 		in, out := &in.MaxDepth, &out.MaxDepth
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxInFlight != nil {
+		in, out := &in.MaxInFlight, &out.MaxInFlight
 		*out = new(int32)
 		**out = **in
 	}

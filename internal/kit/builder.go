@@ -412,6 +412,9 @@ func (b *Builder) agentTool(ctx context.Context, run *v1alpha1.AgentRun, i int, 
 		return agent.Tool{}, err
 	}
 	at := agent.Tool{Name: t.Name, Template: tpl, Parameters: t.Agent.Parameters, MaxDepth: v1alpha1.DefaultMaxDepth}
+	if n := t.Agent.MaxInFlight; n != nil {
+		at.MaxInFlight = int(*n)
+	}
 	if d := t.Agent.MaxDepth; d != nil {
 		at.MaxDepth = int(*d)
 	}

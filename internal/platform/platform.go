@@ -93,6 +93,7 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 		}
 		changes = append(changes, classify(p, spec)...)
 		changes = append(changes, lowerDepth(p, spec)...)
+		changes = append(changes, lowerInFlight(p, spec)...)
 	}
 	requireRules(pols, spec)
 	return out, changes, nil
@@ -702,6 +703,31 @@ func lowerDepth(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []strin
 		if cur > most {
 			a.MaxDepth = ptr(most)
 			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.maxDepth %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, cur, most, p.Name))
+		}
+	}
+	return changes
+}
+
+// lowerInFlight lowers every agent tool's maxInFlight to the policy's
+// maxAgentInFlight.
+func lowerInFlight(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string {
+	if p.Spec.MaxAgentInFlight == nil {
+		return nil
+	}
+	most := *p.Spec.MaxAgentInFlight
+	var changes []string
+	for i := range spec.Tools {
+		a := spec.Tools[i].Agent
+		if a == nil {
+			continue
+		}
+		cur := int32(v1alpha1.DefaultMaxInFlight)
+		if a.MaxInFlight != nil {
+			cur = *a.MaxInFlight
+		}
+		if cur > most {
+			a.MaxInFlight = ptr(most)
+			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.maxInFlight %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, cur, most, p.Name))
 		}
 	}
 	return changes

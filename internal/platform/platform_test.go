@@ -535,3 +535,41 @@ func TestApply_maxAgentDepthLowersAgentTools(t *testing.T) {
 		})
 	}
 }
+
+// Issue 45: an AgentRunPolicy lowers the fan-out of agent tools
+// (maxAgentInFlight), as maxAgentDepth lowers their depth.
+func TestApply_maxAgentInFlightLowersAgentTools(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		policy, tool *int32
+		want         *int32
+		changes      int
+	}{
+		{"the default lowered", ptr[int32](2), nil, ptr[int32](2), 1},
+		{"a wider tool lowered", ptr[int32](2), ptr[int32](8), ptr[int32](2), 1},
+		{"a narrower tool kept", ptr[int32](2), ptr[int32](1), ptr[int32](1), 0},
+		{"no limit", nil, ptr[int32](8), ptr[int32](8), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policy("fan-out", func(s *v1alpha1.AgentRunPolicySpec) { s.MaxAgentInFlight = tc.policy })
+			got, changes, err := Apply(run(func(s *v1alpha1.AgentRunSpec) {
+				s.Tools = []v1alpha1.ToolSpec{{Name: "investigate", Agent: &v1alpha1.AgentTool{TemplateRef: v1alpha1.TemplateRef{Name: "investigator"}, MaxInFlight: tc.tool}}}
+			}), []v1alpha1.AgentRunPolicy{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got.Spec.Tools[0].Agent.MaxInFlight); diff != "" {
+				t.Errorf("maxInFlight (-want +got):\n%s", diff)
+			}
+			n := 0
+			for _, c := range changes {
+				if strings.Contains(c, "agent.maxInFlight") && strings.Contains(c, "AgentRunPolicy fan-out") {
+					n++
+				}
+			}
+			if n != tc.changes {
+				t.Errorf("%d changes about maxInFlight naming the policy (%q), want %d", n, changes, tc.changes)
+			}
+		})
+	}
+}

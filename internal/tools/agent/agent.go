@@ -56,7 +56,7 @@ const (
 	StopGrace = 15 * time.Second
 	// DefaultMaxInFlight is how many children one run may have in flight
 	// at once (Config.MaxInFlight).
-	DefaultMaxInFlight = 4
+	DefaultMaxInFlight = v1alpha1.DefaultMaxInFlight
 	// maxValueBytes bounds a parameter value once the call's arguments are
 	// in it, as the API bounds spec.parameters[].value.
 	maxValueBytes = 32768
@@ -101,6 +101,10 @@ type Tool struct {
 	FromArgs bool
 	// MaxDepth is the deepest a child of the tool may be.
 	MaxDepth int
+	// MaxInFlight, when above 0, is how many children the run may have
+	// in flight at once when this tool makes one, instead of
+	// Config.MaxInFlight.
+	MaxInFlight int
 }
 
 // Config is how the operator is deployed; it is the same for every run.
@@ -238,9 +242,13 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 	if err != nil {
 		return refused("tool %s made no child run: %v", t.Name, err)
 	}
-	if !e.cfg.InFlight.acquire(e.parent.UID, e.cfg.MaxInFlight) {
+	most := e.cfg.MaxInFlight
+	if t.MaxInFlight > 0 {
+		most = t.MaxInFlight
+	}
+	if !e.cfg.InFlight.acquire(e.parent.UID, most) {
 		return refused("tool %s made no child run: this run has %d children in flight, the most it may have at once; call it again once one has ended",
-			t.Name, e.cfg.MaxInFlight)
+			t.Name, most)
 	}
 	defer e.cfg.InFlight.release(e.parent.UID)
 	spec, err := template.Resolve(t.Template, params)

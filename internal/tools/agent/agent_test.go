@@ -2,14 +2,18 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/loop"
 )
 
 // A hostile child answer (huge, markup, not JSON, not UTF-8) is one
@@ -154,5 +158,36 @@ func TestChildName_isTheSameForEveryDispatchOfACall(t *testing.T) {
 	}
 	if long := ChildName(strings.Repeat("x", 200)+"-.", "u", "c"); len(long) > 63 {
 		t.Errorf("%s is %d characters", long, len(long))
+	}
+}
+
+// A tool's maxInFlight (which an AgentRunPolicy may lower) is the run's
+// fan-out when it makes a child: a call past it is a readable refusal,
+// and one within it runs its child.
+func TestExecute_aToolsMaxInFlightBoundsTheRunsChildren(t *testing.T) {
+	ran := 0
+	flight := NewInFlight()
+	cfg := Config{InFlight: flight, InProcess: func(context.Context, *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, error) {
+		ran++
+		return v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeCompleted, Answer: "ok", Reason: "done"}, nil
+	}}
+	tpl := &v1alpha1.AgentRunTemplate{ObjectMeta: metav1.ObjectMeta{Name: "investigator"}}
+	tpl.Spec.Run.Goal = "Look."
+	tpl.Spec.Run.Model.Provider = v1alpha1.ProviderScripted
+	parent := Parent{Name: "triage", Namespace: "default", UID: "uid-1"}
+	e, err := New(cfg, parent, []Tool{{Name: "investigate", Template: tpl, MaxInFlight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := loop.Invocation{CallID: "t1-c1", Tool: "investigate", Arguments: json.RawMessage(`{}`), MaxResultBytes: 4096,
+		Child: &loop.ChildBudget{Turns: 2, Tokens: 1000, WallClock: time.Minute, Cost: loop.MustMoney("0.01"), ToolCalls: 2}}
+	flight.acquire(parent.UID, 10) // another child of the run is in flight
+	res := e.Execute(context.Background(), inv)
+	if ran != 0 || res.Failure == nil || !strings.Contains(res.Failure.Detail, "this run has 1 children in flight, the most it may have at once") {
+		t.Fatalf("past the limit: ran %d children, result %+v", ran, res)
+	}
+	flight.release(parent.UID)
+	if res := e.Execute(context.Background(), inv); ran != 1 || res.ChildOutcome != string(v1alpha1.OutcomeCompleted) {
+		t.Fatalf("within the limit: ran %d children, result %+v", ran, res)
 	}
 }
