@@ -72,7 +72,7 @@ func init() {
 //
 // A run made from a template takes what runs from it (policy, loopDetection
 // and approvalTimeout, which the API server may default, are ignored):
-// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.goal)`,message="a run made from a template (spec.templateRef) takes goal from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.goal`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.goal) || has(self.continueFrom)`,message="a run made from a template (spec.templateRef) takes goal from the template, unless it is a follow-up (spec.continueFrom) asking its own: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.goal`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.instructions)`,message="a run made from a template (spec.templateRef) takes instructions from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.instructions`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.model)`,message="a run made from a template (spec.templateRef) takes model from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.model`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.budget)`,message="a run made from a template (spec.templateRef) takes budget from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.budget`

@@ -57,8 +57,9 @@ type runData struct {
 	Parent, ParentLink string
 	Children           []childRow
 	ChildrenOmitted    int32
-	// CanContinue: the run has finished and is not made from a template,
-	// so the page offers to continue it (POST /continue).
+	// CanContinue: the run has finished, so the page offers to continue
+	// it (POST /continue); a run made from a template is continued from
+	// the same template, with the follow-up's own goal.
 	CanContinue bool
 }
 
@@ -128,7 +129,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 		d.Ended = stamp(t.Time)
 	}
 	d.UID = string(run.UID)
-	d.CanContinue = run.Status.Outcome != "" && run.Spec.TemplateRef == nil
+	d.CanContinue = run.Status.Outcome != ""
 	if ref := run.Spec.ContinueFrom; ref != nil {
 		d.ContinuedFrom, d.ContinuedFromLink = ref.Name, "/runs/"+url.PathEscape(ns)+"/"+url.PathEscape(ref.Name)
 		if c := run.Status.ContinuedFrom; c != nil && c.Name == ref.Name {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/model"
 	"github.com/agentrun/agentrun/internal/model/openai"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -404,5 +405,47 @@ func TestContinue_theModelServerReceivesTheEarlierConversation(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the messages the model server received (-want +got):\n%s", diff)
+	}
+}
+
+// Issue 47 item 3, for the runs most people continue (made from a
+// template, by a schedule): kubectl agentrun continue makes the follow-up
+// from the same template and parameters with its own goal, and the model
+// gets the earlier conversation, then that goal.
+func TestContinue_aRunMadeFromATemplateIsContinuedWithItsOwnGoal(t *testing.T) {
+	ns := namespace(t)
+	log := newRequestLog()
+	startManager(t, log)
+	makeTemplate(t, ns, "shop", slowShop(ns, "unused"))
+	first := waitOutcome(t, runOf(t, ns, "templated-shop", "shop"), 20*time.Second)
+	expectOutcome(t, first, v1alpha1.OutcomeCompleted, "")
+
+	next, err := runclient.Continue(context.Background(), k8sClient, runclient.ContinueOptions{
+		Run: runclient.Ref{Namespace: ns, Name: first.Name}, Goal: "How do I fix it?", Name: "templated-fix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitOutcome(t, next, 20*time.Second)
+	expectOutcome(t, done, v1alpha1.OutcomeCompleted, "")
+	if done.Status.ContinuedFrom == nil || done.Status.ContinuedFrom.Name != first.Name || done.Spec.TemplateRef == nil {
+		t.Errorf("continuedFrom %+v, templateRef %+v", done.Status.ContinuedFrom, done.Spec.TemplateRef)
+	}
+	if got := resolvedGoal(t, done); got != "How do I fix it?" {
+		t.Errorf("the follow-up was built with goal %q", got)
+	}
+	reqs := log.requests(next.Name)
+	if len(reqs) == 0 {
+		t.Fatal("the follow-up made no model call")
+	}
+	want := []string{
+		"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
+		"user: Why is the shop slow?",
+		`assistant:  [lookup {"name":"db"}]`,
+		`tool: {"ok":true,"call":"t1-c1"}`,
+		"assistant: The database is slow.",
+		"user: How do I fix it?",
+	}
+	if diff := cmp.Diff(want, said(reqs[0])); diff != "" {
+		t.Errorf("the follow-up's first request (-want +got):\n%s", diff)
 	}
 }

@@ -145,6 +145,11 @@ func (r *AgentRunReconciler) resolveOnce(ctx context.Context, run *v1alpha1.Agen
 		}
 		return nil, nil, err
 	}
+	if run.Spec.ContinueFrom != nil && run.Spec.Goal != "" {
+		// A follow-up of a run made from the template asks its own
+		// question; the rest is the template's.
+		spec.Goal = run.Spec.Goal
+	}
 	probe := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, GenerateName: "template-check-"}, Spec: *spec}
 	if err := r.Create(ctx, probe, client.DryRunAll); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {

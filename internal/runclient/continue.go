@@ -15,10 +15,6 @@ import (
 // finished run.
 const RunUnfinished Reason = "RunUnfinished"
 
-// RunFromTemplate: the run was made from a template, which decides its
-// goal; a follow-up made from its spec could not ask a new question.
-const RunFromTemplate Reason = "RunFromTemplate"
-
 // ContinueOptions names the finished run to continue, the follow-up's
 // goal and, optionally, its name.
 type ContinueOptions struct {
@@ -37,8 +33,10 @@ type ContinueOptions struct {
 // earlier run's spec (the same model, ceilings, tools and policy, so the
 // follow-up is never wider) with the new goal. It keeps the shard label
 // (the user's choice of operator) and no other label or annotation: the
-// operator labels the follow-up agents.agentrun.dev/continued-from. An
-// unfinished run, or one made from a template, is refused (*Refused).
+// operator labels the follow-up agents.agentrun.dev/continued-from. A
+// follow-up of a run made from a template is made from the same template
+// and parameters, with its own goal. An unfinished run is refused
+// (*Refused).
 func Continue(ctx context.Context, c client.Client, o ContinueOptions) (*v1alpha1.AgentRun, error) {
 	if strings.TrimSpace(o.Goal) == "" {
 		return nil, fmt.Errorf("the follow-up needs a goal: the next question or task, in plain words")
@@ -55,10 +53,6 @@ func Continue(ctx context.Context, c client.Client, o ContinueOptions) (*v1alpha
 		return nil, &Refused{Reason: RunUnfinished, Run: o.Run, msg: fmt.Sprintf(
 			"%s has not finished (phase %s): a follow-up continues a finished run; wait for its outcome (kubectl agentrun watch %s)",
 			o.Run, orRunning(old.Status.Phase), o.Run.Name)}
-	case old.Spec.TemplateRef != nil:
-		return nil, &Refused{Reason: RunFromTemplate, Run: o.Run, msg: fmt.Sprintf(
-			"%s was made from AgentRunTemplate %s, which decides its goal: write the follow-up's spec with spec.continueFrom instead",
-			o.Run, old.Spec.TemplateRef.Name)}
 	}
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Run.Namespace, Name: o.Name},

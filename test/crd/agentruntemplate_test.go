@@ -46,6 +46,8 @@ func TestAgentRunTemplate_acceptsValidManifests(t *testing.T) {
 		tmpl("no-parameters", tmplRun),
 		fromTemplate("t-1", "  parameters: [{name: ticket, value: T-1}, {name: model, value: large}]\n"),
 		fromTemplate("t-2", "  ttlSecondsAfterFinished: 60\n"),
+		// A follow-up of a run made from the template asks its own goal.
+		fromTemplate("t-3", "  continueFrom: {name: t-1}\n  goal: \"And now?\"\n"),
 	} {
 		expectCreate(ctx, t, m, nil)
 	}
@@ -77,7 +79,7 @@ func TestAgentRunTemplate_rejectsInvalidManifests(t *testing.T) {
     budget: {maxTurns: 3}
 `), []string{"spec.run.model.provider", "Unsupported value"}},
 		{"a run from a template that writes its own goal", fromTemplate("own-goal", "  goal: \"Do something else.\"\n"),
-			[]string{"spec.goal", "a run made from a template (spec.templateRef) takes goal from the template"}},
+			[]string{"spec.goal", "a run made from a template (spec.templateRef) takes goal from the template, unless it is a follow-up (spec.continueFrom)"}},
 		{"a run from a template that sets a tool", fromTemplate("own-tool", "  tools: [{name: shell, builtin: kubernetes.get}]\n"),
 			[]string{"spec.tools", "takes tools from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished"}},
 		{"parameters without a template", `
