@@ -487,3 +487,49 @@ func TestAgentTool_theChildsTraceNestsUnderTheParentsCall(t *testing.T) {
 		t.Errorf("the parent's invoke_agent span has a parent %s; a run no agent tool made is the root of its trace", top.Parent.SpanID())
 	}
 }
+
+// Issue 45's storm: eight children made by one reply, read-only so that
+// they run at once, all in the namespace's AgentBudget with their parent.
+// Each child completes; the tree stays inside the root's maxCostUSD, and the budget's ledger,
+// which every run of the tree reserves from and settles into at the same
+// time (its compare-and-swap), ends counting the tree once: what the
+// root says it spent, its children's included.
+func TestAgentTool_aStormOfChildrenStaysInsideTheRootAndTheLedger(t *testing.T) {
+	ns := namespace(t)
+	b := makeBudget(t, ns, "team", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "5" })
+	startAgents(t, 8)
+	investigator(t, ns, "investigator", "ok", func(b *v1alpha1.BudgetSpec) { b.MaxTurns = 2 })
+	pb := makeRun(ns, "storm").with(agentTool("investigate", "investigator", func(t *v1alpha1.ToolSpec) {
+		// The parent keeps room to read eight results: 2 KiB each, not
+		// the default 16 KiB, which at $5 a million would take its $0.50.
+		t.Mutates, t.MaxResultBytes = ptr.To(false), ptr.To[int32](2048)
+		t.Agent.Budget = &v1alpha1.ChildBudget{MaxTurns: ptr.To[int32](2), MaxTokens: ptr.To[int64](10_000), MaxCostUSD: "0.04"}
+	})).budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD, b.MaxTokens = "0.50", ptr.To[int64](200_000) })
+	var calls []string
+	for i := range 8 {
+		calls = append(calls, "investigate", fmt.Sprintf(`{"account":"a%d"}`, i))
+	}
+	pb.calls(calls...)
+	pb.r.Labels = map[string]string{"team": "a"}
+	done := waitOutcome(t, pb.answer("done").create(t), 120*time.Second)
+
+	root := limits.Usage(done.Status.Usage)
+	if root.Cost > loop.MustMoney("0.50") {
+		t.Fatalf("the tree spent $%s, past the root's $0.50 (%s: %s)", root.Cost, done.Status.Outcome, done.Status.Reason)
+	}
+	kids := childrenOf(t, done)
+	if len(kids) != 8 {
+		t.Fatalf("%d children, want 8 (%s: %s)\n%s", len(kids), done.Status.Outcome, done.Status.Reason, strings.Join(observations(t, done), "\n"))
+	}
+	var sum loop.Money
+	for i := range kids {
+		if kids[i].Status.Outcome != v1alpha1.OutcomeCompleted || !slices.Contains(kids[i].Status.AgentBudgets, "team") {
+			t.Errorf("child %s: want Completed and held by the budget (%s: %s)", kids[i].Name, kids[i].Status.Outcome, kids[i].Status.Reason)
+		}
+		sum += spentBy(t, &kids[i])
+	}
+	if sum == 0 || sum > root.Cost {
+		t.Errorf("the children spent $%s of the root's $%s", sum, root.Cost)
+	}
+	expectSettled(t, b, []*v1alpha1.AgentRun{done}, 0)
+}
