@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -68,13 +69,7 @@ func (r *AgentRunReconciler) cancelChildren(ctx context.Context, run *v1alpha1.A
 		if c.Spec.Cancel || runstatus.Finished(c) {
 			continue
 		}
-		patch := client.MergeFrom(c.DeepCopy())
-		c.Spec.Cancel = true
-		if c.Annotations == nil {
-			c.Annotations = map[string]string{}
-		}
-		c.Annotations[v1alpha1.AnnotationCancelledBy] = "AgentRun/" + run.Name + " (its parent, which ended or was cancelled)"
-		if err := r.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
+		if err := r.Patch(ctx, c, runclient.CancelPatch("AgentRun/"+run.Name+" (its parent, which ended or was cancelled)")); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -27,9 +27,11 @@ func (r *AgentRunReconciler) emitRemembered(obj *v1alpha1.AgentRun, c change) {
 		if n.Kind != loop.NoteCallFinished || n.Warning || n.CallID == "" {
 			continue
 		}
-		i := slices.IndexFunc(c.state.Transcript, func(m loop.Message) bool {
-			return m.Role == loop.RoleTool && m.CallID == n.CallID
-		})
+		// The save's results are the transcript's newest messages.
+		i := len(c.state.Transcript) - 1
+		for i >= 0 && (c.state.Transcript[i].Role != loop.RoleTool || c.state.Transcript[i].CallID != n.CallID) {
+			i--
+		}
 		if i < 0 {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
@@ -154,7 +155,7 @@ func (r *AgentRunReconciler) resolveOnce(ctx context.Context, run *v1alpha1.Agen
 	if err := r.Create(ctx, probe, client.DryRunAll); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
 			return nil, nil, fmt.Errorf("%w: AgentRunTemplate %s with these parameters does not make a valid run: %s",
-				errTemplateRefused, tpl.Name, statusMessage(err))
+				errTemplateRefused, tpl.Name, runclient.APIMessage(err))
 		}
 		return nil, nil, fmt.Errorf("validating the run resolved from AgentRunTemplate %s: %w", tpl.Name, err)
 	}
@@ -192,16 +193,6 @@ func (r *AgentRunReconciler) resolveOnce(ctx context.Context, run *v1alpha1.Agen
 		return nil, nil, fmt.Errorf("keeping the resolved spec of %s: %w", run.Name, err)
 	}
 	return raw, &v1alpha1.TemplateStatus{Name: tpl.Name, ResourceVersion: tpl.ResourceVersion, Digest: template.Digest(raw)}, nil
-}
-
-// statusMessage is the API server's message of err, which names the field
-// and the rule.
-func statusMessage(err error) string {
-	var s apierrors.APIStatus
-	if errors.As(err, &s) {
-		return s.Status().Message
-	}
-	return err.Error()
 }
 
 // ReasonTemplateNotFound is the event reason of a run whose template does

@@ -5,7 +5,6 @@ package agentschedule
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/robfig/cron/v3"
@@ -403,11 +403,7 @@ func (r *Reconciler) cancel(ctx context.Context, s *v1alpha1.AgentSchedule, run 
 		return nil
 	}
 	by := "AgentSchedule/" + s.Name
-	body, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationCancelledBy: by}},
-		"spec":     map[string]any{"cancel": true},
-	})
-	if err := r.Patch(ctx, run, client.RawPatch("application/merge-patch+json", body)); err != nil {
+	if err := r.Patch(ctx, run, runclient.CancelPatch(by)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -41,6 +41,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/internal/tools/job"
@@ -267,9 +268,7 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 		if err != nil {
 			return refused("tool %s's child run %s could not run: %v", t.Name, child.Name, err)
 		}
-		u := limits.Usage(st.Usage)
-		return loop.Result{Output: e.report(inv, child.Name, &v1alpha1.AgentRun{Status: st}, string(st.Outcome)), ContentType: "application/json",
-			Child: &u, ChildRun: child.Name, ChildOutcome: string(st.Outcome)}
+		return e.ended(inv, child.Name, &v1alpha1.AgentRun{Status: st})
 	}
 	var changed <-chan struct{}
 	if e.cfg.Wakeups != nil {
@@ -303,7 +302,7 @@ func (e *Executor) create(ctx context.Context, child *v1alpha1.AgentRun, inv loo
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
-		r := refused("the child run made from AgentRunTemplate %s was refused by the API server: %s", child.Annotations[annotationTemplate], statusMessage(err))
+		r := refused("the child run made from AgentRunTemplate %s was refused by the API server: %s", child.Annotations[annotationTemplate], runclient.APIMessage(err))
 		return &r
 	default:
 		// Its creation may have happened: the reservation stays charged.
@@ -358,9 +357,7 @@ func (e *Executor) wait(ctx context.Context, inv loop.Invocation, name string, c
 		run := &v1alpha1.AgentRun{}
 		err := e.cfg.Client.Get(ctx, key, run)
 		if err == nil && run.Status.Outcome != "" {
-			u := limits.Usage(run.Status.Usage)
-			return loop.Result{Output: e.report(inv, name, run, string(run.Status.Outcome)), ContentType: "application/json", Child: &u,
-				ChildRun: name, ChildOutcome: string(run.Status.Outcome)}
+			return e.ended(inv, name, run)
 		}
 		if apierrors.IsNotFound(err) {
 			// A cached client may not have seen the new child yet; a
@@ -378,17 +375,16 @@ func (e *Executor) wait(ctx context.Context, inv loop.Invocation, name string, c
 
 // cancelChild sets spec.cancel on the child, saying who did.
 func (e *Executor) cancelChild(ctx context.Context, key client.ObjectKey, by string) {
-	run := &v1alpha1.AgentRun{}
-	if err := e.cfg.Reader.Get(ctx, key, run); err != nil || run.Spec.Cancel {
-		return
-	}
-	patch := client.MergeFrom(run.DeepCopy())
-	run.Spec.Cancel = true
-	if run.Annotations == nil {
-		run.Annotations = map[string]string{}
-	}
-	run.Annotations[v1alpha1.AnnotationCancelledBy] = by
-	_ = e.cfg.Client.Patch(ctx, run, patch) // the run ends at the call's MaxDuration regardless
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	_ = e.cfg.Client.Patch(ctx, run, runclient.CancelPatch(by)) // the run ends at the call's MaxDuration regardless
+}
+
+// ended is the result of a call whose child run ended: the report the
+// model reads, and what the child used, charged instead of its reservation.
+func (e *Executor) ended(inv loop.Invocation, name string, run *v1alpha1.AgentRun) loop.Result {
+	u := limits.Usage(run.Status.Usage)
+	return loop.Result{Output: e.report(inv, name, run, string(run.Status.Outcome)), ContentType: "application/json", Child: &u,
+		ChildRun: name, ChildOutcome: string(run.Status.Outcome)}
 }
 
 // outcomeUnfinished is the outcome a call reports for a child that did
@@ -539,13 +535,4 @@ func Schema(t *v1alpha1.AgentRunTemplate, listed []v1alpha1.ParameterValue) json
 	}
 	s, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
 	return s
-}
-
-// statusMessage is the API server's message of err.
-func statusMessage(err error) string {
-	var s apierrors.APIStatus
-	if errors.As(err, &s) {
-		return s.Status().Message
-	}
-	return err.Error()
 }
