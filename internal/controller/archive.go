@@ -51,20 +51,9 @@ func (r *AgentRunReconciler) claimForArchive(ctx context.Context, run *v1alpha1.
 	return r.patchFinalizers(ctx, run, append(slices.Clone(run.Finalizers), v1alpha1.FinalizerArchive))
 }
 
-// patchFinalizers writes the run's finalizers, guarded by its
-// resourceVersion, and keeps the run in memory as the API server has it.
+// patchFinalizers writes the run's finalizers (patchMetadata).
 func (r *AgentRunReconciler) patchFinalizers(ctx context.Context, run *v1alpha1.AgentRun, finalizers []string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": run.ResourceVersion}})
-	if err != nil {
-		return err
-	}
-	if err := r.Patch(ctx, run, client.RawPatch("application/merge-patch+json", body)); err != nil {
-		if apierrors.IsConflict(err) {
-			return errConflict
-		}
-		return client.IgnoreNotFound(err)
-	}
-	return nil
+	return r.patchMetadata(ctx, run, "finalizers", finalizers)
 }
 
 // archiveRun writes a finished (or deleted) run's record, then lets the

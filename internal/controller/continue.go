@@ -148,18 +148,7 @@ func (r *AgentRunReconciler) labelFollowUp(ctx context.Context, run *v1alpha1.Ag
 	if run.Labels[v1alpha1.LabelContinuedFrom] == value {
 		return nil
 	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels": map[string]string{v1alpha1.LabelContinuedFrom: value}, "resourceVersion": run.ResourceVersion}})
-	if err != nil {
-		return err
-	}
-	if err := r.Patch(ctx, run, client.RawPatch("application/merge-patch+json", body)); err != nil {
-		if apierrors.IsConflict(err) {
-			return errConflict
-		}
-		return client.IgnoreNotFound(err)
-	}
-	return nil
+	return r.patchMetadata(ctx, run, "labels", map[string]string{v1alpha1.LabelContinuedFrom: value})
 }
 
 // narrower says how a follow-up's spec is wider than the spec of the

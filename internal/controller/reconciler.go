@@ -19,6 +19,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/seal"
 	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -314,4 +316,21 @@ func (r *AgentRunReconciler) forgetName(key types.NamespacedName) {
 func (r *AgentRunReconciler) forget(uid types.UID) {
 	r.work.forget(uid)
 	r.mem.forget(uid)
+}
+
+// patchMetadata writes one field of the run's metadata, guarded by its
+// resourceVersion (a conflict is errConflict), and keeps the run in
+// memory as the API server has it. A run that is gone is left alone.
+func (r *AgentRunReconciler) patchMetadata(ctx context.Context, run *v1alpha1.AgentRun, field string, value any) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{field: value, "resourceVersion": run.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, run, client.RawPatch("application/merge-patch+json", body)); err != nil {
+		if apierrors.IsConflict(err) {
+			return errConflict
+		}
+		return client.IgnoreNotFound(err)
+	}
+	return nil
 }

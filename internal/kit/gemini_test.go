@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +24,7 @@ func TestBuild_geminiCallsTheGeminiAPIOrNeedsTheLentIdentity(t *testing.T) {
 		fmt.Fprint(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":"hello"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1}}`)
 	}))
 	defer srv.Close()
-	b := &Builder{Egress: egress.NewClients(&egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
-		Secrets: func(context.Context, string, string, string) (string, error) { return "gm-test", nil }}
+	b := loopbackBuilder("gm-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	k, err := b.Build(ctx, parse(t, `

@@ -28,8 +28,7 @@ func TestBuild_modelAPIPicksTheEndpoint(t *testing.T) {
 		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hello"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 	}))
 	defer srv.Close()
-	b := &Builder{Egress: egress.NewClients(&egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
-		Secrets: func(context.Context, string, string, string) (string, error) { return "sk-test", nil }}
+	b := loopbackBuilder("sk-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	k, err := b.Build(ctx, parse(t, `
@@ -59,4 +58,11 @@ spec:
 			t.Errorf("model %d: called %s and answered %q; want %s and hello", i, got, reply.Content, want)
 		}
 	}
+}
+
+// loopbackBuilder builds kits whose model calls may reach servers on
+// loopback, with key as every Secret's value.
+func loopbackBuilder(key string) *Builder {
+	return &Builder{Egress: egress.NewClients(&egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
+		Secrets: func(context.Context, string, string, string) (string, error) { return key, nil }}
 }
