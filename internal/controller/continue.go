@@ -83,9 +83,20 @@ func (r *AgentRunReconciler) readEarlier(ctx context.Context, namespace, name st
 		return nil, fmt.Errorf("%w: AgentRun %s has not finished (phase %s); a follow-up continues a finished run: create it once %s has an outcome",
 			errNotContinuable, name, orUnknown(string(run.Status.Phase)), name)
 	}
-	resolved, _, err := r.resolved(ctx, run)
-	if err != nil {
-		return nil, fmt.Errorf("%w: the spec AgentRun %s ran cannot be read: %v", errNotContinuable, name, err)
+	// The spec the earlier run ran: for a run made from a template, the
+	// copy kept when it was built, never the template as it is now.
+	resolved := run
+	if run.Spec.TemplateRef != nil {
+		raw, rec, err := r.keptSpec(ctx, run)
+		if err == nil && raw == nil {
+			err = fmt.Errorf("it was never built from AgentRunTemplate %s", run.Spec.TemplateRef.Name)
+		}
+		if err == nil {
+			resolved, _, err = withSpec(run, raw, rec)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: the spec AgentRun %s ran cannot be read: %v", errNotContinuable, name, err)
+		}
 	}
 	msgs, err := transcript.ReadSealedMessages(ctx, r.APIReader, r.Keys, run)
 	if errors.Is(err, transcript.ErrLost) || errors.Is(err, transcript.ErrForged) {

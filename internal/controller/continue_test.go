@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -447,5 +448,34 @@ func TestContinue_aRunMadeFromATemplateIsContinuedWithItsOwnGoal(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, said(reqs[0])); diff != "" {
 		t.Errorf("the follow-up's first request (-want +got):\n%s", diff)
+	}
+}
+
+// A follow-up is held to the spec the earlier run ran. An earlier run made
+// from a template that never built (its parameters were refused) ran
+// none: the follow-up is refused, and the template as it is now (fixed
+// since) is not resolved for the earlier run, nor kept with it.
+func TestContinue_anEarlierRunNeverBuiltFromItsTemplateIsNotContinued(t *testing.T) {
+	ns := namespace(t)
+	startManager(t, newRequestLog())
+	tpl := makeTemplate(t, ns, "shop", slowShop(ns, "unused"), v1alpha1.TemplateParameter{Name: "area", Required: true})
+	first := waitOutcome(t, runOf(t, ns, "never-built", "shop"), 20*time.Second)
+	if first.Status.Outcome == "" || first.Status.Outcome == v1alpha1.OutcomeCompleted {
+		t.Fatalf("the run without its required parameter ended %q: %s", first.Status.Outcome, first.Status.Reason)
+	}
+	cur := get(t, tpl)
+	cur.Spec.Parameters[0].Required = false
+	if err := k8sClient.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	next, err := runclient.Continue(context.Background(), k8sClient, runclient.ContinueOptions{
+		Run: runclient.Ref{Namespace: ns, Name: first.Name}, Goal: "And now?", Name: "after-never-built"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectInvalid(t, waitOutcome(t, next, 20*time.Second), "it was never built from AgentRunTemplate shop")
+	err = k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ResolvedSpecName(first.UID)}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a resolved spec was kept for the earlier run: %v", err)
 	}
 }

@@ -70,6 +70,11 @@ func (r *AgentRunReconciler) resolved(ctx context.Context, run *v1alpha1.AgentRu
 			return nil, nil, err
 		}
 	}
+	return withSpec(run, raw, rec)
+}
+
+// withSpec is run with the resolved spec raw (as resolved returns it).
+func withSpec(run *v1alpha1.AgentRun, raw []byte, rec *v1alpha1.TemplateStatus) (*v1alpha1.AgentRun, *v1alpha1.TemplateStatus, error) {
 	spec := v1alpha1.AgentRunSpec{}
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return nil, nil, fmt.Errorf("%w: the resolved spec kept in the Secret %s cannot be read: %v", errTemplateRefused, ResolvedSpecName(run.UID), err)
