@@ -411,7 +411,7 @@ func (b *Builder) agentTool(ctx context.Context, run *v1alpha1.AgentRun, i int, 
 	if err := agentTool(ts, t, i, &tpl.Spec.Run.Budget); err != nil {
 		return agent.Tool{}, err
 	}
-	at := agent.Tool{Name: t.Name, Template: tpl, Parameters: t.Agent.Parameters, MaxDepth: v1alpha1.DefaultMaxDepth}
+	at := agent.Tool{Name: t.Name, Template: tpl, Parameters: t.Agent.Parameters} // agent.New defaults MaxDepth
 	if n := t.Agent.MaxInFlight; n != nil {
 		at.MaxInFlight = int(*n)
 	}
