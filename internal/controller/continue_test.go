@@ -22,6 +22,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -463,9 +464,13 @@ func TestContinue_anEarlierRunNeverBuiltFromItsTemplateIsNotContinued(t *testing
 	if first.Status.Outcome == "" || first.Status.Outcome == v1alpha1.OutcomeCompleted {
 		t.Fatalf("the run without its required parameter ended %q: %s", first.Status.Outcome, first.Status.Reason)
 	}
-	cur := get(t, tpl)
-	cur.Spec.Parameters[0].Required = false
-	if err := k8sClient.Update(context.Background(), cur); err != nil {
+	// The operator writes the template's status meanwhile: update it on a
+	// fresh read until the write holds.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := get(t, tpl)
+		cur.Spec.Parameters[0].Required = false
+		return k8sClient.Update(context.Background(), cur)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := runclient.Continue(context.Background(), k8sClient, runclient.ContinueOptions{
