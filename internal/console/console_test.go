@@ -505,7 +505,27 @@ func TestConsole_editorContinuesAFinishedRun(t *testing.T) {
 	}
 	const goal = "Refund the second charge of in_9f21."
 	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-carol"), visible(`[data-continue]`), visible(`html[data-live-ready]`),
-		chromedp.SendKeys(`[data-continue-goal]`, goal), click(`[data-continue]`), visible(`[data-continued-from]`))
+		chromedp.SendKeys(`[data-continue-goal]`, goal))
+
+	// The run changes while carol types: the page is fetched again, and
+	// the form she fills in stays the same element (a part of the page
+	// that did not change is not replaced under her cursor).
+	before := eval[string](t, ctx, `document.querySelector("[data-continue-goal]").typedIn = "yes"; document.getElementById("live").getAttribute("data-refreshed") || ""`)
+	touched := get(t, run)
+	if touched.Annotations == nil {
+		touched.Annotations = map[string]string{}
+	}
+	touched.Annotations["example.com/touched"] = "yes"
+	if err := admin.Update(context.Background(), touched); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() string {
+		return eval[string](t, ctx, `document.getElementById("live").getAttribute("data-refreshed") || ""`)
+	}, 30*time.Second, 100*time.Millisecond).ShouldNot(Equal(before))
+	if kept := eval[string](t, ctx, `document.querySelector("[data-continue-goal]").typedIn || ""`); kept != "yes" {
+		t.Error("a live update replaced the continue form, which had not changed")
+	}
+	do(t, ctx, click(`[data-continue]`), visible(`[data-continued-from]`))
 	path := eval[string](t, ctx, `location.pathname`)
 	if !strings.HasPrefix(path, "/runs/"+ns+"/refund-carol-") {
 		t.Fatalf("after Continue the browser is at %s, want the follow-up's page", path)

@@ -26,7 +26,7 @@
         // The server escaped everything in it: it is the page's own HTML.
         if (html !== null) {
           var typed = keepReasons();
-          live.innerHTML = html;
+          replaceChanged(html);
           typed();
           live.setAttribute("data-refreshed", String(Date.now()));
         }
@@ -39,6 +39,29 @@
           setTimeout(refresh, 250);
         }
       });
+  }
+  // replaceChanged puts the fetched HTML in the live part, one top-level
+  // node at a time, and leaves the nodes that did not change where they
+  // are: a form a person is filling in stays the same element (with its
+  // focus and what they typed) while the timeline beside it grows.
+  function replaceChanged(html) {
+    var next = document.createElement("div");
+    next.innerHTML = html;
+    var fresh = Array.prototype.slice.call(next.childNodes);
+    var old = Array.prototype.slice.call(live.childNodes);
+    for (var i = 0; i < fresh.length; i++) {
+      if (i < old.length && old[i].isEqualNode(fresh[i])) {
+        continue;
+      }
+      if (i < old.length) {
+        live.replaceChild(fresh[i], old[i]);
+      } else {
+        live.appendChild(fresh[i]);
+      }
+    }
+    for (var k = fresh.length; k < old.length; k++) {
+      live.removeChild(old[k]);
+    }
   }
   // keepReasons notes what a person typed in the reason boxes (and where
   // their cursor is), and which edit boxes they opened, and returns the
