@@ -193,8 +193,16 @@ func (b *Budget) childBudget(t *ToolSpec, consumed, r Usage, later, share int) *
 	c.Turns = int(room(DimTurns, 0, int64(c.Turns), share))
 	c.Tokens = room(DimTokens, 0, c.Tokens, share)
 	c.WallClock = time.Duration(room(DimWallClock, int64(t.StartupGrace+t.KillGrace), int64(c.WallClock), clockShare))
+	declared := c.Cost
 	c.Cost = Money(room(DimCost, 0, int64(c.Cost), share))
 	c.ToolCalls = int(room(DimToolCalls, int64(1+later), int64(c.ToolCalls), share))
+	if declared > 0 && c.Cost == 0 {
+		// A child whose tool declares a cost but that has no money left
+		// would end BudgetExhausted before its first turn: it gets no
+		// turn, and the call makes no child. (A tool that declares $0 has
+		// a free child, which may run with none.)
+		c.Turns = 0
+	}
 	return &c
 }
 

@@ -151,3 +151,26 @@ func TestChild_aBatchsChildrenShareWhatIsLeftAndTheRunAnswers(t *testing.T) {
 		t.Errorf("tool calls %d and %d: want a share each of the 18 the two calls leave", a.ToolCalls, b.ToolCalls)
 	}
 }
+
+// A child that would get no money of a cost its tool declares (the run
+// keeps what is left for its next turn) gets no turn, so no child is made
+// to end BudgetExhausted at once; a tool that declares $0 has a free child,
+// which keeps its turns.
+func TestChildBudget_noMoneyLeftForAPricedChildIsNoTurn(t *testing.T) {
+	b := Budget{MaxTurns: 10, MaxTokens: 100_000, MaxWallClock: time.Hour, MaxCost: new(MustMoney("1")), MaxToolCalls: new(20)}
+	kept := Usage{Turns: 1, Cost: MustMoney("1")} // the next turn keeps every cent
+	for _, c := range []struct {
+		name     string
+		declared Money
+		turns    int
+	}{
+		{"priced", MustMoney("0.30"), 0},
+		{"free", 0, 3},
+	} {
+		tool := &ToolSpec{Name: "delegate", Child: &ChildBudget{Turns: 3, Tokens: 8_000, WallClock: 5 * time.Minute, Cost: c.declared, ToolCalls: 5}}
+		got := b.childBudget(tool, kept, Usage{}, 0, 1)
+		if got.Turns != c.turns || got.Cost != 0 {
+			t.Errorf("%s child: %d turns and $%s; want %d turns and $0", c.name, got.Turns, got.Cost, c.turns)
+		}
+	}
+}

@@ -236,8 +236,8 @@ func (e *Executor) Execute(ctx context.Context, inv loop.Invocation) loop.Result
 		return refused("tool %s made no child run: no budget was reserved for it", t.Name)
 	}
 	if b.Turns < 1 || b.Tokens < 1 || b.WallClock < time.Second {
-		return refused("tool %s made no child run: this run has too little budget left for one (%d turns, %d tokens, %s of wall clock; a child needs at least 1 turn, 1 token and 1s)",
-			t.Name, b.Turns, b.Tokens, b.WallClock.Round(time.Second))
+		return refused("tool %s made no child run: this run has too little budget left for one (%d turns, %d tokens, %s of wall clock, $%s, once it keeps room for its next turn; a child needs at least 1 turn, 1 token and 1s, and money when its tool declares a cost)",
+			t.Name, b.Turns, b.Tokens, b.WallClock.Round(time.Second), b.Cost)
 	}
 	params, err := t.values(inv.Arguments)
 	if err != nil {
