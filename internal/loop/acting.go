@@ -186,11 +186,8 @@ func (s *State) settleCall(t *ToolSpec, first bool, child *ChildBudget, used *Us
 // the child used (the reservation when used is nil). Its wall clock is
 // not added: the run's own clock ran while it waited.
 func (s *State) settleChild(child *ChildBudget, used *Usage) {
-	s.Reserved.Turns = max(0, s.Reserved.Turns-child.Turns)
-	s.Reserved.InputTokens = max(0, s.Reserved.InputTokens-child.Tokens)
-	s.Reserved.ToolCalls = max(0, s.Reserved.ToolCalls-child.ToolCalls)
-	s.Reserved.Cost = max(0, s.Reserved.Cost-child.Cost)
-	u := Usage{Turns: child.Turns, InputTokens: child.Tokens, ToolCalls: child.ToolCalls, Cost: child.Cost}
+	u := child.usage()
+	s.Reserved = s.Reserved.release(u)
 	if used != nil {
 		u = *used
 		u.PerTool, u.WallClock = nil, 0
@@ -228,8 +225,7 @@ func (s *State) Own() (used, reserved Usage) {
 	for i := range s.Calls {
 		c := &s.Calls[i]
 		if b := c.Child; b != nil && c.State != CallDone {
-			reserved.Turns, reserved.InputTokens = max(0, reserved.Turns-b.Turns), max(0, reserved.InputTokens-b.Tokens)
-			reserved.Cost, reserved.ToolCalls = max(0, reserved.Cost-b.Cost), max(0, reserved.ToolCalls-b.ToolCalls)
+			reserved = reserved.release(b.usage())
 		}
 	}
 	return used, reserved

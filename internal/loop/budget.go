@@ -251,10 +251,7 @@ func (r *Usage) addCall(t *ToolSpec, child *ChildBudget) (read bool) {
 	r.ToolCalls++
 	r.PerTool[t.Name]++
 	if child != nil {
-		r.Turns += child.Turns
-		r.InputTokens += child.Tokens
-		r.ToolCalls += child.ToolCalls
-		r.Cost += child.Cost
+		*r = r.then(child.usage()).withPerTool(r.PerTool)
 	} else {
 		r.Cost += t.MaxCost
 	}

@@ -209,6 +209,15 @@ func (u Usage) then(v Usage) Usage {
 		WallClock: u.WallClock + v.WallClock}
 }
 
+// release is u less v on the four dimensions a child reserves (turns,
+// input tokens, tool calls, cost), none below zero: a reservation given
+// back.
+func (u Usage) release(v Usage) Usage {
+	u.Turns, u.InputTokens = max(0, u.Turns-v.Turns), max(0, u.InputTokens-v.InputTokens)
+	u.ToolCalls, u.Cost = max(0, u.ToolCalls-v.ToolCalls), max(0, u.Cost-v.Cost)
+	return u
+}
+
 // withPerTool is u with its per-tool counts set to p.
 func (u Usage) withPerTool(p map[string]int) Usage {
 	u.PerTool = p

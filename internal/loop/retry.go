@@ -155,7 +155,7 @@ func (e *Engine) scheduleRetries(s *State, cands []retryCandidate, now time.Time
 		longest = max(longest, t.callDuration(child))
 		res.ToolCalls++
 		if child != nil {
-			res = res.then(Usage{Turns: child.Turns, InputTokens: child.Tokens, ToolCalls: child.ToolCalls, Cost: child.Cost})
+			res = res.then(child.usage())
 		} else {
 			res.Cost += t.MaxCost
 		}

@@ -258,6 +258,12 @@ type ChildBudget struct {
 	ToolCalls int           `json:"toolCalls"`
 }
 
+// usage is what the child's ceilings reserve, as usage: its turns, its
+// tokens (counted as input), its tool calls and its cost.
+func (c *ChildBudget) usage() Usage {
+	return Usage{Turns: c.Turns, InputTokens: c.Tokens, ToolCalls: c.ToolCalls, Cost: c.Cost}
+}
+
 // MaxDuration is the most one call of the tool may take from dispatch to
 // result: startup grace, timeout and kill grace. It is what the wall clock
 // reserves for the call, so a call that ignores SIGTERM still ends inside
