@@ -123,19 +123,25 @@ func ParseApprovalAnswer(value string) (ApprovalAnswer, error) {
 }
 
 // checkEdit refuses an approval with changes that names no digest, or
-// whose patch is not a JSON object of at most MaxApprovalEdit characters.
+// whose patch CheckEdit refuses.
 func checkEdit(value string, a ApprovalAnswer) error {
 	if a.Digest == "" {
 		return fmt.Errorf("%q changes arguments it does not name: an approval with changes is edit:DIGEST:PATCH, "+
 			"with the argumentsDigest of the call as you were shown it", value)
 	}
-	if n := utf8.RuneCountInString(a.Edit); n > MaxApprovalEdit {
+	return CheckEdit(a.Edit)
+}
+
+// CheckEdit refuses the changes of an approval (its PATCH) that are not a
+// JSON object of at most MaxApprovalEdit characters.
+func CheckEdit(patch string) error {
+	if n := utf8.RuneCountInString(patch); n > MaxApprovalEdit {
 		return fmt.Errorf("the changes given with edit are %d characters long; a patch may have at most %d: change fewer arguments", n, MaxApprovalEdit)
 	}
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(a.Edit), &obj); err != nil || obj == nil {
+	if err := json.Unmarshal([]byte(patch), &obj); err != nil || obj == nil {
 		return fmt.Errorf("the changes given with edit (%q) are not a JSON object: an approval with changes is edit:DIGEST:PATCH, "+
-			`PATCH a JSON merge patch such as {"amount_minor":8240}`, a.Edit)
+			`PATCH a JSON merge patch such as {"amount_minor":8240}`, patch)
 	}
 	return nil
 }

@@ -152,17 +152,8 @@ func fitAnswers(s *loop.State, answers map[string]runstatus.Answer) []loop.Note 
 		if !ok || c.State != loop.CallProposed || c.Verdict != loop.Ask {
 			continue
 		}
-		_, _, question := loop.Question(c)
-		why := ""
-		switch {
-		case c.Needed > 1 && a.Edit != "":
-			why = fmt.Sprintf("it needs %d people to approve it, and changes would change what the others approve: approve it as it is, "+
-				"or deny it with a reason", c.Needed)
-		case question && (a.Decision == v1alpha1.ApprovalApprove):
-			why = "it is a question the agent asks: answer it with answer::TEXT (kubectl agentrun answer), or deny or stop it"
-		case !question && a.Decision == v1alpha1.ApprovalReply:
-			why = "it waits for approval, not for an answer to a question: approve, deny or stop it"
-		default:
+		why := loop.Misfit(c, loop.Answer(a.Decision), a.Edit != "")
+		if why == "" {
 			continue
 		}
 		delete(answers, c.ID)

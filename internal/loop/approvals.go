@@ -24,14 +24,13 @@ func (e *Engine) onAnswers(ctx context.Context, s *State, in *Input, now time.Ti
 			continue
 		}
 		a, ok := answers[c.ID]
+		_, edited := in.Edits[c.ID]
+		ok = ok && Misfit(c, a, edited) == ""
 		if ok && a == Approve && c.Needed > 1 {
-			// Several approvers: this one may leave it short. An edit
-			// is no approval here (it would change what the others
-			// approve).
-			_, edited := in.Edits[c.ID]
-			ok = !edited && takeApproval(c, in.By[c.ID], notes)
+			// Several approvers: this one may leave it short.
+			ok = takeApproval(c, in.By[c.ID], notes)
 		}
-		if !ok || !answerFits(c, a) {
+		if !ok {
 			waiting++
 			if oldest == nil || c.RequestedAt.Before(*oldest.RequestedAt) {
 				oldest = c

@@ -41,17 +41,27 @@ func Question(c *Call) (question string, choices []string, ok bool) {
 	return a.Question, a.Choices, true
 }
 
-// answerFits reports whether a is an answer c takes: a question takes an
-// AnswerReply, a call waiting for approval takes approve; both take deny and
-// stop. An answer that does not fit is not applied, and the call waits on.
-func answerFits(c *Call, a Answer) bool {
-	switch a {
-	case DenyAnswer, Stop:
-		return true
-	case AnswerReply:
-		return c.Rule == RuleAskPerson
+// Misfit says why the waiting call c does not take the answer a (edited:
+// an approval with changes), or "" when it does. A question takes an
+// AnswerReply, a call waiting for approval takes approve (with changes
+// only when one person approves it: changes would change what the others
+// approve); both take deny and stop. An answer that does not fit is not
+// applied, and the call waits on. The operator says why with a warning;
+// the engine checks again.
+func Misfit(c *Call, a Answer, edited bool) string {
+	question := c.Rule == RuleAskPerson
+	switch {
+	case a == DenyAnswer || a == Stop:
+		return ""
+	case question && a != AnswerReply:
+		return "it is a question the agent asks: answer it with answer::TEXT (kubectl agentrun answer), or deny or stop it"
+	case !question && a == AnswerReply:
+		return "it waits for approval, not for an answer to a question: approve, deny or stop it"
+	case c.Needed > 1 && edited:
+		return fmt.Sprintf("it needs %d people to approve it, and changes would change what the others approve: approve it as it is, "+
+			"or deny it with a reason", c.Needed)
 	}
-	return c.Rule != RuleAskPerson
+	return ""
 }
 
 // answeredText is what the model reads as the result of its question: the

@@ -193,9 +193,9 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions) (*Answered, e
 		if a.Edit == "" {
 			return nil, fmt.Errorf("the arguments of %s are as proposed: nothing was changed, so nothing was answered. Approve it, or change them", o.CallID)
 		}
-		// Checked as the operator reads it, with a stand-in digest (the
-		// call's is read below).
-		if _, err := v1alpha1.ParseApprovalAnswer(v1alpha1.ApprovalAnswer{Decision: o.Decision, Digest: "sha256:0", Edit: a.Edit}.String()); err != nil {
+		// Checked as the operator reads it (the call's digest is read
+		// below).
+		if err := v1alpha1.CheckEdit(a.Edit); err != nil {
 			return nil, err
 		}
 	}
