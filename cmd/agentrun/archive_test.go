@@ -380,3 +380,115 @@ func TestArchive_docsPrintWhatTheyShow(t *testing.T) {
 		t.Errorf("ran %d archive commands of the docs, want at least 4 (list twice, show, transcript)", ran)
 	}
 }
+
+// docsRolesMark is the comment above the SQL block of docs/api.md that
+// sets up the archive's roles.
+const docsRolesMark = "<!-- archive roles: run by TestArchive_theDocsRolesMigrateAndRead in cmd/agentrun -->"
+
+// docsRolesSQL is that block: its statements, and psql's \c lines.
+func docsRolesSQL(t *testing.T) []string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(root + "/docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(raw), docsRolesMark+"\n```sql\n")
+	if !ok {
+		t.Fatalf("docs/api.md has no SQL block under %s", docsRolesMark)
+	}
+	block, _, _ := strings.Cut(after, "```")
+	var out []string
+	stmt := ""
+	for _, l := range strings.Split(block, "\n") {
+		switch {
+		case strings.HasPrefix(l, `\c `):
+			out = append(out, l)
+		case strings.HasPrefix(l, "--"), strings.TrimSpace(l) == "":
+		default:
+			stmt += l + "\n"
+			if strings.HasSuffix(l, ";") {
+				out = append(out, stmt)
+				stmt = ""
+			}
+		}
+	}
+	if stmt != "" {
+		t.Fatalf("docs/api.md: a statement without its semicolon: %s", stmt)
+	}
+	return out
+}
+
+// The roles docs/api.md tells an administrator to create work as it says:
+// the operator's migrates and writes, the readers' lists and reads every
+// record with agentrun archive, and can write nothing.
+func TestArchive_theDocsRolesMigrateAndRead(t *testing.T) {
+	ctx := context.Background()
+	super := pgtest.DSN(t)
+	conn, err := pgx.Connect(ctx, super)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	// The database and roles belong to the server: gone after the test.
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, super)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() { _ = c.Close(ctx) }()
+		for _, sql := range []string{`DROP DATABASE IF EXISTS agentrun WITH (FORCE)`,
+			`DROP ROLE IF EXISTS agentrun_operator`, `DROP ROLE IF EXISTS agentrun_reader`} {
+			if _, err := c.Exec(ctx, sql); err != nil {
+				t.Errorf("%s: %v", sql, err)
+			}
+		}
+	})
+	for _, sql := range docsRolesSQL(t) {
+		if db, ok := strings.CutPrefix(sql, `\c `); ok {
+			_ = conn.Close(ctx)
+			if conn, err = pgx.Connect(ctx, super+" dbname="+db); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("docs/api.md: %s: %v", sql, err)
+		}
+	}
+	operator := super + " dbname=agentrun user=agentrun_operator"
+	reader := super + " dbname=agentrun user=agentrun_reader"
+
+	if code, stdout, stderr := agentrun(t, "archive", "migrate", "--dsn", operator); code != 0 {
+		t.Fatalf("migrate as agentrun_operator: exit %d: %s%s", code, stdout, stderr)
+	}
+	s, err := archive.Open(ctx, operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put(ctx, &archive.Record{UID: "u1", Namespace: "shop", Name: "refund-1042", Outcome: "Completed",
+		CreatedAt: archiveClock, FinishedAt: archiveClock, Status: json.RawMessage(`{"phase":"Succeeded","usage":{"costUSD":"0.0042"}}`)}); err != nil {
+		t.Fatalf("writing as agentrun_operator: %v", err)
+	}
+	code, stdout, stderr := agentrun(t, "archive", "list", "--dsn", reader, "-o", "wide")
+	if code != 0 || !strings.Contains(stdout, "refund-1042") || !strings.Contains(stdout, "0.0042") {
+		t.Errorf("list as agentrun_reader: exit %d, stdout:\n%s\nstderr %s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := agentrun(t, "archive", "show", "--dsn", reader, "u1"); code != 0 {
+		t.Errorf("show as agentrun_reader: exit %d, %s%s", code, stdout, stderr)
+	}
+	r, err := archive.Open(ctx, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Put(ctx, &archive.Record{UID: "u2", Namespace: "shop", Name: "x", CreatedAt: archiveClock, FinishedAt: archiveClock}); err == nil ||
+		!strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("writing as agentrun_reader: %v, want permission denied", err)
+	}
+}
