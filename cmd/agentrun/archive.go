@@ -29,35 +29,86 @@ func archiveCommand() *cobra.Command {
 	o := &archiveOptions{}
 	cmd := &cobra.Command{
 		Use:   "archive",
-		Short: "Read the archive of finished runs (PostgreSQL)",
+		Short: "Read the archive of finished runs (PostgreSQL); for administrators",
 		Long: `archive reads the records the operator keeps of finished runs in PostgreSQL
 (operator flag --archive-postgres-dsn): they outlive the runs. The database's
 address is --dsn or $` + dsnEnv + ` (a URL, postgres://user:password@host/db,
 or key=value pairs as libpq takes them); prefer the variable for a password.
 
+These commands are for the archive's administrators. They read the database
+directly, not through Kubernetes, so no RBAC applies: whoever holds the
+database's password reads every namespace's records, transcripts included.
+list, show and transcript need a role that may only SELECT; migrate needs one
+that may create and alter the tables (the operator's).
+
 A run is named by its UID, or by its name in the namespace (-n, "default" if
 not given); a name that ran several times means its newest run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError("name a command: list, show or transcript")
+			return usageError("name a command: list, show, transcript or migrate")
 		},
 	}
 	cmd.PersistentFlags().StringVar(&o.dsn, "dsn", "", "the archive's PostgreSQL address (default $"+dsnEnv+")")
 	cmd.PersistentFlags().StringVarP(&o.namespace, "namespace", "n", "", "the namespace (list: all namespaces if not given)")
-	cmd.AddCommand(archiveListCommand(o), archiveShowCommand(o), archiveTranscriptCommand(o))
+	cmd.AddCommand(archiveListCommand(o), archiveShowCommand(o), archiveTranscriptCommand(o), archiveMigrateCommand(o))
 	return cmd
 }
 
-// open opens the archive; the errors never show the DSN.
-func (o *archiveOptions) open(ctx context.Context) (*archive.Postgres, error) {
+// address is the archive's DSN, from --dsn or the environment.
+func (o *archiveOptions) address() (string, error) {
 	dsn := o.dsn
 	if dsn == "" {
 		dsn = os.Getenv(dsnEnv)
 	}
 	if dsn == "" {
-		return nil, usageError("no archive: give --dsn or set $%s", dsnEnv)
+		return "", usageError("no archive: give --dsn or set $%s", dsnEnv)
+	}
+	return dsn, nil
+}
+
+// open opens the archive to read it: it changes nothing in the database.
+// The errors never show the DSN.
+func (o *archiveOptions) open(ctx context.Context) (*archive.Postgres, error) {
+	dsn, err := o.address()
+	if err != nil {
+		return nil, err
 	}
 	return archive.Open(ctx, dsn)
+}
+
+func archiveMigrateCommand(o *archiveOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create the archive's tables, or bring them to this version's schema",
+		Long: `migrate applies the migrations of the archive's schema that the database has
+not seen, each in its own transaction, and says which it applied; on a database
+that is up to date it changes nothing. The operator does the same at start;
+run it by hand before an upgrade whose migration would hold the operator's
+start, or to set up an archive that readers open before the operator ran.
+It needs a role that may create and alter the tables; list, show and
+transcript never migrate, and tell you to run this when the schema is older
+than they read.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dsn, err := o.address()
+			if err != nil {
+				return err
+			}
+			version, applied, err := archive.Migrate(cmd.Context(), dsn)
+			for _, name := range applied {
+				fmt.Fprintf(cmd.OutOrStdout(), "Applied %s.\n", name)
+			}
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "The archive's schema is at version %d: nothing to apply.\n", version)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "The archive's schema is at version %d.\n", version)
+			return nil
+		},
+	}
 }
 
 func archiveListCommand(o *archiveOptions) *cobra.Command {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runclient/archived"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"sigs.k8s.io/yaml"
 )
 
@@ -25,15 +26,19 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 // archiveClock is the listing's now in these tests.
 var archiveClock = time.Date(2026, 5, 20, 12, 0, 0, 0, time.UTC)
 
-// filledArchive fills a fresh archive with runs and returns its DSN: refund-1042
-// in shop ran twice (the newer ended in Error), nightly-report once in
-// shop and once in billing.
+// filledArchive fills a fresh archive with runs and returns the DSN of a
+// role that may only SELECT, as a person reading the archive is given:
+// refund-1042 in shop ran twice (the newer ended in Error), nightly-report
+// once in shop and once in billing.
 func filledArchive(t *testing.T) string {
 	t.Helper()
 	old := archiveNow
 	archiveNow = func() time.Time { return archiveClock }
 	t.Cleanup(func() { archiveNow = old })
 	dsn := pgtest.DSN(t)
+	if _, _, err := archive.Migrate(context.Background(), dsn); err != nil {
+		t.Fatal(err)
+	}
 	s, err := archive.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +78,67 @@ func filledArchive(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	return dsn
+	return readOnly(t, dsn)
+}
+
+// readOnly is the address of the archive at dsn as a role that may only
+// SELECT its tables.
+func readOnly(t *testing.T, dsn string) string {
+	t.Helper()
+	role, readerDSN := pgtest.Role(t, dsn)
+	grantSelect(t, dsn, role)
+	return readerDSN
+}
+
+// grantSelect lets role SELECT the tables there are in the database.
+func grantSelect(t *testing.T, dsn, role string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(context.Background(), `GRANT SELECT ON ALL TABLES IN SCHEMA public TO `+pgx.Identifier{role}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 49, item 5: reading the archive ran its migrations, so a role
+// that may only SELECT could not list it ("permission denied for schema
+// public"). list never migrates: before migrate ran it says to run it,
+// and creates nothing; migrate applies the migrations once, and a second
+// time applies none; then the read-only role lists.
+func TestArchiveMigrate_thenAReadOnlyRoleLists(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	role, readerDSN := pgtest.Role(t, dsn)
+	code, stdout, stderr := agentrun(t, "archive", "list", "--dsn", readerDSN)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "holds no archive yet") || !strings.Contains(stderr, "agentrun archive migrate") {
+		t.Errorf("list before migrate: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = agentrun(t, "archive", "migrate", "--dsn", readerDSN)
+	if code != 1 || !strings.Contains(stderr, "permission denied") {
+		t.Errorf("migrate as the read-only role: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+
+	code, stdout, stderr = agentrun(t, "archive", "migrate", "--dsn", dsn)
+	want := "Applied 0001_runs.sql.\nApplied 0002_transcript_state.sql.\nApplied 0003_memories.sql.\n" +
+		"Applied 0004_numeric_usage.sql.\nThe archive's schema is at version 4.\n"
+	if code != 0 || stderr != "" {
+		t.Fatalf("migrate: exit %d, stderr %s", code, stderr)
+	}
+	if diff := cmp.Diff(want, stdout); diff != "" {
+		t.Errorf("migrate (-want +got):\n%s", diff)
+	}
+	code, stdout, stderr = agentrun(t, "archive", "migrate", "--dsn", dsn)
+	if code != 0 || stdout != "The archive's schema is at version 4: nothing to apply.\n" {
+		t.Errorf("migrate again: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+
+	grantSelect(t, dsn, role)
+	code, stdout, stderr = agentrun(t, "archive", "list", "--dsn", readerDSN)
+	if code != 0 || stdout != "" || stderr != "No archived runs found.\n" {
+		t.Errorf("list as the read-only role after migrate: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
 }
 
 func agentrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -313,5 +378,117 @@ func TestArchive_docsPrintWhatTheyShow(t *testing.T) {
 	}
 	if ran < 4 {
 		t.Errorf("ran %d archive commands of the docs, want at least 4 (list twice, show, transcript)", ran)
+	}
+}
+
+// docsRolesMark is the comment above the SQL block of docs/api.md that
+// sets up the archive's roles.
+const docsRolesMark = "<!-- archive roles: run by TestArchive_theDocsRolesMigrateAndRead in cmd/agentrun -->"
+
+// docsRolesSQL is that block: its statements, and psql's \c lines.
+func docsRolesSQL(t *testing.T) []string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(root + "/docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(raw), docsRolesMark+"\n```sql\n")
+	if !ok {
+		t.Fatalf("docs/api.md has no SQL block under %s", docsRolesMark)
+	}
+	block, _, _ := strings.Cut(after, "```")
+	var out []string
+	stmt := ""
+	for _, l := range strings.Split(block, "\n") {
+		switch {
+		case strings.HasPrefix(l, `\c `):
+			out = append(out, l)
+		case strings.HasPrefix(l, "--"), strings.TrimSpace(l) == "":
+		default:
+			stmt += l + "\n"
+			if strings.HasSuffix(l, ";") {
+				out = append(out, stmt)
+				stmt = ""
+			}
+		}
+	}
+	if stmt != "" {
+		t.Fatalf("docs/api.md: a statement without its semicolon: %s", stmt)
+	}
+	return out
+}
+
+// The roles docs/api.md tells an administrator to create work as it says:
+// the operator's migrates and writes, the readers' lists and reads every
+// record with agentrun archive, and can write nothing.
+func TestArchive_theDocsRolesMigrateAndRead(t *testing.T) {
+	ctx := context.Background()
+	super := pgtest.DSN(t)
+	conn, err := pgx.Connect(ctx, super)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	// The database and roles belong to the server: gone after the test.
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, super)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() { _ = c.Close(ctx) }()
+		for _, sql := range []string{`DROP DATABASE IF EXISTS agentrun WITH (FORCE)`,
+			`DROP ROLE IF EXISTS agentrun_operator`, `DROP ROLE IF EXISTS agentrun_reader`} {
+			if _, err := c.Exec(ctx, sql); err != nil {
+				t.Errorf("%s: %v", sql, err)
+			}
+		}
+	})
+	for _, sql := range docsRolesSQL(t) {
+		if db, ok := strings.CutPrefix(sql, `\c `); ok {
+			_ = conn.Close(ctx)
+			if conn, err = pgx.Connect(ctx, super+" dbname="+db); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("docs/api.md: %s: %v", sql, err)
+		}
+	}
+	operator := super + " dbname=agentrun user=agentrun_operator"
+	reader := super + " dbname=agentrun user=agentrun_reader"
+
+	if code, stdout, stderr := agentrun(t, "archive", "migrate", "--dsn", operator); code != 0 {
+		t.Fatalf("migrate as agentrun_operator: exit %d: %s%s", code, stdout, stderr)
+	}
+	s, err := archive.Open(ctx, operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put(ctx, &archive.Record{UID: "u1", Namespace: "shop", Name: "refund-1042", Outcome: "Completed",
+		CreatedAt: archiveClock, FinishedAt: archiveClock, Status: json.RawMessage(`{"phase":"Succeeded","usage":{"costUSD":"0.0042"}}`)}); err != nil {
+		t.Fatalf("writing as agentrun_operator: %v", err)
+	}
+	code, stdout, stderr := agentrun(t, "archive", "list", "--dsn", reader, "-o", "wide")
+	if code != 0 || !strings.Contains(stdout, "refund-1042") || !strings.Contains(stdout, "0.0042") {
+		t.Errorf("list as agentrun_reader: exit %d, stdout:\n%s\nstderr %s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := agentrun(t, "archive", "show", "--dsn", reader, "u1"); code != 0 {
+		t.Errorf("show as agentrun_reader: exit %d, %s%s", code, stdout, stderr)
+	}
+	r, err := archive.Open(ctx, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Put(ctx, &archive.Record{UID: "u2", Namespace: "shop", Name: "x", CreatedAt: archiveClock, FinishedAt: archiveClock}); err == nil ||
+		!strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("writing as agentrun_reader: %v, want permission denied", err)
 	}
 }

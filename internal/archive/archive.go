@@ -64,9 +64,12 @@ type Summary struct {
 	Labels                         map[string]string
 	CreatedAt, FinishedAt          time.Time
 	Outcome, Reason                string
-	// Turns and CostUSD are read from the status, for the listing.
-	Turns   int32
-	CostUSD string
+	// Turns, CostUSD and the tokens are read from the status when the
+	// record is written; the database keeps them as numbers. CostUSD is
+	// the decimal as the status gave it, "" when the status held none.
+	Turns                     int32
+	CostUSD                   string
+	InputTokens, OutputTokens int64
 	// Phase is status.phase: kubectl get ar shows it, so the archive's
 	// listing does too.
 	Phase string

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"sort"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -20,19 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
-
-// migrations are the schema's versions, applied in order of the number
-// their file name starts with (0001_runs.sql is version 1). A released
-// migration is never edited: a change is a new file.
-//
-//go:embed migrations/*.sql
-var migrations embed.FS
-
-// migrationLock is the pg_advisory_xact_lock key that serializes
-// migrations: two operators starting at once (a rollout) must not both
-// create the tables. Any fixed number works; this one is "agentrun" in
-// ASCII, folded into 63 bits.
-const migrationLock int64 = 0x6167656e7472756e
 
 // defaultLimit is List's limit when the filter gives none.
 const defaultLimit = 500
@@ -45,9 +30,26 @@ type Postgres struct {
 var _ Store = (*Postgres)(nil)
 
 // Open connects to the database at dsn (a URL or key=value string, as
-// libpq takes) and brings its schema to the newest version. Its errors
-// never hold the DSN's password: pgx leaves it out of its own.
+// libpq takes) to read and write records. It changes nothing in the
+// database: a role that may only SELECT can open it and read. The schema
+// must be at the version this binary knows (Migrate brings it there);
+// otherwise Open says so. Its errors never hold the DSN's password: pgx
+// leaves it out of its own.
 func Open(ctx context.Context, dsn string) (*Postgres, error) {
+	pool, err := connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	p := &Postgres{pool: pool}
+	if err := p.checkSchema(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// connect opens a pool of connections to the database at dsn.
+func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("archive: reading the database address: %w", err)
@@ -56,100 +58,11 @@ func Open(ctx context.Context, dsn string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive: connecting: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &Postgres{pool: pool}, nil
+	return pool, nil
 }
 
 // Close closes the connections.
 func (p *Postgres) Close() { p.pool.Close() }
-
-// SchemaVersion is the newest migration applied to the database: what an
-// operator can log at start, and what the tests check.
-func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
-	return v, err
-}
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func loadMigrations() ([]migration, error) {
-	files, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, f := range files {
-		base := strings.TrimPrefix(f, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("archive: migration %s: the name must start with its version, as 0001_", base)
-		}
-		b, err := migrations.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("archive: migrations %s and %s have the same version", out[i-1].name, out[i].name)
-		}
-	}
-	return out, nil
-}
-
-// migrate applies each migration the database has not seen, each in its
-// own transaction that first takes the advisory lock: a second operator
-// waits for the first's transaction, then finds the version recorded and
-// skips it. The lock is taken before schema_migrations is created because
-// two concurrent CREATE TABLE IF NOT EXISTS can both fail on a fresh
-// database.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	ms, err := loadMigrations()
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-				version integer PRIMARY KEY,
-				name text NOT NULL,
-				applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-				return err
-			}
-			var applied bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`,
-				m.version).Scan(&applied); err != nil {
-				return err
-			}
-			if applied {
-				return nil
-			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("archive: applying migration %s: %w", m.name, err)
-		}
-	}
-	return nil
-}
 
 // listed is what a listing reads of the status: the columns of kubectl
 // get ar.
@@ -157,9 +70,15 @@ type listed struct {
 	Phase string `json:"phase"`
 	Turn  int32  `json:"turn"`
 	Usage struct {
-		CostUSD string `json:"costUSD"`
+		CostUSD      string `json:"costUSD"`
+		InputTokens  int64  `json:"inputTokens"`
+		OutputTokens int64  `json:"outputTokens"`
 	} `json:"usage"`
 }
+
+// decimal is what the cost_usd column takes: status.usage.costUSD's
+// form, the pattern migration 4 converted the text column with.
+var decimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 // Put writes the record unless one with its UID is there already; the
 // first write wins, so an operator that archives a run again after a
@@ -174,17 +93,26 @@ func (p *Postgres) Put(ctx context.Context, r *Record) error {
 			return fmt.Errorf("archive: the status of %s/%s is not JSON: %w", r.Namespace, r.Name, err)
 		}
 	}
+	// The column is numeric. A cost that is not a decimal (none, or a
+	// status someone else wrote) is NULL, as migration 4 made it of the
+	// records before it, rather than a record the run waits for in vain:
+	// the status, kept whole, still says what it held.
+	var cost any
+	if decimal.MatchString(l.Usage.CostUSD) {
+		cost = l.Usage.CostUSD
+	}
 	transcript, err := compress(r.Transcript)
 	if err != nil {
 		return err
 	}
 	_, err = p.pool.Exec(ctx, `INSERT INTO agentrun_runs
 		(uid, namespace, name, template, labels, annotations, created_at, finished_at,
-		 outcome, reason, turns, cost_usd, spec, status, transcript, transcript_state, transcript_problem)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+		 outcome, reason, turns, cost_usd, input_tokens, output_tokens,
+		 spec, status, transcript, transcript_state, transcript_problem)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT (uid) DO NOTHING`,
 		r.UID, r.Namespace, r.Name, r.Template, stringMap(r.Labels), stringMap(r.Annotations),
-		r.CreatedAt, r.FinishedAt, r.Outcome, r.Reason, l.Turn, l.Usage.CostUSD,
+		r.CreatedAt, r.FinishedAt, r.Outcome, r.Reason, l.Turn, cost, l.Usage.InputTokens, l.Usage.OutputTokens,
 		jsonOrNil(r.Spec), jsonOrNil(r.Status), transcript, r.TranscriptState, r.TranscriptProblem)
 	if err != nil {
 		return fmt.Errorf("archive: writing %s/%s: %w", r.Namespace, r.Name, err)
@@ -215,7 +143,8 @@ func (p *Postgres) Get(ctx context.Context, uid string) (*Record, error) {
 }
 
 const summaryColumns = `uid, namespace, name, template, labels, created_at, finished_at,
-	outcome, reason, turns, cost_usd, coalesce(status->>'phase', ''), transcript_state`
+	outcome, reason, turns, coalesce(cost_usd::text, ''), input_tokens, output_tokens,
+	coalesce(status->>'phase', ''), transcript_state`
 
 // Find returns the runs of this name in the namespace, newest first.
 func (p *Postgres) Find(ctx context.Context, namespace, name string) ([]Summary, error) {
@@ -323,7 +252,7 @@ func (p *Postgres) summaries(ctx context.Context, keep func(Summary) bool, q str
 	for rows.Next() {
 		var s Summary
 		if err := rows.Scan(&s.UID, &s.Namespace, &s.Name, &s.Template, &s.Labels, &s.CreatedAt, &s.FinishedAt,
-			&s.Outcome, &s.Reason, &s.Turns, &s.CostUSD, &s.Phase, &s.TranscriptState); err != nil {
+			&s.Outcome, &s.Reason, &s.Turns, &s.CostUSD, &s.InputTokens, &s.OutputTokens, &s.Phase, &s.TranscriptState); err != nil {
 			return nil, fmt.Errorf("archive: listing: %w", err)
 		}
 		if keep == nil || keep(s) {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 func open(t testing.TB) (*archive.Postgres, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
+	if _, _, err := archive.Migrate(context.Background(), dsn); err != nil {
+		t.Fatal(err)
+	}
 	s, err := archive.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -252,69 +254,6 @@ func TestExpire_deletesOnlyOlderRecords(t *testing.T) {
 	}
 	if want := []string{"new", "edge"}; !reflect.DeepEqual(uids(left), want) {
 		t.Errorf("left %v, want %v", uids(left), want)
-	}
-}
-
-func migrationsApplied(t *testing.T, dsn string) int {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(context.Background()) }()
-	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func TestOpen_migratesOnceAndASecondOpenIsANoOp(t *testing.T) {
-	s, dsn := open(t)
-	ctx := context.Background()
-	v, err := s.SchemaVersion(ctx)
-	if err != nil || v < 1 {
-		t.Fatalf("schema version %d, %v", v, err)
-	}
-	applied := migrationsApplied(t, dsn)
-	put(t, s, record("uid-1", "shop", "a", base, "Completed", nil, 1))
-	again, err := archive.Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("second Open: %v", err)
-	}
-	defer again.Close()
-	if n := migrationsApplied(t, dsn); n != applied {
-		t.Errorf("%d migrations recorded after a second Open, %d before", n, applied)
-	}
-	if _, err := again.Get(ctx, "uid-1"); err != nil {
-		t.Errorf("the second Open lost the record: %v", err)
-	}
-}
-
-func TestOpen_concurrentOpensOnAFreshDatabase(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	const n = 4
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := archive.Open(context.Background(), dsn)
-			if err == nil {
-				s.Close()
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("Open %d: %v", i, err)
-		}
-	}
-	if got := migrationsApplied(t, dsn); got < 1 {
-		t.Errorf("%d migrations recorded", got)
 	}
 }
 

@@ -27,12 +27,16 @@ import (
 )
 
 // openArchive starts a PostgreSQL server for the test and opens the
-// archive on it.
+// archive on it, migrated.
 func openArchive(t *testing.T) *archive.Postgres {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	store, err := archive.Open(ctx, pgtest.Own(t))
+	dsn := pgtest.Own(t)
+	if _, _, err := archive.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	store, err := archive.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

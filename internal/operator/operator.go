@@ -291,6 +291,17 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}()
 	var store archive.Store
 	if o.ArchiveDSN != "" {
+		// The operator writes, so it migrates the schema first (a reader
+		// never does). A migration that rewrites a large table can take
+		// minutes: an administrator can run agentrun archive migrate
+		// before the upgrade instead.
+		mctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		version, applied, err := archive.Migrate(mctx, o.ArchiveDSN)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("migrating the archive: %w", err)
+		}
+		ctrl.Log.Info("The archive's schema is up to date", "version", version, "applied", applied)
 		octx, cancel := context.WithTimeout(ctx, time.Minute)
 		pg, err := archive.Open(octx, o.ArchiveDSN)
 		cancel()

@@ -1,3 +1,4 @@
+-- +goose Up
 -- The record of each finished run, keyed by the run's UID. The columns a
 -- listing filters or shows are columns; the spec and status are kept whole
 -- as jsonb, and the transcript gzip-compressed (it is most of a record's

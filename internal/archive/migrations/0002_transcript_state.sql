@@ -1,3 +1,4 @@
+-- +goose Up
 -- Whether a record holds its run's whole transcript as the operator sealed
 -- it: 'Complete'; or, for a record kept without its transcript,
 -- 'Incomplete' (a chunk was missing or unreadable) or 'Unsealed' (a chunk

@@ -1,3 +1,4 @@
+-- +goose Up
 -- The entries of the runs' memories (spec.memory), each memory kept apart
 -- by its namespace and name. key is the entry's key (memory.remember's key,
 -- or one the operator made up when the call gave none): writing a key

@@ -305,3 +305,36 @@ func Own(t testing.TB) string {
 	})
 	return s.DSN("postgres")
 }
+
+// Role creates a role of the server that may log in to the database at
+// dsn (one of DSN's) and do nothing else: no privilege on any table, and
+// not CREATE in the schema public, which PostgreSQL 15 and later refuse
+// everyone by default and earlier versions allow. It returns the role's
+// name, for the test's GRANTs, and the database's address as that role.
+func Role(t testing.TB, dsn string) (name, roleDSN string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	// Roles belong to the server, not the database: the database's name,
+	// unique, makes the role's.
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	name = db[:min(len(db), 56)] + "_reader"
+	for _, sql := range []string{
+		`CREATE ROLE ` + pgx.Identifier{name}.Sanitize() + ` LOGIN`,
+		`REVOKE CREATE ON SCHEMA public FROM PUBLIC`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("pgtest: %s: %v", sql, err)
+		}
+	}
+	// In libpq's key=value form, a later key replaces an earlier one.
+	return name, dsn + " user=" + name
+}

@@ -19,7 +19,11 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func openStore(t *testing.T) *archive.Postgres {
 	t.Helper()
-	s, err := archive.Open(context.Background(), pgtest.DSN(t))
+	dsn := pgtest.DSN(t)
+	if _, _, err := archive.Migrate(context.Background(), dsn); err != nil {
+		t.Fatal(err)
+	}
+	s, err := archive.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
