@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -157,6 +158,10 @@ func (a ApprovalAnswer) String() string {
 		return approvalEditWord + ":" + a.Digest + ":" + a.Edit
 	case a.Reason != "":
 		return string(a.Decision) + ":" + a.Digest + ":" + a.Reason
+	case a.Digest != "" && strings.TrimRightFunc(a.Digest, unicode.IsSpace) != a.Digest:
+		// Read from deny:a:\n: the colon after the digest keeps the space
+		// that ends it, which the reader trims from the end of a value.
+		return string(a.Decision) + ":" + a.Digest + ":"
 	case a.Digest != "":
 		return string(a.Decision) + ":" + a.Digest
 	}

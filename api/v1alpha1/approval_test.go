@@ -203,7 +203,8 @@ func TestApprovalAnswer_noOtherCodec(t *testing.T) {
 // colons and line breaks included.
 func FuzzParseApprovalAnswer(f *testing.F) {
 	for _, v := range []string{"approve", " Deny\n", "approve:sha256:ab12", "deny::a: b\nc", "deny:sha256:ab12:x:y",
-		"stop:other", "deny:sha256:", "deny: a:b: r ", "approve::", "deny:::", `edit:sha256:ab12:{"a":":"}`} {
+		"stop:other", "deny:sha256:", "deny: a:b: r ", "approve::", "deny:::", `edit:sha256:ab12:{"a":":"}`,
+		"deny:a:\n:"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
