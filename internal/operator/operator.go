@@ -462,37 +462,31 @@ func statusInterval(d *time.Duration) time.Duration {
 // neither recalled nor counted), hourly, on the leader only. It logs how
 // many, never what they said.
 func memoryExpiry(store *archive.Postgres) manager.Runnable {
-	return manager.RunnableFunc(func(ctx context.Context) error {
-		t := time.NewTicker(time.Hour)
-		defer t.Stop()
-		for {
-			n, err := store.ExpireMemories(ctx, time.Now())
-			if err != nil {
-				ctrl.Log.Error(err, "Expiring memory entries")
-			} else if n > 0 {
-				ctrl.Log.Info("Expired memory entries", "entries", n)
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
+	return hourly("memory entries", func(ctx context.Context, now time.Time) (int, error) {
+		return store.ExpireMemories(ctx, now)
 	})
 }
 
 // archiveExpiry deletes archived records older than ttl, hourly, on the
 // leader only (one replica's deletes are enough).
 func archiveExpiry(store archive.Store, ttl time.Duration) manager.Runnable {
+	return hourly("archived runs", func(ctx context.Context, now time.Time) (int, error) {
+		return store.Expire(ctx, now.Add(-ttl))
+	})
+}
+
+// hourly runs expire at once and then every hour until the manager stops,
+// logging its error or how many of what it deleted.
+func hourly(what string, expire func(ctx context.Context, now time.Time) (int, error)) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		t := time.NewTicker(time.Hour)
 		defer t.Stop()
 		for {
-			n, err := store.Expire(ctx, time.Now().Add(-ttl))
+			n, err := expire(ctx, time.Now())
 			if err != nil {
-				ctrl.Log.Error(err, "Expiring archived runs")
+				ctrl.Log.Error(err, "Expiring "+what)
 			} else if n > 0 {
-				ctrl.Log.Info("Expired archived runs", "records", n, "olderThan", ttl)
+				ctrl.Log.Info("Expired "+what, "count", n)
 			}
 			select {
 			case <-ctx.Done():
