@@ -249,3 +249,34 @@ func TestHandoff_timeToHumanOfAQuestion(t *testing.T) {
 		return [2]float64{sample(fams, metricFirstResponse, kind), sample(fams, metricDecision, kind)}
 	}, 20*time.Second, 20*time.Millisecond).Should(Equal([2]float64{1, 1}))
 }
+
+// Issue 46, item 5: the admission policy reads an acknowledgement as the
+// operator does (v1alpha1.ParseEscalationAck): it admits on an escalated
+// run exactly the values the operator takes.
+func TestAdmission_readsTheAcknowledgementAsTheOperatorDoes(t *testing.T) {
+	ctx := context.Background()
+	values := []string{"ack", "resolve", "ACK", " Resolve : rolled back ", "ack:", "ack:a note: with colons\nand lines",
+		"resolve:" + strings.Repeat("é", v1alpha1.MaxAckNote), "resolve:" + strings.Repeat("é", v1alpha1.MaxAckNote+1),
+		"ack :x", "", "take", "acknowledge", "ack\tnow", ":ack"}
+	run := makeRun(namespace(t), "acks").answer("ok").create(t)
+	cur := get(t, run)
+	cur.Status.Outcome, cur.Status.Escalation = v1alpha1.OutcomeEscalated, &v1alpha1.EscalationStatus{Since: metav1.Now()}
+	if err := k8sClient.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		_, parseErr := v1alpha1.ParseEscalationAck(v)
+		body := map[string]any{v1alpha1.AnnotationAck: v}
+		err := patchAnnotations(ctx, k8sClient, run, body, "test")
+		if err == nil {
+			// Admitted, it is removed again, so that the next value
+			// is a change of it.
+			if err := patchAnnotations(ctx, k8sClient, run, map[string]any{v1alpha1.AnnotationAck: nil, v1alpha1.AnnotationAckBy: nil}, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if (err == nil) != (parseErr == nil) {
+			t.Errorf("%.40q: admitted = %v (%v), the operator takes it = %v (%v)", v, err == nil, err, parseErr == nil, parseErr)
+		}
+	}
+}
