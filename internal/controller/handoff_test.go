@@ -57,12 +57,19 @@ func TestHandoff_anEscalationGetsItsOwner(t *testing.T) {
 		"tpl":   runOf(t, governed, "templated", "cleanup"),
 		"pol":   escalating(governed, "policy").create(t),
 		"none":  escalating(plain, "unowned").create(t),
+		// The model hands over: the same hand-off.
+		"model": makeRun(governed, "handed-over").calls("escalate_to_human", `{"reason":"needs a refund decision"}`).create(t),
 	}
-	want := map[string]string{"label": "refunds-team", "spec": "spec-team", "tpl": "template-team", "pol": "platform-oncall", "none": ""}
+	want := map[string]string{"label": "refunds-team", "spec": "spec-team", "tpl": "template-team", "pol": "platform-oncall", "none": "",
+		"model": "platform-oncall"}
 	got := map[string]string{}
 	for k, run := range runs {
 		done := waitOutcome(t, run, 30*time.Second)
-		expectOutcome(t, done, v1alpha1.OutcomeEscalated, "approvalTimeout")
+		why := "approvalTimeout"
+		if k == "model" {
+			why = "needs a refund decision"
+		}
+		expectOutcome(t, done, v1alpha1.OutcomeEscalated, why)
 		e := done.Status.Escalation
 		if e == nil {
 			t.Errorf("%s: no status.escalation", run.Name)
