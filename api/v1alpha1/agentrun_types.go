@@ -85,6 +85,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.output)`,message="a run made from a template (spec.templateRef) takes output from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.output`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.memory)`,message="a run made from a template (spec.templateRef) takes memory from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.memory`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.notify)`,message="a run made from a template (spec.templateRef) takes notify from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.notify`
+// +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.escalation)`,message="a run made from a template (spec.templateRef) takes escalation from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.escalation`
 // +kubebuilder:validation:XValidation:rule=`!has(self.templateRef) || !has(self.serviceAccountName)`,message="a run made from a template (spec.templateRef) takes serviceAccountName from the template: set only templateRef, parameters, cancel and ttlSecondsAfterFinished",fieldPath=`.serviceAccountName`
 // +kubebuilder:validation:XValidation:rule=`!has(self.parameters) || has(self.templateRef)`,message="spec.parameters apply only to a run made from a template: set spec.templateRef too, or remove spec.parameters",fieldPath=`.parameters`
 //
@@ -107,6 +108,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`has(self.output) == has(oldSelf.output) && (!has(self.output) || self.output == oldSelf.output)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.output`
 // +kubebuilder:validation:XValidation:rule=`has(self.memory) == has(oldSelf.memory) && (!has(self.memory) || self.memory == oldSelf.memory)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.memory`
 // +kubebuilder:validation:XValidation:rule=`has(self.notify) == has(oldSelf.notify) && (!has(self.notify) || self.notify == oldSelf.notify)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.notify`
+// +kubebuilder:validation:XValidation:rule=`has(self.escalation) == has(oldSelf.escalation) && (!has(self.escalation) || self.escalation == oldSelf.escalation)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.escalation`
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.templateRef`
 // +kubebuilder:validation:XValidation:rule=`has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.parameters`
 // +kubebuilder:validation:XValidation:rule=`has(self.continueFrom) == has(oldSelf.continueFrom) && (!has(self.continueFrom) || self.continueFrom == oldSelf.continueFrom)`,message="the spec of an AgentRun cannot change once created, but for spec.cancel (to true) and spec.ttlSecondsAfterFinished; create a new AgentRun to run again",fieldPath=`.continueFrom`
@@ -312,6 +314,11 @@ type AgentSpec struct {
 	// as an Escalated end and a call that waits for a person always are.
 	// +optional
 	Notify *NotifySpec `json:"notify,omitempty"`
+
+	// escalation says who owns the run's escalation when it ends
+	// Escalated (status.escalation): see docs/api.md, Hand-off.
+	// +optional
+	Escalation *EscalationSpec `json:"escalation,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the run this many seconds after it
 	// ended (status.completionTime), with its transcript Secrets, its tool

@@ -139,6 +139,15 @@ type AgentRunPolicySpec struct {
 	// +kubebuilder:validation:Maximum=16
 	MaxAgentInFlight *int32 `json:"maxAgentInFlight,omitempty"`
 
+	// escalationOwner owns the escalations of the runs the policy governs
+	// that name no owner of their own (the label agents.agentrun.dev/owner,
+	// or spec.escalation.owner of the run or its template). Where several
+	// policies govern a namespace, the first by name that sets it applies.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	EscalationOwner string `json:"escalationOwner,omitempty"`
+
 	// serviceAccountNames are the ServiceAccounts a run may act as
 	// (spec.serviceAccountName; "default" when unset). Unset: any.
 	// +optional

@@ -405,6 +405,13 @@ type AgentRunStatus struct {
 	// and outcome, and whether it was read from the archive.
 	// +optional
 	ContinuedFrom *ContinuedFromStatus `json:"continuedFrom,omitempty"`
+
+	// escalation is the hand-off of a run that ended Escalated: its owner,
+	// since when it waits for a person, and who acknowledged and resolved
+	// it (the annotation agents.agentrun.dev/ack). Set in the status write
+	// that ends the run Escalated; absent for any other outcome.
+	// +optional
+	Escalation *EscalationStatus `json:"escalation,omitempty"`
 }
 
 // ContinuedFromStatus is the earlier run of a follow-up, as read.

@@ -58,7 +58,7 @@ func defaults(t *testing.T) map[string]any {
 
 func TestPrometheusRule_everyAlertParsesAndHasItsParts(t *testing.T) {
 	rs := rules(t, defaults(t))
-	want := map[string]bool{"AgentRunSpendRateHigh": false, "AgentRunAwaitingApprovalTooLong": false,
+	want := map[string]bool{"AgentRunSpendRateHigh": false, "AgentRunAwaitingApprovalTooLong": false, "AgentRunEscalationUnacknowledged": false,
 		"AgentRunToolFailureRateHigh": false, "AgentRunReconcileErrors": false, "AgentRunOperatorError": false,
 		"AgentRunOperatorPanics": false, "AgentRunStuck": false, "AgentRunLoopsRising": false, "AgentRunToolUnavailable": false,
 		"AgentRunBudgetNearLimit": false, "AgentRunOperatorDown": false, "AgentRunWorkqueueBacklog": false}

@@ -183,11 +183,12 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 // reconcileRun runs a run's phases in order: a running run's (build it,
 // read its state, advance it, cover its budgets; then one status write,
 // the acts it decided and the report of what changed), or a finished
-// run's (settle its status, archive it, expire it).
+// run's (settle its status, record the hand-off of its escalation,
+// archive it, expire it).
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.archive, r.expireLive)
+		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.handOff, r.archive, r.expireLive)
 	}
 	sc, err := r.open(ctx, key, run)
 	if err != nil {

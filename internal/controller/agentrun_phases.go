@@ -444,6 +444,9 @@ func (r *AgentRunReconciler) persist(ctx context.Context, sc *scope) (written bo
 		runstatus.SetFromState(st, s, sc.kit.Engine.Convergence(s), now)
 		runstatus.SetModel(st, &asBuilt(sc).Spec.Model, s)
 		runstatus.RecordApprovals(st, sc.notes, sc.answers, now)
+		// An Escalated end is handed to its owner in the write that
+		// ends the run.
+		escalate(st, ownerOf(sc), now)
 		if err := setCheckpoint(st, s); err != nil {
 			return false, err
 		}
@@ -877,8 +880,12 @@ func (r *AgentRunReconciler) emit(obj *v1alpha1.AgentRun, c change) {
 			typ = corev1.EventTypeWarning
 		}
 		reason := string(n.Kind)
+		msg := n.Message
 		if n.Kind == loop.NoteFinished && c.run.Status.Outcome != "" {
 			reason = string(c.run.Status.Outcome)
+			if e := c.run.Status.Escalation; e != nil && e.Owner != "" {
+				msg += " (owner: " + e.Owner + ")"
+			}
 		}
 		// The recorder folds events with the same type, reason and action
 		// into one series and keeps the first note only: a note about a
@@ -892,7 +899,7 @@ func (r *AgentRunReconciler) emit(obj *v1alpha1.AgentRun, c change) {
 		case n.Turn > 0:
 			action += fmt.Sprintf(" t%d", n.Turn)
 		}
-		r.event(obj, typ, reason, action, n.Message)
+		r.event(obj, typ, reason, action, msg)
 	}
 }
 

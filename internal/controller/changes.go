@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"slices"
+	"time"
+
 	v1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -24,6 +27,12 @@ type change struct {
 	// answers are the approvals this save applied, by call id, with who
 	// gave each.
 	answers map[string]runstatus.Answer
+	// owner is the run's escalation owner (escalationOwner), whether or
+	// not it escalated: the time-to-human metrics label waits by it.
+	owner string
+	// waits are the first responses and decisions of waiting calls this
+	// save recorded (status.approvals), for the time-to-human metrics.
+	waits []humanWait
 
 	// started: the run's first turn began (status.startTime was set).
 	started bool
@@ -58,6 +67,7 @@ func changeOf(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) ch
 			c.asked = append(c.asked, p)
 		}
 	}
+	c.waits = humanWaits(before, after)
 	from, to := usageOf(base), usageOf(run)
 	c.inputTokens = max(to.InputTokens-from.InputTokens, 0)
 	c.outputTokens = max(to.OutputTokens-from.OutputTokens, 0)
@@ -69,7 +79,64 @@ func changeOf(base, run *v1alpha1.AgentRun, s *loop.State, notes []loop.Note) ch
 func changeOfScope(sc *scope) change {
 	c := changeOf(sc.stored.run(), asBuilt(sc), sc.state, sc.notes)
 	c.answers = sc.answers
+	c.owner = ownerOf(sc)
 	return c
+}
+
+// Kinds of a person's wait, the kind label of the time-to-human metrics.
+const (
+	waitApproval   = "approval"
+	waitQuestion   = "question"
+	waitEscalation = "escalation"
+)
+
+// humanWait is one wait for a person that ended: the first response
+// (decision false) or the decision (true), of kind waitApproval,
+// waitQuestion or waitEscalation, after took.
+type humanWait struct {
+	kind     string
+	decision bool
+	took     time.Duration
+}
+
+// humanWaits are the waits for a person that the save from before to
+// after ended, each read from status alone: a call that waited in before
+// and has answers in after that before lacks (status.approvals, each with
+// when the operator saw it) got its first response when it had none
+// before (for a call that needs several approvers, the first approver),
+// and its decision when it no longer waits. A call that stopped waiting
+// with no answer (its timeout, a cancel) got neither. A save that is
+// written again, or an operator that restarts, finds the answers in
+// before: each wait is counted once.
+func humanWaits(before, after *v1alpha1.AgentRunStatus) []humanWait {
+	var out []humanWait
+	for _, p := range before.PendingApprovals {
+		if p.RequestedAt == nil {
+			continue
+		}
+		var fresh []v1alpha1.ApprovalRecord
+		for _, a := range after.Approvals {
+			if a.CallID == p.CallID && !a.Stale && a.At != nil && !slices.ContainsFunc(before.Approvals, func(b v1alpha1.ApprovalRecord) bool {
+				return b.CallID == a.CallID && b.By == a.By && b.Decision == a.Decision && b.At.Equal(a.At)
+			}) {
+				fresh = append(fresh, a)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		kind := waitApproval
+		if p.Question != "" {
+			kind = waitQuestion
+		}
+		if len(p.ApprovedBy) == 0 {
+			out = append(out, humanWait{kind: kind, took: fresh[0].At.Sub(p.RequestedAt.Time)})
+		}
+		if !slices.ContainsFunc(after.PendingApprovals, func(q v1alpha1.PendingApproval) bool { return q.CallID == p.CallID }) {
+			out = append(out, humanWait{kind: kind, decision: true, took: fresh[len(fresh)-1].At.Sub(p.RequestedAt.Time)})
+		}
+	}
+	return out
 }
 
 func usageOf(run *v1alpha1.AgentRun) v1alpha1.UsageStatus {

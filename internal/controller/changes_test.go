@@ -2,7 +2,9 @@ package controller
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -59,5 +61,63 @@ func TestChangeOf_neverChargesLessThanNothing(t *testing.T) {
 	c := changeOf(base, run, nil, nil)
 	if c.inputTokens != 0 || c.outputTokens != 0 || c.spent != 0 {
 		t.Errorf("charged %d/%d tokens and %d spend, want nothing", c.inputTokens, c.outputTokens, c.spent)
+	}
+}
+
+// Issue 46, item 5: the waits for a person a save ended, from status
+// alone: a first response when a call that had no answer got one, a
+// decision when it stopped waiting with one, nothing for a call that
+// stopped waiting without one, and nothing again for answers already in
+// the status before.
+func TestHumanWaits_countEachResponseOnce(t *testing.T) {
+	at := func(m int) *metav1.Time {
+		tm := metav1.NewTime(time.Date(2026, 12, 6, 10, m, 0, 0, time.UTC))
+		return &tm
+	}
+	asked := func(id, question string, by ...string) v1alpha1.PendingApproval {
+		return v1alpha1.PendingApproval{CallID: id, Question: question, RequestedAt: at(0), ApprovedBy: by}
+	}
+	answer := func(id, by string, m int) v1alpha1.ApprovalRecord {
+		return v1alpha1.ApprovalRecord{CallID: id, Decision: v1alpha1.ApprovalApprove, By: by, At: at(m)}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after v1alpha1.AgentRunStatus
+		want          []humanWait
+	}{
+		{"an approval decides its call",
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "")}},
+			v1alpha1.AgentRunStatus{Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "bob", 5)}},
+			[]humanWait{{kind: waitApproval, took: 5 * time.Minute}, {kind: waitApproval, decision: true, took: 5 * time.Minute}}},
+		{"the first of two approvers responds, and decides nothing",
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "")}},
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "", "ann")},
+				Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "ann", 3)}},
+			[]humanWait{{kind: waitApproval, took: 3 * time.Minute}}},
+		{"the second approver decides",
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "", "ann")},
+				Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "ann", 3)}},
+			v1alpha1.AgentRunStatus{Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "ann", 3), answer("t1-c1", "bob", 9)}},
+			[]humanWait{{kind: waitApproval, decision: true, took: 9 * time.Minute}}},
+		{"an answered question",
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "Which invoice?")}},
+			v1alpha1.AgentRunStatus{Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "bob", 1)}},
+			[]humanWait{{kind: waitQuestion, took: time.Minute}, {kind: waitQuestion, decision: true, took: time.Minute}}},
+		{"a call that timed out",
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "")}},
+			v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeEscalated},
+			nil},
+		{"the same status written again",
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "", "ann")},
+				Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "ann", 3)}},
+			v1alpha1.AgentRunStatus{PendingApprovals: []v1alpha1.PendingApproval{asked("t1-c1", "", "ann")},
+				Approvals: []v1alpha1.ApprovalRecord{answer("t1-c1", "ann", 3)}},
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, humanWaits(&tc.before, &tc.after), cmp.AllowUnexported(humanWait{})); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -32,6 +32,9 @@ type Metrics struct {
 	runsFinished, turnsStarted, spend, tokens, toolFailures, retries, refusals, approvals, overrun   *prometheus.CounterVec
 	modelCallDuration, toolCallDuration, turnsToCompletion, headroomAtCompletion, verificationTrials *prometheus.HistogramVec
 	repeatedIntent                                                                                   prometheus.Histogram
+	// The time people take to answer (changes.go's humanWaits, and the
+	// hand-off of escalations, handoff.go).
+	timeToFirstResponse, timeToDecision *prometheus.HistogramVec
 
 	// inFlight reports the gauges of runs in flight from the informer
 	// cache at each scrape, so they are right after a restart and never
@@ -54,6 +57,8 @@ type Metrics struct {
 // NewMetrics builds the domain metrics, registered nowhere.
 func NewMetrics() *Metrics {
 	labels := newMetricLabels()
+	// The time-to-human histograms' buckets, in seconds: a minute to a day.
+	humanBuckets := []float64{60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400}
 	return &Metrics{
 		labels: labels,
 		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -122,6 +127,20 @@ func NewMetrics() *Metrics {
 			Namespace: "agentrun", Name: "approvals_total",
 			Help: "Answers people gave to calls that asked, by decision (approve, deny, stop, or stale for answers to calls that were not waiting).",
 		}, []string{"decision"}),
+		timeToFirstResponse: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "time_to_first_response_seconds",
+			Help: "How long a person took to first respond to a run that waited for one, by the run's namespace, its escalation owner (empty for none) and kind: " +
+				"approval and question (a call that waited for an answer; the first answer, for a call that needs several approvers the first approval), " +
+				"or escalation (a run that ended Escalated, until someone acknowledged it). Observed once, when the operator records the response.",
+			Buckets: humanBuckets,
+		}, []string{"namespace", "owner", "kind"}),
+		timeToDecision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "time_to_decision_seconds",
+			Help: "How long people took to decide what a run waited for, by the run's namespace, its escalation owner (empty for none) and kind: " +
+				"approval and question (until the call was decided: approved by as many people as it needs, denied, stopped or answered), " +
+				"or escalation (a run that ended Escalated, until someone resolved it). Observed once, when the operator records the decision.",
+			Buckets: humanBuckets,
+		}, []string{"namespace", "owner", "kind"}),
 		inFlight: &runCollector{
 			labels: labels,
 			runs:   prometheus.NewDesc("agentrun_runs", "Runs that have not ended, by phase (Pending, Running, AwaitingApproval).", []string{"phase"}, nil),
@@ -132,6 +151,10 @@ func NewMetrics() *Metrics {
 			attributed: prometheus.NewDesc("agentrun_outcome_attributions",
 				"Ended runs a reviewer attributed an outcome to (the annotation "+v1alpha1.AttributedOutcomeAnnotation+"), by the outcome the run emitted, the one attributed, and whether they agree; over the runs that exist.",
 				[]string{"emitted", "attributed", "agree"}, nil),
+			unacknowledged: prometheus.NewDesc("agentrun_escalation_unacknowledged_oldest_timestamp_seconds",
+				"When the oldest escalation no one has acknowledged began (status.escalation.since, as a Unix time), by the run's namespace and the escalation's owner (empty for none); "+
+					"no series where every escalation is acknowledged. time() minus it is how long the oldest has waited.",
+				[]string{"namespace", "owner"}, nil),
 			overdue: prometheus.NewDesc("agentrun_runs_overdue",
 				"Runs with no outcome past their deadline (start, plus maxWallClock, plus approvalTimeout for each call that asked, both as status.limits records them, plus OverdueMargin): the operator should have ended them. By namespace.", []string{"namespace"}, nil),
 		},
@@ -169,6 +192,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	}
 	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
 		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight,
+		m.timeToFirstResponse, m.timeToDecision,
 		m.unclaimedRuns, m.stateKeyObjects, m.panics}
 }
 
@@ -214,8 +238,8 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 }
 
 type runCollector struct {
-	runs, pending, oldest, overdue, attributed *prometheus.Desc
-	labels                                     *metricLabels
+	runs, pending, oldest, overdue, attributed, unacknowledged *prometheus.Desc
+	labels                                                     *metricLabels
 
 	mu     sync.Mutex
 	reader client.Reader
@@ -235,6 +259,7 @@ func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.overdue
 	ch <- c.attributed
+	ch <- c.unacknowledged
 }
 
 func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
@@ -256,6 +281,8 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	overdue := map[string]int{}
 	type pair struct{ emitted, attributed v1alpha1.Outcome }
 	attributed := map[pair]int{}
+	type owned struct{ namespace, owner string }
+	unacknowledged := map[owned]time.Time{}
 	t := now()
 	for i := range list.Items {
 		st := &list.Items[i].Status
@@ -264,6 +291,12 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 			// a value written without it from making a series.
 			if a := v1alpha1.Outcome(list.Items[i].Annotations[v1alpha1.AttributedOutcomeAnnotation]); isOutcome(a) && isOutcome(st.Outcome) {
 				attributed[pair{st.Outcome, a}]++
+			}
+			if e := st.Escalation; e != nil && !e.Acknowledged() && list.Items[i].DeletionTimestamp.IsZero() {
+				k := owned{c.labels.namespaces.value(list.Items[i].Namespace), c.labels.owner(e.Owner)}
+				if at, ok := unacknowledged[k]; !ok || e.Since.Time.Before(at) {
+					unacknowledged[k] = e.Since.Time
+				}
 			}
 			continue
 		}
@@ -295,6 +328,9 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for ns, n := range overdue {
 		ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(n), ns)
+	}
+	for k, since := range unacknowledged {
+		ch <- prometheus.MustNewConstMetric(c.unacknowledged, prometheus.GaugeValue, float64(since.UnixMilli())/1e3, k.namespace, k.owner)
 	}
 }
 
@@ -361,6 +397,9 @@ func (m *Metrics) record(c change) {
 			m.refusals.WithLabelValues(string(n.Ceiling)).Inc()
 		}
 	}
+	for _, w := range c.waits {
+		m.waited(ns, c.owner, w)
+	}
 	if c.inputTokens > 0 {
 		m.tokens.WithLabelValues(ns, provider, model, "input").Add(float64(c.inputTokens))
 	}
@@ -390,6 +429,31 @@ func (m *Metrics) record(c change) {
 		if s.Verify != nil {
 			m.verificationTrials.WithLabelValues(o).Observe(float64(s.Verify.Trial))
 		}
+	}
+}
+
+// waited observes one wait for a person that ended, in the histogram of
+// its first response or of its decision.
+func (m *Metrics) waited(namespace, owner string, w humanWait) {
+	h := m.timeToFirstResponse
+	if w.decision {
+		h = m.timeToDecision
+	}
+	h.WithLabelValues(namespace, m.labels.owner(owner), w.kind).Observe(max(w.took, 0).Seconds())
+}
+
+// handedOff observes what an acknowledgement of run's escalation
+// changed (handoff.go), once: the status write that recorded it is done.
+func (m *Metrics) handedOff(run *v1alpha1.AgentRun, h handoff) {
+	if m == nil || run.Status.Escalation == nil {
+		return
+	}
+	ns, owner := m.labels.namespaces.value(run.Namespace), run.Status.Escalation.Owner
+	if h.acknowledged {
+		m.waited(ns, owner, humanWait{kind: waitEscalation, took: h.firstResponse})
+	}
+	if h.resolved {
+		m.waited(ns, owner, humanWait{kind: waitEscalation, decision: true, took: h.decision})
 	}
 }
 

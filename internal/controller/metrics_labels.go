@@ -18,6 +18,7 @@ const (
 	MaxModelLabelValues     = 50
 	MaxToolLabelValues      = 200
 	MaxTemplateLabelValues  = 200
+	MaxOwnerLabelValues     = 200
 	// OtherLabelValue stands for every value past a label's bound.
 	OtherLabelValue = "other"
 )
@@ -51,7 +52,7 @@ func (b *boundedValues) value(v string) string {
 
 // metricLabels bounds the tenant-chosen labels of the domain metrics.
 type metricLabels struct {
-	namespaces, models, tools, templates *boundedValues
+	namespaces, models, tools, templates, owners *boundedValues
 }
 
 func newMetricLabels() *metricLabels {
@@ -60,6 +61,7 @@ func newMetricLabels() *metricLabels {
 		models:     newBoundedValues(MaxModelLabelValues),
 		tools:      newBoundedValues(MaxToolLabelValues),
 		templates:  newBoundedValues(MaxTemplateLabelValues),
+		owners:     newBoundedValues(MaxOwnerLabelValues),
 	}
 }
 
@@ -93,3 +95,7 @@ func (l *metricLabels) template(run *v1alpha1.AgentRun) string {
 	}
 	return l.templates.value(run.Spec.TemplateRef.Name)
 }
+
+// owner is the owner label of a run's wait for a person: its escalation
+// owner (escalationOwner), "" for none.
+func (l *metricLabels) owner(owner string) string { return l.owners.value(owner) }

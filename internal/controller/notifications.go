@@ -65,8 +65,12 @@ func notifications(run *v1alpha1.AgentRun) []notify.Message {
 	o := run.Status.Outcome
 	switch {
 	case o == v1alpha1.OutcomeEscalated:
-		add(notify.EventEscalated, notify.Message{Event: notify.EventEscalated, Outcome: string(o), Reason: run.Status.Reason,
-			Text: clip.Cut(fmt.Sprintf("AgentRun %s/%s ended Escalated: %s", ns, name, run.Status.Reason), 1024, runstatus.CutMark)})
+		owner, to := "", ""
+		if e := run.Status.Escalation; e != nil && e.Owner != "" {
+			owner, to = e.Owner, " (owner: "+e.Owner+")"
+		}
+		add(notify.EventEscalated, notify.Message{Event: notify.EventEscalated, Outcome: string(o), Reason: run.Status.Reason, Owner: owner,
+			Text: clip.Cut(fmt.Sprintf("AgentRun %s/%s ended Escalated%s: %s", ns, name, to, run.Status.Reason), 1024, runstatus.CutMark)})
 	case o != "" && run.Spec.Notify != nil && slices.Contains(run.Spec.Notify.Outcomes, o):
 		add(notify.EventFinished, notify.Message{Event: notify.EventFinished, Outcome: string(o), Reason: run.Status.Reason,
 			Text: clip.Cut(fmt.Sprintf("AgentRun %s/%s ended %s: %s", ns, name, o, run.Status.Reason), 1024, runstatus.CutMark)})

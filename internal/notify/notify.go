@@ -60,7 +60,10 @@ type Message struct {
 	Rule            string `json:"rule,omitempty"`
 	Outcome         string `json:"outcome,omitempty"`
 	Reason          string `json:"reason,omitempty"`
-	Inbox           string `json:"inbox,omitempty"`
+	// Owner is who owns an Escalated run's escalation
+	// (status.escalation.owner); empty for none, and for other events.
+	Owner string `json:"owner,omitempty"`
+	Inbox string `json:"inbox,omitempty"`
 }
 
 // Target is where one namespace's messages go: the webhook URL and the

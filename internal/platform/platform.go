@@ -96,7 +96,24 @@ func Apply(run *v1alpha1.AgentRun, pols []v1alpha1.AgentRunPolicy) (*v1alpha1.Ag
 		changes = append(changes, lowerInFlight(p, spec)...)
 	}
 	requireRules(pols, spec)
+	fillEscalationOwner(pols, spec)
 	return out, changes, nil
+}
+
+// fillEscalationOwner gives a run that names no escalation owner
+// (spec.escalation.owner, its own or its template's) the escalationOwner
+// of the first governing policy, by name, that sets one. The run's label
+// agents.agentrun.dev/owner, which comes first, is the operator's to read.
+func fillEscalationOwner(pols []v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) {
+	if spec.Escalation != nil && spec.Escalation.Owner != "" {
+		return
+	}
+	for _, p := range pols {
+		if o := p.Spec.EscalationOwner; o != "" {
+			spec.Escalation = &v1alpha1.EscalationSpec{Owner: o}
+			return
+		}
+	}
 }
 
 // admits checks what cannot be lowered: the ServiceAccount, where the

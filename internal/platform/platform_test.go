@@ -573,3 +573,41 @@ func TestApply_maxAgentInFlightLowersAgentTools(t *testing.T) {
 		})
 	}
 }
+
+// Issue 46, item 5: a run that names no escalation owner gets the first
+// governing policy's escalationOwner (by name); its own owner stays.
+func TestApply_fillsTheEscalationOwner(t *testing.T) {
+	owned := func(o string) v1alpha1.AgentRunPolicy {
+		return policy("b-owner", func(s *v1alpha1.AgentRunPolicySpec) { s.EscalationOwner = o })
+	}
+	for _, tc := range []struct {
+		name string
+		run  *v1alpha1.EscalationSpec
+		pols []v1alpha1.AgentRunPolicy
+		want string
+	}{
+		{"the policy's, for a run without one", nil, []v1alpha1.AgentRunPolicy{owned("payments-oncall")}, "payments-oncall"},
+		{"the first policy by name that sets one",
+			nil, []v1alpha1.AgentRunPolicy{policy("a-none", func(*v1alpha1.AgentRunPolicySpec) {}), owned("payments-oncall"),
+				policy("c-owner", func(s *v1alpha1.AgentRunPolicySpec) { s.EscalationOwner = "platform" })}, "payments-oncall"},
+		{"the run's own stays", &v1alpha1.EscalationSpec{Owner: "refunds-team"}, []v1alpha1.AgentRunPolicy{owned("payments-oncall")}, "refunds-team"},
+		{"none where no policy sets one", nil, []v1alpha1.AgentRunPolicy{policy("a-none", func(*v1alpha1.AgentRunPolicySpec) {})}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changes, err := Apply(run(func(s *v1alpha1.AgentRunSpec) { s.Escalation = tc.run }), tc.pols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner := ""
+			if got.Spec.Escalation != nil {
+				owner = got.Spec.Escalation.Owner
+			}
+			if owner != tc.want {
+				t.Errorf("owner = %q, want %q", owner, tc.want)
+			}
+			if len(changes) != 0 {
+				t.Errorf("changes %q: an owner is no lowered ceiling", changes)
+			}
+		})
+	}
+}

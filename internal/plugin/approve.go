@@ -36,6 +36,20 @@ func Answer(ctx context.Context, c client.Client, o AnswerOptions, w io.Writer) 
 	return nil
 }
 
+// AckOptions is one acknowledgement of an escalated run (see runclient).
+type AckOptions = runclient.AckOptions
+
+// Ack acknowledges or resolves an escalated run (runclient.Ack) and
+// prints what it did.
+func Ack(ctx context.Context, c client.Client, o AckOptions, w io.Writer) error {
+	a, err := runclient.Ack(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	printf(w, "%s\n", a)
+	return nil
+}
+
 // Cancel asks the run to stop at the next turn boundary (runclient.Cancel)
 // and prints what it did.
 func Cancel(ctx context.Context, c client.Client, ref Ref, w io.Writer) error {

@@ -80,7 +80,7 @@ answer, and who gave it, in status.approvals.`,
 	for _, d := range []v1alpha1.ApprovalDecision{v1alpha1.ApprovalApprove, v1alpha1.ApprovalDeny, v1alpha1.ApprovalStop} {
 		root.AddCommand(answerCommand(f, d))
 	}
-	root.AddCommand(replyCommand(f))
+	root.AddCommand(replyCommand(f), ackCommand(f))
 	root.AddCommand(runCommand(f), rerunCommand(f), continueCommand(f))
 	root.AddCommand(cancelCommand(f), transcriptCommand(f), treeCommand(f), watchCommand(f), version.Command())
 	for _, m := range more {
@@ -189,6 +189,40 @@ not waiting, and when it waits for approval rather than an answer.`, v1alpha1.Ma
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "set the annotation even when the call is not waiting")
+	return cmd
+}
+
+// ackCommand is kubectl agentrun ack: a person takes (and resolves) an
+// escalated run.
+func ackCommand(f *factory) *cobra.Command {
+	var resolve bool
+	var note string
+	cmd := &cobra.Command{
+		Use:   "ack NAME",
+		Short: "Acknowledge (take) an escalated run, or resolve it",
+		Long: fmt.Sprintf(`ack acknowledges the escalation of the AgentRun NAME, which ended Escalated: you
+take it. With --resolve it resolves it (and acknowledges it, when no one had).
+--note adds a note of at most %d characters.
+
+It sets the annotation agents.agentrun.dev/ack=ack (or resolve, and :NOTE) with
+a merge patch made by the field manager kubectl-agentrun; the operator records
+you, as the API server authenticated you, in status.escalation. It refuses a
+run that has not ended Escalated, and an escalation acknowledged (or resolved)
+before. Setting the annotation needs the verb "approve" on the run.`, v1alpha1.MaxAckNote),
+		Example: `  # Take the escalation, then resolve it
+  kubectl agentrun ack nightly-cleanup --note "looking at it"
+  kubectl agentrun ack nightly-cleanup --resolve --note "rolled back by hand"`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			return Ack(cmd.Context(), c, AckOptions{Run: Ref{Namespace: ns, Name: args[0]}, Resolve: resolve, Note: note}, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&resolve, "resolve", false, "resolve the escalation, not only acknowledge it")
+	cmd.Flags().StringVar(&note, "note", "", fmt.Sprintf("a note, recorded in status.escalation.note (at most %d characters)", v1alpha1.MaxAckNote))
 	return cmd
 }
 

@@ -1374,6 +1374,34 @@ spec:
 `,
 			wantErr: []string{"spec.budget.soft[0]", `Unsupported value: "money"`},
 		},
+		{
+			name: "an empty escalation owner",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: escalation-owner-empty
+spec:
+  goal: Say hello.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 1}
+  escalation: {owner: ""}
+`,
+			wantErr: []string{"spec.escalation.owner", "should be at least 1 chars long"},
+		},
+		{
+			name: "a run made from a template naming its escalation owner",
+			manifest: `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: escalation-owner-templated
+spec:
+  templateRef: {name: refund-investigator}
+  escalation: {owner: payments-oncall}
+`,
+			wantErr: []string{"spec.escalation", "takes escalation from the template"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1502,6 +1530,11 @@ func TestUpdate_onlyCancelMayChange(t *testing.T) {
 			name:    "setting a serviceAccountName is rejected",
 			patches: []string{`{"spec": {"serviceAccountName": "admin"}}`},
 			wantErr: "spec.serviceAccountName: Invalid value",
+		},
+		{
+			name:    "setting an escalation owner is rejected",
+			patches: []string{`{"spec": {"escalation": {"owner": "someone-else"}}}`},
+			wantErr: "spec.escalation: Invalid value",
 		},
 		{
 			name:    "making the run a follow-up is rejected",
