@@ -171,6 +171,18 @@ type AgentRunPolicySpec struct {
 	// +optional
 	Egress *PlatformEgress `json:"egress,omitempty"`
 
+	// notify tells the notification webhook (docs/notifications.md) of
+	// the ends of governed runs that no run asks for itself: a run that
+	// ends with an outcome a rule lists, and that the rule's runSelector
+	// and schedules pick, is told as if its own spec.notify named the
+	// outcome (one Finished message, however many rules and policies name
+	// it). Rules are read when a run ends and at every rescan of the
+	// undelivered messages, and tell of the runs that end after the
+	// policy was created, whenever they started.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Notify []NotifyRule `json:"notify,omitempty"`
+
 	// memory says whether the runs may use spec.memory, and caps its
 	// bounds.
 	// +optional

@@ -333,7 +333,7 @@ func (r *AgentRunReconciler) report(ctx context.Context, sc *scope) {
 	r.logTransitions(ctx, c)
 	r.emit(sc.run, c)
 	r.emitRemembered(sc.run, c)
-	r.announce(sc.run, c)
+	r.announce(ctx, sc.run, c)
 	r.Metrics.record(c)
 	r.traceCompactions(ctx, sc.trace, c)
 	r.endTrace(ctx, sc.trace, c)

@@ -80,7 +80,7 @@ func TestHandoff_anEscalationGetsItsOwner(t *testing.T) {
 			t.Errorf("%s: status.escalation = %+v, want since the completion time %v and no acknowledgement", run.Name, e, done.Status.CompletionTime)
 		}
 		var msgs []notify.Message
-		for _, m := range notifications(done) {
+		for _, m := range notifications(done, false) {
 			if m.Event == notify.EventEscalated {
 				msgs = append(msgs, m)
 			}

@@ -194,7 +194,7 @@ func TestNotifications_aMessageLeftBeforeARestartIsDeliveredAfterItOnceAndSigned
 				Client: &http.Client{}}
 			n = notify.New(res.Resolve)
 			n.Attempts, n.Rescan = 1, 100*time.Millisecond
-			n.Pending, n.Delivered = PendingNotifications(c.Client), RecordDelivered(c.Client)
+			n.Pending, n.Delivered = PendingNotifications(c.Client, c.APIReader, c.Keys), RecordDelivered(c.Client)
 			c.Notifier = n
 		}})
 		ctx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/runclient"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/template"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
@@ -91,9 +92,16 @@ func withSpec(run *v1alpha1.AgentRun, raw []byte, rec *v1alpha1.TemplateStatus) 
 // kept yet. One that status counts on and that is missing, or that the
 // operator did not seal, is refused.
 func (r *AgentRunReconciler) keptSpec(ctx context.Context, run *v1alpha1.AgentRun) ([]byte, *v1alpha1.TemplateStatus, error) {
+	return keptSpecOf(ctx, r.APIReader, r.Keys, run)
+}
+
+// keptSpecOf is keptSpec, reading the Secret with reader and opening its
+// seal with keys, for what reads a run's resolved spec outside a
+// reconcile (the notifications due).
+func keptSpecOf(ctx context.Context, reader client.Reader, keys *seal.Keyring, run *v1alpha1.AgentRun) ([]byte, *v1alpha1.TemplateStatus, error) {
 	name := ResolvedSpecName(run.UID)
 	sec := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, sec)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, sec)
 	if apierrors.IsNotFound(err) {
 		if t := run.Status.Template; t != nil && t.Digest != "" {
 			return nil, nil, fmt.Errorf("%w: the resolved spec of AgentRunTemplate %s (the Secret %s) is gone; the run cannot go on without it",
@@ -107,7 +115,7 @@ func (r *AgentRunReconciler) keptSpec(ctx context.Context, run *v1alpha1.AgentRu
 	raw := sec.Data[resolvedSpecKey]
 	ref := metav1.GetControllerOf(sec)
 	if ref == nil || ref.UID != run.UID || sec.Type != resolvedSpecType ||
-		r.Keys.Open(string(sec.Data[resolvedSealKey]), purposeResolved, []byte(run.UID), raw) != nil {
+		keys.Open(string(sec.Data[resolvedSealKey]), purposeResolved, []byte(run.UID), raw) != nil {
 		return nil, nil, fmt.Errorf("%w: the Secret %s, which should keep the run's resolved spec, was not written by the operator (%v); it was left alone",
 			errTemplateRefused, name, transcript.ErrForged)
 	}

@@ -113,6 +113,12 @@ type Notifier struct {
 	// that a message queued again meanwhile is not sent twice.
 	mu   sync.Mutex
 	busy map[string]bool
+	// accepted holds the IDs of the messages a webhook accepted, with the
+	// rescan they were accepted in, until a rescan listed after that no
+	// longer gives them: Pending reads the runs from a cache that shows a
+	// delivery's record a moment later, and would give the message again.
+	accepted map[string]uint64
+	rescans  uint64
 	// deliveries counts what became of each message, by result:
 	// delivered, retried (an attempt failed and is tried again), failed
 	// (every attempt failed: the message is given up), dropped (the queue
@@ -139,7 +145,7 @@ func Escape(s string) string { return chatMarkup.Replace(s) }
 // up to 30s, 10s per post.
 func New(resolve Resolver) *Notifier {
 	return &Notifier{resolve: resolve, Attempts: 5, Backoff: time.Second, MaxBackoff: 30 * time.Second,
-		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize), busy: map[string]bool{},
+		Timeout: 10 * time.Second, Log: logr.Discard(), queue: make(chan Message, QueueSize), busy: map[string]bool{}, accepted: map[string]uint64{},
 		Rescan: 10 * time.Minute, Now: time.Now,
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "notification_deliveries_total",
@@ -158,8 +164,9 @@ func (n *Notifier) Collectors() []prometheus.Collector {
 }
 
 // Notify queues m for delivery and returns at once; a full queue drops it
-// (Pending gives it again later). A message whose ID is queued or being
-// delivered is not queued again.
+// (Pending gives it again later). A message whose ID is queued, being
+// delivered or accepted (and not read back as recorded yet) is not queued
+// again.
 func (n *Notifier) Notify(m Message) {
 	if n == nil {
 		return
@@ -169,10 +176,13 @@ func (n *Notifier) Notify(m Message) {
 	}
 	if m.ID != "" {
 		n.mu.Lock()
+		_, accepted := n.accepted[m.ID]
 		busy := n.busy[m.ID]
-		n.busy[m.ID] = true
+		if !accepted {
+			n.busy[m.ID] = true
+		}
 		n.mu.Unlock()
-		if busy {
+		if busy || accepted {
 			return
 		}
 	}
@@ -232,11 +242,29 @@ func (n *Notifier) Start(ctx context.Context) error {
 	}
 }
 
-// queuePending queues what Pending says is due and undelivered.
+// queuePending queues what Pending says is due and undelivered, and
+// forgets the messages accepted before it listed that it no longer gives
+// (their record is read back).
 func (n *Notifier) queuePending(ctx context.Context) {
+	n.mu.Lock()
+	n.rescans++
+	this := n.rescans
+	n.mu.Unlock()
 	ms, err := n.Pending(ctx)
 	if err != nil {
 		n.Log.Error(err, "The notifications due could not be listed; they are listed again later")
+	} else {
+		due := map[string]bool{}
+		for _, m := range ms {
+			due[m.ID] = true
+		}
+		n.mu.Lock()
+		for id, at := range n.accepted {
+			if at < this && !due[id] {
+				delete(n.accepted, id)
+			}
+		}
+		n.mu.Unlock()
 	}
 	for _, m := range ms {
 		n.Notify(m)
@@ -271,6 +299,11 @@ func (n *Notifier) deliver(ctx context.Context, m Message) {
 		err := n.post(ctx, t, m.ID, body)
 		if err == nil {
 			n.deliveries.WithLabelValues("delivered").Inc()
+			if m.ID != "" && n.Pending != nil {
+				n.mu.Lock()
+				n.accepted[m.ID] = n.rescans
+				n.mu.Unlock()
+			}
 			if n.Delivered != nil {
 				if err := n.Delivered(ctx, m); err != nil {
 					log.Error(err, "A delivered notification could not be recorded; it may be sent again, with the same id")

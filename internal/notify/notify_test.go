@@ -212,3 +212,46 @@ func TestNotifier_postsEscapedText(t *testing.T) {
 		t.Errorf("posted message (-want +got):\n%s", diff)
 	}
 }
+
+// A message the webhook accepted is not sent again by the rescans that
+// still give it because they read its record late (the operator's cache
+// shows a run's annotation a moment after the write); once a rescan no
+// longer gives it, it is forgotten, so that a record removed later has it
+// sent again.
+func TestNotifier_anAcceptedMessageIsNotSentAgainBeforeItsRecordIsRead(t *testing.T) {
+	rcv := &receiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	var mu sync.Mutex
+	recorded := true // Pending gives m while false: its record not read yet, or removed
+	n := New(func(context.Context, string) (Target, error) { return Target{URL: srv.URL}, nil })
+	m := Message{ID: "uid-3/Finished", Event: EventFinished, Namespace: "billing", Run: "nightly", Outcome: "Error"}
+	n.Pending = func(context.Context) ([]Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if recorded {
+			return nil, nil
+		}
+		return []Message{m}, nil
+	}
+	n.Rescan = 5 * time.Millisecond
+	posts := func() int { _, p := rcv.messages(); return p }
+	mu.Lock()
+	recorded = false
+	mu.Unlock()
+	start(t, n)
+	g := NewWithT(t)
+	g.Eventually(posts, 10*time.Second, 5*time.Millisecond).Should(Equal(1), "the delivery")
+	g.Consistently(posts, 200*time.Millisecond, 5*time.Millisecond).Should(Equal(1), "deliveries while the rescans read no record")
+
+	// The record is read back: the message is forgotten.
+	mu.Lock()
+	recorded = true
+	mu.Unlock()
+	g.Eventually(func() int { n.mu.Lock(); defer n.mu.Unlock(); return len(n.accepted) }, 10*time.Second, 5*time.Millisecond).Should(Equal(0))
+	// A person removes the record: it is sent again.
+	mu.Lock()
+	recorded = false
+	mu.Unlock()
+	g.Eventually(posts, 10*time.Second, 5*time.Millisecond).Should(Equal(2), "the delivery after the record was removed")
+}

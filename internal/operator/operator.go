@@ -26,6 +26,7 @@ import (
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	"github.com/agentrun/agentrun/internal/notify"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/agentrun/agentrun/internal/tools/agent"
 	"github.com/agentrun/agentrun/internal/tools/job"
@@ -326,7 +327,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// One book of AgentBudget writes for both reconcilers, so that each
 	// reads the other's last write instead of conflicting with it.
 	ledgers := budget.NewLedgers()
-	notifier, err := notifierFor(o, mgr.GetAPIReader(), mgr.GetClient(), egressed)
+	notifier, err := notifierFor(o, mgr.GetAPIReader(), mgr.GetClient(), keys, egressed)
 	if err != nil {
 		return err
 	}
@@ -383,7 +384,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 
 // notifierFor builds the notifier o asks for, or nil when it asks for
 // none.
-func notifierFor(o Options, reader client.Reader, cached client.Client, egressed *http.Client) (*notify.Notifier, error) {
+func notifierFor(o Options, reader client.Reader, cached client.Client, keys *seal.Keyring, egressed *http.Client) (*notify.Notifier, error) {
 	def, err := notify.ParseSecretKey(o.NotificationWebhook)
 	if err != nil {
 		return nil, fmt.Errorf("--notification-webhook-secret: %w", err)
@@ -397,8 +398,9 @@ func notifierFor(o Options, reader client.Reader, cached client.Client, egressed
 	n.ConsoleURL = strings.TrimSuffix(o.ConsoleURL, "/")
 	// What is due and not delivered is kept on the runs themselves, so
 	// that a restart loses nothing: listed from the cache at start and
-	// every rescan, recorded on the run once a webhook accepted it.
-	n.Pending, n.Delivered = controller.PendingNotifications(cached), controller.RecordDelivered(cached)
+	// every rescan (a template's resolved spec read live, as the
+	// reconciler reads it), recorded on the run once a webhook accepted it.
+	n.Pending, n.Delivered = controller.PendingNotifications(cached, reader, keys), controller.RecordDelivered(cached)
 	n.Log = ctrl.Log.WithName("notifications")
 	return n, nil
 }
