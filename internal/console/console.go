@@ -165,6 +165,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /inbox", s.page(s.inbox))
 	m.HandleFunc("POST /answer", s.page(s.answer))
 	m.HandleFunc("POST /continue", s.page(s.continueRun))
+	m.HandleFunc("POST /ack", s.page(s.ack))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)

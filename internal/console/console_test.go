@@ -552,6 +552,56 @@ func TestConsole_editorContinuesAFinishedRun(t *testing.T) {
 	}
 }
 
+// Issue 46, item 5: a run the model hands to a person shows in the inbox
+// with its owner; an approver acknowledges it there with a note, and
+// resolves it from the run's page. status.escalation records each with
+// the user the API server authenticated.
+func TestConsole_approverAcknowledgesAndResolvesAnEscalation(t *testing.T) {
+	ns := namespace(t, "console-ack")
+	bind(t, "alice", "agentrun-approver", ns)
+	grant(t, "alice", ns, "secrets")
+	run := refundRun(ns, "refund-handed")
+	run.Labels[v1alpha1.LabelOwner] = "billing-oncall"
+	run.Spec.Model.Script = []v1alpha1.ScriptStep{{ToolCalls: []v1alpha1.ScriptToolCall{{Name: "escalate_to_human",
+		Arguments: raw(`{"reason":"the customer disputes both charges"}`)}}}}
+	create(t, run)
+	NewWithT(t).Eventually(func() *v1alpha1.EscalationStatus { return get(t, run).Status.Escalation }, time.Minute, 100*time.Millisecond).
+		ShouldNot(BeNil())
+
+	ctx := tab(t)
+	srv := consoleFor(t, "alice", ns)
+	key := ns + "/refund-handed"
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-escalation="`+key+`"]`))
+	if owner := text(t, ctx, `[data-escalation="`+key+`"] [data-owner]`); owner != "billing-oncall" {
+		t.Errorf("the inbox shows the owner %q, want billing-oncall", owner)
+	}
+	const note = "Taking it: calling the customer."
+	do(t, ctx, chromedp.SendKeys(`textarea[data-reason="`+key+`/ack"]`, note), click(`[data-ack="`+key+`"]`), visible(`.result.ok`))
+	if message := text(t, ctx, `.result`); !strings.Contains(message, "acknowledged") {
+		t.Errorf("after Acknowledge the page says %q", message)
+	}
+	NewWithT(t).Eventually(func() string { return get(t, run).Status.Escalation.AcknowledgedBy }, time.Minute, 100*time.Millisecond).
+		Should(Equal("alice"))
+	if got := get(t, run).Status.Escalation; got.Note != note || got.ResolvedAt != nil {
+		t.Errorf("status.escalation = %+v, want the note %q and no resolution", got, note)
+	}
+
+	// The run's page says who took it, and offers Resolve only.
+	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/refund-handed"), visible(`[data-handoff]`))
+	NewWithT(t).Eventually(func() string { return text(t, ctx, `[data-handoff-fact="Acknowledged"]`) }, 30*time.Second, 100*time.Millisecond).
+		Should(HavePrefix("alice, "))
+	if eval[bool](t, ctx, `document.querySelector('[data-ack="`+key+`"]') !== null`) {
+		t.Error("the page of an acknowledged escalation still offers Acknowledge")
+	}
+	do(t, ctx, click(`[data-resolve="`+key+`"]`), visible(`.result.ok`))
+	NewWithT(t).Eventually(func() string { return get(t, run).Status.Escalation.ResolvedBy }, time.Minute, 100*time.Millisecond).
+		Should(Equal("alice"))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`html[data-live-ready]`))
+	if eval[bool](t, ctx, `document.querySelector('[data-escalation="`+key+`"]') !== null`) {
+		t.Error("the inbox still lists a resolved escalation")
+	}
+}
+
 // Issue 46: an approver denies a call from the inbox and says why in the
 // call's reason box. What they type survives the inbox's live updates; the
 // page says what was answered, status.approvals records the reason with

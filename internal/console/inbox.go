@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -65,6 +66,39 @@ func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
 	return out
 }
 
+// escalation is a run that ended Escalated and that no one has resolved:
+// its owner, since when, who took it, and the form that acknowledges or
+// resolves it.
+type escalation struct {
+	Key             string // NAMESPACE/NAME, the buttons' hook
+	Namespace, Name string
+	UID             types.UID
+	Owner, Reason   string
+	Since, Age      string
+	// AcknowledgedBy is who took it, when someone has; Note the latest
+	// note given.
+	AcknowledgedBy, Note string
+	// MaxNote is the longest note the API takes.
+	MaxNote int
+	// Back is the page the form returns to: inbox or run.
+	Back, Filter string
+	at           time.Time
+}
+
+// escalationOf is run's open escalation: nil unless it ended Escalated,
+// the operator recorded its hand-off (status.escalation), and no one has
+// resolved it.
+func escalationOf(run *v1alpha1.AgentRun, back, filter string) *escalation {
+	e := run.Status.Escalation
+	if run.Status.Outcome != v1alpha1.OutcomeEscalated || e == nil || e.ResolvedAt != nil {
+		return nil
+	}
+	return &escalation{Key: run.Namespace + "/" + run.Name, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
+		Owner: safeterm.Clean(e.Owner), Reason: safeterm.Clean(run.Status.Reason), Since: stamp(e.Since.Time),
+		AcknowledgedBy: safeterm.Clean(e.AcknowledgedBy), Note: safeterm.Clean(e.Note), MaxNote: v1alpha1.MaxAckNote,
+		Back: back, Filter: filter, at: e.Since.Time}
+}
+
 // prettyJSON indents arguments that are JSON, and leaves others as they
 // are (status may hold a cut or invalid text, marked).
 func prettyJSON(s string) string {
@@ -85,8 +119,11 @@ type result struct {
 type inboxData struct {
 	Namespace string
 	Calls     []pendingCall
-	Result    *result
-	Note      string
+	// Escalations are the runs handed to people that no one has resolved,
+	// oldest first.
+	Escalations []escalation
+	Result      *result
+	Note        string
 }
 
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
@@ -117,7 +154,12 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 			c.Age = now.Sub(c.at).Round(time.Second).String()
 			d.Calls = append(d.Calls, c)
 		}
+		if e := escalationOf(&runs[i], "inbox", ns); e != nil {
+			e.Age = now.Sub(e.at).Round(time.Second).String()
+			d.Escalations = append(d.Escalations, *e)
+		}
 	}
+	slices.SortStableFunc(d.Escalations, func(a, b escalation) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Key, b.Key)) })
 	// Oldest first.
 	slices.SortStableFunc(d.Calls, func(a, b pendingCall) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Key, b.Key)) })
 	return v, nil
@@ -189,7 +231,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 // follow-up), and its status code:
 // what the answer did, or why it was refused (403 when the API server
 // refused the user, else 409).
-func answerResult(a *runclient.Answered, err error) (*result, int) {
+func answerResult(a fmt.Stringer, err error) (*result, int) {
 	switch {
 	case err == nil:
 		return &result{OK: true, Message: safeterm.Clean(a.String())}, http.StatusOK
@@ -197,6 +239,38 @@ func answerResult(a *runclient.Answered, err error) (*result, int) {
 		return &result{Message: safeterm.Clean(err.Error())}, http.StatusForbidden
 	}
 	return &result{Message: safeterm.Clean(err.Error())}, http.StatusConflict
+}
+
+// ack acknowledges or resolves the escalation of the run the form showed,
+// as the user, through the same operation as `kubectl agentrun ack`
+// (runclient.Ack, bound to the run's UID), with the note typed in its box.
+// The page it came from is shown again with what happened, or the
+// refusal as runclient or the API server gave it.
+func (s *Server) ack(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
+	if !s.checkToken(r, u) {
+		return view{Title: "Refused", Page: "error", Status: http.StatusForbidden,
+			Data: "This form is out of date or did not come from this console: reload the page and acknowledge again."}, nil
+	}
+	ns, name := r.PostFormValue("namespace"), r.PostFormValue("name")
+	uid := types.UID(r.PostFormValue("uid"))
+	if uid == "" {
+		return view{Title: "Refused", Page: "error", Status: http.StatusBadRequest,
+			Data: "This form does not say which run it showed: reload the page and acknowledge again."}, nil
+	}
+	a, err := runclient.Ack(r.Context(), u.c, runclient.AckOptions{Run: runclient.Ref{Namespace: ns, Name: name},
+		Resolve: r.PostFormValue("do") == "resolve", Note: strings.ReplaceAll(r.PostFormValue("note"), "\r\n", "\n"), UID: uid})
+	res, status := answerResult(a, err)
+	if r.PostFormValue("back") == "run" {
+		v, verr := s.run(w, withPath(r, ns, name), u)
+		if verr == nil {
+			v.Status = status
+			v.Data.(*runData).Result = res
+		}
+		return v, verr
+	}
+	v, verr := s.inboxView(r, u, r.PostFormValue("filter"), res)
+	v.Status = status
+	return v, verr
 }
 
 // withPath gives a copy of r the path values of a run's page.

@@ -22,6 +22,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"answerOf": func(c pendingCall, token, back, filter string) answerForm {
 		return answerForm{Call: c, Token: token, Back: back, Filter: filter, MaxReason: v1alpha1.MaxApprovalReason}
 	},
+	"ackOf": func(e escalation, token string) ackForm { return ackForm{E: e, Token: token} },
 }).ParseFS(templateFiles, "templates/*.html"))
 
 // answerForm is the Approve, Deny and Stop buttons of one call, and the
@@ -30,6 +31,13 @@ type answerForm struct {
 	Call                pendingCall
 	Token, Back, Filter string
 	MaxReason           int
+}
+
+// ackForm is the Acknowledge and Resolve buttons of one escalation, and the
+// box for the note.
+type ackForm struct {
+	E     escalation
+	Token string
 }
 
 // view is what a handler gives back: which template shows it, with what.

@@ -61,6 +61,11 @@ type runData struct {
 	// it (POST /continue); a run made from a template is continued from
 	// the same template, with the follow-up's own goal.
 	CanContinue bool
+	// Escalation is the run's open escalation (nil when it has none, or
+	// it is resolved), with the form that acknowledges or resolves it;
+	// Handoff is what status.escalation says, for any escalated run.
+	Escalation *escalation
+	Handoff    []fact
 }
 
 // transcriptPart is the text of one piece of the transcript (a chunk
@@ -71,6 +76,29 @@ type transcriptPart struct {
 }
 
 type fact struct{ Name, Value string }
+
+// handoffFacts are what status.escalation says of an escalated run: its
+// owner, since when, who acknowledged and resolved it, and the note.
+func handoffFacts(e *v1alpha1.EscalationStatus) []fact {
+	if e == nil {
+		return nil
+	}
+	owner := safeterm.Clean(e.Owner)
+	if owner == "" {
+		owner = "none (no owner label, spec.escalation.owner or policy escalationOwner)"
+	}
+	out := []fact{{"Owner", owner}, {"Escalated", stamp(e.Since.Time)}}
+	if e.AcknowledgedAt != nil {
+		out = append(out, fact{"Acknowledged", safeterm.Clean(e.AcknowledgedBy) + ", " + stamp(e.AcknowledgedAt.Time)})
+	}
+	if e.ResolvedAt != nil {
+		out = append(out, fact{"Resolved", safeterm.Clean(e.ResolvedBy) + ", " + stamp(e.ResolvedAt.Time)})
+	}
+	if e.Note != "" {
+		out = append(out, fact{"Note", safeterm.Clean(e.Note)})
+	}
+	return out
+}
 
 // childRow is one child run on its parent's page.
 type childRow struct{ Name, Link, CallID, Outcome, Turns, Cost string }
@@ -130,6 +158,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 	}
 	d.UID = string(run.UID)
 	d.CanContinue = run.Status.Outcome != ""
+	d.Escalation, d.Handoff = escalationOf(run, "run", ""), handoffFacts(run.Status.Escalation)
 	if ref := run.Spec.ContinueFrom; ref != nil {
 		d.ContinuedFrom, d.ContinuedFromLink = ref.Name, "/runs/"+url.PathEscape(ns)+"/"+url.PathEscape(ref.Name)
 		if c := run.Status.ContinuedFrom; c != nil && c.Name == ref.Name {

@@ -30,6 +30,10 @@ type AckOptions struct {
 	// Note is what the person says, recorded in status.escalation.note; at
 	// most v1alpha1.MaxAckNote characters.
 	Note string
+	// UID, when set, is the run the person was shown: the API server
+	// refuses the acknowledgement (409) for a run created again under the
+	// name since.
+	UID types.UID
 }
 
 // Acked is an acknowledgement the API server took: the annotation
@@ -92,7 +96,11 @@ func Ack(ctx context.Context, c client.Client, o AckOptions) (*Acked, error) {
 	case e.AcknowledgedAt != nil && !o.Resolve:
 		return nil, refuse(HandedOffAlready, "the escalation of %s was acknowledged%s already; resolve it with --resolve", o.Run, by(e.AcknowledgedBy))
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationAck: a.String()}}})
+	meta := map[string]any{"annotations": map[string]string{v1alpha1.AnnotationAck: a.String()}}
+	if o.UID != "" {
+		meta["uid"] = o.UID
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return nil, err
 	}
