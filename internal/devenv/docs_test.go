@@ -165,7 +165,7 @@ var docNormal = []struct {
 	// A call's duration is printed from 10ms on.
 	{regexp.MustCompile(` in \d+(?:\.\d+)?(?:ms|s) ->`), " ->"},
 	{regexp.MustCompile(`(Wall Clock(?: Seconds)?:\s+)[\d.]+`), "${1}<n>"},
-	{regexp.MustCompile(`^(answered: \S+ \w+ by )\S+$`), "${1}<user>"},
+	{regexp.MustCompile(`^(answered: \S+ \w+ by )\S+( \(reason: .*\))?$`), "${1}<user>$2"},
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
 	{regexp.MustCompile(`"resourceVersion":"\d+"`), `"resourceVersion":"<n>"`},
 	{regexp.MustCompile(`"by":"[^"]*"`), `"by":"<user>"`},
@@ -399,6 +399,9 @@ func TestSameOutput_eventsMayBeMissingNeverWrongOrOutOfOrder(t *testing.T) {
 	}
 	// A generated suffix may end in digits and "ms"; it is a name, not a
 	// duration.
+	if got := normalDoc([]string{`answered: t1-c1 deny by jane (reason: "no")`}); !slices.Equal(got, []string{`answered: t1-c1 deny by <user> (reason: "no")`}) {
+		t.Errorf("normalDoc = %q", got)
+	}
 	if got := normalDoc([]string{"refund-investigator-487ms 12ms", "refund-investigator-x7k2p"}); !slices.Equal(got, []string{"refund-investigator-<xxxxx> <age>", "refund-investigator-<xxxxx>"}) {
 		t.Errorf("normalDoc = %q", got)
 	}
