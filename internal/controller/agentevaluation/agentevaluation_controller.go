@@ -230,12 +230,19 @@ func runName(e *v1alpha1.AgentEvaluation, caseName string, repeat int32) string 
 
 // runFor is the run of case c named name: made from the evaluation's
 // template with the case's parameters, labelled with the evaluation and
-// the case, and controlled by the evaluation.
+// the case, and controlled by the evaluation. The evaluation's author, as
+// the API server recorded it, is the run's, so that a policy refusing
+// self-approval refuses it for the evaluation's runs too; without one
+// (an evaluation created before the admission policies), the API server
+// records the operator.
 func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, c *v1alpha1.EvaluationCase, name string) (*v1alpha1.AgentRun, error) {
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace,
 			Labels: map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}},
 		Spec: runclient.FromTemplate(e.Spec.TemplateRef.Name, c.Parameters),
+	}
+	if author := e.Annotations[v1alpha1.CreatedByAnnotation]; author != "" {
+		run.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: author}
 	}
 	if err := controllerutil.SetControllerReference(e, run, sc); err != nil {
 		return nil, err
