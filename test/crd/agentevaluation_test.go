@@ -1,11 +1,13 @@
 package crd_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // evaluation is an AgentEvaluation manifest named name whose spec is spec
@@ -139,4 +141,40 @@ func TestAgentEvaluation_specIsImmutable(t *testing.T) {
   templateRef: {name: refund-investigator}
   cases: [{name: plain}]
 `), `{"spec":{"repeats":3}}`, "the spec of an AgentEvaluation cannot change once created")
+}
+
+// kubectl get aev shows the phase, the runs passed of the total, the pass
+// rate, the cost and the age; -o wide adds the Complete message. The
+// resource is namespaced, with short name aev, in category agents.
+func TestAgentEvaluation_kubectlColumns(t *testing.T) {
+	ctx := testContext(t)
+	list := groupResources(t)
+	i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "agentevaluations" })
+	if i < 0 || !slices.Contains(list.APIResources[i].ShortNames, "aev") || !list.APIResources[i].Namespaced ||
+		!slices.Contains(list.APIResources[i].Categories, "agents") {
+		t.Fatalf("agentevaluations is not a namespaced resource with short name aev in category agents: %+v", list.APIResources)
+	}
+
+	e := created(ctx, t, evaluation("crd-columns", `
+  templateRef: {name: refund-investigator}
+  repeats: 2
+  cases: [{name: one}, {name: two}]
+`), &agentsv1alpha1.AgentEvaluation{})
+	e.Status = agentsv1alpha1.AgentEvaluationStatus{Phase: agentsv1alpha1.EvaluationFailed,
+		Totals: &agentsv1alpha1.EvaluationTotals{Runs: 4, Passed: 3, Failed: 1, PassRate: "0.75", CostUSD: "0.0144"},
+		Conditions: []metav1.Condition{{Type: agentsv1alpha1.EvaluationConditionComplete, Status: metav1.ConditionTrue,
+			Reason: agentsv1alpha1.ReasonEvaluationFailed, Message: "3 of 4 runs passed", LastTransitionTime: metav1.Now()}}}
+	if err := k8sClient.Status().Update(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	got := columns(ctx, t, "agentevaluations", "crd-columns", 0)
+	delete(got, "Name")
+	delete(got, "Age")
+	want := map[string]any{"Phase": "Failed", "Passed": float64(3), "Total": float64(4), "Pass Rate": "0.75", "Cost": "0.0144"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kubectl get aev columns (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]any{"Reason": "3 of 4 runs passed"}, columns(ctx, t, "agentevaluations", "crd-columns", 1)); d != "" {
+		t.Errorf("kubectl get aev -o wide adds (-want +got):\n%s", d)
+	}
 }
