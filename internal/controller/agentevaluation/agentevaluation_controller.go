@@ -71,7 +71,7 @@ type scope struct {
 	eval *v1alpha1.AgentEvaluation
 	// runs are the evaluation's runs by name, as the API server has them
 	// now (uncached: a run just created is never missed, so concurrency
-	// holds); set by listRuns.
+	// holds); set by listRuns, nil when they could not be read.
 	runs map[string]*v1alpha1.AgentRun
 	// pending counts, by case, the runs that exist and are not scored;
 	// set by scoreEnded, added to by createDue.
@@ -95,6 +95,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	before := e.DeepCopy()
 	s := &scope{eval: e, pending: map[string]int32{}}
 	defer func() {
+		if s.runs == nil {
+			return // the runs could not be read: nothing was learnt
+		}
 		setStatus(e, s.pending, metav1.NewTime(r.Clock()))
 		if equality.Semantic.DeepEqual(before.Status, e.Status) {
 			return
