@@ -194,8 +194,8 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 					continue
 				}
 				// Created a moment ago by us (a reconcile that raced
-				// this one): it holds a place, and is scored when listed.
-				unfinished++
+				// this one): it holds a place, and the next reconcile
+				// lists it before making another.
 				s.pending[c.Name]++
 				return ctrl.Result{RequeueAfter: time.Second}, nil
 			case err != nil:
