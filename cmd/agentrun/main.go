@@ -179,13 +179,16 @@ func demo(samples, kubeconfig string, timeout time.Duration, verbose bool, stdou
 		fmt.Fprintln(stderr, "agentrun demo:", err)
 		return 1
 	}
-	runs := 0
+	runs, schedules := 0, 0
 	for _, k := range keys {
-		if !k.Schedule {
+		switch {
+		case k.Schedule:
+			schedules++
+		case !k.Evaluation:
 			runs++
 		}
 	}
-	fmt.Fprintf(stdout, "Applied %d AgentRuns and %d AgentSchedules from %s.\n\n", runs, len(keys)-runs, samples)
+	fmt.Fprintf(stdout, "Applied %d AgentRuns, %d AgentSchedules and %d AgentEvaluations from %s.\n\n", runs, schedules, len(keys)-runs-schedules, samples)
 	results, err := devenv.Watch(ctx, c, keys, stdout, timeout)
 	if err != nil {
 		fmt.Fprintln(stderr, "agentrun demo:", err)

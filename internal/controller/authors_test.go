@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/agentevaluation"
 	"github.com/agentrun/agentrun/internal/controller/agentschedule"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -26,7 +27,7 @@ import (
 const operatorUser = "system:serviceaccount:agentrun-system:agentrun-controller-manager"
 
 // asOperator is a client that acts as the operator's ServiceAccount, with
-// the rights a schedule reconciler uses in ns.
+// the rights a schedule or an evaluation reconciler uses in ns.
 func asOperator(t *testing.T, ns string) client.Client {
 	t.Helper()
 	ctx := context.Background()
@@ -34,6 +35,8 @@ func asOperator(t *testing.T, ns string) client.Client {
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentruns"}, Verbs: []string{"get", "list", "create", "patch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentschedules"}, Verbs: []string{"get"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentschedules/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentevaluations"}, Verbs: []string{"get"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentevaluations/status"}, Verbs: []string{"patch"}},
 	}}
 	if err := k8sClient.Create(ctx, role); err != nil {
 		t.Fatal(err)
@@ -130,6 +133,68 @@ func TestSchedule_runsCarryTheSchedulesAuthor(t *testing.T) {
 	}
 	if r, err := owned(op, "scheduled"); err != nil || r.Annotations[v1alpha1.CreatedByAnnotation] != "dave" {
 		t.Fatalf("the operator creating a schedule's run with its author: created-by %q (%v); want dave", r.Annotations[v1alpha1.CreatedByAnnotation], err)
+	}
+}
+
+// An evaluation's runs are created by the operator too: the API server
+// records who created the evaluation and keeps that record, and the
+// operator gives it to the runs, so that a policy refusing self-approval
+// refuses the evaluation's author on its runs.
+func TestEvaluation_runsCarryTheEvaluationsAuthor(t *testing.T) {
+	ns, p := governedNamespace(t, v1alpha1.AgentRunPolicySpec{Approval: &v1alpha1.PlatformApproval{SelfApproval: v1alpha1.SelfApprovalDeny}})
+	bind(t, ns, "agentrun-editor", userSubject("carol"))
+	bind(t, ns, "agentrun-approver", userSubject("carol"))
+	carol := as(t, "carol")
+	ctx := context.Background()
+
+	forged := &v1alpha1.AgentEvaluation{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: ns,
+		Annotations: map[string]string{v1alpha1.CreatedByAnnotation: "dave"}},
+		Spec: v1alpha1.AgentEvaluationSpec{TemplateRef: v1alpha1.TemplateRef{Name: "refund-investigator"},
+			Cases: []v1alpha1.EvaluationCase{{Name: "one"}}}}
+	if err := carol.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, forged).Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
+		t.Fatalf("an evaluation carol created naming dave: created-by %q; want carol, as the API server records her", got)
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.CreatedByAnnotation: "dave"}}})
+	if err := carol.Patch(ctx, forged.DeepCopy(), client.RawPatch("application/merge-patch+json", body)); err == nil ||
+		!strings.Contains(err.Error(), "cannot be set to another user, changed or removed") {
+		t.Fatalf("changing the evaluation's created-by was not refused: %v", err)
+	}
+
+	op := asOperator(t, ns)
+	r := agentevaluation.NewReconciler(agentevaluation.Config{Base: reconcilers.Base{Client: op, APIReader: op}})
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(forged)}); err != nil {
+		t.Fatal(err)
+	}
+	var runs v1alpha1.AgentRunList
+	if err := k8sClient.List(ctx, &runs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelEvaluation: forged.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Items) != 1 {
+		t.Fatalf("%d runs; want one", len(runs.Items))
+	}
+	run := &runs.Items[0]
+	if got := run.Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
+		t.Fatalf("the evaluation's run's created-by is %q; want carol, the evaluation's author", got)
+	}
+	NewWithT(t).Eventually(func() string {
+		err := patchAnnotations(ctx, carol, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring("carol created " + run.Name + " and may not answer its approvals (" +
+		v1alpha1.ApprovalAnnotationPrefix + "t1-c1): AgentRunPolicy " + p.Name + " says approval.selfApproval: Deny"))
+
+	// carol cannot pass a run off as the evaluation's to name dave.
+	loose := makeRun(ns, "carols-forgery").answer("done").r
+	loose.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: "dave"}
+	loose.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentEvaluation",
+		Name: forged.Name, UID: get(t, forged).UID, Controller: ptr.To(true)}}
+	if err := carol.Create(ctx, loose, client.DryRunAll); err != nil || loose.Annotations[v1alpha1.CreatedByAnnotation] != "carol" {
+		t.Fatalf("carol creating an evaluation's run that names dave: created-by %q (%v); want carol", loose.Annotations[v1alpha1.CreatedByAnnotation], err)
 	}
 }
 

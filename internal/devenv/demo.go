@@ -28,15 +28,18 @@ const (
 	Answers = "demo.agentrun.dev/answers"
 )
 
-// Sample is what the demo follows: an AgentRun it applied, or an
-// AgentSchedule, whose first run it follows once the schedule creates it.
+// Sample is what the demo follows: an AgentRun it applied, an
+// AgentSchedule, whose first run it follows once the schedule creates it,
+// or an AgentEvaluation, followed until it has scored its runs.
 type Sample struct {
 	client.ObjectKey
-	Schedule bool
+	Schedule   bool
+	Evaluation bool
 }
 
 // Apply creates every document of the YAML files in dir (not its
-// subdirectories) and returns the AgentRuns and AgentSchedules it created.
+// subdirectories) and returns the AgentRuns, AgentSchedules and
+// AgentEvaluations it created.
 func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]Sample, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
@@ -61,6 +64,8 @@ func Apply(ctx context.Context, c client.Client, dir, namespace string) ([]Sampl
 				runs = append(runs, Sample{ObjectKey: client.ObjectKeyFromObject(obj)})
 			case "AgentSchedule":
 				runs = append(runs, Sample{ObjectKey: client.ObjectKeyFromObject(obj), Schedule: true})
+			case "AgentEvaluation":
+				runs = append(runs, Sample{ObjectKey: client.ObjectKeyFromObject(obj), Evaluation: true})
 			}
 		}
 	}
@@ -84,8 +89,10 @@ func create(ctx context.Context, c client.Client, obj client.Object) error {
 // Result is how one sample ended.
 type Result struct {
 	Name, Expected string
-	Outcome        v1alpha1.Outcome
-	Reason         string
+	// Outcome is a run's outcome, or an evaluation's phase once it has
+	// scored every run (Passed or Failed).
+	Outcome string
+	Reason  string
 }
 
 // OK reports whether the sample ended as its manifest expects.
@@ -128,6 +135,12 @@ func Watch(ctx context.Context, c client.Client, samples []Sample, out io.Writer
 			if _, ok := results[k.Name]; ok {
 				continue
 			}
+			if samples[i].Evaluation {
+				if err := followEvaluation(ctx, c, k, out, seen, results); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			run := &v1alpha1.AgentRun{}
 			if err := c.Get(ctx, k, run); err != nil {
 				return nil, err
@@ -157,7 +170,7 @@ func Watch(ctx context.Context, c client.Client, samples []Sample, out io.Writer
 				}
 			}
 			if run.Status.Outcome != "" {
-				results[k.Name] = Result{Name: run.Name, Expected: run.Annotations[ExpectedOutcome], Outcome: run.Status.Outcome, Reason: run.Status.Reason}
+				results[k.Name] = Result{Name: run.Name, Expected: run.Annotations[ExpectedOutcome], Outcome: string(run.Status.Outcome), Reason: run.Status.Reason}
 			}
 		}
 		select {
@@ -179,6 +192,36 @@ func Watch(ctx context.Context, c client.Client, samples []Sample, out io.Writer
 		out2 = append(out2, r)
 	}
 	return out2, nil
+}
+
+// followEvaluation prints an evaluation's progress when it changes, and
+// its result once it has scored every run: its phase, and the first
+// failing case's reason.
+func followEvaluation(ctx context.Context, c client.Client, k client.ObjectKey, out io.Writer, seen map[string]string, results map[string]Result) error {
+	e := &v1alpha1.AgentEvaluation{}
+	if err := c.Get(ctx, k, e); err != nil {
+		return err
+	}
+	passed, total := int32(0), int32(0)
+	if t := e.Status.Totals; t != nil {
+		passed, total = t.Passed, t.Runs
+	}
+	line := fmt.Sprintf("%-22s AgentEvaluation %-9s %d of %d runs passed", e.Name, e.Status.Phase, passed, total)
+	if seen[k.Name] != line {
+		fmt.Fprintln(out, line)
+		seen[k.Name] = line
+	}
+	if p := e.Status.Phase; p == v1alpha1.EvaluationPassed || p == v1alpha1.EvaluationFailed {
+		reason := fmt.Sprintf("%d of %d runs passed", passed, total)
+		for _, cs := range e.Status.Cases {
+			if cs.FailureReason != "" {
+				reason += "; " + cs.Name + ": " + cs.FailureReason
+				break
+			}
+		}
+		results[k.Name] = Result{Name: e.Name, Expected: e.Annotations[ExpectedOutcome], Outcome: string(p), Reason: reason}
+	}
+	return nil
 }
 
 // Print writes the outcome table.

@@ -63,6 +63,13 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 		templated = templated || (r.Name == "refund-t-1042" && r.OK())
 		scheduled = scheduled || (strings.HasPrefix(r.Name, "refund-sweep-") && r.OK())
 	}
+	evaluated := false
+	for _, r := range results {
+		evaluated = evaluated || (r.Name == "refund-check" && r.OK())
+	}
+	if !evaluated {
+		t.Errorf("the evaluation of the template (refund-check) did not end Passed")
+	}
 	if !templated || !scheduled {
 		t.Errorf("the run made from a template (refund-t-1042: %v) or the schedule's first run (refund-sweep-*: %v) did not complete", templated, scheduled)
 	}

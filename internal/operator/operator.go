@@ -19,6 +19,7 @@ import (
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/controller"
 	"github.com/agentrun/agentrun/internal/controller/agentbudget"
+	"github.com/agentrun/agentrun/internal/controller/agentevaluation"
 	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
 	"github.com/agentrun/agentrun/internal/controller/agentschedule"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
@@ -368,6 +369,11 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.Shard == "" {
 		schedules := agentschedule.NewReconciler(agentschedule.Config{Base: base, Metrics: scheduleMetrics})
 		if err := schedules.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		// Evaluations too, for the same reason: an evaluation counts its
+		// runs in every shard.
+		if err := agentevaluation.NewReconciler(agentevaluation.Config{Base: base}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

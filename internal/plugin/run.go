@@ -61,10 +61,7 @@ func RunTemplate(ctx context.Context, c client.Client, o RunOptions, w io.Writer
 
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
-		Spec: v1alpha1.AgentRunSpec{
-			TemplateRef: &v1alpha1.TemplateRef{Name: o.Template},
-			Parameters:  params,
-		},
+		Spec:       runclient.FromTemplate(o.Template, params),
 	}
 	if o.Name == "" {
 		run.GenerateName = runclient.GenerateName(o.Template)

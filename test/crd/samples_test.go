@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Every AgentRun, AgentRunTemplate, AgentBudget, AgentSchedule and AgentRunPolicy in config/samples and examples is accepted by the
+// Every AgentRun, AgentRunTemplate, AgentBudget, AgentSchedule, AgentEvaluation and AgentRunPolicy in config/samples and examples is accepted by the
 // API server as written (a server-side dry run: nothing is stored).
 func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
@@ -26,7 +26,7 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 		}
 		for _, obj := range objs {
 			switch obj.GetKind() {
-			case "AgentRun", "AgentRunTemplate", "AgentBudget", "AgentSchedule":
+			case "AgentRun", "AgentRunTemplate", "AgentBudget", "AgentSchedule", "AgentEvaluation":
 				obj.SetNamespace(namespace)
 			case "AgentRunPolicy": // cluster-scoped
 			default:

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
@@ -93,12 +92,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // startedOrEnded passes the run events a schedule cares about: a run
-// created, deleted, or ended; not the status writes of its every step.
-var startedOrEnded = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return runstatus.Finished(e.ObjectOld.(*v1alpha1.AgentRun)) != runstatus.Finished(e.ObjectNew.(*v1alpha1.AgentRun))
-	},
-}
+// created, deleted, or ended.
+var startedOrEnded = reconcilers.RunStartedOrEnded()
 
 // scheduleOf reads the schedule in its time zone. A schedule that names
 // its own zone (CRON_TZ= or TZ=) is refused with spec.timeZone, as
@@ -380,10 +375,7 @@ func runFor(sc *runtime.Scheme, s *v1alpha1.AgentSchedule, name string, at time.
 	}
 	switch {
 	case tpl.TemplateRef != nil:
-		run.Spec.TemplateRef = tpl.TemplateRef.DeepCopy()
-		for _, p := range tpl.Parameters {
-			run.Spec.Parameters = append(run.Spec.Parameters, *p.DeepCopy())
-		}
+		run.Spec = runclient.FromTemplate(tpl.TemplateRef.Name, tpl.Parameters)
 	case tpl.Spec != nil:
 		// The run and the schedule share one spec struct: what runs.
 		run.Spec.AgentSpec = *tpl.Spec.AgentSpec.DeepCopy()

@@ -1,0 +1,375 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// LabelEvaluation is set on every run an AgentEvaluation creates, to the
+// evaluation's name; LabelCase to the name of the case the run plays.
+const (
+	LabelEvaluation = "agents.agentrun.dev/evaluation"
+	LabelCase       = "agents.agentrun.dev/case"
+)
+
+// AgentEvaluation runs an AgentRunTemplate on a set of cases, each some
+// number of times, and scores every run against what its case expects:
+// the outcome, the answer, the typed output, the cost and the turns. It
+// ends Passed when every run of every case passed, Failed otherwise. Its
+// runs are ordinary AgentRuns, labelled with the evaluation and the case.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=agentevaluations,singular=agentevaluation,scope=Namespaced,shortName=aev,categories=agents
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Running, Passed (every run passed) or Failed"
+// +kubebuilder:printcolumn:name="Passed",type=integer,JSONPath=`.status.totals.passed`,description="Runs that met their case's expectations"
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totals.runs`,description="Runs the evaluation makes: cases times repeats"
+// +kubebuilder:printcolumn:name="Pass Rate",type=string,JSONPath=`.status.totals.passRate`,description="Passed runs over scored runs, from 0.00 to 1.00"
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.totals.costUSD`,description="US dollars the evaluation's runs spent"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].message`,priority=1
+// +kubebuilder:validation:XValidation:rule=`self.metadata.name.size() <= 36`,message="the name of an AgentEvaluation is at most 36 characters: its runs are named after it, with the case's name and the repeat appended"
+type AgentEvaluation struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what to run and what each run must show.
+	// +required
+	Spec AgentEvaluationSpec `json:"spec"`
+
+	// status is how the runs scored.
+	// +optional
+	Status AgentEvaluationStatus `json:"status,omitempty"`
+}
+
+// AgentEvaluationList is a list of AgentEvaluations.
+//
+// +kubebuilder:object:root=true
+type AgentEvaluationList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the AgentEvaluations.
+	Items []AgentEvaluation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentEvaluation{}, &AgentEvaluationList{})
+}
+
+// AgentEvaluationSpec is a template, the cases to run it on, and how
+// often and how many at once.
+//
+// +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentEvaluation cannot change once created: its runs and scores belong to it; create a new evaluation instead"
+type AgentEvaluationSpec struct {
+	// templateRef names the AgentRunTemplate, in the evaluation's
+	// namespace, that every run is made from.
+	// +required
+	TemplateRef TemplateRef `json:"templateRef"`
+
+	// cases are the inputs to run the template on and what each must show.
+	// Case names are unique.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	Cases []EvaluationCase `json:"cases"`
+
+	// repeats is how many runs each case gets, to see how much its result
+	// varies. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Repeats int32 `json:"repeats,omitempty"`
+
+	// concurrency is the most runs of the evaluation that may be
+	// unfinished at once. Defaults to 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	Concurrency int32 `json:"concurrency,omitempty"`
+}
+
+// EvaluationCase is one input to the template and what its runs must show.
+type EvaluationCase struct {
+	// name identifies the case in status, in its runs' label
+	// agents.agentrun.dev/case and in their names: lower-case letters,
+	// digits and '-', at most 23 characters.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=23
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// parameters are the template's parameters for the case's runs, as a
+	// run made from the template takes them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Parameters []ParameterValue `json:"parameters,omitempty"`
+
+	// expect is what every run of the case must show to pass. Empty
+	// expects only the outcome Completed.
+	// +optional
+	// +kubebuilder:default={}
+	Expect EvaluationExpectation `json:"expect,omitempty"`
+}
+
+// RE2Pattern is a regular expression in RE2 syntax, as Go and CEL read it.
+//
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:XValidation:rule=`"".matches(self) == "".matches(self)`,message="must be a valid regular expression (RE2 syntax)"
+type RE2Pattern string
+
+// EvaluationExpectation is what a run must show to pass. A run passes
+// when every expectation set holds; the first that does not is its
+// failure reason. They are checked in the order of the fields.
+type EvaluationExpectation struct {
+	// outcome is the outcome the run must end with. Defaults to Completed.
+	// +optional
+	// +kubebuilder:default=Completed
+	Outcome Outcome `json:"outcome,omitempty"`
+
+	// answer are regular expressions (RE2) that status.answer must each
+	// match somewhere; anchor one with ^ and $ to match the whole answer,
+	// and start it with (?i) to ignore case.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Answer []RE2Pattern `json:"answer,omitempty"`
+
+	// output checks the run's typed answer, status.output.
+	// +optional
+	Output *OutputExpectation `json:"output,omitempty"`
+
+	// maxCostUSD is the most the run may have spent, in US dollars.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxTurns is the most turns the run may have taken.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTurns *int32 `json:"maxTurns,omitempty"`
+}
+
+// OutputExpectation checks a run's typed answer (status.output). A run
+// without one fails it.
+//
+// +kubebuilder:validation:XValidation:rule=`has(self.fields) || has(self.schema)`,message="output needs fields, schema or both: an empty output check says nothing"
+type OutputExpectation struct {
+	// fields are values status.output must hold, each at a path.
+	// +optional
+	// +listType=map
+	// +listMapKey=path
+	// +kubebuilder:validation:MaxItems=32
+	Fields []OutputField `json:"fields,omitempty"`
+
+	// schema is a JSON Schema (draft 2020-12 unless its $schema says
+	// otherwise) that status.output must validate against; it refers to
+	// nothing outside itself.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=64
+	Schema *runtime.RawExtension `json:"schema,omitempty"`
+}
+
+// OutputField is one value status.output must hold.
+type OutputField struct {
+	// path names the field: object keys joined by '.', such as
+	// refund.amount. A key holding '.' cannot be named.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[^.]+(\.[^.]+)*$`
+	Path string `json:"path"`
+
+	// equals is the JSON value the field must equal: a string, number,
+	// boolean, null, list or object, compared as JSON (1 equals 1.0; the
+	// order of an object's keys does not matter).
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	Equals runtime.RawExtension `json:"equals"`
+}
+
+// AgentEvaluationStatus is how the evaluation's runs scored.
+type AgentEvaluationStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase is a display summary derived from the conditions: Running
+	// until every run has ended and been scored, then Passed (every run
+	// of every case passed) or Failed.
+	// +optional
+	Phase EvaluationPhase `json:"phase,omitempty"`
+
+	// cases are the results of each case, in the order of spec.cases.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	Cases []EvaluationCaseStatus `json:"cases,omitempty"`
+
+	// totals add up the cases.
+	// +optional
+	Totals *EvaluationTotals `json:"totals,omitempty"`
+
+	// conditions: Running is True while a run has not ended or not been
+	// created (reason Running), False once every run has been scored
+	// (reason Passed or Failed). Complete is False while runs remain
+	// (reason Running), then True with reason Passed or Failed and a
+	// message that says how many runs passed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// completionTime is when the last run was scored.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// EvaluationCaseStatus is how one case's runs scored.
+type EvaluationCaseStatus struct {
+	// name is the case's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=23
+	Name string `json:"name"`
+
+	// runs is how many runs of the case have been created.
+	// +optional
+	Runs int32 `json:"runs,omitempty"`
+
+	// passed is how many runs ended and met every expectation.
+	// +optional
+	Passed int32 `json:"passed,omitempty"`
+
+	// failed is how many runs ended and missed an expectation.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+
+	// results are the case's runs scored so far, by repeat. A run is
+	// scored once, when it ends; its result stays here when the run is
+	// deleted (ttlSecondsAfterFinished), and it is not run again.
+	// +optional
+	// +listType=map
+	// +listMapKey=repeat
+	// +kubebuilder:validation:MaxItems=10
+	Results []EvaluationRunResult `json:"results,omitempty"`
+
+	// failedRun is the first run of the case that failed (the lowest
+	// repeat).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FailedRun string `json:"failedRun,omitempty"`
+
+	// failureReason says why failedRun failed: which expectation, what
+	// it expected and what the run showed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	FailureReason string `json:"failureReason,omitempty"`
+}
+
+// EvaluationRunResult is how one run of a case scored.
+type EvaluationRunResult struct {
+	// repeat is which of the case's runs this is, from 1 to spec.repeats.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Repeat int32 `json:"repeat"`
+
+	// run is the run's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Run string `json:"run"`
+
+	// passed is true when the run met every expectation of its case.
+	// +required
+	Passed bool `json:"passed"`
+
+	// costUSD is what the run spent, in US dollars.
+	// +optional
+	CostUSD USD `json:"costUSD,omitempty"`
+
+	// turnsToCompletion is the turns the run took, when it ended
+	// Completed.
+	// +optional
+	TurnsToCompletion *int32 `json:"turnsToCompletion,omitempty"`
+}
+
+// EvaluationTotals add up an evaluation's cases.
+type EvaluationTotals struct {
+	// runs is how many runs the evaluation makes: cases times repeats.
+	// +optional
+	Runs int32 `json:"runs,omitempty"`
+
+	// passed is how many runs passed.
+	// +optional
+	Passed int32 `json:"passed,omitempty"`
+
+	// failed is how many runs failed.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+
+	// passRate is passed over the runs scored so far (passed + failed), a
+	// decimal string from "0.00" to "1.00" rounded down to two places;
+	// unset before the first run is scored.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	PassRate string `json:"passRate,omitempty"`
+
+	// costUSD is what the runs that ended spent together, in US dollars.
+	// +optional
+	CostUSD USD `json:"costUSD,omitempty"`
+
+	// turnsToCompletionP50 is the median of the turns the runs that ended
+	// Completed took (nearest rank); unset when none did.
+	// +optional
+	TurnsToCompletionP50 *int32 `json:"turnsToCompletionP50,omitempty"`
+
+	// turnsToCompletionP95 is the 95th percentile of the same (nearest
+	// rank).
+	// +optional
+	TurnsToCompletionP95 *int32 `json:"turnsToCompletionP95,omitempty"`
+}
+
+// EvaluationPhase is an evaluation's display summary.
+// +kubebuilder:validation:Enum=Running;Passed;Failed
+type EvaluationPhase string
+
+// The evaluation's phases.
+const (
+	// EvaluationRunning: a run has not been created, ended or scored.
+	EvaluationRunning EvaluationPhase = "Running"
+	// EvaluationPassed: every run of every case passed.
+	EvaluationPassed EvaluationPhase = "Passed"
+	// EvaluationFailed: every run ended and at least one failed.
+	EvaluationFailed EvaluationPhase = "Failed"
+)
+
+// The AgentEvaluation's condition types and reasons.
+const (
+	// EvaluationConditionRunning is True while a run remains to create,
+	// end or score, False once none does.
+	EvaluationConditionRunning = "Running"
+	// EvaluationConditionComplete is True once every run has been scored.
+	EvaluationConditionComplete = "Complete"
+	// ReasonEvaluationRunning: runs remain (Running True, Complete False).
+	ReasonEvaluationRunning = "Running"
+	// ReasonEvaluationPassed: every run passed.
+	ReasonEvaluationPassed = "Passed"
+	// ReasonEvaluationFailed: every run ended and at least one failed.
+	ReasonEvaluationFailed = "Failed"
+)

@@ -1,0 +1,278 @@
+// Package agentevaluation is the AgentEvaluation reconciler: it runs an
+// AgentRunTemplate on an evaluation's cases, a few runs at a time, and
+// scores each run as it ends against what its case expects.
+package agentevaluation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
+	"github.com/agentrun/agentrun/internal/runclient"
+	"github.com/agentrun/agentrun/internal/runstatus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// ReasonRunCreated is the reason of the event that says the evaluation
+// created a run; its end is told with the Complete condition's reasons.
+const ReasonRunCreated = "RunCreated"
+
+// Config is what a Reconciler is built from.
+type Config struct {
+	reconcilers.Base
+}
+
+// Reconciler runs evaluations. Build it with NewReconciler.
+type Reconciler struct {
+	Config
+}
+
+// NewReconciler builds the reconciler, defaults applied.
+func NewReconciler(cfg Config) *Reconciler {
+	cfg.Base = cfg.Defaulted()
+	return &Reconciler{Config: cfg}
+}
+
+// A run's owner reference blocks the evaluation's deletion until the run
+// is gone, which needs update on agentevaluations/finalizers where the
+// API server enforces owner reference permissions.
+//
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create
+
+// SetupWithManager registers the reconciler: it wakes for a new
+// evaluation and for its runs being created, deleted or ending.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.AgentEvaluation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&v1alpha1.AgentRun{}, builder.WithPredicates(reconcilers.RunStartedOrEnded())).
+		Named("agentevaluation").
+		Complete(r)
+}
+
+// scope is what one reconcile of an evaluation has read and done.
+type scope struct {
+	// eval is the evaluation, its status being computed; read by Reconcile.
+	eval *v1alpha1.AgentEvaluation
+	// runs are the evaluation's runs by name, as the API server has them
+	// now (uncached: a run just created is never missed, so concurrency
+	// holds); set by listRuns, nil when they could not be read.
+	runs map[string]*v1alpha1.AgentRun
+	// pending counts, by case, the runs that exist and are not scored;
+	// set by scoreEnded, added to by createDue.
+	pending map[string]int32
+	// created are the runs createDue created, for events after the write.
+	created []string
+}
+
+// Reconcile brings one evaluation up to date: it scores the runs that
+// have ended, creates those now due, and writes status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	e := &v1alpha1.AgentEvaluation{}
+	if err := r.Get(ctx, req.NamespacedName, e); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if e.DeletionTimestamp != nil || complete(e) {
+		// A complete evaluation is a record: its runs may be deleted
+		// (ttlSecondsAfterFinished), and none is made again.
+		return ctrl.Result{}, nil
+	}
+	before := e.DeepCopy()
+	s := &scope{eval: e, pending: map[string]int32{}}
+	defer func() {
+		if s.runs == nil {
+			return // the runs could not be read: nothing was learnt
+		}
+		setStatus(e, s.pending, metav1.NewTime(r.Clock()))
+		if equality.Semantic.DeepEqual(before.Status, e.Status) {
+			return
+		}
+		// Optimistic: a status computed from an older read is never
+		// written over a newer one (which may hold results whose runs
+		// are gone); it is computed again.
+		err := r.Status().Patch(ctx, e, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case apierrors.IsConflict(err):
+			result = ctrl.Result{RequeueAfter: 100 * time.Millisecond}
+			return
+		case err != nil:
+			retErr = errors.Join(retErr, client.IgnoreNotFound(err))
+			return
+		}
+		r.report(e, before, s.created)
+	}()
+	if err := r.listRuns(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.scoreEnded(s)
+	return r.createDue(ctx, s)
+}
+
+// listRuns reads the evaluation's runs: those it controls, by name.
+func (r *Reconciler) listRuns(ctx context.Context, s *scope) error {
+	var all v1alpha1.AgentRunList
+	if err := r.APIReader.List(ctx, &all, client.InNamespace(s.eval.Namespace), client.MatchingLabels{v1alpha1.LabelEvaluation: s.eval.Name}); err != nil {
+		return fmt.Errorf("listing the runs of %s: %w", s.eval.Name, err)
+	}
+	s.runs = map[string]*v1alpha1.AgentRun{}
+	for i := range all.Items {
+		if run := &all.Items[i]; metav1.IsControlledBy(run, s.eval) {
+			s.runs[run.Name] = run
+		}
+	}
+	return nil
+}
+
+// scoreEnded scores every run that has ended and is not scored yet, and
+// counts the others as pending.
+func (r *Reconciler) scoreEnded(s *scope) {
+	e := s.eval
+	for i := range e.Spec.Cases {
+		c := &e.Spec.Cases[i]
+		cs := caseStatus(&e.Status, c.Name)
+		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
+			run := s.runs[runName(e, c.Name, rep)]
+			if run == nil || scored(cs, rep) {
+				continue
+			}
+			if !runstatus.Finished(run) {
+				s.pending[c.Name]++
+				continue
+			}
+			why := score(&c.Expect, run)
+			record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: run.Name, Passed: why == "",
+				CostUSD: v1alpha1.USD(costOf(run).String()), TurnsToCompletion: turnsToCompletion(run)}, why)
+		}
+	}
+}
+
+// createDue creates the runs not made yet, in the order of the cases and
+// their repeats, while fewer than spec.concurrency are unfinished.
+func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, error) {
+	e := s.eval
+	unfinished := int32(0)
+	for _, run := range s.runs {
+		if !runstatus.Finished(run) {
+			unfinished++
+		}
+	}
+	for i := range e.Spec.Cases {
+		c := &e.Spec.Cases[i]
+		cs := caseStatus(&e.Status, c.Name)
+		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
+			name := runName(e, c.Name, rep)
+			if s.runs[name] != nil || scored(cs, rep) {
+				continue
+			}
+			if unfinished >= max(e.Spec.Concurrency, 1) {
+				return ctrl.Result{}, nil // a run's end wakes us
+			}
+			run, err := runFor(r.Scheme(), e, c, name)
+			if err == nil {
+				err = r.Create(ctx, run)
+			}
+			switch {
+			case apierrors.IsAlreadyExists(err):
+				taken, ours := r.takenBy(ctx, e, name)
+				if !ours {
+					record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: name}, taken)
+					continue
+				}
+				// Created a moment ago by us (a reconcile that raced
+				// this one): it holds a place, and the next reconcile
+				// lists it before making another.
+				s.pending[c.Name]++
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			case err != nil:
+				return ctrl.Result{}, fmt.Errorf("creating run %s of case %s: %w", name, c.Name, err)
+			}
+			unfinished++
+			s.pending[c.Name]++
+			s.created = append(s.created, fmt.Sprintf("%s for case %s (repeat %d)", name, c.Name, rep))
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// takenBy reads the run that holds name: ours reports whether the
+// evaluation controls it; otherwise taken says, for the case's failure
+// reason, that another object has the name.
+func (r *Reconciler) takenBy(ctx context.Context, e *v1alpha1.AgentEvaluation, name string) (taken string, ours bool) {
+	run := &v1alpha1.AgentRun{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, run); err != nil {
+		return "", true // gone again, or unreadable: tried again on the next reconcile
+	}
+	if metav1.IsControlledBy(run, e) {
+		return "", true
+	}
+	return fmt.Sprintf("run %s already exists and does not belong to this evaluation: delete it, or name the evaluation or the case differently", name), false
+}
+
+// runName is the name of a case's run of repeat: the same case and
+// repeat always give the same name, so that no run is made twice
+// whoever creates it (a restarted operator, two replicas for a moment).
+// The CRD bounds the parts so that it is at most 63 characters.
+func runName(e *v1alpha1.AgentEvaluation, caseName string, repeat int32) string {
+	return e.Name + "-" + caseName + "-" + strconv.Itoa(int(repeat))
+}
+
+// runFor is the run of case c named name: made from the evaluation's
+// template with the case's parameters, labelled with the evaluation and
+// the case, and controlled by the evaluation. The evaluation's author, as
+// the API server recorded it, is the run's, so that a policy refusing
+// self-approval refuses it for the evaluation's runs too; without one
+// (an evaluation created before the admission policies), the API server
+// records the operator.
+func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, c *v1alpha1.EvaluationCase, name string) (*v1alpha1.AgentRun, error) {
+	run := &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace,
+			Labels: map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}},
+		Spec: runclient.FromTemplate(e.Spec.TemplateRef.Name, c.Parameters),
+	}
+	if author := e.Annotations[v1alpha1.CreatedByAnnotation]; author != "" {
+		run.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: author}
+	}
+	if err := controllerutil.SetControllerReference(e, run, sc); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// report tells, after the status write, what changed: the runs created
+// and the evaluation's end.
+func (r *Reconciler) report(e, before *v1alpha1.AgentEvaluation, created []string) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, c := range created {
+		r.Recorder.Eventf(e, nil, corev1.EventTypeNormal, ReasonRunCreated, "Create", "Created run %s", c)
+	}
+	if complete(e) && !complete(before) {
+		typ := corev1.EventTypeNormal
+		if e.Status.Phase == v1alpha1.EvaluationFailed {
+			typ = corev1.EventTypeWarning
+		}
+		msg := ""
+		for _, c := range e.Status.Conditions {
+			if c.Type == v1alpha1.EvaluationConditionComplete {
+				msg = c.Message
+			}
+		}
+		r.Recorder.Eventf(e, nil, typ, string(e.Status.Phase), "Score", "%s", clipTo(msg, 1024))
+	}
+}

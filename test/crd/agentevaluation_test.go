@@ -1,0 +1,180 @@
+package crd_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// evaluation is an AgentEvaluation manifest named name whose spec is spec
+// (YAML indented two spaces).
+func evaluation(name, spec string) string {
+	return `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentEvaluation
+metadata: {name: ` + name + `}
+spec:
+` + spec
+}
+
+func TestAgentEvaluation_acceptsValidManifests(t *testing.T) {
+	cases := []struct{ name, manifest string }{
+		{"every expectation", evaluation("crd-every", `
+  templateRef: {name: refund-investigator}
+  repeats: 3
+  concurrency: 4
+  cases:
+  - name: double-charge
+    parameters: [{name: ticket, value: T-1}]
+    expect:
+      outcome: Completed
+      answer: ['(?i)refund', '\b82\.40\b']
+      output:
+        fields:
+        - {path: refund.due, equals: true}
+        - {path: refund.amount, equals: 82.4}
+        - {path: customer, equals: {id: C-1, tier: gold}}
+        schema: {type: object, required: [refund]}
+      maxCostUSD: "0.10"
+      maxTurns: 3
+  - name: declined
+    expect: {outcome: Escalated}
+`)},
+		{"a case that expects only completion", evaluation("crd-plain", `
+  templateRef: {name: refund-investigator}
+  cases: [{name: plain}]
+`)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expectCreate(testContext(t), t, tc.manifest, nil)
+		})
+	}
+}
+
+// repeats is 1, concurrency 2, and a case expects Completed unless it
+// says otherwise.
+func TestAgentEvaluation_defaults(t *testing.T) {
+	e := created(testContext(t), t, evaluation("crd-defaulted", `
+  templateRef: {name: refund-investigator}
+  cases: [{name: plain}]
+`), &agentsv1alpha1.AgentEvaluation{})
+	got := []any{e.Spec.Repeats, e.Spec.Concurrency, e.Spec.Cases[0].Expect.Outcome}
+	if diff := cmp.Diff([]any{int32(1), int32(2), agentsv1alpha1.OutcomeCompleted}, got); diff != "" {
+		t.Errorf("defaults (repeats, concurrency, outcome) (-want +got):\n%s", diff)
+	}
+}
+
+func TestAgentEvaluation_rejectsInvalidManifests(t *testing.T) {
+	cases := []struct {
+		name, manifest string
+		wantErr        []string
+	}{
+		{"no cases", evaluation("crd-empty", `
+  templateRef: {name: refund-investigator}
+  cases: []
+`), []string{"spec.cases", "should have at least 1 items"}},
+		{"a bad regular expression", evaluation("crd-bad-re", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: broken
+    expect: {answer: ['refund (of']}
+`), []string{"spec.cases[0].expect.answer[0]", "must be a valid regular expression (RE2 syntax)"}},
+		{"a Perl-only regular expression", evaluation("crd-lookahead", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: lookahead
+    expect: {answer: ['refund(?=ed)']}
+`), []string{"must be a valid regular expression (RE2 syntax)"}},
+		{"an empty output check", evaluation("crd-empty-output", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: empty
+    expect: {output: {}}
+`), []string{"output needs fields, schema or both"}},
+		{"a cost that is not a decimal", evaluation("crd-float", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: float
+    expect: {maxCostUSD: "1e-2"}
+`), []string{"must be an amount of US dollars written as a decimal string"}},
+		{"an outcome that does not exist", evaluation("crd-outcome", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: odd
+    expect: {outcome: Finished}
+`), []string{"spec.cases[0].expect.outcome", "supported values"}},
+		{"too many repeats", evaluation("crd-repeats", `
+  templateRef: {name: refund-investigator}
+  repeats: 11
+  cases: [{name: plain}]
+`), []string{"spec.repeats", "should be less than or equal to 10"}},
+		{"a case name that cannot name a run", evaluation("crd-case-name", `
+  templateRef: {name: refund-investigator}
+  cases: [{name: Double_Charge}]
+`), []string{"spec.cases[0].name"}},
+		{"the same case twice", evaluation("crd-twice", `
+  templateRef: {name: refund-investigator}
+  cases: [{name: plain}, {name: plain}]
+`), []string{"spec.cases[1]", "Duplicate value"}},
+		{"a name too long for its runs' names", evaluation(strings.Repeat("a", 37), `
+  templateRef: {name: refund-investigator}
+  cases: [{name: plain}]
+`), []string{"the name of an AgentEvaluation is at most 36 characters"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expectCreate(testContext(t), t, tc.manifest, tc.wantErr)
+		})
+	}
+}
+
+// An evaluation's spec cannot change: its runs and scores belong to it.
+func TestAgentEvaluation_specIsImmutable(t *testing.T) {
+	expectPatchRefused(testContext(t), t, evaluation("crd-immutable", `
+  templateRef: {name: refund-investigator}
+  cases: [{name: plain}]
+`), `{"spec":{"repeats":3}}`, "the spec of an AgentEvaluation cannot change once created")
+}
+
+// kubectl get aev shows the phase, the runs passed of the total, the pass
+// rate, the cost and the age; -o wide adds the Complete message. The
+// resource is namespaced, with short name aev, in category agents.
+func TestAgentEvaluation_kubectlColumns(t *testing.T) {
+	ctx := testContext(t)
+	list := groupResources(t)
+	i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "agentevaluations" })
+	if i < 0 || !slices.Contains(list.APIResources[i].ShortNames, "aev") || !list.APIResources[i].Namespaced ||
+		!slices.Contains(list.APIResources[i].Categories, "agents") {
+		t.Fatalf("agentevaluations is not a namespaced resource with short name aev in category agents: %+v", list.APIResources)
+	}
+
+	e := created(ctx, t, evaluation("crd-columns", `
+  templateRef: {name: refund-investigator}
+  repeats: 2
+  cases: [{name: one}, {name: two}]
+`), &agentsv1alpha1.AgentEvaluation{})
+	e.Status = agentsv1alpha1.AgentEvaluationStatus{Phase: agentsv1alpha1.EvaluationFailed,
+		Totals: &agentsv1alpha1.EvaluationTotals{Runs: 4, Passed: 3, Failed: 1, PassRate: "0.75", CostUSD: "0.0144"},
+		Conditions: []metav1.Condition{{Type: agentsv1alpha1.EvaluationConditionComplete, Status: metav1.ConditionTrue,
+			Reason: agentsv1alpha1.ReasonEvaluationFailed, Message: "3 of 4 runs passed", LastTransitionTime: metav1.Now()}}}
+	if err := k8sClient.Status().Update(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	got := columns(ctx, t, "agentevaluations", "crd-columns", 0)
+	delete(got, "Name")
+	delete(got, "Age")
+	want := map[string]any{"Phase": "Failed", "Passed": float64(3), "Total": float64(4), "Pass Rate": "0.75", "Cost": "0.0144"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kubectl get aev columns (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]any{"Reason": "3 of 4 runs passed"}, columns(ctx, t, "agentevaluations", "crd-columns", 1)); d != "" {
+		t.Errorf("kubectl get aev -o wide adds (-want +got):\n%s", d)
+	}
+}
