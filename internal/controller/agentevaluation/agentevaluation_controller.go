@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
+	"github.com/agentrun/agentrun/internal/evaluation"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
@@ -87,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Get(ctx, req.NamespacedName, e); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if e.DeletionTimestamp != nil || complete(e) {
+	if e.DeletionTimestamp != nil || evaluation.Complete(e) {
 		// A complete evaluation is a record: its runs may be deleted
 		// (ttlSecondsAfterFinished), and none is made again.
 		return ctrl.Result{}, nil
@@ -98,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if s.runs == nil {
 			return // the runs could not be read: nothing was learnt
 		}
-		setStatus(e, s.pending, metav1.NewTime(r.Clock()))
+		evaluation.SetStatus(e, s.pending, metav1.NewTime(r.Clock()))
 		if equality.Semantic.DeepEqual(before.Status, e.Status) {
 			return
 		}
@@ -144,19 +146,19 @@ func (r *Reconciler) scoreEnded(s *scope) {
 	e := s.eval
 	for i := range e.Spec.Cases {
 		c := &e.Spec.Cases[i]
-		cs := caseStatus(&e.Status, c.Name)
+		cs := evaluation.CaseStatus(&e.Status, c.Name)
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			run := s.runs[runName(e, c.Name, rep)]
-			if run == nil || scored(cs, rep) {
+			if run == nil || evaluation.Scored(cs, rep) {
 				continue
 			}
 			if !runstatus.Finished(run) {
 				s.pending[c.Name]++
 				continue
 			}
-			why := score(&c.Expect, run)
-			record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: run.Name, Passed: why == "",
-				CostUSD: v1alpha1.USD(costOf(run).String()), TurnsToCompletion: turnsToCompletion(run)}, why)
+			why := evaluation.Score(&c.Expect, run)
+			evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: run.Name, Passed: why == "",
+				CostUSD: v1alpha1.USD(evaluation.CostOf(run).String()), TurnsToCompletion: evaluation.TurnsToCompletion(run)}, why)
 		}
 	}
 }
@@ -173,10 +175,10 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	for i := range e.Spec.Cases {
 		c := &e.Spec.Cases[i]
-		cs := caseStatus(&e.Status, c.Name)
+		cs := evaluation.CaseStatus(&e.Status, c.Name)
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			name := runName(e, c.Name, rep)
-			if s.runs[name] != nil || scored(cs, rep) {
+			if s.runs[name] != nil || evaluation.Scored(cs, rep) {
 				continue
 			}
 			if unfinished >= max(e.Spec.Concurrency, 1) {
@@ -190,7 +192,7 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 			case apierrors.IsAlreadyExists(err):
 				taken, ours := r.takenBy(ctx, e, name)
 				if !ours {
-					record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: name}, taken)
+					evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: name}, taken)
 					continue
 				}
 				// Created a moment ago by us (a reconcile that raced
@@ -262,7 +264,7 @@ func (r *Reconciler) report(e, before *v1alpha1.AgentEvaluation, created []strin
 	for _, c := range created {
 		r.Recorder.Eventf(e, nil, corev1.EventTypeNormal, ReasonRunCreated, "Create", "Created run %s", c)
 	}
-	if complete(e) && !complete(before) {
+	if evaluation.Complete(e) && !evaluation.Complete(before) {
 		typ := corev1.EventTypeNormal
 		if e.Status.Phase == v1alpha1.EvaluationFailed {
 			typ = corev1.EventTypeWarning
@@ -273,6 +275,6 @@ func (r *Reconciler) report(e, before *v1alpha1.AgentEvaluation, created []strin
 				msg = c.Message
 			}
 		}
-		r.Recorder.Eventf(e, nil, typ, string(e.Status.Phase), "Score", "%s", clipTo(msg, 1024))
+		r.Recorder.Eventf(e, nil, typ, string(e.Status.Phase), "Score", "%s", clip.Cut(msg, 1024, runstatus.CutMark))
 	}
 }

@@ -1,4 +1,4 @@
-package agentevaluation
+package evaluation
 
 import (
 	"testing"
@@ -65,7 +65,7 @@ func TestScore_namesTheFirstExpectationMissed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, score(&tc.expect, tc.run)); diff != "" {
+			if diff := cmp.Diff(tc.want, Score(&tc.expect, tc.run)); diff != "" {
 				t.Errorf("score (-want +got):\n%s", diff)
 			}
 		})

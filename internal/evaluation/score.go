@@ -1,4 +1,8 @@
-package agentevaluation
+// Package evaluation scores the runs of an AgentEvaluation against what
+// their cases expect, and sums the results into its status. It reads
+// objects and reads no cluster: the AgentEvaluation reconciler and a
+// local evaluation share it.
+package evaluation
 
 import (
 	"bytes"
@@ -21,11 +25,11 @@ import (
 // within status.cases[].failureReason.
 const excerptBytes = 200
 
-// score checks an ended run against what its case expects, in the order
+// Score checks an ended run against what its case expects, in the order
 // of the expectation's fields, and returns why it failed: the first
 // expectation it missed, what was expected and what the run showed. ""
 // is a pass.
-func score(exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun) string {
+func Score(exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun) string {
 	st := &run.Status
 	want := exp.Outcome
 	if want == "" {
@@ -57,7 +61,7 @@ func score(exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun) string {
 		if err != nil {
 			return err.Error()
 		}
-		if spent := costOf(run); spent > ceiling {
+		if spent := CostOf(run); spent > ceiling {
 			return fmt.Sprintf("maxCostUSD: expected at most %s, the run spent %s", exp.MaxCostUSD, spent)
 		}
 	}
@@ -139,8 +143,8 @@ func compact(v any) string {
 	return string(b)
 }
 
-// costOf is what the run spent, zero when it records nothing readable.
-func costOf(run *v1alpha1.AgentRun) loop.Money {
+// CostOf is what the run spent, zero when it records nothing readable.
+func CostOf(run *v1alpha1.AgentRun) loop.Money {
 	if run.Status.Usage == nil {
 		return 0
 	}
@@ -156,9 +160,9 @@ func turnsOf(run *v1alpha1.AgentRun) int32 {
 	return run.Status.Turn
 }
 
-// turnsToCompletion is the turns a Completed run took, nil for another
+// TurnsToCompletion is the turns a Completed run took, nil for another
 // outcome.
-func turnsToCompletion(run *v1alpha1.AgentRun) *int32 {
+func TurnsToCompletion(run *v1alpha1.AgentRun) *int32 {
 	if c := run.Status.Convergence; c != nil && c.TurnsToCompletion != nil && run.Status.Outcome == v1alpha1.OutcomeCompleted {
 		n := *c.TurnsToCompletion
 		return &n

@@ -1,4 +1,4 @@
-package agentevaluation
+package evaluation
 
 import (
 	"testing"
@@ -32,10 +32,10 @@ func TestPercentile_nearestRank(t *testing.T) {
 // its runs were scored in; a run is recorded once.
 func TestRecord_firstFailedRepeatGivesTheReason(t *testing.T) {
 	cs := &v1alpha1.EvaluationCaseStatus{Name: "c"}
-	record(cs, v1alpha1.EvaluationRunResult{Repeat: 3, Run: "e-c-3"}, "third")
-	record(cs, v1alpha1.EvaluationRunResult{Repeat: 1, Run: "e-c-1", Passed: true}, "")
-	record(cs, v1alpha1.EvaluationRunResult{Repeat: 2, Run: "e-c-2"}, "second")
-	record(cs, v1alpha1.EvaluationRunResult{Repeat: 2, Run: "e-c-2"}, "again")
+	Record(cs, v1alpha1.EvaluationRunResult{Repeat: 3, Run: "e-c-3"}, "third")
+	Record(cs, v1alpha1.EvaluationRunResult{Repeat: 1, Run: "e-c-1", Passed: true}, "")
+	Record(cs, v1alpha1.EvaluationRunResult{Repeat: 2, Run: "e-c-2"}, "second")
+	Record(cs, v1alpha1.EvaluationRunResult{Repeat: 2, Run: "e-c-2"}, "again")
 	got := []any{len(cs.Results), cs.FailedRun, cs.FailureReason}
 	if diff := cmp.Diff([]any{3, "e-c-2", "second"}, got); diff != "" {
 		t.Errorf("(results, failedRun, failureReason) (-want +got):\n%s", diff)

@@ -1,4 +1,4 @@
-package agentevaluation
+package evaluation
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// record adds a scored run to its case's results, once: the first failed
+// Record adds a scored run to its case's results, once: the first failed
 // run (the lowest repeat) gives the case's failure reason.
-func record(cs *v1alpha1.EvaluationCaseStatus, res v1alpha1.EvaluationRunResult, why string) {
+func Record(cs *v1alpha1.EvaluationCaseStatus, res v1alpha1.EvaluationRunResult, why string) {
 	if slices.ContainsFunc(cs.Results, func(r v1alpha1.EvaluationRunResult) bool { return r.Repeat == res.Repeat }) {
 		return
 	}
@@ -28,13 +28,13 @@ func record(cs *v1alpha1.EvaluationCaseStatus, res v1alpha1.EvaluationRunResult,
 	}
 }
 
-// scored reports whether the case's run of repeat has been scored.
-func scored(cs *v1alpha1.EvaluationCaseStatus, repeat int32) bool {
+// Scored reports whether the case's run of repeat has been scored.
+func Scored(cs *v1alpha1.EvaluationCaseStatus, repeat int32) bool {
 	return slices.ContainsFunc(cs.Results, func(r v1alpha1.EvaluationRunResult) bool { return r.Repeat == repeat })
 }
 
-// caseStatus is the status of case name, added in spec order if missing.
-func caseStatus(st *v1alpha1.AgentEvaluationStatus, name string) *v1alpha1.EvaluationCaseStatus {
+// CaseStatus is the status of case name, added in spec order if missing.
+func CaseStatus(st *v1alpha1.AgentEvaluationStatus, name string) *v1alpha1.EvaluationCaseStatus {
 	for i := range st.Cases {
 		if st.Cases[i].Name == name {
 			return &st.Cases[i]
@@ -44,10 +44,10 @@ func caseStatus(st *v1alpha1.AgentEvaluationStatus, name string) *v1alpha1.Evalu
 	return &st.Cases[len(st.Cases)-1]
 }
 
-// setStatus computes everything in status that derives from the cases'
+// SetStatus computes everything in status that derives from the cases'
 // results: the counts, the totals, the conditions and the phase. pending
 // counts, by case, the runs that exist and have not been scored.
-func setStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1.Time) {
+func SetStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1.Time) {
 	st := &e.Status
 	repeats := max(e.Spec.Repeats, 1)
 	cases := make([]v1alpha1.EvaluationCaseStatus, 0, len(e.Spec.Cases))
@@ -56,7 +56,7 @@ func setStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1
 	var turns []int32
 	done := true
 	for _, c := range e.Spec.Cases {
-		cs := *caseStatus(st, c.Name)
+		cs := *CaseStatus(st, c.Name)
 		cs.Passed, cs.Failed = 0, 0
 		for _, r := range cs.Results {
 			if r.Passed {
@@ -117,8 +117,8 @@ func setStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1
 	}
 }
 
-// complete reports whether every run of e has been scored.
-func complete(e *v1alpha1.AgentEvaluation) bool {
+// Complete reports whether every run of e has been scored.
+func Complete(e *v1alpha1.AgentEvaluation) bool {
 	return apimeta.IsStatusConditionTrue(e.Status.Conditions, v1alpha1.EvaluationConditionComplete)
 }
 
