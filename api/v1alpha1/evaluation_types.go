@@ -6,29 +6,36 @@ import (
 )
 
 // LabelEvaluation is set on every run an AgentEvaluation creates, to the
-// evaluation's name; LabelCase to the name of the case the run plays.
+// evaluation's name; LabelCase to the name of the case the run plays;
+// LabelVariant, on the runs of an evaluation with spec.variants, to the
+// name of the variant.
 const (
 	LabelEvaluation = "agents.agentrun.dev/evaluation"
 	LabelCase       = "agents.agentrun.dev/case"
+	LabelVariant    = "agents.agentrun.dev/variant"
 )
 
-// AgentEvaluation runs an AgentRunTemplate on a set of cases, each some
-// number of times, and scores every run against what its case expects:
-// the outcome, the answer, the typed output, the cost and the turns. It
-// ends Passed when every run of every case passed, Failed otherwise. Its
-// runs are ordinary AgentRuns, labelled with the evaluation and the case.
+// AgentEvaluation runs an AgentRunTemplate (or several, its variants) on
+// a set of cases, each some number of times, and scores every run against
+// what its case expects: the outcome, the answer, the typed output, the
+// cost and the turns. It ends Passed when every run of every case passed,
+// Failed otherwise, and Regressed when it did worse than its baseline, an
+// earlier evaluation. Its runs are ordinary AgentRuns, labelled with the
+// evaluation, the case and the variant.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=agentevaluations,singular=agentevaluation,scope=Namespaced,shortName=aev,categories=agents
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Running, Passed (every run passed) or Failed"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Running, Passed (every run passed), Failed or Regressed (worse than the baseline)"
 // +kubebuilder:printcolumn:name="Passed",type=integer,JSONPath=`.status.totals.passed`,description="Runs that met their case's expectations"
-// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totals.runs`,description="Runs the evaluation makes: cases times repeats"
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totals.runs`,description="Runs the evaluation makes: cases times repeats (times variants)"
 // +kubebuilder:printcolumn:name="Pass Rate",type=string,JSONPath=`.status.totals.passRate`,description="Passed runs over scored runs, from 0.00 to 1.00"
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.totals.costUSD`,description="US dollars the evaluation's runs spent"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].message`,priority=1
 // +kubebuilder:validation:XValidation:rule=`self.metadata.name.size() <= 36`,message="the name of an AgentEvaluation is at most 36 characters: its runs are named after it, with the case's name and the repeat appended"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.variants) || self.spec.variants.all(v, self.metadata.name.size() + v.name.size() <= 35)`,message="the name of an AgentEvaluation and the name of each of its variants are together at most 35 characters: its runs are named <evaluation>-<variant>-<case>-<repeat>, at most 63 characters"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.baseline) || self.spec.baseline.evaluation != self.metadata.name`,message="spec.baseline.evaluation names an earlier evaluation to compare with: an evaluation cannot be its own baseline"
 type AgentEvaluation struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -60,15 +67,32 @@ func init() {
 	SchemeBuilder.Register(&AgentEvaluation{}, &AgentEvaluationList{})
 }
 
-// AgentEvaluationSpec is a template, the cases to run it on, and how
-// often and how many at once.
+// AgentEvaluationSpec is a template (or variants), the cases to run it
+// on, how often and how many at once, and the baseline to compare with.
 //
 // +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentEvaluation cannot change once created: its runs and scores belong to it; create a new evaluation instead"
+// +kubebuilder:validation:XValidation:rule=`has(self.templateRef) != has(self.variants)`,message="set exactly one of spec.templateRef (one template) and spec.variants (two to five templates to compare)"
 type AgentEvaluationSpec struct {
 	// templateRef names the AgentRunTemplate, in the evaluation's
-	// namespace, that every run is made from.
-	// +required
-	TemplateRef TemplateRef `json:"templateRef"`
+	// namespace, that every run is made from. Exactly one of templateRef
+	// and variants is set.
+	// +optional
+	TemplateRef *TemplateRef `json:"templateRef,omitempty"`
+
+	// variants are two to five templates to compare: every case and
+	// repeat runs once per variant. Variant names are unique.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=5
+	Variants []EvaluationVariant `json:"variants,omitempty"`
+
+	// baseline names an earlier evaluation to compare with when this one
+	// completes: what did worse is in status.regressions, and the
+	// evaluation ends Regressed.
+	// +optional
+	Baseline *EvaluationBaseline `json:"baseline,omitempty"`
 
 	// cases are the inputs to run the template on and what each must show.
 	// Case names are unique.
@@ -94,6 +118,66 @@ type AgentEvaluationSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	Concurrency int32 `json:"concurrency,omitempty"`
+}
+
+// EvaluationVariant is one of the templates an evaluation compares.
+type EvaluationVariant struct {
+	// name identifies the variant in status, in its runs' label
+	// agents.agentrun.dev/variant and in their names: lower-case letters,
+	// digits and '-', at most 12 characters.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=12
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// templateRef names the variant's AgentRunTemplate, in the
+	// evaluation's namespace.
+	// +required
+	TemplateRef TemplateRef `json:"templateRef"`
+}
+
+// Fraction is a non-negative decimal string such as "0.05" or "1.5": at
+// most three digits, optionally a point and at most four decimals.
+//
+// +kubebuilder:validation:MaxLength=8
+// +kubebuilder:validation:Pattern=`^[0-9]{1,3}(\.[0-9]{1,4})?$`
+type Fraction string
+
+// EvaluationBaseline is the earlier evaluation to compare with, and how
+// much worse is still not a regression.
+type EvaluationBaseline struct {
+	// evaluation is the name of an AgentEvaluation in this evaluation's
+	// namespace, complete when this one completes. Each variant is
+	// compared with the baseline's variant of the same name; an
+	// evaluation with templateRef with a baseline with templateRef.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Evaluation string `json:"evaluation"`
+
+	// maxPassRateDrop is how far the pass rate, and the verified rate,
+	// may fall below the baseline's before it is a regression, as a
+	// fraction (0.05 is five points of a pass rate of 0.00 to 1.00).
+	// Defaults to "0.05".
+	// +optional
+	// +kubebuilder:default="0.05"
+	MaxPassRateDrop Fraction `json:"maxPassRateDrop,omitempty"`
+
+	// maxCostIncrease is how much more the runs may cost on average than
+	// the baseline's, as a fraction of the baseline's (0.20 is 20% more).
+	// Defaults to "0.20".
+	// +optional
+	// +kubebuilder:default="0.20"
+	MaxCostIncrease Fraction `json:"maxCostIncrease,omitempty"`
+
+	// maxTurnsIncrease is how many more turns to completion (the median)
+	// the runs may take than the baseline's. Defaults to 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MaxTurnsIncrease int32 `json:"maxTurnsIncrease,omitempty"`
 }
 
 // EvaluationCase is one input to the template and what its runs must show.
@@ -209,27 +293,50 @@ type AgentEvaluationStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// phase is a display summary derived from the conditions: Running
-	// until every run has ended and been scored, then Passed (every run
-	// of every case passed) or Failed.
+	// until every run has ended and been scored, then Regressed when the
+	// comparison with spec.baseline found regressions, else Passed (every
+	// run of every case passed) or Failed.
 	// +optional
 	Phase EvaluationPhase `json:"phase,omitempty"`
 
-	// cases are the results of each case, in the order of spec.cases.
+	// cases are the results of each case, in the order of spec.cases,
+	// for an evaluation with spec.templateRef; with spec.variants they
+	// are in variants[].cases.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=100
 	Cases []EvaluationCaseStatus `json:"cases,omitempty"`
 
-	// totals add up the cases.
+	// totals add up the cases (of every variant).
 	// +optional
 	Totals *EvaluationTotals `json:"totals,omitempty"`
 
+	// variants are the results of each variant, in the order of
+	// spec.variants: its cases and its totals.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=5
+	Variants []EvaluationVariantStatus `json:"variants,omitempty"`
+
+	// regressions are what did worse than spec.baseline, by variant: at
+	// most 64, the totals before the cases.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Regressions []EvaluationRegression `json:"regressions,omitempty"`
+
 	// conditions: Running is True while a run has not ended or not been
 	// created (reason Running), False once every run has been scored
-	// (reason Passed or Failed). Complete is False while runs remain
-	// (reason Running), then True with reason Passed or Failed and a
-	// message that says how many runs passed.
+	// (reason Passed, Failed or Regressed). Complete is False while runs
+	// remain (reason Running), then True with reason Passed, Failed or
+	// Regressed and a message that says how many runs passed.
+	// BaselineCompared, with spec.baseline, is Unknown while runs remain,
+	// then True (reason Regressed or NoRegressions) once compared, or
+	// False when the baseline could not be compared (reason
+	// BaselineNotFound, BaselineNotComplete, BaselineMismatch or
+	// BaselineInvalid).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -303,6 +410,11 @@ type EvaluationRunResult struct {
 	// +optional
 	CostUSD USD `json:"costUSD,omitempty"`
 
+	// verified is true when the run's verifier (spec.verify) accepted its
+	// answer; false for a run with no verifier.
+	// +optional
+	Verified bool `json:"verified,omitempty"`
+
 	// turnsToCompletion is the turns the run took, when it ended
 	// Completed.
 	// +optional
@@ -330,6 +442,17 @@ type EvaluationTotals struct {
 	// +kubebuilder:validation:MaxLength=4
 	PassRate string `json:"passRate,omitempty"`
 
+	// verified is how many runs scored had their answer accepted by their
+	// verifier (spec.verify).
+	// +optional
+	Verified int32 `json:"verified,omitempty"`
+
+	// verifiedRate is verified over the runs scored, as passRate is
+	// written; unset when no run was verified.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	VerifiedRate string `json:"verifiedRate,omitempty"`
+
 	// costUSD is what the runs that ended spent together, in US dollars.
 	// +optional
 	CostUSD USD `json:"costUSD,omitempty"`
@@ -345,8 +468,83 @@ type EvaluationTotals struct {
 	TurnsToCompletionP95 *int32 `json:"turnsToCompletionP95,omitempty"`
 }
 
+// EvaluationVariantStatus is how one variant's runs scored.
+type EvaluationVariantStatus struct {
+	// name is the variant's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=12
+	Name string `json:"name"`
+
+	// cases are the results of each case of the variant, in the order of
+	// spec.cases.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	Cases []EvaluationCaseStatus `json:"cases,omitempty"`
+
+	// totals add up the variant's cases.
+	// +optional
+	Totals *EvaluationTotals `json:"totals,omitempty"`
+}
+
+// RegressionKind is what regressed.
+// +kubebuilder:validation:Enum=PassRate;VerifiedRate;CostPerRun;TurnsToCompletionP50;Case
+type RegressionKind string
+
+// The kinds of regression.
+const (
+	// RegressionPassRate: the pass rate fell by more than maxPassRateDrop.
+	RegressionPassRate RegressionKind = "PassRate"
+	// RegressionVerifiedRate: the verified rate fell by more than
+	// maxPassRateDrop.
+	RegressionVerifiedRate RegressionKind = "VerifiedRate"
+	// RegressionCostPerRun: the average cost of a run rose by more than
+	// maxCostIncrease.
+	RegressionCostPerRun RegressionKind = "CostPerRun"
+	// RegressionTurns: the median turns to completion rose by more than
+	// maxTurnsIncrease.
+	RegressionTurns RegressionKind = "TurnsToCompletionP50"
+	// RegressionCase: a case whose every run passed in the baseline has a
+	// run that failed.
+	RegressionCase RegressionKind = "Case"
+)
+
+// EvaluationRegression is one thing that did worse than the baseline.
+type EvaluationRegression struct {
+	// variant is the variant that regressed; empty for an evaluation with
+	// spec.templateRef.
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	Variant string `json:"variant,omitempty"`
+
+	// what regressed.
+	// +required
+	What RegressionKind `json:"what"`
+
+	// case is the case that regressed, when what is Case.
+	// +optional
+	// +kubebuilder:validation:MaxLength=23
+	Case string `json:"case,omitempty"`
+
+	// baseline is the baseline's value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Baseline string `json:"baseline,omitempty"`
+
+	// value is this evaluation's value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Value string `json:"value,omitempty"`
+
+	// message says it in a sentence.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // EvaluationPhase is an evaluation's display summary.
-// +kubebuilder:validation:Enum=Running;Passed;Failed
+// +kubebuilder:validation:Enum=Running;Passed;Failed;Regressed
 type EvaluationPhase string
 
 // The evaluation's phases.
@@ -357,6 +555,9 @@ const (
 	EvaluationPassed EvaluationPhase = "Passed"
 	// EvaluationFailed: every run ended and at least one failed.
 	EvaluationFailed EvaluationPhase = "Failed"
+	// EvaluationRegressed: every run ended and the comparison with
+	// spec.baseline found regressions.
+	EvaluationRegressed EvaluationPhase = "Regressed"
 )
 
 // The AgentEvaluation's condition types and reasons.
@@ -372,4 +573,30 @@ const (
 	ReasonEvaluationPassed = "Passed"
 	// ReasonEvaluationFailed: every run ended and at least one failed.
 	ReasonEvaluationFailed = "Failed"
+	// ReasonEvaluationRegressed: every run ended and the comparison with
+	// spec.baseline found regressions (Complete True, BaselineCompared
+	// True).
+	ReasonEvaluationRegressed = "Regressed"
+
+	// EvaluationConditionBaselineCompared, with spec.baseline, is Unknown
+	// while runs remain, True once the evaluation was compared with its
+	// baseline, False when it could not be.
+	EvaluationConditionBaselineCompared = "BaselineCompared"
+	// ReasonNoRegressions: compared, and nothing did worse than the
+	// baseline (BaselineCompared True).
+	ReasonNoRegressions = "NoRegressions"
+	// ReasonBaselineNotFound: spec.baseline.evaluation does not exist in
+	// the namespace when the last run is scored (BaselineCompared False).
+	ReasonBaselineNotFound = "BaselineNotFound"
+	// ReasonBaselineNotComplete: the baseline had not scored all its runs
+	// when this evaluation's last run was scored (BaselineCompared False).
+	ReasonBaselineNotComplete = "BaselineNotComplete"
+	// ReasonBaselineMismatch: no variant of the evaluation has a
+	// counterpart in the baseline: variants of other names, or variants
+	// against a single template (BaselineCompared False).
+	ReasonBaselineMismatch = "BaselineMismatch"
+	// ReasonBaselineInvalid: spec.baseline's margins are not decimals, in
+	// an evaluation the API server did not check (a local one)
+	// (BaselineCompared False).
+	ReasonBaselineInvalid = "BaselineInvalid"
 )

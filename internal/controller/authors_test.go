@@ -149,7 +149,7 @@ func TestEvaluation_runsCarryTheEvaluationsAuthor(t *testing.T) {
 
 	forged := &v1alpha1.AgentEvaluation{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: ns,
 		Annotations: map[string]string{v1alpha1.CreatedByAnnotation: "dave"}},
-		Spec: v1alpha1.AgentEvaluationSpec{TemplateRef: v1alpha1.TemplateRef{Name: "refund-investigator"},
+		Spec: v1alpha1.AgentEvaluationSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "refund-investigator"},
 			Cases: []v1alpha1.EvaluationCase{{Name: "one"}}}}
 	if err := carol.Create(ctx, forged); err != nil {
 		t.Fatal(err)

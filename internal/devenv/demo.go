@@ -211,7 +211,7 @@ func followEvaluation(ctx context.Context, c client.Client, k client.ObjectKey, 
 		fmt.Fprintln(out, line)
 		seen[k.Name] = line
 	}
-	if p := e.Status.Phase; p == v1alpha1.EvaluationPassed || p == v1alpha1.EvaluationFailed {
+	if p := e.Status.Phase; p != "" && p != v1alpha1.EvaluationRunning {
 		reason := fmt.Sprintf("%d of %d runs passed", passed, total)
 		for _, cs := range e.Status.Cases {
 			if cs.FailureReason != "" {

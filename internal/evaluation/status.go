@@ -35,53 +35,157 @@ func Scored(cs *v1alpha1.EvaluationCaseStatus, repeat int32) bool {
 
 // CaseStatus is the status of case name, added in spec order if missing.
 func CaseStatus(st *v1alpha1.AgentEvaluationStatus, name string) *v1alpha1.EvaluationCaseStatus {
-	for i := range st.Cases {
-		if st.Cases[i].Name == name {
-			return &st.Cases[i]
+	return VariantCaseStatus(st, "", name)
+}
+
+// VariantCaseStatus is the status of case name of variant ("" for an
+// evaluation with spec.templateRef: status.cases), added if missing.
+func VariantCaseStatus(st *v1alpha1.AgentEvaluationStatus, variant, name string) *v1alpha1.EvaluationCaseStatus {
+	cases := casesOf(st, variant)
+	for i := range *cases {
+		if (*cases)[i].Name == name {
+			return &(*cases)[i]
 		}
 	}
-	st.Cases = append(st.Cases, v1alpha1.EvaluationCaseStatus{Name: name})
-	return &st.Cases[len(st.Cases)-1]
+	*cases = append(*cases, v1alpha1.EvaluationCaseStatus{Name: name})
+	return &(*cases)[len(*cases)-1]
+}
+
+// casesOf is the case statuses of variant: status.cases for "", else the
+// variant's, the variant added if missing.
+func casesOf(st *v1alpha1.AgentEvaluationStatus, variant string) *[]v1alpha1.EvaluationCaseStatus {
+	if variant == "" {
+		return &st.Cases
+	}
+	for i := range st.Variants {
+		if st.Variants[i].Name == variant {
+			return &st.Variants[i].Cases
+		}
+	}
+	st.Variants = append(st.Variants, v1alpha1.EvaluationVariantStatus{Name: variant})
+	return &st.Variants[len(st.Variants)-1].Cases
+}
+
+// Variants are the templates e runs: spec.variants, or one variant named
+// "" of spec.templateRef.
+func Variants(e *v1alpha1.AgentEvaluation) []v1alpha1.EvaluationVariant {
+	if len(e.Spec.Variants) > 0 {
+		return e.Spec.Variants
+	}
+	var ref v1alpha1.TemplateRef
+	if e.Spec.TemplateRef != nil {
+		ref = *e.Spec.TemplateRef
+	}
+	return []v1alpha1.EvaluationVariant{{TemplateRef: ref}}
+}
+
+// Verified reports whether the run's verifier accepted its answer.
+func Verified(run *v1alpha1.AgentRun) bool {
+	v := run.Status.Verification
+	return v != nil && v.LastVerdict == v1alpha1.VerdictVerified
+}
+
+// tally adds up scored results.
+type tally struct {
+	runs, passed, failed, verified int32
+	cost                           loop.Money
+	turns                          []int32
+}
+
+func (t *tally) add(r v1alpha1.EvaluationRunResult) {
+	if r.Passed {
+		t.passed++
+	} else {
+		t.failed++
+	}
+	if r.Verified {
+		t.verified++
+	}
+	m, _ := limits.Money("costUSD", r.CostUSD) // written by record from a parsed amount
+	t.cost += m
+	if r.TurnsToCompletion != nil {
+		t.turns = append(t.turns, *r.TurnsToCompletion)
+	}
+}
+
+func (t *tally) merge(o tally) {
+	t.runs += o.runs
+	t.passed += o.passed
+	t.failed += o.failed
+	t.verified += o.verified
+	t.cost += o.cost
+	t.turns = append(t.turns, o.turns...)
+}
+
+func (t *tally) totals() *v1alpha1.EvaluationTotals {
+	tot := v1alpha1.EvaluationTotals{Runs: t.runs, Passed: t.passed, Failed: t.failed, Verified: t.verified}
+	if n := t.passed + t.failed; n > 0 {
+		tot.PassRate = passRate(t.passed, n)
+		tot.CostUSD = v1alpha1.USD(t.cost.String())
+		if t.verified > 0 {
+			tot.VerifiedRate = passRate(t.verified, n)
+		}
+	}
+	tot.TurnsToCompletionP50, tot.TurnsToCompletionP95 = percentile(t.turns, 50), percentile(t.turns, 95)
+	return &tot
 }
 
 // SetStatus computes everything in status that derives from the cases'
 // results: the counts, the totals, the conditions and the phase. pending
-// counts, by case, the runs that exist and have not been scored.
+// counts, by case, the runs that exist and have not been scored. It is
+// SetStatusAgainst without a baseline: an evaluation with spec.baseline
+// completes with its baseline not found.
 func SetStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1.Time) {
+	SetStatusAgainst(e, nil, pending, now)
+}
+
+// PendingKey is the key of pending (SetStatusAgainst) for the runs of
+// case of variant ("" for spec.templateRef's: the case's name alone).
+func PendingKey(variant, caseName string) string {
+	if variant == "" {
+		return caseName
+	}
+	return variant + "/" + caseName
+}
+
+// SetStatusAgainst is SetStatus, and once every run is scored, the
+// comparison with baseline, the evaluation spec.baseline names (nil when
+// it was not found; ignored without spec.baseline): status.regressions,
+// the BaselineCompared condition, and the phase Regressed when something
+// regressed. pending is keyed by PendingKey.
+func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1.Time) {
 	st := &e.Status
 	repeats := max(e.Spec.Repeats, 1)
-	cases := make([]v1alpha1.EvaluationCaseStatus, 0, len(e.Spec.Cases))
-	tot := v1alpha1.EvaluationTotals{Runs: int32(len(e.Spec.Cases)) * repeats}
-	var cost loop.Money
-	var turns []int32
+	var all tally
 	done := true
-	for _, c := range e.Spec.Cases {
-		cs := *CaseStatus(st, c.Name)
-		cs.Passed, cs.Failed = 0, 0
-		for _, r := range cs.Results {
-			if r.Passed {
-				cs.Passed++
-			} else {
-				cs.Failed++
+	variants := Variants(e)
+	vstatus := make([]v1alpha1.EvaluationVariantStatus, 0, len(e.Spec.Variants))
+	for _, v := range variants {
+		cases := make([]v1alpha1.EvaluationCaseStatus, 0, len(e.Spec.Cases))
+		vt := tally{runs: int32(len(e.Spec.Cases)) * repeats}
+		for _, c := range e.Spec.Cases {
+			cs := *VariantCaseStatus(st, v.Name, c.Name)
+			var ct tally
+			for _, r := range cs.Results {
+				ct.add(r)
 			}
-			m, _ := limits.Money("costUSD", r.CostUSD) // written by record from a parsed amount
-			cost += m
-			if r.TurnsToCompletion != nil {
-				turns = append(turns, *r.TurnsToCompletion)
-			}
+			cs.Passed, cs.Failed = ct.passed, ct.failed
+			cs.Runs = int32(len(cs.Results)) + pending[PendingKey(v.Name, c.Name)]
+			done = done && int32(len(cs.Results)) >= repeats
+			vt.merge(ct)
+			cases = append(cases, cs)
 		}
-		cs.Runs = int32(len(cs.Results)) + pending[c.Name]
-		tot.Passed += cs.Passed
-		tot.Failed += cs.Failed
-		done = done && int32(len(cs.Results)) >= repeats
-		cases = append(cases, cs)
+		all.merge(vt)
+		if v.Name == "" {
+			st.Cases = cases
+			continue
+		}
+		vstatus = append(vstatus, v1alpha1.EvaluationVariantStatus{Name: v.Name, Cases: cases, Totals: vt.totals()})
 	}
-	st.Cases = cases
-	if n := tot.Passed + tot.Failed; n > 0 {
-		tot.PassRate = passRate(tot.Passed, n)
-		tot.CostUSD = v1alpha1.USD(cost.String())
+	if len(e.Spec.Variants) > 0 {
+		st.Variants = vstatus
 	}
-	tot.TurnsToCompletionP50, tot.TurnsToCompletionP95 = percentile(turns, 50), percentile(turns, 95)
+	tot := *all.totals()
 	st.Totals = &tot
 	st.ObservedGeneration = e.Generation
 
@@ -93,6 +197,10 @@ func SetStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1
 		msg := fmt.Sprintf("%d of %d runs scored, %d passed", tot.Passed+tot.Failed, tot.Runs, tot.Passed)
 		set(v1alpha1.EvaluationConditionRunning, metav1.ConditionTrue, v1alpha1.ReasonEvaluationRunning, msg)
 		set(v1alpha1.EvaluationConditionComplete, metav1.ConditionFalse, v1alpha1.ReasonEvaluationRunning, msg)
+		if e.Spec.Baseline != nil {
+			set(v1alpha1.EvaluationConditionBaselineCompared, metav1.ConditionUnknown, v1alpha1.ReasonEvaluationRunning,
+				"compared with "+e.Spec.Baseline.Evaluation+" once every run is scored")
+		}
 		st.Phase = v1alpha1.EvaluationRunning
 		return
 	}
@@ -102,11 +210,26 @@ func SetStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1
 	}
 	msg := fmt.Sprintf("%d of %d runs passed", tot.Passed, tot.Runs)
 	if tot.Failed > 0 {
-		for _, cs := range st.Cases {
-			if cs.Failed > 0 {
-				msg += fmt.Sprintf("; case %s failed %d: %s", cs.Name, cs.Failed, cs.FailureReason)
-				break
+		msg += firstFailure(st)
+	}
+	if e.Spec.Baseline != nil {
+		if !Complete(e) {
+			// Compared once, as the evaluation completes: a complete
+			// evaluation is a record, whatever becomes of its baseline.
+			regs, condReason, condMsg := Gate(e, baseline)
+			st.Regressions = regs
+			status := metav1.ConditionFalse
+			if condReason == v1alpha1.ReasonEvaluationRegressed || condReason == v1alpha1.ReasonNoRegressions {
+				status = metav1.ConditionTrue
 			}
+			set(v1alpha1.EvaluationConditionBaselineCompared, status, condReason, clipReason(condMsg))
+		}
+		if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.EvaluationConditionBaselineCompared); c != nil && c.Status == metav1.ConditionFalse {
+			msg += "; not compared with the baseline: " + c.Message
+		}
+		if regs := st.Regressions; len(regs) > 0 {
+			reason, phase = v1alpha1.ReasonEvaluationRegressed, v1alpha1.EvaluationRegressed
+			msg = fmt.Sprintf("%d regressed against %s: %s; %s", len(regs), e.Spec.Baseline.Evaluation, regs[0].Message, msg)
 		}
 	}
 	set(v1alpha1.EvaluationConditionRunning, metav1.ConditionFalse, reason, msg)
@@ -115,6 +238,24 @@ func SetStatus(e *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1
 	if st.CompletionTime == nil {
 		st.CompletionTime = &now
 	}
+}
+
+// firstFailure is "; case NAME failed N: REASON" for the first failing
+// case (of the first variant with one), or "".
+func firstFailure(st *v1alpha1.AgentEvaluationStatus) string {
+	for _, cs := range st.Cases {
+		if cs.Failed > 0 {
+			return fmt.Sprintf("; case %s failed %d: %s", cs.Name, cs.Failed, cs.FailureReason)
+		}
+	}
+	for _, v := range st.Variants {
+		for _, cs := range v.Cases {
+			if cs.Failed > 0 {
+				return fmt.Sprintf("; variant %s case %s failed %d: %s", v.Name, cs.Name, cs.Failed, cs.FailureReason)
+			}
+		}
+	}
+	return ""
 }
 
 // Complete reports whether every run of e has been scored.

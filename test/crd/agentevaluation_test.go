@@ -48,6 +48,19 @@ func TestAgentEvaluation_acceptsValidManifests(t *testing.T) {
   templateRef: {name: refund-investigator}
   cases: [{name: plain}]
 `)},
+		{"variants and a baseline", evaluation("crd-variants", `
+  variants:
+  - {name: current, templateRef: {name: refund-investigator}}
+  - {name: terse, templateRef: {name: refund-investigator-terse}}
+  baseline: {evaluation: refund-check-v1, maxPassRateDrop: "0.1", maxCostIncrease: "1.5", maxTurnsIncrease: 1}
+  cases: [{name: plain}]
+`)},
+		{"names as long as runs' names allow", evaluation(strings.Repeat("e", 23), `
+  variants:
+  - {name: abcdefghijkl, templateRef: {name: a}}
+  - {name: b, templateRef: {name: b}}
+  cases: [{name: abcdefghijklmnopqrstuvw}]
+`)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +135,47 @@ func TestAgentEvaluation_rejectsInvalidManifests(t *testing.T) {
   templateRef: {name: refund-investigator}
   cases: [{name: plain}, {name: plain}]
 `), []string{"spec.cases[1]", "Duplicate value"}},
+		{"both a template and variants", evaluation("crd-both", `
+  templateRef: {name: refund-investigator}
+  variants:
+  - {name: a, templateRef: {name: a}}
+  - {name: b, templateRef: {name: b}}
+  cases: [{name: plain}]
+`), []string{"set exactly one of spec.templateRef (one template) and spec.variants (two to five templates to compare)"}},
+		{"neither a template nor variants", evaluation("crd-neither", `
+  cases: [{name: plain}]
+`), []string{"set exactly one of spec.templateRef (one template) and spec.variants (two to five templates to compare)"}},
+		{"one variant", evaluation("crd-one-variant", `
+  variants: [{name: a, templateRef: {name: a}}]
+  cases: [{name: plain}]
+`), []string{"spec.variants", "should have at least 2 items"}},
+		{"six variants", evaluation("crd-six-variants", `
+  variants: [{name: a, templateRef: {name: a}}, {name: b, templateRef: {name: a}}, {name: c, templateRef: {name: a}},
+    {name: d, templateRef: {name: a}}, {name: e, templateRef: {name: a}}, {name: f, templateRef: {name: a}}]
+  cases: [{name: plain}]
+`), []string{"spec.variants", "must have at most 5 items"}},
+		{"the same variant twice", evaluation("crd-variant-twice", `
+  variants: [{name: a, templateRef: {name: a}}, {name: a, templateRef: {name: b}}]
+  cases: [{name: plain}]
+`), []string{"spec.variants[1]", "Duplicate value"}},
+		{"a variant name too long", evaluation("crd-variant-long", `
+  variants: [{name: abcdefghijklm, templateRef: {name: a}}, {name: b, templateRef: {name: b}}]
+  cases: [{name: plain}]
+`), []string{"spec.variants[0].name", "may not be more than 12"}},
+		{"an evaluation and variant name too long for the runs' names", evaluation(strings.Repeat("e", 24), `
+  variants: [{name: abcdefghijkl, templateRef: {name: a}}, {name: b, templateRef: {name: b}}]
+  cases: [{name: plain}]
+`), []string{"the name of an AgentEvaluation and the name of each of its variants are together at most 35 characters"}},
+		{"its own baseline", evaluation("crd-self", `
+  templateRef: {name: a}
+  baseline: {evaluation: crd-self}
+  cases: [{name: plain}]
+`), []string{"an evaluation cannot be its own baseline"}},
+		{"a margin that is not a decimal", evaluation("crd-margin", `
+  templateRef: {name: a}
+  baseline: {evaluation: before, maxCostIncrease: "20%"}
+  cases: [{name: plain}]
+`), []string{"spec.baseline.maxCostIncrease"}},
 		{"a name too long for its runs' names", evaluation(strings.Repeat("a", 37), `
   templateRef: {name: refund-investigator}
   cases: [{name: plain}]
@@ -132,6 +186,21 @@ func TestAgentEvaluation_rejectsInvalidManifests(t *testing.T) {
 			t.Parallel()
 			expectCreate(testContext(t), t, tc.manifest, tc.wantErr)
 		})
+	}
+}
+
+// A baseline's margins default to a drop of 0.05 in the pass rate, 20%
+// more cost and no more turns.
+func TestAgentEvaluation_baselineDefaults(t *testing.T) {
+	e := created(testContext(t), t, evaluation("crd-baseline-defaulted", `
+  templateRef: {name: refund-investigator}
+  baseline: {evaluation: before}
+  cases: [{name: plain}]
+`), &agentsv1alpha1.AgentEvaluation{})
+	b := e.Spec.Baseline
+	got := []any{b.MaxPassRateDrop, b.MaxCostIncrease, b.MaxTurnsIncrease}
+	if diff := cmp.Diff([]any{agentsv1alpha1.Fraction("0.05"), agentsv1alpha1.Fraction("0.20"), int32(0)}, got); diff != "" {
+		t.Errorf("defaults (maxPassRateDrop, maxCostIncrease, maxTurnsIncrease) (-want +got):\n%s", diff)
 	}
 }
 

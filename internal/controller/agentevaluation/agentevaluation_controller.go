@@ -1,6 +1,7 @@
 // Package agentevaluation is the AgentEvaluation reconciler: it runs an
-// AgentRunTemplate on an evaluation's cases, a few runs at a time, and
-// scores each run as it ends against what its case expects.
+// AgentRunTemplate (or each of the evaluation's variants) on an
+// evaluation's cases, a few runs at a time, scores each run as it ends
+// against what its case expects, and compares the whole with a baseline.
 package agentevaluation
 
 import (
@@ -75,9 +76,14 @@ type scope struct {
 	// now (uncached: a run just created is never missed, so concurrency
 	// holds); set by listRuns, nil when they could not be read.
 	runs map[string]*v1alpha1.AgentRun
-	// pending counts, by case, the runs that exist and are not scored;
-	// set by scoreEnded, added to by createDue.
+	// pending counts, by evaluation.PendingKey (variant and case), the
+	// runs that exist and are not scored; set by scoreEnded, added to by
+	// createDue.
 	pending map[string]int32
+	// baseline is the evaluation spec.baseline names, nil without one or
+	// when it does not exist; set by readBaseline once every run has
+	// been scored, read by the status computation.
+	baseline *v1alpha1.AgentEvaluation
 	// created are the runs createDue created, for events after the write.
 	created []string
 }
@@ -100,7 +106,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if s.runs == nil {
 			return // the runs could not be read: nothing was learnt
 		}
-		evaluation.SetStatus(e, s.pending, metav1.NewTime(r.Clock()))
+		evaluation.SetStatusAgainst(e, s.baseline, s.pending, metav1.NewTime(r.Clock()))
 		if equality.Semantic.DeepEqual(before.Status, e.Status) {
 			return
 		}
@@ -122,7 +128,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	r.scoreEnded(s)
-	return r.createDue(ctx, s)
+	if result, err := r.createDue(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
+	return ctrl.Result{}, r.readBaseline(ctx, s)
+}
+
+// readBaseline reads the evaluation spec.baseline names, once every run
+// has been scored: the comparison is made as the evaluation completes.
+func (r *Reconciler) readBaseline(ctx context.Context, s *scope) error {
+	e := s.eval
+	if e.Spec.Baseline == nil || !allScored(e) {
+		return nil
+	}
+	b := &v1alpha1.AgentEvaluation{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Spec.Baseline.Evaluation}, b)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // the status says so
+	case err != nil:
+		s.runs = nil // nothing is written from a half-read: the comparison is made once
+		return fmt.Errorf("reading the baseline %s of %s: %w", e.Spec.Baseline.Evaluation, e.Name, err)
+	}
+	s.baseline = b
+	return nil
+}
+
+// allScored reports whether every run of every variant and case has a
+// result.
+func allScored(e *v1alpha1.AgentEvaluation) bool {
+	for _, v := range evaluation.Variants(e) {
+		for _, c := range e.Spec.Cases {
+			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
+			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
+				if !evaluation.Scored(cs, rep) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // listRuns reads the evaluation's runs: those it controls, by name.
@@ -144,27 +189,31 @@ func (r *Reconciler) listRuns(ctx context.Context, s *scope) error {
 // counts the others as pending.
 func (r *Reconciler) scoreEnded(s *scope) {
 	e := s.eval
-	for i := range e.Spec.Cases {
-		c := &e.Spec.Cases[i]
-		cs := evaluation.CaseStatus(&e.Status, c.Name)
-		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
-			run := s.runs[runName(e, c.Name, rep)]
-			if run == nil || evaluation.Scored(cs, rep) {
-				continue
+	for _, v := range evaluation.Variants(e) {
+		for i := range e.Spec.Cases {
+			c := &e.Spec.Cases[i]
+			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
+			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
+				run := s.runs[runName(e, v.Name, c.Name, rep)]
+				if run == nil || evaluation.Scored(cs, rep) {
+					continue
+				}
+				if !runstatus.Finished(run) {
+					s.pending[evaluation.PendingKey(v.Name, c.Name)]++
+					continue
+				}
+				why := evaluation.Score(&c.Expect, run)
+				evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: run.Name, Passed: why == "",
+					CostUSD: v1alpha1.USD(evaluation.CostOf(run).String()), Verified: evaluation.Verified(run),
+					TurnsToCompletion: evaluation.TurnsToCompletion(run)}, why)
 			}
-			if !runstatus.Finished(run) {
-				s.pending[c.Name]++
-				continue
-			}
-			why := evaluation.Score(&c.Expect, run)
-			evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: run.Name, Passed: why == "",
-				CostUSD: v1alpha1.USD(evaluation.CostOf(run).String()), TurnsToCompletion: evaluation.TurnsToCompletion(run)}, why)
 		}
 	}
 }
 
 // createDue creates the runs not made yet, in the order of the cases and
-// their repeats, while fewer than spec.concurrency are unfinished.
+// their repeats, each repeat once per variant, while fewer than
+// spec.concurrency are unfinished.
 func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, error) {
 	e := s.eval
 	unfinished := int32(0)
@@ -173,39 +222,46 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 			unfinished++
 		}
 	}
+	variants := evaluation.Variants(e)
 	for i := range e.Spec.Cases {
 		c := &e.Spec.Cases[i]
-		cs := evaluation.CaseStatus(&e.Status, c.Name)
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
-			name := runName(e, c.Name, rep)
-			if s.runs[name] != nil || evaluation.Scored(cs, rep) {
-				continue
-			}
-			if unfinished >= max(e.Spec.Concurrency, 1) {
-				return ctrl.Result{}, nil // a run's end wakes us
-			}
-			run, err := runFor(r.Scheme(), e, c, name)
-			if err == nil {
-				err = r.Create(ctx, run)
-			}
-			switch {
-			case apierrors.IsAlreadyExists(err):
-				taken, ours := r.takenBy(ctx, e, name)
-				if !ours {
-					evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: name}, taken)
+			for _, v := range variants {
+				cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
+				name := runName(e, v.Name, c.Name, rep)
+				if s.runs[name] != nil || evaluation.Scored(cs, rep) {
 					continue
 				}
-				// Created a moment ago by us (a reconcile that raced
-				// this one): it holds a place, and the next reconcile
-				// lists it before making another.
-				s.pending[c.Name]++
-				return ctrl.Result{RequeueAfter: time.Second}, nil
-			case err != nil:
-				return ctrl.Result{}, fmt.Errorf("creating run %s of case %s: %w", name, c.Name, err)
+				if unfinished >= max(e.Spec.Concurrency, 1) {
+					return ctrl.Result{}, nil // a run's end wakes us
+				}
+				run, err := runFor(r.Scheme(), e, v, c, name)
+				if err == nil {
+					err = r.Create(ctx, run)
+				}
+				switch {
+				case apierrors.IsAlreadyExists(err):
+					taken, ours := r.takenBy(ctx, e, name)
+					if !ours {
+						evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: name}, taken)
+						continue
+					}
+					// Created a moment ago by us (a reconcile that raced
+					// this one): it holds a place, and the next reconcile
+					// lists it before making another.
+					s.pending[evaluation.PendingKey(v.Name, c.Name)]++
+					return ctrl.Result{RequeueAfter: time.Second}, nil
+				case err != nil:
+					return ctrl.Result{}, fmt.Errorf("creating run %s of case %s: %w", name, c.Name, err)
+				}
+				unfinished++
+				s.pending[evaluation.PendingKey(v.Name, c.Name)]++
+				what := fmt.Sprintf("%s for case %s (repeat %d)", name, c.Name, rep)
+				if v.Name != "" {
+					what = fmt.Sprintf("%s for variant %s, case %s (repeat %d)", name, v.Name, c.Name, rep)
+				}
+				s.created = append(s.created, what)
 			}
-			unfinished++
-			s.pending[c.Name]++
-			s.created = append(s.created, fmt.Sprintf("%s for case %s (repeat %d)", name, c.Name, rep))
 		}
 	}
 	return ctrl.Result{}, nil
@@ -225,26 +281,34 @@ func (r *Reconciler) takenBy(ctx context.Context, e *v1alpha1.AgentEvaluation, n
 	return fmt.Sprintf("run %s already exists and does not belong to this evaluation: delete it, or name the evaluation or the case differently", name), false
 }
 
-// runName is the name of a case's run of repeat: the same case and
-// repeat always give the same name, so that no run is made twice
-// whoever creates it (a restarted operator, two replicas for a moment).
-// The CRD bounds the parts so that it is at most 63 characters.
-func runName(e *v1alpha1.AgentEvaluation, caseName string, repeat int32) string {
-	return e.Name + "-" + caseName + "-" + strconv.Itoa(int(repeat))
+// runName is the name of a case's run of repeat (of variant, "" for
+// spec.templateRef): the same variant, case and repeat always give the
+// same name, so that no run is made twice whoever creates it (a
+// restarted operator, two replicas for a moment). The CRD bounds the
+// parts so that it is at most 63 characters.
+func runName(e *v1alpha1.AgentEvaluation, variant, caseName string, repeat int32) string {
+	if variant == "" {
+		return e.Name + "-" + caseName + "-" + strconv.Itoa(int(repeat))
+	}
+	return e.Name + "-" + variant + "-" + caseName + "-" + strconv.Itoa(int(repeat))
 }
 
-// runFor is the run of case c named name: made from the evaluation's
-// template with the case's parameters, labelled with the evaluation and
-// the case, and controlled by the evaluation. The evaluation's author, as
+// runFor is the run of case c of variant v named name: made from the
+// variant's template with the case's parameters, labelled with the
+// evaluation, the case and the variant (unless "", spec.templateRef's),
+// and controlled by the evaluation. The evaluation's author, as
 // the API server recorded it, is the run's, so that a policy refusing
 // self-approval refuses it for the evaluation's runs too; without one
 // (an evaluation created before the admission policies), the API server
 // records the operator.
-func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, c *v1alpha1.EvaluationCase, name string) (*v1alpha1.AgentRun, error) {
+func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, v v1alpha1.EvaluationVariant, c *v1alpha1.EvaluationCase, name string) (*v1alpha1.AgentRun, error) {
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace,
 			Labels: map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}},
-		Spec: runclient.FromTemplate(e.Spec.TemplateRef.Name, c.Parameters),
+		Spec: runclient.FromTemplate(v.TemplateRef.Name, c.Parameters),
+	}
+	if v.Name != "" {
+		run.Labels[v1alpha1.LabelVariant] = v.Name
 	}
 	if author := e.Annotations[v1alpha1.CreatedByAnnotation]; author != "" {
 		run.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: author}
@@ -266,7 +330,7 @@ func (r *Reconciler) report(e, before *v1alpha1.AgentEvaluation, created []strin
 	}
 	if evaluation.Complete(e) && !evaluation.Complete(before) {
 		typ := corev1.EventTypeNormal
-		if e.Status.Phase == v1alpha1.EvaluationFailed {
+		if e.Status.Phase == v1alpha1.EvaluationFailed || e.Status.Phase == v1alpha1.EvaluationRegressed {
 			typ = corev1.EventTypeWarning
 		}
 		msg := ""

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -31,7 +32,7 @@ type evalBuilder struct{ e *v1alpha1.AgentEvaluation }
 
 func makeEval(ns, name string) *evalBuilder {
 	return &evalBuilder{&v1alpha1.AgentEvaluation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.AgentEvaluationSpec{TemplateRef: v1alpha1.TemplateRef{Name: "refund-investigator"}}}}
+		Spec: v1alpha1.AgentEvaluationSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "refund-investigator"}}}}
 }
 
 func (b *evalBuilder) repeats(n int32) *evalBuilder     { b.e.Spec.Repeats = n; return b }
@@ -283,5 +284,191 @@ func TestEvaluation_aNameTakenByAnotherRunFailsTheCase(t *testing.T) {
 	}
 	if st.Phase != v1alpha1.EvaluationFailed {
 		t.Errorf("phase %s; want Failed", st.Phase)
+	}
+}
+
+// variants replaces the template with variants, each a name and its
+// template's name.
+func (b *evalBuilder) variants(nameTemplate ...string) *evalBuilder {
+	b.e.Spec.TemplateRef = nil
+	for i := 0; i+1 < len(nameTemplate); i += 2 {
+		b.e.Spec.Variants = append(b.e.Spec.Variants, v1alpha1.EvaluationVariant{Name: nameTemplate[i],
+			TemplateRef: v1alpha1.TemplateRef{Name: nameTemplate[i+1]}})
+	}
+	return b
+}
+
+// against compares the evaluation with the evaluation named baseline.
+func (b *evalBuilder) against(baseline string) *evalBuilder {
+	b.e.Spec.Baseline = &v1alpha1.EvaluationBaseline{Evaluation: baseline}
+	return b
+}
+
+// end ends a run as the AgentRun reconciler would: with outcome and
+// answer, in two turns, for a cent; a verdict ("" for a run without a
+// verifier) is the verifier's.
+func end(t *testing.T, run *v1alpha1.AgentRun, outcome loop.Outcome, answer string, verdict v1alpha1.Verdict) {
+	t.Helper()
+	run = get(t, run)
+	now := metav1.Now()
+	runstatus.SetFromState(&run.Status, &loop.State{Turn: 2, Phase: loop.PhaseDone, Outcome: outcome, Answer: answer,
+		Usage: loop.Usage{Turns: 2, Cost: loop.MustMoney("0.01")}}, loop.Convergence{TurnsToCompletion: 2}, now)
+	if verdict != "" {
+		run.Status.Verification = &v1alpha1.VerificationStatus{TrialsUsed: 1, LastVerdict: verdict}
+	}
+	run.Status.ObservedGeneration = run.Generation
+	if err := cluster.Client.Status().Update(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endAll waits for the evaluation to have made want runs, all
+// unfinished, and ends each with how(run name).
+func endAll(t *testing.T, e *v1alpha1.AgentEvaluation, want int, how func(run string) (loop.Outcome, string, v1alpha1.Verdict)) []v1alpha1.AgentRun {
+	t.Helper()
+	g := NewWithT(t)
+	var runs []v1alpha1.AgentRun
+	g.Eventually(func() []string { runs = runsOf(t, e); return unfinished(runs) }, 20*time.Second, 10*time.Millisecond).Should(HaveLen(want))
+	for i := range runs {
+		outcome, answer, verdict := how(runs[i].Name)
+		end(t, &runs[i], outcome, answer, verdict)
+	}
+	return runs
+}
+
+// completed waits for the evaluation to leave Running and returns it.
+func completed(t *testing.T, e *v1alpha1.AgentEvaluation) *v1alpha1.AgentEvaluation {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func() v1alpha1.EvaluationPhase { return get(t, e).Status.Phase }, 20*time.Second, 20*time.Millisecond).
+		ShouldNot(Or(BeEmpty(), Equal(v1alpha1.EvaluationRunning)))
+	return get(t, e)
+}
+
+// Two variants over two cases: each case runs once per variant, from the
+// variant's template, named and labelled with the variant, and each
+// variant's runs are counted apart; the totals add them up.
+func TestEvaluation_variantsRunEachCaseAndAreCountedApart(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	e := makeEval(ns, "vs").variants("old", "refund-v1", "new", "refund-v2").concurrency(4).
+		answering("double-charge", `refunded`).answering("declined", `(?i)cannot refund`).create(t)
+	startEvaluator(t, ns)
+	runs := endAll(t, e, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
+		if run == "vs-new-declined-1" {
+			return loop.Completed, "We refunded it.", ""
+		}
+		return loop.Completed, "We refunded it. We cannot refund more.", ""
+	})
+	type made struct{ Name, Template, Variant, Case string }
+	var got []made
+	for _, r := range runs {
+		got = append(got, made{r.Name, r.Spec.TemplateRef.Name, r.Labels[v1alpha1.LabelVariant], r.Labels[v1alpha1.LabelCase]})
+	}
+	want := []made{{"vs-new-declined-1", "refund-v2", "new", "declined"}, {"vs-new-double-charge-1", "refund-v2", "new", "double-charge"},
+		{"vs-old-declined-1", "refund-v1", "old", "declined"}, {"vs-old-double-charge-1", "refund-v1", "old", "double-charge"}}
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b made) bool { return a.Name < b.Name })); diff != "" {
+		t.Errorf("the runs (name, template, variant label, case label) (-want +got):\n%s", diff)
+	}
+
+	st := completed(t, e).Status
+	if st.Phase != v1alpha1.EvaluationFailed {
+		t.Errorf("phase %s; want Failed (variant new failed a case)", st.Phase)
+	}
+	two := ptr.To[int32](2)
+	wantVariants := []v1alpha1.EvaluationVariantStatus{
+		{Name: "old", Cases: []v1alpha1.EvaluationCaseStatus{{Name: "double-charge", Runs: 1, Passed: 1}, {Name: "declined", Runs: 1, Passed: 1}},
+			Totals: &v1alpha1.EvaluationTotals{Runs: 2, Passed: 2, PassRate: "1.00", CostUSD: "0.0200", TurnsToCompletionP50: two, TurnsToCompletionP95: two}},
+		{Name: "new", Cases: []v1alpha1.EvaluationCaseStatus{{Name: "double-charge", Runs: 1, Passed: 1},
+			{Name: "declined", Runs: 1, Failed: 1, FailedRun: "vs-new-declined-1",
+				FailureReason: `answer[0]: expected a match for "(?i)cannot refund", the answer was "We refunded it."`}},
+			Totals: &v1alpha1.EvaluationTotals{Runs: 2, Passed: 1, Failed: 1, PassRate: "0.50", CostUSD: "0.0200", TurnsToCompletionP50: two, TurnsToCompletionP95: two}},
+	}
+	if diff := cmp.Diff(wantVariants, st.Variants, cmpopts.IgnoreFields(v1alpha1.EvaluationCaseStatus{}, "Results")); diff != "" {
+		t.Errorf("status.variants (-want +got):\n%s", diff)
+	}
+	wantTotals := &v1alpha1.EvaluationTotals{Runs: 4, Passed: 3, Failed: 1, PassRate: "0.75", CostUSD: "0.0400", TurnsToCompletionP50: two, TurnsToCompletionP95: two}
+	if diff := cmp.Diff(wantTotals, st.Totals); diff != "" {
+		t.Errorf("status.totals (-want +got):\n%s", diff)
+	}
+	if len(st.Cases) != 0 {
+		t.Errorf("status.cases %+v; want none (they are per variant)", st.Cases)
+	}
+}
+
+// A variant that stops verifying is Regressed against its baseline
+// although its pass rate on outcomes alone went up: in the baseline its
+// verifier accepted one answer and turned the other down (the run
+// escalated); now both runs complete, and none is verified.
+func TestEvaluation_aVariantThatStopsVerifyingRegresses(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	startEvaluator(t, ns)
+	cases := func(b *evalBuilder) *evalBuilder {
+		return b.concurrency(4).answering("easy", "refund").answering("hard", "refund")
+	}
+	before := cases(makeEval(ns, "before").variants("stable", "refund-v1", "change", "refund-v1")).create(t)
+	endAll(t, before, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
+		if strings.HasSuffix(run, "-hard-1") {
+			return loop.Escalated, "", v1alpha1.VerdictNotVerified
+		}
+		return loop.Completed, "refund", v1alpha1.VerdictVerified
+	})
+	if st := completed(t, before).Status; st.Phase != v1alpha1.EvaluationFailed || st.Variants[1].Totals.VerifiedRate != "0.50" {
+		t.Fatalf("baseline: phase %s, variant change %+v; want Failed, verified rate 0.50", st.Phase, st.Variants[1].Totals)
+	}
+
+	after := cases(makeEval(ns, "after").variants("stable", "refund-v1", "change", "refund-unverified").against("before")).create(t)
+	endAll(t, after, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
+		switch {
+		case strings.HasPrefix(run, "after-change-"):
+			return loop.Completed, "refund", "" // no verifier any more: every run completes
+		case strings.HasSuffix(run, "-hard-1"):
+			return loop.Escalated, "", v1alpha1.VerdictNotVerified
+		}
+		return loop.Completed, "refund", v1alpha1.VerdictVerified
+	})
+	st := completed(t, after).Status
+	if st.Variants[1].Totals.PassRate != "1.00" {
+		t.Fatalf("variant change's pass rate %s; want 1.00, up from 0.50", st.Variants[1].Totals.PassRate)
+	}
+	want := []v1alpha1.EvaluationRegression{{Variant: "change", What: v1alpha1.RegressionVerifiedRate, Baseline: "0.50", Value: "0.00",
+		Message: "variant change: the verified rate fell from 0.50 to 0.00, more than 0.05: fewer answers were accepted by a verifier, whatever the pass rate"}}
+	if diff := cmp.Diff(want, st.Regressions); diff != "" {
+		t.Errorf("status.regressions (-want +got):\n%s", diff)
+	}
+	compared := findCondition(st.Conditions, v1alpha1.EvaluationConditionBaselineCompared)
+	complete := findCondition(st.Conditions, v1alpha1.EvaluationConditionComplete)
+	got := []any{st.Phase, compared.Status, compared.Reason, complete.Status, complete.Reason}
+	if diff := cmp.Diff([]any{v1alpha1.EvaluationRegressed, metav1.ConditionTrue, v1alpha1.ReasonEvaluationRegressed,
+		metav1.ConditionTrue, v1alpha1.ReasonEvaluationRegressed}, got); diff != "" {
+		t.Errorf("(phase, BaselineCompared, Complete) (-want +got):\n%s", diff)
+	}
+}
+
+// A baseline that does not exist is a condition that says so; the
+// evaluation ends as its runs say.
+func TestEvaluation_aMissingBaselineIsACondition(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	e := makeEval(ns, "orphan").answering("one", "ok").against("never-made").create(t)
+	r := directReconciler()
+	reconcileOnce(t, r, e)
+	if c := findCondition(get(t, e).Status.Conditions, v1alpha1.EvaluationConditionBaselineCompared); c == nil || c.Status != metav1.ConditionUnknown {
+		t.Errorf("BaselineCompared while the run is unfinished: %+v; want Unknown", c)
+	}
+	runs := runsOf(t, e)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs; want 1", len(runs))
+	}
+	end(t, &runs[0], loop.Completed, "ok", "")
+	reconcileOnce(t, r, e)
+	st := get(t, e).Status
+	c := findCondition(st.Conditions, v1alpha1.EvaluationConditionBaselineCompared)
+	if c == nil {
+		t.Fatal("no BaselineCompared condition")
+	}
+	got := []any{st.Phase, c.Status, c.Reason, c.Message, len(st.Regressions)}
+	want := []any{v1alpha1.EvaluationPassed, metav1.ConditionFalse, v1alpha1.ReasonBaselineNotFound,
+		"the baseline evaluation never-made does not exist in namespace " + ns + ": nothing was compared", 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(phase, BaselineCompared status, reason, message, regressions) (-want +got):\n%s", diff)
 	}
 }
