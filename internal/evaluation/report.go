@@ -1,0 +1,210 @@
+package evaluation
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/limits"
+	"github.com/agentrun/agentrun/internal/loop"
+)
+
+// Reasons are the failure reasons of an evaluation's failed runs, by run
+// name, when the caller scored them itself (agentrun eval). Status keeps
+// only each case's first failed run's reason (failureReason); a report
+// made from status alone says so for the others.
+type Reasons map[string]string
+
+// reason is why the failed run res of case cs failed.
+func (r Reasons) reason(cs *v1alpha1.EvaluationCaseStatus, res v1alpha1.EvaluationRunResult) string {
+	if why, ok := r[res.Run]; ok {
+		return why
+	}
+	if res.Run == cs.FailedRun && cs.FailureReason != "" {
+		return cs.FailureReason
+	}
+	return fmt.Sprintf("run %s missed an expectation; the evaluation's status keeps the reason of the case's first failed run (%s) only",
+		res.Run, cs.FailedRun)
+}
+
+// WriteTable prints e's results: one row a case (its runs, how many
+// passed and failed, what they spent, the turns each Completed run took,
+// and why the first failed run failed), the totals, and a line that says
+// how the evaluation ended.
+func WriteTable(w io.Writer, e *v1alpha1.AgentEvaluation) error {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tRUNS\tPASSED\tFAILED\tCOST\tTURNS\tREASON")
+	for i := range e.Status.Cases {
+		cs := &e.Status.Cases[i]
+		var cost loop.Money
+		var turns []string
+		for _, r := range cs.Results {
+			m, _ := limits.Money("costUSD", r.CostUSD) // written from a parsed amount
+			cost += m
+			if r.TurnsToCompletion != nil {
+				turns = append(turns, strconv.Itoa(int(*r.TurnsToCompletion)))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t$%s\t%s\t%s\n", cs.Name, cs.Runs, cs.Passed, cs.Failed, cost,
+			orDash(strings.Join(turns, ",")), oneLine(cs.FailureReason))
+	}
+	if t := e.Status.Totals; t != nil {
+		turns := "-"
+		if t.TurnsToCompletionP50 != nil && t.TurnsToCompletionP95 != nil {
+			turns = fmt.Sprintf("p50 %d, p95 %d", *t.TurnsToCompletionP50, *t.TurnsToCompletionP95)
+		}
+		fmt.Fprintf(tw, "TOTAL\t%d\t%d\t%d\t$%s\t%s\t\n", t.Runs, t.Passed, t.Failed, orZero(string(t.CostUSD)), turns)
+	}
+	_ = tw.Flush() // into a buffer
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if _, err := fmt.Fprintln(w, strings.TrimRight(line, " ")); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "\n%s: %s\n", orDash(string(e.Status.Phase)), summary(e))
+	return err
+}
+
+// summary is how many runs passed, and the pass rate once one is scored.
+func summary(e *v1alpha1.AgentEvaluation) string {
+	t := e.Status.Totals
+	if t == nil {
+		return "no run scored yet"
+	}
+	s := fmt.Sprintf("%d of %d runs passed", t.Passed, t.Runs)
+	if t.PassRate != "" {
+		s += " (pass rate " + t.PassRate + ")"
+	}
+	if n := t.Runs - t.Passed - t.Failed; n > 0 {
+		s += fmt.Sprintf(", %d not scored yet", n)
+	}
+	return s
+}
+
+// JUnitSuites is the root of a JUnit XML report, in the shape the common
+// parsers (Jenkins, GitLab, GitHub's test reporters) read: testsuites,
+// one testsuite, one testcase a run.
+type JUnitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Suites   []JUnitSuite `xml:"testsuite"`
+}
+
+// JUnitSuite is an evaluation's runs.
+type JUnitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Cases    []JUnitCase `xml:"testcase"`
+}
+
+// JUnitCase is one run of a case: named CASE/REPEAT, its class the
+// evaluation's name.
+type JUnitCase struct {
+	Name      string        `xml:"name,attr"`
+	ClassName string        `xml:"classname,attr"`
+	Failure   *JUnitFailure `xml:"failure,omitempty"`
+	Skipped   *JUnitSkipped `xml:"skipped,omitempty"`
+	// SystemOut names the run and what it spent.
+	SystemOut string `xml:"system-out,omitempty"`
+}
+
+// JUnitFailure is why a run failed: the message is the reason.
+type JUnitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// JUnitSkipped is a run not scored yet.
+type JUnitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+// JUnit is e's results as a JUnit report: one testcase for every case
+// and repeat of spec, failed with the reason when the run missed an
+// expectation, skipped when it is not scored yet.
+func JUnit(e *v1alpha1.AgentEvaluation, reasons Reasons) JUnitSuites {
+	suite := JUnitSuite{Name: e.Name}
+	for _, c := range e.Spec.Cases {
+		var cs *v1alpha1.EvaluationCaseStatus
+		for i := range e.Status.Cases {
+			if e.Status.Cases[i].Name == c.Name {
+				cs = &e.Status.Cases[i]
+			}
+		}
+		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
+			tc := JUnitCase{Name: fmt.Sprintf("%s/%d", c.Name, rep), ClassName: e.Name}
+			res, ok := resultOf(cs, rep)
+			switch {
+			case !ok:
+				tc.Skipped = &JUnitSkipped{Message: "not scored yet"}
+				suite.Skipped++
+			case !res.Passed:
+				why := reasons.reason(cs, res)
+				tc.Failure = &JUnitFailure{Message: why, Type: "EvaluationFailed", Text: fmt.Sprintf("run %s: %s", res.Run, why)}
+				suite.Failures++
+			}
+			if ok {
+				tc.SystemOut = fmt.Sprintf("run %s spent $%s", res.Run, orZero(string(res.CostUSD)))
+			}
+			suite.Cases = append(suite.Cases, tc)
+			suite.Tests++
+		}
+	}
+	return JUnitSuites{Name: e.Name, Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Suites: []JUnitSuite{suite}}
+}
+
+// WriteJUnit writes JUnit(e, reasons) as an XML document.
+func WriteJUnit(w io.Writer, e *v1alpha1.AgentEvaluation, reasons Reasons) error {
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(JUnit(e, reasons)); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// resultOf is the result of repeat among the case's, if scored.
+func resultOf(cs *v1alpha1.EvaluationCaseStatus, repeat int32) (v1alpha1.EvaluationRunResult, bool) {
+	if cs == nil {
+		return v1alpha1.EvaluationRunResult{}, false
+	}
+	for _, r := range cs.Results {
+		if r.Repeat == repeat {
+			return r, true
+		}
+	}
+	return v1alpha1.EvaluationRunResult{}, false
+}
+
+// oneLine folds s onto one line, for a table cell.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
