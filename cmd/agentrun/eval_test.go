@@ -179,6 +179,8 @@ func TestEval_usageAndManifestErrorsExitTwo(t *testing.T) {
 		{"the template missing", []string{"-f", noTemplate}, `case double-charge: AgentRun "refund-check-double-charge-1": spec.templateRef names the AgentRunTemplate "refund-investigator", which is not in the file`},
 		{"a parameter the template refuses", []string{"-f", manifestFile(t, withTemplate+"---\n"+badParam)},
 			`case formal-reply: AgentRun "refund-check-formal-reply-1": parameter "ticket" must match the pattern ^T-[0-9]+$, and "ticket-1043" does not`},
+		{"a template whose runs need the archive", []string{"-f", manifestFile(t, strings.Replace(withTemplate, "    budget:\n", "    memory: {name: notes}\n    budget:\n", 1)+
+			"---\n"+readManifest(t, sampleEvaluation))}, `case double-charge: AgentRun "refund-check-double-charge-1" sets spec.memory`},
 		{"an evaluation the CRD refuses", []string{"-f", manifestFile(t, strings.Replace(readManifest(t, sampleEvaluation), "repeats: 1", "repeats: 11", 1))},
 			"spec.repeats: Invalid value: 11: spec.repeats in body should be less than or equal to 10"},
 	}

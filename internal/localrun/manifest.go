@@ -221,6 +221,13 @@ func (c *Checker) complete(m *Manifest) error {
 		}
 		m.Run = run
 	}
+	if m.Run.Spec.Memory != nil {
+		// The memory is kept in the operator's archive, which this
+		// process does not open.
+		return fmt.Errorf("AgentRun %q sets spec.memory, which is kept in the operator's archive (PostgreSQL); "+
+			"agentrun local has no archive: run it with an operator that has one (--archive-postgres-dsn, chart value "+
+			"archive.postgres.dsnSecretRef), or remove spec.memory and its memory tools", m.Run.Name)
+	}
 	if err := m.checkSecretRefs(); err != nil {
 		return fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
 	}

@@ -95,8 +95,8 @@ func Run(ctx context.Context, path string, o Options) int {
 // and Checker.WithRun leave it) to its end, job tools in dir, and returns
 // its status as the operator would write it. The stream goes to
 // o.Stdout, and a summary after it unless o.JSON; the caller prints the
-// status. An error is a run that cannot be built here (spec.memory, a
-// tool the manifest gets wrong): nothing ran. A declared tool that is not
+// status. An error is a run that cannot be built here (a tool the
+// manifest gets wrong): nothing ran. A declared tool that is not
 // available is a run that ended ToolFailure, as the operator ends it.
 func RunManifest(ctx context.Context, m *Manifest, dir string, o Options) (v1alpha1.AgentRunStatus, error) {
 	if o.Stdin == nil {
@@ -106,13 +106,6 @@ func RunManifest(ctx context.Context, m *Manifest, dir string, o Options) (v1alp
 	run.Namespace = "default"
 	run.UID = types.UID("local-" + randomHex(6))
 
-	if run.Spec.Memory != nil {
-		// The memory is kept in the operator's archive, which this
-		// process does not open.
-		return v1alpha1.AgentRunStatus{}, fmt.Errorf("AgentRun %q sets spec.memory, which is kept in the operator's archive (PostgreSQL); "+
-			"agentrun local has no archive: run it with an operator that has one (--archive-postgres-dsn, chart value "+
-			"archive.postgres.dsnSecretRef), or remove spec.memory and its memory tools", run.Name)
-	}
 	out := o.Stdout
 	prompts := o.Stdout
 	if o.JSON {
