@@ -201,8 +201,10 @@ type Result struct {
 
 // Run runs the plan's runs, at most spec.concurrency at once, in the
 // order of the cases and their repeats, scores each as it ends, and
-// returns the evaluation with its status set. A run that cannot be built
-// (spec.memory) is an error; nothing else is.
+// returns the evaluation with its status set. Once o.Stop is closed or
+// ctx is done no more runs start, and the status says Running with the
+// runs not scored. A run whose tools cannot be built is an error; a run
+// that misses its case's expectations is not.
 func (p *Plan) Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
