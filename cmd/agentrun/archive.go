@@ -130,7 +130,7 @@ Incomplete or Unsealed for a record kept without it) and the reason.`,
 			if since != "" {
 				t, err := archived.ParseSince(since, archiveNow())
 				if err != nil {
-					return usageErr{err}
+					return usageErr{error: err}
 				}
 				f.Since = t
 			}

@@ -1,6 +1,7 @@
 // Command agentrun runs AgentRuns without an operator deployment:
 //
 //	agentrun local -f run.yaml   one manifest, no cluster, tools as local processes
+//	agentrun eval -f evaluation.yaml   an AgentEvaluation, the same way, scored
 //	agentrun dev                 a local control plane with the operator (make dev)
 //	agentrun demo                the same, applying config/samples and checking outcomes (make demo)
 //	agentrun archive list|show|transcript   finished runs kept in PostgreSQL by the operator
@@ -42,8 +43,11 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := root.ExecuteC()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
-		if _, ok := err.(usageErr); ok {
+		if u, ok := err.(usageErr); ok {
 			fmt.Fprint(stderr, "\n"+cmd.UsageString())
+			if u.code != 0 {
+				return u.code
+			}
 		} else if !cmd.HasParent() {
 			fmt.Fprintln(stderr, `Run "agentrun --help" for the commands.`)
 		}
@@ -59,7 +63,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, code *int) *cobra
 		Use:   "agentrun",
 		Short: "Run LLM agents declared as AgentRun manifests",
 		Long: `agentrun runs LLM agents declared as AgentRun manifests, without an operator
-deployment: one manifest with no cluster at all (local), or a local control
+deployment: one manifest with no cluster at all (local), an AgentEvaluation
+the same way (eval), or a local control
 plane with the operator (dev, and demo, which applies the samples and checks
 their outcomes). archive reads the records of finished runs that the operator
 keeps in PostgreSQL.`,
@@ -69,14 +74,18 @@ keeps in PostgreSQL.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(localCommand(code), devCommand(code), demoCommand(code), archiveCommand(), version.Command())
+	root.AddCommand(localCommand(code), evalCommand(code), devCommand(code), demoCommand(code), archiveCommand(), version.Command())
 	return root
 }
 
 // usageErr is a wrong flag or argument: the command's usage follows it.
-type usageErr struct{ error }
+// code is the exit status, localrun.ExitUsage when zero.
+type usageErr struct {
+	error
+	code int
+}
 
-func usageError(format string, a ...any) error { return usageErr{fmt.Errorf(format, a...)} }
+func usageError(format string, a ...any) error { return usageErr{error: fmt.Errorf(format, a...)} }
 
 func devCommand(code *int) *cobra.Command {
 	var kubeconfig string

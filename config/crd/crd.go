@@ -10,3 +10,9 @@ import _ "embed"
 //
 //go:embed bases/agents.agentrun.dev_agentruns.yaml
 var AgentRuns []byte
+
+// AgentEvaluations is the AgentEvaluation CustomResourceDefinition, as
+// YAML.
+//
+//go:embed bases/agents.agentrun.dev_agentevaluations.yaml
+var AgentEvaluations []byte

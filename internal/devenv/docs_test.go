@@ -38,6 +38,8 @@ var docScenarios = []docScenario{
 	{"answers", []string{"03-declined-refund.yaml"}},
 	{"templates", []string{"12-template.yaml"}},
 	{"schedules", []string{"13-schedule.yaml"}},
+	// kubectl agentrun eval of the sample evaluation.
+	{"evaluations", []string{"12-template.yaml", "15-evaluation.yaml"}},
 	// docs/gitops.md's way out of a refused re-run.
 	{"gitops", nil},
 	// docs/local.md: agentrun local, with no cluster.

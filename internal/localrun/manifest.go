@@ -86,14 +86,43 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 // way the API server would check it, as far as that is cheap to do here;
 // the loop engine checks the rest when the run is built.
 func (c *Checker) ParseManifest(r io.Reader) (*Manifest, error) {
-	m := &Manifest{Secrets: map[string]map[string]string{}, ConfigMaps: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
+	m := NewManifest()
+	if err := c.ReadDocuments(r, m, nil); err != nil {
+		return nil, err
+	}
+	if m.Run == nil {
+		return nil, fmt.Errorf("the file holds no AgentRun (apiVersion %s, kind AgentRun)", v1alpha1.GroupVersion)
+	}
+	if err := c.complete(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// NewManifest is an empty manifest, for ReadDocuments.
+func NewManifest() *Manifest {
+	return &Manifest{Secrets: map[string]map[string]string{}, ConfigMaps: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
+}
+
+// Other reads a document of a kind a manifest does not hold (tm says
+// which); handled is false for a kind it does not read either. It sees
+// every document first, so it may also refuse one a manifest holds.
+type Other func(tm metav1.TypeMeta, doc []byte) (handled bool, err error)
+
+// ReadDocuments reads YAML or JSON documents from r into m, as
+// ParseManifest does: at most one AgentRun, checked as the API server
+// checks it, and AgentRunTemplates, v1 Secrets and v1 ConfigMaps, each
+// named unlike those of its kind m holds already. other, when not nil,
+// reads the documents of other kinds; a document nobody reads is an error
+// that names it. The AgentRun is not resolved against its template yet.
+func (c *Checker) ReadDocuments(r io.Reader, m *Manifest, other Other) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for n := 1; ; n++ {
 		var doc json.RawMessage
 		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return nil, fmt.Errorf("document %d: %w", n, err)
+			return fmt.Errorf("document %d: %w", n, err)
 		}
 		doc = bytes.TrimSpace(doc)
 		if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
@@ -106,63 +135,103 @@ func (c *Checker) ParseManifest(r io.Reader) (*Manifest, error) {
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(doc, &tm); err != nil {
-			return nil, fmt.Errorf("document %d: not an object: %w", n, err)
+			return fmt.Errorf("document %d: not an object: %w", n, err)
 		}
 		what := fmt.Sprintf("document %d (%s %q)", n, tm.Kind, tm.Metadata.Name)
+		if other != nil {
+			handled, err := other(tm.TypeMeta, doc)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			if handled {
+				continue
+			}
+		}
 		switch {
 		case tm.APIVersion == v1alpha1.GroupVersion.String() && tm.Kind == "AgentRun":
 			if m.Run != nil {
-				return nil, fmt.Errorf("%s: the file holds a second AgentRun (%q came first); agentrun local runs one", what, m.Run.Name)
+				return fmt.Errorf("%s: the file holds a second AgentRun (%q came first); agentrun local runs one", what, m.Run.Name)
 			}
 			run, err := c.decodeRun(doc)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", what, err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			m.Run = run
 		case tm.APIVersion == "v1" && tm.Kind == "Secret":
 			s := &corev1.Secret{}
 			if err := decodeNamed(doc, tm.Kind, s, m.Secrets); err != nil {
-				return nil, fmt.Errorf("%s: %w", what, err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			m.Secrets[s.Name] = merged(s.Data, s.StringData)
 		case tm.APIVersion == "v1" && tm.Kind == "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			if err := decodeNamed(doc, tm.Kind, cm, m.ConfigMaps); err != nil {
-				return nil, fmt.Errorf("%s: %w", what, err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			m.ConfigMaps[cm.Name] = merged(cm.BinaryData, cm.Data)
 		case tm.APIVersion == v1alpha1.GroupVersion.String() && tm.Kind == "AgentRunTemplate":
 			t := &v1alpha1.AgentRunTemplate{}
 			if err := strict(doc, t); err != nil {
-				return nil, fmt.Errorf("%s: %w", what, err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			if _, dup := m.Templates[t.Name]; dup || t.Name == "" {
-				return nil, fmt.Errorf("%s: every AgentRunTemplate needs a name of its own", what)
+				return fmt.Errorf("%s: every AgentRunTemplate needs a name of its own", what)
 			}
 			m.Templates[t.Name] = t
 		default:
-			return nil, fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates, v1 Secrets and v1 ConfigMaps",
+			return fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates, v1 Secrets and v1 ConfigMaps",
 				what, tm.APIVersion, tm.Kind, v1alpha1.GroupVersion)
 		}
 	}
-	if m.Run == nil {
-		return nil, fmt.Errorf("the file holds no AgentRun (apiVersion %s, kind AgentRun)", v1alpha1.GroupVersion)
+	return nil
+}
+
+// WithRun is a copy of m (its Secrets, ConfigMaps and templates shared)
+// that holds run, checked as ParseManifest checks the AgentRun it reads
+// and resolved against m's templates when it names one.
+func (c *Checker) WithRun(m *Manifest, run *v1alpha1.AgentRun) (*Manifest, error) {
+	doc, err := json.Marshal(map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "AgentRun",
+		"metadata": run.ObjectMeta, "spec": run.Spec})
+	if err != nil {
+		return nil, err
 	}
+	checked, err := c.decodeRun(doc)
+	if err != nil {
+		return nil, fmt.Errorf("AgentRun %q: %w", run.Name, err)
+	}
+	cp := *m
+	cp.Run = checked
+	if err := c.complete(&cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+// complete checks what a run needs of the rest of the manifest, and
+// resolves it against the template it names.
+func (c *Checker) complete(m *Manifest) error {
 	if ref := m.Run.Spec.ContinueFrom; ref != nil {
-		return nil, fmt.Errorf("AgentRun %q: spec.continueFrom continues AgentRun %s of a cluster, whose conversation agentrun local cannot read: "+
+		return fmt.Errorf("AgentRun %q: spec.continueFrom continues AgentRun %s of a cluster, whose conversation agentrun local cannot read: "+
 			"create the follow-up in the cluster (kubectl agentrun continue)", m.Run.Name, ref.Name)
 	}
 	if ref := m.Run.Spec.TemplateRef; ref != nil {
 		run, err := m.resolve(c)
 		if err != nil {
-			return nil, fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
+			return fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
 		}
 		m.Run = run
 	}
-	if err := m.checkSecretRefs(); err != nil {
-		return nil, fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
+	if m.Run.Spec.Memory != nil {
+		// The memory is kept in the operator's archive, which this
+		// process does not open.
+		return fmt.Errorf("AgentRun %q sets spec.memory, which is kept in the operator's archive (PostgreSQL); "+
+			"agentrun local has no archive: run it with an operator that has one (--archive-postgres-dsn, chart value "+
+			"archive.postgres.dsnSecretRef), or remove spec.memory and its memory tools", m.Run.Name)
 	}
-	return m, nil
+	if err := m.checkSecretRefs(); err != nil {
+		return fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
+	}
+	return nil
 }
 
 // resolve makes the run from the template it names, as the operator does:

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // minimalRun is the smallest valid AgentRun; cases below edit it.
@@ -192,5 +194,42 @@ func TestParseManifest_aTemplateThatMakesAnInvalidRunIsRefusedAsTheAPIServerWoul
 	_, err := ParseManifest(strings.NewReader(tpl + "---\n" + run))
 	if err == nil || !strings.Contains(err.Error(), "does not make a valid run") || !strings.Contains(err.Error(), "goal must not be empty") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A caller that makes runs itself (agentrun eval) reads the templates
+// with ReadDocuments, letting another kind through, then checks and
+// resolves each run with WithRun as ParseManifest would; the manifest it
+// started from is left as it was.
+func TestWithRun_resolvesARunMadeInCodeAgainstTheTemplatesRead(t *testing.T) {
+	check := newChecker(t)
+	m := NewManifest()
+	var others []string
+	err := check.ReadDocuments(strings.NewReader(investigatorTemplate+"---\napiVersion: example.com/v1\nkind: Report\nmetadata: {name: x}\n"), m,
+		func(tm metav1.TypeMeta, _ []byte) (bool, error) {
+			others = append(others, tm.Kind)
+			return tm.Kind == "Report", nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"AgentRunTemplate", "Report"}, others); diff != "" {
+		t.Errorf("documents offered to other (-want +got):\n%s", diff)
+	}
+	run := func(ticket string) *v1alpha1.AgentRun {
+		return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ev-c-1", Labels: map[string]string{v1alpha1.LabelCase: "c"}},
+			Spec: v1alpha1.AgentRunSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "investigator"},
+				Parameters: []v1alpha1.ParameterValue{{Name: "ticket", Value: ticket}}}}
+	}
+	got, err := check.WithRun(m, run("T-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Run.Spec.Goal != "Investigate T-7." || got.Run.Labels[v1alpha1.LabelCase] != "c" || got.Run.Spec.LoopDetection == nil || m.Run != nil {
+		t.Errorf("WithRun: goal %q, labels %v, defaults applied %t; the manifest's own run %v",
+			got.Run.Spec.Goal, got.Run.Labels, got.Run.Spec.LoopDetection != nil, m.Run)
+	}
+	if _, err := check.WithRun(m, run("X-7")); err == nil || !strings.Contains(err.Error(), `AgentRun "ev-c-1": parameter "ticket" must match`) {
+		t.Errorf("a value the template refuses: err = %v", err)
 	}
 }

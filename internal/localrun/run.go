@@ -80,18 +80,32 @@ func Run(ctx context.Context, path string, o Options) int {
 		fmt.Fprintf(o.Stderr, "agentrun local: %v\n", err)
 		return ExitUsage
 	}
+	st, err := RunManifest(ctx, m, dir, o)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "agentrun local: %s: %v\n", path, err)
+		return ExitUsage
+	}
+	if o.JSON {
+		writeJSON(o.Stdout, st)
+	}
+	return ExitCode(loop.Outcome(st.Outcome))
+}
+
+// RunManifest runs m's AgentRun (checked and resolved, as ParseManifest
+// and Checker.WithRun leave it) to its end, job tools in dir, and returns
+// its status as the operator would write it. The stream goes to
+// o.Stdout, and a summary after it unless o.JSON; the caller prints the
+// status. An error is a run that cannot be built here (a tool the
+// manifest gets wrong): nothing ran. A declared tool that is not
+// available is a run that ended ToolFailure, as the operator ends it.
+func RunManifest(ctx context.Context, m *Manifest, dir string, o Options) (v1alpha1.AgentRunStatus, error) {
+	if o.Stdin == nil {
+		o.Stdin = strings.NewReader("")
+	}
 	run := m.Run
 	run.Namespace = "default"
 	run.UID = types.UID("local-" + randomHex(6))
 
-	if run.Spec.Memory != nil {
-		// The memory is kept in the operator's archive, which this
-		// process does not open.
-		fmt.Fprintf(o.Stderr, "agentrun local: %s: AgentRun %q sets spec.memory, which is kept in the operator's archive (PostgreSQL); "+
-			"agentrun local has no archive: run it with an operator that has one (--archive-postgres-dsn, chart value "+
-			"archive.postgres.dsnSecretRef), or remove spec.memory and its memory tools\n", path, run.Name)
-		return ExitUsage
-	}
 	out := o.Stdout
 	prompts := o.Stdout
 	if o.JSON {
@@ -103,14 +117,10 @@ func Run(ctx context.Context, path string, o Options) int {
 	k, err := b.Build(ctx, run, egress.Grant{})
 	if errors.Is(err, kit.ErrUnavailable) {
 		fmt.Fprintf(o.Stderr, "agentrun local: AgentRun %q cannot run here: %v\n", run.Name, err)
-		if o.JSON {
-			writeJSON(o.Stdout, FailedStatus(loop.ToolFailure, err.Error(), time.Now()))
-		}
-		return ExitCode(loop.ToolFailure)
+		return FailedStatus(loop.ToolFailure, err.Error(), time.Now()), nil
 	}
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "agentrun local: %s: AgentRun %q: %v\n", path, run.Name, err)
-		return ExitUsage
+		return v1alpha1.AgentRunStatus{}, fmt.Errorf("AgentRun %q: %w", run.Name, err)
 	}
 
 	tools := fmt.Sprintf("%d tools", len(run.Spec.Tools))
@@ -163,14 +173,12 @@ func Run(ctx context.Context, path string, o Options) int {
 		s.Reason = abortedReason
 	}
 
-	if o.JSON {
-		st := Status(s, k.Engine.Convergence(s), time.Now())
-		st.Approvals = p.approvals
-		writeJSON(o.Stdout, st)
-	} else {
+	if !o.JSON {
 		summary(out, s, k.Engine.Convergence(s).Context)
 	}
-	return ExitCode(s.Outcome)
+	st := Status(s, k.Engine.Convergence(s), time.Now())
+	st.Approvals = p.approvals
+	return st, nil
 }
 
 // contextLine says which context policy applies, and where its limit

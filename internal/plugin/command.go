@@ -82,7 +82,7 @@ answer, and who gave it, in status.approvals.`,
 	}
 	root.AddCommand(replyCommand(f), ackCommand(f))
 	root.AddCommand(runCommand(f), rerunCommand(f), continueCommand(f))
-	root.AddCommand(cancelCommand(f), transcriptCommand(f), treeCommand(f), watchCommand(f), version.Command())
+	root.AddCommand(cancelCommand(f), transcriptCommand(f), treeCommand(f), watchCommand(f), evalCommand(f), version.Command())
 	for _, m := range more {
 		root.AddCommand(m(f.flags))
 	}

@@ -1,7 +1,7 @@
 // Package plugin is the kubectl plugin kubectl-agentrun: commands that
 // create a run from a template or from an earlier run, answer pending
-// calls, cancel a run, print its transcript or its tree of child runs and
-// follow it to its end.
+// calls, cancel a run, print its transcript or its tree of child runs,
+// follow it to its end, and print an AgentEvaluation's report.
 //
 // Every command works over the same annotations and fields a person could
 // set with kubectl itself (see "Approving a step" in the API contract); the

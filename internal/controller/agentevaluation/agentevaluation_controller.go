@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -194,7 +193,7 @@ func (r *Reconciler) scoreEnded(s *scope) {
 			c := &e.Spec.Cases[i]
 			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
 			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
-				run := s.runs[runName(e, v.Name, c.Name, rep)]
+				run := s.runs[evaluation.RunName(e.Name, v.Name, c.Name, rep)]
 				if run == nil || evaluation.Scored(cs, rep) {
 					continue
 				}
@@ -203,9 +202,7 @@ func (r *Reconciler) scoreEnded(s *scope) {
 					continue
 				}
 				why := evaluation.Score(&c.Expect, run)
-				evaluation.Record(cs, v1alpha1.EvaluationRunResult{Repeat: rep, Run: run.Name, Passed: why == "",
-					CostUSD: v1alpha1.USD(evaluation.CostOf(run).String()), Verified: evaluation.Verified(run),
-					TurnsToCompletion: evaluation.TurnsToCompletion(run)}, why)
+				evaluation.Record(cs, evaluation.ResultOf(rep, run, why), why)
 			}
 		}
 	}
@@ -228,7 +225,7 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			for _, v := range variants {
 				cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
-				name := runName(e, v.Name, c.Name, rep)
+				name := evaluation.RunName(e.Name, v.Name, c.Name, rep)
 				if s.runs[name] != nil || evaluation.Scored(cs, rep) {
 					continue
 				}
@@ -279,18 +276,6 @@ func (r *Reconciler) takenBy(ctx context.Context, e *v1alpha1.AgentEvaluation, n
 		return "", true
 	}
 	return fmt.Sprintf("run %s already exists and does not belong to this evaluation: delete it, or name the evaluation or the case differently", name), false
-}
-
-// runName is the name of a case's run of repeat (of variant, "" for
-// spec.templateRef): the same variant, case and repeat always give the
-// same name, so that no run is made twice whoever creates it (a
-// restarted operator, two replicas for a moment). The CRD bounds the
-// parts so that it is at most 63 characters.
-func runName(e *v1alpha1.AgentEvaluation, variant, caseName string, repeat int32) string {
-	if variant == "" {
-		return e.Name + "-" + caseName + "-" + strconv.Itoa(int(repeat))
-	}
-	return e.Name + "-" + variant + "-" + caseName + "-" + strconv.Itoa(int(repeat))
 }
 
 // runFor is the run of case c of variant v named name: made from the

@@ -1,0 +1,157 @@
+package localeval
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+)
+
+// overlap is an evaluation of three cases, two repeats each, two at once,
+// whose template's one tool counts the runs in a call at the same moment:
+// each call holds a directory of its own for a moment, and appends how
+// many such directories it saw to the file counts.
+const overlap = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRunTemplate
+metadata: {name: counter}
+spec:
+  parameters:
+  - {name: who, required: true}
+  run:
+    goal: "Count the runs in a call, for $(params.who)."
+    model:
+      provider: scripted
+      script:
+      - toolCalls: [{name: count, arguments: {}}]
+      - content: "Counted for $(params.who)."
+    budget: {maxTurns: 3}
+    tools:
+    - name: count
+      description: "Count the runs in a call."
+      parameters: {type: object}
+      job:
+        image: busybox
+        # The pause keeps the call in flight while the others start.
+        command: [sh, -c, 'cat >/dev/null; mkdir in-call.$$; ls -d in-call.* | wc -l >>counts; sleep 0.3; rmdir in-call.$$; echo "{}"']
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentEvaluation
+metadata: {name: overlap}
+spec:
+  templateRef: {name: counter}
+  repeats: 2
+  concurrency: 2
+  cases:
+  - {name: a, parameters: [{name: who, value: a}], expect: {answer: ['for a']}}
+  - {name: b, parameters: [{name: who, value: b}], expect: {answer: ['for b']}}
+  - {name: c, parameters: [{name: who, value: c}], expect: {answer: ['for c']}}
+`
+
+// Issue 48: an evaluation never has more than concurrency runs going at
+// once, with no cluster as in one, and every case's runs are scored.
+func TestRun_neverMoreThanConcurrencyAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "evaluation.yaml")
+	if err := os.WriteFile(file, []byte(overlap), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	most := 0
+	for _, l := range lines {
+		n, err := strconv.Atoi(l)
+		if err != nil {
+			t.Fatalf("counts holds %q", b)
+		}
+		most = max(most, n)
+	}
+	if len(lines) != 6 || most > 2 || most < 1 {
+		t.Errorf("the six calls saw %q runs in a call at once; want six counts of at most 2 (spec.concurrency)", lines)
+	}
+	st := res.Evaluation.Status
+	got := []any{st.Phase, st.Totals.Passed, len(st.Cases), res.Evaluation.Status.Cases[2].Results[1].Run}
+	if diff := cmp.Diff([]any{v1alpha1.EvaluationPassed, int32(6), 3, "overlap-c-2"}, got); diff != "" {
+		t.Errorf("(phase, passed, cases, the last run) (-want +got):\n%s", diff)
+	}
+}
+
+// variants is an evaluation of two templates on one case: the polite one
+// says "refunded", the terse one does not.
+const variants = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRunTemplate
+metadata: {name: polite}
+spec:
+  run:
+    goal: "Answer the customer."
+    model: {provider: scripted, script: [{content: "We refunded you."}]}
+    budget: {maxTurns: 2}
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRunTemplate
+metadata: {name: terse}
+spec:
+  run:
+    goal: "Answer the customer."
+    model: {provider: scripted, script: [{content: "Done."}]}
+    budget: {maxTurns: 2}
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentEvaluation
+metadata: {name: tone}
+spec:
+  variants:
+  - {name: polite, templateRef: {name: polite}}
+  - {name: terse, templateRef: {name: terse}}
+  cases:
+  - {name: refund, expect: {answer: ['refunded']}}
+`
+
+// Issue 48: each variant's runs are made from its own template, named
+// after it, and counted apart, as the operator counts them.
+func TestRun_eachVariantIsRunAndCountedApart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "evaluation.yaml")
+	if err := os.WriteFile(file, []byte(variants), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range res.Evaluation.Status.Variants {
+		for _, c := range v.Cases {
+			for _, r := range c.Results {
+				got[v.Name+"/"+c.Name] = r.Run + " " + strconv.FormatBool(r.Passed)
+			}
+		}
+	}
+	want := map[string]string{"polite/refund": "tone-polite-refund-1 true", "terse/refund": "tone-terse-refund-1 false"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results by variant (-want +got):\n%s", diff)
+	}
+	if ph := res.Evaluation.Status.Phase; ph != v1alpha1.EvaluationFailed {
+		t.Errorf("phase %s, want Failed (the terse variant missed)", ph)
+	}
+}
