@@ -62,8 +62,9 @@ func (s *Server) rerun(w http.ResponseWriter, r *http.Request, u *user) (view, e
 
 // cancel sets spec.cancel on the run the form showed, as the user, through
 // the same operation as `kubectl agentrun cancel` (runclient.Cancel, bound
-// to the run's UID), and shows its page again with what that did, or the
-// refusal as runclient or the API server gave it.
+// to the run's UID), and shows the page it came from again (the run's, or
+// the runs page with its filter) with what that did, or the refusal as
+// runclient or the API server gave it.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
 	ref, uid, refused := s.runForm(r, u, "cancel")
 	if refused != nil {
@@ -71,5 +72,13 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	}
 	c, err := runclient.Cancel(r.Context(), u.c, runclient.CancelOptions{Run: ref, UID: uid})
 	res, status := answerResult(c, err)
+	if r.PostFormValue("back") == "runs" {
+		q, _ := url.ParseQuery(r.PostFormValue("filter")) // the page's own query; a bad one filters nothing
+		v, verr := s.runsView(r, u, filterOf(q), res)
+		if verr == nil && v.Status == 0 {
+			v.Status = status
+		}
+		return v, verr
+	}
 	return s.runPageWith(w, r, u, ref, res, status)
 }

@@ -31,11 +31,11 @@ func finished(t *testing.T, ns, name string) *v1alpha1.AgentRun {
 // page. A run that has not finished offers Cancel instead.
 func TestConsole_editorRerunsAFinishedRunAndLandsOnTheNewRun(t *testing.T) {
 	ns := namespace(t, "console-rerun")
-	bind(t, "rita", "agentrun-editor", ns)
+	bind(t, "rex", "agentrun-editor", ns)
 	old := finished(t, ns, "charged-twice")
 
 	ctx := tab(t)
-	srv := consoleFor(t, "rita", ns)
+	srv := consoleFor(t, "rex", ns)
 	key := ns + "/charged-twice"
 	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/charged-twice"), visible(`[data-rerun="`+key+`"]`))
 	if eval[bool](t, ctx, `document.querySelector("[data-cancel]") !== null`) {
@@ -66,7 +66,7 @@ func TestConsole_editorRerunsAFinishedRunAndLandsOnTheNewRun(t *testing.T) {
 
 // Issue 49, item 2: Cancel on the page of a run that waits for a person
 // sets spec.cancel as kubectl agentrun cancel does; the run ends without
-// running the call, and the page shows it.
+// running the call, and the page shows it. The runs page cancels too.
 func TestConsole_editorCancelsAWaitingRunAndItEnds(t *testing.T) {
 	ns := namespace(t, "console-cancel")
 	bind(t, "cody", "agentrun-editor", ns)
@@ -99,6 +99,26 @@ func TestConsole_editorCancelsAWaitingRunAndItEnds(t *testing.T) {
 	if outcome := text(t, ctx, `[data-outcome]`); outcome != string(v1alpha1.OutcomeApprovalDenied) {
 		t.Errorf("the page shows the outcome %q", outcome)
 	}
+
+	// The runs page has a Cancel for each run that has not ended, and
+	// keeps its filter.
+	other := refundRun(ns, "refund-cancel-row")
+	create(t, other)
+	waiting(t, other)
+	row := `tr[data-run="` + ns + `/refund-cancel-row"]`
+	do(t, ctx, chromedp.Navigate(srv.URL+"/?namespace="+ns), visible(row+` [data-cancel]`))
+	if eval[bool](t, ctx, `document.querySelector('tr[data-run="`+key+`"] [data-cancel]') !== null`) {
+		t.Error("the runs page offers to cancel a run that has ended")
+	}
+	do(t, ctx, click(row+` [data-cancel]`), visible(`.result.ok`))
+	if message := text(t, ctx, `.result`); !strings.Contains(message, "agentrun/refund-cancel-row: cancel requested") {
+		t.Errorf("after Cancel the runs page says %q", message)
+	}
+	if filter := eval[string](t, ctx, `document.querySelector('.filter input[name="namespace"]').value`); filter != ns {
+		t.Errorf("after Cancel the runs page's namespace filter is %q, want %q", filter, ns)
+	}
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, other).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(v1alpha1.OutcomeApprovalDenied))
 }
 
 // Issue 49, item 2: a viewer's Cancel and Re-run are refused by the API
