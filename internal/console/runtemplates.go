@@ -10,14 +10,13 @@ import (
 	"github.com/agentrun/agentrun/internal/plugin"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/template"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // templateView is one AgentRunTemplate: its parameters, the goal it
-// writes, and why it is not ready, when it is not.
+// writes, and why it is not ready, when it is not (plugin.TemplateReady:
+// a run made from it would be refused).
 type templateView struct {
 	Namespace, Name string
 	Goal            string
@@ -46,8 +45,8 @@ func paramField(name string) string { return "param." + name }
 
 func templateViewOf(t *v1alpha1.AgentRunTemplate, typed url.Values) templateView {
 	v := templateView{Namespace: t.Namespace, Name: t.Name, Goal: safeterm.Clean(t.Spec.Run.Goal)}
-	if c := meta.FindStatusCondition(t.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == t.Generation {
-		v.NotReady = safeterm.Clean(c.Reason + ": " + c.Message)
+	if err := plugin.TemplateReady(t); err != nil {
+		v.NotReady = safeterm.Clean(err.Error())
 	}
 	for _, p := range t.Spec.Parameters {
 		pv := paramView{Name: p.Name, Description: safeterm.Clean(p.Description), Required: p.Required, Enum: p.Enum, Pattern: p.Pattern}
@@ -108,10 +107,10 @@ type templateData struct {
 // template shows one AgentRunTemplate with its Run form: a box for each
 // parameter, holding its default.
 func (s *Server) template(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
-	return s.templateView(r, u, r.PathValue("namespace"), r.PathValue("name"), nil, nil)
+	return s.templatePage(r, u, r.PathValue("namespace"), r.PathValue("name"), nil, nil)
 }
 
-func (s *Server) templateView(r *http.Request, u *user, ns, name string, typed url.Values, res *result) (view, error) {
+func (s *Server) templatePage(r *http.Request, u *user, ns, name string, typed url.Values, res *result) (view, error) {
 	v := view{Title: name, Page: "template"}
 	t := &v1alpha1.AgentRunTemplate{}
 	if err := u.c.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, t); err != nil {
@@ -156,7 +155,7 @@ func (s *Server) runTemplate(w http.ResponseWriter, r *http.Request, u *user) (v
 	if te := (*template.Error)(nil); errors.As(err, &te) {
 		status = http.StatusUnprocessableEntity
 	}
-	v, verr := s.templateView(r, u, ns, name, r.PostForm, res)
+	v, verr := s.templatePage(r, u, ns, name, r.PostForm, res)
 	v.Status = status
 	return v, verr
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +150,32 @@ func TestConsole_viewerRunningATemplateSeesTheAPIServersRefusal(t *testing.T) {
 	}
 	if len(runs.Items) != 0 {
 		t.Errorf("a refused Run made %d runs", len(runs.Items))
+	}
+}
+
+// A template the operator found broken is marked on the templates page,
+// and its page says why, in the words kubectl agentrun run --template
+// refuses it with.
+func TestConsole_templatePageSaysWhyATemplateIsNotReady(t *testing.T) {
+	ns := namespace(t, "console-templates-broken")
+	bind(t, "val", "agentrun-viewer", ns)
+	broken := refundTemplate(ns)
+	broken.Name = "broken"
+	broken.Spec.Run.Goal = "Refund $(params.customer)."
+	create(t, broken)
+	NewWithT(t).Eventually(func() []metav1.Condition {
+		got := &v1alpha1.AgentRunTemplate{}
+		_ = admin.Get(context.Background(), client.ObjectKeyFromObject(broken), got)
+		return got.Status.Conditions
+	}, time.Minute, 100*time.Millisecond).Should(ContainElement(And(HaveField("Type", "Ready"), HaveField("Status", metav1.ConditionFalse))))
+
+	srv := consoleFor(t, "val", ns)
+	resp, body := fetch(t, srv.URL+"/templates?namespace="+ns, "")
+	if want := `broken</a> <small class="problem">not ready</small>`; resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("the templates page: %d, want it to contain %s\n%s", resp.StatusCode, want, body)
+	}
+	resp, body = fetch(t, srv.URL+"/templates/"+ns+"/broken", "")
+	if want := `template broken is not ready (InvalidTemplate)`; resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("the template's page: %d, want it to contain %s\n%s", resp.StatusCode, want, body)
 	}
 }

@@ -84,7 +84,7 @@ func CreateFromTemplate(ctx context.Context, c client.Client, o TemplateRun) (*v
 		}
 		return nil, explain(err, Ref{Namespace: o.Namespace, Name: o.Template})
 	}
-	if err := templateReady(tpl); err != nil {
+	if err := TemplateReady(tpl); err != nil {
 		return nil, err
 	}
 	if _, err := template.Values(tpl, o.Params); err != nil {
@@ -134,9 +134,9 @@ func printCreated(w io.Writer, run *v1alpha1.AgentRun) {
 	printf(w, "agentrun.%s/%s created\n", v1alpha1.GroupVersion.Group, run.Name)
 }
 
-// templateReady refuses a template whose Ready condition, for its current
+// TemplateReady refuses a template whose Ready condition, for its current
 // generation, is False: every run made from it would end Error.
-func templateReady(tpl *v1alpha1.AgentRunTemplate) error {
+func TemplateReady(tpl *v1alpha1.AgentRunTemplate) error {
 	c := meta.FindStatusCondition(tpl.Status.Conditions, "Ready")
 	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != tpl.Generation {
 		return nil
