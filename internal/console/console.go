@@ -1,5 +1,7 @@
-// Package console is the AgentRun web console: the runs, one run's story,
-// an inbox of the calls that wait for a person, and the AgentBudgets. It is
+// Package console is the AgentRun web console: the runs, one run's story
+// (with Continue, Re-run and Cancel), an inbox of the calls that wait for
+// a person, the AgentRunTemplates (each with a Run form), and the
+// AgentBudgets. It is
 // as safe as kubectl because it is kubectl's permissions: every read and
 // every answer is made with the credentials of the person looking, never
 // with credentials of the console's own.
@@ -166,6 +168,11 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /answer", s.page(s.answer))
 	m.HandleFunc("POST /continue", s.page(s.continueRun))
 	m.HandleFunc("POST /ack", s.page(s.ack))
+	m.HandleFunc("POST /rerun", s.page(s.rerun))
+	m.HandleFunc("POST /cancel", s.page(s.cancel))
+	m.HandleFunc("GET /templates", s.page(s.templates))
+	m.HandleFunc("GET /templates/{namespace}/{name}", s.page(s.template))
+	m.HandleFunc("POST /run", s.page(s.runTemplate))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)

@@ -959,36 +959,53 @@ func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 		})
 	}
 
-	// Continue, the other request that changes something, is refused the
-	// same way and creates nothing.
-	for _, tc := range []struct {
-		name    string
-		headers map[string]string
-		csrf    string
+	// Continue, Re-run, Cancel and a template's Run, the other requests
+	// that change something, are refused the same way and change nothing.
+	create(t, refundTemplate(ns))
+	for _, action := range []struct {
+		path string
+		form url.Values
 	}{
-		{"a foreign Origin", map[string]string{"Origin": "https://evil.example"}, token},
-		{"no page token", map[string]string{"Origin": srv.URL}, "forged"},
+		{"/continue", url.Values{"goal": {"Refund everything."}}},
+		{"/rerun", nil},
+		{"/cancel", nil},
+		{"/run", url.Values{"template": {"refund"}, "param.invoice": {"in_9f21"}}},
 	} {
-		t.Run("continue with "+tc.name, func(t *testing.T) {
-			form := url.Values{"namespace": {ns}, "name": {"refund-csrf"}, "goal": {"Refund everything."}, "csrf": {tc.csrf}, "uid": {string(shown.UID)}}
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/continue", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			for k, v := range tc.headers {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("got %d, want 403", resp.StatusCode)
-			}
-			runs := &v1alpha1.AgentRunList{}
-			if err := admin.List(context.Background(), runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 1 {
-				t.Fatalf("a refused continue left %d runs (%v), want 1", len(runs.Items), err)
-			}
-		})
+		for _, tc := range []struct {
+			name    string
+			headers map[string]string
+			csrf    string
+		}{
+			{"a foreign Origin", map[string]string{"Origin": "https://evil.example"}, token},
+			{"no page token", map[string]string{"Origin": srv.URL}, "forged"},
+		} {
+			t.Run(action.path+" with "+tc.name, func(t *testing.T) {
+				form := url.Values{"namespace": {ns}, "name": {"refund-csrf"}, "csrf": {tc.csrf}, "uid": {string(shown.UID)}}
+				for k, v := range action.form {
+					form[k] = v
+				}
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+action.path, strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				for k, v := range tc.headers {
+					req.Header.Set(k, v)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusForbidden {
+					t.Errorf("got %d, want 403", resp.StatusCode)
+				}
+				runs := &v1alpha1.AgentRunList{}
+				if err := admin.List(context.Background(), runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 1 {
+					t.Fatalf("a refused %s left %d runs (%v), want 1", action.path, len(runs.Items), err)
+				}
+				if get(t, run).Spec.Cancel {
+					t.Fatalf("a refused %s cancelled the run", action.path)
+				}
+			})
+		}
 	}
 
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
@@ -1287,6 +1304,9 @@ func TestConsole_pagesReadWithoutJavaScript(t *testing.T) {
 	do(t, ctx, chromedp.Navigate(srv.URL+"/inbox"), visible(`[data-approve="`+ns+`/plain/t1-c1"]`))
 	do(t, ctx, chromedp.Navigate(srv.URL+"/runs/"+ns+"/plain"), visible(`[data-ceiling="turns"]`), visible(`[data-goal]`))
 	do(t, ctx, chromedp.Navigate(srv.URL+"/budgets"), visible(`main`))
+	create(t, refundTemplate(ns))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/templates"), visible(`tr[data-template="`+ns+`/refund"]`))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/templates/"+ns+"/refund"), visible(`[data-param="invoice"]`))
 	if ready := eval[bool](t, ctx, `document.documentElement.hasAttribute("data-live-ready")`); ready {
 		t.Error("the console's script ran: this test did not read without JavaScript")
 	}

@@ -215,12 +215,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, u *user) (view, 
 	res, status := answerResult(a, err)
 	back := r.PostFormValue("back")
 	if back == "run" {
-		v, verr := s.run(w, withPath(r, ns, name), u)
-		if verr == nil {
-			v.Status = status
-			v.Data.(*runData).Result = res
-		}
-		return v, verr
+		return s.runPageWith(w, r, u, runclient.Ref{Namespace: ns, Name: name}, res, status)
 	}
 	v, verr := s.inboxView(r, u, r.PostFormValue("filter"), res)
 	v.Status = status
@@ -261,12 +256,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, u *user) (view, err
 		Resolve: r.PostFormValue("do") == "resolve", Note: strings.ReplaceAll(r.PostFormValue("note"), "\r\n", "\n"), UID: uid})
 	res, status := answerResult(a, err)
 	if r.PostFormValue("back") == "run" {
-		v, verr := s.run(w, withPath(r, ns, name), u)
-		if verr == nil {
-			v.Status = status
-			v.Data.(*runData).Result = res
-		}
-		return v, verr
+		return s.runPageWith(w, r, u, runclient.Ref{Namespace: ns, Name: name}, res, status)
 	}
 	v, verr := s.inboxView(r, u, r.PostFormValue("filter"), res)
 	v.Status = status
@@ -285,28 +275,17 @@ func withPath(r *http.Request, ns, name string) *http.Request {
 // (runclient.Continue, bound to the run's UID) and opens its page; a
 // refusal is shown on the earlier run's page.
 func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
-	if !s.checkToken(r, u) {
-		return view{Title: "Refused", Page: "error", Status: http.StatusForbidden,
-			Data: "This form is out of date or did not come from this console: reload the page and continue again."}, nil
-	}
-	ns, name := r.PostFormValue("namespace"), r.PostFormValue("name")
-	uid := types.UID(r.PostFormValue("uid"))
-	if uid == "" {
-		return view{Title: "Refused", Page: "error", Status: http.StatusBadRequest,
-			Data: "This form does not say which run it showed: reload the page and continue again."}, nil
+	ref, uid, refused := s.runForm(r, u, "continue")
+	if refused != nil {
+		return *refused, nil
 	}
 	// A browser sends a text area's line breaks as CRLF: the person typed LF.
 	goal := strings.ReplaceAll(r.PostFormValue("goal"), "\r\n", "\n")
-	run, err := runclient.Continue(r.Context(), u.c, runclient.ContinueOptions{Run: runclient.Ref{Namespace: ns, Name: name}, Goal: goal, UID: uid})
+	run, err := runclient.Continue(r.Context(), u.c, runclient.ContinueOptions{Run: ref, Goal: goal, UID: uid})
 	if err == nil {
-		http.Redirect(w, r, "/runs/"+url.PathEscape(ns)+"/"+url.PathEscape(run.Name), http.StatusSeeOther)
+		http.Redirect(w, r, runPage(run.Namespace, run.Name), http.StatusSeeOther)
 		return view{}, nil
 	}
 	res, status := answerResult(nil, err)
-	v, verr := s.run(w, withPath(r, ns, name), u)
-	if verr == nil {
-		v.Status = status
-		v.Data.(*runData).Result = res
-	}
-	return v, verr
+	return s.runPageWith(w, r, u, ref, res, status)
 }

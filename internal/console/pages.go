@@ -23,6 +23,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return answerForm{Call: c, Token: token, Back: back, Filter: filter, MaxReason: v1alpha1.MaxApprovalReason}
 	},
 	"ackOf": func(e escalation, token string) ackForm { return ackForm{E: e, Token: token} },
+	"refOf": func(d *runData, token string) runRef { return runRef{Run: d, Token: token} },
 }).ParseFS(templateFiles, "templates/*.html"))
 
 // answerForm is the Approve, Deny and Stop buttons of one call, and the
@@ -37,6 +38,13 @@ type answerForm struct {
 // box for the note.
 type ackForm struct {
 	E     escalation
+	Token string
+}
+
+// runRef is what a form on a run's page says of the run it acts on: the
+// page's token, and the run's namespace, name and UID.
+type runRef struct {
+	Run   *runData
 	Token string
 }
 

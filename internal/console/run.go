@@ -61,6 +61,12 @@ type runData struct {
 	// it (POST /continue); a run made from a template is continued from
 	// the same template, with the follow-up's own goal.
 	CanContinue bool
+	// CanRerun: the run has finished, so the page offers to re-run it
+	// (POST /rerun). CanCancel: it has not, and no one has asked it to
+	// stop, so the page offers to cancel it (POST /cancel);
+	// CancelRequested: someone has (spec.cancel), and it has not stopped
+	// yet.
+	CanRerun, CanCancel, CancelRequested bool
 	// Escalation is the run's open escalation (nil when it has none, or
 	// it is resolved), with the form that acknowledges or resolves it;
 	// Handoff is what status.escalation says, for any escalated run.
@@ -158,6 +164,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, err
 	}
 	d.UID = string(run.UID)
 	d.CanContinue = run.Status.Outcome != ""
+	d.CanRerun = run.Status.Outcome != ""
+	d.CanCancel = run.Status.Outcome == "" && !run.Spec.Cancel
+	d.CancelRequested = run.Status.Outcome == "" && run.Spec.Cancel
 	d.Escalation, d.Handoff = escalationOf(run, "run", ""), handoffFacts(run.Status.Escalation)
 	if ref := run.Spec.ContinueFrom; ref != nil {
 		d.ContinuedFrom, d.ContinuedFromLink = ref.Name, "/runs/"+url.PathEscape(ns)+"/"+url.PathEscape(ref.Name)

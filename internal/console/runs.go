@@ -140,7 +140,11 @@ type runRow struct {
 	Phase, Outcome, Reason    string
 	Template, Age, Turn, Cost string
 	Pending                   int32
-	created                   time.Time
+	// UID is the run's, for its Cancel button; CanCancel: it has not
+	// ended, and no one has asked it to stop.
+	UID       string
+	CanCancel bool
+	created   time.Time
 }
 
 type runsData struct {
@@ -150,6 +154,8 @@ type runsData struct {
 	Problem  string
 	Phases   []string
 	Outcomes []string
+	// Result is what a Cancel from this page did, or why it was refused.
+	Result *result
 }
 
 // phases are offered by the filter, with the engine's outcomes.
@@ -165,8 +171,11 @@ func outcomeNames() []string {
 }
 
 func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
-	f := filterOf(r.URL.Query())
-	d := runsData{Filter: f, Phases: phases, Outcomes: outcomeNames()}
+	return s.runsView(r, u, filterOf(r.URL.Query()), nil)
+}
+
+func (s *Server) runsView(r *http.Request, u *user, f runFilter, res *result) (view, error) {
+	d := runsData{Filter: f, Phases: phases, Outcomes: outcomeNames(), Result: res}
 	q := f.Query()
 	v := view{Title: "Runs", Page: "runs", Data: &d, Live: "/?" + join(q, "fragment=1"), Events: "/events?" + join(q, "kind=runs")}
 	sel, err := labels.Parse(f.Label)
@@ -194,7 +203,8 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, er
 		row := runRow{Key: run.Namespace + "/" + run.Name, Namespace: run.Namespace, Name: run.Name,
 			Phase: string(run.Status.Phase), Outcome: string(run.Status.Outcome), Reason: oneLine(run.Status.Reason),
 			Template: templateOf(run), Pending: int32(len(run.Status.PendingApprovals)),
-			Age: duration.HumanDuration(now.Sub(run.CreationTimestamp.Time)), created: run.CreationTimestamp.Time}
+			Age: duration.HumanDuration(now.Sub(run.CreationTimestamp.Time)), created: run.CreationTimestamp.Time,
+			UID: string(run.UID), CanCancel: run.Status.Outcome == "" && !run.Spec.Cancel}
 		if row.Phase == "" {
 			row.Phase = "Pending"
 		}

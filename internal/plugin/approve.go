@@ -53,7 +53,7 @@ func Ack(ctx context.Context, c client.Client, o AckOptions, w io.Writer) error 
 // Cancel asks the run to stop at the next turn boundary (runclient.Cancel)
 // and prints what it did.
 func Cancel(ctx context.Context, c client.Client, ref Ref, w io.Writer) error {
-	cancelled, err := runclient.Cancel(ctx, c, ref)
+	cancelled, err := runclient.Cancel(ctx, c, runclient.CancelOptions{Run: ref})
 	if err != nil {
 		return err
 	}

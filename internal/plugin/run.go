@@ -31,16 +31,48 @@ type RunOptions struct {
 	Name string
 }
 
-// RunTemplate creates an AgentRun from an AgentRunTemplate and prints its
-// name as kubectl create does. It checks the parameters against the ones
-// the template declares first, so that a person reads what is wrong before
-// anything is created; the operator checks them again when it resolves
-// the template, and its check is the one that counts.
+// RunTemplate creates an AgentRun from an AgentRunTemplate
+// (CreateFromTemplate) and prints its name as kubectl create does. A
+// required parameter left out is named with the -p that sets it.
 func RunTemplate(ctx context.Context, c client.Client, o RunOptions, w io.Writer) (*v1alpha1.AgentRun, error) {
 	params, err := ParseParams(o.Params)
 	if err != nil {
 		return nil, err
 	}
+	run, err := CreateFromTemplate(ctx, c, TemplateRun{Namespace: o.Namespace, Template: o.Template, Params: params, Name: o.Name})
+	var te *template.Error
+	switch {
+	case errors.As(err, &te) && te.Required:
+		return nil, fmt.Errorf("%s\nset it with -p %s=VALUE", te.Message, te.Parameter)
+	case err != nil:
+		// The template's failures are explained already; what is left
+		// is the create's.
+		return nil, explainCreate(err, o.Namespace, o.Name)
+	}
+	printCreated(w, run)
+	return run, nil
+}
+
+// TemplateRun is a run to make from a template: the template, the
+// parameter values given and, optionally, the run's name.
+type TemplateRun struct {
+	Namespace, Template string
+	Params              []v1alpha1.ParameterValue
+	// Name is the new run's name; empty makes the API server generate one
+	// from the template's name.
+	Name string
+}
+
+// CreateFromTemplate creates an AgentRun from an AgentRunTemplate, as
+// kubectl agentrun run --template and the console's Run form do. It checks
+// the parameters against the ones the template declares first, with the
+// operator's own rules (template.Values: every name declared, every
+// required one given, enum and pattern satisfied), so that a person reads
+// what is wrong before anything is created; the operator checks them again
+// when it resolves the template, and its check is the one that counts. A
+// parameter at fault is a *template.Error in the operator's words; a
+// refused create is the API server's error as it gave it.
+func CreateFromTemplate(ctx context.Context, c client.Client, o TemplateRun) (*v1alpha1.AgentRun, error) {
 	tpl := &v1alpha1.AgentRunTemplate{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Template}, tpl); err != nil {
 		switch {
@@ -52,24 +84,22 @@ func RunTemplate(ctx context.Context, c client.Client, o RunOptions, w io.Writer
 		}
 		return nil, explain(err, Ref{Namespace: o.Namespace, Name: o.Template})
 	}
-	if err := templateReady(tpl); err != nil {
+	if err := TemplateReady(tpl); err != nil {
 		return nil, err
 	}
-	if err := CheckParams(tpl, params); err != nil {
+	if _, err := template.Values(tpl, o.Params); err != nil {
 		return nil, err
 	}
-
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
-		Spec:       runclient.FromTemplate(o.Template, params),
+		Spec:       runclient.FromTemplate(o.Template, o.Params),
 	}
 	if o.Name == "" {
 		run.GenerateName = runclient.GenerateName(o.Template)
 	}
 	if err := c.Create(ctx, run, client.FieldOwner(FieldManager)); err != nil {
-		return nil, explainCreate(err, o.Namespace, o.Name)
+		return nil, err
 	}
-	printCreated(w, run)
 	return run, nil
 }
 
@@ -91,19 +121,6 @@ func ParseParams(args []string) ([]v1alpha1.ParameterValue, error) {
 	return out, nil
 }
 
-// CheckParams checks values against the template's declared parameters
-// with the operator's own rules (package template): every name declared,
-// every required one given, enum and pattern satisfied. The first problem
-// found is returned, in the operator's words.
-func CheckParams(tpl *v1alpha1.AgentRunTemplate, params []v1alpha1.ParameterValue) error {
-	_, err := template.Values(tpl, params)
-	var te *template.Error
-	if errors.As(err, &te) && te.Required {
-		return fmt.Errorf("%s\nset it with -p %s=VALUE", te.Message, te.Parameter)
-	}
-	return err
-}
-
 // explainCreate rewrites the usual failures of creating a run.
 func explainCreate(err error, ns, name string) error {
 	if apierrors.IsAlreadyExists(err) {
@@ -117,9 +134,9 @@ func printCreated(w io.Writer, run *v1alpha1.AgentRun) {
 	printf(w, "agentrun.%s/%s created\n", v1alpha1.GroupVersion.Group, run.Name)
 }
 
-// templateReady refuses a template whose Ready condition, for its current
+// TemplateReady refuses a template whose Ready condition, for its current
 // generation, is False: every run made from it would end Error.
-func templateReady(tpl *v1alpha1.AgentRunTemplate) error {
+func TemplateReady(tpl *v1alpha1.AgentRunTemplate) error {
 	c := meta.FindStatusCondition(tpl.Status.Conditions, "Ready")
 	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != tpl.Generation {
 		return nil

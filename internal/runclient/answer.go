@@ -333,22 +333,44 @@ func (c *Cancelled) String() string {
 	return fmt.Sprintf("%s: cancel requested; the run stops at the next turn boundary", c.Run)
 }
 
+// CancelOptions names the run to cancel.
+type CancelOptions struct {
+	Run Ref
+	// UID, when set, is the run the person was shown (the console's
+	// button): a run created again under the name since is refused
+	// (RunReplaced), and the patch carries the UID as a precondition, so
+	// that the API server refuses it too (409) if the run is replaced in
+	// between.
+	UID types.UID
+}
+
 // Cancel sets spec.cancel to true with a merge patch, so the run stops at the
 // next turn boundary as ApprovalDenied. It never sends the whole spec: the
 // CRD forbids any other spec change, and a typed round trip could make one.
-func Cancel(ctx context.Context, c client.Client, ref Ref) (*Cancelled, error) {
+func Cancel(ctx context.Context, c client.Client, o CancelOptions) (*Cancelled, error) {
+	ref := o.Run
 	run, err := Get(ctx, c, ref)
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case o.UID != "" && run.UID != o.UID:
+		return nil, &Refused{Reason: RunReplaced, Run: ref, msg: fmt.Sprintf(
+			"%s was deleted and created again since the page was read: nothing was cancelled; reload it, and cancel the run it shows now", ref)}
 	case run.Status.Outcome != "":
 		return &Cancelled{Run: ref, Ended: run.Status.Outcome}, nil
 	case run.Spec.Cancel:
 		return &Cancelled{Run: ref, Already: true}, nil
 	}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
-	if err := c.Patch(ctx, run, patch, client.FieldOwner(FieldManager)); err != nil {
+	patch := map[string]any{"spec": map[string]any{"cancel": true}}
+	if o.UID != "" {
+		patch["metadata"] = map[string]any{"uid": o.UID}
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Patch(ctx, run, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldManager)); err != nil {
 		return nil, Explain(err, ref)
 	}
 	return &Cancelled{Run: ref}, nil

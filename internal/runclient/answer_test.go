@@ -153,7 +153,7 @@ func TestCancel_returnsWhatItDid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := clientWith(t, tc.run)
-			got, err := runclient.Cancel(context.Background(), c, ref)
+			got, err := runclient.Cancel(context.Background(), c, runclient.CancelOptions{Run: ref})
 			if err != nil {
 				t.Fatal(err)
 			}
