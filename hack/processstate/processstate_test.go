@@ -59,7 +59,7 @@ var immutable = map[string]string{
 	"internal/model/openai.windows":                    "lookup table: context window by model prefix",
 	"internal/notify.chatMarkup":                       "strings.Replacer, safe for concurrent use and never changed",
 	"internal/plugin.answerHelp":                       "lookup table: help text per decision",
-	"internal/plugin.gitopsDomains":                    "list of label domains",
+	"internal/runclient.gitopsDomains":                 "list of label domains",
 	"internal/tools/httptool.funcs":                    "template functions",
 	"internal/tools/httptool.forbidden":                "lookup table: template functions refused",
 	"internal/tools/job.pullFailures":                  "lookup table: waiting reasons that mean an image pull failed",
