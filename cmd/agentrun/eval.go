@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
+	"strings"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/evaluation"
 	"github.com/agentrun/agentrun/internal/localeval"
 	"github.com/agentrun/agentrun/internal/safeterm"
-	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/spf13/cobra"
 )
 
@@ -91,45 +87,25 @@ func runEval(file string, templates []string, asJSON bool, junit string, stdout,
 		fmt.Fprintf(stderr, "agentrun eval: %v\n", err)
 		return evalUsage
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		// The first signal stops the runs at their next boundary and
-		// starts no more; the second also stops what is in flight.
-		for n := 0; ; n++ {
-			select {
-			case <-sigs:
-			case <-ctx.Done():
-				return
-			}
-			if n == 0 {
-				fmt.Fprintln(stderr, "\nagentrun eval: stopping at the next boundary (interrupt again to stop the calls in flight)")
-				close(stop)
-				continue
-			}
-			cancel()
-			return
-		}
-	}()
-	tp, shutdown, err := telemetry.Setup(ctx, "agentrun")
+	ctx, stop, tp, done, err := session(stderr, "agentrun eval", "the calls")
 	if err != nil {
 		fmt.Fprintf(stderr, "agentrun eval: traces: %v\n", err)
 		return evalUsage
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdown(sctx); err != nil {
-			fmt.Fprintf(stderr, "agentrun eval: sending traces: %v\n", err)
-		}
-	}()
+	defer done()
 	e := plan.Evaluation
-	fmt.Fprintf(stderr, "Running AgentEvaluation %s: %d runs (%d cases, repeats %d), at most %d at once, made from AgentRunTemplate %s\n",
-		e.Name, int32(len(e.Spec.Cases))*max(e.Spec.Repeats, 1), len(e.Spec.Cases), max(e.Spec.Repeats, 1), max(e.Spec.Concurrency, 1), e.Spec.TemplateRef.Name)
+	variants := evaluation.Variants(e)
+	var from []string
+	for _, v := range variants {
+		if v.Name == "" {
+			from = append(from, "AgentRunTemplate "+v.TemplateRef.Name)
+		} else {
+			from = append(from, fmt.Sprintf("variant %s (AgentRunTemplate %s)", v.Name, v.TemplateRef.Name))
+		}
+	}
+	fmt.Fprintf(stderr, "Running AgentEvaluation %s: %d runs (%d cases, repeats %d), at most %d at once, made from %s\n",
+		e.Name, int32(len(variants)*len(e.Spec.Cases))*max(e.Spec.Repeats, 1), len(e.Spec.Cases), max(e.Spec.Repeats, 1), max(e.Spec.Concurrency, 1),
+		strings.Join(from, ", "))
 	res, err := plan.Run(ctx, localeval.Options{Progress: stderr, Stderr: stderr, TracerProvider: tp, Stop: stop})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentrun eval: %s: %v\n", file, err)

@@ -193,3 +193,26 @@ func TestEval_usageAndManifestErrorsExitTwo(t *testing.T) {
 		})
 	}
 }
+
+// An evaluation of two variants (both the sample's template here) runs
+// each case once per variant and names them in the table.
+func TestEval_variantsAreRunAndReportedApart(t *testing.T) {
+	manifest := strings.Replace(readManifest(t, sampleEvaluation), "  templateRef: {name: refund-investigator}",
+		"  variants:\n  - {name: a, templateRef: {name: refund-investigator}}\n  - {name: b, templateRef: {name: refund-investigator}}", 1)
+	path := filepath.Join(t.TempDir(), "evaluation.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := eval(t, "-f", path, "-t", sampleTemplate)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"\na/double-charge ", "\nb/formal-reply ", "\na total ", "\nb total "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "4 runs (2 cases, repeats 1)") || !strings.Contains(stderr, "variant b (AgentRunTemplate refund-investigator)") {
+		t.Errorf("the progress does not say what runs:\n%s", stderr)
+	}
+}

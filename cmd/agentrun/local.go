@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/localrun"
 	"github.com/agentrun/agentrun/internal/telemetry"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/term"
 )
 
@@ -69,43 +70,12 @@ func localCommand(code *int) *cobra.Command {
 }
 
 func runLocal(file string, asJSON bool, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		// The first signal stops the run at the next boundary; the second
-		// also stops what is in flight.
-		for n := 0; ; n++ {
-			select {
-			case <-sigs:
-			case <-ctx.Done():
-				return
-			}
-			if n == 0 {
-				fmt.Fprintln(stderr, "\nagentrun local: stopping at the next boundary (interrupt again to stop the call in flight)")
-				close(stop)
-				continue
-			}
-			cancel()
-			return
-		}
-	}()
-	tp, shutdown, err := telemetry.Setup(ctx, "agentrun")
+	ctx, stop, tp, done, err := session(stderr, "agentrun local", "the call")
 	if err != nil {
 		fmt.Fprintf(stderr, "agentrun local: traces: %v\n", err)
 		return localrun.ExitUsage
 	}
-	defer func() {
-		// Send the run's spans before exiting, for at most a few seconds.
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdown(sctx); err != nil {
-			fmt.Fprintf(stderr, "agentrun local: sending traces: %v\n", err)
-		}
-	}()
+	defer done()
 	return localrun.Run(ctx, file, localrun.Options{
 		TracerProvider: tp,
 		JSON:           asJSON,
@@ -115,4 +85,51 @@ func runLocal(file string, asJSON bool, stdin io.Reader, stdout, stderr io.Write
 		Stderr:         stderr,
 		Stop:           stop,
 	})
+}
+
+// session is what agentrun local and agentrun eval run in: a context that
+// a second interrupt (or SIGTERM) cancels, a channel the first closes (stop
+// at the next boundary, start nothing more), and the tracer provider. done
+// sends the spans, for at most a few seconds, and releases the signals.
+// name is the command, for its messages; inFlight what a second interrupt
+// stops.
+func session(stderr io.Writer, name, inFlight string) (ctx context.Context, stop <-chan struct{}, tp trace.TracerProvider, done func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopping := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-sigs:
+			case <-ctx.Done():
+				return
+			}
+			if n == 0 {
+				fmt.Fprintf(stderr, "\n%s: stopping at the next boundary (interrupt again to stop %s in flight)\n", name, inFlight)
+				close(stopping)
+				continue
+			}
+			cancel()
+			return
+		}
+	}()
+	release := func() {
+		signal.Stop(sigs)
+		cancel()
+	}
+	tp, shutdown, err := telemetry.Setup(ctx, "agentrun")
+	if err != nil {
+		release()
+		return nil, nil, nil, nil, err
+	}
+	done = func() {
+		sctx, end := context.WithTimeout(context.Background(), 5*time.Second)
+		defer end()
+		if err := shutdown(sctx); err != nil {
+			fmt.Fprintf(stderr, "%s: sending traces: %v\n", name, err)
+		}
+		release()
+	}
+	return ctx, stopping, tp, done, nil
 }
