@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,20 +99,31 @@ func listRuns(ctx context.Context, u *user, sc scope, sel labels.Selector, liste
 	return out, nil
 }
 
-// runFilter is the runs page's filter, from its query.
+// pageSize is how many runs the runs page reads at a time: its list
+// asks the API server for one page (limit/continue), so a request holds at
+// most this many runs however many the cluster has.
+const pageSize = 100
+
+// runFilter is the runs page's filter, sort and place, from its query.
+// Continue is the API server's continue token of the page shown; At, where
+// the runs are read namespace by namespace, is the namespace it belongs to
+// (empty with Continue: the list across every namespace).
 type runFilter struct {
-	Namespace, Phase, Outcome, Label, Template string
+	Namespace, Phase, Outcome, Label, Template, Sort string
+	Continue, At                                     string
 }
 
 func filterOf(q url.Values) runFilter {
 	return runFilter{Namespace: q.Get("namespace"), Phase: q.Get("phase"), Outcome: q.Get("outcome"),
-		Label: q.Get("label"), Template: q.Get("template")}
+		Label: q.Get("label"), Template: q.Get("template"), Sort: q.Get("sort"),
+		Continue: q.Get("continue"), At: q.Get("at")}
 }
 
 // Query is the filter as a query string (without "?").
 func (f runFilter) Query() string {
 	v := url.Values{}
-	for k, s := range map[string]string{"namespace": f.Namespace, "phase": f.Phase, "outcome": f.Outcome, "label": f.Label, "template": f.Template} {
+	for k, s := range map[string]string{"namespace": f.Namespace, "phase": f.Phase, "outcome": f.Outcome, "label": f.Label,
+		"template": f.Template, "sort": f.Sort, "continue": f.Continue, "at": f.At} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -118,6 +131,14 @@ func (f runFilter) Query() string {
 	return v.Encode()
 }
 
+// first is the filter at its first page.
+func (f runFilter) first() runFilter {
+	f.Continue, f.At = "", ""
+	return f
+}
+
+// keep: the run passes the filters the API server cannot apply (phase,
+// outcome and template are in no label), which narrow the page read.
 func (f runFilter) keep(run *v1alpha1.AgentRun) bool {
 	return (f.Phase == "" || string(run.Status.Phase) == f.Phase || (f.Phase == "Pending" && run.Status.Phase == "")) &&
 		(f.Outcome == "" || string(run.Status.Outcome) == f.Outcome) &&
@@ -145,6 +166,7 @@ type runRow struct {
 	UID       string
 	CanCancel bool
 	created   time.Time
+	cost      *big.Rat // nil when the run has spent nothing yet
 }
 
 type runsData struct {
@@ -154,6 +176,14 @@ type runsData struct {
 	Problem  string
 	Phases   []string
 	Outcomes []string
+	Sorts    []string
+	// Next is the URL of the page after this one ("" on the last); First,
+	// the first page's, when this is a later one.
+	Next, First string
+	// Narrowed: a filter the API server cannot apply (phase, outcome,
+	// template) is set, so the page can hold fewer rows than it read.
+	Narrowed bool
+	PageSize int
 	// Result is what a Cancel from this page did, or why it was refused.
 	Result *result
 }
@@ -175,7 +205,8 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, er
 }
 
 func (s *Server) runsView(r *http.Request, u *user, f runFilter, res *result) (view, error) {
-	d := runsData{Filter: f, Phases: phases, Outcomes: outcomeNames(), Result: res}
+	d := runsData{Filter: f, Phases: phases, Outcomes: outcomeNames(), Sorts: sorts, Result: res, PageSize: pageSize,
+		Narrowed: f.Phase != "" || f.Outcome != "" || f.Template != ""}
 	q := f.Query()
 	v := view{Title: "Runs", Page: "runs", Data: &d, Live: "/?" + join(q, "fragment=1"), Events: "/events?" + join(q, "kind=runs")}
 	sel, err := labels.Parse(f.Label)
@@ -184,15 +215,31 @@ func (s *Server) runsView(r *http.Request, u *user, f runFilter, res *result) (v
 		v.Status = http.StatusBadRequest
 		return v, nil
 	}
-	var all v1alpha1.AgentRunList
-	sc, err := s.scopeOf(r.Context(), u, f.Namespace, &all, client.MatchingLabelsSelector{Selector: sel})
+	sc, runs, next, err := s.runPage(r.Context(), u, f, sel)
+	restarted := ""
+	if err != nil && f.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsBadRequest(err)) {
+		// The API server keeps a list's place for a few minutes (etcd's
+		// compaction): past that, or for a token it never gave, the
+		// list starts again.
+		why := "The place this page kept in the list has expired (the API server keeps it for a few minutes)"
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			why = "The place this page kept in the list is not one the API server gave"
+		}
+		f = f.first()
+		d.Filter = f
+		v.Live = "/?" + join(f.Query(), "fragment=1")
+		sc, runs, next, err = s.runPage(r.Context(), u, f, sel)
+		restarted = why + ": this is the first page again."
+	}
 	if err != nil {
 		return v, err
 	}
-	d.Note = sc.Note
-	runs, err := listRuns(r.Context(), u, sc, sel, &all)
-	if err != nil {
-		return v, err
+	d.Note = strings.TrimSpace(restarted + " " + sc.Note)
+	if next != nil {
+		d.Next = "/?" + next.Query()
+	}
+	if f.Continue != "" || f.At != "" {
+		d.First = "/?" + f.first().Query()
 	}
 	now := time.Now()
 	for i := range runs {
@@ -213,12 +260,103 @@ func (s *Server) runsView(r *http.Request, u *user, f runFilter, res *result) (v
 		}
 		if us := run.Status.Usage; us != nil && us.CostUSD != "" {
 			row.Cost = "$" + us.CostUSD
+			row.cost, _ = new(big.Rat).SetString(us.CostUSD)
 		}
 		d.Rows = append(d.Rows, row)
 	}
-	// Newest first.
-	slices.SortStableFunc(d.Rows, func(a, b runRow) int { return cmp.Or(b.created.Compare(a.created), cmp.Compare(a.Key, b.Key)) })
+	slices.SortStableFunc(d.Rows, orderOf(f.Sort))
 	return v, nil
+}
+
+// sorts are the orders the runs page offers, within the page: newest
+// first (""), by name, by cost (highest first).
+var sorts = []string{"", "name", "cost"}
+
+func orderOf(sort string) func(a, b runRow) int {
+	byName := func(a, b runRow) int { return cmp.Compare(a.Key, b.Key) }
+	switch sort {
+	case "name":
+		return byName
+	case "cost":
+		return func(a, b runRow) int {
+			switch {
+			case a.cost == nil && b.cost == nil:
+			case a.cost == nil:
+				return 1
+			case b.cost == nil:
+				return -1
+			default:
+				if c := b.cost.Cmp(a.cost); c != 0 {
+					return c
+				}
+			}
+			return byName(a, b)
+		}
+	}
+	return func(a, b runRow) int { return cmp.Or(b.created.Compare(a.created), byName(a, b)) }
+}
+
+// runPage reads one page of the runs f selects: at most pageSize, from
+// where f's continue token says. Where the user may list runs across the
+// cluster, it is one list of the API server (scopeOf's own); else the
+// namespaces of the scope are read in turn, a page going on into the next
+// namespace when one ends. next is the filter of the page after it, nil on
+// the last.
+func (s *Server) runPage(ctx context.Context, u *user, f runFilter, sel labels.Selector) (scope, []v1alpha1.AgentRun, *runFilter, error) {
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}, client.Limit(pageSize)}
+	var list v1alpha1.AgentRunList
+	probe := opts
+	if f.At == "" && f.Continue != "" {
+		probe = append(probe, client.Continue(f.Continue))
+	}
+	sc, err := s.scopeOf(ctx, u, f.Namespace, &list, probe...)
+	if err != nil {
+		return sc, nil, nil, err
+	}
+	if sc.Listed {
+		// A token of a namespace's list (At) does not fit this one: the
+		// probe read the first page.
+		if list.Continue == "" {
+			return sc, list.Items, nil, nil
+		}
+		next := f.first()
+		next.Continue = list.Continue
+		return sc, list.Items, &next, nil
+	}
+	i, tok := 0, ""
+	if f.At != "" {
+		if i = slices.Index(sc.Namespaces, f.At); i < 0 {
+			i = 0 // not in the scope now: the first page
+		} else {
+			tok = f.Continue
+		}
+	}
+	var runs []v1alpha1.AgentRun
+	for ; i < len(sc.Namespaces); i++ {
+		ns := sc.Namespaces[i]
+		if len(runs) == pageSize {
+			next := f.first()
+			next.At = ns
+			return sc, runs, &next, nil
+		}
+		var l v1alpha1.AgentRunList
+		if err := u.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel},
+			client.Limit(int64(pageSize-len(runs))), client.Continue(tok)); err != nil {
+			return sc, nil, nil, err
+		}
+		tok = ""
+		if runs == nil {
+			runs = l.Items
+		} else {
+			runs = append(runs, l.Items...)
+		}
+		if l.Continue != "" {
+			next := f.first()
+			next.At, next.Continue = ns, l.Continue
+			return sc, runs, &next, nil
+		}
+	}
+	return sc, runs, nil, nil
 }
 
 // join joins query strings.
