@@ -234,6 +234,17 @@ type EvaluationExpectation struct {
 	// +optional
 	Output *OutputExpectation `json:"output,omitempty"`
 
+	// calls are tool calls the run must make, or must not make: each
+	// counts the calls the model made to a tool (whether they ran or
+	// were refused) whose arguments satisfy when, and holds that count
+	// between min and max. With neither set, the tool must be called at
+	// least once; max 0 forbids the call. Calls are read from the run's
+	// transcript.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Calls []CallExpectation `json:"calls,omitempty"`
+
 	// maxCostUSD is the most the run may have spent, in US dollars.
 	// +optional
 	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
@@ -242,6 +253,37 @@ type EvaluationExpectation struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxTurns *int32 `json:"maxTurns,omitempty"`
+}
+
+// CallExpectation is how many times a run must call a tool, counting
+// only the calls whose arguments satisfy when.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.min) || !has(self.max) || self.min <= self.max`,message="min must not be more than max"
+type CallExpectation struct {
+	// tool is the name of the tool, as the model calls it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Tool string `json:"tool"`
+
+	// when is a condition in CEL over the call's arguments, the object
+	// args, as a policy rule's when (such as args.amount > 100); only the
+	// calls it holds for are counted. Empty counts every call to the
+	// tool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+
+	// min is the fewest calls the run must make. Defaults to 1 when max
+	// is not set either, 0 otherwise.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Min *int32 `json:"min,omitempty"`
+
+	// max is the most calls the run may make; 0 forbids the call.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Max *int32 `json:"max,omitempty"`
 }
 
 // OutputExpectation checks a run's typed answer (status.output). A run

@@ -28,8 +28,15 @@ const excerptBytes = 200
 // Score checks an ended run against what its case expects, in the order
 // of the expectation's fields, and returns why it failed: the first
 // expectation it missed, what was expected and what the run showed. ""
-// is a pass.
+// is a pass. It is ScoreWithCalls of a run that made no calls: for an
+// expectation that names none (NeedsCalls).
 func Score(exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun) string {
+	return ScoreWithCalls(exp, run, nil)
+}
+
+// ScoreWithCalls is Score with the calls the run made, read from its
+// transcript (CallsOf), for exp.calls.
+func ScoreWithCalls(exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun, calls []Call) string {
 	st := &run.Status
 	want := exp.Outcome
 	if want == "" {
@@ -55,6 +62,9 @@ func Score(exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun) string {
 		if why := scoreOutput(o, st); why != "" {
 			return why
 		}
+	}
+	if why := scoreCalls(exp.Calls, calls); why != "" {
+		return why
 	}
 	if exp.MaxCostUSD != "" {
 		ceiling, err := limits.Money("maxCostUSD", exp.MaxCostUSD)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentrun/agentrun/internal/crdcheck"
 	"github.com/agentrun/agentrun/internal/evaluation"
 	"github.com/agentrun/agentrun/internal/localrun"
+	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -103,6 +104,13 @@ func Load(file string, more []string) (*Plan, error) {
 	dir, err := filepath.Abs(filepath.Dir(file))
 	if err != nil {
 		return nil, err
+	}
+	for i := range e.Spec.Cases {
+		// The API server cannot compile them: they are checked here,
+		// before anything is spent.
+		if err := evaluation.CheckCalls(&e.Spec.Cases[i].Expect); err != nil {
+			return nil, fmt.Errorf("%s: case %s: expect.%w", file, e.Spec.Cases[i].Name, err)
+		}
 	}
 	p := &Plan{Evaluation: e, dir: dir}
 	// As the operator makes them: case by case, repeat by repeat, each
@@ -241,8 +249,9 @@ func (p *Plan) Run(ctx context.Context, o Options) (*Result, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
+			var msgs []loop.Message
 			st, err := localrun.RunManifest(ctx, pr.manifest, p.dir, localrun.Options{JSON: true, Stdout: io.Discard,
-				Stderr: o.Stderr, TracerProvider: o.TracerProvider, Stop: o.Stop})
+				Stderr: o.Stderr, TracerProvider: o.TracerProvider, Stop: o.Stop, Transcript: func(m []loop.Message) { msgs = m }})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -252,7 +261,7 @@ func (p *Plan) Run(ctx context.Context, o Options) (*Result, error) {
 				return
 			}
 			run := &v1alpha1.AgentRun{ObjectMeta: pr.manifest.Run.ObjectMeta, Status: st}
-			why := evaluation.Score(&pr.c.Expect, run)
+			why := evaluation.ScoreWithCalls(&pr.c.Expect, run, evaluation.CallsOf(msgs))
 			evaluation.Record(evaluation.VariantCaseStatus(&e.Status, pr.variant, pr.c.Name), evaluation.ResultOf(pr.repeat, run, why), why)
 			verdict := "passed"
 			if why != "" {

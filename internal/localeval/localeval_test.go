@@ -155,3 +155,84 @@ func TestRun_eachVariantIsRunAndCountedApart(t *testing.T) {
 		t.Errorf("phase %s, want Failed (the terse variant missed)", ph)
 	}
 }
+
+// calls is an evaluation whose run looks a customer up and refunds 500;
+// its cases expect calls by tool and by arguments.
+const calls = `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentRunTemplate
+metadata: {name: refunder}
+spec:
+  run:
+    goal: "Refund the customer."
+    model:
+      provider: scripted
+      script:
+      - toolCalls: [{name: lookup_customer, arguments: {id: cus_1}}]
+      - toolCalls: [{name: issue_refund, arguments: {amount: 500}}]
+      - content: "Refunded."
+    budget: {maxTurns: 4}
+    tools:
+    - name: lookup_customer
+      description: "Look a customer up."
+      parameters: {type: object}
+      job: {image: busybox, command: [sh, -c, 'cat >/dev/null; echo "{}"']}
+    - name: issue_refund
+      description: "Refund."
+      parameters: {type: object}
+      job: {image: busybox, command: [sh, -c, 'cat >/dev/null; echo "{}"']}
+---
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: AgentEvaluation
+metadata: {name: calls}
+spec:
+  templateRef: {name: refunder}
+  cases:
+  - {name: looked-up, expect: {calls: [{tool: lookup_customer, when: 'args.id == "cus_1"'}]}}
+  - {name: verified, expect: {calls: [{tool: verify_identity}]}}
+  - {name: small-refunds, expect: {calls: [{tool: issue_refund, when: 'args.amount > 100', max: 0}]}}
+`
+
+// Issue 48: a local evaluation scores the calls its runs made, from
+// their transcripts in memory, as the operator does from theirs.
+func TestRun_callsAreScoredFromTheTranscript(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "evaluation.yaml")
+	if err := os.WriteFile(file, []byte(calls), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range res.Evaluation.Status.Cases {
+		got[c.Name] = c.FailureReason
+	}
+	want := map[string]string{
+		"looked-up":     "",
+		"verified":      "calls[0]: expected at least 1 call to verify_identity, the run made none",
+		"small-refunds": "calls[0]: expected no call to issue_refund where args.amount > 100, the run made 1 (the first in turn 2)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("failure reasons by case (-want +got):\n%s", diff)
+	}
+}
+
+// A condition that does not compile is found when the file is loaded,
+// before any run: the API server cannot compile it.
+func TestLoad_aCallConditionThatDoesNotCompile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "evaluation.yaml")
+	bad := strings.Replace(calls, `args.amount > 100`, `args.amount >`, 1)
+	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(file, nil)
+	want := file + `: case small-refunds: expect.calls[0].when "args.amount >" does not compile`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Load = %v, want an error starting %q", err, want)
+	}
+}

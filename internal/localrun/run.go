@@ -52,6 +52,9 @@ type Options struct {
 	// ApprovalDenied (the first Ctrl-C). Cancelling the context stops
 	// model and tool calls in flight as well (the second Ctrl-C).
 	Stop <-chan struct{}
+	// Transcript, when set, receives the run's transcript once it has
+	// ended (agentrun eval reads the calls the model made from it).
+	Transcript func([]loop.Message)
 }
 
 // interruptedReason replaces the engine's cancel reason, which speaks of
@@ -178,6 +181,9 @@ func RunManifest(ctx context.Context, m *Manifest, dir string, o Options) (v1alp
 	}
 	st := Status(s, k.Engine.Convergence(s), time.Now())
 	st.Approvals = p.approvals
+	if o.Transcript != nil {
+		o.Transcript(s.Transcript)
+	}
 	return st, nil
 }
 

@@ -63,40 +63,97 @@ const (
 )
 
 func compileRules(p Policy) ([]compiledRule, error) {
-	env, err := cel.NewEnv(cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)), cel.CrossTypeNumericComparisons(true))
+	env, err := argsEnv()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]compiledRule, len(p.Rules))
 	for i, r := range p.Rules {
 		out[i].Rule = r
-		name := r.label(i)
 		if strings.TrimSpace(r.When) == "" {
 			continue
 		}
-		ast, iss := env.Compile(r.When)
-		if iss != nil && iss.Err() != nil {
-			return nil, fmt.Errorf("%s.when %q does not compile: %v", name, r.When, iss.Err())
+		if out[i].prg, err = compileWhen(env, r.label(i)+".when", r.When); err != nil {
+			return nil, err
 		}
-		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-			return nil, fmt.Errorf("%s.when %q must be a condition (true or false), not %s", name, r.When, ast.OutputType())
-		}
-		est, err := env.EstimateCost(ast, argsSizeHint{})
-		if err != nil {
-			return nil, fmt.Errorf("%s.when: its cost cannot be estimated: %v", name, err)
-		}
-		if est.Max > maxRuleCost {
-			return nil, fmt.Errorf("%s.when %q is too expensive: it may take up to %s evaluation steps per call "+
-				"(with arguments of up to %d items or characters), and the limit is %d; avoid nested loops over arguments and over large lists",
-				name, cut(r.When, 200), costString(est.Max), celSizeHint, maxRuleCost)
-		}
-		prg, err := env.Program(ast, cel.CostLimit(maxRuleCost), cel.InterruptCheckFrequency(celInterruptEvery))
-		if err != nil {
-			return nil, fmt.Errorf("%s.when: %v", name, err)
-		}
-		out[i].prg = prg
 	}
 	return out, nil
+}
+
+// argsEnv is the CEL environment of a condition over a call's arguments:
+// one variable, args, the arguments object.
+func argsEnv() (*cel.Env, error) {
+	return cel.NewEnv(cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)), cel.CrossTypeNumericComparisons(true))
+}
+
+// compileWhen compiles a condition over a call's arguments, named name
+// in its errors, refusing one that is not a condition or may cost more
+// than maxRuleCost.
+func compileWhen(env *cel.Env, name, when string) (cel.Program, error) {
+	ast, iss := env.Compile(when)
+	if iss != nil && iss.Err() != nil {
+		return nil, fmt.Errorf("%s %q does not compile: %v", name, when, iss.Err())
+	}
+	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+		return nil, fmt.Errorf("%s %q must be a condition (true or false), not %s", name, when, ast.OutputType())
+	}
+	est, err := env.EstimateCost(ast, argsSizeHint{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: its cost cannot be estimated: %v", name, err)
+	}
+	if est.Max > maxRuleCost {
+		return nil, fmt.Errorf("%s %q is too expensive: it may take up to %s evaluation steps per call "+
+			"(with arguments of up to %d items or characters), and the limit is %d; avoid nested loops over arguments and over large lists",
+			name, cut(when, 200), costString(est.Max), celSizeHint, maxRuleCost)
+	}
+	prg, err := env.Program(ast, cel.CostLimit(maxRuleCost), cel.InterruptCheckFrequency(celInterruptEvery))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return prg, nil
+}
+
+// CallCondition is a condition over a call's arguments in CEL, as a
+// policy rule's when: the arguments object is args. Build it with
+// CompileCallCondition.
+type CallCondition struct {
+	when string
+	prg  cel.Program
+}
+
+// CompileCallCondition compiles when as a policy rule's condition is
+// compiled, with its limits; name names it in the error.
+func CompileCallCondition(name, when string) (*CallCondition, error) {
+	env, err := argsEnv()
+	if err != nil {
+		return nil, err
+	}
+	prg, err := compileWhen(env, name, when)
+	if err != nil {
+		return nil, err
+	}
+	return &CallCondition{when: when, prg: prg}, nil
+}
+
+// Holds says whether the condition holds for the arguments (a JSON
+// object). Arguments that are not an object, and a condition that
+// cannot be evaluated on them, are an error.
+func (c *CallCondition) Holds(args json.RawMessage) (bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return false, fmt.Errorf("the arguments are not a JSON object: %v", err)
+	}
+	out, _, err := c.prg.Eval(map[string]any{"args": celValue(v)})
+	if err != nil {
+		if strings.Contains(err.Error(), "cost limit exceeded") {
+			return false, fmt.Errorf("%q reached the cost limit of %d evaluation steps", cut(c.when, 200), maxRuleCost)
+		}
+		return false, fmt.Errorf("%q could not be evaluated: %v", cut(c.when, 200), err)
+	}
+	b, ok := out.Value().(bool)
+	return ok && b, nil
 }
 
 // argsSizeHint tells CEL's cost estimator how large values taken from the

@@ -39,6 +39,10 @@ func TestAgentEvaluation_acceptsValidManifests(t *testing.T) {
         - {path: refund.amount, equals: 82.4}
         - {path: customer, equals: {id: C-1, tier: gold}}
         schema: {type: object, required: [refund]}
+      calls:
+      - {tool: lookup_customer}
+      - {tool: issue_refund, when: 'args.amount > 100', max: 0}
+      - {tool: issue_refund, min: 1, max: 2}
       maxCostUSD: "0.10"
       maxTurns: 3
   - name: declined
@@ -110,6 +114,18 @@ func TestAgentEvaluation_rejectsInvalidManifests(t *testing.T) {
   - name: empty
     expect: {output: {}}
 `), []string{"output needs fields, schema or both"}},
+		{"a call count whose min is over its max", evaluation("crd-call-bounds", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: bounds
+    expect: {calls: [{tool: issue_refund, min: 2, max: 1}]}
+`), []string{"spec.cases[0].expect.calls[0]", "min must not be more than max"}},
+		{"a call without a tool", evaluation("crd-call-tool", `
+  templateRef: {name: refund-investigator}
+  cases:
+  - name: notool
+    expect: {calls: [{when: 'args.amount > 1'}]}
+`), []string{"spec.cases[0].expect.calls[0].tool", "Required value"}},
 		{"a cost that is not a decimal", evaluation("crd-float", `
   templateRef: {name: refund-investigator}
   cases:

@@ -16,6 +16,8 @@ import (
 	"github.com/agentrun/agentrun/internal/evaluation"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	"github.com/agentrun/agentrun/internal/seal"
+	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +37,10 @@ const ReasonRunCreated = "RunCreated"
 // Config is what a Reconciler is built from.
 type Config struct {
 	reconcilers.Base
+	// Keys open the seals of the runs' transcripts, read to score a case
+	// that expects calls (expect.calls): a transcript chunk the operator
+	// did not seal is never read as the run's.
+	Keys *seal.Keyring
 }
 
 // Reconciler runs evaluations. Build it with NewReconciler.
@@ -56,6 +62,7 @@ func NewReconciler(cfg Config) *Reconciler {
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list
 
 // SetupWithManager registers the reconciler: it wakes for a new
 // evaluation and for its runs being created, deleted or ending.
@@ -126,9 +133,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.listRuns(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.scoreEnded(s)
+	scoreErr := r.scoreEnded(ctx, s)
 	if result, err := r.createDue(ctx, s); err != nil || !result.IsZero() {
-		return result, err
+		return result, errors.Join(scoreErr, err)
+	}
+	if scoreErr != nil {
+		return ctrl.Result{}, scoreErr
 	}
 	return ctrl.Result{}, r.readBaseline(ctx, s)
 }
@@ -185,9 +195,12 @@ func (r *Reconciler) listRuns(ctx context.Context, s *scope) error {
 }
 
 // scoreEnded scores every run that has ended and is not scored yet, and
-// counts the others as pending.
-func (r *Reconciler) scoreEnded(s *scope) {
+// counts the others as pending. A run whose transcript cannot be read
+// now (the API server failed) stays pending, and the error is returned
+// to try again; one whose transcript is lost or forged fails its case.
+func (r *Reconciler) scoreEnded(ctx context.Context, s *scope) error {
 	e := s.eval
+	var errs []error
 	for _, v := range evaluation.Variants(e) {
 		for i := range e.Spec.Cases {
 			c := &e.Spec.Cases[i]
@@ -201,11 +214,36 @@ func (r *Reconciler) scoreEnded(s *scope) {
 					s.pending[evaluation.PendingKey(v.Name, c.Name)]++
 					continue
 				}
-				why := evaluation.Score(&c.Expect, run)
+				why, err := r.score(ctx, &c.Expect, run)
+				if err != nil {
+					s.pending[evaluation.PendingKey(v.Name, c.Name)]++
+					errs = append(errs, err)
+					continue
+				}
 				evaluation.Record(cs, evaluation.ResultOf(rep, run, why), why)
 			}
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// score scores an ended run, reading its calls from its transcript when
+// the case expects calls. An error is a read to try again.
+func (r *Reconciler) score(ctx context.Context, exp *v1alpha1.EvaluationExpectation, run *v1alpha1.AgentRun) (string, error) {
+	if !evaluation.NeedsCalls(exp) {
+		return evaluation.Score(exp, run), nil
+	}
+	if r.Keys == nil {
+		return "calls: the operator has no keys to read the run's transcript with", nil
+	}
+	msgs, err := transcript.ReadSealedMessages(ctx, r.APIReader, r.Keys, run)
+	switch {
+	case errors.Is(err, transcript.ErrLost) || errors.Is(err, transcript.ErrForged):
+		return clip.Cut("calls: the run's transcript cannot be read: "+err.Error(), 400, runstatus.CutMark), nil
+	case err != nil:
+		return "", fmt.Errorf("reading the transcript of %s: %w", run.Name, err)
+	}
+	return evaluation.ScoreWithCalls(exp, run, evaluation.CallsOf(msgs)), nil
 }
 
 // createDue creates the runs not made yet, in the order of the cases and
