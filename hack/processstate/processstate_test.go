@@ -43,6 +43,7 @@ var immutable = map[string]string{
 	"internal/console.mapper":                          "RESTMapper built at init from the scheme, read only",
 	"internal/console.pages":                           "html/template set parsed at init, only executed",
 	"internal/console.phases":                          "list of phases the console offers as filters",
+	"internal/console.sorts":                           "list of the orders the runs page offers",
 	"internal/controller.perCall":                      "lookup table: notes counted per call",
 	"internal/controller/agentschedule.startedOrEnded": "predicate of functions, no state",
 	"internal/egress.Loopback":                         "address table",
