@@ -173,6 +173,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /templates", s.page(s.templates))
 	m.HandleFunc("GET /templates/{namespace}/{name}", s.page(s.template))
 	m.HandleFunc("POST /run", s.page(s.runTemplate))
+	m.HandleFunc("GET /evaluations", s.page(s.evaluations))
+	m.HandleFunc("GET /evaluations/{namespace}/{name}", s.page(s.evaluation))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)
