@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	// Time zones are read from the binary, not the image: the operator's
@@ -21,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	"github.com/agentrun/agentrun/internal/schedtime"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -94,28 +94,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // startedOrEnded passes the run events a schedule cares about: a run
 // created, deleted, or ended.
 var startedOrEnded = reconcilers.RunStartedOrEnded()
-
-// scheduleOf reads the schedule in its time zone. A schedule that names
-// its own zone (CRON_TZ= or TZ=) is refused with spec.timeZone, as
-// CronJob refuses it: two zones would disagree.
-func scheduleOf(s *v1alpha1.AgentSchedule) (cron.Schedule, *time.Location, error) {
-	loc := time.Local
-	if tz := s.Spec.TimeZone; tz != nil {
-		if strings.Contains(s.Spec.Schedule, "TZ") {
-			return nil, nil, fmt.Errorf("spec.schedule %q names a time zone and spec.timeZone is set: keep only spec.timeZone", s.Spec.Schedule)
-		}
-		l, err := time.LoadLocation(*tz)
-		if err != nil || *tz == "" || strings.EqualFold(*tz, "local") {
-			return nil, nil, fmt.Errorf("spec.timeZone %q is not an IANA time zone (such as Europe/Berlin or UTC)", *tz)
-		}
-		loc = l
-	}
-	sched, err := cron.ParseStandard(s.Spec.Schedule)
-	if err != nil {
-		return nil, nil, fmt.Errorf("spec.schedule %q is not a cron schedule: %v", s.Spec.Schedule, err)
-	}
-	return sched, loc, nil
-}
 
 // maxWalk bounds the scheduled times walked one by one between two
 // reconciles; past it the count is estimated and the latest time found
@@ -229,7 +207,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *v1alpha1.AgentSchedule, ac
 		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ScheduleConditionReady, Status: status,
 			Reason: reason, Message: clip.Cut(msg, 1024, runstatus.CutMark), ObservedGeneration: s.Generation, LastTransitionTime: metav1.NewTime(now)})
 	}
-	sched, loc, err := scheduleOf(s)
+	sched, loc, err := schedtime.Of(s, time.Local)
 	if err != nil {
 		ready(metav1.ConditionFalse, v1alpha1.ReasonInvalidSchedule, err.Error())
 		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue,

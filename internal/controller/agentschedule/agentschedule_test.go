@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
+	"github.com/agentrun/agentrun/internal/schedtime"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
 	. "github.com/onsi/gomega"
@@ -514,7 +515,7 @@ func TestSchedule_watchesItsRuns(t *testing.T) {
 // After an outage too long to walk time by time, the latest time is still
 // found exactly and the count of the times passed is close.
 func TestSchedule_dueTimesAfterALongOutage(t *testing.T) {
-	sched, _, err := scheduleOf(&v1alpha1.AgentSchedule{Spec: v1alpha1.AgentScheduleSpec{Schedule: "*/5 * * * *"}})
+	sched, _, err := schedtime.Of(&v1alpha1.AgentSchedule{Spec: v1alpha1.AgentScheduleSpec{Schedule: "*/5 * * * *"}}, time.Local)
 	if err != nil {
 		t.Fatal(err)
 	}
