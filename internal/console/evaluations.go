@@ -2,7 +2,6 @@ package console
 
 import (
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // evaluationRow is one AgentEvaluation on the evaluations page, from its
@@ -36,23 +34,12 @@ func (s *Server) evaluations(w http.ResponseWriter, r *http.Request, u *user) (v
 	ns := r.URL.Query().Get("namespace")
 	d := &evaluationsData{Namespace: ns}
 	v := view{Title: "Evaluations", Page: "evaluations", Data: d}
-	var all v1alpha1.AgentEvaluationList
-	sc, err := s.scopeOf(r.Context(), u, ns, &all)
+	items, note, err := listKind(r.Context(), s, u, ns, func() *v1alpha1.AgentEvaluationList { return &v1alpha1.AgentEvaluationList{} },
+		func(l *v1alpha1.AgentEvaluationList) []v1alpha1.AgentEvaluation { return l.Items })
+	d.Note = note
 	if err != nil {
 		return v, err
 	}
-	d.Note = sc.Note
-	items := all.Items
-	for _, n := range sc.Namespaces {
-		var l v1alpha1.AgentEvaluationList
-		if err := u.c.List(r.Context(), &l, client.InNamespace(n)); err != nil {
-			return v, err
-		}
-		items = append(items, l.Items...)
-	}
-	sort.Slice(items, func(i, j int) bool {
-		return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name
-	})
 	now := time.Now()
 	for i := range items {
 		e := &items[i]

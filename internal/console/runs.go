@@ -73,6 +73,35 @@ func (s *Server) scopeOf(ctx context.Context, u *user, namespace string, list cl
 		Note: fmt.Sprintf("You may not list these in every namespace nor list namespaces: shown is namespace %q. Choose another with the namespace filter.", ns)}, nil
 }
 
+// listKind reads the objects of one kind that u may list: in namespace ns,
+// or for "" in every namespace scopeOf finds for them (the whole cluster
+// in one list when they may). It returns them sorted by namespace and
+// name, with scopeOf's note. newList makes an empty list of the kind, and
+// items gives a list's objects.
+func listKind[T any, PT interface {
+	*T
+	client.Object
+}, L client.ObjectList](ctx context.Context, s *Server, u *user, ns string, newList func() L, items func(L) []T) ([]T, string, error) {
+	all := newList()
+	sc, err := s.scopeOf(ctx, u, ns, all)
+	if err != nil {
+		return nil, "", err
+	}
+	out := items(all)
+	for _, n := range sc.Namespaces {
+		l := newList()
+		if err := u.c.List(ctx, l, client.InNamespace(n)); err != nil {
+			return nil, sc.Note, err
+		}
+		out = append(out, items(l)...)
+	}
+	slices.SortFunc(out, func(a, b T) int {
+		pa, pb := PT(&a), PT(&b)
+		return cmp.Or(cmp.Compare(pa.GetNamespace(), pb.GetNamespace()), cmp.Compare(pa.GetName(), pb.GetName()))
+	})
+	return out, sc.Note, nil
+}
+
 // listRuns lists the runs of a scope matching sel; listed holds them
 // already when scopeOf read them (sc.Listed).
 func listRuns(ctx context.Context, u *user, sc scope, sel labels.Selector, listed *v1alpha1.AgentRunList) ([]v1alpha1.AgentRun, error) {

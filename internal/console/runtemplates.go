@@ -4,14 +4,12 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"sort"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/plugin"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	"github.com/agentrun/agentrun/internal/template"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // templateView is one AgentRunTemplate: its parameters, the goal it
@@ -76,23 +74,12 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request, u *user) (vie
 	ns := r.URL.Query().Get("namespace")
 	d := &templatesData{Namespace: ns}
 	v := view{Title: "Templates", Page: "templates", Data: d}
-	var all v1alpha1.AgentRunTemplateList
-	sc, err := s.scopeOf(r.Context(), u, ns, &all)
+	items, note, err := listKind(r.Context(), s, u, ns, func() *v1alpha1.AgentRunTemplateList { return &v1alpha1.AgentRunTemplateList{} },
+		func(l *v1alpha1.AgentRunTemplateList) []v1alpha1.AgentRunTemplate { return l.Items })
+	d.Note = note
 	if err != nil {
 		return v, err
 	}
-	d.Note = sc.Note
-	items := all.Items
-	for _, n := range sc.Namespaces {
-		var l v1alpha1.AgentRunTemplateList
-		if err := u.c.List(r.Context(), &l, client.InNamespace(n)); err != nil {
-			return v, err
-		}
-		items = append(items, l.Items...)
-	}
-	sort.Slice(items, func(i, j int) bool {
-		return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name
-	})
 	for i := range items {
 		d.Rows = append(d.Rows, templateViewOf(&items[i], nil))
 	}

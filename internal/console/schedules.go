@@ -72,23 +72,12 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, u *user) (vie
 	ns := r.URL.Query().Get("namespace")
 	d := &schedulesData{Namespace: ns}
 	v := view{Title: "Schedules", Page: "schedules", Data: d}
-	var all v1alpha1.AgentScheduleList
-	sc, err := s.scopeOf(r.Context(), u, ns, &all)
+	items, note, err := listKind(r.Context(), s, u, ns, func() *v1alpha1.AgentScheduleList { return &v1alpha1.AgentScheduleList{} },
+		func(l *v1alpha1.AgentScheduleList) []v1alpha1.AgentSchedule { return l.Items })
+	d.Note = note
 	if err != nil {
 		return v, err
 	}
-	d.Note = sc.Note
-	items := all.Items
-	for _, n := range sc.Namespaces {
-		var l v1alpha1.AgentScheduleList
-		if err := u.c.List(r.Context(), &l, client.InNamespace(n)); err != nil {
-			return v, err
-		}
-		items = append(items, l.Items...)
-	}
-	sort.Slice(items, func(i, j int) bool {
-		return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name
-	})
 	now := time.Now()
 	for i := range items {
 		d.Rows = append(d.Rows, scheduleViewOf(&items[i], now))
