@@ -57,18 +57,7 @@ spec:
 // once, with no cluster as in one, and every case's runs are scored.
 func TestRun_neverMoreThanConcurrencyAtOnce(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "evaluation.yaml")
-	if err := os.WriteFile(file, []byte(overlap), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := Load(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(context.Background(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runIn(t, dir, overlap)
 	b, err := os.ReadFile(filepath.Join(dir, "counts"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,18 +116,7 @@ spec:
 // Issue 48: each variant's runs are made from its own template, named
 // after it, and counted apart, as the operator counts them.
 func TestRun_eachVariantIsRunAndCountedApart(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "evaluation.yaml")
-	if err := os.WriteFile(file, []byte(variants), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := Load(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(context.Background(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runIn(t, t.TempDir(), variants)
 	got := map[string]string{}
 	for _, v := range res.Evaluation.Status.Variants {
 		for _, c := range v.Cases {
@@ -196,18 +174,7 @@ spec:
 // Issue 48: a local evaluation scores the calls its runs made, from
 // their transcripts in memory, as the operator does from theirs.
 func TestRun_callsAreScoredFromTheTranscript(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "evaluation.yaml")
-	if err := os.WriteFile(file, []byte(calls), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := Load(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(context.Background(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runIn(t, t.TempDir(), calls)
 	got := map[string]string{}
 	for _, c := range res.Evaluation.Status.Cases {
 		got[c.Name] = c.FailureReason
@@ -235,4 +202,23 @@ func TestLoad_aCallConditionThatDoesNotCompile(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Load = %v, want an error starting %q", err, want)
 	}
+}
+
+// runIn writes manifest to evaluation.yaml in dir, where its job tools
+// run, and runs the evaluation it holds.
+func runIn(t *testing.T, dir, manifest string) *Result {
+	t.Helper()
+	file := filepath.Join(dir, "evaluation.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
