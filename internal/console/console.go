@@ -1,7 +1,8 @@
 // Package console is the AgentRun web console: the runs, one run's story
 // (with Continue, Re-run and Cancel), an inbox of the calls that wait for
 // a person, the AgentRunTemplates (each with a Run form), the
-// AgentSchedules (each with Suspend and Resume), and the AgentBudgets. It is
+// AgentSchedules (each with Suspend and Resume), the AgentRunPolicies (what
+// applies to a namespace), and the AgentBudgets. It is
 // as safe as kubectl because it is kubectl's permissions: every read and
 // every answer is made with the credentials of the person looking, never
 // with credentials of the console's own.
@@ -178,6 +179,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /schedules", s.page(s.schedules))
 	m.HandleFunc("GET /schedules/{namespace}/{name}", s.page(s.schedule))
 	m.HandleFunc("POST /suspend", s.page(s.suspendSchedule))
+	m.HandleFunc("GET /policies", s.page(s.policies))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)

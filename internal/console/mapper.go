@@ -21,6 +21,7 @@ var mapper = func() meta.RESTMapper {
 		{v1alpha1.GroupVersion.WithKind("AgentRunTemplate"), meta.RESTScopeNamespace},
 		{v1alpha1.GroupVersion.WithKind("AgentEvaluation"), meta.RESTScopeNamespace},
 		{v1alpha1.GroupVersion.WithKind("AgentSchedule"), meta.RESTScopeNamespace},
+		{v1alpha1.GroupVersion.WithKind("AgentRunPolicy"), meta.RESTScopeRoot},
 		{corev1.SchemeGroupVersion.WithKind("Secret"), meta.RESTScopeNamespace},
 		{corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace}, // the operator's public keys
 		{corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot},
