@@ -84,6 +84,11 @@ type Options struct {
 	// (the ConfigMap seal.PublicKeysName), with the person's credentials,
 	// to check each transcript chunk's signature.
 	Keys types.NamespacedName
+	// Archive, when set, is the archive of finished runs the archive page
+	// reads, with the console's own database role: every record is shown
+	// only to a person the API server allows to get AgentRuns in its
+	// namespace (a SelfSubjectAccessReview, as that person).
+	Archive Archive
 	// Resync bounds how long the live pages wait for news when a watch
 	// cannot be opened (default 5s).
 	Resync time.Duration
@@ -181,6 +186,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /suspend", s.page(s.suspendSchedule))
 	m.HandleFunc("GET /policies", s.page(s.policies))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
+	m.HandleFunc("GET /archive", s.page(s.archiveList))
+	m.HandleFunc("GET /archive/{uid}", s.page(s.archiveRecord))
+	m.HandleFunc("POST /archive/rerun", s.page(s.rerunArchived))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)
 	m.HandleFunc("POST /login", s.login)

@@ -3,6 +3,7 @@ package console
 import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,6 +28,7 @@ var mapper = func() meta.RESTMapper {
 		{corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot},
 		{corev1.SchemeGroupVersion.WithKind("Event"), meta.RESTScopeNamespace},
 		{authenticationv1.SchemeGroupVersion.WithKind("SelfSubjectReview"), meta.RESTScopeRoot},
+		{authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview"), meta.RESTScopeRoot},
 	} {
 		m.Add(k.gvk, k.scope)
 	}
