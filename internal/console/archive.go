@@ -145,6 +145,7 @@ func (s *Server) archiveList(w http.ResponseWriter, r *http.Request, u *user) (v
 		found = slices.DeleteFunc(found, func(x archive.Summary) bool {
 			return (f.Outcome != "" && x.Outcome != f.Outcome) || x.FinishedAt.Before(filter.Since) || !sel.Matches(labels.Set(x.Labels))
 		})
+		found = found[:min(len(found), archiveLimit)]
 	} else {
 		found, err = s.o.Archive.List(r.Context(), filter)
 	}

@@ -143,6 +143,8 @@ func TestConsole_archivePageShowsOnlyWhatRBACAllowsAndReRuns(t *testing.T) {
 		t.Error("the refused page shows something of the record")
 	}
 
+	// Search by name in the namespace (a name may have run several times).
+	do(t, ctx, chromedp.Navigate(srv+"/archive?"+url.Values{"namespace": {mine}, "name": {"refund-1042"}}.Encode()), visible(row))
 	// Search by label and outcome, then the record and its transcript.
 	do(t, ctx, chromedp.Navigate(srv+"/archive?"+url.Values{"namespace": {mine}, "label": {"team=billing"}, "outcome": {"Completed"}, "since": {"7d"}}.Encode()),
 		visible(row), click(row+` a`), visible(`[data-transcript]`))
