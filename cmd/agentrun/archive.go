@@ -14,10 +14,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// dsnEnv is where the archive's address is read from when --dsn is not
-// given: a password on the command line shows in ps and shell history.
-const dsnEnv = "AGENTRUN_ARCHIVE_DSN"
-
 // archiveNow is the clock of the listing's FINISHED column; tests fix it.
 var archiveNow = time.Now
 
@@ -32,12 +28,14 @@ func archiveCommand() *cobra.Command {
 		Short: "Read the archive of finished runs (PostgreSQL); for administrators",
 		Long: `archive reads the records the operator keeps of finished runs in PostgreSQL
 (operator flag --archive-postgres-dsn): they outlive the runs. The database's
-address is --dsn or $` + dsnEnv + ` (a URL, postgres://user:password@host/db,
+address is --dsn or $` + archive.DSNEnv + ` (a URL, postgres://user:password@host/db,
 or key=value pairs as libpq takes them); prefer the variable for a password.
 
 These commands are for the archive's administrators. They read the database
 directly, not through Kubernetes, so no RBAC applies: whoever holds the
 database's password reads every namespace's records, transcripts included.
+For people, the console's archive page (kubectl agentrun console
+--archive-postgres-dsn) reads the same records under Kubernetes RBAC.
 list, show and transcript need a role that may only SELECT; migrate needs one
 that may create and alter the tables (the operator's).
 
@@ -48,7 +46,7 @@ not given); a name that ran several times means its newest run.`,
 			return usageError("name a command: list, show, transcript or migrate")
 		},
 	}
-	cmd.PersistentFlags().StringVar(&o.dsn, "dsn", "", "the archive's PostgreSQL address (default $"+dsnEnv+")")
+	cmd.PersistentFlags().StringVar(&o.dsn, "dsn", "", "the archive's PostgreSQL address (default $"+archive.DSNEnv+")")
 	cmd.PersistentFlags().StringVarP(&o.namespace, "namespace", "n", "", "the namespace (list: all namespaces if not given)")
 	cmd.AddCommand(archiveListCommand(o), archiveShowCommand(o), archiveTranscriptCommand(o), archiveMigrateCommand(o))
 	return cmd
@@ -58,10 +56,10 @@ not given); a name that ran several times means its newest run.`,
 func (o *archiveOptions) address() (string, error) {
 	dsn := o.dsn
 	if dsn == "" {
-		dsn = os.Getenv(dsnEnv)
+		dsn = os.Getenv(archive.DSNEnv)
 	}
 	if dsn == "" {
-		return "", usageError("no archive: give --dsn or set $%s", dsnEnv)
+		return "", usageError("no archive: give --dsn or set $%s", archive.DSNEnv)
 	}
 	return dsn, nil
 }

@@ -193,7 +193,7 @@ billing     nightly-report   Failed      BudgetExhausted   20     1.0000   7d23h
 
 func TestArchiveShow_theNewestRunOfANameAsKubectlPrintsIt(t *testing.T) {
 	dsn := filledArchive(t)
-	t.Setenv(dsnEnv, dsn) // the DSN from the environment, as a person with a password would give it
+	t.Setenv(archive.DSNEnv, dsn) // the DSN from the environment, as a person with a password would give it
 	code, stdout, stderr := agentrun(t, "archive", "show", "refund-1042", "-n", "shop")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -309,7 +309,7 @@ func TestArchive_aRecordWithoutItsTranscriptSaysSo(t *testing.T) {
 
 func TestArchive_errors(t *testing.T) {
 	dsn := filledArchive(t)
-	t.Setenv(dsnEnv, "")
+	t.Setenv(archive.DSNEnv, "")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -346,18 +346,18 @@ func TestArchive_docsPrintWhatTheyShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	dsn := filledArchive(t)
-	t.Setenv(dsnEnv, "")
+	t.Setenv(archive.DSNEnv, "")
 	ran := 0
 	for _, b := range blocks {
 		if b.Mark != "archive" {
 			continue
 		}
 		for _, c := range b.Commands() {
-			if v, ok := strings.CutPrefix(c.Cmd, "export "+dsnEnv+"="); ok {
+			if v, ok := strings.CutPrefix(c.Cmd, "export "+archive.DSNEnv+"="); ok {
 				if !strings.HasPrefix(strings.Trim(v, "'"), "postgres://") {
 					t.Errorf("%s:%d: %s is not a DSN", b.File, b.Line, v)
 				}
-				t.Setenv(dsnEnv, dsn)
+				t.Setenv(archive.DSNEnv, dsn)
 				continue
 			}
 			args, ok := strings.CutPrefix(c.Cmd, "agentrun ")

@@ -13,6 +13,11 @@ import (
 	"time"
 )
 
+// DSNEnv is where the commands that read the archive (agentrun archive,
+// kubectl agentrun console) find its address when no flag gives it: a
+// password on the command line shows in ps and shell history.
+const DSNEnv = "AGENTRUN_ARCHIVE_DSN"
+
 // Record is one finished run, as archived.
 type Record struct {
 	// UID is the run's UID: the record's key.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -30,14 +31,16 @@ func Command(flags *genericclioptions.ConfigFlags) *cobra.Command {
 		inCluster bool
 		caFile    string
 		keys      string
+		dsn       string
 	)
 	cmd := &cobra.Command{
 		Use:   "console",
-		Short: "Serve the web console: runs, an approval inbox and budgets",
+		Short: "Serve the web console: runs, an approval inbox, templates, policies, the archive",
 		Long: `console serves the AgentRun web console on this machine: every run you may
 list, updating live; one run's phase, ceilings, timeline and transcript; an
-inbox of the calls that wait for a person, with Approve, Deny and Stop; and
-the AgentBudgets.
+inbox of the calls that wait for a person, with Approve, Deny and Stop; the
+templates, schedules, evaluations, AgentRunPolicies and AgentBudgets; and,
+with --archive-postgres-dsn, the archive of runs that ended and were deleted.
 
 It uses your kubeconfig's credentials for everything: a page shows only what
 you may read, and an answer is yours (the approve verb, the admission
@@ -51,7 +54,12 @@ localhost or to the address it listens on.
 --in-cluster is how the chart runs it (console.enabled): there is no
 kubeconfig, and each request must carry its user's bearer token (from an
 authenticating proxy's Authorization header, or pasted once on the sign-in
-page); the console's own ServiceAccount has no rights.`,
+page); the console's own ServiceAccount has no rights.
+
+--archive-postgres-dsn (or $` + archive.DSNEnv + `) is the operator's archive,
+read with a database role that may only SELECT. The console shows an archived
+record only to a person the API server allows to get AgentRuns in the run's
+namespace (it asks with a SelfSubjectAccessReview, as that person).`,
 		Example: `  # Serve on 127.0.0.1:8080; open the URL it prints
   kubectl agentrun console
 
@@ -79,6 +87,19 @@ page); the console's own ServiceAccount has no rights.`,
 			if err != nil {
 				return err
 			}
+			if dsn == "" {
+				dsn = os.Getenv(archive.DSNEnv)
+			}
+			if dsn != "" {
+				// Open changes nothing in the database, and its errors
+				// never show the DSN.
+				a, err := archive.Open(cmd.Context(), dsn)
+				if err != nil {
+					return fmt.Errorf("the archive: %w", err)
+				}
+				defer a.Close()
+				o.Archive = a
+			}
 			return Serve(cmd.Context(), o, address, port, cmd.OutOrStdout())
 		},
 	}
@@ -86,6 +107,7 @@ page); the console's own ServiceAccount has no rights.`,
 	cmd.Flags().IntVar(&port, "port", 8080, "The port to listen on.")
 	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "Run inside the cluster: no kubeconfig; every request must carry its user's bearer token.")
 	cmd.Flags().StringVar(&keys, "state-keys-secret", DefaultKeysSecret, "NAMESPACE/NAME of the Secret holding the keys the operator seals runs' saved state with, as the operator's flag of that name: the run page reads the public keys the operator publishes beside it (ConfigMap NAME-public), with your credentials, to mark transcript parts the operator did not write. Empty: signatures are not checked.")
+	cmd.Flags().StringVar(&dsn, "archive-postgres-dsn", "", "The archive of finished runs the archive page reads, as the operator's flag of that name (default $"+archive.DSNEnv+"; prefer the variable for a password). A role that may only SELECT is enough; each record is shown only to a person the API server allows to get AgentRuns in its namespace. Empty: no archive page.")
 	cmd.Flags().StringVar(&caFile, "api-ca-file", DefaultCAFile, "With --in-cluster: the API server's CA bundle.")
 	return cmd
 }

@@ -1,7 +1,8 @@
 // Package console is the AgentRun web console: the runs, one run's story
 // (with Continue, Re-run and Cancel), an inbox of the calls that wait for
 // a person, the AgentRunTemplates (each with a Run form), the
-// AgentSchedules (each with Suspend and Resume), and the AgentBudgets. It is
+// AgentSchedules (each with Suspend and Resume), the AgentRunPolicies (what
+// applies to a namespace), and the AgentBudgets. It is
 // as safe as kubectl because it is kubectl's permissions: every read and
 // every answer is made with the credentials of the person looking, never
 // with credentials of the console's own.
@@ -83,6 +84,11 @@ type Options struct {
 	// (the ConfigMap seal.PublicKeysName), with the person's credentials,
 	// to check each transcript chunk's signature.
 	Keys types.NamespacedName
+	// Archive, when set, is the archive of finished runs the archive page
+	// reads, with the console's own database role: every record is shown
+	// only to a person the API server allows to get AgentRuns in its
+	// namespace (a SelfSubjectAccessReview, as that person).
+	Archive Archive
 	// Resync bounds how long the live pages wait for news when a watch
 	// cannot be opened (default 5s).
 	Resync time.Duration
@@ -178,7 +184,11 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /schedules", s.page(s.schedules))
 	m.HandleFunc("GET /schedules/{namespace}/{name}", s.page(s.schedule))
 	m.HandleFunc("POST /suspend", s.page(s.suspendSchedule))
+	m.HandleFunc("GET /policies", s.page(s.policies))
 	m.HandleFunc("GET /budgets", s.page(s.budgets))
+	m.HandleFunc("GET /archive", s.page(s.archiveList))
+	m.HandleFunc("GET /archive/{uid}", s.page(s.archiveRecord))
+	m.HandleFunc("POST /archive/rerun", s.page(s.rerunArchived))
 	m.HandleFunc("GET /events", s.events)
 	m.HandleFunc("GET /login", s.login)
 	m.HandleFunc("POST /login", s.login)

@@ -138,6 +138,30 @@ type item struct {
 	// Unsealed says why the transcript chunk this item comes from is not
 	// the operator's ("" when it is, or was not checked).
 	Unsealed string
+	// Record is a result's call record (verdict, rule, duration, result
+	// size), from the transcript: every call has one, whatever events the
+	// operator recorded.
+	Record string
+}
+
+// recordText is a call's record for a person: "allow by policy.default,
+// 250ms, 21 bytes"; "" for a message without one (written before the
+// engine recorded them).
+func recordText(r *loop.CallRecord) string {
+	if r == nil {
+		return ""
+	}
+	parts := []string{string(r.Verdict)}
+	if r.Rule != "" {
+		parts[0] += " by " + r.Rule
+	}
+	if r.DurationMs > 0 {
+		parts = append(parts, (time.Duration(r.DurationMs) * time.Millisecond).String())
+	}
+	if r.ResultBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes", r.ResultBytes))
+	}
+	return oneLine(strings.Join(parts, ", "))
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
@@ -406,7 +430,7 @@ func (s *Server) story(ctx context.Context, u *user, run *v1alpha1.AgentRun) (tu
 						st = "ok"
 					}
 					add(item{Kind: "result", Text: m.CallID + " (" + m.Tool + ", " + st + "): " + excerpt(m.Content, 600),
-						Warning: st != "ok"})
+						Warning: st != "ok", Record: recordText(m.Record)})
 				case loop.RoleContext:
 					add(item{Kind: "compaction", Text: excerpt(m.Content, 600)})
 				}

@@ -71,7 +71,7 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
 func appendObservations(s *State) {
 	for i := range s.Calls {
 		c := &s.Calls[i]
-		m := Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus}
+		m := c.message(s.Turn)
 		if c.Proposed != nil {
 			m.Arguments, m.EditedBy = c.Arguments, c.EditedBy
 		}
@@ -119,6 +119,10 @@ func (e *Engine) applyResults(s *State, results []Result, now time.Time, notes *
 				continue
 			}
 			c.Observation, c.ObsStatus = RenderResult(c.Name, t.MaxResultBytes, r)
+			c.Duration, c.ResultBytes = r.Duration, r.Size
+			if c.ResultBytes == 0 {
+				c.ResultBytes = int64(len(r.Output))
+			}
 			if r.ChildRun != "" {
 				s.recordChild(c, r, reservedChild(t, c))
 			}

@@ -113,10 +113,32 @@ type Message struct {
 	// EditedBy is who changed them. Both are empty otherwise.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	EditedBy  string          `json:"editedBy,omitempty"`
+	// Record, on a tool message of a call that was vetted, is what the
+	// engine knows of the call: its verdict, the rule that decided it,
+	// how long it ran and how large its result was. A reader of the
+	// transcript (the console's timeline) sees every call's with no
+	// event per call.
+	Record *CallRecord `json:"record,omitempty"`
 	// Reasoning is the thinking a reasoning model returned with an
 	// assistant message, kept so that it can be passed back with it on
 	// later turns, as the provider requires.
 	Reasoning []Reasoning `json:"reasoning,omitempty"`
+}
+
+// CallRecord is a bounded record of one call: four short fields, so that
+// it stays within a transcript chunk's budget however many calls a run
+// makes.
+type CallRecord struct {
+	// Verdict is the vetting decision (allow, deny, ask, block).
+	Verdict Decision `json:"verdict,omitempty"`
+	// Rule names what decided, as Call.Rule.
+	Rule string `json:"rule,omitempty"`
+	// DurationMs is how long its last attempt ran, in milliseconds,
+	// rounded up; 0 for a call that did not run.
+	DurationMs int64 `json:"durationMs,omitempty"`
+	// ResultBytes is the size of its whole result, before truncation; 0
+	// for a call that did not run.
+	ResultBytes int64 `json:"resultBytes,omitempty"`
 }
 
 // Reasoning is one block of a reasoning model's thinking, as the provider

@@ -129,7 +129,7 @@ func (pl *planner) waveDone(s *State, notes *[]Note) next {
 	var failed *Call
 	for i := range s.Calls {
 		c := &s.Calls[i]
-		s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
+		s.Transcript = append(s.Transcript, c.message(s.Turn))
 		st := p.step(stepOf(c.ID))
 		if c.ObsStatus.IsError() || st == nil {
 			if failed == nil || (failed.ObsStatus != ObsFailed && c.ObsStatus == ObsFailed) {

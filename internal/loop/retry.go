@@ -206,7 +206,7 @@ func (e *Engine) endWithToolFailure(s *State, rc retryCandidate, reason string) 
 	}
 	for i := range s.Calls {
 		if d := &s.Calls[i]; d.State == CallDone {
-			s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: d.ID, Tool: d.Name, Content: d.Observation, Status: d.ObsStatus})
+			s.Transcript = append(s.Transcript, d.message(s.Turn))
 		}
 	}
 	return finishWith(ToolFailure, reason)

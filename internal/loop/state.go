@@ -78,10 +78,27 @@ type Call struct {
 	// far (approvers.go).
 	Needed     int      `json:"needed,omitempty"`
 	ApprovedBy []string `json:"approvedBy,omitempty"`
+	// Duration and ResultBytes are how long the call's last attempt ran
+	// and how large its whole result was (Result.Duration and
+	// Result.Size, else the output's length), once it ran.
+	Duration    time.Duration `json:"duration,omitempty"`
+	ResultBytes int64         `json:"resultBytes,omitempty"`
 	// Child is what the call reserved for its child run (a tool with a
 	// ToolSpec.Child), once its batch was admitted: the tool's ceilings
 	// capped by what the run had left. They are the child's ceilings.
 	Child *ChildBudget `json:"child,omitempty"`
+}
+
+// message is the call's tool message in the transcript, with its record.
+func (c *Call) message(turn int) Message {
+	return Message{Role: RoleTool, Turn: turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus,
+		Record: &CallRecord{Verdict: c.Verdict, Rule: c.Rule, DurationMs: ceilMillis(c.Duration), ResultBytes: c.ResultBytes}}
+}
+
+// ceilMillis is d in whole milliseconds, rounded up: a call that took
+// 300µs (a loopback HTTP call) ran, and its record says 1, not nothing.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // Approved reports whether the call may run.

@@ -315,7 +315,7 @@ func (vf *verifier) verdictText(d Verdict, r Result) string {
 // (Escalated). A verifier that gave no verdict ends the run ToolFailure.
 func (vf *verifier) judge(s *State, c *Call, notes *[]Note) next {
 	v, cfg := s.Verify, &vf.cfg
-	s.Transcript = append(s.Transcript, Message{Role: RoleTool, Turn: s.Turn, CallID: c.ID, Tool: c.Name, Content: c.Observation, Status: c.ObsStatus})
+	s.Transcript = append(s.Transcript, c.message(s.Turn))
 	d := v.LastVerdict()
 	if d == nil || d.Trial != v.Trial {
 		return finishWith(ToolFailure, fmt.Sprintf("the verifier %s could not judge the answer of trial %d: %s", c.Name, v.Trial, cut(c.Observation, 400)))

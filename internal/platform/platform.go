@@ -594,11 +594,7 @@ func requireRules(pols []v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) {
 					continue
 				}
 			}
-			if r.Name == "" {
-				r.Name = fmt.Sprintf("AgentRunPolicy/%s.rules[%d]", p.Name, i)
-			} else {
-				r.Name = fmt.Sprintf("AgentRunPolicy/%s: %s", p.Name, r.Name)
-			}
+			r.Name = RuleName(p.Name, i, pr.Name)
 			required = append(required, r)
 		}
 	}
@@ -615,6 +611,16 @@ func requireRules(pols []v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) {
 		}
 	}
 	spec.Policy.Rules = append(required, own...)
+}
+
+// RuleName is the name a run's policy gives rule i of AgentRunPolicy
+// policy, whose own name (rules[i].name) is own: what a denial, an ask and
+// the console's policies page call it.
+func RuleName(policy string, i int, own string) string {
+	if own == "" {
+		return fmt.Sprintf("AgentRunPolicy/%s.rules[%d]", policy, i)
+	}
+	return fmt.Sprintf("AgentRunPolicy/%s: %s", policy, own)
 }
 
 // matching names the tools of the run that the rule names and one of its

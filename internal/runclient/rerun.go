@@ -50,17 +50,26 @@ func Rerun(ctx context.Context, c client.Client, o RerunOptions) (*v1alpha1.Agen
 		return nil, &Refused{Reason: RunReplaced, Run: o.Run, msg: fmt.Sprintf(
 			"%s was deleted and created again since the page was read: reload it, and re-run the run it shows now", o.Run)}
 	}
+	return RerunOf(ctx, c, old, o.Name)
+}
+
+// RerunOf creates a re-run of old, a run as read from the API server or
+// as rebuilt from its archived record (the console's archive page): a new
+// run in old's namespace, named name (generated from old's name when
+// empty), with old's spec and the labels and annotations Rerun keeps, as
+// Rerun makes it.
+func RerunOf(ctx context.Context, c client.Client, old *v1alpha1.AgentRun, name string) (*v1alpha1.AgentRun, error) {
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   o.Run.Namespace,
-			Name:        o.Name,
+			Namespace:   old.Namespace,
+			Name:        name,
 			Labels:      keep(old.Labels, dropLabel),
 			Annotations: keep(old.Annotations, dropAnnotation),
 		},
 		Spec: *old.Spec.DeepCopy(),
 	}
 	run.Spec.Cancel = false
-	if o.Name == "" {
+	if name == "" {
 		run.GenerateName = GenerateName(old.Name)
 	}
 	label, cut := NameLabel(old.Name)

@@ -242,20 +242,30 @@ func WriteManifest(w io.Writer, r *archive.Record, asJSON bool) error {
 	return err
 }
 
-// Conversation is the run and the messages a record keeps, as the
-// transcript printer of a live run takes them.
-func Conversation(r *archive.Record) (*v1alpha1.AgentRun, []loop.Message, error) {
-	run := &v1alpha1.AgentRun{}
-	run.Name, run.Namespace = r.Name, r.Namespace
+// AgentRun is the run a record keeps, typed: its name, namespace, UID,
+// labels, annotations and creation time, its spec and its status. A
+// re-run of an archived run starts from it (runclient.RerunOf).
+func AgentRun(r *archive.Record) (*v1alpha1.AgentRun, error) {
+	run := &v1alpha1.AgentRun{ObjectMeta: Manifest(r).Metadata}
 	if len(r.Spec) > 0 {
 		if err := json.Unmarshal(r.Spec, &run.Spec); err != nil {
-			return nil, nil, fmt.Errorf("the archived spec of %s/%s: %w", r.Namespace, r.Name, err)
+			return nil, fmt.Errorf("the archived spec of %s/%s: %w", r.Namespace, r.Name, err)
 		}
 	}
 	if len(r.Status) > 0 {
 		if err := json.Unmarshal(r.Status, &run.Status); err != nil {
-			return nil, nil, fmt.Errorf("the archived status of %s/%s: %w", r.Namespace, r.Name, err)
+			return nil, fmt.Errorf("the archived status of %s/%s: %w", r.Namespace, r.Name, err)
 		}
+	}
+	return run, nil
+}
+
+// Conversation is the run and the messages a record keeps, as the
+// transcript printer of a live run takes them.
+func Conversation(r *archive.Record) (*v1alpha1.AgentRun, []loop.Message, error) {
+	run, err := AgentRun(r)
+	if err != nil {
+		return nil, nil, err
 	}
 	var msgs []loop.Message
 	if len(r.Transcript) > 0 {
