@@ -72,6 +72,7 @@ func init() {
 //
 // +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentEvaluation cannot change once created: its runs and scores belong to it; create a new evaluation instead"
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) != has(self.variants)`,message="set exactly one of spec.templateRef (one template) and spec.variants (two to five templates to compare)"
+// +kubebuilder:validation:XValidation:rule=`has(self.judge) || self.cases.all(c, !has(c.expect.judge))`,message="a case's expect.judge changes spec.judge's rubric or minScore: set spec.judge (its model and ceilings) too"
 type AgentEvaluationSpec struct {
 	// templateRef names the AgentRunTemplate, in the evaluation's
 	// namespace, that every run is made from. Exactly one of templateRef
@@ -118,6 +119,80 @@ type AgentEvaluationSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// judge has a model score every run against a rubric, after the run
+	// met every other expectation of its case: the last expectation. A
+	// case's expect.judge may give its own rubric and minScore; every
+	// case is judged when judge is set.
+	// +optional
+	Judge *EvaluationJudge `json:"judge,omitempty"`
+}
+
+// The judge's scale: a score is a whole number from JudgeMinScale to
+// JudgeMaxScale.
+const (
+	JudgeMinScale = 1
+	JudgeMaxScale = 5
+)
+
+// EvaluationJudge is a rubric scored by a model, with its own ceilings.
+//
+// The judge is asked for a JSON object {"score": 1 to 5, "rationale":
+// "..."} and nothing else; a reply that is not exactly that (not JSON,
+// another field, a score off the scale, an empty rationale), a refusal or
+// a failed call fails the run's case, with the reason.
+type EvaluationJudge struct {
+	// rubric says what a good answer is, for the judge to score the run's
+	// answer against, from 1 (fails the rubric) to 5 (meets all of it).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Rubric string `json:"rubric"`
+
+	// minScore is the lowest score that passes. Defaults to 4.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	MinScore int32 `json:"minScore,omitempty"`
+
+	// model is the judge's model, in the shape of a run's spec.model: any
+	// provider, its key read as the namespace's default ServiceAccount
+	// (scripted replays model.script: the i-th run the evaluation makes,
+	// counting from 0 in the order it makes them, case by case, repeat
+	// by repeat and variant by variant, is judged with entry i). One call
+	// per run, bounded by model.timeout and model.maxOutputTokens; a
+	// failed call is not tried again (model.retry and model.fallbacks
+	// are not read).
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// maxCostUSD is the most the judge's calls may spend together, in US
+	// dollars (model.pricing): a call that could pass it is not made, and
+	// the run it was for fails its case. Unset is no cost ceiling.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxTokens is the most tokens (input and output) the judge's calls
+	// may use together, held as maxCostUSD is.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+}
+
+// CaseJudge is what a case changes of spec.judge.
+type CaseJudge struct {
+	// rubric replaces spec.judge.rubric for the case's runs.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Rubric string `json:"rubric,omitempty"`
+
+	// minScore replaces spec.judge.minScore for the case's runs.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	MinScore *int32 `json:"minScore,omitempty"`
 }
 
 // EvaluationVariant is one of the templates an evaluation compares.
@@ -253,6 +328,11 @@ type EvaluationExpectation struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxTurns *int32 `json:"maxTurns,omitempty"`
+
+	// judge gives the case's own rubric or minScore to spec.judge, which
+	// it needs.
+	// +optional
+	Judge *CaseJudge `json:"judge,omitempty"`
 }
 
 // CallExpectation is how many times a run must call a tool, counting
@@ -461,6 +541,28 @@ type EvaluationRunResult struct {
 	// Completed.
 	// +optional
 	TurnsToCompletion *int32 `json:"turnsToCompletion,omitempty"`
+
+	// judgeScore is the judge's score of the run, 1 to 5; unset when the
+	// run was not judged (no spec.judge, another expectation missed, or
+	// the judge gave no score: failureReason says why).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	JudgeScore *int32 `json:"judgeScore,omitempty"`
+
+	// judgeRationale is why the judge gave its score, cut to 512 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	JudgeRationale string `json:"judgeRationale,omitempty"`
+
+	// judgeCostUSD is what the judge's call about the run spent, in US
+	// dollars.
+	// +optional
+	JudgeCostUSD USD `json:"judgeCostUSD,omitempty"`
+
+	// judgeTokens are the tokens the judge's call about the run used.
+	// +optional
+	JudgeTokens int64 `json:"judgeTokens,omitempty"`
 }
 
 // EvaluationTotals add up an evaluation's cases.
@@ -508,6 +610,25 @@ type EvaluationTotals struct {
 	// rank).
 	// +optional
 	TurnsToCompletionP95 *int32 `json:"turnsToCompletionP95,omitempty"`
+
+	// judged is how many runs the judge scored.
+	// +optional
+	Judged int32 `json:"judged,omitempty"`
+
+	// judgeMeanScore is the mean of the judge's scores, from "1.00" to
+	// "5.00" rounded down to two places; unset when no run was judged.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	JudgeMeanScore string `json:"judgeMeanScore,omitempty"`
+
+	// judgeCostUSD is what the judge's calls spent, in US dollars; the
+	// runs' own spend is costUSD.
+	// +optional
+	JudgeCostUSD USD `json:"judgeCostUSD,omitempty"`
+
+	// judgeTokens are the tokens the judge's calls used.
+	// +optional
+	JudgeTokens int64 `json:"judgeTokens,omitempty"`
 }
 
 // EvaluationVariantStatus is how one variant's runs scored.

@@ -90,6 +90,10 @@ type tally struct {
 	runs, passed, failed, verified int32
 	cost                           loop.Money
 	turns                          []int32
+	// judged runs, the sum of their scores, and the judge's use.
+	judged, judgeScores int32
+	judgeCost           loop.Money
+	judgeTokens         int64
 }
 
 func (t *tally) add(r v1alpha1.EvaluationRunResult) {
@@ -106,6 +110,13 @@ func (t *tally) add(r v1alpha1.EvaluationRunResult) {
 	if r.TurnsToCompletion != nil {
 		t.turns = append(t.turns, *r.TurnsToCompletion)
 	}
+	if r.JudgeScore != nil {
+		t.judged++
+		t.judgeScores += *r.JudgeScore
+	}
+	jm, _ := limits.Money("judgeCostUSD", r.JudgeCostUSD) // written from a priced amount
+	t.judgeCost += jm
+	t.judgeTokens += r.JudgeTokens
 }
 
 func (t *tally) merge(o tally) {
@@ -115,6 +126,10 @@ func (t *tally) merge(o tally) {
 	t.verified += o.verified
 	t.cost += o.cost
 	t.turns = append(t.turns, o.turns...)
+	t.judged += o.judged
+	t.judgeScores += o.judgeScores
+	t.judgeCost += o.judgeCost
+	t.judgeTokens += o.judgeTokens
 }
 
 func (t *tally) totals() *v1alpha1.EvaluationTotals {
@@ -127,6 +142,14 @@ func (t *tally) totals() *v1alpha1.EvaluationTotals {
 		}
 	}
 	tot.TurnsToCompletionP50, tot.TurnsToCompletionP95 = percentile(t.turns, 50), percentile(t.turns, 95)
+	if t.judged > 0 {
+		tot.Judged = t.judged
+		tot.JudgeMeanScore = passRate(t.judgeScores, t.judged) // a mean of whole scores, written as a rate is
+	}
+	if t.judgeCost > 0 {
+		tot.JudgeCostUSD = v1alpha1.USD(t.judgeCost.String())
+	}
+	tot.JudgeTokens = t.judgeTokens
 	return &tot
 }
 

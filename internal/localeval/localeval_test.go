@@ -134,6 +134,39 @@ func TestRun_eachVariantIsRunAndCountedApart(t *testing.T) {
 	}
 }
 
+// judged is variants judged by a scripted judge: the polite variant's
+// run (the first made) scores 5, the terse one's gets a reply that is no
+// verdict.
+var judged = strings.Replace(variants, "  - {name: refund, expect: {answer: ['refunded']}}", `  - {name: refund}
+  judge:
+    rubric: "The answer says what was refunded."
+    model:
+      provider: scripted
+      pricing: {input: "1", output: "2"}
+      script:
+      - {content: '{"score": 5, "rationale": "Says the refund was made."}', usage: {inputTokens: 1000, outputTokens: 100}}
+      - {content: 'Five stars.', usage: {inputTokens: 1000, outputTokens: 100}}
+`, 1)
+
+// Issue 48: agentrun eval judges each run with the judge the operator
+// would call, in the same order: a score is kept with its rationale and
+// counted in its variant's mean, a reply that is no verdict fails the
+// case with the reason, and the judge's spend is in the totals.
+func TestRun_aScriptedJudgeScoresEachRun(t *testing.T) {
+	res := runIn(t, t.TempDir(), judged)
+	st := res.Evaluation.Status
+	polite, terse := st.Variants[0], st.Variants[1]
+	got := []any{polite.Totals.Passed, polite.Totals.JudgeMeanScore, polite.Cases[0].Results[0].JudgeRationale,
+		terse.Totals.Failed, terse.Totals.JudgeMeanScore, st.Totals.JudgeCostUSD, st.Totals.JudgeTokens}
+	want := []any{int32(1), "5.00", "Says the refund was made.", int32(1), "", v1alpha1.USD("0.0024"), int64(2200)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(polite passed, mean, rationale; terse failed, mean; judge cost, tokens) (-want +got):\n%s", diff)
+	}
+	if why := terse.Cases[0].FailureReason; !strings.HasPrefix(why, `judge: its reply is not that JSON object`) {
+		t.Errorf("terse's reason %q, want the judge's reply refused", why)
+	}
+}
+
 // calls is an evaluation whose run looks a customer up and refunds 500;
 // its cases expect calls by tool and by arguments.
 const calls = `

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/evaluation"
+	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/seal"
@@ -41,6 +42,10 @@ type Config struct {
 	// that expects calls (expect.calls): a transcript chunk the operator
 	// did not seal is never read as the run's.
 	Keys *seal.Keyring
+	// Judges builds the model of an evaluation's judge (spec.judge.model)
+	// in its namespace: kit.Builder.Judge. Nil fails every run a judge
+	// would score, saying the operator has none.
+	Judges func(ctx context.Context, namespace string, spec *v1alpha1.ModelSpec) (loop.Model, loop.Pricing, error)
 }
 
 // Reconciler runs evaluations. Build it with NewReconciler.
@@ -92,6 +97,9 @@ type scope struct {
 	baseline *v1alpha1.AgentEvaluation
 	// created are the runs createDue created, for events after the write.
 	created []string
+	// judge is the evaluation's judge; set by judge on first use in
+	// scoreEnded, nil until then and without spec.judge.
+	judge *evaluation.Judge
 }
 
 // Reconcile brings one evaluation up to date: it scores the runs that
@@ -220,11 +228,36 @@ func (r *Reconciler) scoreEnded(ctx context.Context, s *scope) error {
 					errs = append(errs, err)
 					continue
 				}
-				evaluation.Record(cs, evaluation.ResultOf(rep, run, why), why)
+				// Judged once: the result is recorded with the score, and
+				// a scored run is never scored again. (A status write that
+				// loses a conflict is computed again, the judge called
+				// again with it.)
+				res := evaluation.ResultOf(rep, run, why)
+				why = r.judge(ctx, s).JudgeResult(ctx, e, c, run, evaluation.RunIndex(e, v.Name, i, rep), &res, why)
+				evaluation.Record(cs, res, why)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// judge is the evaluation's judge, built on first use in the reconcile;
+// nil without spec.judge.
+func (r *Reconciler) judge(ctx context.Context, s *scope) *evaluation.Judge {
+	spec := s.eval.Spec.Judge
+	if spec == nil || s.judge != nil {
+		return s.judge
+	}
+	s.judge = &evaluation.Judge{Spec: spec}
+	if r.Judges == nil {
+		s.judge.Unavailable = "this operator calls no judges"
+		return s.judge
+	}
+	var err error
+	if s.judge.Model, s.judge.Pricing, err = r.Judges(ctx, s.eval.Namespace, &spec.Model); err != nil {
+		s.judge.Unavailable = err.Error()
+	}
+	return s.judge
 }
 
 // score scores an ended run, reading its calls from its transcript when
