@@ -126,6 +126,26 @@ type AgentEvaluationSpec struct {
 	// case is judged when judge is set.
 	// +optional
 	Judge *EvaluationJudge `json:"judge,omitempty"`
+
+	// budgetRef names an AgentBudget, in the evaluation's namespace, that
+	// the evaluation's spend is charged to: its selector must select the
+	// evaluation's runs (such as matchLabels
+	// agents.agentrun.dev/evaluation: <name>), which lease from it as
+	// every run it selects does, and the judge leases each call's worst
+	// case from it before the call and settles what the call spent
+	// after. No run is made until the budget exists and selects them
+	// (condition Budgeted).
+	// +optional
+	BudgetRef *BudgetRef `json:"budgetRef,omitempty"`
+}
+
+// BudgetRef names an AgentBudget.
+type BudgetRef struct {
+	// name is the AgentBudget's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // The judge's scale: a score is a whole number from JudgeMinScale to
@@ -458,7 +478,9 @@ type AgentEvaluationStatus struct {
 	// then True (reason Regressed or NoRegressions) once compared, or
 	// False when the baseline could not be compared (reason
 	// BaselineNotFound, BaselineNotComplete, BaselineMismatch or
-	// BaselineInvalid).
+	// BaselineInvalid). Budgeted, with spec.budgetRef, is True (reason
+	// BudgetSelectsRuns) or False (reason BudgetNotFound or
+	// BudgetDoesNotSelectRuns).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -758,6 +780,20 @@ const (
 	// counterpart in the baseline: variants of other names, or variants
 	// against a single template (BaselineCompared False).
 	ReasonBaselineMismatch = "BaselineMismatch"
+	// EvaluationConditionBudgeted, with spec.budgetRef, is True once the
+	// AgentBudget exists and selects the evaluation's runs, False while it
+	// does not: no run is made until it is True.
+	EvaluationConditionBudgeted = "Budgeted"
+	// ReasonBudgetSelectsRuns: the budget exists and selects the
+	// evaluation's runs (Budgeted True).
+	ReasonBudgetSelectsRuns = "BudgetSelectsRuns"
+	// ReasonEvaluationBudgetNotFound: spec.budgetRef names no AgentBudget
+	// in the namespace (Budgeted False).
+	ReasonEvaluationBudgetNotFound = "BudgetNotFound"
+	// ReasonBudgetDoesNotSelectRuns: the budget's selector does not select
+	// the evaluation's runs, which it would not charge (Budgeted False).
+	ReasonBudgetDoesNotSelectRuns = "BudgetDoesNotSelectRuns"
+
 	// ReasonBaselineInvalid: spec.baseline's margins are not decimals, in
 	// an evaluation the API server did not check (a local one)
 	// (BaselineCompared False).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/limits"
@@ -54,6 +55,13 @@ type Judge struct {
 	// Unavailable says why Model could not be built; each run judged
 	// fails its case with it.
 	Unavailable string
+	// Lease, when set, covers each call's worst case (its tokens and
+	// cost) in a shared budget (spec.budgetRef) before the call is made:
+	// it returns settle, which is told what the call used, or why the
+	// call may not be made (the run fails its case, saying so). An error
+	// is a budget that could not be read or written now: the run is
+	// judged later.
+	Lease func(ctx context.Context, tokens int64, cost loop.Money) (settle func(tokens int64, cost loop.Money), refused string, err error)
 }
 
 // Verdict is what the judge made of one run.
@@ -68,6 +76,8 @@ type Verdict struct {
 	// Tokens and Cost are what the judge's call used and spent.
 	Tokens int64
 	Cost   loop.Money
+	// Err is set when the run could not be judged now (Lease's error).
+	Err error
 }
 
 // JudgeSpent is what the judge's calls about e's runs have used and spent
@@ -108,13 +118,17 @@ func RunIndex(e *v1alpha1.AgentEvaluation, variant string, caseIndex int, repeat
 // fills res's judge fields and returns the run's reason, why when the run
 // was not judged. index is RunIndex's. The judge's ceilings are held
 // against what e's status records it spent (JudgeSpent): record each
-// result before judging the next.
-func (j *Judge) JudgeResult(ctx context.Context, e *v1alpha1.AgentEvaluation, c *v1alpha1.EvaluationCase, run *v1alpha1.AgentRun, index int, res *v1alpha1.EvaluationRunResult, why string) string {
+// result before judging the next. An error (Verdict.Err) leaves the run
+// to be judged later, res unchanged.
+func (j *Judge) JudgeResult(ctx context.Context, e *v1alpha1.AgentEvaluation, c *v1alpha1.EvaluationCase, run *v1alpha1.AgentRun, index int, res *v1alpha1.EvaluationRunResult, why string) (string, error) {
 	if j == nil || why != "" {
-		return why
+		return why, nil
 	}
 	tokens, cost := JudgeSpent(e)
 	v := j.Judge(ctx, c, run, index, tokens, cost)
+	if v.Err != nil {
+		return "", v.Err
+	}
 	if v.Score > 0 {
 		s := v.Score
 		res.JudgeScore = &s
@@ -125,7 +139,7 @@ func (j *Judge) JudgeResult(ctx context.Context, e *v1alpha1.AgentEvaluation, c 
 		res.JudgeCostUSD = v1alpha1.USD(v.Cost.String())
 	}
 	res.Passed = v.Failure == ""
-	return v.Failure
+	return v.Failure, nil
 }
 
 // Judge asks the judge to score run, a run of case c, once, unless the
@@ -156,17 +170,30 @@ func (j *Judge) Judge(ctx context.Context, c *v1alpha1.EvaluationCase, run *v1al
 	if why := j.overCeiling(req, spentTokens, spentCost); why != "" {
 		return Verdict{Failure: "judge: not called: " + why}
 	}
-	timeout := loop.DefaultModelTimeout
-	if t := spec.Model.Timeout; t != nil && t.Duration > 0 {
-		timeout = t.Duration
+	in := j.inputTokens(req)
+	settle := func(int64, loop.Money) {}
+	if j.Lease != nil {
+		s, refused, err := j.Lease(ctx, in+maxOut, j.Pricing.Most(in, maxOut))
+		switch {
+		case err != nil:
+			return Verdict{Err: err}
+		case refused != "":
+			return Verdict{Failure: "judge: not called: " + refused}
+		}
+		settle = s
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(ctx, JudgeTimeout(spec))
 	defer cancel()
 	reply, err := j.Model.Complete(cctx, req)
 	if err != nil {
-		return Verdict{Failure: "judge: the call failed: " + excerpt(err.Error())}
+		// What a failed call cost is not known: it is charged what it
+		// may have cost, as a run's abandoned call is.
+		v := Verdict{Failure: "judge: the call failed: " + excerpt(err.Error()), Tokens: in + maxOut, Cost: j.Pricing.Most(in, maxOut)}
+		settle(v.Tokens, v.Cost)
+		return v
 	}
 	v := Verdict{Tokens: reply.Usage.InputTokens + reply.Usage.OutputTokens, Cost: j.Pricing.Cost(reply.Usage)}
+	settle(v.Tokens, v.Cost)
 	switch {
 	case reply.Refusal != "":
 		v.Failure = "judge: it refused: " + excerpt(reply.Refusal)
@@ -191,11 +218,7 @@ func (j *Judge) Judge(ctx context.Context, c *v1alpha1.EvaluationCase, run *v1al
 // when it cannot: its input as the model (or the engine's byte count)
 // estimates it, and its whole output limit.
 func (j *Judge) overCeiling(req *loop.Request, spentTokens int64, spentCost loop.Money) string {
-	var est loop.TokenEstimator = loop.ByteEstimator{}
-	if e, ok := j.Model.(loop.TokenEstimator); ok {
-		est = e
-	}
-	in := est.EstimateInputTokens(req)
+	in := j.inputTokens(req)
 	if n := j.Spec.MaxTokens; n != nil && spentTokens+in+req.MaxOutputTokens > *n {
 		return fmt.Sprintf("its calls have used %d of maxTokens %d, and this one may use %d", spentTokens, *n, in+req.MaxOutputTokens)
 	}
@@ -209,6 +232,24 @@ func (j *Judge) overCeiling(req *loop.Request, spentTokens int64, spentCost loop
 		}
 	}
 	return ""
+}
+
+// inputTokens estimates req's input tokens as a run's admission does: the
+// model's own estimate, or the engine's byte count.
+func (j *Judge) inputTokens(req *loop.Request) int64 {
+	if e, ok := j.Model.(loop.TokenEstimator); ok {
+		return e.EstimateInputTokens(req)
+	}
+	return loop.ByteEstimator{}.EstimateInputTokens(req)
+}
+
+// JudgeTimeout bounds one call of the judge: judge.model.timeout, or the
+// engine's default.
+func JudgeTimeout(spec *v1alpha1.EvaluationJudge) time.Duration {
+	if t := spec.Model.Timeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return loop.DefaultModelTimeout
 }
 
 // judgePrompt is what the judge is shown of run: the rubric, the goal,

@@ -90,7 +90,10 @@ func judgeAll(t *testing.T, e *v1alpha1.AgentEvaluation, j *Judge, answers ...st
 		run := answered(RunName(e.Name, "", c.Name, rep), a)
 		why := Score(&c.Expect, run)
 		res := ResultOf(rep, run, why)
-		why = j.JudgeResult(context.Background(), e, c, run, RunIndex(e, "", 0, rep), &res, why)
+		why, err := j.JudgeResult(context.Background(), e, c, run, RunIndex(e, "", 0, rep), &res, why)
+		if err != nil {
+			t.Fatal(err)
+		}
 		Record(CaseStatus(&e.Status, c.Name), res, why)
 		whys = append(whys, why)
 	}

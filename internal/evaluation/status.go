@@ -263,6 +263,17 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 	}
 }
 
+// SetBudgeted sets the Budgeted condition of an evaluation with
+// spec.budgetRef: ok once its AgentBudget exists and selects its runs.
+func SetBudgeted(e *v1alpha1.AgentEvaluation, ok bool, reason, msg string, now metav1.Time) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: v1alpha1.EvaluationConditionBudgeted, Status: status,
+		Reason: reason, Message: clipReason(msg), ObservedGeneration: e.Generation, LastTransitionTime: now})
+}
+
 // firstFailure is "; case NAME failed N: REASON" for the first failing
 // case (of the first variant with one), or "".
 func firstFailure(st *v1alpha1.AgentEvaluationStatus) string {

@@ -278,7 +278,7 @@ func (p *Plan) Run(ctx context.Context, o Options) (*Result, error) {
 			// Judged under the lock: the judge's ceilings count what its
 			// calls recorded before this one.
 			r := evaluation.ResultOf(pr.repeat, run, why)
-			why = judge.JudgeResult(ctx, e, pr.c, run, pr.index, &r, why)
+			why, _ = judge.JudgeResult(ctx, e, pr.c, run, pr.index, &r, why) // no Lease: never an error
 			evaluation.Record(evaluation.VariantCaseStatus(&e.Status, pr.variant, pr.c.Name), r, why)
 			verdict := "passed"
 			if why != "" {

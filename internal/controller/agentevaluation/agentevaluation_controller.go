@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/evaluation"
@@ -46,6 +47,10 @@ type Config struct {
 	// in its namespace: kit.Builder.Judge. Nil fails every run a judge
 	// would score, saying the operator has none.
 	Judges func(ctx context.Context, namespace string, spec *v1alpha1.ModelSpec) (loop.Model, loop.Pricing, error)
+	// Ledgers is the operator's book of AgentBudget writes, which the
+	// judge's leases go through as runs' leases do; nil is a book of the
+	// reconciler's own.
+	Ledgers *budget.Ledgers
 }
 
 // Reconciler runs evaluations. Build it with NewReconciler.
@@ -56,6 +61,9 @@ type Reconciler struct {
 // NewReconciler builds the reconciler, defaults applied.
 func NewReconciler(cfg Config) *Reconciler {
 	cfg.Base = cfg.Defaulted()
+	if cfg.Ledgers == nil {
+		cfg.Ledgers = budget.NewLedgers()
+	}
 	return &Reconciler{Config: cfg}
 }
 
@@ -68,6 +76,8 @@ func NewReconciler(cfg Config) *Reconciler {
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets/status,verbs=get;update
 
 // SetupWithManager registers the reconciler: it wakes for a new
 // evaluation and for its runs being created, deleted or ending.
@@ -100,6 +110,10 @@ type scope struct {
 	// judge is the evaluation's judge; set by judge on first use in
 	// scoreEnded, nil until then and without spec.judge.
 	judge *evaluation.Judge
+	// budgeted is what readBudget found of spec.budgetRef's budget, nil
+	// without one; read by createDue (no run is made unless ok) and by
+	// the status computation (the Budgeted condition).
+	budgeted *budgeted
 }
 
 // Reconcile brings one evaluation up to date: it scores the runs that
@@ -120,7 +134,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if s.runs == nil {
 			return // the runs could not be read: nothing was learnt
 		}
-		evaluation.SetStatusAgainst(e, s.baseline, s.pending, metav1.NewTime(r.Clock()))
+		now := metav1.NewTime(r.Clock())
+		evaluation.SetStatusAgainst(e, s.baseline, s.pending, now)
+		if b := s.budgeted; b != nil {
+			evaluation.SetBudgeted(e, b.ok, b.reason, b.message, now)
+		}
 		if equality.Semantic.DeepEqual(before.Status, e.Status) {
 			return
 		}
@@ -139,6 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.report(e, before, s.created)
 	}()
 	if err := r.listRuns(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.readBudget(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	scoreErr := r.scoreEnded(ctx, s)
@@ -233,7 +254,12 @@ func (r *Reconciler) scoreEnded(ctx context.Context, s *scope) error {
 				// loses a conflict is computed again, the judge called
 				// again with it.)
 				res := evaluation.ResultOf(rep, run, why)
-				why = r.judge(ctx, s).JudgeResult(ctx, e, c, run, evaluation.RunIndex(e, v.Name, i, rep), &res, why)
+				why, err = r.judge(ctx, s).JudgeResult(ctx, e, c, run, evaluation.RunIndex(e, v.Name, i, rep), &res, why)
+				if err != nil {
+					s.pending[evaluation.PendingKey(v.Name, c.Name)]++
+					errs = append(errs, err)
+					continue
+				}
 				evaluation.Record(cs, res, why)
 			}
 		}
@@ -249,6 +275,9 @@ func (r *Reconciler) judge(ctx context.Context, s *scope) *evaluation.Judge {
 		return s.judge
 	}
 	s.judge = &evaluation.Judge{Spec: spec}
+	if s.eval.Spec.BudgetRef != nil {
+		s.judge.Lease = r.judgeLease(s.eval)
+	}
 	if r.Judges == nil {
 		s.judge.Unavailable = "this operator calls no judges"
 		return s.judge
@@ -284,6 +313,9 @@ func (r *Reconciler) score(ctx context.Context, exp *v1alpha1.EvaluationExpectat
 // spec.concurrency are unfinished.
 func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, error) {
 	e := s.eval
+	if b := s.budgeted; b != nil && !b.ok {
+		return ctrl.Result{RequeueAfter: budgetRetry}, nil // the Budgeted condition says why
+	}
 	unfinished := int32(0)
 	for _, run := range s.runs {
 		if !runstatus.Finished(run) {
@@ -359,12 +391,8 @@ func (r *Reconciler) takenBy(ctx context.Context, e *v1alpha1.AgentEvaluation, n
 // records the operator.
 func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, v v1alpha1.EvaluationVariant, c *v1alpha1.EvaluationCase, name string) (*v1alpha1.AgentRun, error) {
 	run := &v1alpha1.AgentRun{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace,
-			Labels: map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}},
-		Spec: runclient.FromTemplate(v.TemplateRef.Name, c.Parameters),
-	}
-	if v.Name != "" {
-		run.Labels[v1alpha1.LabelVariant] = v.Name
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace, Labels: runLabels(e, v, c)},
+		Spec:       runclient.FromTemplate(v.TemplateRef.Name, c.Parameters),
 	}
 	if author := e.Annotations[v1alpha1.CreatedByAnnotation]; author != "" {
 		run.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: author}
@@ -373,6 +401,16 @@ func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, v v1alpha1.Evaluati
 		return nil, err
 	}
 	return run, nil
+}
+
+// runLabels are the labels of the runs of case c of variant v: the
+// evaluation, the case and the variant (unless "", spec.templateRef's).
+func runLabels(e *v1alpha1.AgentEvaluation, v v1alpha1.EvaluationVariant, c *v1alpha1.EvaluationCase) map[string]string {
+	l := map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}
+	if v.Name != "" {
+		l[v1alpha1.LabelVariant] = v.Name
+	}
+	return l
 }
 
 // report tells, after the status write, what changed: the runs created
