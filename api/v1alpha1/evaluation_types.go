@@ -564,6 +564,19 @@ type EvaluationRunResult struct {
 	// +optional
 	TurnsToCompletion *int32 `json:"turnsToCompletion,omitempty"`
 
+	// repeatedIntentDepth is the most times the run proposed any one call
+	// signature (status.convergence.repeatedIntentDepth): 1 never
+	// repeated itself.
+	// +optional
+	RepeatedIntentDepth int32 `json:"repeatedIntentDepth,omitempty"`
+
+	// headroom is the smallest fraction of any of the run's ceilings it
+	// left unused (status.convergence.headroom), "0.00" to "1.00", when
+	// it ended Completed: near 0, it finished on its last breath.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	Headroom string `json:"headroom,omitempty"`
+
 	// judgeScore is the judge's score of the run, 1 to 5; unset when the
 	// run was not judged (no spec.judge, another expectation missed, or
 	// the judge gave no score: failureReason says why).
@@ -632,6 +645,17 @@ type EvaluationTotals struct {
 	// rank).
 	// +optional
 	TurnsToCompletionP95 *int32 `json:"turnsToCompletionP95,omitempty"`
+
+	// repeatedIntentDepthMax is the deepest repeatedIntentDepth of the
+	// runs scored: how often the most repetitive run proposed one call.
+	// +optional
+	RepeatedIntentDepthMax int32 `json:"repeatedIntentDepthMax,omitempty"`
+
+	// headroomP50 is the median (nearest rank) of the headroom the runs
+	// that ended Completed left, "0.00" to "1.00"; unset when none did.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	HeadroomP50 string `json:"headroomP50,omitempty"`
 
 	// judged is how many runs the judge scored.
 	// +optional

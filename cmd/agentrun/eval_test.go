@@ -87,10 +87,10 @@ func TestEval_sampleEvaluationPassesAndExitsZero(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         REASON
-double-charge  1     1       0       $0.0036  1
-formal-reply   1     1       0       $0.0036  1
-TOTAL          2     2       0       $0.0072  p50 1, p95 1
+	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+double-charge  1     1       0       $0.0036  1             -      0.67      -
+formal-reply   1     1       0       $0.0036  1             -      0.67      -
+TOTAL          2     2       0       $0.0072  p50 1, p95 1  -      0.67      -
 
 Passed: 2 of 2 runs passed (pass rate 1.00)
 `
@@ -124,10 +124,10 @@ func TestEval_aMissedExpectationFailsWithItsReason(t *testing.T) {
 	}
 	reason := `answer[0]: expected a match for "(?i)we apologi[sz]e", the answer was "The customer was charged twice for the August subscription; ` +
 		`the second charge of 82.40 is due back. Draft reply: we are sorry for the double charge and have refunded 82.40 to your card."`
-	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         REASON
-double-charge  2     2       0       $0.0072  1,1
-formal-reply   2     0       2       $0.0072  1,1           ` + reason + `
-TOTAL          4     2       2       $0.0144  p50 1, p95 1
+	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+double-charge  2     2       0       $0.0072  1,1           -      0.67      -
+formal-reply   2     0       2       $0.0072  1,1           -      0.67      -      ` + reason + `
+TOTAL          4     2       2       $0.0144  p50 1, p95 1  -      0.67      -
 
 Failed: 2 of 4 runs passed (pass rate 0.50)
 `

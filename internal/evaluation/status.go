@@ -90,6 +90,10 @@ type tally struct {
 	runs, passed, failed, verified int32
 	cost                           loop.Money
 	turns                          []int32
+	// the deepest repeated intent, the Completed runs' headroom in
+	// hundredths.
+	depth    int32
+	headroom []int32
 	// judged runs, the sum of their scores, and the judge's use.
 	judged, judgeScores int32
 	judgeCost           loop.Money
@@ -110,6 +114,10 @@ func (t *tally) add(r v1alpha1.EvaluationRunResult) {
 	if r.TurnsToCompletion != nil {
 		t.turns = append(t.turns, *r.TurnsToCompletion)
 	}
+	t.depth = max(t.depth, r.RepeatedIntentDepth)
+	if h, ok := hundredths(r.Headroom); ok {
+		t.headroom = append(t.headroom, int32(h))
+	}
 	if r.JudgeScore != nil {
 		t.judged++
 		t.judgeScores += *r.JudgeScore
@@ -126,6 +134,8 @@ func (t *tally) merge(o tally) {
 	t.verified += o.verified
 	t.cost += o.cost
 	t.turns = append(t.turns, o.turns...)
+	t.depth = max(t.depth, o.depth)
+	t.headroom = append(t.headroom, o.headroom...)
 	t.judged += o.judged
 	t.judgeScores += o.judgeScores
 	t.judgeCost += o.judgeCost
@@ -142,6 +152,10 @@ func (t *tally) totals() *v1alpha1.EvaluationTotals {
 		}
 	}
 	tot.TurnsToCompletionP50, tot.TurnsToCompletionP95 = percentile(t.turns, 50), percentile(t.turns, 95)
+	tot.RepeatedIntentDepthMax = t.depth
+	if h := percentile(t.headroom, 50); h != nil {
+		tot.HeadroomP50 = fmt.Sprintf("%d.%02d", *h/100, *h%100)
+	}
 	if t.judged > 0 {
 		tot.Judged = t.judged
 		tot.JudgeMeanScore = passRate(t.judgeScores, t.judged) // a mean of whole scores, written as a rate is
