@@ -72,7 +72,8 @@ func init() {
 //
 // +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentEvaluation cannot change once created: its runs and scores belong to it; create a new evaluation instead"
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) != has(self.variants)`,message="set exactly one of spec.templateRef (one template) and spec.variants (two to five templates to compare)"
-// +kubebuilder:validation:XValidation:rule=`has(self.judge) || self.cases.all(c, !has(c.expect.judge))`,message="a case's expect.judge changes spec.judge's rubric or minScore: set spec.judge (its model and ceilings) too"
+// +kubebuilder:validation:XValidation:rule=`has(self.cases) || has(self.casesFrom)`,message="an evaluation needs cases: set spec.cases, spec.casesFrom or both"
+// +kubebuilder:validation:XValidation:rule=`has(self.judge) || !has(self.cases) || self.cases.all(c, !has(c.expect.judge))`,message="a case's expect.judge changes spec.judge's rubric or minScore: set spec.judge (its model and ceilings) too"
 type AgentEvaluationSpec struct {
 	// templateRef names the AgentRunTemplate, in the evaluation's
 	// namespace, that every run is made from. Exactly one of templateRef
@@ -96,13 +97,24 @@ type AgentEvaluationSpec struct {
 	Baseline *EvaluationBaseline `json:"baseline,omitempty"`
 
 	// cases are the inputs to run the template on and what each must show.
-	// Case names are unique.
-	// +required
+	// Case names are unique. At least one case here or in casesFrom.
+	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
-	Cases []EvaluationCase `json:"cases"`
+	Cases []EvaluationCase `json:"cases,omitempty"`
+
+	// casesFrom reads more cases from a ConfigMap in the evaluation's
+	// namespace: the key holds a YAML (or JSON) list of cases in the
+	// shape of cases, which follow the inline ones. The merged list is
+	// checked as cases are (unique names, at most 100); a ConfigMap that
+	// is missing or does not hold such a list is the condition CasesRead
+	// False, and no run is made. It is read when the evaluation starts;
+	// its cases are then kept in status.casesFrom, so that a later edit
+	// of the ConfigMap never changes an evaluation already running.
+	// +optional
+	CasesFrom *EvaluationCasesSource `json:"casesFrom,omitempty"`
 
 	// repeats is how many runs each case gets, to see how much its result
 	// varies. Defaults to 1.
@@ -137,6 +149,14 @@ type AgentEvaluationSpec struct {
 	// (condition Budgeted).
 	// +optional
 	BudgetRef *BudgetRef `json:"budgetRef,omitempty"`
+}
+
+// EvaluationCasesSource is where more cases are read from.
+type EvaluationCasesSource struct {
+	// configMapKeyRef names a key of a ConfigMap in the evaluation's
+	// namespace.
+	// +required
+	ConfigMapKeyRef ConfigMapKeySelector `json:"configMapKeyRef"`
 }
 
 // BudgetRef names an AgentBudget.
@@ -453,6 +473,15 @@ type AgentEvaluationStatus struct {
 	// totals add up the cases (of every variant).
 	// +optional
 	Totals *EvaluationTotals `json:"totals,omitempty"`
+
+	// casesFrom are the cases read from spec.casesFrom's ConfigMap when
+	// the evaluation started, checked and with their defaults: the
+	// evaluation runs spec.cases and these, whatever becomes of the
+	// ConfigMap.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	CasesFrom []EvaluationCase `json:"casesFrom,omitempty"`
 
 	// variants are the results of each variant, in the order of
 	// spec.variants: its cases and its totals.
@@ -804,6 +833,19 @@ const (
 	// counterpart in the baseline: variants of other names, or variants
 	// against a single template (BaselineCompared False).
 	ReasonBaselineMismatch = "BaselineMismatch"
+	// EvaluationConditionCasesRead, with spec.casesFrom, is True once the
+	// ConfigMap's cases were read into status.casesFrom, False while they
+	// cannot be: no run is made until it is True.
+	EvaluationConditionCasesRead = "CasesRead"
+	// ReasonCasesRead: the ConfigMap's cases were read (CasesRead True).
+	ReasonCasesRead = "CasesRead"
+	// ReasonCasesNotFound: the ConfigMap, or its key, does not exist
+	// (CasesRead False).
+	ReasonCasesNotFound = "CasesNotFound"
+	// ReasonCasesInvalid: the key does not hold a list of cases, or the
+	// merged cases are not valid (CasesRead False).
+	ReasonCasesInvalid = "CasesInvalid"
+
 	// EvaluationConditionBudgeted, with spec.budgetRef, is True once the
 	// AgentBudget exists and selects the evaluation's runs, False while it
 	// does not: no run is made until it is True.

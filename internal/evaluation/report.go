@@ -179,7 +179,7 @@ func JUnit(e *v1alpha1.AgentEvaluation, reasons Reasons) JUnitSuites {
 	suite := JUnitSuite{Name: e.Name}
 	groups := Groups(&e.Status)
 	for _, v := range Variants(e) {
-		for _, c := range e.Spec.Cases {
+		for _, c := range Cases(e) {
 			name := c.Name
 			if v.Name != "" {
 				name = v.Name + "/" + c.Name

@@ -195,12 +195,13 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 	repeats := max(e.Spec.Repeats, 1)
 	var all tally
 	done := true
+	cases := Cases(e)
 	variants := Variants(e)
 	vstatus := make([]v1alpha1.EvaluationVariantStatus, 0, len(e.Spec.Variants))
 	for _, v := range variants {
-		cases := make([]v1alpha1.EvaluationCaseStatus, 0, len(e.Spec.Cases))
-		vt := tally{runs: int32(len(e.Spec.Cases)) * repeats}
-		for _, c := range e.Spec.Cases {
+		cstatus := make([]v1alpha1.EvaluationCaseStatus, 0, len(cases))
+		vt := tally{runs: int32(len(cases)) * repeats}
+		for _, c := range cases {
 			cs := *VariantCaseStatus(st, v.Name, c.Name)
 			var ct tally
 			for _, r := range cs.Results {
@@ -210,14 +211,14 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 			cs.Runs = int32(len(cs.Results)) + pending[PendingKey(v.Name, c.Name)]
 			done = done && int32(len(cs.Results)) >= repeats
 			vt.merge(ct)
-			cases = append(cases, cs)
+			cstatus = append(cstatus, cs)
 		}
 		all.merge(vt)
 		if v.Name == "" {
-			st.Cases = cases
+			st.Cases = cstatus
 			continue
 		}
-		vstatus = append(vstatus, v1alpha1.EvaluationVariantStatus{Name: v.Name, Cases: cases, Totals: vt.totals()})
+		vstatus = append(vstatus, v1alpha1.EvaluationVariantStatus{Name: v.Name, Cases: cstatus, Totals: vt.totals()})
 	}
 	if len(e.Spec.Variants) > 0 {
 		st.Variants = vstatus
@@ -277,14 +278,14 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 	}
 }
 
-// SetBudgeted sets the Budgeted condition of an evaluation with
-// spec.budgetRef: ok once its AgentBudget exists and selects its runs.
-func SetBudgeted(e *v1alpha1.AgentEvaluation, ok bool, reason, msg string, now metav1.Time) {
+// SetCondition sets one of the conditions the reconciler's phases find
+// (Budgeted, CasesRead): True when ok, else False.
+func SetCondition(e *v1alpha1.AgentEvaluation, typ string, ok bool, reason, msg string, now metav1.Time) {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	apimeta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: v1alpha1.EvaluationConditionBudgeted, Status: status,
+	apimeta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: typ, Status: status,
 		Reason: reason, Message: clipReason(msg), ObservedGeneration: e.Generation, LastTransitionTime: now})
 }
 

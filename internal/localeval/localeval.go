@@ -116,12 +116,25 @@ func Load(file string, more []string) (*Plan, error) {
 			return nil, fmt.Errorf("%s: case %s: expect.%w", file, e.Spec.Cases[i].Name, err)
 		}
 	}
+	if from := e.Spec.CasesFrom; from != nil {
+		// Read from the files' ConfigMaps, as the operator reads them
+		// from the cluster when the evaluation starts.
+		ref := from.ConfigMapKeyRef
+		data, err := m.ConfigMapReader()(context.Background(), e.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			return nil, fmt.Errorf("%s: spec.casesFrom: %w", file, err)
+		}
+		if e.Status.CasesFrom, err = evaluation.ReadCases(evals, e, data); err != nil {
+			return nil, fmt.Errorf("%s: spec.casesFrom: ConfigMap %s key %s: %w", file, ref.Name, ref.Key, err)
+		}
+	}
 	p := &Plan{Evaluation: e, dir: dir,
 		judges: &kit.Builder{AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader()}}
 	// As the operator makes them: case by case, repeat by repeat, each
 	// repeat once per variant.
-	for i := range e.Spec.Cases {
-		c := &e.Spec.Cases[i]
+	cases := evaluation.Cases(e)
+	for i := range cases {
+		c := &cases[i]
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			for _, v := range evaluation.Variants(e) {
 				labels := map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}

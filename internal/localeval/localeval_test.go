@@ -2,6 +2,7 @@ package localeval
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -164,6 +165,46 @@ func TestRun_aScriptedJudgeScoresEachRun(t *testing.T) {
 	}
 	if why := terse.Cases[0].FailureReason; !strings.HasPrefix(why, `judge: its reply is not that JSON object`) {
 		t.Errorf("terse's reason %q, want the judge's reply refused", why)
+	}
+}
+
+// fromConfigMap is variants with one more case read from a ConfigMap of
+// the file.
+var fromConfigMap = strings.Replace(variants, "  - {name: refund, expect: {answer: ['refunded']}}", `  - {name: refund, expect: {answer: ['refunded']}}
+  casesFrom: {configMapKeyRef: {name: more-cases, key: cases.yaml}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: more-cases}
+data:
+  cases.yaml: |
+    - {name: done, expect: {answer: ['^Done\.$']}}
+`, 1)
+
+// Issue 48: agentrun eval reads spec.casesFrom from the files'
+// ConfigMaps, as the operator reads it from the cluster, and runs those
+// cases after the inline ones; a ConfigMap that holds no valid cases
+// stops it before anything runs, saying what is wrong.
+func TestRun_casesFromAConfigMap(t *testing.T) {
+	res := runIn(t, t.TempDir(), fromConfigMap)
+	got := map[string]string{}
+	for _, v := range res.Evaluation.Status.Variants {
+		for _, c := range v.Cases {
+			got[v.Name+"/"+c.Name] = fmt.Sprint(c.Passed, c.Failed)
+		}
+	}
+	want := map[string]string{"polite/refund": "1 0", "polite/done": "0 1", "terse/refund": "0 1", "terse/done": "1 0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("passed and failed by variant and case (-want +got):\n%s", diff)
+	}
+
+	file := filepath.Join(t.TempDir(), "evaluation.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(fromConfigMap, "- {name: done,", "- {name: refund,", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(file, nil)
+	if want := `spec.casesFrom: ConfigMap more-cases key cases.yaml: invalid cases: its cases follow the 1 of spec.cases, from spec.cases[1]: spec.cases[1]: Duplicate value`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load = %v; want an error holding %q", err, want)
 	}
 }
 

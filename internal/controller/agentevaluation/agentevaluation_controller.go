@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/config/crd"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
+	"github.com/agentrun/agentrun/internal/crdcheck"
 	"github.com/agentrun/agentrun/internal/evaluation"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runclient"
@@ -51,7 +53,15 @@ type Config struct {
 	// judge's leases go through as runs' leases do; nil is a book of the
 	// reconciler's own.
 	Ledgers *budget.Ledgers
+	// Validator checks AgentEvaluations as the API server does, for the
+	// cases read from spec.casesFrom; nil is one of the CRD built with
+	// the binary.
+	Validator *crdcheck.Validator
 }
+
+// casesRetry is how often an evaluation whose casesFrom cannot be read
+// looks again.
+const casesRetry = 30 * time.Second
 
 // Reconciler runs evaluations. Build it with NewReconciler.
 type Reconciler struct {
@@ -63,6 +73,13 @@ func NewReconciler(cfg Config) *Reconciler {
 	cfg.Base = cfg.Defaulted()
 	if cfg.Ledgers == nil {
 		cfg.Ledgers = budget.NewLedgers()
+	}
+	if cfg.Validator == nil {
+		v, err := crdcheck.New(crd.AgentEvaluations, v1alpha1.GroupVersion.Version)
+		if err != nil {
+			panic("the AgentEvaluation CRD built with the binary: " + err.Error()) // a broken build, not an input
+		}
+		cfg.Validator = v
 	}
 	return &Reconciler{Config: cfg}
 }
@@ -76,6 +93,7 @@ func NewReconciler(cfg Config) *Reconciler {
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets/status,verbs=get;update
 
@@ -113,7 +131,12 @@ type scope struct {
 	// budgeted is what readBudget found of spec.budgetRef's budget, nil
 	// without one; read by createDue (no run is made unless ok) and by
 	// the status computation (the Budgeted condition).
-	budgeted *budgeted
+	budgeted *condition
+	// casesRead is what readCases found of spec.casesFrom's ConfigMap,
+	// nil without one or once its cases are in status; read by Reconcile
+	// (nothing is scored or made unless ok) and by the status
+	// computation (the CasesRead condition).
+	casesRead *condition
 }
 
 // Reconcile brings one evaluation up to date: it scores the runs that
@@ -136,8 +159,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		now := metav1.NewTime(r.Clock())
 		evaluation.SetStatusAgainst(e, s.baseline, s.pending, now)
+		if c := s.casesRead; c != nil {
+			evaluation.SetCondition(e, v1alpha1.EvaluationConditionCasesRead, c.ok, c.reason, c.message, now)
+		}
 		if b := s.budgeted; b != nil {
-			evaluation.SetBudgeted(e, b.ok, b.reason, b.message, now)
+			evaluation.SetCondition(e, v1alpha1.EvaluationConditionBudgeted, b.ok, b.reason, b.message, now)
 		}
 		if equality.Semantic.DeepEqual(before.Status, e.Status) {
 			return
@@ -158,6 +184,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 	if err := r.listRuns(ctx, s); err != nil {
 		return ctrl.Result{}, err
+	}
+	if err := r.readCases(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if c := s.casesRead; c != nil && !c.ok {
+		return ctrl.Result{RequeueAfter: casesRetry}, nil // the CasesRead condition says why
 	}
 	if err := r.readBudget(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -196,7 +228,7 @@ func (r *Reconciler) readBaseline(ctx context.Context, s *scope) error {
 // result.
 func allScored(e *v1alpha1.AgentEvaluation) bool {
 	for _, v := range evaluation.Variants(e) {
-		for _, c := range e.Spec.Cases {
+		for _, c := range evaluation.Cases(e) {
 			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
 			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 				if !evaluation.Scored(cs, rep) {
@@ -231,8 +263,9 @@ func (r *Reconciler) scoreEnded(ctx context.Context, s *scope) error {
 	e := s.eval
 	var errs []error
 	for _, v := range evaluation.Variants(e) {
-		for i := range e.Spec.Cases {
-			c := &e.Spec.Cases[i]
+		cases := evaluation.Cases(e)
+		for i := range cases {
+			c := &cases[i]
 			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
 			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 				run := s.runs[evaluation.RunName(e.Name, v.Name, c.Name, rep)]
@@ -323,8 +356,9 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 	}
 	variants := evaluation.Variants(e)
-	for i := range e.Spec.Cases {
-		c := &e.Spec.Cases[i]
+	cases := evaluation.Cases(e)
+	for i := range cases {
+		c := &cases[i]
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			for _, v := range variants {
 				cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)

@@ -42,7 +42,7 @@ func (r *Reconciler) readBudget(ctx context.Context, s *scope) error {
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Spec.BudgetRef.Name}, b)
 	switch {
 	case apierrors.IsNotFound(err):
-		s.budgeted = &budgeted{reason: v1alpha1.ReasonEvaluationBudgetNotFound,
+		s.budgeted = &condition{reason: v1alpha1.ReasonEvaluationBudgetNotFound,
 			message: fmt.Sprintf("AgentBudget %s does not exist in namespace %s: no run is made until it does", e.Spec.BudgetRef.Name, e.Namespace)}
 		return nil
 	case err != nil:
@@ -50,24 +50,26 @@ func (r *Reconciler) readBudget(ctx context.Context, s *scope) error {
 		return fmt.Errorf("reading the AgentBudget %s of %s: %w", e.Spec.BudgetRef.Name, e.Name, err)
 	}
 	for _, v := range evaluation.Variants(e) {
-		for i := range e.Spec.Cases {
-			c := &e.Spec.Cases[i]
+		cases := evaluation.Cases(e)
+		for i := range cases {
+			c := &cases[i]
 			run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Labels: runLabels(e, v, c)}}
 			if !budget.Selects(b, run) {
-				s.budgeted = &budgeted{reason: v1alpha1.ReasonBudgetDoesNotSelectRuns, message: fmt.Sprintf(
+				s.budgeted = &condition{reason: v1alpha1.ReasonBudgetDoesNotSelectRuns, message: fmt.Sprintf(
 					"AgentBudget %s does not select the runs of case %s (labels %v), which it would not charge: add %s: %s to its selector; no run is made until it selects them",
 					b.Name, c.Name, run.Labels, v1alpha1.LabelEvaluation, e.Name)}
 				return nil
 			}
 		}
 	}
-	s.budgeted = &budgeted{ok: true, reason: v1alpha1.ReasonBudgetSelectsRuns,
+	s.budgeted = &condition{ok: true, reason: v1alpha1.ReasonBudgetSelectsRuns,
 		message: fmt.Sprintf("AgentBudget %s selects the evaluation's runs; the judge's calls lease from it too", b.Name)}
 	return nil
 }
 
-// budgeted is what readBudget found.
-type budgeted struct {
+// condition is what a phase found that a condition tells: whether the
+// evaluation may go on, and why.
+type condition struct {
 	ok              bool
 	reason, message string
 }
