@@ -143,6 +143,35 @@ Failed: 2 of 4 runs passed (pass rate 0.50)
 	}
 }
 
+// Issue 48's sample: the refund investigator against a terser variant
+// on three cases, with a scripted judge. The terse variant misses one
+// case's answer and the judge scores another below minScore: exit 1, the
+// judge's means by variant in the JSON status, its scores in the JUnit
+// report, which a common parser reads.
+func TestEval_judgedSampleComparesTwoVariants(t *testing.T) {
+	sample := filepath.Join("..", "..", "config", "samples", "16-evaluation-judged.yaml")
+	junit := filepath.Join(t.TempDir(), "report.xml")
+	code, stdout, stderr := eval(t, "-f", sample, "-t", sampleTemplate, "-o", "json", "--junit", junit)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var st v1alpha1.AgentEvaluationStatus
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("-o json is not a status: %v\n%s", err, stdout)
+	}
+	got := []any{st.Phase, st.Variants[0].Totals.Passed, st.Variants[0].Totals.JudgeMeanScore, st.Variants[1].Totals.Passed,
+		st.Variants[1].Totals.JudgeMeanScore, st.Variants[1].Cases[2].FailureReason, st.Totals.Judged, st.Totals.JudgeCostUSD}
+	want := []any{v1alpha1.EvaluationFailed, int32(3), "5.00", int32(1), "3.00",
+		"judge: scored 2 of 5, below minScore 4: Does not say why the refund is due.", int32(5), v1alpha1.USD("0.0028")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(phase, current passed and mean, terse passed, mean and reason, judged, judge cost) (-want +got):\n%s", diff)
+	}
+	report := readJUnit(t, junit)
+	if report.Tests != 6 || report.Failures != 2 {
+		t.Errorf("JUnit: %d tests, %d failures; want 6 and 2", report.Tests, report.Failures)
+	}
+}
+
 // -o json prints the AgentEvaluation's status, as the operator writes it.
 func TestEval_jsonIsTheEvaluationStatus(t *testing.T) {
 	code, stdout, stderr := eval(t, "-f", sampleEvaluation, "-t", sampleTemplate, "-o", "json")
