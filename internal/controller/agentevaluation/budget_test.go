@@ -113,3 +113,23 @@ func TestEvaluation_noRunWithoutABudgetThatSelectsThem(t *testing.T) {
 		}
 	}
 }
+
+// A judge without a price under a budget that limits dollars would count
+// as $0: its call is refused before it is made, as a run's would be.
+func TestEvaluation_anUnpricedJudgeIsRefusedByADollarBudget(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	b := makeBudget(t, ns, "dollars", "1", "", map[string]string{v1alpha1.LabelEvaluation: "unpriced"})
+	eb := makeEval(ns, "unpriced").answering("one", "82").judged(4, v1alpha1.ScriptStep{Content: `{"score": 5, "rationale": "ok"}`})
+	eb.e.Spec.Judge.Model.Pricing = nil
+	eb.e.Spec.BudgetRef = &v1alpha1.BudgetRef{Name: b.Name}
+	e := eb.create(t)
+	var calls int
+	r := NewReconciler(Config{Base: reconcilers.Base{Client: cluster.Client, APIReader: cluster.Client}, Judges: countedJudges(&calls)})
+	reconcileOnce(t, r, e)
+	finish(t, &runsOf(t, e)[0], "Refunded 82.40.")
+	reconcileOnce(t, r, e)
+	why := get(t, e).Status.Cases[0].FailureReason
+	if want := "judge: not called: judge.model: AgentBudget dollars limits dollars"; !strings.HasPrefix(why, want) || calls != 0 {
+		t.Errorf("reason %q after %d calls; want one starting %q and no call", why, calls, want)
+	}
+}

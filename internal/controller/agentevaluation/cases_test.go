@@ -90,3 +90,17 @@ func TestEvaluation_aMalformedConfigMapIsACondition(t *testing.T) {
 		}
 	}
 }
+
+// An evaluation needs cases, inline or from a ConfigMap: the API server
+// says so, and takes one with casesFrom alone.
+func TestEvaluation_needsCasesInlineOrFromAConfigMap(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	none := makeEval(ns, "no-cases").e
+	err := cluster.Client.Create(context.Background(), none)
+	if want := "an evaluation needs cases: set spec.cases, spec.casesFrom or both"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("create with no cases: %v; want an error holding %q", err, want)
+	}
+	if err := cluster.Client.Create(context.Background(), makeEval(ns, "only-from").fromConfigMap("cases").e); err != nil {
+		t.Errorf("create with casesFrom alone: %v", err)
+	}
+}
