@@ -72,6 +72,8 @@ func init() {
 //
 // +kubebuilder:validation:XValidation:rule=`self == oldSelf`,message="the spec of an AgentEvaluation cannot change once created: its runs and scores belong to it; create a new evaluation instead"
 // +kubebuilder:validation:XValidation:rule=`has(self.templateRef) != has(self.variants)`,message="set exactly one of spec.templateRef (one template) and spec.variants (two to five templates to compare)"
+// +kubebuilder:validation:XValidation:rule=`has(self.cases) || has(self.casesFrom)`,message="an evaluation needs cases: set spec.cases, spec.casesFrom or both"
+// +kubebuilder:validation:XValidation:rule=`has(self.judge) || !has(self.cases) || self.cases.all(c, !has(c.expect.judge))`,message="a case's expect.judge changes spec.judge's rubric or minScore: set spec.judge (its model and ceilings) too"
 type AgentEvaluationSpec struct {
 	// templateRef names the AgentRunTemplate, in the evaluation's
 	// namespace, that every run is made from. Exactly one of templateRef
@@ -95,13 +97,24 @@ type AgentEvaluationSpec struct {
 	Baseline *EvaluationBaseline `json:"baseline,omitempty"`
 
 	// cases are the inputs to run the template on and what each must show.
-	// Case names are unique.
-	// +required
+	// Case names are unique. At least one case here or in casesFrom.
+	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
-	Cases []EvaluationCase `json:"cases"`
+	Cases []EvaluationCase `json:"cases,omitempty"`
+
+	// casesFrom reads more cases from a ConfigMap in the evaluation's
+	// namespace: the key holds a YAML (or JSON) list of cases in the
+	// shape of cases, which follow the inline ones. The merged list is
+	// checked as cases are (unique names, at most 100); a ConfigMap that
+	// is missing or does not hold such a list is the condition CasesRead
+	// False, and no run is made. It is read when the evaluation starts;
+	// its cases are then kept in status.casesFrom, so that a later edit
+	// of the ConfigMap never changes an evaluation already running.
+	// +optional
+	CasesFrom *EvaluationCasesSource `json:"casesFrom,omitempty"`
 
 	// repeats is how many runs each case gets, to see how much its result
 	// varies. Defaults to 1.
@@ -118,6 +131,108 @@ type AgentEvaluationSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// judge has a model score every run against a rubric, after the run
+	// met every other expectation of its case: the last expectation. A
+	// case's expect.judge may give its own rubric and minScore; every
+	// case is judged when judge is set.
+	// +optional
+	Judge *EvaluationJudge `json:"judge,omitempty"`
+
+	// budgetRef names an AgentBudget, in the evaluation's namespace, that
+	// the evaluation's spend is charged to: its selector must select the
+	// evaluation's runs (such as matchLabels
+	// agents.agentrun.dev/evaluation: <name>), which lease from it as
+	// every run it selects does, and the judge leases each call's worst
+	// case from it before the call and settles what the call spent
+	// after. No run is made until the budget exists and selects them
+	// (condition Budgeted).
+	// +optional
+	BudgetRef *BudgetRef `json:"budgetRef,omitempty"`
+}
+
+// EvaluationCasesSource is where more cases are read from.
+type EvaluationCasesSource struct {
+	// configMapKeyRef names a key of a ConfigMap in the evaluation's
+	// namespace.
+	// +required
+	ConfigMapKeyRef ConfigMapKeySelector `json:"configMapKeyRef"`
+}
+
+// BudgetRef names an AgentBudget.
+type BudgetRef struct {
+	// name is the AgentBudget's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// The judge's scale: a score is a whole number from JudgeMinScale to
+// JudgeMaxScale.
+const (
+	JudgeMinScale = 1
+	JudgeMaxScale = 5
+)
+
+// EvaluationJudge is a rubric scored by a model, with its own ceilings.
+//
+// The judge is asked for a JSON object {"score": 1 to 5, "rationale":
+// "..."} and nothing else; a reply that is not exactly that (not JSON,
+// another field, a score off the scale, an empty rationale), a refusal or
+// a failed call fails the run's case, with the reason.
+type EvaluationJudge struct {
+	// rubric says what a good answer is, for the judge to score the run's
+	// answer against, from 1 (fails the rubric) to 5 (meets all of it).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Rubric string `json:"rubric"`
+
+	// minScore is the lowest score that passes. Defaults to 4.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	MinScore int32 `json:"minScore,omitempty"`
+
+	// model is the judge's model, in the shape of a run's spec.model: any
+	// provider, its key read as the namespace's default ServiceAccount
+	// (scripted replays model.script: the i-th run the evaluation makes,
+	// counting from 0 in the order it makes them, case by case, repeat
+	// by repeat and variant by variant, is judged with entry i). One call
+	// per run, bounded by model.timeout and model.maxOutputTokens; a
+	// failed call is not tried again (model.retry and model.fallbacks
+	// are not read).
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// maxCostUSD is the most the judge's calls may spend together, in US
+	// dollars (model.pricing): a call that could pass it is not made, and
+	// the run it was for fails its case. Unset is no cost ceiling.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxTokens is the most tokens (input and output) the judge's calls
+	// may use together, held as maxCostUSD is.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+}
+
+// CaseJudge is what a case changes of spec.judge.
+type CaseJudge struct {
+	// rubric replaces spec.judge.rubric for the case's runs.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Rubric string `json:"rubric,omitempty"`
+
+	// minScore replaces spec.judge.minScore for the case's runs.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	MinScore *int32 `json:"minScore,omitempty"`
 }
 
 // EvaluationVariant is one of the templates an evaluation compares.
@@ -253,6 +368,11 @@ type EvaluationExpectation struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxTurns *int32 `json:"maxTurns,omitempty"`
+
+	// judge gives the case's own rubric or minScore to spec.judge, which
+	// it needs.
+	// +optional
+	Judge *CaseJudge `json:"judge,omitempty"`
 }
 
 // CallExpectation is how many times a run must call a tool, counting
@@ -354,6 +474,15 @@ type AgentEvaluationStatus struct {
 	// +optional
 	Totals *EvaluationTotals `json:"totals,omitempty"`
 
+	// casesFrom are the cases read from spec.casesFrom's ConfigMap when
+	// the evaluation started, checked and with their defaults: the
+	// evaluation runs spec.cases and these, whatever becomes of the
+	// ConfigMap.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	CasesFrom []EvaluationCase `json:"casesFrom,omitempty"`
+
 	// variants are the results of each variant, in the order of
 	// spec.variants: its cases and its totals.
 	// +optional
@@ -378,7 +507,9 @@ type AgentEvaluationStatus struct {
 	// then True (reason Regressed or NoRegressions) once compared, or
 	// False when the baseline could not be compared (reason
 	// BaselineNotFound, BaselineNotComplete, BaselineMismatch or
-	// BaselineInvalid).
+	// BaselineInvalid). Budgeted, with spec.budgetRef, is True (reason
+	// BudgetSelectsRuns) or False (reason BudgetNotFound or
+	// BudgetDoesNotSelectRuns).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -461,6 +592,41 @@ type EvaluationRunResult struct {
 	// Completed.
 	// +optional
 	TurnsToCompletion *int32 `json:"turnsToCompletion,omitempty"`
+
+	// repeatedIntentDepth is the most times the run proposed any one call
+	// signature (status.convergence.repeatedIntentDepth): 1 never
+	// repeated itself.
+	// +optional
+	RepeatedIntentDepth int32 `json:"repeatedIntentDepth,omitempty"`
+
+	// headroom is the smallest fraction of any of the run's ceilings it
+	// left unused (status.convergence.headroom), "0.00" to "1.00", when
+	// it ended Completed: near 0, it finished on its last breath.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	Headroom string `json:"headroom,omitempty"`
+
+	// judgeScore is the judge's score of the run, 1 to 5; unset when the
+	// run was not judged (no spec.judge, another expectation missed, or
+	// the judge gave no score: failureReason says why).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	JudgeScore *int32 `json:"judgeScore,omitempty"`
+
+	// judgeRationale is why the judge gave its score, cut to 512 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	JudgeRationale string `json:"judgeRationale,omitempty"`
+
+	// judgeCostUSD is what the judge's call about the run spent, in US
+	// dollars.
+	// +optional
+	JudgeCostUSD USD `json:"judgeCostUSD,omitempty"`
+
+	// judgeTokens are the tokens the judge's call about the run used.
+	// +optional
+	JudgeTokens int64 `json:"judgeTokens,omitempty"`
 }
 
 // EvaluationTotals add up an evaluation's cases.
@@ -508,6 +674,36 @@ type EvaluationTotals struct {
 	// rank).
 	// +optional
 	TurnsToCompletionP95 *int32 `json:"turnsToCompletionP95,omitempty"`
+
+	// repeatedIntentDepthMax is the deepest repeatedIntentDepth of the
+	// runs scored: how often the most repetitive run proposed one call.
+	// +optional
+	RepeatedIntentDepthMax int32 `json:"repeatedIntentDepthMax,omitempty"`
+
+	// headroomP50 is the median (nearest rank) of the headroom the runs
+	// that ended Completed left, "0.00" to "1.00"; unset when none did.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	HeadroomP50 string `json:"headroomP50,omitempty"`
+
+	// judged is how many runs the judge scored.
+	// +optional
+	Judged int32 `json:"judged,omitempty"`
+
+	// judgeMeanScore is the mean of the judge's scores, from "1.00" to
+	// "5.00" rounded down to two places; unset when no run was judged.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4
+	JudgeMeanScore string `json:"judgeMeanScore,omitempty"`
+
+	// judgeCostUSD is what the judge's calls spent, in US dollars; the
+	// runs' own spend is costUSD.
+	// +optional
+	JudgeCostUSD USD `json:"judgeCostUSD,omitempty"`
+
+	// judgeTokens are the tokens the judge's calls used.
+	// +optional
+	JudgeTokens int64 `json:"judgeTokens,omitempty"`
 }
 
 // EvaluationVariantStatus is how one variant's runs scored.
@@ -637,6 +833,33 @@ const (
 	// counterpart in the baseline: variants of other names, or variants
 	// against a single template (BaselineCompared False).
 	ReasonBaselineMismatch = "BaselineMismatch"
+	// EvaluationConditionCasesRead, with spec.casesFrom, is True once the
+	// ConfigMap's cases were read into status.casesFrom, False while they
+	// cannot be: no run is made until it is True.
+	EvaluationConditionCasesRead = "CasesRead"
+	// ReasonCasesRead: the ConfigMap's cases were read (CasesRead True).
+	ReasonCasesRead = "CasesRead"
+	// ReasonCasesNotFound: the ConfigMap, or its key, does not exist
+	// (CasesRead False).
+	ReasonCasesNotFound = "CasesNotFound"
+	// ReasonCasesInvalid: the key does not hold a list of cases, or the
+	// merged cases are not valid (CasesRead False).
+	ReasonCasesInvalid = "CasesInvalid"
+
+	// EvaluationConditionBudgeted, with spec.budgetRef, is True once the
+	// AgentBudget exists and selects the evaluation's runs, False while it
+	// does not: no run is made until it is True.
+	EvaluationConditionBudgeted = "Budgeted"
+	// ReasonBudgetSelectsRuns: the budget exists and selects the
+	// evaluation's runs (Budgeted True).
+	ReasonBudgetSelectsRuns = "BudgetSelectsRuns"
+	// ReasonEvaluationBudgetNotFound: spec.budgetRef names no AgentBudget
+	// in the namespace (Budgeted False).
+	ReasonEvaluationBudgetNotFound = "BudgetNotFound"
+	// ReasonBudgetDoesNotSelectRuns: the budget's selector does not select
+	// the evaluation's runs, which it would not charge (Budgeted False).
+	ReasonBudgetDoesNotSelectRuns = "BudgetDoesNotSelectRuns"
+
 	// ReasonBaselineInvalid: spec.baseline's margins are not decimals, in
 	// an evaluation the API server did not check (a local one)
 	// (BaselineCompared False).

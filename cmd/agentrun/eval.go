@@ -104,7 +104,7 @@ func runEval(file string, templates []string, asJSON bool, junit string, stdout,
 		}
 	}
 	fmt.Fprintf(stderr, "Running AgentEvaluation %s: %d runs (%d cases, repeats %d), at most %d at once, made from %s\n",
-		e.Name, int32(len(variants)*len(e.Spec.Cases))*max(e.Spec.Repeats, 1), len(e.Spec.Cases), max(e.Spec.Repeats, 1), max(e.Spec.Concurrency, 1),
+		e.Name, int32(len(variants)*len(evaluation.Cases(e)))*max(e.Spec.Repeats, 1), len(evaluation.Cases(e)), max(e.Spec.Repeats, 1), max(e.Spec.Concurrency, 1),
 		strings.Join(from, ", "))
 	res, err := plan.Run(ctx, localeval.Options{Progress: stderr, Stderr: stderr, TracerProvider: tp, Stop: stop})
 	if err != nil {

@@ -87,10 +87,10 @@ func TestEval_sampleEvaluationPassesAndExitsZero(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         REASON
-double-charge  1     1       0       $0.0036  1
-formal-reply   1     1       0       $0.0036  1
-TOTAL          2     2       0       $0.0072  p50 1, p95 1
+	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+double-charge  1     1       0       $0.0036  1             -      0.67      -
+formal-reply   1     1       0       $0.0036  1             -      0.67      -
+TOTAL          2     2       0       $0.0072  p50 1, p95 1  -      0.67      -
 
 Passed: 2 of 2 runs passed (pass rate 1.00)
 `
@@ -124,10 +124,10 @@ func TestEval_aMissedExpectationFailsWithItsReason(t *testing.T) {
 	}
 	reason := `answer[0]: expected a match for "(?i)we apologi[sz]e", the answer was "The customer was charged twice for the August subscription; ` +
 		`the second charge of 82.40 is due back. Draft reply: we are sorry for the double charge and have refunded 82.40 to your card."`
-	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         REASON
-double-charge  2     2       0       $0.0072  1,1
-formal-reply   2     0       2       $0.0072  1,1           ` + reason + `
-TOTAL          4     2       2       $0.0144  p50 1, p95 1
+	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+double-charge  2     2       0       $0.0072  1,1           -      0.67      -
+formal-reply   2     0       2       $0.0072  1,1           -      0.67      -      ` + reason + `
+TOTAL          4     2       2       $0.0144  p50 1, p95 1  -      0.67      -
 
 Failed: 2 of 4 runs passed (pass rate 0.50)
 `
@@ -140,6 +140,35 @@ Failed: 2 of 4 runs passed (pass rate 0.50)
 		"total tests=4 failures=2"}
 	if diff := cmp.Diff(wantJUnit, junitSummary(readJUnit(t, junit))); diff != "" {
 		t.Errorf("JUnit report (-want +got):\n%s", diff)
+	}
+}
+
+// Issue 48's sample: the refund investigator against a terser variant
+// on three cases, with a scripted judge. The terse variant misses one
+// case's answer and the judge scores another below minScore: exit 1, the
+// judge's means by variant in the JSON status, its scores in the JUnit
+// report, which a common parser reads.
+func TestEval_judgedSampleComparesTwoVariants(t *testing.T) {
+	sample := filepath.Join("..", "..", "config", "samples", "16-evaluation-judged.yaml")
+	junit := filepath.Join(t.TempDir(), "report.xml")
+	code, stdout, stderr := eval(t, "-f", sample, "-t", sampleTemplate, "-o", "json", "--junit", junit)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var st v1alpha1.AgentEvaluationStatus
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("-o json is not a status: %v\n%s", err, stdout)
+	}
+	got := []any{st.Phase, st.Variants[0].Totals.Passed, st.Variants[0].Totals.JudgeMeanScore, st.Variants[1].Totals.Passed,
+		st.Variants[1].Totals.JudgeMeanScore, st.Variants[1].Cases[2].FailureReason, st.Totals.Judged, st.Totals.JudgeCostUSD}
+	want := []any{v1alpha1.EvaluationFailed, int32(3), "5.00", int32(1), "3.00",
+		"judge: scored 2 of 5, below minScore 4: Does not say why the refund is due.", int32(5), v1alpha1.USD("0.0028")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(phase, current passed and mean, terse passed, mean and reason, judged, judge cost) (-want +got):\n%s", diff)
+	}
+	report := readJUnit(t, junit)
+	if report.Tests != 6 || report.Failures != 2 {
+		t.Errorf("JUnit: %d tests, %d failures; want 6 and 2", report.Tests, report.Failures)
 	}
 }
 

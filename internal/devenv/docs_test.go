@@ -39,7 +39,7 @@ var docScenarios = []docScenario{
 	{"templates", []string{"12-template.yaml"}},
 	{"schedules", []string{"13-schedule.yaml"}},
 	// kubectl agentrun eval of the sample evaluation.
-	{"evaluations", []string{"12-template.yaml", "15-evaluation.yaml"}},
+	{"evaluations", []string{"12-template.yaml", "15-evaluation.yaml", "16-evaluation-judged.yaml"}},
 	// docs/gitops.md's way out of a refused re-run.
 	{"gitops", nil},
 	// docs/local.md: agentrun local, with no cluster.

@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/limits"
-	"github.com/agentrun/agentrun/internal/loop"
 )
 
 // Reasons are the failure reasons of an evaluation's failed runs, by run
@@ -34,14 +32,15 @@ func (r Reasons) reason(cs *v1alpha1.EvaluationCaseStatus, res v1alpha1.Evaluati
 
 // WriteTable prints e's results: one row a case (its runs, how many
 // passed and failed, what they spent, the turns each Completed run took,
-// and why the first failed run failed), named VARIANT/CASE with
-// spec.variants and followed by each variant's totals; the totals; a line
-// that says how the evaluation ended; and what regressed against the
-// baseline, one line each.
+// the deepest repeated intent, the median headroom the Completed runs
+// left, the judge's mean score, and why the first failed run failed),
+// named VARIANT/CASE with spec.variants and followed by each variant's
+// totals; the totals; a line that says how the evaluation ended; and what
+// regressed against the baseline, one line each.
 func WriteTable(w io.Writer, e *v1alpha1.AgentEvaluation) error {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tRUNS\tPASSED\tFAILED\tCOST\tTURNS\tREASON")
+	fmt.Fprintln(tw, "CASE\tRUNS\tPASSED\tFAILED\tCOST\tTURNS\tDEPTH\tHEADROOM\tJUDGE\tREASON")
 	for _, g := range Groups(&e.Status) {
 		prefix := ""
 		if g.Name != "" {
@@ -49,17 +48,17 @@ func WriteTable(w io.Writer, e *v1alpha1.AgentEvaluation) error {
 		}
 		for i := range g.Cases {
 			cs := &g.Cases[i]
-			var cost loop.Money
+			var ct tally
 			var turns []string
 			for _, r := range cs.Results {
-				m, _ := limits.Money("costUSD", r.CostUSD) // written from a parsed amount
-				cost += m
+				ct.add(r)
 				if r.TurnsToCompletion != nil {
 					turns = append(turns, strconv.Itoa(int(*r.TurnsToCompletion)))
 				}
 			}
-			fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t$%s\t%s\t%s\n", prefix, cs.Name, cs.Runs, cs.Passed, cs.Failed, cost,
-				orDash(strings.Join(turns, ",")), oneLine(cs.FailureReason))
+			t := ct.totals()
+			fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t$%s\t%s\t%s\t%s\t%s\t%s\n", prefix, cs.Name, cs.Runs, cs.Passed, cs.Failed, ct.cost,
+				orDash(strings.Join(turns, ",")), depth(t), orDash(t.HeadroomP50), orDash(t.JudgeMeanScore), oneLine(cs.FailureReason))
 		}
 		if g.Name != "" {
 			totalRow(tw, g.Name+" total", g.Totals)
@@ -92,7 +91,16 @@ func totalRow(tw io.Writer, name string, t *v1alpha1.EvaluationTotals) {
 	if t.TurnsToCompletionP50 != nil && t.TurnsToCompletionP95 != nil {
 		turns = fmt.Sprintf("p50 %d, p95 %d", *t.TurnsToCompletionP50, *t.TurnsToCompletionP95)
 	}
-	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t$%s\t%s\t\n", name, t.Runs, t.Passed, t.Failed, orZero(string(t.CostUSD)), turns)
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t$%s\t%s\t%s\t%s\t%s\t\n", name, t.Runs, t.Passed, t.Failed, orZero(string(t.CostUSD)), turns,
+		depth(t), orDash(t.HeadroomP50), orDash(t.JudgeMeanScore))
+}
+
+// depth is the deepest repeated intent of t, "-" when no run recorded one.
+func depth(t *v1alpha1.EvaluationTotals) string {
+	if t.RepeatedIntentDepthMax == 0 {
+		return "-"
+	}
+	return strconv.Itoa(int(t.RepeatedIntentDepthMax))
 }
 
 // summary is how many runs passed, and the pass rate once one is scored.
@@ -123,13 +131,22 @@ type JUnitSuites struct {
 	Suites   []JUnitSuite `xml:"testsuite"`
 }
 
-// JUnitSuite is an evaluation's runs.
+// JUnitSuite is an evaluation's runs, and its measures as properties.
 type JUnitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Cases    []JUnitCase `xml:"testcase"`
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Properties []JUnitProperty `xml:"properties>property,omitempty"`
+	Cases      []JUnitCase     `xml:"testcase"`
+}
+
+// JUnitProperty is one measure of the evaluation: a field of its totals
+// (status.totals, or a variant's, named VARIANT/FIELD), as status
+// writes it.
+type JUnitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
 }
 
 // JUnitCase is one run of a case: named CASE/REPEAT, its class the
@@ -162,7 +179,7 @@ func JUnit(e *v1alpha1.AgentEvaluation, reasons Reasons) JUnitSuites {
 	suite := JUnitSuite{Name: e.Name}
 	groups := Groups(&e.Status)
 	for _, v := range Variants(e) {
-		for _, c := range e.Spec.Cases {
+		for _, c := range Cases(e) {
 			name := c.Name
 			if v.Name != "" {
 				name = v.Name + "/" + c.Name
@@ -170,7 +187,41 @@ func JUnit(e *v1alpha1.AgentEvaluation, reasons Reasons) JUnitSuites {
 			suite.add(e.Name, name, findCase(groups, v.Name, c.Name), max(e.Spec.Repeats, 1), reasons)
 		}
 	}
+	for _, g := range groups {
+		if g.Name != "" {
+			suite.Properties = append(suite.Properties, properties(g.Name+"/", g.Totals)...)
+		}
+	}
+	suite.Properties = append(suite.Properties, properties("", e.Status.Totals)...)
 	return JUnitSuites{Name: e.Name, Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Suites: []JUnitSuite{suite}}
+}
+
+// properties are the measures of t that are set, their names prefixed.
+func properties(prefix string, t *v1alpha1.EvaluationTotals) []JUnitProperty {
+	if t == nil {
+		return nil
+	}
+	var out []JUnitProperty
+	add := func(name, value string) {
+		if value != "" {
+			out = append(out, JUnitProperty{Name: prefix + name, Value: value})
+		}
+	}
+	num := func(p *int32) string {
+		if p == nil || *p == 0 {
+			return ""
+		}
+		return strconv.Itoa(int(*p))
+	}
+	add("passRate", t.PassRate)
+	add("costUSD", string(t.CostUSD))
+	add("turnsToCompletionP50", num(t.TurnsToCompletionP50))
+	add("turnsToCompletionP95", num(t.TurnsToCompletionP95))
+	add("repeatedIntentDepthMax", num(&t.RepeatedIntentDepthMax))
+	add("headroomP50", t.HeadroomP50)
+	add("judgeMeanScore", t.JudgeMeanScore)
+	add("judgeCostUSD", string(t.JudgeCostUSD))
+	return out
 }
 
 // findCase is the status of case name of variant among groups; nil when
@@ -206,6 +257,9 @@ func (suite *JUnitSuite) add(class, name string, cs *v1alpha1.EvaluationCaseStat
 		}
 		if ok {
 			tc.SystemOut = fmt.Sprintf("run %s spent $%s", res.Run, orZero(string(res.CostUSD)))
+			if res.JudgeScore != nil {
+				tc.SystemOut += fmt.Sprintf("; the judge scored it %d of %d: %s", *res.JudgeScore, v1alpha1.JudgeMaxScale, res.JudgeRationale)
+			}
 		}
 		suite.Cases = append(suite.Cases, tc)
 		suite.Tests++

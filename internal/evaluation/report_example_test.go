@@ -21,9 +21,9 @@ func ExampleWriteTable() {
 	evaluation.SetStatus(e, nil, metav1.Now())
 	_ = evaluation.WriteTable(os.Stdout, e)
 	// Output:
-	// CASE           RUNS  PASSED  FAILED  COST     TURNS  REASON
-	// double-charge  1     0       1       $0.0036  -      answer[0]: expected a match for "refunded", the answer was "We are sorry."
-	// TOTAL          1     0       1       $0.0036  -
+	// CASE           RUNS  PASSED  FAILED  COST     TURNS  DEPTH  HEADROOM  JUDGE  REASON
+	// double-charge  1     0       1       $0.0036  -      -      -         -      answer[0]: expected a match for "refunded", the answer was "We are sorry."
+	// TOTAL          1     0       1       $0.0036  -      -      -         -
 	//
 	// Failed: 0 of 1 runs passed (pass rate 0.00)
 }

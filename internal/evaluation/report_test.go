@@ -17,9 +17,10 @@ import (
 func running() *v1alpha1.AgentEvaluation {
 	e := &v1alpha1.AgentEvaluation{ObjectMeta: metav1.ObjectMeta{Name: "ev"}, Spec: v1alpha1.AgentEvaluationSpec{Repeats: 2,
 		Cases: []v1alpha1.EvaluationCase{{Name: "a"}, {Name: "b"}}}}
-	Record(CaseStatus(&e.Status, "a"), v1alpha1.EvaluationRunResult{Repeat: 2, Run: "ev-a-2", CostUSD: "0.5"}, "outcome: expected Completed,\nthe run ended Escalated")
+	Record(CaseStatus(&e.Status, "a"), v1alpha1.EvaluationRunResult{Repeat: 2, Run: "ev-a-2", CostUSD: "0.5", RepeatedIntentDepth: 3},
+		"outcome: expected Completed,\nthe run ended Escalated")
 	Record(CaseStatus(&e.Status, "a"), v1alpha1.EvaluationRunResult{Repeat: 1, Run: "ev-a-1", Passed: true, CostUSD: "0.25",
-		TurnsToCompletion: ptr.To[int32](3)}, "")
+		TurnsToCompletion: ptr.To[int32](3), RepeatedIntentDepth: 1, Headroom: "0.40", JudgeScore: ptr.To[int32](4), JudgeRationale: "Names the refund."}, "")
 	SetStatus(e, map[string]int32{"b": 1}, metav1.Now())
 	return e
 }
@@ -31,10 +32,10 @@ func TestWriteTable_aRunningEvaluation(t *testing.T) {
 	if err := WriteTable(&b, running()); err != nil {
 		t.Fatal(err)
 	}
-	want := `CASE   RUNS  PASSED  FAILED  COST     TURNS         REASON
-a      2     1       1       $0.7500  3             outcome: expected Completed, the run ended Escalated
-b      1     0       0       $0.0000  -
-TOTAL  4     1       1       $0.7500  p50 3, p95 3
+	want := `CASE   RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+a      2     1       1       $0.7500  3             3      0.40      4.00   outcome: expected Completed, the run ended Escalated
+b      1     0       0       $0.0000  -             -      -         -
+TOTAL  4     1       1       $0.7500  p50 3, p95 3  3      0.40      4.00
 
 Running: 1 of 4 runs passed (pass rate 0.50), 2 not scored yet
 `
@@ -63,8 +64,12 @@ func TestJUnit_aTestcaseForEveryCaseAndRepeat(t *testing.T) {
 	failure := &JUnitFailure{Message: "outcome: expected Completed,\nthe run ended Escalated", Type: "EvaluationFailed",
 		Text: "run ev-a-2: outcome: expected Completed,\nthe run ended Escalated"}
 	want := JUnitSuites{XMLName: xml.Name{Local: "testsuites"}, Name: "ev", Tests: 4, Failures: 1, Skipped: 2, Suites: []JUnitSuite{{
-		Name: "ev", Tests: 4, Failures: 1, Skipped: 2, Cases: []JUnitCase{
-			{Name: "a/1", ClassName: "ev", SystemOut: "run ev-a-1 spent $0.25"},
+		Name: "ev", Tests: 4, Failures: 1, Skipped: 2, Properties: []JUnitProperty{
+			{Name: "passRate", Value: "0.50"}, {Name: "costUSD", Value: "0.7500"}, {Name: "turnsToCompletionP50", Value: "3"},
+			{Name: "turnsToCompletionP95", Value: "3"}, {Name: "repeatedIntentDepthMax", Value: "3"}, {Name: "headroomP50", Value: "0.40"},
+			{Name: "judgeMeanScore", Value: "4.00"}},
+		Cases: []JUnitCase{
+			{Name: "a/1", ClassName: "ev", SystemOut: "run ev-a-1 spent $0.25; the judge scored it 4 of 5: Names the refund."},
 			{Name: "a/2", ClassName: "ev", Failure: failure, SystemOut: "run ev-a-2 spent $0.5"},
 			{Name: "b/1", ClassName: "ev", Skipped: &JUnitSkipped{Message: "not scored yet"}},
 			{Name: "b/2", ClassName: "ev", Skipped: &JUnitSkipped{Message: "not scored yet"}},

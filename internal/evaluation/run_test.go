@@ -27,3 +27,34 @@ func TestResultOf(t *testing.T) {
 		t.Errorf("a variant's run is named %q, want ev-terse-c-3", n)
 	}
 }
+
+// A result keeps the run's repeated-intent depth and, when it Completed,
+// the least headroom it left of any ceiling; the totals keep the deepest
+// and the median headroom.
+func TestResultOf_convergenceMeasures(t *testing.T) {
+	conv := func(depth int32, headroom map[string]string) *v1alpha1.ConvergenceStatus {
+		return &v1alpha1.ConvergenceStatus{RepeatedIntentDepth: depth, Headroom: headroom}
+	}
+	runs := []*v1alpha1.AgentRun{
+		ended(v1alpha1.OutcomeCompleted, "ok", "", "", 2),
+		ended(v1alpha1.OutcomeCompleted, "ok", "", "", 2),
+		ended(v1alpha1.OutcomeCompleted, "ok", "", "", 2),
+		ended(v1alpha1.OutcomeLoopDetected, "", "", "", 5),
+	}
+	runs[0].Status.Convergence = conv(1, map[string]string{"turns": "0.50", "cost": "0.98", "tokens": "0.90"})
+	runs[1].Status.Convergence = conv(2, map[string]string{"turns": "0.75", "cost": "0.10"})
+	runs[2].Status.Convergence = conv(1, map[string]string{"turns": "1.00", "wallClock": "bad"})
+	runs[3].Status.Convergence = conv(3, map[string]string{"turns": "0.00"})
+	e := &v1alpha1.AgentEvaluation{Spec: v1alpha1.AgentEvaluationSpec{Repeats: 4, Cases: []v1alpha1.EvaluationCase{{Name: "c"}}}}
+	var got []string
+	for i, run := range runs {
+		res := ResultOf(int32(i+1), run, "")
+		got = append(got, res.Headroom)
+		Record(CaseStatus(&e.Status, "c"), res, "")
+	}
+	SetStatus(e, nil, metav1.Now())
+	tot := e.Status.Totals
+	if diff := cmp.Diff([]any{"0.50", "0.10", "1.00", "", int32(3), "0.50"}, []any{got[0], got[1], got[2], got[3], tot.RepeatedIntentDepthMax, tot.HeadroomP50}); diff != "" {
+		t.Errorf("headroom by run, deepest, median (-want +got):\n%s", diff)
+	}
+}

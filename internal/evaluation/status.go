@@ -90,6 +90,14 @@ type tally struct {
 	runs, passed, failed, verified int32
 	cost                           loop.Money
 	turns                          []int32
+	// the deepest repeated intent, the Completed runs' headroom in
+	// hundredths.
+	depth    int32
+	headroom []int32
+	// judged runs, the sum of their scores, and the judge's use.
+	judged, judgeScores int32
+	judgeCost           loop.Money
+	judgeTokens         int64
 }
 
 func (t *tally) add(r v1alpha1.EvaluationRunResult) {
@@ -106,6 +114,17 @@ func (t *tally) add(r v1alpha1.EvaluationRunResult) {
 	if r.TurnsToCompletion != nil {
 		t.turns = append(t.turns, *r.TurnsToCompletion)
 	}
+	t.depth = max(t.depth, r.RepeatedIntentDepth)
+	if h, ok := hundredths(r.Headroom); ok {
+		t.headroom = append(t.headroom, int32(h))
+	}
+	if r.JudgeScore != nil {
+		t.judged++
+		t.judgeScores += *r.JudgeScore
+	}
+	jm, _ := limits.Money("judgeCostUSD", r.JudgeCostUSD) // written from a priced amount
+	t.judgeCost += jm
+	t.judgeTokens += r.JudgeTokens
 }
 
 func (t *tally) merge(o tally) {
@@ -115,6 +134,12 @@ func (t *tally) merge(o tally) {
 	t.verified += o.verified
 	t.cost += o.cost
 	t.turns = append(t.turns, o.turns...)
+	t.depth = max(t.depth, o.depth)
+	t.headroom = append(t.headroom, o.headroom...)
+	t.judged += o.judged
+	t.judgeScores += o.judgeScores
+	t.judgeCost += o.judgeCost
+	t.judgeTokens += o.judgeTokens
 }
 
 func (t *tally) totals() *v1alpha1.EvaluationTotals {
@@ -127,6 +152,18 @@ func (t *tally) totals() *v1alpha1.EvaluationTotals {
 		}
 	}
 	tot.TurnsToCompletionP50, tot.TurnsToCompletionP95 = percentile(t.turns, 50), percentile(t.turns, 95)
+	tot.RepeatedIntentDepthMax = t.depth
+	if h := percentile(t.headroom, 50); h != nil {
+		tot.HeadroomP50 = fmt.Sprintf("%d.%02d", *h/100, *h%100)
+	}
+	if t.judged > 0 {
+		tot.Judged = t.judged
+		tot.JudgeMeanScore = passRate(t.judgeScores, t.judged) // a mean of whole scores, written as a rate is
+	}
+	if t.judgeCost > 0 {
+		tot.JudgeCostUSD = v1alpha1.USD(t.judgeCost.String())
+	}
+	tot.JudgeTokens = t.judgeTokens
 	return &tot
 }
 
@@ -158,12 +195,13 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 	repeats := max(e.Spec.Repeats, 1)
 	var all tally
 	done := true
+	cases := Cases(e)
 	variants := Variants(e)
 	vstatus := make([]v1alpha1.EvaluationVariantStatus, 0, len(e.Spec.Variants))
 	for _, v := range variants {
-		cases := make([]v1alpha1.EvaluationCaseStatus, 0, len(e.Spec.Cases))
-		vt := tally{runs: int32(len(e.Spec.Cases)) * repeats}
-		for _, c := range e.Spec.Cases {
+		cstatus := make([]v1alpha1.EvaluationCaseStatus, 0, len(cases))
+		vt := tally{runs: int32(len(cases)) * repeats}
+		for _, c := range cases {
 			cs := *VariantCaseStatus(st, v.Name, c.Name)
 			var ct tally
 			for _, r := range cs.Results {
@@ -173,14 +211,14 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 			cs.Runs = int32(len(cs.Results)) + pending[PendingKey(v.Name, c.Name)]
 			done = done && int32(len(cs.Results)) >= repeats
 			vt.merge(ct)
-			cases = append(cases, cs)
+			cstatus = append(cstatus, cs)
 		}
 		all.merge(vt)
 		if v.Name == "" {
-			st.Cases = cases
+			st.Cases = cstatus
 			continue
 		}
-		vstatus = append(vstatus, v1alpha1.EvaluationVariantStatus{Name: v.Name, Cases: cases, Totals: vt.totals()})
+		vstatus = append(vstatus, v1alpha1.EvaluationVariantStatus{Name: v.Name, Cases: cstatus, Totals: vt.totals()})
 	}
 	if len(e.Spec.Variants) > 0 {
 		st.Variants = vstatus
@@ -238,6 +276,17 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 	if st.CompletionTime == nil {
 		st.CompletionTime = &now
 	}
+}
+
+// SetCondition sets one of the conditions the reconciler's phases find
+// (Budgeted, CasesRead): True when ok, else False.
+func SetCondition(e *v1alpha1.AgentEvaluation, typ string, ok bool, reason, msg string, now metav1.Time) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: typ, Status: status,
+		Reason: reason, Message: clipReason(msg), ObservedGeneration: e.Generation, LastTransitionTime: now})
 }
 
 // firstFailure is "; case NAME failed N: REASON" for the first failing

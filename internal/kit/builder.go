@@ -561,6 +561,28 @@ func (b *Builder) model(ctx context.Context, run *v1alpha1.AgentRun, spec *v1alp
 	return nil, fmt.Errorf("unknown model provider %q", spec.Provider)
 }
 
+// Judge is the model of an evaluation's judge (spec.judge.model), built
+// as a run's model is, for a run in namespace of its default
+// ServiceAccount (which reads the key) under the operator's egress policy
+// with no grant, and its prices, completed by what the provider bills.
+func (b *Builder) Judge(ctx context.Context, namespace string, spec *v1alpha1.ModelSpec) (loop.Model, loop.Pricing, error) {
+	const field = "judge.model"
+	p, err := pricing(field, spec.Pricing)
+	if err != nil {
+		return nil, p, err
+	}
+	var egressed *http.Client
+	if b.Egress != nil {
+		egressed = b.Egress.For(egress.Grant{})
+	}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}, Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{Model: *spec}}}
+	m, err := b.model(ctx, run, &spec.ModelEndpoint, field, egressed)
+	if err != nil {
+		return nil, p, fmt.Errorf("%s: %w", field, err)
+	}
+	return m, billed(m, p), nil
+}
+
 // lendsIdentity refuses a run that would call as the operator's own cloud
 // identity when the operator does not lend it for that provider.
 func (b *Builder) lendsIdentity(p v1alpha1.ModelProvider, hasKey bool) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/config/crd"
 	"github.com/agentrun/agentrun/internal/crdcheck"
 	"github.com/agentrun/agentrun/internal/evaluation"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/localrun"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runclient"
@@ -39,11 +40,14 @@ type Plan struct {
 	runs       []planned
 	// dir is where job tools run: the evaluation file's directory.
 	dir string
+	// judges builds spec.judge's model, reading the files' Secrets.
+	judges *kit.Builder
 }
 
 // planned is one run of a case, of variant ("" for spec.templateRef).
 type planned struct {
 	c        *v1alpha1.EvaluationCase
+	index    int // evaluation.RunIndex's
 	variant  string
 	repeat   int32
 	manifest *localrun.Manifest
@@ -112,11 +116,25 @@ func Load(file string, more []string) (*Plan, error) {
 			return nil, fmt.Errorf("%s: case %s: expect.%w", file, e.Spec.Cases[i].Name, err)
 		}
 	}
-	p := &Plan{Evaluation: e, dir: dir}
+	if from := e.Spec.CasesFrom; from != nil {
+		// Read from the files' ConfigMaps, as the operator reads them
+		// from the cluster when the evaluation starts.
+		ref := from.ConfigMapKeyRef
+		data, err := m.ConfigMapReader()(context.Background(), e.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			return nil, fmt.Errorf("%s: spec.casesFrom: %w", file, err)
+		}
+		if e.Status.CasesFrom, err = evaluation.ReadCases(evals, e, data); err != nil {
+			return nil, fmt.Errorf("%s: spec.casesFrom: ConfigMap %s key %s: %w", file, ref.Name, ref.Key, err)
+		}
+	}
+	p := &Plan{Evaluation: e, dir: dir,
+		judges: &kit.Builder{AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader()}}
 	// As the operator makes them: case by case, repeat by repeat, each
 	// repeat once per variant.
-	for i := range e.Spec.Cases {
-		c := &e.Spec.Cases[i]
+	cases := evaluation.Cases(e)
+	for i := range cases {
+		c := &cases[i]
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			for _, v := range evaluation.Variants(e) {
 				labels := map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}
@@ -131,7 +149,7 @@ func Load(file string, more []string) (*Plan, error) {
 				if err != nil {
 					return nil, fmt.Errorf("case %s: %w", c.Name, err)
 				}
-				p.runs = append(p.runs, planned{c: c, variant: v.Name, repeat: rep, manifest: rm})
+				p.runs = append(p.runs, planned{c: c, index: evaluation.RunIndex(e, v.Name, i, rep), variant: v.Name, repeat: rep, manifest: rm})
 			}
 		}
 	}
@@ -235,6 +253,14 @@ func (p *Plan) Run(ctx context.Context, o Options) (*Result, error) {
 		wg    sync.WaitGroup
 		first error
 	)
+	var judge *evaluation.Judge
+	if spec := e.Spec.Judge; spec != nil {
+		judge = &evaluation.Judge{Spec: spec}
+		var err error
+		if judge.Model, judge.Pricing, err = p.judges.Judge(ctx, e.Namespace, &spec.Model); err != nil {
+			return nil, fmt.Errorf("spec.judge: %w", err)
+		}
+	}
 	slots := make(chan struct{}, max(e.Spec.Concurrency, 1))
 	for i := range p.runs {
 		pr := &p.runs[i]
@@ -260,9 +286,13 @@ func (p *Plan) Run(ctx context.Context, o Options) (*Result, error) {
 				}
 				return
 			}
-			run := &v1alpha1.AgentRun{ObjectMeta: pr.manifest.Run.ObjectMeta, Status: st}
+			run := &v1alpha1.AgentRun{ObjectMeta: pr.manifest.Run.ObjectMeta, Spec: pr.manifest.Run.Spec, Status: st}
 			why := evaluation.ScoreWithCalls(&pr.c.Expect, run, evaluation.CallsOf(msgs))
-			evaluation.Record(evaluation.VariantCaseStatus(&e.Status, pr.variant, pr.c.Name), evaluation.ResultOf(pr.repeat, run, why), why)
+			// Judged under the lock: the judge's ceilings count what its
+			// calls recorded before this one.
+			r := evaluation.ResultOf(pr.repeat, run, why)
+			why, _ = judge.JudgeResult(ctx, e, pr.c, run, pr.index, &r, why) // no Lease: never an error
+			evaluation.Record(evaluation.VariantCaseStatus(&e.Status, pr.variant, pr.c.Name), r, why)
 			verdict := "passed"
 			if why != "" {
 				res.Reasons[run.Name] = why

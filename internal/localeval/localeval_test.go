@@ -2,6 +2,7 @@ package localeval
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -131,6 +132,79 @@ func TestRun_eachVariantIsRunAndCountedApart(t *testing.T) {
 	}
 	if ph := res.Evaluation.Status.Phase; ph != v1alpha1.EvaluationFailed {
 		t.Errorf("phase %s, want Failed (the terse variant missed)", ph)
+	}
+}
+
+// judged is variants judged by a scripted judge: the polite variant's
+// run (the first made) scores 5, the terse one's gets a reply that is no
+// verdict.
+var judged = strings.Replace(variants, "  - {name: refund, expect: {answer: ['refunded']}}", `  - {name: refund}
+  judge:
+    rubric: "The answer says what was refunded."
+    model:
+      provider: scripted
+      pricing: {input: "1", output: "2"}
+      script:
+      - {content: '{"score": 5, "rationale": "Says the refund was made."}', usage: {inputTokens: 1000, outputTokens: 100}}
+      - {content: 'Five stars.', usage: {inputTokens: 1000, outputTokens: 100}}
+`, 1)
+
+// Issue 48: agentrun eval judges each run with the judge the operator
+// would call, in the same order: a score is kept with its rationale and
+// counted in its variant's mean, a reply that is no verdict fails the
+// case with the reason, and the judge's spend is in the totals.
+func TestRun_aScriptedJudgeScoresEachRun(t *testing.T) {
+	res := runIn(t, t.TempDir(), judged)
+	st := res.Evaluation.Status
+	polite, terse := st.Variants[0], st.Variants[1]
+	got := []any{polite.Totals.Passed, polite.Totals.JudgeMeanScore, polite.Cases[0].Results[0].JudgeRationale,
+		terse.Totals.Failed, terse.Totals.JudgeMeanScore, st.Totals.JudgeCostUSD, st.Totals.JudgeTokens}
+	want := []any{int32(1), "5.00", "Says the refund was made.", int32(1), "", v1alpha1.USD("0.0024"), int64(2200)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(polite passed, mean, rationale; terse failed, mean; judge cost, tokens) (-want +got):\n%s", diff)
+	}
+	if why := terse.Cases[0].FailureReason; !strings.HasPrefix(why, `judge: its reply is not that JSON object`) {
+		t.Errorf("terse's reason %q, want the judge's reply refused", why)
+	}
+}
+
+// fromConfigMap is variants with one more case read from a ConfigMap of
+// the file.
+var fromConfigMap = strings.Replace(variants, "  - {name: refund, expect: {answer: ['refunded']}}", `  - {name: refund, expect: {answer: ['refunded']}}
+  casesFrom: {configMapKeyRef: {name: more-cases, key: cases.yaml}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: more-cases}
+data:
+  cases.yaml: |
+    - {name: done, expect: {answer: ['^Done\.$']}}
+`, 1)
+
+// Issue 48: agentrun eval reads spec.casesFrom from the files'
+// ConfigMaps, as the operator reads it from the cluster, and runs those
+// cases after the inline ones; a ConfigMap that holds no valid cases
+// stops it before anything runs, saying what is wrong.
+func TestRun_casesFromAConfigMap(t *testing.T) {
+	res := runIn(t, t.TempDir(), fromConfigMap)
+	got := map[string]string{}
+	for _, v := range res.Evaluation.Status.Variants {
+		for _, c := range v.Cases {
+			got[v.Name+"/"+c.Name] = fmt.Sprint(c.Passed, c.Failed)
+		}
+	}
+	want := map[string]string{"polite/refund": "1 0", "polite/done": "0 1", "terse/refund": "0 1", "terse/done": "1 0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("passed and failed by variant and case (-want +got):\n%s", diff)
+	}
+
+	file := filepath.Join(t.TempDir(), "evaluation.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(fromConfigMap, "- {name: done,", "- {name: refund,", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(file, nil)
+	if want := `spec.casesFrom: ConfigMap more-cases key cases.yaml: invalid cases: its cases follow the 1 of spec.cases, from spec.cases[1]: spec.cases[1]: Duplicate value`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load = %v; want an error holding %q", err, want)
 	}
 }
 

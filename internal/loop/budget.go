@@ -57,7 +57,7 @@ func (c *Config) modelReservation(inputTokens int64) Usage {
 		Turns:        1,
 		InputTokens:  inputTokens,
 		OutputTokens: out,
-		Cost:         TokenCost(inputTokens, p.inputRate()) + TokenCost(out, p.Output) + c.ToolAllowance.Cost,
+		Cost:         p.Most(inputTokens, out) + c.ToolAllowance.Cost,
 		ToolCalls:    c.ToolAllowance.Calls,
 		WallClock:    c.Model.Timeout + c.ToolAllowance.WallClock,
 	}
@@ -73,10 +73,21 @@ func (c *Config) modelReservation(inputTokens int64) Usage {
 // that what a call bills never passes what admission reserved for it.
 func (p Pricing) inputRate() Money { return max(p.Input, p.CachedInput, p.CacheWrite) }
 
-// modelCost prices what a provider reported: cached input at the cached
-// rate (or the input rate when none is set), the rest at the input rate.
-func (c *Config) modelCost(u TokenUsage) Money {
-	p := c.Model.Pricing
+// Most is the most a call of inputTokens (estimated) and at most
+// outputTokens may cost: every input token at the highest rate one may
+// bill at, every output token at the output rate.
+func (p Pricing) Most(inputTokens, outputTokens int64) Money {
+	return TokenCost(inputTokens, p.inputRate()) + TokenCost(outputTokens, p.Output)
+}
+
+// modelCost prices what a provider reported, at the run's model's prices
+// (Pricing.Cost).
+func (c *Config) modelCost(u TokenUsage) Money { return c.Model.Pricing.Cost(u) }
+
+// Cost prices what a provider reported: cached input at the cached rate
+// (or the input rate when none is set), input written to the cache at the
+// cache-write rate (or the input rate), the rest at the input rate.
+func (p Pricing) Cost(u TokenUsage) Money {
 	cachedRate := p.CachedInput
 	if cachedRate == 0 {
 		cachedRate = p.Input

@@ -373,7 +373,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		// Evaluations too, for the same reason: an evaluation counts its
 		// runs in every shard.
-		if err := agentevaluation.NewReconciler(agentevaluation.Config{Base: base, Keys: keys}).SetupWithManager(mgr); err != nil {
+		if err := agentevaluation.NewReconciler(agentevaluation.Config{Base: base, Keys: keys, Judges: builder.Judge, Ledgers: ledgers}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

@@ -62,13 +62,14 @@ func evalCommand(f *factory) *cobra.Command {
 		Long: `eval prints the report of the AgentEvaluation NAME from its status, the same
 report agentrun eval prints of an evaluation it runs with no cluster: a row a
 case with its runs, how many passed and failed, what they spent, the turns of
-each run that Completed and why the case's first failed run failed; then the
-totals and how the evaluation ended:
+each run that Completed, the deepest repeated intent, the median headroom
+left, the judge's mean score and why the case's first failed run failed;
+then the totals and how the evaluation ended:
 
-  CASE           RUNS  PASSED  FAILED  COST     TURNS         REASON
-  double-charge  1     1       0       $0.0036  1
-  formal-reply   1     0       1       $0.0036  1             answer[0]: expected a match for ...
-  TOTAL          2     1       1       $0.0072  p50 1, p95 1
+  CASE           RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+  double-charge  1     1       0       $0.0036  1             -      0.67      -
+  formal-reply   1     0       1       $0.0036  1             -      0.67      -      answer[0]: expected ...
+  TOTAL          2     1       1       $0.0072  p50 1, p95 1  -      0.67      -
 
   Failed: 1 of 2 runs passed (pass rate 0.50)
 

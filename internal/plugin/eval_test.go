@@ -58,10 +58,10 @@ func TestEval_printsTheReportOfALiveEvaluation(t *testing.T) {
 	if code != 1 || errOut.Len() > 0 {
 		t.Errorf("eval of a failed evaluation = %d, stderr %q; want 1 and nothing on stderr", code, errOut.String())
 	}
-	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         REASON
-double-charge  2     2       0       $0.0072  1,1
-formal-reply   2     0       2       $0.0072  1,1           answer[0]: expected a match for "(?i)we apologise", repeat 1
-TOTAL          4     2       2       $0.0144  p50 1, p95 1
+	want := `CASE           RUNS  PASSED  FAILED  COST     TURNS         DEPTH  HEADROOM  JUDGE  REASON
+double-charge  2     2       0       $0.0072  1,1           -      -         -
+formal-reply   2     0       2       $0.0072  1,1           -      -         -      answer[0]: expected a match for "(?i)we apologise", repeat 1
+TOTAL          4     2       2       $0.0144  p50 1, p95 1  -      -         -
 
 Failed: 2 of 4 runs passed (pass rate 0.50)
 `

@@ -11,9 +11,13 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/config/crd"
+	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
+	"github.com/agentrun/agentrun/internal/crdcheck"
 	"github.com/agentrun/agentrun/internal/evaluation"
+	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/seal"
@@ -41,7 +45,23 @@ type Config struct {
 	// that expects calls (expect.calls): a transcript chunk the operator
 	// did not seal is never read as the run's.
 	Keys *seal.Keyring
+	// Judges builds the model of an evaluation's judge (spec.judge.model)
+	// in its namespace: kit.Builder.Judge. Nil fails every run a judge
+	// would score, saying the operator has none.
+	Judges func(ctx context.Context, namespace string, spec *v1alpha1.ModelSpec) (loop.Model, loop.Pricing, error)
+	// Ledgers is the operator's book of AgentBudget writes, which the
+	// judge's leases go through as runs' leases do; nil is a book of the
+	// reconciler's own.
+	Ledgers *budget.Ledgers
+	// Validator checks AgentEvaluations as the API server does, for the
+	// cases read from spec.casesFrom; nil is one of the CRD built with
+	// the binary.
+	Validator *crdcheck.Validator
 }
+
+// casesRetry is how often an evaluation whose casesFrom cannot be read
+// looks again.
+const casesRetry = 30 * time.Second
 
 // Reconciler runs evaluations. Build it with NewReconciler.
 type Reconciler struct {
@@ -51,6 +71,16 @@ type Reconciler struct {
 // NewReconciler builds the reconciler, defaults applied.
 func NewReconciler(cfg Config) *Reconciler {
 	cfg.Base = cfg.Defaulted()
+	if cfg.Ledgers == nil {
+		cfg.Ledgers = budget.NewLedgers()
+	}
+	if cfg.Validator == nil {
+		v, err := crdcheck.New(crd.AgentEvaluations, v1alpha1.GroupVersion.Version)
+		if err != nil {
+			panic("the AgentEvaluation CRD built with the binary: " + err.Error()) // a broken build, not an input
+		}
+		cfg.Validator = v
+	}
 	return &Reconciler{Config: cfg}
 }
 
@@ -63,6 +93,9 @@ func NewReconciler(cfg Config) *Reconciler {
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentevaluations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentbudgets/status,verbs=get;update
 
 // SetupWithManager registers the reconciler: it wakes for a new
 // evaluation and for its runs being created, deleted or ending.
@@ -92,6 +125,18 @@ type scope struct {
 	baseline *v1alpha1.AgentEvaluation
 	// created are the runs createDue created, for events after the write.
 	created []string
+	// judge is the evaluation's judge; set by judge on first use in
+	// scoreEnded, nil until then and without spec.judge.
+	judge *evaluation.Judge
+	// budgeted is what readBudget found of spec.budgetRef's budget, nil
+	// without one; read by createDue (no run is made unless ok) and by
+	// the status computation (the Budgeted condition).
+	budgeted *condition
+	// casesRead is what readCases found of spec.casesFrom's ConfigMap,
+	// nil without one or once its cases are in status; read by Reconcile
+	// (nothing is scored or made unless ok) and by the status
+	// computation (the CasesRead condition).
+	casesRead *condition
 }
 
 // Reconcile brings one evaluation up to date: it scores the runs that
@@ -112,7 +157,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if s.runs == nil {
 			return // the runs could not be read: nothing was learnt
 		}
-		evaluation.SetStatusAgainst(e, s.baseline, s.pending, metav1.NewTime(r.Clock()))
+		now := metav1.NewTime(r.Clock())
+		evaluation.SetStatusAgainst(e, s.baseline, s.pending, now)
+		if c := s.casesRead; c != nil {
+			evaluation.SetCondition(e, v1alpha1.EvaluationConditionCasesRead, c.ok, c.reason, c.message, now)
+		}
+		if b := s.budgeted; b != nil {
+			evaluation.SetCondition(e, v1alpha1.EvaluationConditionBudgeted, b.ok, b.reason, b.message, now)
+		}
 		if equality.Semantic.DeepEqual(before.Status, e.Status) {
 			return
 		}
@@ -131,6 +183,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.report(e, before, s.created)
 	}()
 	if err := r.listRuns(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.readCases(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if c := s.casesRead; c != nil && !c.ok {
+		return ctrl.Result{RequeueAfter: casesRetry}, nil // the CasesRead condition says why
+	}
+	if err := r.readBudget(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	scoreErr := r.scoreEnded(ctx, s)
@@ -167,7 +228,7 @@ func (r *Reconciler) readBaseline(ctx context.Context, s *scope) error {
 // result.
 func allScored(e *v1alpha1.AgentEvaluation) bool {
 	for _, v := range evaluation.Variants(e) {
-		for _, c := range e.Spec.Cases {
+		for _, c := range evaluation.Cases(e) {
 			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
 			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 				if !evaluation.Scored(cs, rep) {
@@ -202,8 +263,9 @@ func (r *Reconciler) scoreEnded(ctx context.Context, s *scope) error {
 	e := s.eval
 	var errs []error
 	for _, v := range evaluation.Variants(e) {
-		for i := range e.Spec.Cases {
-			c := &e.Spec.Cases[i]
+		cases := evaluation.Cases(e)
+		for i := range cases {
+			c := &cases[i]
 			cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
 			for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 				run := s.runs[evaluation.RunName(e.Name, v.Name, c.Name, rep)]
@@ -220,11 +282,44 @@ func (r *Reconciler) scoreEnded(ctx context.Context, s *scope) error {
 					errs = append(errs, err)
 					continue
 				}
-				evaluation.Record(cs, evaluation.ResultOf(rep, run, why), why)
+				// Judged once: the result is recorded with the score, and
+				// a scored run is never scored again. (A status write that
+				// loses a conflict is computed again, the judge called
+				// again with it.)
+				res := evaluation.ResultOf(rep, run, why)
+				why, err = r.judge(ctx, s).JudgeResult(ctx, e, c, run, evaluation.RunIndex(e, v.Name, i, rep), &res, why)
+				if err != nil {
+					s.pending[evaluation.PendingKey(v.Name, c.Name)]++
+					errs = append(errs, err)
+					continue
+				}
+				evaluation.Record(cs, res, why)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// judge is the evaluation's judge, built on first use in the reconcile;
+// nil without spec.judge.
+func (r *Reconciler) judge(ctx context.Context, s *scope) *evaluation.Judge {
+	spec := s.eval.Spec.Judge
+	if spec == nil || s.judge != nil {
+		return s.judge
+	}
+	s.judge = &evaluation.Judge{Spec: spec}
+	if s.eval.Spec.BudgetRef != nil {
+		s.judge.Lease = r.judgeLease(s.eval)
+	}
+	if r.Judges == nil {
+		s.judge.Unavailable = "this operator calls no judges"
+		return s.judge
+	}
+	var err error
+	if s.judge.Model, s.judge.Pricing, err = r.Judges(ctx, s.eval.Namespace, &spec.Model); err != nil {
+		s.judge.Unavailable = err.Error()
+	}
+	return s.judge
 }
 
 // score scores an ended run, reading its calls from its transcript when
@@ -251,6 +346,9 @@ func (r *Reconciler) score(ctx context.Context, exp *v1alpha1.EvaluationExpectat
 // spec.concurrency are unfinished.
 func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, error) {
 	e := s.eval
+	if b := s.budgeted; b != nil && !b.ok {
+		return ctrl.Result{RequeueAfter: budgetRetry}, nil // the Budgeted condition says why
+	}
 	unfinished := int32(0)
 	for _, run := range s.runs {
 		if !runstatus.Finished(run) {
@@ -258,8 +356,9 @@ func (r *Reconciler) createDue(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 	}
 	variants := evaluation.Variants(e)
-	for i := range e.Spec.Cases {
-		c := &e.Spec.Cases[i]
+	cases := evaluation.Cases(e)
+	for i := range cases {
+		c := &cases[i]
 		for rep := int32(1); rep <= max(e.Spec.Repeats, 1); rep++ {
 			for _, v := range variants {
 				cs := evaluation.VariantCaseStatus(&e.Status, v.Name, c.Name)
@@ -326,12 +425,8 @@ func (r *Reconciler) takenBy(ctx context.Context, e *v1alpha1.AgentEvaluation, n
 // records the operator.
 func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, v v1alpha1.EvaluationVariant, c *v1alpha1.EvaluationCase, name string) (*v1alpha1.AgentRun, error) {
 	run := &v1alpha1.AgentRun{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace,
-			Labels: map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}},
-		Spec: runclient.FromTemplate(v.TemplateRef.Name, c.Parameters),
-	}
-	if v.Name != "" {
-		run.Labels[v1alpha1.LabelVariant] = v.Name
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace, Labels: runLabels(e, v, c)},
+		Spec:       runclient.FromTemplate(v.TemplateRef.Name, c.Parameters),
 	}
 	if author := e.Annotations[v1alpha1.CreatedByAnnotation]; author != "" {
 		run.Annotations = map[string]string{v1alpha1.CreatedByAnnotation: author}
@@ -340,6 +435,16 @@ func runFor(sc *runtime.Scheme, e *v1alpha1.AgentEvaluation, v v1alpha1.Evaluati
 		return nil, err
 	}
 	return run, nil
+}
+
+// runLabels are the labels of the runs of case c of variant v: the
+// evaluation, the case and the variant (unless "", spec.templateRef's).
+func runLabels(e *v1alpha1.AgentEvaluation, v v1alpha1.EvaluationVariant, c *v1alpha1.EvaluationCase) map[string]string {
+	l := map[string]string{v1alpha1.LabelEvaluation: e.Name, v1alpha1.LabelCase: c.Name}
+	if v.Name != "" {
+		l[v1alpha1.LabelVariant] = v.Name
+	}
+	return l
 }
 
 // report tells, after the status write, what changed: the runs created
