@@ -16,6 +16,11 @@ import (
 // token endpoint would not issue a token.
 var ErrUnauthenticated = errors.New("not authenticated")
 
+// ErrNoToken marks a session that did not start because the OAuth token
+// endpoint issued no token (it refused the client, or could not be
+// reached). It is an ErrUnauthenticated too.
+var ErrNoToken = errors.New("no OAuth access token")
+
 // tokenTransport authenticates every request with an OAuth 2 access token
 // obtained with the client credentials grant. The token is cached until
 // it is about to expire (oauth2.Token.Valid) or the server answers 401,
@@ -102,4 +107,4 @@ func (e *tokenError) Error() string {
 	return fmt.Sprintf("no OAuth token from %s: %s", e.url, cause(e.err))
 }
 
-func (e *tokenError) Unwrap() []error { return []error{ErrUnauthenticated, e.err} }
+func (e *tokenError) Unwrap() []error { return []error{ErrUnauthenticated, ErrNoToken, e.err} }

@@ -169,7 +169,7 @@ func TestExecute_clientCredentials(t *testing.T) {
 			// Without the token, the server refuses; the error says so.
 			_, err := executor(t, srv.URL, "whoami", WithProtocol(p)).Inspect(context.Background())
 			want := "MCP server " + srv.URL + ": the server refused the request's credentials (HTTP 401 Unauthorized)"
-			if err == nil || err.Error() != want || !errors.Is(err, ErrUnauthenticated) {
+			if err == nil || err.Error() != want || !errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrNoToken) {
 				t.Errorf("Inspect without a token = %v\nwant %s (ErrUnauthenticated)", err, want)
 			}
 
@@ -239,7 +239,11 @@ func TestExecute_refusedCredentialsAreAReadableFailure(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res := executor(t, srv.URL, "whoami", WithClientCredentials(tc.cc, nil)).Execute(context.Background(), call(`{}`))
+			e := executor(t, srv.URL, "whoami", WithClientCredentials(tc.cc, nil))
+			if _, err := e.Tools(context.Background()); !errors.Is(err, ErrNoToken) || !errors.Is(err, ErrUnauthenticated) {
+				t.Errorf("Tools = %v, want ErrNoToken and ErrUnauthenticated", err)
+			}
+			res := e.Execute(context.Background(), call(`{}`))
 			if res.Failure == nil || res.Failure.Kind != loop.FailUnavailable {
 				t.Fatalf("Failure = %+v, want Unavailable", res.Failure)
 			}
