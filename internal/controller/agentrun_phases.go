@@ -82,6 +82,17 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			case err != nil:
 				return ctrl.Result{}, err
 			}
+			// Tools that name an MCPServer take its settings now, before
+			// the policies judge them by their server's url.
+			src, err = resolveMCPServers(ctx, r.APIReader, src)
+			var refusal *mcpServerRefusal
+			switch {
+			case errors.As(err, &refusal):
+				r.failInvalid(sc, "the run cannot start: "+err.Error())
+				return ctrl.Result{}, nil
+			case err != nil:
+				return ctrl.Result{}, err
+			}
 			run, changes, err := platform.Apply(src, pols)
 			var grant egress.Grant
 			if err == nil {
