@@ -80,15 +80,18 @@ func statusTools(offered []*mcp.Tool, include []string) (tools []v1alpha1.MCPSer
 		if len(include) > 0 && !slices.Contains(include, t.Name) {
 			continue
 		}
-		if seen[t.Name] {
-			continue // a server that lists a name twice: the first counts
+		// Status keys the tools by name, cut as the API allows: a name
+		// listed twice (or two cut alike) counts once, the first.
+		name := clip.Head(t.Name, 256)
+		if seen[name] {
+			continue
 		}
-		seen[t.Name] = true
+		seen[name] = true
 		count++
 		if len(tools) == v1alpha1.MaxMCPServerTools {
 			continue
 		}
-		st := v1alpha1.MCPServerTool{Name: clip.Head(t.Name, 256), Description: clip.Cut(t.Description, v1alpha1.MaxMCPToolDescription, runstatus.CutMark),
+		st := v1alpha1.MCPServerTool{Name: name, Description: clip.Cut(t.Description, v1alpha1.MaxMCPToolDescription, runstatus.CutMark),
 			InputSchemaDigest: schemaDigest(t.InputSchema)}
 		if h := mcptool.HintsFrom(t.Annotations); h.Annotated {
 			st.ReadOnlyHint, st.DestructiveHint = &h.ReadOnly, &h.Destructive

@@ -25,16 +25,19 @@ func TestStatusTools_filtersBoundsAndClips(t *testing.T) {
 		{Name: "refund", Description: long, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},
 		{Name: "export"},
 		{Name: "lookup", Description: "a second lookup"},
+		{Name: strings.Repeat("n", 300)},
+		{Name: strings.Repeat("n", 256) + "-other"},
 	}
 	tools, count, missing := statusTools(offered, nil)
-	if count != 3 || len(missing) != 0 {
-		t.Errorf("count, missing = %d, %v; want 3, none", count, missing)
+	if count != 4 || len(missing) != 0 {
+		t.Errorf("count, missing = %d, %v; want 4, none", count, missing)
 	}
 	want := []v1alpha1.MCPServerTool{
 		{Name: "lookup", Description: "Looks an account up.", InputSchemaDigest: schemaDigest(map[string]any{"type": "object"}),
 			ReadOnlyHint: ptr.To(true), DestructiveHint: ptr.To(false)},
 		{Name: "refund", Description: tools[1].Description, ReadOnlyHint: ptr.To(false), DestructiveHint: ptr.To(true)},
 		{Name: "export"},
+		{Name: strings.Repeat("n", 256)},
 	}
 	if diff := cmp.Diff(want, tools); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
