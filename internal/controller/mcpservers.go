@@ -12,10 +12,18 @@ import (
 )
 
 // mcpServerRefusal is a serverRef the run cannot use: the MCPServer does
-// not exist, or does not include the tool. The run cannot start.
-type mcpServerRefusal struct{ msg string }
+// not exist (missing; it may yet be created), or does not include the
+// tool. The run cannot start.
+type mcpServerRefusal struct {
+	msg     string
+	missing bool
+}
 
 func (e *mcpServerRefusal) Error() string { return e.msg }
+
+// ReasonMCPServerNotFound is the event reason of a run whose tool names
+// an MCPServer that does not exist (yet).
+const ReasonMCPServerNotFound = "MCPServerNotFound"
 
 // resolveMCPServers returns run with each mcp tool that names an
 // MCPServer (mcp.serverRef) given the server's url, transport, headers,
@@ -39,12 +47,13 @@ func resolveMCPServers(ctx context.Context, reader client.Reader, run *v1alpha1.
 		err := reader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: t.MCP.ServerRef.Name}, s)
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, &mcpServerRefusal{fmt.Sprintf("tools[%d] (%s): MCPServer %q does not exist in namespace %s", i, t.Name, t.MCP.ServerRef.Name, run.Namespace)}
+			return nil, &mcpServerRefusal{msg: fmt.Sprintf("tools[%d] (%s): MCPServer %q does not exist in namespace %s", i, t.Name, t.MCP.ServerRef.Name, run.Namespace),
+				missing: true}
 		case err != nil:
 			return nil, fmt.Errorf("reading MCPServer %s of tools[%d] (%s): %w", t.MCP.ServerRef.Name, i, t.Name, err)
 		}
 		if inc := s.Spec.IncludeTools; len(inc) > 0 && !slices.Contains(inc, t.MCP.Tool) {
-			return nil, &mcpServerRefusal{fmt.Sprintf("tools[%d] (%s): MCPServer %s does not include tool %q; its includeTools are %s",
+			return nil, &mcpServerRefusal{msg: fmt.Sprintf("tools[%d] (%s): MCPServer %s does not include tool %q; its includeTools are %s",
 				i, t.Name, s.Name, t.MCP.Tool, strings.Join(inc, ", "))}
 		}
 		t.MCP.URL, t.MCP.MCPConnection, t.MCP.ServerRef = s.Spec.URL, *s.Spec.MCPConnection.DeepCopy(), nil

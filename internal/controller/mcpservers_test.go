@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -87,23 +89,47 @@ func TestMCPServerRef_platformRuleMatchesADestructiveToolByItsAnnotation(t *test
 	}
 }
 
-// A serverRef to an MCPServer that does not exist, or that does not
-// include the tool, ends the run before it starts, saying which.
-func TestMCPServerRef_unusableServerFailsTheRun(t *testing.T) {
+// A serverRef to an MCPServer that does not include the tool ends the run
+// before it starts, saying so.
+func TestMCPServerRef_excludedToolFailsTheRun(t *testing.T) {
 	ns := namespace(t)
 	url, _ := ledgerServer(t)
 	if err := k8sClient.Create(context.Background(), &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
 		Spec: v1alpha1.MCPServerSpec{URL: url, IncludeTools: []string{"lookup_invoice"}}}); err != nil {
 		t.Fatal(err)
 	}
-	missing := makeRun(ns, "missing").with(func(s *v1alpha1.AgentRunSpec) {
-		s.Tools = []v1alpha1.ToolSpec{serverRefTool("lookup", "billing", "lookup_invoice")}
-	}).answer("done").create(t)
 	excluded := makeRun(ns, "excluded").with(func(s *v1alpha1.AgentRunSpec) {
 		s.Tools = []v1alpha1.ToolSpec{serverRefTool("void", "ledger", "void_invoice")}
 	}).answer("done").create(t)
 	startManager(t, &kit.Builder{})
-	expectInvalid(t, waitOutcome(t, missing, 20*time.Second), `the run cannot start: tools[0] (lookup): MCPServer "billing" does not exist in namespace `+ns)
 	expectInvalid(t, waitOutcome(t, excluded, 20*time.Second),
 		`the run cannot start: tools[0] (void): MCPServer ledger does not include tool "void_invoice"; its includeTools are lookup_invoice`)
+}
+
+// A run whose MCPServer does not exist yet waits for it (a GitOps tool
+// may apply the run first), saying so in an event, and runs once it is
+// created. (Past TemplateWait it ends Error, as for a missing template.)
+func TestMCPServerRef_waitsForAServerAppliedAfterTheRun(t *testing.T) {
+	ns := namespace(t)
+	url, calls := ledgerServer(t)
+	run := makeRun(ns, "early").with(func(s *v1alpha1.AgentRunSpec) {
+		s.Tools = []v1alpha1.ToolSpec{serverRefTool("lookup", "ledger", "lookup_invoice")}
+	}).calls("lookup", `{}`).answer("Found.").create(t)
+	startManager(t, &kit.Builder{})
+	g := NewWithT(t)
+	g.Eventually(func() []string {
+		return eventNotes(t, ns, "AgentRun", run.Name, corev1.EventTypeWarning, ReasonMCPServerNotFound)
+	}, 10*time.Second, 50*time.Millisecond).Should(ContainElement(
+		`tools[0] (lookup): MCPServer "ledger" does not exist in namespace ` + ns + `; waiting up to 1m0s for it`))
+	if out := get(t, run).Status.Outcome; out != "" {
+		t.Fatalf("the run ended %s while its MCPServer could still be created", out)
+	}
+	if err := k8sClient.Create(context.Background(), &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
+		Spec: v1alpha1.MCPServerSpec{URL: url}}); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcome(t, waitOutcome(t, run, 30*time.Second), v1alpha1.OutcomeCompleted, "")
+	if calls()["lookup_invoice"] != 1 {
+		t.Errorf("calls %v, want lookup_invoice once", calls())
+	}
 }
