@@ -407,14 +407,26 @@ type JobPod struct {
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 }
 
-// MCPTool calls one tool of a Model Context Protocol server over the
-// streamable HTTP transport.
+// MCPTool calls one tool of a Model Context Protocol server: one named by
+// url with the connection settings given here (inline), or an MCPServer
+// of the run's namespace named by serverRef, whose settings are used.
+//
+// +kubebuilder:validation:XValidation:rule=`has(self.url) != has(self.serverRef)`,message="mcp names its server exactly one way: url (inline) or serverRef (an MCPServer)"
+// +kubebuilder:validation:XValidation:rule=`!has(self.serverRef) || (!has(self.transport) && !has(self.headers) && !has(self.oauth) && !has(self.caBundleRef))`,message="mcp.serverRef uses the MCPServer's transport, headers, oauth and caBundleRef: set none of them on the tool"
 type MCPTool struct {
 	// url is the server's MCP endpoint, for example http://mcp-billing:8080/mcp.
-	// +required
+	// Exactly one of url and serverRef is set.
+	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule=`self.startsWith('http://') || self.startsWith('https://')`,message="mcp.url must start with http:// or https://"
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
+
+	// serverRef names an MCPServer of the run's namespace: its url,
+	// transport, headers, oauth and caBundleRef are used, read when the
+	// run's tools are built (when it starts, and again after an operator
+	// restart). Exactly one of url and serverRef is set.
+	// +optional
+	ServerRef *MCPServerRef `json:"serverRef,omitempty"`
 
 	// tool is the tool's name on the server; the model sees spec.tools[].name.
 	// +required
@@ -431,17 +443,97 @@ type MCPTool struct {
 	// +optional
 	RequireReadOnlyHint bool `json:"requireReadOnlyHint,omitempty"`
 
+	// transport, headers, oauth and caBundleRef say how to reach the
+	// server named by url; with serverRef, the MCPServer's are used.
+	MCPConnection `json:",inline"`
+}
+
+// MCPServerRef names an MCPServer in the run's namespace.
+type MCPServerRef struct {
+	// name is the MCPServer's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// MCPTransport is the transport an MCP server speaks.
+// +kubebuilder:validation:Enum=streamableHTTP;sse
+type MCPTransport string
+
+const (
+	// MCPStreamableHTTP is the streamable HTTP transport (MCP 2025-03-26
+	// and later): every message is a POST to the endpoint.
+	MCPStreamableHTTP MCPTransport = "streamableHTTP"
+	// MCPSSE is the older HTTP+SSE transport (MCP 2024-11-05): a GET to the
+	// endpoint opens an event stream on which every answer comes back.
+	MCPSSE MCPTransport = "sse"
+)
+
+// MCPConnection is how to reach an MCP server besides its URL.
+type MCPConnection struct {
+	// transport is the MCP transport the server speaks: streamableHTTP
+	// (the default) or sse, for servers that speak only the older
+	// HTTP+SSE transport.
+	// +optional
+	Transport MCPTransport `json:"transport,omitempty"`
+
 	// headers are sent with every request; values can come from Secrets.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Headers []HTTPHeader `json:"headers,omitempty"`
 
+	// oauth authenticates every request with an OAuth 2 access token
+	// obtained with the client credentials grant.
+	// +optional
+	OAuth *OAuthClientCredentials `json:"oauth,omitempty"`
+
 	// caBundleRef names PEM certificates of the certificate authorities
-	// that may sign the server's certificate, trusted besides the system's
-	// roots. It is read when the run starts.
+	// that may sign the server's certificate (and the token endpoint's),
+	// trusted besides the system's roots. It is read when the run starts.
 	// +optional
 	CABundleRef *CABundleRef `json:"caBundleRef,omitempty"`
 }
+
+// OAuthClientCredentials is an OAuth 2 client that obtains access tokens
+// with the client credentials grant (RFC 6749 section 4.4). The token is
+// sent as a bearer token, kept until shortly before it expires, and never
+// shown in status, events or logs; the client secret neither.
+type OAuthClientCredentials struct {
+	// clientSecretRef names a Secret in the namespace whose keys clientID
+	// and clientSecret are the client's credentials.
+	// +required
+	ClientSecretRef OAuthSecretRef `json:"clientSecretRef"`
+
+	// tokenURL is the authorization server's token endpoint.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('http://') || self.startsWith('https://')`,message="oauth.tokenURL must start with http:// or https://"
+	TokenURL string `json:"tokenURL"`
+
+	// scopes are the scopes the token is requested for.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// OAuthSecretRef names a Secret holding an OAuth client's credentials.
+type OAuthSecretRef struct {
+	// name is the Secret's name. Its keys clientID and clientSecret are
+	// read.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// The keys of an OAuth client's Secret (oauth.clientSecretRef).
+const (
+	OAuthClientIDKey     = "clientID"
+	OAuthClientSecretKey = "clientSecret"
+)
 
 // CABundleRef names a key holding one or more PEM certificates (a CA
 // bundle), in a ConfigMap or a Secret of the AgentRun's namespace. A CA

@@ -82,6 +82,23 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			case err != nil:
 				return ctrl.Result{}, err
 			}
+			// Tools that name an MCPServer take its settings now, before
+			// the policies judge them by their server's url.
+			src, err = resolveMCPServers(ctx, r.APIReader, src)
+			var refusal *mcpServerRefusal
+			switch {
+			case errors.As(err, &refusal) && refusal.missing && sc.now.Sub(sc.run.CreationTimestamp.Time) < TemplateWait:
+				// Applied after the run, as a template may be.
+				r.event(sc.run, corev1.EventTypeWarning, ReasonMCPServerNotFound, ReasonMCPServerNotFound,
+					fmt.Sprintf("%s; waiting up to %s for it", err.Error(), TemplateWait))
+				sc.wait = true
+				return ctrl.Result{RequeueAfter: TemplateWait / 10}, nil
+			case errors.As(err, &refusal):
+				r.failInvalid(sc, "the run cannot start: "+err.Error())
+				return ctrl.Result{}, nil
+			case err != nil:
+				return ctrl.Result{}, err
+			}
 			run, changes, err := platform.Apply(src, pols)
 			var grant egress.Grant
 			if err == nil {

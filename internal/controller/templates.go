@@ -28,9 +28,9 @@ import (
 // status.template. From then on the run is built from that Secret only: an
 // edit or deletion of the template changes nothing for it.
 
-// TemplateWait is how long a run waits for the template it names to
-// exist (a GitOps tool may apply the run before the template) before it
-// ends Error.
+// TemplateWait is how long a run waits for the template, or an MCPServer,
+// it names to exist (a GitOps tool may apply the run before them) before
+// it ends Error.
 const TemplateWait = time.Minute
 
 // resolvedSpecType is the Secret type of a run's resolved spec.

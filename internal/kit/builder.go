@@ -27,6 +27,7 @@ import (
 	"github.com/agentrun/agentrun/internal/tools/local"
 	"github.com/agentrun/agentrun/internal/tools/mcptool"
 	"github.com/agentrun/agentrun/internal/tools/memtool"
+	"golang.org/x/oauth2/clientcredentials"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -171,19 +172,15 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 			}
 			executors[t.Name] = ex
 		case t.MCP != nil:
-			opts := []mcptool.Option{}
-			rt, err := b.toolRoundTripper(ctx, run, egressed, fmt.Sprintf("tools[%d] (%s) mcp.caBundleRef", i, t.Name), t.MCP.CABundleRef)
+			if t.MCP.ServerRef != nil {
+				// The operator puts the MCPServer's settings in the tool
+				// before it builds the run (ResolveMCPServers).
+				return nil, fmt.Errorf("tools[%d] (%s): mcp.serverRef %q is not resolved here: an MCPServer is read by the operator, not by agentrun local",
+					i, t.Name, t.MCP.ServerRef.Name)
+			}
+			opts, err := b.mcpOptions(ctx, run, egressed, fmt.Sprintf("tools[%d] (%s)", i, t.Name), t.MCP.URL, &t.MCP.MCPConnection)
 			if err != nil {
 				return nil, err
-			}
-			if len(t.MCP.Headers) > 0 {
-				ht, err := newHeaderTransport(t.MCP.URL, headers(t.MCP.Headers), b.resolver(run), rt)
-				if err != nil {
-					return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
-				}
-				opts = append(opts, mcptool.WithTransport(ht), mcptool.WithRedaction(ht.sent))
-			} else if rt != nil {
-				opts = append(opts, mcptool.WithTransport(rt))
 			}
 			ex, err := mcptool.New(t.MCP.URL, t.MCP.Tool, opts...)
 			if err != nil {
@@ -625,6 +622,67 @@ func (b *Builder) apiKey(run *v1alpha1.AgentRun, ref *v1alpha1.SecretKeySelector
 	}
 }
 
+// ErrCredentialsUnreadable marks an MCP server's credentials (a header's
+// Secret, the OAuth client's Secret) that could not be read.
+var ErrCredentialsUnreadable = errors.New("the credentials could not be read")
+
+// mcpOptions is how a run reaches an MCP server at endpoint with the
+// connection settings c: its transport, its CA bundle, its OAuth client
+// (whose Secret is read now) and its headers (whose Secrets are read at
+// each request), through egressed. field names the tool in errors.
+func (b *Builder) mcpOptions(ctx context.Context, run *v1alpha1.AgentRun, egressed *http.Client, field, endpoint string, c *v1alpha1.MCPConnection) ([]mcptool.Option, error) {
+	opts := []mcptool.Option{}
+	if c.Transport != "" {
+		opts = append(opts, mcptool.WithProtocol(mcptool.Protocol(c.Transport)))
+	}
+	rt, err := b.toolRoundTripper(ctx, run, egressed, field+" mcp.caBundleRef", c.CABundleRef)
+	if err != nil {
+		return nil, err
+	}
+	if o := c.OAuth; o != nil {
+		resolve := b.resolver(run)
+		id, err := resolve(ctx, o.ClientSecretRef.Name, v1alpha1.OAuthClientIDKey)
+		if err == nil {
+			var secret string
+			secret, err = resolve(ctx, o.ClientSecretRef.Name, v1alpha1.OAuthClientSecretKey)
+			opts = append(opts, mcptool.WithClientCredentials(clientcredentials.Config{
+				ClientID: strings.TrimSpace(id), ClientSecret: strings.TrimRight(secret, "\r\n"), TokenURL: o.TokenURL, Scopes: o.Scopes}, rt))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s mcp.oauth.clientSecretRef: %w: %w", field, ErrCredentialsUnreadable, err)
+		}
+	}
+	if len(c.Headers) > 0 {
+		ht, err := newHeaderTransport(endpoint, headers(c.Headers), b.resolver(run), rt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		opts = append(opts, mcptool.WithTransport(ht), mcptool.WithRedaction(ht.sent))
+	} else if rt != nil {
+		opts = append(opts, mcptool.WithTransport(rt))
+	}
+	return opts, nil
+}
+
+// MCPServer is how the operator reaches an MCPServer to list its tools:
+// as a run of the server's namespace acting as its serviceAccountName
+// would, through the egress policy with grant (what the AgentRunPolicies
+// governing the namespace open). An error wraps ErrCredentialsUnreadable
+// when the OAuth client's Secret could not be read; one from the
+// server's Server.Tools does when a header's Secret could not be.
+func (b *Builder) MCPServer(ctx context.Context, s *v1alpha1.MCPServer, grant egress.Grant) (*mcptool.Server, error) {
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace}, Spec: v1alpha1.AgentRunSpec{AgentSpec: v1alpha1.AgentSpec{ServiceAccountName: s.Spec.ServiceAccountName}}}
+	var egressed *http.Client
+	if b.Egress != nil {
+		egressed = b.Egress.For(grant)
+	}
+	opts, err := b.mcpOptions(ctx, run, egressed, "MCPServer "+s.Name, s.Spec.URL, &s.Spec.MCPConnection)
+	if err != nil {
+		return nil, err
+	}
+	return mcptool.NewServer(s.Spec.URL, opts...)
+}
+
 // toolTransport is the transport of HTTP and MCP tools: the run's egress
 // client's, or nil for their packages' defaults.
 func toolTransport(egressed *http.Client) http.RoundTripper {
@@ -698,6 +756,11 @@ func (b *Builder) checkSecrets(ctx context.Context, run *v1alpha1.AgentRun) erro
 			hs = t.HTTP.Headers
 		case t.MCP != nil:
 			hs = t.MCP.Headers
+			if o := t.MCP.OAuth; o != nil {
+				if err := check(fmt.Sprintf("tools[%d] (%s) mcp.oauth.clientSecretRef", i, t.Name), o.ClientSecretRef.Name); err != nil {
+					return err
+				}
+			}
 		case t.Job != nil:
 			// The kubelet reads these for the tool's pod whatever the
 			// pod's account may do; asking first keeps a run to the
@@ -773,7 +836,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if h.Secret != nil {
 			s, err := t.resolve(req.Context(), h.Secret.Name, h.Secret.Key)
 			if err != nil {
-				return nil, fmt.Errorf("header %s: %w", h.Name, err)
+				return nil, &unreadableHeader{name: h.Name, err: err}
 			}
 			v = strings.TrimRight(s, "\r\n")
 			t.mu.Lock()
@@ -784,6 +847,15 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return t.base.RoundTrip(req)
 }
+
+// unreadableHeader is a header whose Secret could not be read.
+type unreadableHeader struct {
+	name string
+	err  error
+}
+
+func (e *unreadableHeader) Error() string   { return fmt.Sprintf("header %s: %v", e.name, e.err) }
+func (e *unreadableHeader) Unwrap() []error { return []error{ErrCredentialsUnreadable, e.err} }
 
 // sent returns the Secret values the transport has sent.
 func (t *headerTransport) sent() []string {

@@ -429,6 +429,14 @@ func (m *Manifest) checkSecretRefs() error {
 			if err := checkCA(fmt.Sprintf("tools[%d] (%s) mcp.caBundleRef", i, t.Name), t.MCP.CABundleRef); err != nil {
 				return err
 			}
+			if o := t.MCP.OAuth; o != nil {
+				for _, key := range []string{v1alpha1.OAuthClientIDKey, v1alpha1.OAuthClientSecretKey} {
+					ref := v1alpha1.SecretKeySelector{Name: o.ClientSecretRef.Name, Key: key}
+					if err := check(fmt.Sprintf("tools[%d] (%s) mcp.oauth.clientSecretRef", i, t.Name), ref); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		for j, h := range hs {
 			if h.ValueFrom != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentrun/agentrun/internal/controller/agentevaluation"
 	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
 	"github.com/agentrun/agentrun/internal/controller/agentschedule"
+	"github.com/agentrun/agentrun/internal/controller/mcpserver"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
@@ -374,6 +375,12 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 		// Evaluations too, for the same reason: an evaluation counts its
 		// runs in every shard.
 		if err := agentevaluation.NewReconciler(agentevaluation.Config{Base: base, Keys: keys, Judges: builder.Judge, Ledgers: ledgers}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		// MCP servers too: one listing of each server is enough.
+		// Listings are bounded (mcpserver.DiscoveryTimeout) on workers of
+		// their own, and read Secrets as each server's ServiceAccount.
+		if err := mcpserver.NewReconciler(mcpserver.Config{Base: base, Connect: builder.MCPServer}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

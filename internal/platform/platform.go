@@ -211,7 +211,7 @@ type secretRef struct {
 
 // secretRefs lists every Secret the spec names other than the model's
 // API key (model.apiKeySecretRef): the model's CA bundle, and each tool's
-// headers, env and CA bundle, in the order of the manifest.
+// headers, env, CA bundle and OAuth client, in the order of the manifest.
 func secretRefs(spec *v1alpha1.AgentRunSpec) []secretRef {
 	var out []secretRef
 	ca := func(path string, ref *v1alpha1.CABundleRef) {
@@ -239,6 +239,9 @@ func secretRefs(spec *v1alpha1.AgentRunSpec) []secretRef {
 		case t.MCP != nil:
 			headers(path+".mcp", t.MCP.Headers)
 			ca(path+".mcp", t.MCP.CABundleRef)
+			if o := t.MCP.OAuth; o != nil {
+				out = append(out, secretRef{Path: path + ".mcp.oauth.clientSecretRef", Secret: o.ClientSecretRef.Name})
+			}
 		case t.Job != nil:
 			for j, e := range t.Job.Env {
 				if e.ValueFrom != nil {

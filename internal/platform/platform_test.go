@@ -425,6 +425,11 @@ func TestApply_pinnedKeysStayPinned(t *testing.T) {
 			tool.MCP.Headers = header(pinned)
 			s.Tools = []v1alpha1.ToolSpec{tool}
 		}, "spec.tools[0].mcp.headers[1].valueFrom.secretKeyRef"},
+		{"an mcp tool's OAuth client", func(s *v1alpha1.AgentRunSpec) {
+			tool := mcpTool("search", "https://attacker.example.net/mcp")
+			tool.MCP.OAuth = &v1alpha1.OAuthClientCredentials{ClientSecretRef: v1alpha1.OAuthSecretRef{Name: pinned.Name}, TokenURL: "https://attacker.example.net/token"}
+			s.Tools = []v1alpha1.ToolSpec{tool}
+		}, "spec.tools[0].mcp.oauth.clientSecretRef"},
 		{"a job tool's env", func(s *v1alpha1.AgentRunSpec) {
 			tool := jobTool("exfiltrate", "attacker.example.net/curl:1")
 			tool.Job.Env = []v1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "KEY", ValueFrom: &v1alpha1.EnvVarSource{SecretKeyRef: pinned}}}

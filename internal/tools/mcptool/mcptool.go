@@ -1,6 +1,8 @@
 // Package mcptool executes an `mcp` tool: it calls one named tool on a
-// Model Context Protocol server over the streamable HTTP transport, with
-// the official Go SDK.
+// Model Context Protocol server over the streamable HTTP or the HTTP+SSE
+// transport, with the official Go SDK, optionally with an OAuth 2 access
+// token obtained with the client credentials grant. It also lists a
+// server's tools (Server.Tools), for the MCPServer controller.
 //
 // Every call opens its own session (initialize, tools/call, close). That
 // costs a round trip, and buys calls that do not depend on a session that
@@ -10,6 +12,9 @@
 //
 // How a call's outcome maps to a Result:
 //   - the server cannot be reached, or fails the handshake: Unavailable;
+//   - the server refuses the credentials (401, 403), or the token endpoint
+//     will not issue a token: Unavailable, saying which (the error wraps
+//     ErrUnauthenticated);
 //   - the deadline passes: Timeout;
 //   - the server rejects the request (a JSON-RPC error: unknown tool,
 //     invalid parameters): InvalidCall, with the server's message;
@@ -43,6 +48,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -63,26 +69,55 @@ const (
 	maxListedTools = 30
 )
 
-// Executor calls one tool of one MCP server. It is safe for concurrent use.
-type Executor struct {
+// Protocol is the MCP transport a server speaks.
+type Protocol string
+
+const (
+	// StreamableHTTP is the streamable HTTP transport (MCP 2025-03-26 and
+	// later): each message is a POST to the endpoint.
+	StreamableHTTP Protocol = "streamableHTTP"
+	// SSE is the older HTTP+SSE transport (MCP 2024-11-05): a GET to the
+	// endpoint opens an event stream that names where to POST messages,
+	// and every answer comes back on that stream.
+	SSE Protocol = "sse"
+)
+
+// Server is how to reach one MCP server: its endpoint, its transport and
+// credentials. It is safe for concurrent use.
+type Server struct {
 	endpoint         string
-	tool             string
+	protocol         Protocol
 	transport        http.RoundTripper
 	maxResponseBytes int64
 	secrets          func() []string
+}
+
+// Executor calls one tool of one MCP server. It is safe for concurrent use.
+type Executor struct {
+	*Server
+	tool string
 
 	mu        sync.Mutex
 	hints     Hints
 	inspected bool
 }
 
-// Option configures an Executor.
+// Option configures a Server or an Executor.
 type Option func(*executorOptions)
 
 type executorOptions struct {
+	protocol         Protocol
 	transport        http.RoundTripper
 	maxResponseBytes int64
 	secrets          func() []string
+	oauth            *clientcredentials.Config
+	oauthTransport   http.RoundTripper
+}
+
+// WithProtocol sets the transport the server speaks; the default is
+// StreamableHTTP.
+func WithProtocol(p Protocol) Option {
+	return func(o *executorOptions) { o.protocol = p }
 }
 
 // WithTransport sets the transport requests go through (custom TLS roots,
@@ -104,33 +139,80 @@ func WithMaxResponseBytes(n int64) Option {
 	return func(o *executorOptions) { o.maxResponseBytes = n }
 }
 
-// New returns an executor for tool on the MCP server at endpoint (an
-// http or https URL of the streamable HTTP transport, such as
-// http://mcp-billing:8080/mcp). It does not contact the server; Preflight
-// does.
-func New(endpoint, tool string, opts ...Option) (*Executor, error) {
+// WithClientCredentials authenticates every request to the server with
+// an OAuth 2 access token from cfg.TokenURL (the client credentials
+// grant). The token is kept until shortly before it expires or until the
+// server answers 401, and is redacted, like the client secret, from
+// anything the server answers. Token requests go through rt (nil: a clone
+// of http.DefaultTransport), not through WithTransport's transport, which
+// may add headers meant for the server only.
+func WithClientCredentials(cfg clientcredentials.Config, rt http.RoundTripper) Option {
+	return func(o *executorOptions) { o.oauth, o.oauthTransport = &cfg, rt }
+}
+
+// NewServer returns how to reach the MCP server at endpoint (an http or
+// https URL, such as http://mcp-billing:8080/mcp). It does not contact the
+// server.
+func NewServer(endpoint string, opts ...Option) (*Server, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("mcp tool: %q is not an http(s) URL", endpoint)
 	}
-	if strings.TrimSpace(tool) == "" {
-		return nil, errors.New("mcp tool: the tool name is empty")
-	}
 	o := executorOptions{
+		protocol:         StreamableHTTP,
 		transport:        http.DefaultTransport.(*http.Transport).Clone(),
 		maxResponseBytes: DefaultMaxResponseBytes,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Executor{
+	if o.protocol != StreamableHTTP && o.protocol != SSE {
+		return nil, fmt.Errorf("mcp tool: unknown transport %q (want %s or %s)", o.protocol, StreamableHTTP, SSE)
+	}
+	s := &Server{
 		endpoint:         endpoint,
-		tool:             tool,
+		protocol:         o.protocol,
 		transport:        o.transport,
 		maxResponseBytes: o.maxResponseBytes,
 		secrets:          o.secrets,
-	}, nil
+	}
+	if o.oauth != nil {
+		if o.oauth.TokenURL == "" || o.oauth.ClientID == "" {
+			return nil, errors.New("mcp tool: OAuth client credentials need a token URL and a client ID")
+		}
+		fetch := o.oauthTransport
+		if fetch == nil {
+			fetch = http.DefaultTransport.(*http.Transport).Clone()
+		}
+		tt := &tokenTransport{next: s.transport, config: *o.oauth, fetch: &http.Client{Transport: fetch}}
+		s.transport = tt
+		headerSecrets := s.secrets
+		s.secrets = func() []string {
+			out := tt.sent()
+			if headerSecrets != nil {
+				out = append(out, headerSecrets()...)
+			}
+			return out
+		}
+	}
+	return s, nil
 }
+
+// New returns an executor for tool on the MCP server at endpoint. It does
+// not contact the server; Preflight does.
+func New(endpoint, tool string, opts ...Option) (*Executor, error) {
+	if strings.TrimSpace(tool) == "" {
+		return nil, errors.New("mcp tool: the tool name is empty")
+	}
+	s, err := NewServer(endpoint, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{Server: s, tool: tool}, nil
+}
+
+// Endpoint returns the server's URL.
+func (s *Server) Endpoint() string { return s.endpoint }
 
 // connection is one session and what its transport observed.
 type connection struct {
@@ -138,10 +220,12 @@ type connection struct {
 	limit   *limitedTransport
 }
 
-// connect opens a session. The standalone SSE stream is not opened: a
-// session lives for one call and waits for no server-initiated messages.
-func (e *Executor) connect(ctx context.Context) (*connection, error) {
-	next := e.transport
+// connect opens a session. With streamable HTTP the standalone SSE stream
+// is not opened: a session lives for one call and waits for no
+// server-initiated messages. With SSE the session's stream carries every
+// answer, so the response limit bounds the whole session.
+func (s *Server) connect(ctx context.Context) (*connection, error) {
+	next := s.transport
 	// A session lives for one call: every request of it carries the W3C
 	// traceparent of the call's span (none when there is no trace), so the
 	// server's spans join the run's trace.
@@ -150,17 +234,54 @@ func (e *Executor) connect(ctx context.Context) (*connection, error) {
 	if len(trace) > 0 {
 		next = &traceTransport{next: next, trace: trace}
 	}
-	lt := &limitedTransport{next: next, limit: e.maxResponseBytes}
+	lt := &limitedTransport{next: next, limit: s.maxResponseBytes}
+	hc := &http.Client{Transport: lt, CheckRedirect: sameOrigin}
+	var transport mcp.Transport
+	switch s.protocol {
+	case SSE:
+		transport = &mcp.SSEClientTransport{Endpoint: s.endpoint, HTTPClient: hc, MaxEventSize: int(s.maxResponseBytes)}
+	default:
+		transport = &mcp.StreamableClientTransport{Endpoint: s.endpoint, HTTPClient: hc, DisableStandaloneSSE: true}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentrun", Version: "v1alpha1"}, nil)
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:             e.endpoint,
-		HTTPClient:           &http.Client{Transport: lt, CheckRedirect: sameOrigin},
-		DisableStandaloneSSE: true,
-	}, nil)
+	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, lt.explain(err)
 	}
 	return &connection{session: session, limit: lt}, nil
+}
+
+// Tools connects to the server and lists the tools it offers, in the
+// server's order. An error says why the list could not be had; it wraps
+// ErrUnauthenticated when the credentials were refused.
+func (s *Server) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, loop.DefaultToolTimeout)
+		defer cancel()
+	}
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return nil, s.unreachable(err)
+	}
+	var tools []*mcp.Tool
+	for tool, err := range conn.session.Tools(ctx, nil) {
+		if err != nil {
+			conn.close(false)
+			return nil, fmt.Errorf("MCP server %s: listing its tools failed: %w", s.endpoint, describe(conn.limit.explain(err)))
+		}
+		tools = append(tools, tool)
+	}
+	conn.close(true)
+	return tools, nil
+}
+
+// unreachable describes a session that could not be opened.
+func (s *Server) unreachable(err error) error {
+	if errors.Is(err, ErrUnauthenticated) {
+		return fmt.Errorf("MCP server %s: %w", s.endpoint, describe(err))
+	}
+	return fmt.Errorf("MCP server %s is unreachable: %w", s.endpoint, describe(err))
 }
 
 // errCrossOrigin refuses a redirect to another scheme, host or port: the
@@ -200,28 +321,18 @@ func (e *Executor) Preflight(ctx context.Context) error {
 // server says about this one. It fails when the server cannot be reached
 // or does not offer the tool, naming the tools it does offer.
 func (e *Executor) Inspect(ctx context.Context) (Hints, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, loop.DefaultToolTimeout)
-		defer cancel()
-	}
-	conn, err := e.connect(ctx)
+	tools, err := e.Tools(ctx)
 	if err != nil {
-		return Hints{}, fmt.Errorf("MCP server %s is unreachable: %s", e.endpoint, cause(err))
+		return Hints{}, err
 	}
 	var names []string
 	var found *mcp.Tool
-	for tool, err := range conn.session.Tools(ctx, nil) {
-		if err != nil {
-			conn.close(false)
-			return Hints{}, fmt.Errorf("MCP server %s: listing its tools failed: %s", e.endpoint, cause(conn.limit.explain(err)))
-		}
+	for _, tool := range tools {
 		names = append(names, tool.Name)
 		if tool.Name == e.tool {
 			found = tool
 		}
 	}
-	conn.close(true)
 	if found == nil {
 		return Hints{}, fmt.Errorf("MCP server %s does not offer tool %q; %s", e.endpoint, e.tool, offered(names))
 	}
@@ -289,7 +400,7 @@ func (e *Executor) send(ctx context.Context, inv loop.Invocation, args []byte, t
 		if f := deadlineFailure(ctx, callCtx, timeout); f != nil {
 			return loop.Result{Failure: f}
 		}
-		return failed(loop.FailUnavailable, fmt.Sprintf("MCP server %s is unreachable: %s", e.endpoint, cause(err)))
+		return failed(loop.FailUnavailable, e.unreachable(err).Error())
 	}
 	params := &mcp.CallToolParams{Name: e.tool, Arguments: json.RawMessage(args)}
 	if inv.IdempotencyKey != "" {
@@ -307,7 +418,7 @@ func (e *Executor) send(ctx context.Context, inv loop.Invocation, args []byte, t
 			return failed(loop.FailInvalid, fmt.Sprintf("MCP server %s rejected the call (JSON-RPC error %d): %s",
 				e.endpoint, rpcErr.Code, rpcErr.Message))
 		}
-		return failed(loop.FailUnavailable, fmt.Sprintf("MCP server %s failed during the call: %s", e.endpoint, cause(err)))
+		return failed(loop.FailUnavailable, fmt.Sprintf("MCP server %s failed during the call: %s", e.endpoint, describe(err)))
 	}
 
 	out, contentType := render(r)
@@ -383,6 +494,15 @@ func deadlineFailure(parent, call context.Context, timeout time.Duration) *loop.
 // cause names the condition behind an SDK error briefly; the SDK's own
 // messages nest every layer ("calling "initialize": sending ... Post ...").
 func cause(err error) string {
+	// First: a token endpoint that refused a connection is not the server.
+	var tokErr *tokenError
+	if errors.As(err, &tokErr) {
+		return tokErr.Error()
+	}
+	var credErr *credentialsError
+	if errors.As(err, &credErr) {
+		return credErr.Error()
+	}
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
@@ -419,21 +539,49 @@ func cause(err error) string {
 	return err.Error()
 }
 
+// described is an error with cause's brief message that keeps the chain
+// (errors.Is(err, ErrUnauthenticated) still holds).
+type described struct {
+	msg string
+	err error
+}
+
+func (d *described) Error() string { return d.msg }
+func (d *described) Unwrap() error { return d.err }
+
+func describe(err error) error { return &described{msg: cause(err), err: err} }
+
+// credentialsError is the server's refusal of a request for its
+// credentials (HTTP 401 or 403).
+type credentialsError struct{ status int }
+
+func (e *credentialsError) Error() string {
+	return fmt.Sprintf("the server refused the request's credentials (HTTP %d %s)", e.status, http.StatusText(e.status))
+}
+
+func (e *credentialsError) Unwrap() error { return ErrUnauthenticated }
+
 func failed(kind loop.FailureKind, detail string) loop.Result { return loop.Failed(kind, 0, detail) }
 
 var errResponseTooLarge = errors.New("the server's response exceeds the size limit")
 
 // limitedTransport fails the read of any response body longer than limit,
 // and remembers that it did: the SDK reads responses in its own goroutines
-// and reports such a failure only as a lost response.
+// and reports such a failure only as a lost response. It also remembers a
+// refusal of the credentials (401, 403), which the SDK reports only by
+// its status text.
 type limitedTransport struct {
 	next     http.RoundTripper
 	limit    int64
 	exceeded atomic.Bool
+	refused  atomic.Int32
 }
 
 func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		t.refused.Store(int32(resp.StatusCode))
+	}
 	if err != nil || t.limit <= 0 {
 		return resp, err
 	}
@@ -441,10 +589,17 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// explain replaces err by errResponseTooLarge when a response was cut.
+// explain replaces err by errResponseTooLarge when a response was cut,
+// and by a credentialsError when the server refused the credentials.
 func (t *limitedTransport) explain(err error) error {
-	if err != nil && t.exceeded.Load() {
+	if err == nil {
+		return nil
+	}
+	if t.exceeded.Load() {
 		return fmt.Errorf("%w (%d bytes)", errResponseTooLarge, t.limit)
+	}
+	if code := t.refused.Load(); code != 0 {
+		return &credentialsError{status: int(code)}
 	}
 	return err
 }

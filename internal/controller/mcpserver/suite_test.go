@@ -1,0 +1,15 @@
+package mcpserver
+
+import (
+	"os"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/testenv"
+)
+
+// cluster is the test API server (envtest) this package's tests share.
+// The MCP servers are real ones, built with the official SDK, on
+// loopback.
+var cluster testenv.Cluster
+
+func TestMain(m *testing.M) { os.Exit(testenv.MainCluster(m, &cluster)) }

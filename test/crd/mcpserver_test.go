@@ -1,0 +1,151 @@
+package crd_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+)
+
+// mcpServer is an MCPServer manifest named name whose spec is spec (YAML
+// indented two spaces).
+func mcpServer(name, spec string) string {
+	return `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: MCPServer
+metadata: {name: ` + name + `}
+spec:
+` + spec
+}
+
+func TestMCPServer_validation(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		wantErr    []string
+	}{
+		{name: "a URL alone", spec: `
+  url: http://mcp-billing:8080/mcp
+`},
+		{name: "every setting", spec: `
+  url: https://mcp.example:8443/sse
+  transport: sse
+  headers: [{name: X-Tenant, value: northwind}, {name: X-Api-Key, valueFrom: {secretKeyRef: {name: mcp-key, key: key}}}]
+  oauth: {clientSecretRef: {name: mcp-client}, tokenURL: https://auth.example/oauth2/token, scopes: [tools.read, tools.call]}
+  caBundleRef: {configMapKeyRef: {name: internal-ca, key: ca.crt}}
+  includeTools: [lookup_account, issue_refund]
+  refreshPeriod: 10m
+  serviceAccountName: billing-reader
+`},
+		{name: "not an http URL", spec: `
+  url: ws://mcp-billing:8080/mcp
+`, wantErr: []string{"url must start with http:// or https://"}},
+		{name: "another transport", spec: `
+  url: http://mcp-billing:8080/mcp
+  transport: websocket
+`, wantErr: []string{`spec.transport: Unsupported value: "websocket"`}},
+		{name: "a refresh period too short", spec: `
+  url: http://mcp-billing:8080/mcp
+  refreshPeriod: 5s
+`, wantErr: []string{"refreshPeriod must be a duration from 30s to 24h, such as 5m"}},
+		{name: "oauth without a token URL", spec: `
+  url: http://mcp-billing:8080/mcp
+  oauth: {clientSecretRef: {name: mcp-client}}
+`, wantErr: []string{"spec.oauth.tokenURL: Required value"}},
+		{name: "an oauth token URL that is not http", spec: `
+  url: http://mcp-billing:8080/mcp
+  oauth: {clientSecretRef: {name: mcp-client}, tokenURL: "auth.example/token"}
+`, wantErr: []string{"oauth.tokenURL must start with http:// or https://"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expectCreate(testContext(t), t, mcpServer("crd-mcps-"+slug(tc.name), tc.spec), tc.wantErr)
+		})
+	}
+}
+
+// slug makes a test case's name an object name.
+func slug(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			out = append(out, r)
+		case r == ' ' && len(out) > 0 && out[len(out)-1] != '-':
+			out = append(out, '-')
+		}
+	}
+	return string(out)
+}
+
+func TestMCPServer_defaults(t *testing.T) {
+	s := created(testContext(t), t, mcpServer("crd-mcps-defaults", `
+  url: http://mcp-billing:8080/mcp
+`), &agentsv1alpha1.MCPServer{})
+	if s.Spec.RefreshPeriod == nil || s.Spec.RefreshPeriod.Duration != 5*time.Minute {
+		t.Errorf("refreshPeriod = %v, want 5m", s.Spec.RefreshPeriod)
+	}
+}
+
+// A run's mcp tool names its server one way: url with the settings
+// inline, or serverRef and nothing else.
+func TestMCPTool_urlOrServerRef(t *testing.T) {
+	const run = namedRun + `  goal: Look an account up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+  tools:
+  - name: lookup
+    description: Looks an account up.
+%s`
+	expectCreates(t, run, "crd-mcp-ref", []specCase{
+		{name: "url", spec: `    mcp: {url: "http://mcp-billing:8080/mcp", tool: lookup_account, transport: sse}
+`},
+		{name: "serverRef", spec: `    mcp: {serverRef: {name: billing}, tool: lookup_account, requireReadOnlyHint: true}
+`},
+		{name: "inline oauth", spec: `    mcp: {url: "http://mcp-billing:8080/mcp", tool: lookup_account, oauth: {clientSecretRef: {name: c}, tokenURL: "https://auth.example/token"}}
+`},
+		{name: "neither", spec: `    mcp: {tool: lookup_account}
+`, wantErr: []string{"mcp names its server exactly one way: url (inline) or serverRef (an MCPServer)"}},
+		{name: "both", spec: `    mcp: {url: "http://mcp-billing:8080/mcp", serverRef: {name: billing}, tool: lookup_account}
+`, wantErr: []string{"mcp names its server exactly one way: url (inline) or serverRef (an MCPServer)"}},
+		{name: "serverRef with headers", spec: `    mcp: {serverRef: {name: billing}, tool: lookup_account, headers: [{name: X-Tenant, value: a}]}
+`, wantErr: []string{"mcp.serverRef uses the MCPServer's transport, headers, oauth and caBundleRef: set none of them on the tool"}},
+		{name: "serverRef with a transport", spec: `    mcp: {serverRef: {name: billing}, tool: lookup_account, transport: sse}
+`, wantErr: []string{"mcp.serverRef uses the MCPServer's transport, headers, oauth and caBundleRef: set none of them on the tool"}},
+	})
+}
+
+// kubectl get mcps shows the URL, the tool count, whether the server is
+// reachable and the age; -o wide adds why. The resource is namespaced,
+// with short name mcps, in category agents.
+func TestMCPServer_kubectlColumns(t *testing.T) {
+	ctx := testContext(t)
+	list := groupResources(t)
+	i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "mcpservers" })
+	if i < 0 || !slices.Contains(list.APIResources[i].ShortNames, "mcps") || !list.APIResources[i].Namespaced ||
+		!slices.Contains(list.APIResources[i].Categories, "agents") {
+		t.Fatalf("mcpservers is not a namespaced resource with short name mcps in category agents: %+v", list.APIResources)
+	}
+	s := created(ctx, t, mcpServer("crd-mcps-columns", `
+  url: http://mcp-billing:8080/mcp
+`), &agentsv1alpha1.MCPServer{})
+	s.Status = agentsv1alpha1.MCPServerStatus{ToolCount: 2, Tools: []agentsv1alpha1.MCPServerTool{{Name: "a"}, {Name: "b"}},
+		Conditions: []metav1.Condition{{Type: agentsv1alpha1.MCPServerReachable, Status: metav1.ConditionTrue,
+			Reason: agentsv1alpha1.ReasonMCPListed, Message: "listed 2 tools", LastTransitionTime: metav1.Now()}}}
+	if err := k8sClient.Status().Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	got := columns(ctx, t, "mcpservers", "crd-mcps-columns", 0)
+	delete(got, "Name")
+	delete(got, "Age")
+	want := map[string]any{"URL": "http://mcp-billing:8080/mcp", "Tools": float64(2), "Reachable": "True"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kubectl get mcps columns (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]any{"Reason": "listed 2 tools"}, columns(ctx, t, "mcpservers", "crd-mcps-columns", 1)); d != "" {
+		t.Errorf("kubectl get mcps -o wide adds (-want +got):\n%s", d)
+	}
+}
