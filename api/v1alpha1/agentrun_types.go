@@ -4,6 +4,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The fields an AgentRun list may be selected by on the API server
+// (kubectl get agentruns --field-selector status.phase=AwaitingApproval):
+// the CRD's selectableFields.
+const (
+	FieldPhase   = "status.phase"
+	FieldOutcome = "status.outcome"
+)
+
 // AgentRun runs one LLM agent towards a goal: the model proposes tool calls,
 // the harness vets them against budget, policy and guardrails, runs the
 // allowed ones and feeds the results back, until the run ends with exactly one
@@ -16,6 +24,8 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=agentruns,singular=agentrun,scope=Namespaced,shortName=ar,categories=agentrun;agents
+// +kubebuilder:selectablefield:JSONPath=`.status.phase`
+// +kubebuilder:selectablefield:JSONPath=`.status.outcome`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Where the run stands"
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`,description="How the run ended; empty while it runs"
 // +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.status.turn`,description="The turn in progress or last finished"

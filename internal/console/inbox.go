@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,8 +15,10 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/safeterm"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // pendingCall is one call that waits for a person, with what the person
@@ -138,16 +141,11 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 	}
 	self := "/inbox?" + join(q.Encode(), "fragment=1")
 	v := view{Title: "Inbox", Page: "inbox", Data: d, Live: self, Events: "/events?" + join(q.Encode(), "kind=runs")}
-	var all v1alpha1.AgentRunList
-	sc, err := s.scopeOf(r.Context(), u, ns, &all)
+	runs, note, err := s.inboxRuns(r.Context(), u, ns)
 	if err != nil {
 		return v, err
 	}
-	d.Note = sc.Note
-	runs, err := listRuns(r.Context(), u, sc, labels.Everything(), &all)
-	if err != nil {
-		return v, err
-	}
+	d.Note = note
 	now := time.Now()
 	for i := range runs {
 		for _, c := range pendingOf(&runs[i]) {
@@ -163,6 +161,58 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 	// Oldest first.
 	slices.SortStableFunc(d.Calls, func(a, b pendingCall) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Key, b.Key)) })
 	return v, nil
+}
+
+// inboxRuns reads the runs the inbox can show: those waiting for a person
+// (status.phase AwaitingApproval) and those that escalated
+// (status.outcome Escalated), selected by the API server through the
+// CRD's selectable fields, so that the inbox reads a handful of runs
+// however many finished ones the cluster keeps. An API server that does
+// not know the fields (a CRD installed before them) refuses the selector;
+// the inbox then reads every run, as it did before.
+func (s *Server) inboxRuns(ctx context.Context, u *user, ns string) ([]v1alpha1.AgentRun, string, error) {
+	waiting := client.MatchingFields{v1alpha1.FieldPhase: string(v1alpha1.PhaseAwaitingApproval)}
+	escalated := client.MatchingFields{v1alpha1.FieldOutcome: string(v1alpha1.OutcomeEscalated)}
+	var first v1alpha1.AgentRunList
+	sc, err := s.scopeOf(ctx, u, ns, &first, waiting)
+	if apierrors.IsBadRequest(err) {
+		sc, err = s.scopeOf(ctx, u, ns, &first)
+		if err != nil {
+			return nil, "", err
+		}
+		runs, err := listRuns(ctx, u, sc, labels.Everything(), &first)
+		return runs, sc.Note, err
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	list := func(sel client.MatchingFields) ([]v1alpha1.AgentRun, error) {
+		if sc.All {
+			var l v1alpha1.AgentRunList
+			err := u.c.List(ctx, &l, sel)
+			return l.Items, err
+		}
+		var out []v1alpha1.AgentRun
+		for _, n := range sc.Namespaces {
+			var l v1alpha1.AgentRunList
+			if err := u.c.List(ctx, &l, client.InNamespace(n), sel); err != nil {
+				return nil, err
+			}
+			out = append(out, l.Items...)
+		}
+		return out, nil
+	}
+	runs := first.Items
+	if !sc.Listed {
+		if runs, err = list(waiting); err != nil {
+			return nil, "", err
+		}
+	}
+	more, err := list(escalated)
+	if err != nil {
+		return nil, "", err
+	}
+	return append(runs, more...), sc.Note, nil
 }
 
 // editDecision is the edit form's button: approve with the arguments in
