@@ -83,9 +83,9 @@ fuzz: ## Run each fuzz target for FUZZTIME inputs (2000x; FUZZTIME=10m make fuzz
 	done
 
 .PHONY: console-screenshots
-console-screenshots: ## Take docs/console.md's screenshots again: the console's browser tests, in Chromium (hack/chromium-deps.sh).
+console-screenshots: ## Take docs/console.md's screenshots again: the console over make demo's samples, in Chromium (hack/chromium-deps.sh).
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
-	KUBEBUILDER_ASSETS="$$assets" CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestConsole_' ./internal/console/
+	KUBEBUILDER_ASSETS="$$assets" CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestDemo_everySampleEndsAsItsManifestExpects' ./internal/devenv/
 
 .PHONY: chart-test
 chart-test: ## Test charts/agentrun with Helm built from Go modules: lint --strict and template with each value set in ci/, misspelled values refused.
