@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // consoleOverTheDemo opens the console on the demo's control plane, after
@@ -142,5 +143,23 @@ func consoleOverTheDemo(ctx context.Context, t *testing.T, env *Env, c client.Cl
 	text = page("/evaluations/default/refund-check", `main`, "evaluation.png")
 	if !strings.Contains(text, "Passed") {
 		t.Errorf("the evaluation page does not show refund-check Passed:\n%s", text)
+	}
+
+	// The platform's policy of examples/platform, which governs the
+	// namespaces labelled as tenants (not default, so no sample changes).
+	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform", "agentrunpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := &v1alpha1.AgentRunPolicy{}
+	if err := yaml.UnmarshalStrict(raw, policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	text = page("/policies", `article[data-policy="`+policy.Name+`"]`, "policies.png")
+	if !strings.Contains(text, "Every change is reviewed.") {
+		t.Errorf("the policies page does not show the policy's rules:\n%s", text)
 	}
 }
