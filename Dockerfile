@@ -10,7 +10,7 @@
 # test/e2e/dockerfile checks that every go build line compiles from the files
 # the builder stage copies in.
 
-FROM golang:1.26 AS builder
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS=linux
 ARG TARGETARCH
 ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH}

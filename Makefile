@@ -83,9 +83,9 @@ fuzz: ## Run each fuzz target for FUZZTIME inputs (2000x; FUZZTIME=10m make fuzz
 	done
 
 .PHONY: console-screenshots
-console-screenshots: ## Take docs/console.md's screenshots again: the console's browser tests, in Chromium (hack/chromium-deps.sh).
+console-screenshots: ## Take docs/console.md's screenshots again: the console over make demo's samples, in Chromium (hack/chromium-deps.sh).
 	assets="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-bins.sh)}"; \
-	KUBEBUILDER_ASSETS="$$assets" CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestConsole_' ./internal/console/
+	KUBEBUILDER_ASSETS="$$assets" CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run 'TestDemo_everySampleEndsAsItsManifestExpects' ./internal/devenv/
 
 .PHONY: chart-test
 chart-test: ## Test charts/agentrun with Helm built from Go modules: lint --strict and template with each value set in ci/, misspelled values refused.
@@ -120,6 +120,7 @@ verify: manifests generate fmt vet lint ## Fail on stale generated files or form
 	go mod tidy -diff
 	cd hack/lint && go mod tidy -diff
 	hack/verify-readme-packages.sh
+	hack/release.sh check
 
 ##@ Run locally
 
@@ -150,11 +151,15 @@ build: ## Build the operator, the entrypoint, the agentrun CLI and the kubectl p
 RELEASE_URL ?= https://github.com/agentrun/agentrun/releases/download/$(VERSION)
 
 .PHONY: release
-release: ## Build a release into dist/ (make release VERSION=v0.2.0): archives for linux and darwin on amd64 and arm64, checksums.txt, the krew manifest; checked.
+release: ## Build a release into dist/ (make release VERSION=v0.2.0): archives for linux, darwin and windows, SBOMs, the chart, checksums.txt, the krew manifest; checked.
 	VERSION="$(VERSION)" LDFLAGS="$(LDFLAGS)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh
 
-.PHONY: krew-check
-krew-check: ## Check that plugins/agentrun.yaml.in renders a manifest krew's validator accepts (seconds; no build).
-	hack/release.sh check-manifest
+.PHONY: release-snapshot
+release-snapshot: ## Build the same dist/ as v0.0.0-snapshot.<commit>, offline, to try a release (cross builds: minutes).
+	hack/release.sh snapshot
+
+.PHONY: release-check
+release-check: ## Check the release configuration: LICENSE, the krew manifest with krew's validator, the workflow with actionlint (seconds; no cross build).
+	hack/release.sh check
 
 include hack/e2e.mk

@@ -58,9 +58,6 @@ var (
 	// browser is the allocator every test opens its tabs in; nil when no
 	// Chromium is installed (the browser tests then fail under CI=true).
 	browser context.Context
-	// shots is where the screenshots for docs/console.md go
-	// (CONSOLE_SCREENSHOTS; make console-screenshots).
-	shots = os.Getenv("CONSOLE_SCREENSHOTS")
 	// kubeconfig is the local control plane's admin (user agentrun-dev).
 	kubeconfig string
 )
@@ -379,22 +376,6 @@ func get(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 	return got
 }
 
-// screenshot saves the page for docs/console.md when CONSOLE_SCREENSHOTS
-// names a directory.
-func screenshot(ctx context.Context, t *testing.T, name string) {
-	t.Helper()
-	if shots == "" {
-		return
-	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The runs page lists the runs and follows them without a reload: a run
 // that ends while the page is open shows its outcome in place.
 func TestConsole_runListShowsRunsAndUpdatesWhenOneEnds(t *testing.T) {
@@ -447,7 +428,6 @@ func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
 	if args := text(t, ctx, `[data-call="`+key+`"] pre.args`); !strings.Contains(args, `"amount_minor": 8240`) {
 		t.Errorf("the inbox shows the arguments %q, want them whole", args)
 	}
-	screenshot(ctx, t, "inbox.png")
 	do(t, ctx, click(`[data-approve="`+key+`"]`), visible(`.result.ok`))
 	if message := text(t, ctx, `.result`); !strings.Contains(message, "t1-c1 approved") {
 		t.Errorf("after Approve the page says %q", message)
@@ -477,7 +457,6 @@ func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
 			t.Errorf("the timeline does not show %q:\n%s", want, timeline)
 		}
 	}
-	screenshot(ctx, t, "run.png")
 }
 
 // Issue 47, item 3: a finished run's page offers to continue it; the
@@ -1283,7 +1262,6 @@ func TestConsole_runsOfEveryNamespaceNewestFirst(t *testing.T) {
 	if note := eval[int](t, ctx, `document.querySelectorAll("p.note").length`); note != 0 {
 		t.Errorf("a cluster-wide viewer is told the list is narrowed")
 	}
-	screenshot(ctx, t, "runs.png")
 }
 
 // Every page reads without JavaScript: the server renders it whole.

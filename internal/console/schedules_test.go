@@ -77,7 +77,6 @@ func TestConsole_editorSeesAScheduleWithItsRunsAndSuspendsAndResumesIt(t *testin
 	if diff := cmp.Diff([]string{"/runs/" + ns + "/nightly-100", "/runs/" + ns + "/nightly-200"}, runs); diff != "" {
 		t.Errorf("the schedule's runs, newest first (-want +got):\n%s", diff)
 	}
-	screenshot(ctx, t, "schedule.png")
 
 	do(t, ctx, click(`[data-suspend]`), visible(`.result.ok`), visible(`[data-resume]`))
 	if got := getSchedule(t, s).Spec.Suspend; got == nil || !*got {

@@ -77,6 +77,7 @@ func TestDemo_everySampleEndsAsItsManifestExpects(t *testing.T) {
 		t.Errorf("the demo did not answer the approval the refund sample asks for")
 	}
 	expectAgentTree(ctx, t, c)
+	consoleOverTheDemo(ctx, t, env, c)
 }
 
 // expectAgentTree checks the sample of agents that call agents

@@ -84,8 +84,13 @@ func TestReleasePlatformsAreTheKrewManifests(t *testing.T) {
 		if want := fmt.Sprintf("@SHA256_%s_%s@", osName, arch); p.SHA256 != want {
 			t.Errorf("platforms[%d].sha256 = %q, want %q", i, p.SHA256, want)
 		}
-		if p.Bin != "kubectl-agentrun" {
-			t.Errorf("platforms[%d].bin = %q, want kubectl-agentrun", i, p.Bin)
+		// Windows runs only files named .exe; hack/release.sh names them so.
+		wantBin := "kubectl-agentrun"
+		if osName == "windows" {
+			wantBin += ".exe"
+		}
+		if p.Bin != wantBin {
+			t.Errorf("platforms[%d].bin = %q, want %s", i, p.Bin, wantBin)
 		}
 	}
 	slices.Sort(listed)

@@ -94,6 +94,12 @@ func Parse(r io.Reader) (*File, error) {
 		}
 		if instr == "FROM" {
 			words := strings.Fields(rest)
+			// --platform=$BUILDPLATFORM lets buildx compile on the
+			// builder's own platform for every target; here the build
+			// runs on this machine anyway.
+			if len(words) > 0 && strings.HasPrefix(words[0], "--platform=") {
+				words = words[1:]
+			}
 			st := &Stage{Env: map[string]string{}, Workdir: "/"}
 			switch {
 			case len(words) == 1:

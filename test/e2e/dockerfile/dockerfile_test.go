@@ -109,7 +109,7 @@ func TestDockerignore_letsThroughWhatTheBuilderCopies(t *testing.T) {
 func TestParse(t *testing.T) {
 	const in = `# comment
 ARG BASE=x
-FROM golang:1.26 AS builder
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS=linux
 ARG TARGETARCH
 ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH}
