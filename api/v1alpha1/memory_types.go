@@ -1,6 +1,19 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The defaults of spec.memory's bounds, as the CRD's defaults below say
+// them: a run (and a platform policy's caps) that leaves one unset gets
+// these.
+const (
+	DefaultMemoryMaxEntries    = 1000
+	DefaultMemoryMaxEntryBytes = 4096
+	DefaultMemoryTTL           = 720 * time.Hour
+)
 
 // MemorySpec names the memory a run reads and writes through the builtin
 // tools memory.remember and memory.recall: entries that outlive the run,

@@ -6,7 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/tools/memtool"
 )
 
 // governMemory applies the policy's memory rules to the run's spec.memory:
@@ -45,11 +44,11 @@ func governMemory(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) ([]st
 			*cur = ptr(*limit)
 		}
 	}
-	lowerInt("maxEntries", &m.MaxEntries, pm.MaxEntries, memtool.DefaultMaxEntries)
-	lowerInt("maxEntryBytes", &m.MaxEntryBytes, pm.MaxEntryBytes, memtool.DefaultMaxEntryBytes)
+	lowerInt("maxEntries", &m.MaxEntries, pm.MaxEntries, v1alpha1.DefaultMemoryMaxEntries)
+	lowerInt("maxEntryBytes", &m.MaxEntryBytes, pm.MaxEntryBytes, v1alpha1.DefaultMemoryMaxEntryBytes)
 	if pm.MaxTTL != nil {
 		var from any
-		d := memtool.DefaultTTL
+		d := v1alpha1.DefaultMemoryTTL
 		if m.TTL != nil {
 			d, from = m.TTL.Duration, m.TTL.Duration
 		}

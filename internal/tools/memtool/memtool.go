@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/loop"
 )
@@ -36,11 +37,11 @@ const (
 	Recall Op = "memory.recall"
 )
 
-// The defaults of spec.memory's bounds (the CRD's defaults say the same).
+// The defaults of spec.memory's bounds, which the API defines.
 const (
-	DefaultMaxEntries    = 1000
-	DefaultMaxEntryBytes = 4096
-	DefaultTTL           = 720 * time.Hour
+	DefaultMaxEntries    = v1alpha1.DefaultMemoryMaxEntries
+	DefaultMaxEntryBytes = v1alpha1.DefaultMemoryMaxEntryBytes
+	DefaultTTL           = v1alpha1.DefaultMemoryTTL
 )
 
 // Bounds of the calls' arguments and results.
