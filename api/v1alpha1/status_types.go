@@ -412,6 +412,56 @@ type AgentRunStatus struct {
 	// that ends the run Escalated; absent for any other outcome.
 	// +optional
 	Escalation *EscalationStatus `json:"escalation,omitempty"`
+
+	// judgement is the score a judge gave the run after it ended, when
+	// its template's spec.judge sampled it: written once, and never
+	// again.
+	// +optional
+	Judgement *JudgementStatus `json:"judgement,omitempty"`
+}
+
+// JudgementStatus is what the judge of a run's template made of the run.
+type JudgementStatus struct {
+	// score is the judge's score, from 1 to 5; absent when the judge gave
+	// none (failure says why).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	Score *int32 `json:"score,omitempty"`
+
+	// minScore is the lowest score that passes, as the template said when
+	// the run was judged.
+	// +optional
+	MinScore int32 `json:"minScore,omitempty"`
+
+	// rationale is why, as the judge said it, cut to 512 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Rationale string `json:"rationale,omitempty"`
+
+	// agreed says whether the score agrees with the outcome the run
+	// emitted: true for a Completed run scored at or above minScore and
+	// for any other outcome scored below it. Absent when the judge gave
+	// no score.
+	// +optional
+	Agreed *bool `json:"agreed,omitempty"`
+
+	// failure says why the judge gave no score: a reply that is not the
+	// verdict asked for, a refusal, a failed call, a call that could pass
+	// the judge's ceilings, or a model that cannot be built.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Failure string `json:"failure,omitempty"`
+
+	// costUSD and tokens are what the judge's call spent and used.
+	// +optional
+	CostUSD USD `json:"costUSD,omitempty"`
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
+
+	// judgedAt is when the operator judged the run.
+	// +required
+	JudgedAt metav1.Time `json:"judgedAt"`
 }
 
 // ContinuedFromStatus is the earlier run of a follow-up, as read.

@@ -72,6 +72,80 @@ type AgentRunTemplateSpec struct {
 	// dollars) takes no placeholder: the API server checks it here.
 	// +required
 	Run TemplateRunSpec `json:"run"`
+
+	// judge, when set, has a sample of the template's finished runs
+	// judged with a rubric: each sampled run is scored once after it
+	// ends, into its status.judgement and the metrics
+	// agentrun_run_judge_score and agentrun_run_judgements.
+	// +optional
+	Judge *RunJudge `json:"judge,omitempty"`
+}
+
+// RunJudge is a rubric scored by a model, for a sample of finished runs.
+//
+// The judge is asked for a JSON object {"score": 1 to 5, "rationale":
+// "..."} and nothing else; a reply that is not exactly that, a refusal or
+// a failed call is recorded in status.judgement.failure, with the reason.
+type RunJudge struct {
+	// rubric says what a good answer is, for the judge to score the run's
+	// answer against, from 1 (fails the rubric) to 5 (meets all of it).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Rubric string `json:"rubric"`
+
+	// minScore is the lowest score that agrees with a Completed outcome;
+	// a run that ended otherwise agrees with a score below it. Defaults
+	// to 4.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	MinScore int32 `json:"minScore,omitempty"`
+
+	// model is the judge's model, in the shape of a run's spec.model: any
+	// provider, its key read as the namespace's default ServiceAccount
+	// (scripted judges every run with model.script's first entry). One
+	// call per sampled run, bounded by model.timeout and
+	// model.maxOutputTokens; a failed call is not tried again
+	// (model.retry and model.fallbacks are not read).
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// maxCostUSD is the most the judge's call about one run may spend, in
+	// US dollars (model.pricing): a call that could pass it is not made,
+	// and the run's judgement fails saying so. Unset is no cost ceiling.
+	// +optional
+	MaxCostUSD USD `json:"maxCostUSD,omitempty"`
+
+	// maxTokens is the most tokens (input and output) the judge's call
+	// about one run may use, held as maxCostUSD is.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// sample picks the finished runs that are judged.
+	// +required
+	Sample JudgeSample `json:"sample"`
+}
+
+// JudgeSample picks a fraction of the finished runs, by outcome. Whether
+// a run is picked follows from its UID alone, so every operator replica
+// and restart picks the same runs.
+type JudgeSample struct {
+	// fraction is the share of the runs with one of outcomes that are
+	// judged, a decimal from "0" (none) to "1" (all), such as "0.1".
+	// +required
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^(0(\\.[0-9]{1,6})?|1(\\.0{1,6})?)$')`,message="judge.sample.fraction must be a decimal string from \"0\" to \"1\", such as \"0.1\" (at most 6 decimals)"
+	// +kubebuilder:validation:MaxLength=8
+	Fraction string `json:"fraction"`
+
+	// outcomes are the outcomes of the runs sampled; empty samples every
+	// outcome.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	Outcomes []Outcome `json:"outcomes,omitempty"`
 }
 
 // TemplateParameter is one value a run made from the template provides.

@@ -104,7 +104,8 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Watches(&v1alpha1.AgentBudget{}, r.wakeSuspended()).
 		Watches(&v1alpha1.AgentRunPolicy{}, r.wakeSuspended()).
-		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{}))
+		WatchesRawSource(source.Channel(r.work.wakeup, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.judging.wakeup, &handler.EnqueueRequestForObject{}))
 	if r.ToolJobs != nil {
 		// A tool Job's change wakes the call that waits on it (which then
 		// ends its work and so enqueues its run): no call polls its Job.
@@ -184,11 +185,11 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 // read its state, advance it, cover its budgets; then one status write,
 // the acts it decided and the report of what changed), or a finished
 // run's (settle its status, record the hand-off of its escalation,
-// archive it, expire it).
+// judge it, archive it, expire it).
 func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.handOff, r.archive, r.expireLive)
+		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.handOff, r.judge, r.archive, r.expireLive)
 	}
 	sc, err := r.open(ctx, key, run)
 	if err != nil {
@@ -210,10 +211,11 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 		// run before.
 		result = soonest(result, r.due(d).Sub(sc.now))
 	}
-	if _, ttl := r.ttlOf(sc.run); written && runstatus.Finished(sc.run) && (ttl || r.Archive != nil) {
+	if _, ttl := r.ttlOf(sc.run); written && runstatus.Finished(sc.run) && (ttl || r.Archive != nil || r.Judges != nil && sc.run.Spec.TemplateRef != nil) {
 		// The event of the write that ended the run enqueues nothing
-		// (caughtUp): back at once to the finished phases, which archive
-		// the run and come back when its time to live has passed.
+		// (caughtUp): back at once to the finished phases, which judge
+		// and archive the run and come back when its time to live has
+		// passed.
 		result = soonest(result, 0)
 	}
 	r.releaseJobs(ctx, sc)

@@ -32,6 +32,8 @@ type Metrics struct {
 	runsFinished, turnsStarted, spend, tokens, toolFailures, retries, refusals, approvals, overrun   *prometheus.CounterVec
 	modelCallDuration, toolCallDuration, turnsToCompletion, headroomAtCompletion, verificationTrials *prometheus.HistogramVec
 	repeatedIntent                                                                                   prometheus.Histogram
+	// The judge of a template's finished runs (judging.go).
+	judgeScore *prometheus.HistogramVec
 	// The time people take to answer (changes.go's humanWaits, and the
 	// hand-off of escalations, handoff.go).
 	timeToFirstResponse, timeToDecision *prometheus.HistogramVec
@@ -123,6 +125,11 @@ func NewMetrics() *Metrics {
 			Help:    "Trials used by runs with spec.verify that ended, by outcome: for Completed, the trial whose answer the verifier verified (does reflection pay?).",
 			Buckets: []float64{1, 2, 3, 4, 5, 7, 10},
 		}, []string{"outcome"}),
+		judgeScore: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "agentrun", Name: "run_judge_score",
+			Help:    "The scores the judge of an AgentRunTemplate (spec.judge) gave the finished runs it sampled, from 1 to 5, by the run's namespace and template, observed once as each judgement is written.",
+			Buckets: []float64{1, 2, 3, 4, 5},
+		}, []string{"namespace", "template"}),
 		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Name: "approvals_total",
 			Help: "Answers people gave to calls that asked, by decision (approve, deny, stop, or stale for answers to calls that were not waiting).",
@@ -151,6 +158,9 @@ func NewMetrics() *Metrics {
 			attributed: prometheus.NewDesc("agentrun_outcome_attributions",
 				"Ended runs a reviewer attributed an outcome to (the annotation "+v1alpha1.AttributedOutcomeAnnotation+"), by the outcome the run emitted, the one attributed, and whether they agree; over the runs that exist.",
 				[]string{"emitted", "attributed", "agree"}, nil),
+			judged: prometheus.NewDesc("agentrun_run_judgements",
+				"Ended runs the judge of their AgentRunTemplate scored (status.judgement), by the template, the outcome the run emitted, and whether the score agrees with it (a Completed run scored at least minScore, or another outcome scored below it); over the runs that exist.",
+				[]string{"template", "emitted", "agree"}, nil),
 			unacknowledged: prometheus.NewDesc("agentrun_escalation_unacknowledged_oldest_timestamp_seconds",
 				"When the oldest escalation no one has acknowledged began (status.escalation.since, as a Unix time), by the run's namespace and the escalation's owner (empty for none); "+
 					"no series where every escalation is acknowledged. time() minus it is how long the oldest has waited.",
@@ -191,7 +201,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		return nil
 	}
 	return []prometheus.Collector{m.archiveWrites, m.archiveFailures, m.runsFinished, m.turnsStarted, m.spend, m.tokens, m.modelCallDuration, m.toolCallDuration, m.toolFailures,
-		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.approvals, m.verificationTrials, m.inFlight,
+		m.retries, m.refusals, m.overrun, m.turnsToCompletion, m.headroomAtCompletion, m.repeatedIntent, m.judgeScore, m.approvals, m.verificationTrials, m.inFlight,
 		m.timeToFirstResponse, m.timeToDecision,
 		m.unclaimedRuns, m.stateKeyObjects, m.panics}
 }
@@ -238,8 +248,8 @@ func deadline(run *v1alpha1.AgentRun) (time.Time, bool) {
 }
 
 type runCollector struct {
-	runs, pending, oldest, overdue, attributed, unacknowledged *prometheus.Desc
-	labels                                                     *metricLabels
+	runs, pending, oldest, overdue, attributed, judged, unacknowledged *prometheus.Desc
+	labels                                                             *metricLabels
 
 	mu     sync.Mutex
 	reader client.Reader
@@ -259,6 +269,7 @@ func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.overdue
 	ch <- c.attributed
+	ch <- c.judged
 	ch <- c.unacknowledged
 }
 
@@ -281,6 +292,12 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	overdue := map[string]int{}
 	type pair struct{ emitted, attributed v1alpha1.Outcome }
 	attributed := map[pair]int{}
+	type judgedBy struct {
+		template string
+		emitted  v1alpha1.Outcome
+		agree    bool
+	}
+	judged := map[judgedBy]int{}
 	type owned struct{ namespace, owner string }
 	unacknowledged := map[owned]time.Time{}
 	t := now()
@@ -291,6 +308,9 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 			// a value written without it from making a series.
 			if a := v1alpha1.Outcome(list.Items[i].Annotations[v1alpha1.AttributedOutcomeAnnotation]); isOutcome(a) && isOutcome(st.Outcome) {
 				attributed[pair{st.Outcome, a}]++
+			}
+			if j := st.Judgement; j != nil && j.Agreed != nil && isOutcome(st.Outcome) {
+				judged[judgedBy{c.labels.template(&list.Items[i]), st.Outcome, *j.Agreed}]++
 			}
 			if e := st.Escalation; e != nil && !e.Acknowledged() && list.Items[i].DeletionTimestamp.IsZero() {
 				k := owned{c.labels.namespaces.value(list.Items[i].Namespace), c.labels.owner(e.Owner)}
@@ -325,6 +345,9 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	for p, n := range attributed {
 		ch <- prometheus.MustNewConstMetric(c.attributed, prometheus.GaugeValue, float64(n), string(p.emitted), string(p.attributed),
 			strconv.FormatBool(p.emitted == p.attributed))
+	}
+	for k, n := range judged {
+		ch <- prometheus.MustNewConstMetric(c.judged, prometheus.GaugeValue, float64(n), k.template, string(k.emitted), strconv.FormatBool(k.agree))
 	}
 	for ns, n := range overdue {
 		ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(n), ns)
@@ -568,4 +591,12 @@ func dimensions() []loop.Dimension {
 		out = append(out, c.Dim)
 	}
 	return out
+}
+
+// judged observes a run's judgement, once it is written.
+func (m *Metrics) judged(run *v1alpha1.AgentRun) {
+	if m == nil || run.Status.Judgement == nil || run.Status.Judgement.Score == nil {
+		return
+	}
+	m.judgeScore.WithLabelValues(m.labels.namespaces.value(run.Namespace), m.labels.template(run)).Observe(float64(*run.Status.Judgement.Score))
 }

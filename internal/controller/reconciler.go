@@ -29,6 +29,7 @@ import (
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/notify"
 	"github.com/agentrun/agentrun/internal/seal"
 	"go.opentelemetry.io/otel/trace"
@@ -152,6 +153,10 @@ type Config struct {
 	// runs in flight (and of unclaimed runs); the operator registers it.
 	// Set it before NewAgentRunReconciler; nil counts nothing.
 	Metrics *Metrics
+	// Judges builds the model of a template's judge (spec.judge.model),
+	// which scores a sample of the template's finished runs (judging.go);
+	// the operator sets kit.Builder.Judge. Nil judges no run.
+	Judges func(ctx context.Context, namespace string, spec *v1alpha1.ModelSpec) (loop.Model, loop.Pricing, error)
 
 	// traceIDOf is TraceIDOf unless a test sets it.
 	traceIDOf func(ctx context.Context, run *v1alpha1.AgentRun) string
@@ -164,6 +169,9 @@ type AgentRunReconciler struct {
 
 	// work is the model and tool calls in flight, off the workers.
 	work *tracker
+	// judging is the judge calls in flight about finished runs, off the
+	// workers (judging.go).
+	judging *tracker
 	// mem is what this process holds for each run between reconciles.
 	mem *memory
 	// base is the manager's context, which work in flight outlives a
@@ -192,9 +200,10 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		cfg.Ledgers = budget.NewLedgers()
 	}
 	return &AgentRunReconciler{
-		Config: cfg,
-		work:   newTracker(cfg.Metrics),
-		mem:    newMemory(),
+		Config:  cfg,
+		work:    newTracker(cfg.Metrics),
+		judging: newTracker(cfg.Metrics),
+		mem:     newMemory(),
 	}
 }
 

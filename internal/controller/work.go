@@ -25,7 +25,9 @@ type work struct {
 	// template is the record of the template a built kit's run was made
 	// from, for status.template.
 	template *v1alpha1.TemplateStatus
-	cancel   context.CancelFunc
+	// judgement is a finished run's judgement (judging.go).
+	judgement *v1alpha1.JudgementStatus
+	cancel    context.CancelFunc
 }
 
 // tracker holds the work in flight in this process, by run. After a
@@ -104,7 +106,7 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 		}
 		t.mu.Lock()
 		if cur := t.items[uid]; cur == w {
-			w.done, w.reply, w.err, w.results, w.kit, w.template = true, out.reply, out.err, out.results, out.kit, out.template
+			w.done, w.reply, w.err, w.results, w.kit, w.template, w.judgement = true, out.reply, out.err, out.results, out.kit, out.template, out.judgement
 		}
 		t.mu.Unlock()
 		obj := &v1alpha1.AgentRun{}

@@ -349,7 +349,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 	r := controller.NewAgentRunReconciler(controller.Config{Notifier: notifier, Archive: store, Ledgers: ledgers, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Kits: builder, MaxConcurrentReconciles: o.Workers, TracerProvider: tp, Shard: o.Shard, Namespaces: o.WatchNamespaces,
 		EventVerbosity: o.EventVerbosity, ToolJobs: job.Jobs{Client: mgr.GetClient(), Wakeups: wakeups}, ChildRuns: children, StatusInterval: statusInterval(o.StatusInterval), Keys: keys,
-		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished, Metrics: domain})
+		AcceptUnstampedAnswers: o.AcceptUnstampedAnswers, DefaultTTLAfterFinished: o.DefaultTTLAfterFinished, Metrics: domain, Judges: builder.Judge})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
