@@ -85,6 +85,12 @@ func (r *AgentRunReconciler) recordJudgement(ctx context.Context, run *v1alpha1.
 // when empty) and its UID hashes below s.fraction, so that every replica
 // and restart picks the same runs.
 func sampled(run *v1alpha1.AgentRun, s *v1alpha1.JudgeSample) bool {
+	// A run an AgentEvaluation made is scored by that evaluation, its own
+	// judge included, and charged to its budget: judging it here too would
+	// pay twice for a run that is not production's.
+	if run.Labels[v1alpha1.LabelEvaluation] != "" {
+		return false
+	}
 	if len(s.Outcomes) > 0 && !slices.Contains(s.Outcomes, run.Status.Outcome) {
 		return false
 	}

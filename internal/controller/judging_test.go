@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -153,5 +154,19 @@ func TestJudging_fractionIsValidated(t *testing.T) {
 				t.Errorf("creating a template with sample.fraction %q: %v, want refused %v with a message naming the field", tc.fraction, err, tc.refused)
 			}
 		})
+	}
+}
+
+// A template's judge samples production runs: a run an AgentEvaluation
+// made from the template is left to the evaluation, which judges it.
+func TestSampled_leavesAnEvaluationsRunsToIt(t *testing.T) {
+	all := &v1alpha1.JudgeSample{Fraction: "1"}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{UID: "u-1"}, Status: v1alpha1.AgentRunStatus{Outcome: v1alpha1.OutcomeCompleted}}
+	if !sampled(run, all) {
+		t.Fatal("fraction 1 does not pick a production run")
+	}
+	run.Labels = map[string]string{v1alpha1.LabelEvaluation: "refund-check"}
+	if sampled(run, all) {
+		t.Error("fraction 1 picks a run of evaluation refund-check")
 	}
 }
