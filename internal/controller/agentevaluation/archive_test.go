@@ -3,6 +3,7 @@ package agentevaluation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,59 @@ func TestEvaluation_aBaselineNeitherLiveNorArchived(t *testing.T) {
 		"the baseline evaluation never-made is not in namespace " + ns + " or in the archive: nothing was compared", true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(phase, BaselineCompared status, reason, message, archived) (-want +got):\n%s", diff)
+	}
+}
+
+// downArchive is the real archive behind a switch: while down, a write
+// fails before it reaches the database.
+type downArchive struct {
+	*countingArchive
+	down atomic.Bool
+}
+
+func (d *downArchive) PutEvaluation(ctx context.Context, e *archive.Evaluation) error {
+	if d.down.Load() {
+		return errors.New("dial unix /run/postgresql: connect: connection refused")
+	}
+	return d.countingArchive.PutEvaluation(ctx, e)
+}
+
+// An evaluation that completes while the archive is down says so
+// (Archived=False) and is tried again; once the archive is back it is
+// written, and says that.
+func TestEvaluation_completedWhileTheArchiveIsDownIsArchivedLater(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	store := &downArchive{countingArchive: openArchive(t)}
+	store.down.Store(true)
+	e := makeEval(ns, "later").answering("one", "ok").create(t)
+	r := NewReconciler(Config{Base: reconcilers.Base{Client: cluster.Client, APIReader: cluster.Client}, Archive: store})
+	reconcileOnce(t, r, e)
+	runs := runsOf(t, e)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs; want 1", len(runs))
+	}
+	end(t, &runs[0], loop.Completed, "ok", "")
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := get(t, e).Status
+	c := findCondition(st.Conditions, v1alpha1.ConditionArchived)
+	if st.Phase != v1alpha1.EvaluationPassed || c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonArchiveUnavailable ||
+		!strings.Contains(c.Message, "connection refused") || res.RequeueAfter != DefaultArchiveRetry {
+		t.Errorf("with the archive down: phase %s, Archived %+v, requeue after %s; want Passed, False ArchiveUnavailable quoting the error, %s",
+			st.Phase, c, res.RequeueAfter, DefaultArchiveRetry)
+	}
+	if _, err := store.NewestEvaluation(context.Background(), ns, "later"); !errors.Is(err, archive.ErrNoEvaluation) {
+		t.Errorf("the archive while down: %v, want ErrNoEvaluation", err)
+	}
+
+	store.down.Store(false)
+	reconcileOnce(t, r, e)
+	if c := findCondition(get(t, e).Status.Conditions, v1alpha1.ConditionArchived); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonArchived {
+		t.Errorf("once the archive is back: Archived %+v; want True, Archived", c)
+	}
+	if rec, err := store.NewestEvaluation(context.Background(), ns, "later"); err != nil || rec.Phase != string(v1alpha1.EvaluationPassed) {
+		t.Errorf("the archive once back: %+v, %v; want the Passed evaluation", rec, err)
 	}
 }
