@@ -43,12 +43,13 @@ A run is named by its UID, or by its name in the namespace (-n, "default" if
 not given); a name that ran several times means its newest run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError("name a command: list, show, transcript or migrate")
+			return usageError("name a command: list, show, transcript, evaluations or migrate")
 		},
 	}
 	cmd.PersistentFlags().StringVar(&o.dsn, "dsn", "", "the archive's PostgreSQL address (default $"+archive.DSNEnv+")")
 	cmd.PersistentFlags().StringVarP(&o.namespace, "namespace", "n", "", "the namespace (list: all namespaces if not given)")
-	cmd.AddCommand(archiveListCommand(o), archiveShowCommand(o), archiveTranscriptCommand(o), archiveMigrateCommand(o))
+	cmd.AddCommand(archiveListCommand(o), archiveShowCommand(o), archiveTranscriptCommand(o), archiveEvaluationsCommand(o),
+		archiveMigrateCommand(o))
 	return cmd
 }
 
@@ -158,6 +159,37 @@ Incomplete or Unsealed for a record kept without it) and the reason.`,
 	cmd.Flags().StringVar(&since, "since", "", "only runs that finished since: a duration (24h, 7d) or an RFC 3339 time")
 	cmd.Flags().IntVar(&f.Limit, "limit", 500, "at most this many runs")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "wide or json")
+	return cmd
+}
+
+func archiveEvaluationsCommand(o *archiveOptions) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "evaluations [-n NAMESPACE] [--limit N]",
+		Short: "List archived AgentEvaluations, newest first",
+		Long: `evaluations prints the complete AgentEvaluations the operator archived, newest
+first: phase, pass rate, cost, how long ago each finished, and its UID. Without
+-n it lists every namespace and shows a NAMESPACE column.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := o.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			evals, err := s.ListEvaluations(cmd.Context(), o.namespace, limit)
+			if err != nil {
+				return err
+			}
+			if len(evals) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No archived evaluations found.")
+				return nil
+			}
+			archived.PrintEvaluations(cmd.OutOrStdout(), evals, o.namespace == "", archiveNow())
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 500, "at most this many evaluations")
 	return cmd
 }
 

@@ -78,6 +78,18 @@ func filledArchive(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	for _, e := range []*archive.Evaluation{
+		{UID: "5e1a0000-0000-4000-8000-000000000001", Namespace: "shop", Name: "refund-check", FinishedAt: archiveClock.Add(-3 * time.Hour),
+			Phase: "Passed", Spec: json.RawMessage(`{"templateRef":{"name":"refund"}}`),
+			Status: json.RawMessage(`{"phase":"Passed","totals":{"runs":4,"passed":4,"passRate":"1.00","costUSD":"0.0400"}}`)},
+		{UID: "5e1a0000-0000-4000-8000-000000000002", Namespace: "billing", Name: "report-check", FinishedAt: archiveClock.Add(-30 * time.Minute),
+			Phase: "Regressed", Spec: json.RawMessage(`{"templateRef":{"name":"report"}}`),
+			Status: json.RawMessage(`{"phase":"Regressed","totals":{"runs":2,"passed":1,"failed":1,"passRate":"0.50","costUSD":"0.0210"}}`)},
+	} {
+		if err := s.PutEvaluation(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return readOnly(t, dsn)
 }
 
@@ -122,7 +134,7 @@ func TestArchiveMigrate_thenAReadOnlyRoleLists(t *testing.T) {
 
 	code, stdout, stderr = agentrun(t, "archive", "migrate", "--dsn", dsn)
 	want := "Applied 0001_runs.sql.\nApplied 0002_transcript_state.sql.\nApplied 0003_memories.sql.\n" +
-		"Applied 0004_numeric_usage.sql.\nThe archive's schema is at version 4.\n"
+		"Applied 0004_numeric_usage.sql.\nApplied 0005_evaluations.sql.\nThe archive's schema is at version 5.\n"
 	if code != 0 || stderr != "" {
 		t.Fatalf("migrate: exit %d, stderr %s", code, stderr)
 	}
@@ -130,7 +142,7 @@ func TestArchiveMigrate_thenAReadOnlyRoleLists(t *testing.T) {
 		t.Errorf("migrate (-want +got):\n%s", diff)
 	}
 	code, stdout, stderr = agentrun(t, "archive", "migrate", "--dsn", dsn)
-	if code != 0 || stdout != "The archive's schema is at version 4: nothing to apply.\n" {
+	if code != 0 || stdout != "The archive's schema is at version 5: nothing to apply.\n" {
 		t.Errorf("migrate again: exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
 
@@ -188,6 +200,33 @@ billing     nightly-report   Failed      BudgetExhausted   20     1.0000   7d23h
 	var listed []archived.Listed
 	if err := json.Unmarshal([]byte(stdout), &listed); code != 0 || err != nil || len(listed) != 1 || listed[0].Name != "nightly-report" || listed[0].Turn != 7 {
 		t.Errorf("-o json --limit 1: exit %d, %v:\n%s", code, err, stdout)
+	}
+}
+
+// Issue 48: archived evaluations are listed, newest first, as a role that
+// may only SELECT.
+func TestArchiveEvaluations_listsThemNewestFirst(t *testing.T) {
+	dsn := filledArchive(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `NAMESPACE   NAME           PHASE       PASS RATE   COST     FINISHED   UID
+billing     report-check   Regressed   0.50        0.0210   30m        5e1a0000-0000-4000-8000-000000000002
+shop        refund-check   Passed      1.00        0.0400   3h         5e1a0000-0000-4000-8000-000000000001
+`},
+		{[]string{"-n", "shop"}, `NAME           PHASE    PASS RATE   COST     FINISHED   UID
+refund-check   Passed   1.00        0.0400   3h         5e1a0000-0000-4000-8000-000000000001
+`},
+	} {
+		code, stdout, stderr := agentrun(t, append([]string{"archive", "evaluations", "--dsn", dsn}, tc.args...)...)
+		if code != 0 || stdout != tc.want {
+			t.Errorf("evaluations %q: exit %d, stderr %s\ngot:\n%s\nwant:\n%s", tc.args, code, stderr, stdout, tc.want)
+		}
+	}
+	code, stdout, stderr := agentrun(t, "archive", "evaluations", "--dsn", dsn, "-n", "nowhere")
+	if code != 0 || stdout != "" || stderr != "No archived evaluations found.\n" {
+		t.Errorf("an empty listing: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

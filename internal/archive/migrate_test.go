@@ -232,7 +232,7 @@ func TestMigrate_upgradesADatabaseTheOldCodeMade(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Migrate of a database the old code made: %v", err)
 	}
-	if diff := cmp.Diff([]string{"0004_numeric_usage.sql"}, applied); diff != "" {
+	if diff := cmp.Diff([]string{"0004_numeric_usage.sql", "0005_evaluations.sql"}, applied); diff != "" {
 		t.Errorf("applied (-want +got):\n%s", diff)
 	}
 	if v != newestVersion(t) {

@@ -191,6 +191,15 @@ func PendingKey(variant, caseName string) string {
 // the BaselineCompared condition, and the phase Regressed when something
 // regressed. pending is keyed by PendingKey.
 func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]int32, now metav1.Time) {
+	SetStatusAgainstFrom(e, baseline, "", pending, now)
+}
+
+// SetStatusAgainstFrom is SetStatusAgainst, the BaselineCompared
+// condition saying where the baseline was found: from is what was
+// compared with ("archived evaluation X finished at T"), or, baseline
+// nil, where it was looked for ("in namespace N or in the archive"); ""
+// says neither.
+func SetStatusAgainstFrom(e, baseline *v1alpha1.AgentEvaluation, from string, pending map[string]int32, now metav1.Time) {
 	st := &e.Status
 	repeats := max(e.Spec.Repeats, 1)
 	var all tally
@@ -255,6 +264,13 @@ func SetStatusAgainst(e, baseline *v1alpha1.AgentEvaluation, pending map[string]
 			// Compared once, as the evaluation completes: a complete
 			// evaluation is a record, whatever becomes of its baseline.
 			regs, condReason, condMsg := Gate(e, baseline)
+			switch {
+			case from == "":
+			case baseline == nil:
+				condMsg = fmt.Sprintf("the baseline evaluation %s is not %s: nothing was compared", e.Spec.Baseline.Evaluation, from)
+			default:
+				condMsg = "against the " + from + ": " + condMsg
+			}
 			st.Regressions = regs
 			status := metav1.ConditionFalse
 			if condReason == v1alpha1.ReasonEvaluationRegressed || condReason == v1alpha1.ReasonNoRegressions {

@@ -293,6 +293,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 	}()
 	var store archive.Store
+	var evaluations archive.Evaluations
 	if o.ArchiveDSN != "" {
 		// The operator writes, so it migrates the schema first (a reader
 		// never does). A migration that rewrites a large table can take
@@ -312,7 +313,7 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return fmt.Errorf("opening the archive: %w", err)
 		}
 		defer pg.Close()
-		store = pg
+		store, evaluations = pg, pg
 		// Runs' memories (spec.memory) are kept in the same database.
 		builder.Memory = pg
 		if err := mgr.Add(memoryExpiry(pg)); err != nil {
@@ -374,7 +375,8 @@ func run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		// Evaluations too, for the same reason: an evaluation counts its
 		// runs in every shard.
-		if err := agentevaluation.NewReconciler(agentevaluation.Config{Base: base, Keys: keys, Judges: builder.Judge, Ledgers: ledgers}).SetupWithManager(mgr); err != nil {
+		if err := agentevaluation.NewReconciler(agentevaluation.Config{Base: base, Keys: keys, Judges: builder.Judge, Ledgers: ledgers,
+			Archive: evaluations}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 		// MCP servers too: one listing of each server is enough.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/config/crd"
+	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
@@ -25,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,6 +59,12 @@ type Config struct {
 	// cases read from spec.casesFrom; nil is one of the CRD built with
 	// the binary.
 	Validator *crdcheck.Validator
+	// Archive, when set, keeps every complete evaluation, and is where
+	// spec.baseline is looked for when no live evaluation has its name.
+	Archive archive.Evaluations
+	// ArchiveRetry is how soon a failed archive write is tried again;
+	// zero means DefaultArchiveRetry.
+	ArchiveRetry time.Duration
 }
 
 // casesRetry is how often an evaluation whose casesFrom cannot be read
@@ -123,6 +131,10 @@ type scope struct {
 	// when it does not exist; set by readBaseline once every run has
 	// been scored, read by the status computation.
 	baseline *v1alpha1.AgentEvaluation
+	// baselineFrom says which baseline was compared with (live or
+	// archived), or where it was looked for when none was found; set by
+	// readBaseline.
+	baselineFrom string
 	// created are the runs createDue created, for events after the write.
 	created []string
 	// judge is the evaluation's judge; set by judge on first use in
@@ -146,10 +158,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Get(ctx, req.NamespacedName, e); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if e.DeletionTimestamp != nil || evaluation.Complete(e) {
-		// A complete evaluation is a record: its runs may be deleted
-		// (ttlSecondsAfterFinished), and none is made again.
+	if e.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
+	}
+	if evaluation.Complete(e) {
+		// A complete evaluation is a record: its runs may be deleted
+		// (ttlSecondsAfterFinished), and none is made again. It goes to
+		// the archive, if it is not there yet: read again past the
+		// cache, which may not have the Archived condition a reconcile
+		// wrote a moment ago.
+		if r.Archive == nil || apimeta.IsStatusConditionTrue(e.Status.Conditions, v1alpha1.ConditionArchived) {
+			return ctrl.Result{}, nil
+		}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, e); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		return r.archiveEvaluation(ctx, e)
 	}
 	before := e.DeepCopy()
 	s := &scope{eval: e, pending: map[string]int32{}}
@@ -158,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return // the runs could not be read: nothing was learnt
 		}
 		now := metav1.NewTime(r.Clock())
-		evaluation.SetStatusAgainst(e, s.baseline, s.pending, now)
+		evaluation.SetStatusAgainstFrom(e, s.baseline, s.baselineFrom, s.pending, now)
 		if c := s.casesRead; c != nil {
 			evaluation.SetCondition(e, v1alpha1.EvaluationConditionCasesRead, c.ok, c.reason, c.message, now)
 		}
@@ -181,6 +205,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return
 		}
 		r.report(e, before, s.created)
+		if evaluation.Complete(e) {
+			// Status changes wake no reconcile (the predicate): the
+			// evaluation that just completed is archived now.
+			archived, err := r.archiveEvaluation(ctx, e)
+			retErr = errors.Join(retErr, err)
+			if !archived.IsZero() {
+				result = archived
+			}
+		}
 	}()
 	if err := r.listRuns(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -211,16 +244,33 @@ func (r *Reconciler) readBaseline(ctx context.Context, s *scope) error {
 	if e.Spec.Baseline == nil || !allScored(e) {
 		return nil
 	}
+	name := e.Spec.Baseline.Evaluation
 	b := &v1alpha1.AgentEvaluation{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Spec.Baseline.Evaluation}, b)
+	err := r.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, b)
 	switch {
+	case apierrors.IsNotFound(err) && r.Archive != nil:
+		archived, rec, err := r.archivedBaseline(ctx, e, name)
+		if err != nil {
+			s.runs = nil // nothing is written from a half-read: the comparison is made once
+			return fmt.Errorf("reading the baseline %s of %s from the archive: %w", name, e.Name, err)
+		}
+		if archived == nil {
+			s.baselineFrom = "in namespace " + e.Namespace + " or in the archive"
+			return nil // the status says so
+		}
+		s.baseline = archived
+		s.baselineFrom = fmt.Sprintf("archived evaluation %s finished at %s (UID %s)", name, rec.FinishedAt.UTC().Format(time.RFC3339), rec.UID)
+		return nil
 	case apierrors.IsNotFound(err):
 		return nil // the status says so
 	case err != nil:
 		s.runs = nil // nothing is written from a half-read: the comparison is made once
-		return fmt.Errorf("reading the baseline %s of %s: %w", e.Spec.Baseline.Evaluation, e.Name, err)
+		return fmt.Errorf("reading the baseline %s of %s: %w", name, e.Name, err)
 	}
 	s.baseline = b
+	if r.Archive != nil {
+		s.baselineFrom = "live evaluation " + name
+	}
 	return nil
 }
 

@@ -138,6 +138,25 @@ func PrintList(w io.Writer, runs []archive.Summary, namespaces, wide bool, now t
 	_ = tw.Flush()
 }
 
+// PrintEvaluations writes archived evaluations as a table, newest first:
+// with namespaces, a NAMESPACE column; FINISHED is how long ago.
+func PrintEvaluations(w io.Writer, evals []archive.Evaluation, namespaces bool, now time.Time) {
+	tw := tabwriter.NewWriter(safeterm.Writer(w), 6, 4, 3, ' ', 0)
+	head := []string{"NAME", "PHASE", "PASS RATE", "COST", "FINISHED", "UID"}
+	if namespaces {
+		head = append([]string{"NAMESPACE"}, head...)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, e := range evals {
+		row := []string{e.Name, e.Phase, orNone(e.PassRate), orNone(e.CostUSD), duration.HumanDuration(now.Sub(e.FinishedAt)), e.UID}
+		if namespaces {
+			row = append([]string{e.Namespace}, row...)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	_ = tw.Flush()
+}
+
 // transcriptState is a record's transcript state as the table shows it:
 // <unknown> for a record written before the archive recorded it.
 func transcriptState(s string) string {
