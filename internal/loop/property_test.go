@@ -57,11 +57,15 @@ func randomRun(seed uint64) (Config, []ScriptEntry) {
 
 func propertyTools(clock *fakeClock) Toolbox {
 	return ToolboxFunc(func(_ context.Context, inv Invocation) Result {
-		clock.Advance(time.Duration(len(inv.CallID)) * time.Second)
+		// The call takes its time on the run's clock and says so, as an
+		// executor does: the transcript's call records then measure the
+		// same durations however busy the machine running the test is.
+		d := time.Duration(len(inv.CallID)) * time.Second
+		clock.Advance(d)
 		if inv.Tool == "search" && len(inv.Arguments)%2 == 0 {
-			return Result{Failure: &Failure{Kind: FailHTTP, Code: 503}, Output: []byte("busy")}
+			return Result{Failure: &Failure{Kind: FailHTTP, Code: 503}, Output: []byte("busy"), Duration: d}
 		}
-		return Result{Output: []byte("result for " + inv.CallID + " " + string(inv.Arguments))}
+		return Result{Output: []byte("result for " + inv.CallID + " " + string(inv.Arguments)), Duration: d}
 	})
 }
 
