@@ -151,7 +151,6 @@ func TestConsole_archivePageShowsOnlyWhatRBACAllowsAndReRuns(t *testing.T) {
 	if got := text(t, ctx, `[data-transcript]`); !strings.Contains(got, "It was charged once: nothing to refund.") {
 		t.Errorf("the archived transcript is %q, want the run's answer", got)
 	}
-	screenshot(ctx, t, "archived.png")
 
 	// Re-run creates a new run from the archived spec, as ari.
 	do(t, ctx, click(`[data-rerun-archived]`), chromedp.WaitVisible(`section.summary[data-run]`))

@@ -100,7 +100,6 @@ func TestConsole_policiesPageShowsWhatAppliesToANamespaceInOrder(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector('`+ceilings+` [data-policy-spec]').textContent`); !strings.Contains(got, "maxAgentDepth: 1") {
 		t.Errorf("the rest of the policy's spec is %q, want its maxAgentDepth", got)
 	}
-	screenshot(ctx, t, "policies.png")
 
 	// Without a namespace the page lists every policy, the silver one too.
 	do(t, ctx, chromedp.Navigate(srv.URL+"/policies"), visible(`article[data-policy="`+ns+`-mm-silver"]`))

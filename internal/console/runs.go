@@ -166,8 +166,32 @@ func (f runFilter) first() runFilter {
 	return f
 }
 
-// keep: the run passes the filters the API server cannot apply (phase,
-// outcome and template are in no label), which narrow the page read.
+// fields are the filters the API server applies through the CRD's
+// selectable fields: an outcome, and a phase other than Pending (a run the
+// operator has not seen yet has no phase, which no field selector
+// matches). A page then holds only matching runs, however many others
+// the list has.
+func (f runFilter) fields() []client.ListOption {
+	sel := client.MatchingFields{}
+	if f.Outcome != "" {
+		sel[v1alpha1.FieldOutcome] = f.Outcome
+	}
+	if f.Phase != "" && f.Phase != "Pending" {
+		sel[v1alpha1.FieldPhase] = f.Phase
+	}
+	if len(sel) == 0 {
+		return nil
+	}
+	return []client.ListOption{sel}
+}
+
+// narrowed: a filter the API server cannot apply (the template, which is
+// in no label, or the Pending phase) narrows the page read, so a page
+// can show fewer runs than it read.
+func (f runFilter) narrowed() bool { return f.Template != "" || f.Phase == "Pending" }
+
+// keep: the run passes the filters (the API server applied those of
+// fields already; checking them again costs nothing).
 func (f runFilter) keep(run *v1alpha1.AgentRun) bool {
 	return (f.Phase == "" || string(run.Status.Phase) == f.Phase || (f.Phase == "Pending" && run.Status.Phase == "")) &&
 		(f.Outcome == "" || string(run.Status.Outcome) == f.Outcome) &&
@@ -209,8 +233,8 @@ type runsData struct {
 	// Next is the URL of the page after this one ("" on the last); First,
 	// the first page's, when this is a later one.
 	Next, First string
-	// Narrowed: a filter the API server cannot apply (phase, outcome,
-	// template) is set, so the page can hold fewer rows than it read.
+	// Narrowed: a filter the API server cannot apply (the template, the
+	// Pending phase) is set, so the page can hold fewer rows than it read.
 	Narrowed bool
 	PageSize int
 	// Result is what a Cancel from this page did, or why it was refused.
@@ -235,7 +259,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, u *user) (view, er
 
 func (s *Server) runsView(r *http.Request, u *user, f runFilter, res *result) (view, error) {
 	d := runsData{Filter: f, Phases: phases, Outcomes: outcomeNames(), Sorts: sorts, Result: res, PageSize: pageSize,
-		Narrowed: f.Phase != "" || f.Outcome != "" || f.Template != ""}
+		Narrowed: f.narrowed()}
 	q := f.Query()
 	v := view{Title: "Runs", Page: "runs", Data: &d, Live: "/?" + join(q, "fragment=1"), Events: "/events?" + join(q, "kind=runs")}
 	sel, err := labels.Parse(f.Label)
@@ -332,7 +356,7 @@ func orderOf(sort string) func(a, b runRow) int {
 // namespace when one ends. next is the filter of the page after it, nil on
 // the last.
 func (s *Server) runPage(ctx context.Context, u *user, f runFilter, sel labels.Selector) (scope, []v1alpha1.AgentRun, *runFilter, error) {
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}, client.Limit(pageSize)}
+	opts := append([]client.ListOption{client.MatchingLabelsSelector{Selector: sel}, client.Limit(pageSize)}, f.fields()...)
 	var list v1alpha1.AgentRunList
 	probe := opts
 	if f.At == "" && f.Continue != "" {
@@ -369,8 +393,8 @@ func (s *Server) runPage(ctx context.Context, u *user, f runFilter, sel labels.S
 			return sc, runs, &next, nil
 		}
 		var l v1alpha1.AgentRunList
-		if err := u.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel},
-			client.Limit(int64(pageSize-len(runs))), client.Continue(tok)); err != nil {
+		if err := u.c.List(ctx, &l, append([]client.ListOption{client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel},
+			client.Limit(int64(pageSize - len(runs))), client.Continue(tok)}, f.fields()...)...); err != nil {
 			return sc, nil, nil, err
 		}
 		tok = ""

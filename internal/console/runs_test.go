@@ -247,3 +247,33 @@ func TestOrderOf_sortsThePagesRows(t *testing.T) {
 		}
 	}
 }
+
+// The outcome and phase filters are applied by the API server (the CRD's
+// selectable fields), not to the page read: the one Failed run among 101,
+// last in the list's order, is on the first page of outcome=Failed, and
+// phase=Failed, with no Next link.
+func TestRunsPage_outcomeAndPhaseFilterOnTheAPIServer(t *testing.T) {
+	const ns = "console-outcome-filter"
+	idleRuns(t, ns, pageSize+1, func(int) map[string]string { return nil })
+	ended(t, ns, fmt.Sprintf("run-%04d", pageSize), v1alpha1.OutcomeToolFailure)
+	s, err := New(Options{Config: env.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+	for _, q := range []string{"outcome=" + string(v1alpha1.OutcomeToolFailure), "phase=" + string(v1alpha1.PhaseFailed)} {
+		resp, err := http.Get(srv.URL + "/?namespace=" + ns + "&" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		rows := strings.Count(string(body), "<tr data-run=")
+		if resp.StatusCode != http.StatusOK || rows != 1 || !strings.Contains(string(body), fmt.Sprintf(`data-run="%s/run-%04d"`, ns, pageSize)) {
+			t.Errorf("%s: %d with %d rows: want the one run that failed", q, resp.StatusCode, rows)
+		}
+		if strings.Contains(string(body), "continue=") {
+			t.Errorf("%s: the page links a next page: want none, the API server selected the one run", q)
+		}
+	}
+}
