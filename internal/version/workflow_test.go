@@ -40,7 +40,7 @@ func TestReleaseWorkflow(t *testing.T) {
 		// YAML 1.1, which sigs.k8s.io/yaml reads, takes an unquoted on
 		// for true.
 		OnTrue trigger `json:"true"`
-		Jobs map[string]struct {
+		Jobs   map[string]struct {
 			Permissions map[string]string `json:"permissions"`
 			Env         map[string]string `json:"env"`
 			Steps       []step            `json:"steps"`
