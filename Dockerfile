@@ -23,6 +23,9 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
+# The generated CRDs, embedded where a manifest is checked without an API
+# server (an evaluation's cases from a ConfigMap, agentrun local).
+COPY config/crd/ config/crd/
 
 RUN go build -trimpath -ldflags=-s -o /out/manager ./cmd/manager
 RUN go build -trimpath -ldflags=-s -o /out/agentrun-entrypoint ./cmd/agentrun-entrypoint
