@@ -48,6 +48,12 @@ const (
 	// configured; the run cannot be deleted before it is True.
 	ConditionArchived = "Archived"
 
+	// ReasonArchived and ReasonArchiveUnavailable are the reasons of the
+	// Archived condition (of a run and of an AgentEvaluation) and of the
+	// events that go with it.
+	ReasonArchived           = "Archived"
+	ReasonArchiveUnavailable = "ArchiveUnavailable"
+
 	// FinalizerArchive holds a run that has not been archived yet: the
 	// operator removes it once the run's record is in the archive.
 	FinalizerArchive = "agents.agentrun.dev/archive"

@@ -111,3 +111,7 @@ type Store interface {
 
 // ErrNotFound: no record has this UID (or name).
 var ErrNotFound = errors.New("no such run in the archive")
+
+// DefaultRetry is how soon the operator tries a failed archive write
+// again (a run's record, an evaluation's).
+const DefaultRetry = 30 * time.Second

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
@@ -34,13 +33,7 @@ import (
 // run: only finished or deleted runs are archived.
 
 // DefaultArchiveRetry is how soon a failed archive write is tried again.
-const DefaultArchiveRetry = 30 * time.Second
-
-// Event reasons of the archive.
-const (
-	ReasonArchived           = "Archived"
-	ReasonArchiveUnavailable = "ArchiveUnavailable"
-)
+const DefaultArchiveRetry = archive.DefaultRetry
 
 // claimForArchive adds the archive's finalizer to a run that lacks it.
 func (r *AgentRunReconciler) claimForArchive(ctx context.Context, run *v1alpha1.AgentRun) error {
@@ -74,11 +67,11 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 		if run.DeletionTimestamp.IsZero() {
 			base := run.DeepCopy()
 			if apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionFalse,
-				Reason: ReasonArchiveUnavailable, Message: msg, ObservedGeneration: run.Generation}) {
+				Reason: v1alpha1.ReasonArchiveUnavailable, Message: msg, ObservedGeneration: run.Generation}) {
 				if perr := r.writeStatus(ctx, run, base, false); perr != nil && !apierrors.IsNotFound(perr) {
 					return ctrl.Result{}, perr
 				}
-				r.event(run, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable, msg)
+				r.event(run, corev1.EventTypeWarning, v1alpha1.ReasonArchiveUnavailable, v1alpha1.ReasonArchiveUnavailable, msg)
 			}
 		}
 		retry := r.ArchiveRetry
@@ -91,7 +84,7 @@ func (r *AgentRunReconciler) archiveRun(ctx context.Context, run *v1alpha1.Agent
 	if run.DeletionTimestamp.IsZero() {
 		base := run.DeepCopy()
 		if apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionTrue,
-			Reason: ReasonArchived, Message: "the run's record is in the archive (UID " + string(run.UID) + ")", ObservedGeneration: run.Generation}) {
+			Reason: v1alpha1.ReasonArchived, Message: "the run's record is in the archive (UID " + string(run.UID) + ")", ObservedGeneration: run.Generation}) {
 			if err := r.writeStatus(ctx, run, base, false); err != nil {
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
@@ -177,7 +170,7 @@ func (r *AgentRunReconciler) sealedTranscript(ctx context.Context, run *v1alpha1
 		return nil, err
 	}
 	rec.TranscriptState, rec.TranscriptProblem = state, clip.Cut(err.Error(), maxTranscriptProblem, runstatus.CutMark)
-	r.event(run, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable,
+	r.event(run, corev1.EventTypeWarning, v1alpha1.ReasonArchiveUnavailable, v1alpha1.ReasonArchiveUnavailable,
 		fmt.Sprintf("Archiving %s without its transcript (%s): %v", run.Name, state, err))
 	return nil, nil
 }

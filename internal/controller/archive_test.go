@@ -135,7 +135,7 @@ func TestArchive_aRunThatEndsWhileTheArchiveIsDownIsKeptUntilItIsBack(t *testing
 			return "no Archived condition"
 		}
 		return c.Reason
-	}, 20*time.Second, 20*time.Millisecond).Should(Equal(ReasonArchiveUnavailable))
+	}, 20*time.Second, 20*time.Millisecond).Should(Equal(v1alpha1.ReasonArchiveUnavailable))
 	// Still there, deletion or not, while the archive is down.
 	NewWithT(t).Consistently(func() error {
 		return k8sClient.Get(context.Background(), client.ObjectKeyFromObject(run), &v1alpha1.AgentRun{})
@@ -188,7 +188,7 @@ func TestArchive_theRecordSaysWhenItsTranscriptIsMissingOrUnsealed(t *testing.T)
 	for _, run := range runs {
 		NewWithT(t).Eventually(func() bool {
 			c := apimeta.FindStatusCondition(get(t, run).Status.Conditions, v1alpha1.ConditionArchived)
-			return c != nil && c.Reason == ReasonArchiveUnavailable
+			return c != nil && c.Reason == v1alpha1.ReasonArchiveUnavailable
 		}, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "%s ended and waits for the archive", run.Name)
 	}
 	lost, rewritten := get(t, runs["lost"]), get(t, runs["rewritten"])

@@ -85,7 +85,7 @@ func TestRotation_theOldKeyStaysUntilNoRunNeedsIt(t *testing.T) {
 			return ""
 		}
 		return c.Reason
-	}, 20*time.Second, 20*time.Millisecond).Should(Equal(ReasonArchiveUnavailable))
+	}, 20*time.Second, 20*time.Millisecond).Should(Equal(v1alpha1.ReasonArchiveUnavailable))
 	stop()
 
 	// Rotate: add k2, point the annotation at it, restart the operator.

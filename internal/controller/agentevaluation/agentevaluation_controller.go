@@ -63,7 +63,7 @@ type Config struct {
 	// spec.baseline is looked for when no live evaluation has its name.
 	Archive archive.Evaluations
 	// ArchiveRetry is how soon a failed archive write is tried again;
-	// zero means DefaultArchiveRetry.
+	// zero means archive.DefaultRetry.
 	ArchiveRetry time.Duration
 }
 

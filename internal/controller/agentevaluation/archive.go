@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
@@ -26,16 +25,6 @@ import (
 // reason ArchiveUnavailable). spec.baseline naming an evaluation that is
 // not live reads the newest archived one of that name.
 
-// DefaultArchiveRetry is how soon a failed archive write is tried again.
-const DefaultArchiveRetry = 30 * time.Second
-
-// The reasons of the Archived condition (a run's Archived condition has
-// the same).
-const (
-	ReasonArchived           = "Archived"
-	ReasonArchiveUnavailable = "ArchiveUnavailable"
-)
-
 // archiveEvaluation writes a complete evaluation to the archive unless
 // it is there already, and records that it is (the Archived condition).
 // It returns when to try again after a failure.
@@ -53,22 +42,22 @@ func (r *Reconciler) archiveEvaluation(ctx context.Context, e *v1alpha1.AgentEva
 		msg := "the evaluation's results cannot be written to the archive; trying again: " + err.Error()
 		ctrl.LoggerFrom(ctx).Error(err, "Archiving a complete evaluation")
 		if apimeta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionFalse,
-			Reason: ReasonArchiveUnavailable, Message: msg, ObservedGeneration: e.Generation, LastTransitionTime: now}) {
+			Reason: v1alpha1.ReasonArchiveUnavailable, Message: msg, ObservedGeneration: e.Generation, LastTransitionTime: now}) {
 			if perr := r.Status().Patch(ctx, e, client.MergeFrom(base)); perr != nil {
 				return ctrl.Result{}, client.IgnoreNotFound(perr)
 			}
 			if r.Recorder != nil {
-				r.Recorder.Eventf(e, nil, corev1.EventTypeWarning, ReasonArchiveUnavailable, ReasonArchiveUnavailable, "%s", msg)
+				r.Recorder.Eventf(e, nil, corev1.EventTypeWarning, v1alpha1.ReasonArchiveUnavailable, v1alpha1.ReasonArchiveUnavailable, "%s", msg)
 			}
 		}
 		retry := r.ArchiveRetry
 		if retry <= 0 {
-			retry = DefaultArchiveRetry
+			retry = archive.DefaultRetry
 		}
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	apimeta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionArchived, Status: metav1.ConditionTrue,
-		Reason: ReasonArchived, Message: "the evaluation's results are in the archive (UID " + string(e.UID) + ")",
+		Reason: v1alpha1.ReasonArchived, Message: "the evaluation's results are in the archive (UID " + string(e.UID) + ")",
 		ObservedGeneration: e.Generation, LastTransitionTime: now})
 	return ctrl.Result{}, client.IgnoreNotFound(r.Status().Patch(ctx, e, client.MergeFrom(base)))
 }

@@ -222,10 +222,10 @@ func TestEvaluation_completedWhileTheArchiveIsDownIsArchivedLater(t *testing.T) 
 	}
 	st := get(t, e).Status
 	c := findCondition(st.Conditions, v1alpha1.ConditionArchived)
-	if st.Phase != v1alpha1.EvaluationPassed || c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonArchiveUnavailable ||
-		!strings.Contains(c.Message, "connection refused") || res.RequeueAfter != DefaultArchiveRetry {
+	if st.Phase != v1alpha1.EvaluationPassed || c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonArchiveUnavailable ||
+		!strings.Contains(c.Message, "connection refused") || res.RequeueAfter != archive.DefaultRetry {
 		t.Errorf("with the archive down: phase %s, Archived %+v, requeue after %s; want Passed, False ArchiveUnavailable quoting the error, %s",
-			st.Phase, c, res.RequeueAfter, DefaultArchiveRetry)
+			st.Phase, c, res.RequeueAfter, archive.DefaultRetry)
 	}
 	if _, err := store.NewestEvaluation(context.Background(), ns, "later"); !errors.Is(err, archive.ErrNoEvaluation) {
 		t.Errorf("the archive while down: %v, want ErrNoEvaluation", err)
@@ -233,7 +233,7 @@ func TestEvaluation_completedWhileTheArchiveIsDownIsArchivedLater(t *testing.T) 
 
 	store.down.Store(false)
 	reconcileOnce(t, r, e)
-	if c := findCondition(get(t, e).Status.Conditions, v1alpha1.ConditionArchived); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonArchived {
+	if c := findCondition(get(t, e).Status.Conditions, v1alpha1.ConditionArchived); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonArchived {
 		t.Errorf("once the archive is back: Archived %+v; want True, Archived", c)
 	}
 	if rec, err := store.NewestEvaluation(context.Background(), ns, "later"); err != nil || rec.Phase != string(v1alpha1.EvaluationPassed) {
