@@ -16,7 +16,6 @@ import (
 	"github.com/agentrun/agentrun/internal/runclient"
 	"github.com/agentrun/agentrun/internal/safeterm"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -180,35 +179,17 @@ func (s *Server) inboxRuns(ctx context.Context, u *user, ns string) ([]v1alpha1.
 		if err != nil {
 			return nil, "", err
 		}
-		runs, err := listRuns(ctx, u, sc, labels.Everything(), &first)
+		runs, err := listRuns(ctx, u, sc, &first)
 		return runs, sc.Note, err
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	list := func(sel client.MatchingFields) ([]v1alpha1.AgentRun, error) {
-		if sc.All {
-			var l v1alpha1.AgentRunList
-			err := u.c.List(ctx, &l, sel)
-			return l.Items, err
-		}
-		var out []v1alpha1.AgentRun
-		for _, n := range sc.Namespaces {
-			var l v1alpha1.AgentRunList
-			if err := u.c.List(ctx, &l, client.InNamespace(n), sel); err != nil {
-				return nil, err
-			}
-			out = append(out, l.Items...)
-		}
-		return out, nil
+	runs, err := listRuns(ctx, u, sc, &first, waiting)
+	if err != nil {
+		return nil, "", err
 	}
-	runs := first.Items
-	if !sc.Listed {
-		if runs, err = list(waiting); err != nil {
-			return nil, "", err
-		}
-	}
-	more, err := list(escalated)
+	more, err := listRuns(ctx, u, sc, nil, escalated)
 	if err != nil {
 		return nil, "", err
 	}

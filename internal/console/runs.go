@@ -102,16 +102,17 @@ func listKind[T any, PT interface {
 	return out, sc.Note, nil
 }
 
-// listRuns lists the runs of a scope matching sel; listed holds them
-// already when scopeOf read them (sc.Listed).
-func listRuns(ctx context.Context, u *user, sc scope, sel labels.Selector, listed *v1alpha1.AgentRunList) ([]v1alpha1.AgentRun, error) {
-	if sc.Listed {
+// listRuns lists the runs of a scope that opts select; listed, when not
+// nil, is the list scopeOf read with the same opts, which holds them
+// already when it read the whole scope (sc.Listed).
+func listRuns(ctx context.Context, u *user, sc scope, listed *v1alpha1.AgentRunList, opts ...client.ListOption) ([]v1alpha1.AgentRun, error) {
+	if sc.Listed && listed != nil {
 		return listed.Items, nil
 	}
 	var out []v1alpha1.AgentRun
-	list := func(opts ...client.ListOption) error {
+	list := func(extra ...client.ListOption) error {
 		var l v1alpha1.AgentRunList
-		if err := u.c.List(ctx, &l, append(opts, client.MatchingLabelsSelector{Selector: sel})...); err != nil {
+		if err := u.c.List(ctx, &l, append(extra, opts...)...); err != nil {
 			return err
 		}
 		out = append(out, l.Items...)
