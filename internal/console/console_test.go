@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -95,7 +94,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "waiting for the control plane:", err)
 		return 1
 	}
-	if path := chromium(); path != "" {
+	if path := testenv.Chromium(); path != "" {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path),
 			chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
 		alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -172,15 +171,6 @@ func policiesEnforced() error {
 		return fmt.Errorf("%w after %d tries: %s", err, try, last)
 	}
 	return nil
-}
-
-func chromium() string {
-	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(b); err == nil {
-			return p
-		}
-	}
-	return ""
 }
 
 // tab opens a browser tab for one test, closed when the test ends.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/console"
 	"github.com/agentrun/agentrun/internal/operator"
+	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,13 +31,7 @@ import (
 // default namespace.
 func consoleOverTheDemo(ctx context.Context, t *testing.T, env *Env, c client.Client) {
 	t.Helper()
-	chrome := ""
-	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(b); err == nil {
-			chrome = p
-			break
-		}
-	}
+	chrome := testenv.Chromium()
 	if chrome == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("no Chromium on this machine: run hack/chromium-deps.sh")

@@ -233,3 +233,15 @@ func Get[T client.Object](t TB, c client.Reader, obj T) T {
 	}
 	return out
 }
+
+// Chromium is the path of the Chromium (or Chrome) the browser tests
+// drive, or "" when this machine has none (hack/chromium-deps.sh
+// installs it).
+func Chromium() string {
+	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(b); err == nil {
+			return p
+		}
+	}
+	return ""
+}
