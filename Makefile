@@ -27,12 +27,13 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: ## Generate the CustomResourceDefinition and copy it into the Helm chart.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=$(CRD_BASES)
+	go run ./hack/crdguard $(CRD_BASES)/agents.agentrun.dev_agentruns.yaml
 	$(CONTROLLER_GEN) rbac:roleName=agentrun-manager paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac
 	mkdir -p $(CHART_CRDS)
 	cp $(CRD_BASES)/*.yaml $(CHART_CRDS)/
 	cp config/rbac/role.yaml charts/agentrun/files/role.yaml
 	mkdir -p charts/agentrun/files/admission
-	cp config/admission/approval-policy.yaml config/admission/approver-identity.yaml config/admission/platform-policy.yaml charts/agentrun/files/admission/
+	cp config/admission/approval-policy.yaml config/admission/approver-identity.yaml config/admission/platform-policy.yaml config/admission/run-spec.yaml charts/agentrun/files/admission/
 	cp config/rbac/aggregated_roles.yaml charts/agentrun/files/aggregated_roles.yaml
 
 .PHONY: generate

@@ -20,6 +20,8 @@ import (
 	"github.com/agentrun/agentrun/internal/kubescheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,7 +132,7 @@ func startTimeout() time.Duration {
 // ChartPolicies are what the chart installs besides the CRDs and the
 // operator: the approval admission policies and the user roles, as files
 // of the repository for Apply.
-var ChartPolicies = []string{"config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
+var ChartPolicies = []string{"config/admission/run-spec.yaml", "config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
 	"config/admission/platform-policy.yaml", "config/admission/operator-writes.yaml", "config/rbac/aggregated_roles.yaml"}
 
 // Apply creates (or updates) every object of the YAML files under the
@@ -244,4 +246,46 @@ func Chromium() string {
 		}
 	}
 	return ""
+}
+
+// RunSpecPolicy is the admission policy that keeps an AgentRun's spec as
+// it was created (but for cancel and ttlSecondsAfterFinished).
+const RunSpecPolicy = "config/admission/run-spec.yaml"
+
+// runSpecProbe is the run EnforceRunSpec edits.
+const runSpecProbe = `{"apiVersion": "agents.agentrun.dev/v1alpha1", "kind": "AgentRun",
+ "metadata": {"generateName": "run-spec-probe-"},
+ "spec": {"goal": "probe", "budget": {"maxTurns": 1}, "model": {"provider": "scripted", "script": [{"content": "ok"}]}}}`
+
+// EnforceRunSpec applies RunSpecPolicy and waits (bounded) until the API
+// server enforces it: an admission policy takes effect a moment after it
+// is created, when the API server's informer has it. It probes with a run
+// of its own in namespace, deleted after.
+func EnforceRunSpec(ctx context.Context, c client.Client, namespace string) error {
+	if err := Apply(ctx, c, RunSpecPolicy); err != nil {
+		return err
+	}
+	probe := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(runSpecProbe), &probe.Object); err != nil {
+		return err
+	}
+	probe.SetNamespace(namespace)
+	if err := c.Create(ctx, probe); err != nil {
+		return fmt.Errorf("creating the probe run: %w", err)
+	}
+	defer func() { _ = c.Delete(context.WithoutCancel(ctx), probe) }()
+	last := "no attempt"
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := c.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"goal":"changed"}}`)))
+		if err == nil {
+			last = "a change of spec.goal was admitted"
+			// Put the goal back, so that the next probe changes it again.
+			return false, c.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"goal":"probe"}}`)))
+		}
+		return strings.Contains(err.Error(), "cannot change once created"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the API server did not enforce %s within 30s (%s): %w", RunSpecPolicy, last, err)
+	}
+	return nil
 }

@@ -46,7 +46,14 @@ func TestMain(m *testing.M) {
 		restCfg = cfg
 		var err error
 		k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme})
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		// The chart installs the policy that keeps a run's spec: the
+		// tests of what may change after creation run against it.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return nil, testenv.EnforceRunSpec(ctx, k8sClient, namespace)
 	}))
 }
 
@@ -1514,32 +1521,32 @@ func TestUpdate_onlyCancelMayChange(t *testing.T) {
 		{
 			name:    "changing the policy is rejected",
 			patches: []string{`{"spec": {"policy": {"default": "deny"}}}`},
-			wantErr: "spec.policy: Invalid value",
+			wantErr: "(changed: spec.policy)",
 		},
 		{
 			name:    "changing loopDetection is rejected",
 			patches: []string{`{"spec": {"loopDetection": {"threshold": 5}}}`},
-			wantErr: "spec.loopDetection: Invalid value",
+			wantErr: "(changed: spec.loopDetection)",
 		},
 		{
 			name:    "setting approvalTimeout is rejected",
 			patches: []string{`{"spec": {"approvalTimeout": "5m"}}`},
-			wantErr: "spec.approvalTimeout: Invalid value",
+			wantErr: "(changed: spec.approvalTimeout)",
 		},
 		{
 			name:    "setting a serviceAccountName is rejected",
 			patches: []string{`{"spec": {"serviceAccountName": "admin"}}`},
-			wantErr: "spec.serviceAccountName: Invalid value",
+			wantErr: "(changed: spec.serviceAccountName)",
 		},
 		{
 			name:    "setting an escalation owner is rejected",
 			patches: []string{`{"spec": {"escalation": {"owner": "someone-else"}}}`},
-			wantErr: "spec.escalation: Invalid value",
+			wantErr: "(changed: spec.escalation)",
 		},
 		{
 			name:    "making the run a follow-up is rejected",
 			patches: []string{`{"spec": {"continueFrom": {"name": "earlier"}}}`},
-			wantErr: "spec.continueFrom: Invalid value",
+			wantErr: "(changed: spec.continueFrom)",
 		},
 		{
 			name:    "setting cancel back to false is rejected",

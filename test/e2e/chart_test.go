@@ -39,6 +39,7 @@ func TestChart_rbacAndCRDsAreTheGeneratedOnes(t *testing.T) {
 	same("config/rbac/aggregated_roles.yaml", "charts/agentrun/files/aggregated_roles.yaml")
 	same("config/admission/approval-policy.yaml", "charts/agentrun/files/admission/approval-policy.yaml")
 	same("config/admission/approver-identity.yaml", "charts/agentrun/files/admission/approver-identity.yaml")
+	same("config/admission/run-spec.yaml", "charts/agentrun/files/admission/run-spec.yaml")
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(crds) == 0 {
 		t.Fatalf("no CRDs in config/crd/bases: %v", err)
