@@ -144,8 +144,28 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 			res, err = r.panicked(ctx, req.NamespacedName, recovered(ctx, r.Metrics, "reconcile", p))
 		}
 	}()
-	return r.reconcile(ctx, req)
+	for i := 0; ; i++ {
+		var uid types.UID
+		var started string
+		res, uid, started, err = r.reconcile(ctx, req)
+		// Work this reconcile started that often ends at once (a kit
+		// build, a batch of fast tools) is waited for a moment, and the
+		// run advanced again in this reconcile: otherwise it would wait
+		// for a worker again, behind every run enqueued meanwhile.
+		if err != nil || started == "" || i == maxInline || !r.work.await(uid, started, inlineWait) {
+			return res, err
+		}
+	}
 }
+
+// inlineWait is how long a reconcile waits for the kit build or the tools
+// it started before it returns, and maxInline how many times one reconcile
+// advances a run again after such a wait. A model call is never waited
+// for: it takes seconds.
+const (
+	inlineWait = 20 * time.Millisecond
+	maxInline  = 4
+)
 
 // reconcile advances one run by at most one phase of one turn: it steps
 // the engine until the next step needs the outside world, saves what it
@@ -153,22 +173,25 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 // starts the model call or the tools. A status patch that conflicts with
 // another writer is retried at once on a fresh read; the finished work it
 // carried stays in memory until a patch holds it.
-func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+//
+// It returns the run's UID and the key of the work it started that may
+// end at once (see Reconcile), if any.
+func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, types.UID, string, error) {
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetName(req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, "", "", client.IgnoreNotFound(err)
 	}
 	run = r.mem.freshest(run)
 	for attempt := 1; ; attempt++ {
-		res, err := r.reconcileRun(ctx, req.NamespacedName, run)
+		res, started, err := r.reconcileRun(ctx, req.NamespacedName, run)
 		if !errors.Is(err, errConflict) {
-			return res, err
+			return res, run.UID, started, err
 		}
 		if attempt == 3 {
-			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, "", "", nil
 		}
 		ctrl.LoggerFrom(ctx).V(4).Info("Status changed under us, retrying on a fresh read")
 		run = &v1alpha1.AgentRun{}
@@ -176,7 +199,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 			if apierrors.IsNotFound(err) {
 				r.forgetName(req.NamespacedName)
 			}
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+			return ctrl.Result{}, "", "", client.IgnoreNotFound(err)
 		}
 	}
 }
@@ -186,25 +209,26 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 // the acts it decided and the report of what changed), or a finished
 // run's (settle its status, record the hand-off of its escalation,
 // judge it, archive it, expire it).
-func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, error) {
+func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.NamespacedName, run *v1alpha1.AgentRun) (ctrl.Result, string, error) {
 	if runstatus.Finished(run) || !run.DeletionTimestamp.IsZero() {
 		r.forget(run.UID)
-		return finishedPhases(ctx, run, r.cancelChildren, r.settle, r.handOff, r.judge, r.archive, r.expireLive)
+		res, err := finishedPhases(ctx, run, r.cancelChildren, r.settle, r.handOff, r.judge, r.archive, r.expireLive)
+		return res, "", err
 	}
 	sc, err := r.open(ctx, key, run)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, "", err
 	}
 	result, err := runningPhases(ctx, sc, r.loadKit, r.loadState, r.advance, r.coverBudgets)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, "", err
 	}
 	if sc.wait {
-		return r.flushDeferred(ctx, sc, result), nil
+		return r.flushDeferred(ctx, sc, result), sc.started, nil
 	}
 	written, err := r.persist(ctx, sc)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, "", err
 	}
 	if d := sc.stored.deferred; d != nil {
 		// Back when the deferred status is due, even if nothing wakes the
@@ -223,7 +247,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if written {
 		r.report(ctx, sc)
 	}
-	return result, nil
+	return result, sc.started, nil
 }
 
 // runningPhases runs a running run's phases until one fails, stops the

@@ -127,7 +127,7 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				}
 				w.template = tpl
 			})
-			sc.wait = true
+			sc.wait, sc.started = true, kitKey
 			return ctrl.Result{}, nil
 		}
 		r.work.clear(uid, kitKey)
@@ -817,6 +817,7 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 		r.work.start(base, run, toolsKey(s), func(ctx context.Context, w *work) {
 			w.results = loop.ExecuteBatch(ctx, tools, calls, concurrent)
 		})
+		sc.started = toolsKey(s)
 	}
 	r.dropStaleAnnotations(ctx, sc)
 }

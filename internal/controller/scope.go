@@ -36,6 +36,10 @@ type scope struct {
 	// consumed is the key of the finished work this reconcile applied; it
 	// is dropped from memory once status holds its outcome.
 	consumed string
+	// started is the key of the work this reconcile started that may end
+	// at once (a kit build, a batch of tools), which Reconcile waits for
+	// a moment.
+	started string
 
 	// answers are the approval annotations not yet applied, by call id,
 	// each with who set it and the digest it names (answersFrom).

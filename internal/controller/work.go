@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
@@ -28,6 +29,11 @@ type work struct {
 	// judgement is a finished run's judgement (judging.go).
 	judgement *v1alpha1.JudgementStatus
 	cancel    context.CancelFunc
+	// ended is closed when the work has ended (not when it was
+	// cancelled); awaited says a reconcile waits for it (await), which
+	// then advances the run itself: the end enqueues nothing.
+	ended   chan struct{}
+	awaited bool
 }
 
 // tracker holds the work in flight in this process, by run. After a
@@ -77,7 +83,7 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 		cancel()
 		return // already running
 	}
-	w := &work{key: key, cancel: cancel}
+	w := &work{key: key, cancel: cancel, ended: make(chan struct{})}
 	t.items[run.UID] = w
 	t.mu.Unlock()
 
@@ -108,11 +114,49 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 		if cur := t.items[uid]; cur == w {
 			w.done, w.reply, w.err, w.results, w.kit, w.template, w.judgement = true, out.reply, out.err, out.results, out.kit, out.template, out.judgement
 		}
+		awaited := w.awaited
 		t.mu.Unlock()
+		close(w.ended)
+		if awaited {
+			return
+		}
 		obj := &v1alpha1.AgentRun{}
 		obj.Name, obj.Namespace, obj.UID = name, namespace, uid
 		t.wakeup <- event.GenericEvent{Object: obj}
 	}()
+}
+
+// await waits at most d for the run's work with this key to end, and
+// reports whether it did. While it waits, the work's end enqueues nothing:
+// the caller advances the run when await returns true. When it returns
+// false the work's end enqueues the run, as it would have.
+func (t *tracker) await(uid types.UID, key string, d time.Duration) bool {
+	t.mu.Lock()
+	w := t.items[uid]
+	if w == nil || w.key != key {
+		t.mu.Unlock()
+		return false
+	}
+	if w.done {
+		t.mu.Unlock()
+		return true
+	}
+	w.awaited = true
+	t.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-w.ended:
+		return true
+	case <-timer.C:
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w.done {
+		return true
+	}
+	w.awaited = false
+	return false
 }
 
 // finished returns the run's finished work with this key, or nil. The work

@@ -50,3 +50,45 @@ func TestTracker_callInFlightDoesNotKeepTheRun(t *testing.T) {
 		t.Fatalf("finished work = %+v, want the reply kept until clear", w)
 	}
 }
+
+// Work a reconcile waits for (await) and that ends while it waits is the
+// reconcile's to apply: its end enqueues nothing, so the run is not
+// reconciled a second time for it. Work that outlasts the wait enqueues
+// the run when it ends, as any work does.
+func TestTracker_awaitedWorkEnqueuesNothing(t *testing.T) {
+	tr := newTracker(nil)
+	run := &v1alpha1.AgentRun{}
+	run.Name, run.Namespace, run.UID = "fast", "default", "uid-fast"
+
+	tr.start(context.Background(), run, "tools/t1", func(context.Context, *work) {})
+	if !tr.await(run.UID, "tools/t1", 10*time.Second) {
+		t.Fatal("await reported work that ended at once as not ended")
+	}
+	if w := tr.finished(run.UID, "tools/t1"); w == nil {
+		t.Fatal("the awaited work is not finished")
+	}
+	select {
+	case ev := <-tr.wakeup:
+		t.Fatalf("the awaited work enqueued %s", ev.Object.GetName())
+	default:
+	}
+	tr.clear(run.UID, "tools/t1")
+
+	release := make(chan struct{})
+	tr.start(context.Background(), run, "tools/t2", func(context.Context, *work) { <-release })
+	if tr.await(run.UID, "tools/t2", time.Millisecond) {
+		t.Fatal("await reported unfinished work as ended")
+	}
+	if tr.await(run.UID, "tools/other", time.Millisecond) {
+		t.Fatal("await reported work under another key as ended")
+	}
+	close(release)
+	select {
+	case ev := <-tr.wakeup:
+		if ev.Object.GetUID() != run.UID {
+			t.Fatalf("woke %s, want %s", ev.Object.GetUID(), run.UID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("work that outlasted the wait did not enqueue its run")
+	}
+}
