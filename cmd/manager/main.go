@@ -81,7 +81,7 @@ func parseFlags(args []string) (operator.Options, *zap.Options, error) {
 			o.EventVerbosity = v
 			return err
 		})
-	fs.IntVar(&o.Workers, "max-concurrent-reconciles", 4, "Reconcile workers (model and tool calls never run on one).")
+	fs.IntVar(&o.Workers, "max-concurrent-reconciles", 8, "Reconcile workers (model and tool calls never run on one; one waits at most 20 ms for tools that end at once).")
 	fs.Float64Var(&qps, "kube-api-qps", 0, fmt.Sprintf("Queries per second to the API server; 0 adapts to the runs in flight (%d per run, between %d and %d), a negative value sets no client-side limit.",
 		operator.DefaultQPSPerRun, operator.DefaultMinQPS, operator.DefaultMaxQPS))
 	fs.IntVar(&o.Burst, "kube-api-burst", 0, "Burst of queries to the API server; 0 means twice the rate.")

@@ -101,7 +101,7 @@ func main() {
 	fs.IntVar(&o.memRuns, "mem-runs", 1000, "Runs in flight for the memory measure.")
 	fs.IntVar(&o.memTurns, "mem-turns", 1, "Turns of each run of the memory measure (the first call is held until all runs are in flight).")
 	fs.IntVar(&o.writes, "writes", 1000, "Status writes (and ConfigMap patches) of the API server CPU measure.")
-	fs.IntVar(&o.workers, "workers", 4, "The operator's reconcile workers (cmd/manager's default).")
+	fs.IntVar(&o.workers, "workers", 8, "The operator's reconcile workers (cmd/manager's default).")
 	fs.Float64Var(&o.qps, "qps", 0, "The operator's client QPS, as cmd/manager's --kube-api-qps (and its default).")
 	fs.IntVar(&o.burst, "burst", 0, "The operator's client burst, as cmd/manager's --kube-api-burst (and its default).")
 	fs.DurationVar(&o.statusInterval, "status-interval", controller.DefaultStatusInterval, "The operator's --status-interval (and its default); 0 writes status at every save.")

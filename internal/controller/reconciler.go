@@ -97,9 +97,10 @@ type Config struct {
 	// key seals, agentrun_state_key_objects (DefaultKeyUseEvery when
 	// zero; keyuse.go).
 	KeyUseEvery time.Duration
-	// MaxConcurrentReconciles sizes the worker pool (4 when zero). Model
+	// MaxConcurrentReconciles sizes the worker pool (8 when zero). Model
 	// and tool calls never run on a worker (see work.go), so a few workers
-	// serve many runs.
+	// serve many runs; a reconcile mostly waits on the API server, and for
+	// at most inlineWait on tools that end at once.
 	MaxConcurrentReconciles int
 	// EventVerbosity says which of a run's notes become events: EventsPerTurn
 	// (the default) or EventsPerCall.
@@ -188,7 +189,7 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		cfg.APIReader = cfg.Client
 	}
 	if cfg.MaxConcurrentReconciles <= 0 {
-		cfg.MaxConcurrentReconciles = 4
+		cfg.MaxConcurrentReconciles = 8
 	}
 	if cfg.EventVerbosity == "" {
 		cfg.EventVerbosity = EventsPerTurn
