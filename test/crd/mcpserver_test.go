@@ -119,7 +119,7 @@ func TestMCPTool_urlOrServerRef(t *testing.T) {
 }
 
 // kubectl get mcps shows the URL, the tool count, whether the server is
-// reachable and the age; -o wide adds why. The resource is namespaced,
+// ready (its last listing succeeded) and the age; -o wide adds why. The resource is namespaced,
 // with short name mcps, in category agents.
 func TestMCPServer_kubectlColumns(t *testing.T) {
 	ctx := testContext(t)
@@ -134,18 +134,20 @@ func TestMCPServer_kubectlColumns(t *testing.T) {
 `), &agentsv1alpha1.MCPServer{})
 	s.Status = agentsv1alpha1.MCPServerStatus{ToolCount: 2, Tools: []agentsv1alpha1.MCPServerTool{{Name: "a"}, {Name: "b"}},
 		Conditions: []metav1.Condition{{Type: agentsv1alpha1.MCPServerReachable, Status: metav1.ConditionTrue,
-			Reason: agentsv1alpha1.ReasonMCPListed, Message: "listed 2 tools", LastTransitionTime: metav1.Now()}}}
+			Reason: agentsv1alpha1.ReasonMCPListed, Message: "listed 2 tools", LastTransitionTime: metav1.Now()},
+			{Type: agentsv1alpha1.MCPServerReady, Status: metav1.ConditionFalse,
+				Reason: agentsv1alpha1.ReasonMCPCredentialsRefused, Message: "the server refused the credentials", LastTransitionTime: metav1.Now()}}}
 	if err := k8sClient.Status().Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	got := columns(ctx, t, "mcpservers", "crd-mcps-columns", 0)
 	delete(got, "Name")
 	delete(got, "Age")
-	want := map[string]any{"URL": "http://mcp-billing:8080/mcp", "Tools": float64(2), "Reachable": "True"}
+	want := map[string]any{"URL": "http://mcp-billing:8080/mcp", "Tools": float64(2), "Ready": "False"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("kubectl get mcps columns (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(map[string]any{"Reason": "listed 2 tools"}, columns(ctx, t, "mcpservers", "crd-mcps-columns", 1)); d != "" {
+	if d := cmp.Diff(map[string]any{"Reason": "the server refused the credentials"}, columns(ctx, t, "mcpservers", "crd-mcps-columns", 1)); d != "" {
 		t.Errorf("kubectl get mcps -o wide adds (-want +got):\n%s", d)
 	}
 }
