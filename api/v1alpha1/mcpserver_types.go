@@ -15,9 +15,9 @@ import (
 // +kubebuilder:resource:path=mcpservers,singular=mcpserver,scope=Namespaced,shortName=mcps,categories=agents
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
-// +kubebuilder:printcolumn:name="Reachable",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].message`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type MCPServer struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -101,7 +101,7 @@ type MCPServerStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Reachable and Authenticated.
+	// conditions are Reachable, Authenticated and Ready.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -182,6 +182,13 @@ const (
 	// token endpoint refused them or they could not be read, Unknown when
 	// the server was not reached.
 	MCPServerAuthenticated = "Authenticated"
+	// MCPServerReady sums the other two up for tools that judge an
+	// object's health by its Ready condition (kstatus, Argo CD, Flux):
+	// True when the last listing succeeded (Reachable and Authenticated
+	// True), otherwise False with the reason and message of the condition
+	// that says why (Reachable's when it is False or neither is,
+	// Authenticated's when it is False).
+	MCPServerReady = "Ready"
 )
 
 // The reasons of an MCPServer's conditions.

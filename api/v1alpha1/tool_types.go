@@ -12,6 +12,7 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule=`has(self.http) || has(self.job) || has(self.mcp) || has(self.builtin) || has(self.agent)`,message="a tool needs an executor: set exactly one of http, job, mcp, builtin or agent",messageExpression=`'tool ' + self.name + ' has no executor: set exactly one of http, job, mcp, builtin or agent'`
 // +kubebuilder:validation:XValidation:rule=`[has(self.http), has(self.job), has(self.mcp), has(self.builtin), has(self.agent)].filter(x, x).size() <= 1`,message="a tool has exactly one executor: set only one of http, job, mcp, builtin or agent",messageExpression=`'tool ' + self.name + ' sets more than one executor: set only one of http, job, mcp, builtin or agent'`
+// +kubebuilder:validation:XValidation:rule=`!has(self.mcp) || !has(self.mcp.tools) || (!has(self.description) && !has(self.parameters))`,message="an mcp entry with tools takes each tool's description and parameters from its server: set neither",messageExpression=`'tool ' + self.name + ' lists mcp.tools, which take their description and parameters from the server: set neither on the entry'`
 type ToolSpec struct {
 	// name is how the model calls the tool: letters, digits, _ and -, at
 	// most 64 characters, as model providers require. Unique within the run.
@@ -91,7 +92,8 @@ type ToolSpec struct {
 	// +optional
 	Job *JobTool `json:"job,omitempty"`
 
-	// mcp calls one tool of a Model Context Protocol server.
+	// mcp calls one tool of a Model Context Protocol server, or, with
+	// mcp.tools, makes one tool of each of several tools of an MCPServer.
 	// +optional
 	MCP *MCPTool `json:"mcp,omitempty"`
 
@@ -410,9 +412,12 @@ type JobPod struct {
 // MCPTool calls one tool of a Model Context Protocol server: one named by
 // url with the connection settings given here (inline), or an MCPServer
 // of the run's namespace named by serverRef, whose settings are used.
+// With serverRef, tools picks several of the server's tools in one entry.
 //
 // +kubebuilder:validation:XValidation:rule=`has(self.url) != has(self.serverRef)`,message="mcp names its server exactly one way: url (inline) or serverRef (an MCPServer)"
 // +kubebuilder:validation:XValidation:rule=`!has(self.serverRef) || (!has(self.transport) && !has(self.headers) && !has(self.oauth) && !has(self.caBundleRef))`,message="mcp.serverRef uses the MCPServer's transport, headers, oauth and caBundleRef: set none of them on the tool"
+// +kubebuilder:validation:XValidation:rule=`has(self.tool) != has(self.tools)`,message="mcp names the server's tools exactly one way: tool (one tool) or tools (several, each its own tool of the run)"
+// +kubebuilder:validation:XValidation:rule=`!has(self.tools) || has(self.serverRef)`,message="mcp.tools needs serverRef: only an MCPServer's tools are known before the run starts; with url, declare one tool per entry (mcp.tool)"
 type MCPTool struct {
 	// url is the server's MCP endpoint, for example http://mcp-billing:8080/mcp.
 	// Exactly one of url and serverRef is set.
@@ -429,10 +434,31 @@ type MCPTool struct {
 	ServerRef *MCPServerRef `json:"serverRef,omitempty"`
 
 	// tool is the tool's name on the server; the model sees spec.tools[].name.
-	// +required
+	// Exactly one of tool and tools is set.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	Tool string `json:"tool"`
+	Tool string `json:"tool,omitempty"`
+
+	// tools names several tools of the serverRef's MCPServer. The entry
+	// becomes one tool of the run per name, called
+	// <spec.tools[].name>__<the tool's name on the server> (as Claude's
+	// SDK names MCP tools), with the server's description and input
+	// schema, listed when the run starts, and the entry's other settings
+	// (mutates, reversible, maxCostUSD, timeout, retry,
+	// requireReadOnlyHint...). Rules that name tools (policy.rules,
+	// policy.grants, guardrails, budget.perTool, verify.tool) name these
+	// expanded names. A name the server does not offer (or its
+	// includeTools leave out), or an expanded name that is not a valid
+	// tool name or is another tool's, fails the start. Exactly one of
+	// tool and tools is set; tools needs serverRef.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Tools []string `json:"tools,omitempty"`
 
 	// requireReadOnlyHint: true treats the tool as mutating unless its
 	// server annotates it readOnlyHint: true when the run starts (the

@@ -2317,6 +2317,11 @@ func (in *MCPTool) DeepCopyInto(out *MCPTool) {
 		*out = new(MCPServerRef)
 		**out = **in
 	}
+	if in.Tools != nil {
+		in, out := &in.Tools, &out.Tools
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	in.MCPConnection.DeepCopyInto(&out.MCPConnection)
 }
 

@@ -16,3 +16,8 @@ var AgentRuns []byte
 //
 //go:embed bases/agents.agentrun.dev_agentevaluations.yaml
 var AgentEvaluations []byte
+
+// MCPServers is the MCPServer CustomResourceDefinition, as YAML.
+//
+//go:embed bases/agents.agentrun.dev_mcpservers.yaml
+var MCPServers []byte

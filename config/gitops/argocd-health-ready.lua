@@ -1,14 +1,16 @@
--- Argo CD health check for agents.agentrun.dev/AgentRunTemplate and
--- agents.agentrun.dev/AgentSchedule.
+-- Argo CD health check for agents.agentrun.dev/AgentRunTemplate,
+-- agents.agentrun.dev/AgentSchedule and agents.agentrun.dev/MCPServer.
 --
 -- Install it in argocd-cm under the keys
 --   resource.customizations.health.agents.agentrun.dev_AgentRunTemplate
 --   resource.customizations.health.agents.agentrun.dev_AgentSchedule
--- (see docs/gitops.md). Both kinds report a Ready condition: True is
+--   resource.customizations.health.agents.agentrun.dev_MCPServer
+-- (see docs/gitops.md). The three kinds report a Ready condition: True is
 -- Healthy (for a schedule with reason Suspended, Suspended), False is
 -- Degraded (a template with a placeholder it does not declare, a schedule
--- that cannot be read or cannot create its runs), and no condition yet, or
--- one older than the object's generation, is Progressing.
+-- that cannot be read or cannot create its runs, an MCP server whose tools
+-- could not be listed), and no condition yet, or one older than the
+-- object's generation, is Progressing.
 local hs = { status = "Progressing", message = "waiting for the AgentRun operator" }
 local st = obj.status
 if st == nil then

@@ -2,18 +2,18 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
+	"errors"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/kit"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// mcpServerRefusal is a serverRef the run cannot use: the MCPServer does
-// not exist (missing; it may yet be created), or does not include the
-// tool. The run cannot start.
+// mcpServerRefusal is a serverRef the run cannot use (kit.MCPServerRefusal
+// says when): the MCPServer does not exist (missing; it may yet be
+// created), does not include a tool, or an entry's mcp.tools make a tool
+// name that cannot be used. The run cannot start.
 type mcpServerRefusal struct {
 	msg     string
 	missing bool
@@ -25,38 +25,24 @@ func (e *mcpServerRefusal) Error() string { return e.msg }
 // an MCPServer that does not exist (yet).
 const ReasonMCPServerNotFound = "MCPServerNotFound"
 
-// resolveMCPServers returns run with each mcp tool that names an
-// MCPServer (mcp.serverRef) given the server's url, transport, headers,
-// oauth and caBundleRef, read live, so that what builds the run, and the
-// platform's policies (their urls, and the server's hints the build
-// reads), see the server as they see an inline url. run itself is not
-// changed; a run without serverRef is returned as it is.
+// resolveMCPServers is kit.ResolveMCPServers with the run's MCPServers
+// read live from its namespace: each tool that names one takes its
+// settings, and each entry with mcp.tools becomes one tool per name, so
+// that the platform's policies, and what builds the run, see them as
+// they see an inline tool. run itself is not changed.
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=mcpservers,verbs=get
 func resolveMCPServers(ctx context.Context, reader client.Reader, run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, error) {
-	if !slices.ContainsFunc(run.Spec.Tools, func(t v1alpha1.ToolSpec) bool { return t.MCP != nil && t.MCP.ServerRef != nil }) {
-		return run, nil
-	}
-	out := run.DeepCopy()
-	for i := range out.Spec.Tools {
-		t := &out.Spec.Tools[i]
-		if t.MCP == nil || t.MCP.ServerRef == nil {
-			continue
-		}
+	out, err := kit.ResolveMCPServers(run, func(name string) (*v1alpha1.MCPServer, error) {
 		s := &v1alpha1.MCPServer{}
-		err := reader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: t.MCP.ServerRef.Name}, s)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, &mcpServerRefusal{msg: fmt.Sprintf("tools[%d] (%s): MCPServer %q does not exist in namespace %s", i, t.Name, t.MCP.ServerRef.Name, run.Namespace),
-				missing: true}
-		case err != nil:
-			return nil, fmt.Errorf("reading MCPServer %s of tools[%d] (%s): %w", t.MCP.ServerRef.Name, i, t.Name, err)
+		err := reader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, s)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		if inc := s.Spec.IncludeTools; len(inc) > 0 && !slices.Contains(inc, t.MCP.Tool) {
-			return nil, &mcpServerRefusal{msg: fmt.Sprintf("tools[%d] (%s): MCPServer %s does not include tool %q; its includeTools are %s",
-				i, t.Name, s.Name, t.MCP.Tool, strings.Join(inc, ", "))}
-		}
-		t.MCP.URL, t.MCP.MCPConnection, t.MCP.ServerRef = s.Spec.URL, *s.Spec.MCPConnection.DeepCopy(), nil
+		return s, err
+	})
+	if r := (*kit.MCPServerRefusal)(nil); errors.As(err, &r) {
+		return nil, &mcpServerRefusal{msg: r.Msg, missing: r.Missing}
 	}
-	return out, nil
+	return out, err
 }

@@ -172,12 +172,15 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 			}
 			executors[t.Name] = ex
 		case t.MCP != nil:
-			if t.MCP.ServerRef != nil {
-				// The operator puts the MCPServer's settings in the tool
-				// before it builds the run (ResolveMCPServers).
-				return nil, fmt.Errorf("tools[%d] (%s): mcp.serverRef %q is not resolved here: an MCPServer is read by the operator, not by agentrun local",
-					i, t.Name, t.MCP.ServerRef.Name)
+			if t.MCP.ServerRef != nil || len(t.MCP.Tools) > 1 || (len(t.MCP.Tools) == 1 && t.MCP.Tool != t.MCP.Tools[0]) {
+				// What builds a run resolves the MCPServers it names, and
+				// expands their mcp.tools, first (ResolveMCPServers).
+				return nil, fmt.Errorf("tools[%d] (%s): mcp.serverRef and mcp.tools are resolved before the run is built (ResolveMCPServers)", i, t.Name)
 			}
+			// A tool expanded from an entry's mcp.tools: the entry named
+			// it, so a server that does not offer it is the manifest's
+			// mistake, and the model is shown the server's words for it.
+			listed := len(t.MCP.Tools) == 1
 			opts, err := b.mcpOptions(ctx, run, egressed, fmt.Sprintf("tools[%d] (%s)", i, t.Name), t.MCP.URL, &t.MCP.MCPConnection)
 			if err != nil {
 				return nil, err
@@ -187,8 +190,14 @@ func (b *Builder) Build(ctx context.Context, run *v1alpha1.AgentRun, grant egres
 				return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 			}
 			hints, err := ex.Inspect(ctx)
-			if err != nil {
+			switch {
+			case listed && errors.Is(err, mcptool.ErrNotOffered):
+				return nil, fmt.Errorf("tool %s: %v", t.Name, err)
+			case err != nil:
 				return nil, fmt.Errorf("%w: tool %s: %v", ErrUnavailable, t.Name, err)
+			}
+			if listed {
+				ts.Description, ts.Parameters, _ = ex.Definition()
 			}
 			ts.Mutates, ts.Reversible = mcptool.Tighten(ts.Mutates, ts.Reversible, hints)
 			if t.MCP.RequireReadOnlyHint && !hints.ReadOnly {

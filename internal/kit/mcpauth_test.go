@@ -118,7 +118,7 @@ spec:
     mcp: {serverRef: {name: ledger}, tool: void_invoice}
 `
 	_, err := (&Builder{}).Build(context.Background(), parse(t, manifest), egress.Grant{})
-	want := `tools[0] (void): mcp.serverRef "ledger" is not resolved here`
+	want := `tools[0] (void): mcp.serverRef and mcp.tools are resolved before the run is built`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Build = %v, want an error saying %q", err, want)
 	}

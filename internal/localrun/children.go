@@ -47,7 +47,10 @@ func (t templates) List(context.Context, client.ObjectList, ...client.ListOption
 // answered, one child at a time.
 type children struct {
 	builder *kit.Builder
-	approve loop.Approver
+	// mcpServers are the file's MCPServers, which a child's tools may
+	// name as the root's may.
+	mcpServers func(name string) (*v1alpha1.MCPServer, error)
+	approve    loop.Approver
 	// out is the root run's stream, written under mu; asking holds the
 	// terminal while one child's calls are asked.
 	out    io.Writer
@@ -64,6 +67,10 @@ func (c *children) config(tpls templates) agent.Config {
 // write it.
 func (c *children) run(ctx context.Context, child *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, error) {
 	child.UID = types.UID("local-" + randomHex(6))
+	child, err := kit.ResolveMCPServers(child, c.mcpServers)
+	if err != nil {
+		return v1alpha1.AgentRunStatus{}, err
+	}
 	k, err := c.builder.Build(ctx, child, egress.Grant{})
 	if err != nil {
 		return v1alpha1.AgentRunStatus{}, err

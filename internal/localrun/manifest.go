@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/config/crd"
 	"github.com/agentrun/agentrun/internal/crdcheck"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/template"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +27,8 @@ import (
 )
 
 // Manifest is what a file given to agentrun local holds: one AgentRun and
-// the Secrets and ConfigMaps its spec refers to.
+// the Secrets, ConfigMaps, AgentRunTemplates and MCPServers its spec
+// refers to.
 type Manifest struct {
 	Run *v1alpha1.AgentRun
 	// Secrets are the file's Secrets by name, their values decoded:
@@ -40,6 +42,10 @@ type Manifest struct {
 	// Templates are the file's AgentRunTemplates by name; a run that
 	// names one (spec.templateRef) is resolved against them.
 	Templates map[string]*v1alpha1.AgentRunTemplate
+	// MCPServers are the file's MCPServers by name; a tool that names one
+	// (mcp.serverRef) takes its settings, as in a cluster. Namespaces
+	// are ignored, as for Secrets.
+	MCPServers map[string]*v1alpha1.MCPServer
 }
 
 // Checker checks AgentRun documents as the API server checks them on
@@ -47,16 +53,21 @@ type Manifest struct {
 // schema and CEL rules (about a tenth of a second); whoever checks many
 // documents builds one and keeps it. It is safe for concurrent use.
 type Checker struct {
-	runs *crdcheck.Validator
+	runs       *crdcheck.Validator
+	mcpServers *crdcheck.Validator
 }
 
-// NewChecker compiles the embedded AgentRun CRD.
+// NewChecker compiles the embedded AgentRun and MCPServer CRDs.
 func NewChecker() (*Checker, error) {
 	v, err := crdcheck.New(crd.AgentRuns, v1alpha1.GroupVersion.Version)
 	if err != nil {
 		return nil, err
 	}
-	return &Checker{runs: v}, nil
+	s, err := crdcheck.New(crd.MCPServers, v1alpha1.GroupVersion.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{runs: v, mcpServers: s}, nil
 }
 
 // ReadManifest reads and validates a manifest file.
@@ -101,7 +112,8 @@ func (c *Checker) ParseManifest(r io.Reader) (*Manifest, error) {
 
 // NewManifest is an empty manifest, for ReadDocuments.
 func NewManifest() *Manifest {
-	return &Manifest{Secrets: map[string]map[string]string{}, ConfigMaps: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{}}
+	return &Manifest{Secrets: map[string]map[string]string{}, ConfigMaps: map[string]map[string]string{}, Templates: map[string]*v1alpha1.AgentRunTemplate{},
+		MCPServers: map[string]*v1alpha1.MCPServer{}}
 }
 
 // Other reads a document of a kind a manifest does not hold (tm says
@@ -111,8 +123,9 @@ type Other func(tm metav1.TypeMeta, doc []byte) (handled bool, err error)
 
 // ReadDocuments reads YAML or JSON documents from r into m, as
 // ParseManifest does: at most one AgentRun, checked as the API server
-// checks it, and AgentRunTemplates, v1 Secrets and v1 ConfigMaps, each
-// named unlike those of its kind m holds already. other, when not nil,
+// checks it, and AgentRunTemplates, MCPServers (checked as the API server
+// checks them), v1 Secrets and v1 ConfigMaps, each named unlike those of
+// its kind m holds already. other, when not nil,
 // reads the documents of other kinds; a document nobody reads is an error
 // that names it. The AgentRun is not resolved against its template yet.
 func (c *Checker) ReadDocuments(r io.Reader, m *Manifest, other Other) error {
@@ -178,8 +191,17 @@ func (c *Checker) ReadDocuments(r io.Reader, m *Manifest, other Other) error {
 				return fmt.Errorf("%s: every AgentRunTemplate needs a name of its own", what)
 			}
 			m.Templates[t.Name] = t
+		case tm.APIVersion == v1alpha1.GroupVersion.String() && tm.Kind == "MCPServer":
+			s, err := c.decodeMCPServer(doc)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			if _, dup := m.MCPServers[s.Name]; dup {
+				return fmt.Errorf("%s: a second MCPServer of this name (namespaces are ignored locally)", what)
+			}
+			m.MCPServers[s.Name] = s
 		default:
-			return fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates, v1 Secrets and v1 ConfigMaps",
+			return fmt.Errorf("%s: apiVersion %q kind %q is not read here; the file holds one AgentRun (%s), AgentRunTemplates, MCPServers, v1 Secrets and v1 ConfigMaps",
 				what, tm.APIVersion, tm.Kind, v1alpha1.GroupVersion)
 		}
 	}
@@ -221,6 +243,22 @@ func (c *Checker) complete(m *Manifest) error {
 		}
 		m.Run = run
 	}
+	// As the operator does when it builds the run: tools that name an
+	// MCPServer take its settings, and an entry's mcp.tools become tools
+	// of their own. Their Secrets then come from the file, as an inline
+	// tool's do.
+	if m.Run.Namespace == "" {
+		m.Run.Namespace = "default" // where a local run lives
+	}
+	run, err := kit.ResolveMCPServers(m.Run, m.mcpServer)
+	if err != nil {
+		var refusal *kit.MCPServerRefusal
+		if errors.As(err, &refusal) && refusal.Missing {
+			err = fmt.Errorf("%w: add it to the file as a document", err)
+		}
+		return fmt.Errorf("AgentRun %q: %w", m.Run.Name, err)
+	}
+	m.Run = run
 	if m.Run.Spec.Memory != nil {
 		// The memory is kept in the operator's archive, which this
 		// process does not open.
@@ -260,6 +298,44 @@ func (m *Manifest) resolve(c *Checker) (*v1alpha1.AgentRun, error) {
 	run.Spec.Cancel, run.Spec.TTLSecondsAfterFinished = m.Run.Spec.Cancel, m.Run.Spec.TTLSecondsAfterFinished
 	run.Spec.TemplateRef, run.Spec.Parameters = ref, m.Run.Spec.Parameters
 	return run, nil
+}
+
+// mcpServer is the file's MCPServer of a name, or nil.
+func (m *Manifest) mcpServer(name string) (*v1alpha1.MCPServer, error) {
+	return m.MCPServers[name], nil
+}
+
+// decodeMCPServer checks an MCPServer document as the API server checks
+// it on create, and returns it with the CRD's defaults applied.
+func (c *Checker) decodeMCPServer(doc []byte) (*v1alpha1.MCPServer, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(doc, &obj); err != nil {
+		return nil, err
+	}
+	var meta metav1.ObjectMeta
+	if md, err := json.Marshal(obj["metadata"]); err != nil || json.Unmarshal(md, &meta) != nil {
+		return nil, errors.New("metadata is not an object")
+	}
+	if meta.Namespace == "" {
+		meta.Namespace = "default" // as a local run's
+	}
+	errs := validation.ValidateObjectMeta(&meta, true, pathSegmentName, field.NewPath("metadata"))
+	errs = append(errs, c.mcpServers.Create(context.Background(), obj)...)
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("MCPServer").GroupKind(), meta.Name, errs)
+	}
+	if err := strict(doc, &v1alpha1.MCPServer{}); err != nil {
+		return nil, err
+	}
+	defaulted, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	s := &v1alpha1.MCPServer{}
+	if err := strict(defaulted, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // CheckRun checks one AgentRun document (YAML or JSON) as the API server

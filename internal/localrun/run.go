@@ -115,7 +115,7 @@ func RunManifest(ctx context.Context, m *Manifest, dir string, o Options) (v1alp
 		out, prompts = io.Discard, o.Stderr
 	}
 	b := &kit.Builder{LocalJobs: true, AnyCloudIdentity: true, Secrets: m.SecretReader(), ConfigMaps: m.ConfigMapReader(), LocalDir: dir}
-	kids := &children{builder: b, out: out}
+	kids := &children{builder: b, out: out, mcpServers: m.mcpServer}
 	b.Agents = kids.config(templates(m.Templates))
 	k, err := b.Build(ctx, run, egress.Grant{})
 	if errors.Is(err, kit.ErrUnavailable) {

@@ -118,8 +118,62 @@ func TestMCPTool_urlOrServerRef(t *testing.T) {
 	})
 }
 
+// An mcp entry names one tool of its server (tool) or, with serverRef,
+// several (tools), each then its own tool of the run: the rules that
+// name tools may name the expanded names (which the run checks when it
+// starts, once the names are known).
+func TestMCPTool_toolOrTools(t *testing.T) {
+	const run = namedRun + `  goal: Look an account up.
+  model: {provider: scripted, script: [{content: Hi.}]}
+  budget: {maxTurns: 3}
+%s`
+	expectCreates(t, run, "crd-mcp-tools", []specCase{
+		{name: "tools of a serverRef", spec: `  tools:
+  - name: billing
+    mcp: {serverRef: {name: billing}, tools: [lookup_account, issue_refund], requireReadOnlyHint: true}
+    maxCostUSD: "0.01"
+`},
+		{name: "rules name the expanded names", spec: `  tools:
+  - name: billing
+    mcp: {serverRef: {name: billing}, tools: [lookup_account, issue_refund]}
+  policy:
+    rules: [{tools: [billing__issue_refund], decision: ask}]
+    grants: [billing__lookup_account]
+  guardrails: [{name: no-card, tools: [billing__issue_refund], pattern: "4[0-9]{15}"}]
+  verify: {tool: billing__lookup_account}
+`},
+		{name: "a rule naming an expanded name of no entry", spec: `  tools:
+  - name: billing
+    mcp: {serverRef: {name: billing}, tool: lookup_account}
+  policy:
+    grants: [billing__lookup_account]
+`, wantErr: []string{"policy.grants names a tool that is neither declared in spec.tools nor made by an entry's mcp.tools (<entry>__<tool>)"}},
+		{name: "tool and tools", spec: `  tools:
+  - name: billing
+    mcp: {serverRef: {name: billing}, tool: lookup_account, tools: [issue_refund]}
+`, wantErr: []string{"mcp names the server's tools exactly one way: tool (one tool) or tools (several, each its own tool of the run)"}},
+		{name: "neither tool nor tools", spec: `  tools:
+  - name: billing
+    mcp: {serverRef: {name: billing}}
+`, wantErr: []string{"mcp names the server's tools exactly one way: tool (one tool) or tools (several, each its own tool of the run)"}},
+		{name: "tools with url", spec: `  tools:
+  - name: billing
+    mcp: {url: "http://mcp-billing:8080/mcp", tools: [lookup_account]}
+`, wantErr: []string{"mcp.tools needs serverRef: only an MCPServer's tools are known before the run starts; with url, declare one tool per entry (mcp.tool)"}},
+		{name: "empty tools", spec: `  tools:
+  - name: billing
+    mcp: {serverRef: {name: billing}, tools: []}
+`, wantErr: []string{"spec.tools[0].mcp.tools"}},
+		{name: "tools with a description", spec: `  tools:
+  - name: billing
+    description: Billing.
+    mcp: {serverRef: {name: billing}, tools: [lookup_account]}
+`, wantErr: []string{"tool billing lists mcp.tools, which take their description and parameters from the server: set neither on the entry"}},
+	})
+}
+
 // kubectl get mcps shows the URL, the tool count, whether the server is
-// reachable and the age; -o wide adds why. The resource is namespaced,
+// ready (its last listing succeeded) and the age; -o wide adds why. The resource is namespaced,
 // with short name mcps, in category agents.
 func TestMCPServer_kubectlColumns(t *testing.T) {
 	ctx := testContext(t)
@@ -134,18 +188,20 @@ func TestMCPServer_kubectlColumns(t *testing.T) {
 `), &agentsv1alpha1.MCPServer{})
 	s.Status = agentsv1alpha1.MCPServerStatus{ToolCount: 2, Tools: []agentsv1alpha1.MCPServerTool{{Name: "a"}, {Name: "b"}},
 		Conditions: []metav1.Condition{{Type: agentsv1alpha1.MCPServerReachable, Status: metav1.ConditionTrue,
-			Reason: agentsv1alpha1.ReasonMCPListed, Message: "listed 2 tools", LastTransitionTime: metav1.Now()}}}
+			Reason: agentsv1alpha1.ReasonMCPListed, Message: "listed 2 tools", LastTransitionTime: metav1.Now()},
+			{Type: agentsv1alpha1.MCPServerReady, Status: metav1.ConditionFalse,
+				Reason: agentsv1alpha1.ReasonMCPCredentialsRefused, Message: "the server refused the credentials", LastTransitionTime: metav1.Now()}}}
 	if err := k8sClient.Status().Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	got := columns(ctx, t, "mcpservers", "crd-mcps-columns", 0)
 	delete(got, "Name")
 	delete(got, "Age")
-	want := map[string]any{"URL": "http://mcp-billing:8080/mcp", "Tools": float64(2), "Reachable": "True"}
+	want := map[string]any{"URL": "http://mcp-billing:8080/mcp", "Tools": float64(2), "Ready": "False"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("kubectl get mcps columns (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(map[string]any{"Reason": "listed 2 tools"}, columns(ctx, t, "mcpservers", "crd-mcps-columns", 1)); d != "" {
+	if d := cmp.Diff(map[string]any{"Reason": "the server refused the credentials"}, columns(ctx, t, "mcpservers", "crd-mcps-columns", 1)); d != "" {
 		t.Errorf("kubectl get mcps -o wide adds (-want +got):\n%s", d)
 	}
 }

@@ -826,7 +826,7 @@ spec:
   policy:
     grants: [delete_everything]
 `,
-			wantErr: []string{"policy.grants names a tool that is not declared in spec.tools (grants take no wildcard): delete_everything"},
+			wantErr: []string{"policy.grants names a tool not declared in spec.tools (no wildcards here): delete_everything"},
 		},
 		{
 			name: "a wildcard grant",
@@ -845,7 +845,7 @@ spec:
   policy:
     grants: ["*"]
 `,
-			wantErr: []string{"(grants take no wildcard): *"},
+			wantErr: []string{"(no wildcards here): *"},
 		},
 		{
 			name: "a guardrail for an undeclared tool",

@@ -39,6 +39,7 @@ func setListed(s *v1alpha1.MCPServer, offered []*mcp.Tool, now metav1.Time) {
 	}
 	set(s, v1alpha1.MCPServerReachable, metav1.ConditionTrue, v1alpha1.ReasonMCPListed, msg)
 	set(s, v1alpha1.MCPServerAuthenticated, metav1.ConditionTrue, v1alpha1.ReasonMCPListed, "The server accepted the credentials")
+	setReady(s)
 }
 
 // setFailed records a failed listing: the conditions say what failed;
@@ -63,6 +64,26 @@ func setFailed(s *v1alpha1.MCPServer, err error) {
 		set(s, v1alpha1.MCPServerReachable, metav1.ConditionFalse, v1alpha1.ReasonMCPUnreachable, msg)
 		set(s, v1alpha1.MCPServerAuthenticated, metav1.ConditionUnknown, v1alpha1.ReasonMCPNotContacted, "Not contacted: the server was not reached")
 	}
+	setReady(s)
+}
+
+// setReady sums Reachable and Authenticated up as Ready: True when both
+// are, else False with the reason and message of the one that says why.
+func setReady(s *v1alpha1.MCPServer) {
+	reachable := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.MCPServerReachable)
+	authenticated := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.MCPServerAuthenticated)
+	if reachable == nil || authenticated == nil {
+		return
+	}
+	why := reachable
+	switch {
+	case reachable.Status == metav1.ConditionTrue && authenticated.Status == metav1.ConditionTrue:
+		set(s, v1alpha1.MCPServerReady, metav1.ConditionTrue, reachable.Reason, reachable.Message)
+		return
+	case authenticated.Status == metav1.ConditionFalse:
+		why = authenticated
+	}
+	set(s, v1alpha1.MCPServerReady, metav1.ConditionFalse, why.Reason, why.Message)
 }
 
 func set(s *v1alpha1.MCPServer, typ string, status metav1.ConditionStatus, reason, msg string) {

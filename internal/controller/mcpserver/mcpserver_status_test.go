@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -65,31 +66,34 @@ func TestStatusTools_filtersBoundsAndClips(t *testing.T) {
 }
 
 // Each failure sets the two conditions to what is known: the server
-// reached or not, the credentials accepted, refused or never sent.
+// reached or not, the credentials accepted, refused or never sent; Ready
+// is False with the reason of the condition that says why.
 func TestSetFailed_saysWhatFailed(t *testing.T) {
-	type conds struct{ Reachable, ReachableReason, Authenticated, AuthenticatedReason string }
+	type conds struct{ Reachable, ReachableReason, Authenticated, AuthenticatedReason, Ready, ReadyReason string }
 	for _, tc := range []struct {
 		name string
 		err  error
 		want conds
 	}{
 		{"unreachable", errors.New("MCP server http://x is unreachable: connection refused"),
-			conds{"False", v1alpha1.ReasonMCPUnreachable, "Unknown", v1alpha1.ReasonMCPNotContacted}},
+			conds{"False", v1alpha1.ReasonMCPUnreachable, "Unknown", v1alpha1.ReasonMCPNotContacted, "False", v1alpha1.ReasonMCPUnreachable}},
 		{"credentials refused", fmt.Errorf("MCP server http://x: %w", mcptool.ErrUnauthenticated),
-			conds{"True", v1alpha1.ReasonMCPCredentialsRefused, "False", v1alpha1.ReasonMCPCredentialsRefused}},
+			conds{"True", v1alpha1.ReasonMCPCredentialsRefused, "False", v1alpha1.ReasonMCPCredentialsRefused, "False", v1alpha1.ReasonMCPCredentialsRefused}},
 		{"no token", fmt.Errorf("MCP server http://x: %w: %w", mcptool.ErrUnauthenticated, mcptool.ErrNoToken),
-			conds{"Unknown", v1alpha1.ReasonMCPNotContacted, "False", v1alpha1.ReasonMCPTokenRefused}},
+			conds{"Unknown", v1alpha1.ReasonMCPNotContacted, "False", v1alpha1.ReasonMCPTokenRefused, "False", v1alpha1.ReasonMCPTokenRefused}},
 		{"unreadable Secret", fmt.Errorf("header X: %w", kit.ErrCredentialsUnreadable),
-			conds{"Unknown", v1alpha1.ReasonMCPNotContacted, "False", v1alpha1.ReasonMCPCredentialsUnavailable}},
+			conds{"Unknown", v1alpha1.ReasonMCPNotContacted, "False", v1alpha1.ReasonMCPCredentialsUnavailable, "False", v1alpha1.ReasonMCPCredentialsUnavailable}},
 		{"policies unread", &notContacted{err: errors.New("reading the AgentRunPolicies: forbidden")},
-			conds{"Unknown", v1alpha1.ReasonMCPNotContacted, "Unknown", v1alpha1.ReasonMCPNotContacted}},
+			conds{"Unknown", v1alpha1.ReasonMCPNotContacted, "Unknown", v1alpha1.ReasonMCPNotContacted, "False", v1alpha1.ReasonMCPNotContacted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &v1alpha1.MCPServer{}
 			setListed(s, nil, metav1.NewTime(time.Now()))
 			setFailed(s, tc.err)
-			r, a := s.Status.Conditions[0], s.Status.Conditions[1]
-			got := conds{string(r.Status), r.Reason, string(a.Status), a.Reason}
+			r := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.MCPServerReachable)
+			a := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.MCPServerAuthenticated)
+			ready := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.MCPServerReady)
+			got := conds{string(r.Status), r.Reason, string(a.Status), a.Reason, string(ready.Status), ready.Reason}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("conditions (-want +got):\n%s", diff)
 			}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,10 +18,12 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/testenv"
@@ -128,8 +131,8 @@ func reconcile(t *testing.T, r *Reconciler, s *v1alpha1.MCPServer) (ctrl.Result,
 	return res, testenv.Get(t, cluster.Client, &v1alpha1.MCPServer{ObjectMeta: s.ObjectMeta})
 }
 
-// conditions are a server's Reachable and Authenticated conditions,
-// status and reason, for comparison.
+// conditions are a server's conditions (Reachable, Authenticated,
+// Ready), status and reason, for comparison.
 func conditions(s *v1alpha1.MCPServer) map[string]string {
 	out := map[string]string{}
 	for _, c := range s.Status.Conditions {
@@ -172,7 +175,7 @@ func TestReconcile_listsTheToolsOverEachTransportAndRefreshes(t *testing.T) {
 			if !strings.HasPrefix(got.Status.Tools[0].InputSchemaDigest, "sha256:") {
 				t.Errorf("inputSchemaDigest = %q", got.Status.Tools[0].InputSchemaDigest)
 			}
-			wantConds := map[string]string{v1alpha1.MCPServerReachable: "True/Listed", v1alpha1.MCPServerAuthenticated: "True/Listed"}
+			wantConds := map[string]string{v1alpha1.MCPServerReachable: "True/Listed", v1alpha1.MCPServerAuthenticated: "True/Listed", v1alpha1.MCPServerReady: "True/Listed"}
 			if diff := cmp.Diff(wantConds, conditions(got)); diff != "" {
 				t.Errorf("conditions (-want +got):\n%s", diff)
 			}
@@ -227,15 +230,15 @@ func TestReconcile_authentication(t *testing.T) {
 		message   string
 	}{
 		{"client credentials", oauth("client-right"),
-			map[string]string{"Reachable": "True/Listed", "Authenticated": "True/Listed"}, 2, ""},
+			map[string]string{"Reachable": "True/Listed", "Authenticated": "True/Listed", "Ready": "True/Listed"}, 2, ""},
 		{"a wrong client secret", oauth("client-wrong"),
-			map[string]string{"Reachable": "Unknown/NotContacted", "Authenticated": "False/TokenRefused"}, 0,
+			map[string]string{"Reachable": "Unknown/NotContacted", "Authenticated": "False/TokenRefused", "Ready": "False/TokenRefused"}, 0,
 			"the OAuth token endpoint " + tokenURL + " refused the client credentials (HTTP 401): invalid_client"},
 		{"no credentials", v1alpha1.MCPConnection{},
-			map[string]string{"Reachable": "True/CredentialsRefused", "Authenticated": "False/CredentialsRefused"}, 0,
+			map[string]string{"Reachable": "True/CredentialsRefused", "Authenticated": "False/CredentialsRefused", "Ready": "False/CredentialsRefused"}, 0,
 			"the server refused the request's credentials (HTTP 401 Unauthorized)"},
 		{"a missing Secret", oauth("client-missing"),
-			map[string]string{"Reachable": "Unknown/NotContacted", "Authenticated": "False/CredentialsUnavailable"}, 0,
+			map[string]string{"Reachable": "Unknown/NotContacted", "Authenticated": "False/CredentialsUnavailable", "Ready": "False/CredentialsUnavailable"}, 0,
 			"MCPServer auth-a-missing-secret mcp.oauth.clientSecretRef: the credentials could not be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,6 +255,9 @@ func TestReconcile_authentication(t *testing.T) {
 				c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.MCPServerAuthenticated)
 				if !strings.Contains(c.Message, tc.message) {
 					t.Errorf("Authenticated message %q does not say %q", c.Message, tc.message)
+				}
+				if ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.MCPServerReady); ready.Message != c.Message {
+					t.Errorf("Ready message %q, want Authenticated's %q", ready.Message, c.Message)
 				}
 				if res.RequeueAfter != time.Minute {
 					t.Errorf("RequeueAfter = %s after a failure, want 1m", res.RequeueAfter)
@@ -293,7 +299,7 @@ func TestReconcile_unreachableServer(t *testing.T) {
 	reconcile(t, r, s)
 	l.Close()
 	_, got := reconcile(t, r, s)
-	if diff := cmp.Diff(map[string]string{"Reachable": "False/Unreachable", "Authenticated": "Unknown/NotContacted"}, conditions(got)); diff != "" {
+	if diff := cmp.Diff(map[string]string{"Reachable": "False/Unreachable", "Authenticated": "Unknown/NotContacted", "Ready": "False/Unreachable"}, conditions(got)); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)
 	}
 	if c := apimeta.FindStatusCondition(got.Status.Conditions, "Reachable"); !strings.Contains(c.Message, "is unreachable: connection refused") {
@@ -332,6 +338,72 @@ func TestReconcile_unreachableServer(t *testing.T) {
 	}
 	if c := apimeta.FindStatusCondition(got.Status.Conditions, "Reachable"); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Reachable = %+v, want False", c)
+	}
+}
+
+// Ready follows the listings, for GitOps tools that read it (kstatus,
+// Argo CD, Flux): True when a listing succeeds, False with Reachable's
+// reason and message when the server stops answering, True again when it
+// answers; each time for the generation listed. The shipped health
+// checks read it: Healthy/Current, then Degraded (Argo CD) and in
+// progress (Flux, kstatus: the server may come back).
+func TestReconcile_readyFollowsTheListings(t *testing.T) {
+	ns := testenv.Namespace(t, cluster.Client)
+	l := serveLedger(t, v1alpha1.MCPStreamableHTTP, "")
+	var down atomic.Bool
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		l.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(flaky.Close)
+	s := makeServer(t, ns, "flaky", v1alpha1.MCPServerSpec{URL: flaky.URL})
+	r, _ := discoverer(30 * time.Second)
+	type ready struct {
+		Status             metav1.ConditionStatus
+		Reason             string
+		SameMessageAs      string
+		ObservedGeneration int64
+	}
+	readyOf := func(got *v1alpha1.MCPServer, because string) ready {
+		c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.MCPServerReady)
+		if c == nil {
+			t.Fatalf("no Ready condition: %v", conditions(got))
+		}
+		out := ready{Status: c.Status, Reason: c.Reason, ObservedGeneration: c.ObservedGeneration}
+		if o := apimeta.FindStatusCondition(got.Status.Conditions, because); o != nil && o.Message == c.Message {
+			out.SameMessageAs = because
+		}
+		return out
+	}
+	type health struct {
+		Argo, Flux string
+		KStatus    status.Status
+	}
+	healthy := health{"Healthy", "Current", status.CurrentStatus}
+	for _, step := range []struct {
+		name   string
+		down   bool
+		want   ready
+		health health
+	}{
+		{"listed", false, ready{metav1.ConditionTrue, v1alpha1.ReasonMCPListed, v1alpha1.MCPServerReachable, s.Generation}, healthy},
+		{"down", true, ready{metav1.ConditionFalse, v1alpha1.ReasonMCPUnreachable, v1alpha1.MCPServerReachable, s.Generation},
+			health{"Degraded", "InProgress", status.InProgressStatus}},
+		{"back", false, ready{metav1.ConditionTrue, v1alpha1.ReasonMCPListed, v1alpha1.MCPServerReachable, s.Generation}, healthy},
+	} {
+		down.Store(step.down)
+		_, got := reconcile(t, r, s)
+		if d := cmp.Diff(step.want, readyOf(got, v1alpha1.MCPServerReachable)); d != "" {
+			t.Errorf("%s: Ready (-want +got):\n%s", step.name, d)
+		}
+		var h health
+		h.Argo, h.Flux, h.KStatus = controllertest.ReadyHealthOf(t, cluster.Client, s, "MCPServer")
+		if d := cmp.Diff(step.health, h); d != "" {
+			t.Errorf("%s: health as GitOps tools read it (-want +got):\n%s", step.name, d)
+		}
 	}
 }
 

@@ -100,7 +100,15 @@ type Executor struct {
 	mu        sync.Mutex
 	hints     Hints
 	inspected bool
+	// description and schema are the server's for the tool, as of the
+	// last successful Inspect.
+	description string
+	schema      json.RawMessage
 }
+
+// ErrNotOffered marks an Inspect that found the server does not offer
+// the executor's tool.
+var ErrNotOffered = errors.New("the server does not offer the tool")
 
 // Option configures a Server or an Executor.
 type Option func(*executorOptions)
@@ -334,13 +342,29 @@ func (e *Executor) Inspect(ctx context.Context) (Hints, error) {
 		}
 	}
 	if found == nil {
-		return Hints{}, fmt.Errorf("MCP server %s does not offer tool %q; %s", e.endpoint, e.tool, offered(names))
+		return Hints{}, &described{msg: fmt.Sprintf("MCP server %s does not offer tool %q; %s", e.endpoint, e.tool, offered(names)), err: ErrNotOffered}
+	}
+	var schema json.RawMessage
+	if found.InputSchema != nil {
+		if schema, err = json.Marshal(found.InputSchema); err != nil {
+			return Hints{}, fmt.Errorf("MCP server %s: the input schema of tool %q: %w", e.endpoint, e.tool, err)
+		}
 	}
 	h := HintsFrom(found.Annotations)
 	e.mu.Lock()
 	e.hints, e.inspected = h, true
+	e.description, e.schema = found.Description, schema
 	e.mu.Unlock()
 	return h, nil
+}
+
+// Definition returns the server's description and input schema of the
+// tool at the last successful Inspect or Preflight; ok is false before
+// one succeeded.
+func (e *Executor) Definition() (description string, schema json.RawMessage, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.description, e.schema, e.inspected
 }
 
 // Hints returns what the server said about the tool at the last
