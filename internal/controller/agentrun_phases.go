@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
 	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
@@ -85,9 +86,9 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			// Tools that name an MCPServer take its settings now, before
 			// the policies judge them by their server's url.
 			src, err = resolveMCPServers(ctx, r.APIReader, src)
-			var refusal *mcpServerRefusal
+			var refusal *kit.MCPServerRefusal
 			switch {
-			case errors.As(err, &refusal) && refusal.missing && sc.now.Sub(sc.run.CreationTimestamp.Time) < TemplateWait:
+			case errors.As(err, &refusal) && refusal.Missing && sc.now.Sub(sc.run.CreationTimestamp.Time) < TemplateWait:
 				// Applied after the run, as a template may be.
 				r.event(sc.run, corev1.EventTypeWarning, ReasonMCPServerNotFound, ReasonMCPServerNotFound,
 					fmt.Sprintf("%s; waiting up to %s for it", err.Error(), TemplateWait))

@@ -2,24 +2,12 @@ package controller
 
 import (
 	"context"
-	"errors"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// mcpServerRefusal is a serverRef the run cannot use (kit.MCPServerRefusal
-// says when): the MCPServer does not exist (missing; it may yet be
-// created), does not include a tool, or an entry's mcp.tools make a tool
-// name that cannot be used. The run cannot start.
-type mcpServerRefusal struct {
-	msg     string
-	missing bool
-}
-
-func (e *mcpServerRefusal) Error() string { return e.msg }
 
 // ReasonMCPServerNotFound is the event reason of a run whose tool names
 // an MCPServer that does not exist (yet).
@@ -33,7 +21,7 @@ const ReasonMCPServerNotFound = "MCPServerNotFound"
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=mcpservers,verbs=get
 func resolveMCPServers(ctx context.Context, reader client.Reader, run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, error) {
-	out, err := kit.ResolveMCPServers(run, func(name string) (*v1alpha1.MCPServer, error) {
+	return kit.ResolveMCPServers(run, func(name string) (*v1alpha1.MCPServer, error) {
 		s := &v1alpha1.MCPServer{}
 		err := reader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, s)
 		if apierrors.IsNotFound(err) {
@@ -41,8 +29,4 @@ func resolveMCPServers(ctx context.Context, reader client.Reader, run *v1alpha1.
 		}
 		return s, err
 	})
-	if r := (*kit.MCPServerRefusal)(nil); errors.As(err, &r) {
-		return nil, &mcpServerRefusal{msg: r.Msg, missing: r.Missing}
-	}
-	return out, err
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/config/crd"
@@ -308,34 +309,8 @@ func (m *Manifest) mcpServer(name string) (*v1alpha1.MCPServer, error) {
 // decodeMCPServer checks an MCPServer document as the API server checks
 // it on create, and returns it with the CRD's defaults applied.
 func (c *Checker) decodeMCPServer(doc []byte) (*v1alpha1.MCPServer, error) {
-	var obj map[string]any
-	if err := utiljson.Unmarshal(doc, &obj); err != nil {
-		return nil, err
-	}
-	var meta metav1.ObjectMeta
-	if md, err := json.Marshal(obj["metadata"]); err != nil || json.Unmarshal(md, &meta) != nil {
-		return nil, errors.New("metadata is not an object")
-	}
-	if meta.Namespace == "" {
-		meta.Namespace = "default" // as a local run's
-	}
-	errs := validation.ValidateObjectMeta(&meta, true, pathSegmentName, field.NewPath("metadata"))
-	errs = append(errs, c.mcpServers.Create(context.Background(), obj)...)
-	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("MCPServer").GroupKind(), meta.Name, errs)
-	}
-	if err := strict(doc, &v1alpha1.MCPServer{}); err != nil {
-		return nil, err
-	}
-	defaulted, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
 	s := &v1alpha1.MCPServer{}
-	if err := strict(defaulted, s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s, decodeChecked(c.mcpServers, "MCPServer", doc, s)
 }
 
 // CheckRun checks one AgentRun document (YAML or JSON) as the API server
@@ -349,33 +324,42 @@ func (c *Checker) CheckRun(doc []byte) (*v1alpha1.AgentRun, error) {
 }
 
 // decodeRun checks an AgentRun document as the API server checks it on
-// create (unknown fields refused, as kubectl's strict field validation
-// does; then the CRD's own defaults, schema and CEL rules), and returns it
-// with those defaults applied, as a cluster would store it.
+// create, and returns it with those defaults applied, as a cluster would
+// store it.
 func (c *Checker) decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
+	run := &v1alpha1.AgentRun{}
+	return run, decodeChecked(c.runs, "AgentRun", doc, run)
+}
+
+// decodeChecked checks a document of kind as the API server checks it on
+// create (unknown fields refused, as kubectl's strict field validation
+// does; then the CRD's own defaults, schema and CEL rules, by v), and
+// decodes it into out with those defaults applied. An object without a
+// namespace is in default, as a local run is.
+func decodeChecked(v *crdcheck.Validator, kind string, doc []byte, out any) error {
 	var obj map[string]any
 	if err := utiljson.Unmarshal(doc, &obj); err != nil {
-		return nil, err
+		return err
 	}
 	// The metadata first, then the schema (with its defaults) and CEL,
 	// as the API server does; only then the Go types, whose decoding
 	// errors (a duration without a unit, say) say less than the CRD's.
 	var meta metav1.ObjectMeta
 	if md, err := json.Marshal(obj["metadata"]); err != nil || json.Unmarshal(md, &meta) != nil {
-		return nil, errors.New("metadata is not an object")
+		return errors.New("metadata is not an object")
 	}
 	if meta.Namespace == "" {
-		meta.Namespace = "default" // a local run lives in default
+		meta.Namespace = "default"
 	}
 	errs := validation.ValidateObjectMeta(&meta, true, pathSegmentName, field.NewPath("metadata"))
-	errs = append(errs, c.runs.Create(context.Background(), obj)...)
+	errs = append(errs, v.Create(context.Background(), obj)...)
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("AgentRun").GroupKind(), meta.Name, errs)
+		return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), meta.Name, errs)
 	}
 	// Fields the schema does not know are refused here, as kubectl's
 	// strict field validation refuses them.
-	if err := strict(doc, &v1alpha1.AgentRun{}); err != nil {
-		return nil, err
+	if err := strict(doc, reflect.New(reflect.TypeOf(out).Elem()).Interface()); err != nil {
+		return err
 	}
 	// Without HTML escaping: a scripted call's arguments reach the tool,
 	// the stream and the transcript as written ("<b>", not "\u003cb\u003e").
@@ -383,13 +367,9 @@ func (c *Checker) decodeRun(doc []byte) (*v1alpha1.AgentRun, error) {
 	enc := json.NewEncoder(&defaulted)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(obj); err != nil {
-		return nil, err
+		return err
 	}
-	run := &v1alpha1.AgentRun{}
-	if err := strict(defaulted.Bytes(), run); err != nil {
-		return nil, err
-	}
-	return run, nil
+	return strict(defaulted.Bytes(), out)
 }
 
 // pathSegmentName is how the API server checks a custom resource's name:
