@@ -375,7 +375,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 		in.Cancel, in.CancelReason = why != "", why
 	}
 	switch s.Phase {
-	case loop.PhaseModel:
+	case loop.PhaseModel, loop.PhaseCompact:
+		// A summary call (PhaseCompact) is a model call too: its reply
+		// is the summary.
 		key := modelKey(s)
 		if r.work.busy(uid, key) {
 			if !in.Cancel {
