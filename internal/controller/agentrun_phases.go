@@ -374,10 +374,8 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 		}
 		in.Cancel, in.CancelReason = why != "", why
 	}
-	switch s.Phase {
-	case loop.PhaseModel, loop.PhaseCompact:
-		// A summary call (PhaseCompact) is a model call too: its reply
-		// is the summary.
+	switch {
+	case s.Phase.CallsModel():
 		key := modelKey(s)
 		if r.work.busy(uid, key) {
 			if !in.Cancel {
@@ -390,7 +388,7 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 			sc.consumed = key
 		}
 		// No work in this process: the call was lost to a restart.
-	case loop.PhaseAct:
+	case s.Phase == loop.PhaseAct:
 		key := toolsKey(s)
 		if r.work.busy(uid, key) {
 			// Tools run to their end even when the run is cancelled: the

@@ -181,7 +181,7 @@ func (e *Engine) Step(s *State, in Input) Effect {
 	var eff Effect
 	switch {
 	case in.Cancel:
-		if s.Phase == PhaseModel || s.Phase == PhaseCompact {
+		if s.Phase.CallsModel() {
 			switch {
 			case in.Reply != nil:
 				// Charged in full; a usage far above the reservation
