@@ -818,9 +818,28 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 		r.work.start(base, run, toolsKey(s), func(ctx context.Context, w *work) {
 			w.results = loop.ExecuteBatch(ctx, tools, calls, concurrent)
 		})
-		sc.started = toolsKey(s)
+		if mayEndAtOnce(kit.Spec, calls) {
+			sc.started = toolsKey(s)
+		}
 	}
 	r.dropStaleAnnotations(ctx, sc)
+}
+
+// mayEndAtOnce reports whether a batch can end while its reconcile waits
+// (Reconcile's inlineWait): not when a call is a Job's, which starts a
+// pod, or a child run's, which takes turns of its own.
+func mayEndAtOnce(spec *v1alpha1.AgentRunSpec, calls []loop.Invocation) bool {
+	if spec == nil {
+		return false
+	}
+	for _, c := range calls {
+		for _, t := range spec.Tools {
+			if t.Name == c.Tool && (t.Job != nil || t.Agent != nil) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dropStaleAnnotations removes answers recorded as stale, so that a later

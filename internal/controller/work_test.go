@@ -92,3 +92,35 @@ func TestTracker_awaitedWorkEnqueuesNothing(t *testing.T) {
 		t.Fatal("work that outlasted the wait did not enqueue its run")
 	}
 }
+
+// A reconcile waits for a batch only when it can end at once: a Job's
+// call starts a pod and a child run's takes turns, so a worker would
+// wait the full inlineWait on every such batch for nothing.
+func TestMayEndAtOnce(t *testing.T) {
+	spec := &v1alpha1.AgentRunSpec{}
+	spec.Tools = []v1alpha1.ToolSpec{
+		{Name: "get", Builtin: v1alpha1.BuiltinTool("kubernetes.get")},
+		{Name: "fetch", HTTP: &v1alpha1.HTTPTool{URL: "http://example.test"}},
+		{Name: "build", Job: &v1alpha1.JobTool{Image: "busybox"}},
+		{Name: "ask", Agent: &v1alpha1.AgentTool{}},
+	}
+	for _, tc := range []struct {
+		tools []string
+		want  bool
+	}{
+		{[]string{"get", "fetch"}, true},
+		{[]string{"get", "build"}, false},
+		{[]string{"ask"}, false},
+	} {
+		var calls []loop.Invocation
+		for _, n := range tc.tools {
+			calls = append(calls, loop.Invocation{Tool: n})
+		}
+		if got := mayEndAtOnce(spec, calls); got != tc.want {
+			t.Errorf("mayEndAtOnce(%v) = %v, want %v", tc.tools, got, tc.want)
+		}
+	}
+	if mayEndAtOnce(nil, []loop.Invocation{{Tool: "get"}}) {
+		t.Error("a kit without its spec: want no wait")
+	}
+}
