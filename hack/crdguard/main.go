@@ -13,9 +13,7 @@
 // are shared with AgentRunTemplate, whose spec may change, so the markers
 // stay as they are and only the AgentRun CRD is rewritten.
 //
-// A rule inside a list that is not a map list (x-kubernetes-list-type:
-// map) cannot read oldSelf, so it is left as it is; so are rules that
-// read oldSelf already.
+// Which rules it wraps, and how, is package internal/crdguard.
 //
 // Usage: crdguard FILE...
 package main
@@ -24,13 +22,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"strings"
 
+	"github.com/agentrun/agentrun/internal/crdguard"
 	"sigs.k8s.io/yaml"
 )
-
-// guardPrefix starts every rule crdguard rewrote.
-const guardPrefix = "oldSelf.hasValue() || ("
 
 func main() {
 	if len(os.Args) < 2 {
@@ -64,7 +59,7 @@ func guardFile(path string) error {
 		if spec == nil {
 			return fmt.Errorf("a version has no spec in its schema")
 		}
-		n += guard(spec)
+		n += crdguard.Guard(spec)
 	}
 	out, err := yaml.Marshal(crd)
 	if err != nil {
@@ -75,38 +70,6 @@ func guardFile(path string) error {
 	}
 	fmt.Printf("crdguard: %s: %d rules checked on create only\n", path, n)
 	return os.WriteFile(path, out, 0o644)
-}
-
-// guard rewrites the rules of the schema s and of every node below it
-// that can read oldSelf, and returns how many it rewrote.
-func guard(s map[string]any) int {
-	n := 0
-	if rules, ok := s["x-kubernetes-validations"].([]any); ok {
-		for _, r := range rules {
-			rule, _ := r.(map[string]any)
-			text, _ := rule["rule"].(string)
-			if rule == nil || strings.Contains(text, "oldSelf") {
-				continue
-			}
-			rule["rule"] = guardPrefix + text + ")"
-			rule["optionalOldSelf"] = true
-			n++
-		}
-	}
-	if props, ok := s["properties"].(map[string]any); ok {
-		for _, p := range props {
-			if p, ok := p.(map[string]any); ok {
-				n += guard(p)
-			}
-		}
-	}
-	// Items of a map list are matched with their earlier value by key;
-	// other lists' items and a map's values are not, and cannot read
-	// oldSelf.
-	if items, ok := s["items"].(map[string]any); ok && s["x-kubernetes-list-type"] == "map" {
-		n += guard(items)
-	}
-	return n
 }
 
 func dig(v any, keys ...string) any {

@@ -47,6 +47,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/budget"
 	"github.com/agentrun/agentrun/internal/controller"
+	"github.com/agentrun/agentrun/internal/crdguard"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/operator"
@@ -902,7 +903,8 @@ func (b *bench) cpu(ctx context.Context) error {
 	// Where the rest goes: a copy of the CRD whose spec rules are checked
 	// at every write, as controller-gen writes them (what hack/crdguard
 	// saves), and one without any rule.
-	unguardedCPU, unguardedN, err := b.variantCPU(ctx, ns, runs, workers, "unguarded.scale.agentrun.dev", unguard)
+	unguardedCPU, unguardedN, err := b.variantCPU(ctx, ns, runs, workers, "unguarded.scale.agentrun.dev",
+		func(rule map[string]any) bool { crdguard.Unguard(rule); return true })
 	if err != nil {
 		return err
 	}
@@ -998,17 +1000,6 @@ func editRules(v any, edit func(rule map[string]any) bool) {
 			editRules(e, edit)
 		}
 	}
-}
-
-// unguard undoes what hack/crdguard does to a rule: it is checked at every
-// write of the object again.
-func unguard(rule map[string]any) bool {
-	const guard = "oldSelf.hasValue() || ("
-	if text, _ := rule["rule"].(string); strings.HasPrefix(text, guard) && rule["optionalOldSelf"] == true {
-		rule["rule"] = strings.TrimSuffix(strings.TrimPrefix(text, guard), ")")
-		delete(rule, "optionalOldSelf")
-	}
-	return true
 }
 
 // copyStatusCPU creates crd, then a copy of each of runs as its

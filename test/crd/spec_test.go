@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	agentsv1alpha1 "github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/crdguard"
 	"github.com/agentrun/agentrun/internal/testenv"
 )
 
@@ -53,10 +54,9 @@ func TestAgentRunSpec_everySharedFieldIsPinned(t *testing.T) {
 // fails the test: it would run again at every status write.
 func createdRule(t *testing.T, rule string) string {
 	t.Helper()
-	const guard = "oldSelf.hasValue() || ("
-	if !strings.HasPrefix(rule, guard) || !strings.HasSuffix(rule, ")") {
+	orig, ok := crdguard.Unwrapped(rule)
+	if !ok {
 		t.Errorf("spec rule %q is not checked on create only: run make manifests", rule)
-		return rule
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(rule, guard), ")")
+	return orig
 }
