@@ -54,15 +54,7 @@ func archivedRun(t *testing.T, ns, name string) *archive.Record {
 func readOnlyArchive(t *testing.T, records ...*archive.Record) *archive.Postgres {
 	t.Helper()
 	ctx := context.Background()
-	dsn := pgtest.Own(t)
-	if _, _, err := archive.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	writer, err := archive.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
+	writer, dsn := pgtest.Archive(t)
 	for _, r := range records {
 		if err := writer.Put(ctx, r); err != nil {
 			t.Fatal(err)

@@ -30,17 +30,7 @@ import (
 // archive on it, migrated.
 func openArchive(t *testing.T) *archive.Postgres {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := pgtest.Own(t)
-	if _, _, err := archive.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	store, err := archive.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
+	store, _ := pgtest.Archive(t)
 	return store
 }
 

@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -337,4 +338,22 @@ func Role(t testing.TB, dsn string) (name, roleDSN string) {
 	}
 	// In libpq's key=value form, a later key replaces an earlier one.
 	return name, dsn + " user=" + name
+}
+
+// Archive is a database of the test's own (Own), migrated, and the
+// archive opened on it (closed when the test ends), with the owner's DSN.
+func Archive(t testing.TB) (*archive.Postgres, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := Own(t)
+	if _, _, err := archive.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	store, err := archive.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	return store, dsn
 }

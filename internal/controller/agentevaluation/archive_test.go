@@ -39,17 +39,7 @@ func (c *countingArchive) PutEvaluation(ctx context.Context, e *archive.Evaluati
 // archive on it, migrated.
 func openArchive(t *testing.T) *countingArchive {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := pgtest.Own(t)
-	if _, _, err := archive.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	store, err := archive.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
+	store, _ := pgtest.Archive(t)
 	return &countingArchive{Postgres: store}
 }
 
