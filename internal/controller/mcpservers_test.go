@@ -52,6 +52,23 @@ func ledgerServer(t *testing.T) (url string, calls func() map[string]int) {
 	}
 }
 
+// governedLedger serves the ledger MCP server as the MCPServer "ledger"
+// of ns, under a platform rule that asks about every mutating mcp tool of
+// its URL; it returns the server's calls and the policy.
+func governedLedger(t *testing.T, ns string) (func() map[string]int, *v1alpha1.AgentRunPolicy) {
+	t.Helper()
+	url, calls := ledgerServer(t)
+	if err := k8sClient.Create(context.Background(), &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
+		Spec: v1alpha1.MCPServerSpec{URL: url}}); err != nil {
+		t.Fatal(err)
+	}
+	p := govern(t, ns, v1alpha1.AgentRunPolicySpec{Rules: []v1alpha1.PlatformRule{{
+		PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "changes to the ledger are reviewed"},
+		Match:      []v1alpha1.ToolSelector{{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindMCP}, URLs: []string{url}}},
+	}}})
+	return calls, p
+}
+
 func serverRefTool(name, server, tool string) v1alpha1.ToolSpec {
 	return v1alpha1.ToolSpec{Name: name, MCP: &v1alpha1.MCPTool{ServerRef: &v1alpha1.MCPServerRef{Name: server}, Tool: tool}}
 }
@@ -63,15 +80,7 @@ func serverRefTool(name, server, tool string) v1alpha1.ToolSpec {
 // though the run declares neither.
 func TestMCPServerRef_platformRuleMatchesADestructiveToolByItsAnnotation(t *testing.T) {
 	ns := namespace(t)
-	url, calls := ledgerServer(t)
-	if err := k8sClient.Create(context.Background(), &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
-		Spec: v1alpha1.MCPServerSpec{URL: url}}); err != nil {
-		t.Fatal(err)
-	}
-	p := govern(t, ns, v1alpha1.AgentRunPolicySpec{Rules: []v1alpha1.PlatformRule{{
-		PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "changes to the ledger are reviewed"},
-		Match:      []v1alpha1.ToolSelector{{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindMCP}, URLs: []string{url}}},
-	}}})
+	calls, p := governedLedger(t, ns)
 	run := makeRun(ns, "void").with(func(s *v1alpha1.AgentRunSpec) {
 		s.Tools = []v1alpha1.ToolSpec{serverRefTool("lookup", "ledger", "lookup_invoice"), serverRefTool("void", "ledger", "void_invoice")}
 	}).calls("lookup", `{}`).calls("void", `{}`).answer("Voided.").create(t)
@@ -149,15 +158,7 @@ func serverToolsEntry(name, server string, tools ...string) v1alpha1.ToolSpec {
 // same tools, and the run finishes.
 func TestMCPServerRef_toolsPicksSeveralToolsOfTheServer(t *testing.T) {
 	ns := namespace(t)
-	url, calls := ledgerServer(t)
-	if err := k8sClient.Create(context.Background(), &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
-		Spec: v1alpha1.MCPServerSpec{URL: url}}); err != nil {
-		t.Fatal(err)
-	}
-	p := govern(t, ns, v1alpha1.AgentRunPolicySpec{Rules: []v1alpha1.PlatformRule{{
-		PolicyRule: v1alpha1.PolicyRule{Tools: []string{"*"}, Mutating: true, Decision: v1alpha1.PolicyAsk, Reason: "changes to the ledger are reviewed"},
-		Match:      []v1alpha1.ToolSelector{{Kinds: []v1alpha1.ToolKind{v1alpha1.ToolKindMCP}, URLs: []string{url}}},
-	}}})
+	calls, p := governedLedger(t, ns)
 	run := makeRun(ns, "void-both").with(func(s *v1alpha1.AgentRunSpec) {
 		s.Tools = []v1alpha1.ToolSpec{serverToolsEntry("ledger", "ledger", "lookup_invoice", "void_invoice")}
 	}).calls("ledger__lookup_invoice", `{}`).calls("ledger__void_invoice", `{}`).answer("Voided.").create(t)
