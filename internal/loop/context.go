@@ -75,6 +75,11 @@ func (p ContextPolicy) check() error {
 // due (or in flight).
 const PhaseCompact Phase = "Compacting"
 
+// CallsModel reports whether a state in this phase has a model call due
+// or in flight: a turn's (PhaseModel) or a summary's (PhaseCompact). A
+// driver hands that call's reply or error to the next step.
+func (p Phase) CallsModel() bool { return p == PhaseModel || p == PhaseCompact }
+
 // NoteContextCompacted: older turns were cleared or summarised before a
 // request. (An event reason as well.)
 const NoteContextCompacted NoteKind = "ContextCompacted"

@@ -27,11 +27,6 @@ const (
 	PhaseDone Phase = "Done"
 )
 
-// CallsModel reports whether a state in this phase has a model call due
-// or in flight: a turn's (PhaseModel) or a summary's (PhaseCompact). A
-// driver hands that call's reply or error to the next step.
-func (p Phase) CallsModel() bool { return p == PhaseModel || p == PhaseCompact }
-
 // CallState is the life of one proposed call inside a turn.
 type CallState string
 
