@@ -158,15 +158,6 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	}
 }
 
-// inlineWait is how long a reconcile waits for the kit build or the tools
-// it started before it returns, and maxInline how many times one reconcile
-// advances a run again after such a wait. A model call is never waited
-// for: it takes seconds.
-const (
-	inlineWait = 20 * time.Millisecond
-	maxInline  = 4
-)
-
 // reconcile advances one run by at most one phase of one turn: it steps
 // the engine until the next step needs the outside world, saves what it
 // decided (transcript chunks first, then one status patch), and only then

@@ -408,11 +408,26 @@ func (r *AgentRunReconciler) advance(ctx context.Context, sc *scope) (ctrl.Resul
 		}
 	}
 
+	// The model's answer this reconcile applies, if any: the first group
+	// of free reads it proposes may run before it is saved (readsFirst).
+	answer := ""
+	if in.Reply != nil {
+		answer = sc.consumed
+	}
 	for i := 0; i < maxSteps; i++ {
 		in.Context = ctx
 		eff := sc.kit.Engine.Step(s, in)
 		sc.notes = append(sc.notes, eff.Notes...)
 		sc.effect = eff
+		if eff.Kind == loop.EffectRunTools && answer != "" && r.mayRunUnsaved(sc, eff.Calls) {
+			results, ok := r.readsFirst(sc, answer, eff)
+			answer = ""
+			if !ok {
+				break // saved as dispatched; act hands them to the tracker
+			}
+			in = loop.Input{Results: boundResults(results, maxBatchBytes)}
+			continue
+		}
 		if eff.Kind != loop.EffectContinue {
 			break
 		}
@@ -795,13 +810,7 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 		return
 	}
 	s, kit, run := sc.state, sc.kit, sc.run
-	// Metrics and spans see every call; the calls' spans are children of
-	// the run's span, whichever reconcile or process starts them.
-	// The engine's model is the one the run calls now (a fallback's once
-	// it fell back): the calls' metrics and spans are labelled with it.
-	cfg := kit.Engine.Config()
-	obs := loop.Observers(r.Metrics.calls(cfg.Model.Provider, cfg.Model.Name), sc.trace.Observer(cfg.Model.Provider, cfg.Model.Name))
-	base := sc.trace.Context(r.background())
+	base, obs := r.observed(sc)
 	switch eff := sc.effect; eff.Kind {
 	case loop.EffectCallModel:
 		eng, req := kit.Engine, eff.Request
@@ -814,15 +823,66 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 			return
 		}
 		calls, concurrent := eff.Calls, eff.Concurrent
-		tools := loop.ObserveTools(kit.Tools, obs)
-		r.work.start(base, run, toolsKey(s), func(ctx context.Context, w *work) {
-			w.results = loop.ExecuteBatch(ctx, tools, calls, concurrent)
-		})
+		if b := sc.reads; b != nil {
+			// Started by advance, still running: saved as dispatched now.
+			r.work.start(base, run, toolsKey(s), func(ctx context.Context, w *work) {
+				w.results, w.err = b.join(ctx)
+			})
+			sc.reads = nil
+		} else {
+			tools := loop.ObserveTools(kit.Tools, obs)
+			r.work.start(base, run, toolsKey(s), func(ctx context.Context, w *work) {
+				w.results = loop.ExecuteBatch(ctx, tools, calls, concurrent)
+			})
+		}
 		if mayEndAtOnce(kit.Spec, calls) {
 			sc.started = toolsKey(s)
 		}
 	}
 	r.dropStaleAnnotations(ctx, sc)
+}
+
+// observed is the context and the observers of the calls act and advance
+// start: metrics and spans see every call, and the calls' spans are
+// children of the run's span, whichever reconcile or process starts them.
+// The engine's model is the one the run calls now (a fallback's once it
+// fell back): the calls' metrics and spans are labelled with it.
+func (r *AgentRunReconciler) observed(sc *scope) (context.Context, loop.Observer) {
+	cfg := sc.kit.Engine.Config()
+	obs := loop.Observers(r.Metrics.calls(cfg.Model.Provider, cfg.Model.Name), sc.trace.Observer(cfg.Model.Provider, cfg.Model.Name))
+	return sc.trace.Context(r.background()), obs
+}
+
+// readsFirst runs the free reads the model's answer (the finished work
+// with key answer) proposed before that answer is saved, so that one save
+// holds both; the reads stay with the answer until then (tracker.follow),
+// and a save that fails does not run them again. A crash before the save
+// runs them again, which free reads allow. It returns their results when
+// they ended within inlineWait; otherwise they are left in sc.reads.
+func (r *AgentRunReconciler) readsFirst(sc *scope, answer string, eff loop.Effect) ([]loop.Result, bool) {
+	uid, key := sc.run.UID, toolsKey(sc.state)
+	b := r.work.readsAfter(uid, answer, key)
+	if b == nil {
+		tctx, obs := r.observed(sc)
+		tools, calls, concurrent := loop.ObserveTools(sc.kit.Tools, obs), eff.Calls, eff.Concurrent
+		onPanic := func(ctx context.Context, p any) error { return recovered(ctx, r.Metrics, "work", p) }
+		b = startReads(tctx, onPanic, func(ctx context.Context) []loop.Result {
+			return loop.ExecuteBatch(ctx, tools, calls, concurrent)
+		})
+		r.work.follow(uid, answer, key, b)
+	}
+	results, ok := b.wait(inlineWait)
+	if !ok {
+		sc.reads = b
+	}
+	return results, ok
+}
+
+// mayRunUnsaved reports whether a group of calls may run before the step
+// that dispatched it is saved: free reads (loop.Config.Rerunnable) that
+// may end at once.
+func (r *AgentRunReconciler) mayRunUnsaved(sc *scope, calls []loop.Invocation) bool {
+	return sc.kit.Engine.Config().Rerunnable(calls) && mayEndAtOnce(sc.kit.Spec, calls)
 }
 
 // mayEndAtOnce reports whether a batch can end while its reconcile waits

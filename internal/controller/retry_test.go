@@ -92,13 +92,11 @@ func TestRun_retryBackoffSurvivesAManagerRestart(t *testing.T) {
 	run := makeRun(ns, "restart-backoff").readTool("lookup").calls("lookup", `{"q":1}`).answer("Two invoices.").create(t)
 	stop := startManager(t, &kits{tools: tb})
 
-	// The first attempt failed and the retry waits in the checkpoint.
+	// The first attempt failed and the retry waits in the newest saved
+	// checkpoint (in status, or in the chunk that holds the answer and
+	// the failed attempt).
 	NewWithT(t).Eventually(func() string {
-		cp := get(t, run).Status.Checkpoint
-		if cp == nil {
-			return ""
-		}
-		return string(cp.Raw)
+		return newestCheckpoint(t, run)
 	}, 20*time.Second, 20*time.Millisecond).Should(ContainSubstring(`"retryAt"`))
 	stop()
 

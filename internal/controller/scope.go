@@ -41,6 +41,11 @@ type scope struct {
 	// a moment.
 	started string
 
+	// reads are free reads advance started before their step was saved
+	// and that were still running when it stopped waiting: act hands
+	// them to the tracker once the step is saved.
+	reads *reads
+
 	// answers are the approval annotations not yet applied, by call id,
 	// each with who set it and the digest it names (answersFrom).
 	answers map[string]runstatus.Answer

@@ -34,6 +34,12 @@ type work struct {
 	// then advances the run itself: the end enqueues nothing.
 	ended   chan struct{}
 	awaited bool
+	// reads are the free reads a model's answer proposed, started under
+	// readsKey before that answer was saved (advance): they stay with the
+	// answer until a save holds both, so a failed save does not run them
+	// again.
+	reads    *reads
+	readsKey string
 }
 
 // tracker holds the work in flight in this process, by run. After a
@@ -187,6 +193,38 @@ func (t *tracker) forget(uid types.UID) {
 		if w.cancel != nil {
 			w.cancel()
 		}
+		if w.reads != nil {
+			w.reads.cancel()
+		}
 		delete(t.items, uid)
 	}
 }
+
+// readsAfter returns the reads started after the run's finished work with
+// this key (a model's answer) under readsKey, or nil.
+func (t *tracker) readsAfter(uid types.UID, key, readsKey string) *reads {
+	w := t.finished(uid, key)
+	if w == nil || w.readsKey != readsKey {
+		return nil
+	}
+	return w.reads
+}
+
+// follow keeps b, started under readsKey, with the run's finished work
+// with this key (see readsAfter).
+func (t *tracker) follow(uid types.UID, key, readsKey string, b *reads) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w := t.items[uid]; w != nil && w.key == key && w.done {
+		w.reads, w.readsKey = b, readsKey
+	}
+}
+
+// inlineWait is how long a reconcile waits for the kit build or the tools
+// it started (advance, for free reads) before it returns, and maxInline
+// how many times one reconcile advances a run again after such a wait. A
+// model call is never waited for: it takes seconds.
+const (
+	inlineWait = 20 * time.Millisecond
+	maxInline  = 4
+)

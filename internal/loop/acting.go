@@ -67,6 +67,26 @@ func (e *Engine) dispatchNext(s *State, now time.Time, notes *[]Note) next {
 	return observed()
 }
 
+// Rerunnable reports whether a group of calls may run before the step
+// that dispatched it is saved: every call is a read that a lost result
+// lets run again (Repeatable) and reserves nothing (no cost, no child
+// run, no person's answer). A crash before the save then only runs the
+// reads again, as onLostResults would. c is the engine's (normalised)
+// configuration, Engine.Config.
+func (c *Config) Rerunnable(calls []Invocation) bool {
+	for _, call := range calls {
+		i := slices.IndexFunc(c.Tools, func(t ToolSpec) bool { return t.Name == call.Tool })
+		if i < 0 {
+			return false
+		}
+		t := &c.Tools[i]
+		if t.Mutates || !t.Repeatable || t.MaxCost != 0 || t.Child != nil || t.AsksPerson {
+			return false
+		}
+	}
+	return len(calls) > 0
+}
+
 // appendObservations appends the batch's observations, in proposal order.
 func appendObservations(s *State) {
 	for i := range s.Calls {

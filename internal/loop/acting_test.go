@@ -62,3 +62,40 @@ func TestActing_batchIsReservedBeforeAnyMemberStarts(t *testing.T) {
 		t.Fatalf("reason = %q", s.Reason)
 	}
 }
+
+// Only a group of reads that a lost result lets run again and that
+// reserves nothing may run before the step that dispatched it is saved.
+func TestConfig_rerunnable(t *testing.T) {
+	cfg := Config{Tools: []ToolSpec{
+		{Name: "read"},
+		{Name: "other_read"},
+		{Name: "write", Mutates: true},
+		{Name: "priced", MaxCost: MustMoney("0.01")},
+		{Name: "child", Child: &ChildBudget{Turns: 1}},
+		{Name: "ask", AsksPerson: true},
+	}}.Normalize()
+	calls := func(names ...string) []Invocation {
+		var out []Invocation
+		for _, n := range names {
+			out = append(out, Invocation{CallID: n, Tool: n})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		calls []string
+		want  bool
+	}{
+		{[]string{"read"}, true},
+		{[]string{"read", "other_read"}, true},
+		{nil, false},
+		{[]string{"read", "write"}, false},
+		{[]string{"priced"}, false},
+		{[]string{"child"}, false},
+		{[]string{"ask"}, false},
+		{[]string{"unknown"}, false},
+	} {
+		if got := cfg.Rerunnable(calls(c.calls...)); got != c.want {
+			t.Errorf("Rerunnable(%v) = %v, want %v", c.calls, got, c.want)
+		}
+	}
+}
