@@ -173,7 +173,7 @@ func run(o options) error {
 		return err
 	}
 	// The API server runs the admission policies the chart installs.
-	if err := testenv.Apply(ctx, c, "config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml",
+	if err := testenv.Apply(ctx, c, "config/admission/approval-policy.yaml", "config/admission/approver-identity.yaml", "config/admission/run-spec.yaml",
 		"config/rbac/aggregated_roles.yaml"); err != nil {
 		return err
 	}
