@@ -53,7 +53,7 @@ import (
 //
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/finalizers,verbs=update
-// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch
+// +kubebuilder:rbac:groups=agents.agentrun.dev,resources=agentruns/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list

@@ -624,8 +624,9 @@ func (r *AgentRunReconciler) saveTranscript(ctx context.Context, sc *scope, chec
 // and its record (rollback.go). A write that fails raises nothing.
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha1.AgentRun) error {
 	// A status equal to base but for its spelling (the API server's
-	// timestamps and key order) keeps base's number: the patch is then
-	// empty, as it was before statuses were numbered, and writes nothing.
+	// timestamps and key order) keeps base's number: the write then
+	// changes nothing, as before statuses were numbered, and the API
+	// server stores nothing.
 	run.Status.CheckpointSequence = base.Status.CheckpointSequence
 	if err := r.sealWith(run.UID, &run.Status); err != nil {
 		return err
@@ -645,18 +646,29 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 }
 
 // writeStatus is the one place the AgentRun reconciler writes a run's
-// status: a merge patch over base, guarded by base's resourceVersion when
-// lock is set (a conflict then means the run changed since it was read),
-// or, with no base, the whole status under run's resourceVersion.
+// status. With lock, it puts run's whole status over base under base's
+// resourceVersion (a conflict then means the run changed since it was
+// read): the API server takes only status from a status write and keeps
+// the rest as stored, so this holds what a merge patch over base would,
+// and spares the API server applying a patch to the stored object (about
+// a fifth of the write's cost, docs/scale.md). Without lock, it is a merge
+// patch over base, whatever changed since; with no base, the whole status
+// under run's resourceVersion. Once written, run is the object as stored.
 func (r *AgentRunReconciler) writeStatus(ctx context.Context, run, base *v1alpha1.AgentRun, lock bool) error {
-	if base == nil {
+	switch {
+	case base == nil:
 		return r.Status().Update(ctx, run)
+	case lock:
+		put := base.DeepCopy()
+		put.ManagedFields = nil // the API server keeps its own on a status write
+		put.Status = *run.Status.DeepCopy()
+		if err := r.Status().Update(ctx, put); err != nil {
+			return err
+		}
+		*run = *put
+		return nil
 	}
-	var opts []client.MergeFromOption
-	if lock {
-		opts = append(opts, client.MergeFromWithOptimisticLock{})
-	}
-	return r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, opts...))
+	return r.Status().Patch(ctx, run, client.MergeFrom(base))
 }
 
 // sealStatus numbers st as the status written over base (one higher than
