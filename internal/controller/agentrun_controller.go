@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,6 +149,11 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		var uid types.UID
 		var started string
 		res, uid, started, err = r.reconcile(ctx, req)
+		if res.Priority == nil {
+			// Whatever brings the run back is not a catch-up write: it
+			// queues as any change does, even after one.
+			res.Priority = ptr.To(0)
+		}
 		// Work this reconcile started that often ends at once (a kit
 		// build, a batch of fast tools) is waited for a moment, and the
 		// run advanced again in this reconcile: otherwise it would wait
@@ -224,7 +230,7 @@ func (r *AgentRunReconciler) reconcileRun(ctx context.Context, key types.Namespa
 	if d := sc.stored.deferred; d != nil {
 		// Back when the deferred status is due, even if nothing wakes the
 		// run before.
-		result = soonest(result, r.due(d).Sub(sc.now))
+		result = r.catchUp(result, d, sc.now)
 	}
 	if _, ttl := r.ttlOf(sc.run); written && runstatus.Finished(sc.run) && (ttl || r.Archive != nil || r.Judges != nil && sc.run.Spec.TemplateRef != nil) {
 		// The event of the write that ended the run enqueues nothing
@@ -365,7 +371,7 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 		return res
 	}
 	if due := r.due(d).Sub(sc.now); due > 0 {
-		return soonest(res, due)
+		return r.catchUp(res, d, sc.now)
 	}
 	run := sc.stored.server().DeepCopy()
 	run.Status = *d.status.DeepCopy()
@@ -376,6 +382,20 @@ func (r *AgentRunReconciler) flushDeferred(ctx context.Context, sc *scope, res c
 	}
 	r.mem.keepDeferred(run.UID, nil)
 	return res
+}
+
+// catchUp returns res, back when the deferred status d is due. When
+// nothing else brings the run back at a set time, that return is queued
+// below every other reconcile (handler.LowPriority): the catch-up write
+// changes nothing the run waits for, so it yields to the runs whose model
+// or tools have answered.
+func (r *AgentRunReconciler) catchUp(res ctrl.Result, d *deferred, now time.Time) ctrl.Result {
+	due := max(r.due(d).Sub(now), time.Millisecond)
+	if res.RequeueAfter == 0 {
+		res.RequeueAfter, res.Priority = due, ptr.To(handler.LowPriority)
+		return res
+	}
+	return soonest(res, due)
 }
 
 // releaseJobs deletes the kept Jobs of mutating calls whose results status

@@ -9,7 +9,13 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // statusVerbs records how the operator writes the status of the AgentRuns
@@ -120,5 +126,38 @@ func TestStatus_aWriteIsTheWholeStatusUnderTheVersionRead(t *testing.T) {
 	}
 	if !reviewer {
 		t.Fatalf("the reviewer's managedFields entry is gone: %+v", cur.ManagedFields)
+	}
+}
+
+// A catch-up write yields to a run whose model answered: a run that waits
+// on its model asks to be back, when its deferred status is due, below
+// every other reconcile, so a run whose answer came in after that status
+// was due is still reconciled first. A catch-up due when something else
+// brings the run back at a set time keeps that return's priority.
+func TestCatchUp_yieldsToARunWhoseModelAnswered(t *testing.T) {
+	r := &AgentRunReconciler{Config: Config{StatusInterval: time.Second}}
+	now := time.Now()
+	due := r.catchUp(ctrl.Result{}, &deferred{since: now.Add(-2 * time.Second)}, now)
+	if due.Priority == nil || *due.Priority != handler.LowPriority || due.RequeueAfter != time.Millisecond {
+		t.Fatalf("a catch-up already due returns %+v; want back at once, at low priority", due)
+	}
+	if later := r.catchUp(ctrl.Result{}, &deferred{since: now}, now); later.RequeueAfter != time.Second || later.Priority == nil {
+		t.Fatalf("a catch-up due in 1 s returns %+v; want back in 1 s, at low priority", later)
+	}
+	timed := r.catchUp(ctrl.Result{RequeueAfter: 30 * time.Second}, &deferred{since: now}, now)
+	if timed.Priority != nil || timed.RequeueAfter != time.Second {
+		t.Fatalf("a catch-up before a retry due in 30 s returns %+v; want back in 1 s, at the reconcile's priority", timed)
+	}
+
+	// What the controller does with those results, in the queue it uses.
+	q := priorityqueue.New[reconcile.Request]("catch-up-test")
+	defer q.ShutDown()
+	waiting := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "waits-on-its-model"}}
+	answered := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "its-model-answered"}}
+	q.AddWithOpts(priorityqueue.AddOpts{After: due.RequeueAfter, Priority: due.Priority}, waiting)
+	NewWithT(t).Eventually(q.Len, 5*time.Second, time.Millisecond).Should(Equal(1)) // the catch-up is due
+	q.Add(answered)                                                                 // the tracker's wake-up
+	if first, _ := q.Get(); first != answered {
+		t.Fatalf("the worker took %s first; want the run whose model answered", first.Name)
 	}
 }
