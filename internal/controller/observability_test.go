@@ -123,7 +123,7 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 	expectOutcome(t, waitOutcome(t, down, 20*time.Second), v1alpha1.OutcomeToolFailure, "unavailable")
 	g.Eventually(func() int { return len(get(t, waiting).Status.PendingApprovals) }, 20*time.Second, 20*time.Millisecond).Should(Equal(1))
 
-	after := scrape(t, m)
+	var after map[string]*dto.MetricFamily
 	delta := func(name string, labels map[string]string) float64 {
 		return sample(after, name, labels) - sample(before, name, labels)
 	}
@@ -142,6 +142,22 @@ func TestMetrics_aScrapeAfterRunsShowsWhatTheyDid(t *testing.T) {
 		}
 		return out
 	}
+	// What a save did is recorded after the write the test waited for
+	// (the reporter follows the write): scrape until the last of it, the
+	// three ends and the waiting run's tokens, is in; then every figure.
+	ended := func() []float64 {
+		var out []float64
+		for _, o := range []string{"Completed", "BudgetExhausted", "ToolFailure"} {
+			labels := with2("outcome", o, "reason", o)
+			labels["template"] = ""
+			out = append(out, delta("agentrun_runs_finished_total", labels))
+		}
+		return append(out, delta("agentrun_tokens_total", with("type", "input")))
+	}
+	g.Eventually(func() []float64 {
+		after = scrape(t, m)
+		return ended()
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal([]float64{1, 1, 1, 4200}), "the runs' ends and input tokens")
 	// reads: 1000+1200 in, 20+30 out; refused: 1000 in, 20 out; waiting:
 	// 1000 in, 20 out so far; down: nothing reported.
 	g.Expect(delta("agentrun_tokens_total", with("type", "input"))).To(Equal(4200.0), "input tokens")
