@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -144,6 +145,11 @@ type bench struct {
 func run(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
+	// Ctrl-C, a kill or a closed pipe (| head) ends the measures early but
+	// still stops etcd and kube-apiserver (deferred below): left running,
+	// they would load the machine under every later measure.
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	defer stopSignals()
 	if o.logOperator {
 		ctrl.SetLogger(logr.New(errorLogger{}))
 	} else {
