@@ -650,8 +650,8 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 // resourceVersion (a conflict then means the run changed since it was
 // read): the API server takes only status from a status write and keeps
 // the rest as stored, so this holds what a merge patch over base would,
-// and spares the API server applying a patch to the stored object, and
-// the operator computing one (docs/scale.md). Without lock, it is a merge
+// and spares the API server applying a patch to the stored object
+// (docs/scale.md). Without lock, it is a merge
 // patch over base, whatever changed since; with no base, the whole status
 // under run's resourceVersion. Once written, run is the object as stored.
 func (r *AgentRunReconciler) writeStatus(ctx context.Context, run, base *v1alpha1.AgentRun, lock bool) error {
