@@ -10,11 +10,9 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/clip"
-	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/limits"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
 	corev1 "k8s.io/api/core/v1"
@@ -62,12 +60,6 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			if err := r.guard(ctx, sc); err != nil || sc.stop {
 				return ctrl.Result{}, err
 			}
-			// The platform's policies decide what the run may be: it is
-			// built as they govern it, never as its author relaxed it.
-			pols, err := r.platformPolicies(ctx, sc.run)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
 			// A run made from a template is built from the spec resolved
 			// from it, once, and kept with the run.
 			src, tpl, err := r.resolved(ctx, sc.run)
@@ -100,38 +92,43 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			case err != nil:
 				return ctrl.Result{}, err
 			}
-			run, changes, err := platform.Apply(src, pols)
-			var grant egress.Grant
-			if err == nil {
-				// What the policies open to the run's model calls and
-				// HTTP and MCP tools, on top of the operator's egress.
-				grant, err = platform.Egress(pols)
-			}
-			if err != nil {
-				r.failInvalid(sc, "the run cannot start: "+err.Error())
-				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: err.Error()})
-				return ctrl.Result{}, nil
-			}
-			if len(changes) > 0 {
-				// Recorded now: this reconcile waits for the build and
-				// saves nothing, and notes become events only with a save.
-				r.event(sc.run, corev1.EventTypeNormal, string(NotePlatformApplied), string(NotePlatformApplied), strings.Join(changes, "; "))
-			}
-			approvers := platform.ApproversFor(sc.run, pols)
+			// The build reads the platform's policies first, live, and
+			// builds the run as they govern it (govern): off the worker,
+			// which a live read would hold for as long as the API server
+			// takes to answer it consistently (docs/scale.md). The copy
+			// is the build's own: this reconcile goes on with sc.run.
+			src = src.DeepCopy()
 			r.work.start(r.background(), sc.run, kitKey, func(ctx context.Context, w *work) {
 				ctx, cancel := context.WithTimeout(ctx, KitBuildTimeout)
 				defer cancel()
-				w.kit, w.err = r.Kits.Build(ctx, run, grant)
-				if w.kit != nil {
-					w.kit.Approvers = approvers
-					w.kit.Spec = &run.Spec
-				}
 				w.template = tpl
+				g := r.govern(ctx, src)
+				if w.governed = g; g.unread != nil || g.refused != nil {
+					return
+				}
+				w.kit, w.err = r.Kits.Build(ctx, g.run, g.grant)
+				if w.kit != nil {
+					w.kit.Approvers = g.approvers
+					w.kit.Spec = &g.run.Spec
+				}
 			})
 			sc.wait, sc.started = true, kitKey
 			return ctrl.Result{}, nil
 		}
 		r.work.clear(uid, kitKey)
+		if g := w.governed; g != nil {
+			switch {
+			case g.unread != nil:
+				// Read again by the next build.
+				return ctrl.Result{}, g.unread
+			case g.refused != nil:
+				r.failInvalid(sc, "the run cannot start: "+g.refused.Error())
+				sc.notes = append(sc.notes, loop.Note{Kind: NotePlatformRefused, Warning: true, Message: g.refused.Error()})
+				return ctrl.Result{}, nil
+			case len(g.changes) > 0:
+				r.event(sc.run, corev1.EventTypeNormal, string(NotePlatformApplied), string(NotePlatformApplied), strings.Join(g.changes, "; "))
+			}
+		}
 		k = w.kit
 		if t := sc.run.Status.Template; w.template != nil && (t == nil || t.Goal == "") {
 			// A run resolved by an operator that kept no goal in status

@@ -5,7 +5,9 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/platform"
 )
 
 // Event reasons of the platform's policies.
@@ -17,9 +19,24 @@ const (
 	NotePlatformRefused loop.NoteKind = "PlatformPolicyRefused"
 )
 
-// platformPolicies reads the AgentRunPolicies that govern run's namespace,
-// live (a run's kit is built once per process, so this is one read per
-// run and restart).
-func (r *AgentRunReconciler) platformPolicies(ctx context.Context, run *v1alpha1.AgentRun) ([]v1alpha1.AgentRunPolicy, error) {
-	return reconcilers.PlatformPolicies(ctx, r.APIReader, run.Namespace)
+// govern reads the AgentRunPolicies that govern src's namespace, live (a
+// run's kit is built once per process, so this is one read per run and
+// restart), and applies them to src: the run is built as they govern it,
+// never as its author relaxed it. It runs in the work that builds the
+// kit, so the read, which the API server answers only once its cache has
+// caught up with etcd, holds no reconcile worker.
+func (r *AgentRunReconciler) govern(ctx context.Context, src *v1alpha1.AgentRun) *governed {
+	pols, err := reconcilers.PlatformPolicies(ctx, r.APIReader, src.Namespace)
+	if err != nil {
+		return &governed{unread: err}
+	}
+	run, changes, err := platform.Apply(src, pols)
+	var grant egress.Grant
+	if err == nil {
+		grant, err = platform.Egress(pols)
+	}
+	if err != nil {
+		return &governed{refused: err}
+	}
+	return &governed{run: run, changes: changes, grant: grant, approvers: platform.ApproversFor(src, pols)}
 }

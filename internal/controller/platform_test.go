@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -403,4 +404,60 @@ func TestPlatform_requireToolCosts(t *testing.T) {
 	startManager(t, &kits{tools: newTools()})
 	expectInvalid(t, waitOutcome(t, before, 20*time.Second), "AgentRunPolicy "+p.Name+
 		` refuses it: every tool must declare maxCostUSD (requireToolCosts; "0" declares a free tool), and the tools lookup do not`)
+}
+
+// heldPolicyReads holds the operator's first live read of the
+// AgentRunPolicies until release is closed (or the manager stops).
+type heldPolicyReads struct {
+	client.Reader
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *heldPolicyReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1alpha1.AgentRunPolicyList); ok {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.entered)
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return h.Reader.List(ctx, list, opts...)
+}
+
+// The live read of a run's platform policies holds no reconcile worker:
+// with one worker, a run whose read the API server has not answered yet
+// does not keep another run from starting and ending. The read is
+// consistent, which a quiet resource's answer waits for (about 50 ms at
+// the median while 200 runs start, docs/scale.md); it is done in the work
+// that builds the run's kit.
+func TestPlatform_aLivePolicyReadHoldsNoWorker(t *testing.T) {
+	ns := namespace(t)
+	held := &heldPolicyReads{entered: make(chan struct{}), release: make(chan struct{})}
+	startWith(t, &kits{tools: newTools()}, managerSetup{workers: 1, config: func(c *Config) {
+		held.Reader = c.APIReader
+		c.APIReader = held
+	}})
+	t.Cleanup(func() { // before the manager stops, if the test failed first
+		select {
+		case <-held.release:
+		default:
+			close(held.release)
+		}
+	})
+	first := makeRun(ns, "first").answer("done").create(t)
+	await(t, held.entered, 20*time.Second, "the first run's policies were never read")
+	second := makeRun(ns, "second").answer("done").create(t)
+	expectOutcome(t, waitOutcome(t, second, 20*time.Second), v1alpha1.OutcomeCompleted, "")
+	if cur := get(t, first); cur.Status.Outcome != "" || cur.Status.Turn != 0 {
+		t.Fatalf("the first run is %s at turn %d before its policies were read", cur.Status.Outcome, cur.Status.Turn)
+	}
+	close(held.release)
+	expectOutcome(t, waitOutcome(t, first, 20*time.Second), v1alpha1.OutcomeCompleted, "")
 }

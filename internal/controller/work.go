@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/platform"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
@@ -26,6 +28,9 @@ type work struct {
 	// template is the record of the template a built kit's run was made
 	// from, for status.template.
 	template *v1alpha1.TemplateStatus
+	// governed is what the platform's policies made of the run whose kit
+	// the work builds (govern).
+	governed *governed
 	// judgement is a finished run's judgement (judging.go).
 	judgement *v1alpha1.JudgementStatus
 	cancel    context.CancelFunc
@@ -40,6 +45,23 @@ type work struct {
 	// again.
 	reads    *reads
 	readsKey string
+}
+
+// governed is a run as the platform's policies govern it, or why they do
+// not let it run, or why they could not be read.
+type governed struct {
+	// run is the run built: its author's, with the policies' ceilings
+	// lowered and prices raised (changes says which).
+	run     *v1alpha1.AgentRun
+	changes []string
+	// grant is what the policies open to the run's model calls and HTTP
+	// and MCP tools, on top of the operator's egress.
+	grant     egress.Grant
+	approvers platform.Approvers
+	// refused: the policies do not let the run run (final).
+	refused error
+	// unread: the policies could not be read (tried again).
+	unread error
 }
 
 // tracker holds the work in flight in this process, by run. After a
@@ -118,7 +140,7 @@ func (t *tracker) start(ctx context.Context, run *v1alpha1.AgentRun, key string,
 		}
 		t.mu.Lock()
 		if cur := t.items[uid]; cur == w {
-			w.done, w.reply, w.err, w.results, w.kit, w.template, w.judgement = true, out.reply, out.err, out.results, out.kit, out.template, out.judgement
+			w.done, w.reply, w.err, w.results, w.kit, w.template, w.governed, w.judgement = true, out.reply, out.err, out.results, out.kit, out.template, out.governed, out.judgement
 		}
 		awaited := w.awaited
 		t.mu.Unlock()
