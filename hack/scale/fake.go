@@ -30,7 +30,8 @@ import (
 // named by its model name, "scale-t<turns>-l<latency ms>" or
 // "scale-t<turns>-hold": every turn but the last calls the tool lookup, the
 // last answers; each reply waits the latency first, or, with hold, the
-// first call of each run waits until /release is called.
+// first call of each run waits until /release is called. /sent returns,
+// and forgets, when each call of a model with a latency arrived, by turn.
 
 type fakeServer struct {
 	inflight atomic.Int64
@@ -39,6 +40,9 @@ type fakeServer struct {
 
 	mu      sync.Mutex
 	release chan struct{}
+	// sent holds, by turn, when each call of a model with a latency
+	// arrived (Unix milliseconds), until /sent reads it.
+	sent map[int][]int64
 }
 
 // serve listens on loopback, writes the TLS listener's certificate (PEM)
@@ -49,7 +53,7 @@ func serve(certFile string) error {
 	if err != nil {
 		return err
 	}
-	f := &fakeServer{release: make(chan struct{})}
+	f := &fakeServer{release: make(chan struct{}), sent: map[int][]int64{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", f.complete)
 	mux.HandleFunc("GET /tool", func(w http.ResponseWriter, r *http.Request) {
@@ -58,6 +62,14 @@ func serve(certFile string) error {
 	})
 	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "%d %d %d", f.inflight.Load(), f.calls.Load(), f.h2Calls.Load())
+	})
+	mux.HandleFunc("GET /sent", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		sent := f.sent
+		f.sent = map[int][]int64{}
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(sent)
 	})
 	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
@@ -106,6 +118,11 @@ func (f *fakeServer) complete(w http.ResponseWriter, r *http.Request) {
 		if m.Role == "assistant" {
 			turn++
 		}
+	}
+	if latency > 0 {
+		f.mu.Lock()
+		f.sent[turn] = append(f.sent[turn], time.Now().UnixMilli())
+		f.mu.Unlock()
 	}
 	switch {
 	case hold && turn == 1:

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,6 +37,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -478,10 +480,20 @@ func (b *bench) slow(ctx context.Context) error {
 			return err
 		}
 	}
+	if _, err := b.sent(ctx); err != nil { // forget earlier calls
+		return err
+	}
 	res, err := b.drive(ctx, ns, o.slowRuns, fmt.Sprintf("scale-t%d-l%d", o.slowTurns, o.slowLatency.Milliseconds()), 0, nil)
 	stopSelf()
 	if err != nil {
 		return err
+	}
+	sent, err := b.sent(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range res.timeline(sent, o.slowLatency) {
+		b.notes = append(b.notes, "slow model: "+l)
 	}
 	if profiled != nil {
 		if err := <-profiled; err != nil {
@@ -626,6 +638,11 @@ type driven struct {
 	// seen ended (in order), both from the first create.
 	created time.Duration
 	ends    []time.Duration
+	// start is when the first create was sent; busy is the share of the
+	// machine's CPU in use in each second from then (0 where there is no
+	// /proc).
+	start time.Time
+	busy  []float64
 }
 
 // spread says when the runs were created and ended, from the first create:
@@ -637,6 +654,62 @@ func (d *driven) spread() string {
 	at := func(q float64) float64 { return d.ends[min(len(d.ends)-1, int(q*float64(len(d.ends))))].Seconds() }
 	return fmt.Sprintf("created by %.1f s; ended: first %.1f s, median %.1f s, 90%% %.1f s, last %.1f s",
 		d.created.Seconds(), d.ends[0].Seconds(), at(0.5), at(0.9), d.ends[len(d.ends)-1].Seconds())
+}
+
+// sampleBusy returns the share of the machine's CPU in use in each whole
+// second until stop is closed.
+func sampleBusy(stop <-chan struct{}) []float64 {
+	var busy []float64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, at := machineCPU(), time.Now()
+	for {
+		select {
+		case <-stop:
+			return busy
+		case now := <-tick.C:
+			cpu := machineCPU()
+			busy = append(busy, (cpu-last).Seconds()/now.Sub(at).Seconds()/float64(runtime.NumCPU()))
+			last, at = cpu, now
+		}
+	}
+}
+
+// timeline says when the model calls of each turn went out, from the
+// first create, and how busy the machine was in each second: where the
+// time beyond the ideal went. sent is the fake model's record of the
+// calls by turn (Unix milliseconds).
+func (d *driven) timeline(sent map[int][]int64, latency time.Duration) []string {
+	var lines []string
+	if len(sent) > 0 {
+		turns := make([]int, 0, len(sent))
+		for t := range sent {
+			turns = append(turns, t)
+		}
+		slices.Sort(turns)
+		var parts []string
+		var last float64
+		for _, t := range turns {
+			at := make([]float64, len(sent[t]))
+			for i, ms := range sent[t] {
+				at[i] = time.UnixMilli(ms).Sub(d.start).Seconds()
+			}
+			slices.Sort(at)
+			q := func(f float64) float64 { return at[min(len(at)-1, int(f*float64(len(at))))] }
+			parts = append(parts, fmt.Sprintf("turn %d %.1f/%.1f/%.1f", t, q(0.5), q(0.9), at[len(at)-1]))
+			last = max(last, at[len(at)-1])
+		}
+		lines = append(lines, fmt.Sprintf("model calls sent, s from the first create (median/90%%/last): %s; the last answer at %.1f s",
+			strings.Join(parts, ", "), last+latency.Seconds()))
+	}
+	if len(d.busy) > 0 {
+		pct := make([]string, len(d.busy))
+		for i, b := range d.busy {
+			pct[i] = strconv.Itoa(int(math.Round(100 * b)))
+		}
+		lines = append(lines, "machine CPU busy in each second from the first create, %: "+strings.Join(pct, " "))
+	}
+	return lines
 }
 
 // drive creates n runs of the model and waits, on a watch, until every
@@ -652,6 +725,14 @@ func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampl
 	defer func() { w.Stop() }()
 	res := &driven{}
 	start := time.Now()
+	res.start = start
+	sampled := make(chan []float64, 1)
+	stopSampling := make(chan struct{})
+	go func() { sampled <- sampleBusy(stopSampling) }()
+	defer func() {
+		close(stopSampling)
+		res.busy = <-sampled
+	}()
 	if err := b.createRuns(ctx, ns, n, model); err != nil {
 		return nil, err
 	}
@@ -1461,6 +1542,19 @@ func (b *bench) inflight(ctx context.Context) (n, calls, h2 int, err error) {
 	defer resp.Body.Close()
 	_, err = fmt.Fscanf(resp.Body, "%d %d %d", &n, &calls, &h2)
 	return n, calls, h2, err
+}
+
+// sent returns, and makes the fake forget, when each call of a model with
+// a latency arrived, by turn (Unix milliseconds).
+func (b *bench) sent(ctx context.Context) (map[int][]int64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.addr+"/sent", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sent := map[int][]int64{}
+	return sent, json.NewDecoder(resp.Body).Decode(&sent)
 }
 
 func (b *bench) release(ctx context.Context) error {
