@@ -483,7 +483,11 @@ func (b *bench) slow(ctx context.Context) error {
 	if _, err := b.sent(ctx); err != nil { // forget earlier calls
 		return err
 	}
+	sampled, stopSampling := make(chan []float64, 1), make(chan struct{})
+	go func() { sampled <- sampleBusy(stopSampling) }()
 	res, err := b.drive(ctx, ns, o.slowRuns, fmt.Sprintf("scale-t%d-l%d", o.slowTurns, o.slowLatency.Milliseconds()), 0, nil)
+	close(stopSampling)
+	busy := <-sampled
 	stopSelf()
 	if err != nil {
 		return err
@@ -492,7 +496,7 @@ func (b *bench) slow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, l := range res.timeline(sent, o.slowLatency) {
+	for _, l := range res.timeline(sent, busy, o.slowLatency) {
 		b.notes = append(b.notes, "slow model: "+l)
 	}
 	if profiled != nil {
@@ -638,11 +642,8 @@ type driven struct {
 	// seen ended (in order), both from the first create.
 	created time.Duration
 	ends    []time.Duration
-	// start is when the first create was sent; busy is the share of the
-	// machine's CPU in use in each second from then (0 where there is no
-	// /proc).
+	// start is when the first create was sent.
 	start time.Time
-	busy  []float64
 }
 
 // spread says when the runs were created and ended, from the first create:
@@ -651,10 +652,12 @@ func (d *driven) spread() string {
 	if len(d.ends) == 0 {
 		return ""
 	}
-	at := func(q float64) float64 { return d.ends[min(len(d.ends)-1, int(q*float64(len(d.ends))))].Seconds() }
 	return fmt.Sprintf("created by %.1f s; ended: first %.1f s, median %.1f s, 90%% %.1f s, last %.1f s",
-		d.created.Seconds(), d.ends[0].Seconds(), at(0.5), at(0.9), d.ends[len(d.ends)-1].Seconds())
+		d.created.Seconds(), d.ends[0].Seconds(), quantile(d.ends, 0.5).Seconds(), quantile(d.ends, 0.9).Seconds(), d.ends[len(d.ends)-1].Seconds())
 }
+
+// quantile is the element at q (0-1) of the sorted, non-empty s.
+func quantile[T any](s []T, q float64) T { return s[min(len(s)-1, int(q*float64(len(s))))] }
 
 // sampleBusy returns the share of the machine's CPU in use in each whole
 // second until stop is closed.
@@ -676,10 +679,10 @@ func sampleBusy(stop <-chan struct{}) []float64 {
 }
 
 // timeline says when the model calls of each turn went out, from the
-// first create, and how busy the machine was in each second: where the
-// time beyond the ideal went. sent is the fake model's record of the
-// calls by turn (Unix milliseconds).
-func (d *driven) timeline(sent map[int][]int64, latency time.Duration) []string {
+// first create, and how busy the machine was in each second of the drive
+// (busy, from sampleBusy): where the time beyond the ideal went. sent is
+// the fake model's record of the calls by turn (Unix milliseconds).
+func (d *driven) timeline(sent map[int][]int64, busy []float64, latency time.Duration) []string {
 	var lines []string
 	if len(sent) > 0 {
 		turns := make([]int, 0, len(sent))
@@ -695,19 +698,18 @@ func (d *driven) timeline(sent map[int][]int64, latency time.Duration) []string 
 				at[i] = time.UnixMilli(ms).Sub(d.start).Seconds()
 			}
 			slices.Sort(at)
-			q := func(f float64) float64 { return at[min(len(at)-1, int(f*float64(len(at))))] }
-			parts = append(parts, fmt.Sprintf("turn %d %.1f/%.1f/%.1f", t, q(0.5), q(0.9), at[len(at)-1]))
+			parts = append(parts, fmt.Sprintf("turn %d %.1f/%.1f/%.1f", t, quantile(at, 0.5), quantile(at, 0.9), at[len(at)-1]))
 			last = max(last, at[len(at)-1])
 		}
 		lines = append(lines, fmt.Sprintf("model calls sent, s from the first create (median/90%%/last): %s; the last answer at %.1f s",
 			strings.Join(parts, ", "), last+latency.Seconds()))
 	}
-	if len(d.busy) > 0 {
-		pct := make([]string, len(d.busy))
-		for i, b := range d.busy {
+	if len(busy) > 0 {
+		pct := make([]string, len(busy))
+		for i, b := range busy {
 			pct[i] = strconv.Itoa(int(math.Round(100 * b)))
 		}
-		lines = append(lines, "machine CPU busy in each second from the first create, %: "+strings.Join(pct, " "))
+		lines = append(lines, "machine CPU busy in each second of the runs, %: "+strings.Join(pct, " "))
 	}
 	return lines
 }
@@ -726,13 +728,6 @@ func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampl
 	res := &driven{}
 	start := time.Now()
 	res.start = start
-	sampled := make(chan []float64, 1)
-	stopSampling := make(chan struct{})
-	go func() { sampled <- sampleBusy(stopSampling) }()
-	defer func() {
-		close(stopSampling)
-		res.busy = <-sampled
-	}()
 	if err := b.createRuns(ctx, ns, n, model); err != nil {
 		return nil, err
 	}
