@@ -1382,10 +1382,11 @@ func operatorTimes() histSums {
 				labels[l.GetName()] = l.GetValue()
 			}
 			name := mf.GetName()
-			if (name != "workqueue_queue_duration_seconds" && name != "workqueue_work_duration_seconds") || labels["name"] != "agentrun" {
+			queue := (name == "workqueue_queue_duration_seconds" || name == "workqueue_work_duration_seconds") && labels["name"] == "agentrun"
+			if !queue && name != "agentrun_client_throttle_seconds" {
 				continue
 			}
-			key := strings.TrimPrefix(name, "workqueue_")
+			key := strings.TrimPrefix(strings.TrimPrefix(name, "workqueue_"), "agentrun_")
 			v := out[key]
 			out[key] = [2]float64{v[0] + h.GetSampleSum(), v[1] + float64(h.GetSampleCount())}
 		}
