@@ -725,9 +725,8 @@ func (b *bench) drive(ctx context.Context, ns string, n int, model string, sampl
 		return nil, err
 	}
 	defer func() { w.Stop() }()
-	res := &driven{}
-	start := time.Now()
-	res.start = start
+	res := &driven{start: time.Now()}
+	start := res.start
 	if err := b.createRuns(ctx, ns, n, model); err != nil {
 		return nil, err
 	}
@@ -1525,13 +1524,24 @@ func (b *bench) events(ctx context.Context, ns string) (int, error) {
 	return n, nil
 }
 
-// inflight asks the fake model how many calls it is holding and how many
-// it has answered.
+// fake makes a request of the fake model's control endpoints.
+func (b *bench) fake(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("the fake answered %s %s with %s", method, path, resp.Status)
+	}
+	return resp, err
+}
+
 // inflight asks the fake how many model calls it holds now, how many it
 // has answered in all, and how many of those came over HTTP/2.
 func (b *bench) inflight(ctx context.Context) (n, calls, h2 int, err error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.addr+"/inflight", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.fake(ctx, http.MethodGet, "/inflight")
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -1543,8 +1553,7 @@ func (b *bench) inflight(ctx context.Context) (n, calls, h2 int, err error) {
 // sent returns, and makes the fake forget, when each call of a model with
 // a latency arrived, by turn (Unix milliseconds).
 func (b *bench) sent(ctx context.Context) (map[int][]int64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.addr+"/sent", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.fake(ctx, http.MethodGet, "/sent")
 	if err != nil {
 		return nil, err
 	}
@@ -1554,8 +1563,7 @@ func (b *bench) sent(ctx context.Context) (map[int][]int64, error) {
 }
 
 func (b *bench) release(ctx context.Context) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.addr+"/release", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.fake(ctx, http.MethodPost, "/release")
 	if err != nil {
 		return err
 	}
