@@ -652,6 +652,8 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 // patch over base, whatever changed since; with no base, the whole status
 // under run's resourceVersion. Once written, run is the object as stored.
 func (r *AgentRunReconciler) writeStatus(ctx context.Context, run, base *v1alpha1.AgentRun, lock bool) error {
+	ctx, cancel := answered(ctx)
+	defer cancel()
 	switch {
 	case base == nil:
 		return r.Status().Update(ctx, run)

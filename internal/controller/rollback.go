@@ -39,9 +39,11 @@ import (
 // What "saved" means: a number counts once the status patch that carries
 // it returned success. A patch refused on a conflict, or that failed,
 // raises nothing, so the re-read status (still the last one saved) is not
-// taken for a rollback. The record follows the status write: when it
-// cannot be written (or the operator stops between the two writes) it
-// lags, and the next status write brings it up to date. A record that is
+// taken for a rollback. An operator told to stop still hears the answer
+// to a status write it sent, and writes the record after it (answered).
+// The record follows the status write: when it cannot be written (or the
+// operator dies between the two writes) it lags, and the next status
+// write brings it up to date. A record that is
 // missing counts as 0 (a run saved before numbering, or whose first record
 // write did not happen); one whose seal does not open ends the run Error,
 // as a forged chunk does.
@@ -156,7 +158,7 @@ func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.Agen
 	// The record belongs with the status write just made: an operator
 	// that is stopping still writes it (a crash between the two leaves it
 	// one save behind).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := answered(ctx)
 	defer cancel()
 	// Only the operator writes the record, one process at a time, and
 	// always upward: an unconditional update, or a create when there is
@@ -180,4 +182,19 @@ func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.Agen
 // savesParts is what a saves record's seal covers.
 func savesParts(uid types.UID, seq string, usage []byte) [][]byte {
 	return [][]byte{[]byte(uid), []byte(seq), usage}
+}
+
+// writeGrace is how long a write of a run's saves, once sent, may still
+// take after the operator is told to stop.
+const writeGrace = 10 * time.Second
+
+// answered returns the context of a write whose answer this process must
+// hear: one the API server may have taken while the operator was told to
+// stop. A status write taken but never heard of would leave the saves
+// record a save behind for good when it ended the run (above). It
+// ends writeGrace after ctx does.
+func answered(ctx context.Context) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(writeGrace, cancel) })
+	return g, func() { stop(); cancel() }
 }

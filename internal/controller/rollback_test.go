@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,20 +45,31 @@ func statusWriter(t *testing.T, ns string) client.Client {
 // the rollback, with the refund run once and the usage it had. So it does
 // for an operator restarted between the save and the replay (which has
 // only the record to go by), and for a status blanked to start the run
-// again.
+// again. And so it does for an operator told to stop while the answer to
+// the status write that ended the run was on its way: the write had to
+// hear its answer, or the record stayed a save behind and the replay
+// brought back less usage than was spent.
 func TestRollback_statusWrittenBackEndsErrorWithoutRunningAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		restart bool
 		blank   bool
+		// stopMidWrite: the operator is stopped as the API server takes
+		// the status write that ends the run, before its answer is read.
+		stopMidWrite bool
 	}{
 		{name: "same operator"},
 		{name: "operator restarted between save and replay", restart: true},
 		{name: "status blanked", blank: true},
+		{name: "operator stopped while its last status write was answered", restart: true, stopMidWrite: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := newTools()
-			_, stop := startReconciler(t, &kits{tools: tb}, 0, nil)
+			var wrap func(client.Client, func()) client.Client
+			if tc.stopMidWrite {
+				wrap = func(c client.Client, stop func()) client.Client { return &lateAnswer{Client: c, stop: stop} }
+			}
+			_, stop := startReconciler(t, &kits{tools: tb}, 0, wrap)
 			ns := namespace(t)
 			writer := statusWriter(t, ns)
 			run := refundRun(ns, "refund").answer("Refunded.").create(t)
@@ -100,4 +112,45 @@ func TestRollback_statusWrittenBackEndsErrorWithoutRunningAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lateAnswer is a client whose status write that ends a run reaches the
+// API server while the operator is told to stop, its answer still on the
+// way: as client-go's transport does then, a call whose context ended
+// before the answer was read returns the context's error.
+type lateAnswer struct {
+	client.Client
+	stop func()
+	once sync.Once
+}
+
+func (c *lateAnswer) Status() client.SubResourceWriter {
+	return lateStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type lateStatus struct {
+	client.SubResourceWriter
+	c *lateAnswer
+}
+
+func (s lateStatus) Update(ctx context.Context, o client.Object, opts ...client.SubResourceUpdateOption) error {
+	return s.answer(ctx, o, s.SubResourceWriter.Update(ctx, o, opts...))
+}
+
+func (s lateStatus) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	return s.answer(ctx, o, s.SubResourceWriter.Patch(ctx, o, p, opts...))
+}
+
+func (s lateStatus) answer(ctx context.Context, o client.Object, err error) error {
+	if run, ok := o.(*v1alpha1.AgentRun); ok && err == nil && run.Status.Outcome != "" {
+		s.c.once.Do(s.c.stop)
+		// The answer takes a second to be read; a context ended by then
+		// loses it.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return err
 }
