@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
-	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/platform"
@@ -21,12 +20,13 @@ const (
 
 // govern reads the AgentRunPolicies that govern src's namespace, live (a
 // run's kit is built once per process, so this is one read per run and
-// restart), and applies them to src: the run is built as they govern it,
+// restart, shared with the runs whose kits are built at the same moment:
+// reconcilers.PolicyReads), and applies them to src: the run is built as they govern it,
 // never as its author relaxed it. It runs in the work that builds the
 // kit, so the read, which the API server answers only once its cache has
 // caught up with etcd, holds no reconcile worker.
 func (r *AgentRunReconciler) govern(ctx context.Context, src *v1alpha1.AgentRun) *governed {
-	pols, err := reconcilers.PlatformPolicies(ctx, r.APIReader, src.Namespace)
+	pols, err := r.policies.PlatformPolicies(ctx, r.APIReader, src.Namespace)
 	if err != nil {
 		return &governed{unread: err}
 	}

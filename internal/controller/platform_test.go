@@ -436,7 +436,9 @@ func (h *heldPolicyReads) List(ctx context.Context, list client.ObjectList, opts
 // does not keep another run from starting and ending. The read is
 // consistent, which a quiet resource's answer waits for (about 50 ms at
 // the median while 200 runs start, docs/scale.md); it is done in the work
-// that builds the run's kit.
+// that builds the run's kit. Runs that ask together share a read
+// (reconcilers.PolicyReads), and a read still unanswered after
+// freshread.Patience no longer holds the next one.
 func TestPlatform_aLivePolicyReadHoldsNoWorker(t *testing.T) {
 	ns := namespace(t)
 	held := &heldPolicyReads{entered: make(chan struct{}), release: make(chan struct{})}

@@ -28,6 +28,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/archive"
 	"github.com/agentrun/agentrun/internal/budget"
+	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/notify"
@@ -175,6 +176,9 @@ type AgentRunReconciler struct {
 	judging *tracker
 	// mem is what this process holds for each run between reconciles.
 	mem *memory
+	// policies shares the live reads of the platform's policies among
+	// runs that start together (govern).
+	policies *reconcilers.PolicyReads
 	// base is the manager's context, which work in flight outlives a
 	// reconcile under; nil until the manager starts.
 	base atomic.Pointer[context.Context]
@@ -201,10 +205,11 @@ func NewAgentRunReconciler(cfg Config) *AgentRunReconciler {
 		cfg.Ledgers = budget.NewLedgers()
 	}
 	return &AgentRunReconciler{
-		Config:  cfg,
-		work:    newTracker(cfg.Metrics),
-		judging: newTracker(cfg.Metrics),
-		mem:     newMemory(),
+		Config:   cfg,
+		work:     newTracker(cfg.Metrics),
+		judging:  newTracker(cfg.Metrics),
+		mem:      newMemory(),
+		policies: &reconcilers.PolicyReads{},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/agentrun/agentrun/internal/freshread"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/tools/kube"
 )
@@ -27,6 +28,8 @@ type RunSecrets struct {
 
 	mu      sync.Mutex
 	clients map[string]kubernetes.Interface // by namespace/account
+	// reviews shares the access reviews of runs that start together.
+	reviews freshread.Group[bool]
 }
 
 // NewRunSecrets reads Secrets with cfg, impersonating each run's account.
@@ -111,21 +114,30 @@ func (s *RunSecrets) ConfigMapsAs(sa string) kit.ConfigMapReader {
 
 // Check asks the API server's authorizer, as the service account (a
 // SelfSubjectAccessReview, which every authenticated identity may make),
-// whether the account may get the Secret. It reads nothing.
+// whether the account may get the Secret. It reads nothing. Runs that
+// start together with the same account and Secret share one review that
+// began after each of them asked (package freshread), so each still gets
+// the authorizer's answer of that moment.
 func (s *RunSecrets) Check(ctx context.Context, ns, sa, name string) error {
 	c, err := s.client(ns, sa)
 	if err != nil {
 		return err
 	}
-	review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: "get", Resource: "secrets", Name: name,
-		}},
-	}, metav1.CreateOptions{})
+	allowed, err := s.reviews.Do(ctx, ns+"/"+sa+"/"+name, func(ctx context.Context) (bool, error) {
+		review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: "get", Resource: "secrets", Name: name,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return review.Status.Allowed, nil
+	})
 	if err != nil {
 		return fmt.Errorf("asking whether ServiceAccount %s/%s may get Secret %s: %w", ns, sa, name, err)
 	}
-	if !review.Status.Allowed {
+	if !allowed {
 		return forbidden(ns, sa, name)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/freshread"
 	"github.com/agentrun/agentrun/internal/platform"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	corev1 "k8s.io/api/core/v1"
@@ -56,16 +57,63 @@ func RunStartedOrEnded() predicate.Predicate {
 // namespace. The operator's ClusterRole agentrun-platform-reader grants
 // the reads; without them the caller fails (no run starts ungoverned).
 func PlatformPolicies(ctx context.Context, reader client.Reader, namespace string) ([]v1alpha1.AgentRunPolicy, error) {
+	pols, err := listPolicies(ctx, reader)
+	if err != nil || len(pols) == 0 {
+		return nil, err
+	}
+	labels, err := namespaceLabels(ctx, reader, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return platform.Select(pols, labels), nil
+}
+
+// PolicyReads is PlatformPolicies with its reads shared among the callers
+// that ask together (package freshread): each caller still gets policies
+// and namespace labels read after it asked, so a policy created before a
+// run starts governs it, as with a read of its own. Runs started together
+// (an evaluation's cases, a burst of creates) cost the API server a few
+// lists instead of one each. The zero value is ready; it must not be
+// copied after first use.
+type PolicyReads struct {
+	lists      freshread.Group[[]v1alpha1.AgentRunPolicy]
+	namespaces freshread.Group[map[string]string]
+}
+
+// PlatformPolicies reads as the function of that name does, sharing the
+// reads. What it returns is the caller's own to change.
+func (p *PolicyReads) PlatformPolicies(ctx context.Context, reader client.Reader, namespace string) ([]v1alpha1.AgentRunPolicy, error) {
+	pols, err := p.lists.Do(ctx, "", func(ctx context.Context) ([]v1alpha1.AgentRunPolicy, error) {
+		return listPolicies(ctx, reader)
+	})
+	if err != nil || len(pols) == 0 {
+		return nil, err
+	}
+	labels, err := p.namespaces.Do(ctx, namespace, func(ctx context.Context) (map[string]string, error) {
+		return namespaceLabels(ctx, reader, namespace)
+	})
+	if err != nil {
+		return nil, err
+	}
+	selected := platform.Select(pols, labels)
+	for i := range selected {
+		selected[i] = *selected[i].DeepCopy()
+	}
+	return selected, nil
+}
+
+func listPolicies(ctx context.Context, reader client.Reader) ([]v1alpha1.AgentRunPolicy, error) {
 	list := &v1alpha1.AgentRunPolicyList{}
 	if err := reader.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("reading the AgentRunPolicies (the operator needs the ClusterRole agentrun-platform-reader): %w", err)
 	}
-	if len(list.Items) == 0 {
-		return nil, nil
-	}
+	return list.Items, nil
+}
+
+func namespaceLabels(ctx context.Context, reader client.Reader, namespace string) (map[string]string, error) {
 	ns := &corev1.Namespace{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 		return nil, fmt.Errorf("reading namespace %s for its AgentRunPolicies (the operator needs the ClusterRole agentrun-platform-reader): %w", namespace, err)
 	}
-	return platform.Select(list.Items, ns.Labels), nil
+	return ns.Labels, nil
 }
