@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/transcript"
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -628,7 +630,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 	if err := r.sealWith(run.UID, &run.Status); err != nil {
 		return err
 	}
-	if data, err := client.MergeFrom(base).Data(run); err != nil || string(data) != "{}" {
+	if !sameStatus(&base.Status, &run.Status) {
 		if err := r.sealStatus(run.UID, &base.Status, &run.Status); err != nil {
 			return err
 		}
@@ -640,6 +642,23 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, base, run *v1alpha
 	r.mem.remember(prev, run)
 	r.savedStatus(ctx, run)
 	return nil
+}
+
+// sameStatus reports whether a and b read the same as JSON, key order
+// aside (the API server may spell a raw JSON value of a status it returns
+// in another order than the operator wrote it). Only status is compared:
+// a status write keeps the rest of the object as stored.
+func sameStatus(a, b *v1alpha1.AgentRunStatus) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	if bytes.Equal(x, y) {
+		return true
+	}
+	patch, err := jsonpatch.CreateMergePatch(x, y)
+	return err == nil && string(patch) == "{}"
 }
 
 // writeStatus is the one place the AgentRun reconciler writes a run's

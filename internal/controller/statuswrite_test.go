@@ -10,6 +10,8 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -159,5 +161,35 @@ func TestCatchUp_yieldsToARunWhoseModelAnswered(t *testing.T) {
 	q.Add(answered)                                                                 // the tracker's wake-up
 	if first, _ := q.Get(); first != answered {
 		t.Fatalf("the worker took %s first; want the run whose model answered", first.Name)
+	}
+}
+
+// A status the API server spells otherwise (a raw checkpoint with its keys
+// in another order) is the same status, and keeps its number; a status
+// with anything changed is not.
+func TestSameStatus_comparesStatusAsJSONKeyOrderAside(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC))
+	base := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, Turn: 3, StartTime: &at,
+		Checkpoint: &runtime.RawExtension{Raw: []byte(`{"turn":3,"calls":[{"id":"t3-c1","name":"lookup"}]}`)}}
+	respelled := *base.DeepCopy()
+	respelled.Checkpoint = &runtime.RawExtension{Raw: []byte(`{"calls":[{"name":"lookup","id":"t3-c1"}],"turn":3}`)}
+	nanos := *base.DeepCopy()
+	nanos.StartTime = &metav1.Time{Time: at.Add(123 * time.Millisecond)} // JSON keeps seconds
+	if !sameStatus(&base, &respelled) {
+		t.Error("a checkpoint with its keys in another order counts as a change")
+	}
+	if !sameStatus(&base, &nanos) {
+		t.Error("a start time that differs below the second, which JSON does not write, counts as a change")
+	}
+	for name, change := range map[string]func(*v1alpha1.AgentRunStatus){
+		"turn":       func(s *v1alpha1.AgentRunStatus) { s.Turn = 4 },
+		"checkpoint": func(s *v1alpha1.AgentRunStatus) { s.Checkpoint.Raw = []byte(`{"turn":4,"calls":[]}`) },
+		"phase":      func(s *v1alpha1.AgentRunStatus) { s.Phase = v1alpha1.PhaseSucceeded },
+	} {
+		changed := *base.DeepCopy()
+		change(&changed)
+		if sameStatus(&base, &changed) {
+			t.Errorf("a status with another %s counts as the same", name)
+		}
 	}
 }
