@@ -285,12 +285,12 @@ func (m *memory) raiseHigh(uid types.UID, seq int64, usage []byte) (h highWater,
 	return h, known
 }
 
-// recorded notes that the run's record holds seq.
-func (m *memory) recorded(uid types.UID, seq int64) {
+// recorded notes that the run's record holds seq, at version.
+func (m *memory) recorded(uid types.UID, seq int64, version string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if h, ok := m.highs[uid]; ok && seq > h.recorded {
-		h.recorded = seq
+	if h, ok := m.highs[uid]; ok {
+		h.recorded, h.version = max(h.recorded, seq), version
 		m.highs[uid] = h
 	}
 }
@@ -316,4 +316,7 @@ type highWater struct {
 	seq      int64
 	usage    []byte // the status's usage as JSON; nil when it had none
 	recorded int64
+	// version is the record's resourceVersion as this process last read
+	// or wrote it ("" for none): the next record write is made over it.
+	version string
 }

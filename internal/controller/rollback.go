@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -43,7 +44,9 @@ import (
 // to a status write it sent, and writes the record after it (answered).
 // The record follows the status write: when it cannot be written (or the
 // operator dies between the two writes) it lags, and the next status
-// write brings it up to date. A record that is
+// write brings it up to date. Each record write is made over the record
+// as this process last saw it, so that a late one (from an operator that
+// lost the run to another) never lowers it (writeRecord). A record that is
 // missing counts as 0 (a run saved before numbering, or whose first record
 // write did not happen); one whose seal does not open ends the run Error,
 // as a forged chunk does.
@@ -74,28 +77,38 @@ func (r *AgentRunReconciler) highest(ctx context.Context, run *v1alpha1.AgentRun
 	if h, ok := r.mem.high(run.UID); ok {
 		return h, nil
 	}
-	cm := &corev1.ConfigMap{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: SavesRecordName(run.UID)}, cm)
-	var h highWater
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return h, fmt.Errorf("reading the record of the run's saves: %w", err)
-	default:
-		seq, perr := strconv.ParseInt(cm.Data[savesSequenceKey], 10, 64)
-		usage := []byte(cm.Data[savesUsageKey])
-		if oerr := r.Keys.Open(cm.Data[savesSealKey], purposeSaves, savesParts(run.UID, cm.Data[savesSequenceKey], usage)...); oerr != nil || perr != nil {
-			if oerr == nil {
-				oerr = fmt.Errorf("%w: its sequence is not a number", seal.ErrInvalid)
-			}
-			return h, fmt.Errorf("%w: ConfigMap %s/%s: %v", transcript.ErrForged, cm.Namespace, cm.Name, oerr)
-		}
-		h = highWater{seq: seq, recorded: seq}
-		if len(usage) > 0 {
-			h.usage = usage
-		}
+	h, err := r.readRecord(ctx, run)
+	if err != nil {
+		return highWater{}, err
 	}
 	r.mem.keepHigh(run.UID, h)
+	return h, nil
+}
+
+// readRecord reads the run's saves record: the zero highWater when there
+// is none. A record whose seal does not open is an error wrapping
+// transcript.ErrForged, with the highWater's version still set.
+func (r *AgentRunReconciler) readRecord(ctx context.Context, run *v1alpha1.AgentRun) (highWater, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: SavesRecordName(run.UID)}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return highWater{}, nil
+	case err != nil:
+		return highWater{}, fmt.Errorf("reading the record of the run's saves: %w", err)
+	}
+	seq, perr := strconv.ParseInt(cm.Data[savesSequenceKey], 10, 64)
+	usage := []byte(cm.Data[savesUsageKey])
+	if oerr := r.Keys.Open(cm.Data[savesSealKey], purposeSaves, savesParts(run.UID, cm.Data[savesSequenceKey], usage)...); oerr != nil || perr != nil {
+		if oerr == nil {
+			oerr = fmt.Errorf("%w: its sequence is not a number", seal.ErrInvalid)
+		}
+		return highWater{version: cm.ResourceVersion}, fmt.Errorf("%w: ConfigMap %s/%s: %v", transcript.ErrForged, cm.Namespace, cm.Name, oerr)
+	}
+	h := highWater{seq: seq, recorded: seq, version: cm.ResourceVersion}
+	if len(usage) > 0 {
+		h.usage = usage
+	}
 	return h, nil
 }
 
@@ -160,23 +173,49 @@ func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.Agen
 	// one save behind).
 	ctx, cancel := answered(ctx)
 	defer cancel()
-	// Only the operator writes the record, one process at a time, and
-	// always upward: an unconditional update, or a create when there is
-	// none (yet, or any more).
-	var err error
-	if h.recorded > 0 {
-		if err = r.Update(ctx, cm); apierrors.IsNotFound(err) {
-			cm.ResourceVersion = ""
-			err = r.Create(ctx, cm)
-		}
-	} else if err = r.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
-		err = r.Update(ctx, cm)
-	}
+	held, version, err := r.writeRecord(ctx, run, cm, h)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("Could not record the run's latest save; the next save does", "error", err.Error())
 		return
 	}
-	r.mem.recorded(run.UID, h.seq)
+	r.mem.recorded(run.UID, held, version)
+}
+
+// writeRecord writes cm, the record of save h.seq, over the record as this
+// process last read or wrote it (h.version), or creates it, and returns
+// the save the record now holds and its version. Only the operator writes the record, and
+// always upward; but a write from an operator that lost the run (a
+// stopped leader's, landing after its successor's) would lower it. So
+// when the record changed since, it is read again, and written only while
+// it holds a lower save: otherwise what it holds is returned, and nothing
+// is written. A record whose seal does not open is written
+// over.
+func (r *AgentRunReconciler) writeRecord(ctx context.Context, run *v1alpha1.AgentRun, cm *corev1.ConfigMap, h highWater) (int64, string, error) {
+	cm.ResourceVersion = h.version
+	var err error
+	for range 3 {
+		if cm.ResourceVersion == "" {
+			err = r.Create(ctx, cm)
+		} else {
+			err = r.Update(ctx, cm)
+		}
+		if err == nil {
+			return h.seq, cm.ResourceVersion, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
+			return 0, "", err
+		}
+		cur, rerr := r.readRecord(ctx, run)
+		switch {
+		case errors.Is(rerr, transcript.ErrForged):
+		case rerr != nil:
+			return 0, "", rerr
+		case cur.seq >= h.seq:
+			return cur.seq, cur.version, nil
+		}
+		cm.ResourceVersion = cur.version
+	}
+	return 0, "", err
 }
 
 // savesParts is what a saves record's seal covers.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,4 +155,46 @@ func (s lateStatus) answer(ctx context.Context, o client.Object, err error) erro
 		}
 	}
 	return err
+}
+
+// An operator's record write that lands after another operator raised the
+// record (a stopped leader's, after its successor's saves) left it lower
+// than the saves made: the write was unconditional. It is now made over
+// the record's version as this process last saw it, and a record that
+// holds a higher save is left as it is. Here the successor is the test,
+// raising the sealed record while the run waits for a person.
+func TestRollback_aLateRecordWriteDoesNotLowerTheRecord(t *testing.T) {
+	startReconciler(t, &kits{tools: newTools()}, 0, nil)
+	ns := namespace(t)
+	run := refundRun(ns, "refund").answer("Refunded.").create(t)
+	pending := waitPending(t, run, 1)
+	key := client.ObjectKey{Namespace: ns, Name: SavesRecordName(pending.UID)}
+	record := &corev1.ConfigMap{}
+	NewWithT(t).Eventually(func() string {
+		if err := k8sClient.Get(context.Background(), key, record); err != nil {
+			return err.Error()
+		}
+		return record.Data[savesSequenceKey]
+	}, 10*time.Second, 50*time.Millisecond).Should(Equal(strconv.FormatInt(pending.Status.CheckpointSequence, 10)))
+
+	ahead := strconv.FormatInt(pending.Status.CheckpointSequence+10, 10)
+	usage := []byte(record.Data[savesUsageKey])
+	record.Data[savesSequenceKey] = ahead
+	record.Data[savesSealKey] = testKeys.Seal(purposeSaves, savesParts(pending.UID, ahead, usage)...)
+	if err := k8sClient.Update(context.Background(), record); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, run, "t1-c1", "approve")
+	done := waitOutcome(t, run, 20*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted || done.Status.CheckpointSequence >= pending.Status.CheckpointSequence+10 {
+		t.Fatalf("outcome %s (%s) at save %d; want Completed below save %s", done.Status.Outcome, done.Status.Reason,
+			done.Status.CheckpointSequence, ahead)
+	}
+	if err := k8sClient.Get(context.Background(), key, record); err != nil {
+		t.Fatal(err)
+	}
+	if got := record.Data[savesSequenceKey]; got != ahead {
+		t.Fatalf("the record holds save %s after the run's last save %d; want %s, the higher save another operator recorded",
+			got, done.Status.CheckpointSequence, ahead)
+	}
 }
