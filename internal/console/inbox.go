@@ -139,7 +139,7 @@ func (s *Server) inboxView(r *http.Request, u *user, ns string, res *result) (vi
 		q.Set("namespace", ns)
 	}
 	self := "/inbox?" + join(q.Encode(), "fragment=1")
-	v := view{Title: "Inbox", Page: "inbox", Data: d, Live: self, Events: "/events?" + join(q.Encode(), "kind=runs")}
+	v := view{Title: "Inbox", Page: "inbox", Data: d, Live: self, Events: "/events?" + join(q.Encode(), "kind=inbox")}
 	runs, note, err := s.inboxRuns(r.Context(), u, ns)
 	if err != nil {
 		return v, err
