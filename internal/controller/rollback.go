@@ -183,12 +183,12 @@ func (r *AgentRunReconciler) savedStatus(ctx context.Context, run *v1alpha1.Agen
 
 // writeRecord writes cm, the record of save h.seq, over the record as this
 // process last read or wrote it (h.version), or creates it, and returns
-// the save the record now holds and its version. Only the operator writes the record, and
-// always upward; but a write from an operator that lost the run (a
-// stopped leader's, landing after its successor's) would lower it. So
-// when the record changed since, it is read again, and written only while
-// it holds a lower save: otherwise what it holds is returned, and nothing
-// is written. A record whose seal does not open is written
+// the save the record now holds and its version. Only the operator writes
+// the record, and always upward; but a write from an operator that lost
+// the run (a stopped leader's, landing after its successor's) would lower
+// it. So when the record changed since, it is read again, and written
+// only while it holds a lower save: otherwise what it holds is returned,
+// and nothing is written. A record whose seal does not open is written
 // over.
 func (r *AgentRunReconciler) writeRecord(ctx context.Context, run *v1alpha1.AgentRun, cm *corev1.ConfigMap, h highWater) (int64, string, error) {
 	cm.ResourceVersion = h.version
