@@ -181,5 +181,5 @@ func (s *Server) watchAll(ctx context.Context, u *user, sc scope, list client.Ob
 // for a person, or it escalated and no one has resolved it.
 func inInbox(obj client.Object) bool {
 	run, ok := obj.(*v1alpha1.AgentRun)
-	return ok && (len(pendingOf(run)) > 0 || escalationOf(run, "", "") != nil)
+	return ok && (waitsForAPerson(run) || escalationOpen(run))
 }

@@ -43,8 +43,22 @@ type pendingCall struct {
 	at     time.Time
 }
 
+// waitsForAPerson reports whether a call of run waits for a person: the
+// runs whose calls the inbox lists.
+func waitsForAPerson(run *v1alpha1.AgentRun) bool {
+	return run.Status.Outcome == "" && len(run.Status.PendingApprovals) > 0
+}
+
+// escalationOpen reports whether run ended Escalated, the operator
+// recorded its hand-off (status.escalation), and no one has resolved it:
+// the runs whose escalations the inbox lists.
+func escalationOpen(run *v1alpha1.AgentRun) bool {
+	e := run.Status.Escalation
+	return run.Status.Outcome == v1alpha1.OutcomeEscalated && e != nil && e.ResolvedAt == nil
+}
+
 func pendingOf(run *v1alpha1.AgentRun) []pendingCall {
-	if run.Status.Outcome != "" {
+	if !waitsForAPerson(run) {
 		return nil
 	}
 	var out []pendingCall
@@ -87,14 +101,12 @@ type escalation struct {
 	at           time.Time
 }
 
-// escalationOf is run's open escalation: nil unless it ended Escalated,
-// the operator recorded its hand-off (status.escalation), and no one has
-// resolved it.
+// escalationOf is run's open escalation, nil unless escalationOpen.
 func escalationOf(run *v1alpha1.AgentRun, back, filter string) *escalation {
-	e := run.Status.Escalation
-	if run.Status.Outcome != v1alpha1.OutcomeEscalated || e == nil || e.ResolvedAt != nil {
+	if !escalationOpen(run) {
 		return nil
 	}
+	e := run.Status.Escalation
 	return &escalation{Key: run.Namespace + "/" + run.Name, Namespace: run.Namespace, Name: run.Name, UID: run.UID,
 		Owner: safeterm.Clean(e.Owner), Reason: safeterm.Clean(run.Status.Reason), Since: stamp(e.Since.Time),
 		AcknowledgedBy: safeterm.Clean(e.AcknowledgedBy), Note: safeterm.Clean(e.Note), MaxNote: v1alpha1.MaxAckNote,
