@@ -56,32 +56,28 @@ func RunStartedOrEnded() predicate.Predicate {
 // PlatformPolicies reads, live, the AgentRunPolicies that govern a
 // namespace. The operator's ClusterRole agentrun-platform-reader grants
 // the reads; without them the caller fails (no run starts ungoverned).
+// It shares its reads with no one: a caller that reads often keeps a
+// PolicyReads.
 func PlatformPolicies(ctx context.Context, reader client.Reader, namespace string) ([]v1alpha1.AgentRunPolicy, error) {
-	pols, err := listPolicies(ctx, reader)
-	if err != nil || len(pols) == 0 {
-		return nil, err
-	}
-	labels, err := namespaceLabels(ctx, reader, namespace)
-	if err != nil {
-		return nil, err
-	}
-	return platform.Select(pols, labels), nil
+	var own PolicyReads
+	return own.PlatformPolicies(ctx, reader, namespace)
 }
 
-// PolicyReads is PlatformPolicies with its reads shared among the callers
-// that ask together (package freshread): each caller still gets policies
-// and namespace labels read after it asked, so a policy created before a
-// run starts governs it, as with a read of its own. Runs started together
-// (an evaluation's cases, a burst of creates) cost the API server a few
-// lists instead of one each. The zero value is ready; it must not be
+// PolicyReads reads as PlatformPolicies does, sharing the reads among the
+// callers that ask together (package freshread): each caller still gets
+// policies and namespace labels read after it asked, so a policy created
+// before a run starts governs it, as with a read of its own. Runs started
+// together (an evaluation's cases, a burst of creates) cost the API server
+// a few lists instead of one each. The zero value is ready; it must not be
 // copied after first use.
 type PolicyReads struct {
 	lists      freshread.Group[[]v1alpha1.AgentRunPolicy]
 	namespaces freshread.Group[map[string]string]
 }
 
-// PlatformPolicies reads as the function of that name does, sharing the
-// reads. What it returns is the caller's own to change.
+// PlatformPolicies returns the AgentRunPolicies that govern namespace,
+// read after the call began. What it returns is the caller's own to
+// change.
 func (p *PolicyReads) PlatformPolicies(ctx context.Context, reader client.Reader, namespace string) ([]v1alpha1.AgentRunPolicy, error) {
 	pols, err := p.lists.Do(ctx, "", func(ctx context.Context) ([]v1alpha1.AgentRunPolicy, error) {
 		return listPolicies(ctx, reader)
