@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/loop"
 )
 
 // DefaultMaxRetries is the number of retries after the first attempt,
@@ -196,6 +198,27 @@ func (c *Caller) DoAs(ctx context.Context, source KeySource, fn CallFunc) error 
 		return c.DoWith(ctx, "credentials", source, fn)
 	}
 	return c.Do(ctx, fn)
+}
+
+// Answer makes one model call through c.DoAs: send makes the SDK call
+// (as a CallFunc, with the key and the recording middleware) and convert
+// reads its answer as a reply. A reply convert refuses is the call's
+// error, as any CallFunc's.
+func Answer[T any](ctx context.Context, c *Caller, source KeySource,
+	send func(ctx context.Context, key string, record Middleware) (T, error), convert func(T) (*loop.Reply, error)) (*loop.Reply, error) {
+	var reply *loop.Reply
+	err := c.DoAs(ctx, source, func(ctx context.Context, key string, record Middleware) error {
+		out, err := send(ctx, key, record)
+		if err != nil {
+			return err
+		}
+		reply, err = convert(out)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
 
 // DoWith is Do with the credential from source instead of

@@ -95,8 +95,7 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 	if err := thinking(&params, m.caller.Config().ThinkingBudget); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
-	var reply *loop.Reply
-	call := func(ctx context.Context, key string, record model.Middleware) error {
+	send := func(ctx context.Context, key string, record model.Middleware) (*sdk.Message, error) {
 		// The platform's options come first: their middleware (which
 		// moves the model into the path and signs the request) runs
 		// before record, which sees each attempt as it is sent.
@@ -106,22 +105,14 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 			// also stops it refusing large max_tokens without streaming.
 			opts = append(opts, option.WithRequestTimeout(time.Until(d)))
 		}
-		out, err := m.client.Messages.New(ctx, params, opts...)
-		if err != nil {
-			return err
-		}
-		reply, err = toReply(out)
-		return err
+		return m.client.Messages.New(ctx, params, opts...)
 	}
 	if m.credential != nil {
 		// A place for a credential that is more than the secret the
 		// caller scrubs (Bedrock's signing key id and session token).
 		ctx = context.WithValue(ctx, fetchedKey{}, &aws.Credentials{})
 	}
-	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
-		return nil, err
-	}
-	return reply, nil
+	return model.Answer(ctx, m.caller, m.credential, send, toReply)
 }
 
 func buildParams(req *loop.Request, modelName string) (sdk.MessageNewParams, error) {

@@ -238,22 +238,12 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: genai.Ptr(int32(b))}
 	}
 	name := m.caller.ModelName(req.Model)
-	var reply *loop.Reply
-	call := func(ctx context.Context, key string, record model.Middleware) error {
+	return model.Answer(ctx, m.caller, m.credential, func(ctx context.Context, key string, record model.Middleware) (*genai.GenerateContentResponse, error) {
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		ctx = context.WithValue(ctx, callKey{}, &callInfo{header: m.header, value: key, record: record, stop: stop})
-		out, err := m.client.Models.GenerateContent(ctx, name, contents, cfg)
-		if err != nil {
-			return err
-		}
-		reply, err = toReply(out)
-		return err
-	}
-	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
-		return nil, err
-	}
-	return reply, nil
+		return m.client.Models.GenerateContent(ctx, name, contents, cfg)
+	}, toReply)
 }
 
 func buildRequest(req *loop.Request) ([]*genai.Content, *genai.GenerateContentConfig, error) {

@@ -101,20 +101,9 @@ func (m *Model) Complete(ctx context.Context, req *loop.Request) (*loop.Reply, e
 		// pass back: the model keeps no reasoning between calls there.
 		params.ReasoningEffort = shared.ReasoningEffort(e)
 	}
-	var reply *loop.Reply
-	call := func(ctx context.Context, key string, record model.Middleware) error {
-		opts := append(m.auth(key), option.WithMiddleware(record))
-		out, err := m.client.Chat.Completions.New(ctx, params, opts...)
-		if err != nil {
-			return err
-		}
-		reply, err = toReply(out)
-		return err
-	}
-	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
-		return nil, err
-	}
-	return reply, nil
+	return model.Answer(ctx, m.caller, m.credential, func(ctx context.Context, key string, record model.Middleware) (*sdk.ChatCompletion, error) {
+		return m.client.Chat.Completions.New(ctx, params, append(m.auth(key), option.WithMiddleware(record))...)
+	}, toReply)
 }
 
 // outputFormatName names the response format of a run with a typed

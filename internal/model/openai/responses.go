@@ -46,20 +46,9 @@ func (m *Model) respond(ctx context.Context, req *loop.Request) (*loop.Reply, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.name, err)
 	}
-	var reply *loop.Reply
-	call := func(ctx context.Context, key string, record model.Middleware) error {
-		opts := append(m.auth(key), option.WithMiddleware(record))
-		out, err := m.client.Responses.New(ctx, params, opts...)
-		if err != nil {
-			return err
-		}
-		reply, err = responseReply(out)
-		return err
-	}
-	if err := m.caller.DoAs(ctx, m.credential, call); err != nil {
-		return nil, err
-	}
-	return reply, nil
+	return model.Answer(ctx, m.caller, m.credential, func(ctx context.Context, key string, record model.Middleware) (*responses.Response, error) {
+		return m.client.Responses.New(ctx, params, append(m.auth(key), option.WithMiddleware(record))...)
+	}, responseReply)
 }
 
 func buildResponseParams(req *loop.Request, modelName, effort string) (responses.ResponseNewParams, error) {
