@@ -210,14 +210,21 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// text is the text of the first element sel matches.
+// text is the text of the first element sel matches. A live update can
+// replace that element after chromedp found it and before it read it
+// ("No node with given id found"); the read is then made again, of the
+// element that replaced it, until ctx ends.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatal(err)
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err == nil {
+			return v
+		}
+		if ctx.Err() != nil || !strings.Contains(err.Error(), "No node with given id found") {
+			t.Fatal(err)
+		}
 	}
-	return v
 }
 
 func visible(sel string) chromedp.Action[chromedp.Void] {
