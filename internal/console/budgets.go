@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/safeterm"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // budgetRow is one AgentBudget: its cost and tokens against their limits,
@@ -23,51 +21,20 @@ type budgetRow struct {
 	Conditions      []fact
 }
 
-type budgetsData struct {
-	Namespace string
-	Rows      []budgetRow
-	Note      string
-}
-
+// budgets lists the AgentBudgets the user may list, each with its bars,
+// live.
 func (s *Server) budgets(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
 	ns := r.URL.Query().Get("namespace")
 	q := url.Values{}
 	if ns != "" {
 		q.Set("namespace", ns)
 	}
-	d := &budgetsData{Namespace: ns}
-	v := view{Title: "Budgets", Page: "budgets", Data: d, Live: "/budgets?" + join(q.Encode(), "fragment=1"),
+	v := view{Title: "Budgets", Page: "budgets", Live: "/budgets?" + join(q.Encode(), "fragment=1"),
 		Events: "/events?" + join(q.Encode(), "kind=budgets")}
-	var all v1alpha1.AgentBudgetList
-	sc, err := s.scopeOf(r.Context(), u, ns, &all)
-	if err != nil {
-		return v, err
-	}
-	d.Note = sc.Note
-	items := all.Items
-	list := func(opts ...client.ListOption) error {
-		var l v1alpha1.AgentBudgetList
-		if err := u.c.List(r.Context(), &l, opts...); err != nil {
-			return err
-		}
-		items = append(items, l.Items...)
-		return nil
-	}
-	for _, n := range sc.Namespaces {
-		if err == nil {
-			err = list(client.InNamespace(n))
-		}
-	}
-	if err != nil {
-		return v, err
-	}
-	sort.Slice(items, func(i, j int) bool {
-		return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name
-	})
-	for i := range items {
-		d.Rows = append(d.Rows, budgetRowOf(&items[i]))
-	}
-	return v, nil
+	return listPage(r, s, u, ns, v,
+		func() *v1alpha1.AgentBudgetList { return &v1alpha1.AgentBudgetList{} },
+		func(l *v1alpha1.AgentBudgetList) []v1alpha1.AgentBudget { return l.Items },
+		budgetRowOf)
 }
 
 func budgetRowOf(b *v1alpha1.AgentBudget) budgetRow {

@@ -22,36 +22,22 @@ type evaluationRow struct {
 	Age                    string
 }
 
-type evaluationsData struct {
-	Namespace string
-	Rows      []evaluationRow
-	Note      string
-}
-
 // evaluations lists the AgentEvaluations the user may list, each linking
 // to its page.
 func (s *Server) evaluations(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
-	ns := r.URL.Query().Get("namespace")
-	d := &evaluationsData{Namespace: ns}
-	v := view{Title: "Evaluations", Page: "evaluations", Data: d}
-	items, note, err := listKind(r.Context(), s, u, ns, func() *v1alpha1.AgentEvaluationList { return &v1alpha1.AgentEvaluationList{} },
-		func(l *v1alpha1.AgentEvaluationList) []v1alpha1.AgentEvaluation { return l.Items })
-	d.Note = note
-	if err != nil {
-		return v, err
-	}
 	now := time.Now()
-	for i := range items {
-		e := &items[i]
-		row := evaluationRow{Namespace: e.Namespace, Name: e.Name, Phase: string(e.Status.Phase),
-			Age: duration.HumanDuration(now.Sub(e.CreationTimestamp.Time))}
-		if t := e.Status.Totals; t != nil {
-			row.Passed = strconv.Itoa(int(t.Passed)) + "/" + strconv.Itoa(int(t.Runs))
-			row.PassRate, row.Cost = t.PassRate, dollars(t.CostUSD)
-		}
-		d.Rows = append(d.Rows, row)
-	}
-	return v, nil
+	return listPage(r, s, u, r.URL.Query().Get("namespace"), view{Title: "Evaluations", Page: "evaluations"},
+		func() *v1alpha1.AgentEvaluationList { return &v1alpha1.AgentEvaluationList{} },
+		func(l *v1alpha1.AgentEvaluationList) []v1alpha1.AgentEvaluation { return l.Items },
+		func(e *v1alpha1.AgentEvaluation) evaluationRow {
+			row := evaluationRow{Namespace: e.Namespace, Name: e.Name, Phase: string(e.Status.Phase),
+				Age: duration.HumanDuration(now.Sub(e.CreationTimestamp.Time))}
+			if t := e.Status.Totals; t != nil {
+				row.Passed = strconv.Itoa(int(t.Passed)) + "/" + strconv.Itoa(int(t.Runs))
+				row.PassRate, row.Cost = t.PassRate, dollars(t.CostUSD)
+			}
+			return row
+		})
 }
 
 // dollars is an amount in US dollars as the pages show it; "" when unset.

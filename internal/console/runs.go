@@ -102,6 +102,34 @@ func listKind[T any, PT interface {
 	return out, sc.Note, nil
 }
 
+// listData is a list page's data: the namespace asked for ("" for every
+// namespace the user may list), a row for each object and scopeOf's note.
+type listData[R any] struct {
+	Namespace string
+	Rows      []R
+	Note      string
+}
+
+// listPage makes the list page v of one kind: it reads the objects the
+// user may list in namespace ns (listKind) and makes a row of each, in
+// listKind's order.
+func listPage[T any, PT interface {
+	*T
+	client.Object
+}, L client.ObjectList, R any](r *http.Request, s *Server, u *user, ns string, v view, newList func() L, items func(L) []T, row func(*T) R) (view, error) {
+	d := &listData[R]{Namespace: ns}
+	v.Data = d
+	objs, note, err := listKind[T, PT](r.Context(), s, u, ns, newList, items)
+	d.Note = note
+	if err != nil {
+		return v, err
+	}
+	for i := range objs {
+		d.Rows = append(d.Rows, row(&objs[i]))
+	}
+	return v, nil
+}
+
 // listRuns lists the runs of a scope that opts select; listed, when not
 // nil, is the list scopeOf read with the same opts, which holds them
 // already when it read the whole scope (sc.Listed).

@@ -62,28 +62,13 @@ func templateViewOf(t *v1alpha1.AgentRunTemplate, typed url.Values) templateView
 	return v
 }
 
-type templatesData struct {
-	Namespace string
-	Rows      []templateView
-	Note      string
-}
-
 // templates lists the AgentRunTemplates the user may list, each linking
 // to its page.
 func (s *Server) templates(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
-	ns := r.URL.Query().Get("namespace")
-	d := &templatesData{Namespace: ns}
-	v := view{Title: "Templates", Page: "templates", Data: d}
-	items, note, err := listKind(r.Context(), s, u, ns, func() *v1alpha1.AgentRunTemplateList { return &v1alpha1.AgentRunTemplateList{} },
-		func(l *v1alpha1.AgentRunTemplateList) []v1alpha1.AgentRunTemplate { return l.Items })
-	d.Note = note
-	if err != nil {
-		return v, err
-	}
-	for i := range items {
-		d.Rows = append(d.Rows, templateViewOf(&items[i], nil))
-	}
-	return v, nil
+	return listPage(r, s, u, r.URL.Query().Get("namespace"), view{Title: "Templates", Page: "templates"},
+		func() *v1alpha1.AgentRunTemplateList { return &v1alpha1.AgentRunTemplateList{} },
+		func(l *v1alpha1.AgentRunTemplateList) []v1alpha1.AgentRunTemplate { return l.Items },
+		func(t *v1alpha1.AgentRunTemplate) templateView { return templateViewOf(t, nil) })
 }
 
 type templateData struct {

@@ -60,29 +60,14 @@ func scheduleViewOf(s *v1alpha1.AgentSchedule, now time.Time) scheduleView {
 	return v
 }
 
-type schedulesData struct {
-	Namespace string
-	Rows      []scheduleView
-	Note      string
-}
-
 // schedules lists the AgentSchedules the user may list, each linking to
 // its page.
 func (s *Server) schedules(w http.ResponseWriter, r *http.Request, u *user) (view, error) {
-	ns := r.URL.Query().Get("namespace")
-	d := &schedulesData{Namespace: ns}
-	v := view{Title: "Schedules", Page: "schedules", Data: d}
-	items, note, err := listKind(r.Context(), s, u, ns, func() *v1alpha1.AgentScheduleList { return &v1alpha1.AgentScheduleList{} },
-		func(l *v1alpha1.AgentScheduleList) []v1alpha1.AgentSchedule { return l.Items })
-	d.Note = note
-	if err != nil {
-		return v, err
-	}
 	now := time.Now()
-	for i := range items {
-		d.Rows = append(d.Rows, scheduleViewOf(&items[i], now))
-	}
-	return v, nil
+	return listPage(r, s, u, r.URL.Query().Get("namespace"), view{Title: "Schedules", Page: "schedules"},
+		func() *v1alpha1.AgentScheduleList { return &v1alpha1.AgentScheduleList{} },
+		func(l *v1alpha1.AgentScheduleList) []v1alpha1.AgentSchedule { return l.Items },
+		func(sc *v1alpha1.AgentSchedule) scheduleView { return scheduleViewOf(sc, now) })
 }
 
 // scheduleRun is one run a schedule started.
