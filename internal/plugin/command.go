@@ -266,10 +266,7 @@ transcript needs permission to list Secrets in the run's namespace.`,
   kubectl agentrun transcript explain-double-charge -o json | jq '.[] | select(.role == "tool")'`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != OutputText && output != OutputJSON {
-				return fmt.Errorf("unknown output format %q: use -o text or -o json", output)
-			}
-			c, ns, err := f.client()
+			c, ns, err := f.clientFor(output)
 			if err != nil {
 				return err
 			}
@@ -302,10 +299,7 @@ tree: tree prints the part below it.`,
   kubectl agentrun tree triage -o json | jq '.children[] | {name, outcome, costUSD}'`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != OutputText && output != OutputJSON {
-				return fmt.Errorf("unknown output format %q: use -o text or -o json", output)
-			}
-			c, ns, err := f.client()
+			c, ns, err := f.clientFor(output)
 			if err != nil {
 				return err
 			}
@@ -573,6 +567,15 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 // factory turns kubectl's connection flags into a client and a namespace.
 type factory struct {
 	flags *genericclioptions.ConfigFlags
+}
+
+// clientFor is client for a command that prints text or JSON: an -o it
+// does not know is refused before anything is read.
+func (f *factory) clientFor(output string) (client.WithWatch, string, error) {
+	if err := textOrJSON(output); err != nil {
+		return nil, "", err
+	}
+	return f.client()
 }
 
 func (f *factory) client() (client.WithWatch, string, error) {

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -18,15 +17,5 @@ type ContinueOptions = runclient.ContinueOptions
 // prints its name as kubectl create does.
 func Continue(ctx context.Context, c client.Client, o ContinueOptions, w io.Writer) (*v1alpha1.AgentRun, error) {
 	run, err := runclient.Continue(ctx, c, o)
-	if err != nil {
-		var refused *runclient.Refused
-		if errors.As(err, &refused) {
-			return nil, err
-		}
-		// Reading the earlier run was explained already; what is left is
-		// the create's failure.
-		return nil, explainCreate(err, o.Run.Namespace, o.Name)
-	}
-	printCreated(w, run)
-	return run, nil
+	return created(w, run, err, o.Run.Namespace, o.Name)
 }

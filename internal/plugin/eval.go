@@ -22,8 +22,8 @@ import (
 // JUnit XML report. It returns an *ExitError with code 1 when the
 // evaluation ended Failed or Regressed.
 func Eval(ctx context.Context, c client.Reader, ref Ref, format string, w, junit io.Writer) error {
-	if format != OutputText && format != OutputJSON {
-		return fmt.Errorf("unknown output format %q: use -o text or -o json", format)
+	if err := textOrJSON(format); err != nil {
+		return err
 	}
 	e := &v1alpha1.AgentEvaluation{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, e); err != nil {
@@ -81,10 +81,7 @@ reason; status keeps the reason of each case's first failed run). eval exits
   kubectl agentrun eval refund-check --junit report.xml`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != OutputText && output != OutputJSON {
-				return fmt.Errorf("unknown output format %q: use -o text or -o json", output)
-			}
-			c, ns, err := f.client()
+			c, ns, err := f.clientFor(output)
 			if err != nil {
 				return err
 			}

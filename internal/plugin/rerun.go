@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
@@ -18,15 +17,5 @@ type RerunOptions = runclient.RerunOptions
 // (runclient.Rerun) and prints its name as kubectl create does.
 func Rerun(ctx context.Context, c client.Client, o RerunOptions, w io.Writer) (*v1alpha1.AgentRun, error) {
 	run, err := runclient.Rerun(ctx, c, o)
-	if err != nil {
-		var refused *runclient.Refused
-		if errors.As(err, &refused) {
-			return nil, err
-		}
-		// Reading the old run was explained already; what is left is the
-		// create's failure.
-		return nil, explainCreate(err, o.Run.Namespace, o.Name)
-	}
-	printCreated(w, run)
-	return run, nil
+	return created(w, run, err, o.Run.Namespace, o.Name)
 }

@@ -129,6 +129,22 @@ func explainCreate(err error, ns, name string) error {
 	return explain(err, Ref{Namespace: ns, Name: name})
 }
 
+// created reports the making of a run from an earlier one (Continue,
+// Rerun): a refusal as runclient put it, any other failure as the
+// create's (reading the earlier run was explained already), else the new
+// run's name as kubectl create prints it.
+func created(w io.Writer, run *v1alpha1.AgentRun, err error, ns, name string) (*v1alpha1.AgentRun, error) {
+	var refused *runclient.Refused
+	switch {
+	case errors.As(err, &refused):
+		return nil, err
+	case err != nil:
+		return nil, explainCreate(err, ns, name)
+	}
+	printCreated(w, run)
+	return run, nil
+}
+
 // printCreated says what kubectl create says.
 func printCreated(w io.Writer, run *v1alpha1.AgentRun) {
 	printf(w, "agentrun.%s/%s created\n", v1alpha1.GroupVersion.Group, run.Name)

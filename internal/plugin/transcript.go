@@ -21,13 +21,21 @@ const (
 	OutputJSON = "json"
 )
 
+// textOrJSON refuses an output format other than text and json.
+func textOrJSON(format string) error {
+	if format != OutputText && format != OutputJSON {
+		return fmt.Errorf("unknown output format %q: use -o text or -o json", format)
+	}
+	return nil
+}
+
 // Transcript prints a run's whole conversation: the chunks saved in its
 // Secrets, then the messages still buffered in its checkpoint. The text
 // format starts with the goal and, once the run has ended, closes with its
 // outcome; the json format is the list of messages alone.
 func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w io.Writer) error {
-	if format != OutputText && format != OutputJSON {
-		return fmt.Errorf("unknown output format %q: use text or json", format)
+	if err := textOrJSON(format); err != nil {
+		return err
 	}
 	run, err := getRun(ctx, c, ref)
 	if err != nil {
@@ -44,8 +52,8 @@ func Transcript(ctx context.Context, c client.Reader, ref Ref, format string, w 
 // apart so that agentrun archive transcript prints an archived run, whose
 // messages come from the archive, exactly as a live one.
 func PrintTranscript(w io.Writer, run *v1alpha1.AgentRun, msgs []loop.Message, format string) error {
-	if format != OutputText && format != OutputJSON {
-		return fmt.Errorf("unknown output format %q: use text or json", format)
+	if err := textOrJSON(format); err != nil {
+		return err
 	}
 	w = safeterm.Writer(w) // what models and tools said must not drive the terminal
 	if format == OutputJSON {

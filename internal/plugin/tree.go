@@ -37,8 +37,8 @@ type TreeRun struct {
 // to its parent). The text format is a table, a run's children indented
 // under it; the json format is the TreeRun.
 func Tree(ctx context.Context, c client.Reader, ref Ref, format string, w io.Writer) error {
-	if format != OutputText && format != OutputJSON {
-		return fmt.Errorf("unknown output format %q: use text or json", format)
+	if err := textOrJSON(format); err != nil {
+		return err
 	}
 	run, err := getRun(ctx, c, ref)
 	if err != nil {
