@@ -712,48 +712,39 @@ func (a Approvers) Refuses(user string) string {
 // lowerDepth lowers every agent tool's maxDepth to the policy's
 // maxAgentDepth.
 func lowerDepth(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string {
-	if p.Spec.MaxAgentDepth == nil {
-		return nil
-	}
-	most := *p.Spec.MaxAgentDepth
-	var changes []string
-	for i := range spec.Tools {
-		a := spec.Tools[i].Agent
-		if a == nil {
-			continue
-		}
-		cur := int32(v1alpha1.DefaultMaxDepth)
-		if a.MaxDepth != nil {
-			cur = *a.MaxDepth
-		}
-		if cur > most {
-			a.MaxDepth = ptr(most)
-			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.maxDepth %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, cur, most, p.Name))
-		}
-	}
-	return changes
+	return lowerAgents(p, spec, p.Spec.MaxAgentDepth, "maxDepth", v1alpha1.DefaultMaxDepth,
+		func(a *v1alpha1.AgentTool) **int32 { return &a.MaxDepth })
 }
 
 // lowerInFlight lowers every agent tool's maxInFlight to the policy's
 // maxAgentInFlight.
 func lowerInFlight(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec) []string {
-	if p.Spec.MaxAgentInFlight == nil {
+	return lowerAgents(p, spec, p.Spec.MaxAgentInFlight, "maxInFlight", v1alpha1.DefaultMaxInFlight,
+		func(a *v1alpha1.AgentTool) **int32 { return &a.MaxInFlight })
+}
+
+// lowerAgents lowers one limit of every agent tool to most, the policy's
+// (nothing when it sets none). at is where a tool keeps the limit, def
+// what it is when unset, and field its name in the changes reported.
+func lowerAgents(p *v1alpha1.AgentRunPolicy, spec *v1alpha1.AgentRunSpec, most *int32, field string, def int32,
+	at func(*v1alpha1.AgentTool) **int32) []string {
+	if most == nil {
 		return nil
 	}
-	most := *p.Spec.MaxAgentInFlight
 	var changes []string
 	for i := range spec.Tools {
 		a := spec.Tools[i].Agent
 		if a == nil {
 			continue
 		}
-		cur := int32(v1alpha1.DefaultMaxInFlight)
-		if a.MaxInFlight != nil {
-			cur = *a.MaxInFlight
+		limit := at(a)
+		cur := def
+		if *limit != nil {
+			cur = **limit
 		}
-		if cur > most {
-			a.MaxInFlight = ptr(most)
-			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.maxInFlight %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, cur, most, p.Name))
+		if cur > *most {
+			*limit = ptr(*most)
+			changes = append(changes, fmt.Sprintf("tools[%d] (%s) agent.%s %d lowered to %d by AgentRunPolicy %s", i, spec.Tools[i].Name, field, cur, *most, p.Name))
 		}
 	}
 	return changes
