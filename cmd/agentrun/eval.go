@@ -58,13 +58,8 @@ func evalCommand(code *int) *cobra.Command {
 		Example: `  agentrun eval -f config/samples/15-evaluation.yaml -t config/samples/12-template.yaml
   agentrun eval -f evaluation.yaml --junit report.xml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case file == "":
-				return usage("-f FILE is required")
-			case output != "" && output != "json":
-				return usage("-o %q: the only output format is json", output)
-			case len(args) > 0:
-				return usage("unexpected argument %q", args[0])
+			if err := fileArgs(file, output, args, usage); err != nil {
+				return err
 			}
 			*code = runEval(file, templates, output == "json", junit, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return nil

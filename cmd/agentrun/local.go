@@ -51,13 +51,8 @@ func localCommand(code *int) *cobra.Command {
 		Example: `  agentrun local -f examples/local/double-charge.yaml
   agentrun local -f examples/local/double-charge.yaml -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case file == "":
-				return usageError("-f FILE is required")
-			case output != "" && output != "json":
-				return usageError("-o %q: the only output format is json", output)
-			case len(args) > 0:
-				return usageError("unexpected argument %q", args[0])
+			if err := fileArgs(file, output, args, usageError); err != nil {
+				return err
 			}
 			*code = runLocal(file, output == "json", cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return nil

@@ -87,6 +87,20 @@ type usageErr struct {
 
 func usageError(format string, a ...any) error { return usageErr{error: fmt.Errorf(format, a...)} }
 
+// fileArgs refuses, through usage, what agentrun local and agentrun eval
+// cannot run: no -f, an -o other than json, or an argument.
+func fileArgs(file, output string, args []string, usage func(format string, a ...any) error) error {
+	switch {
+	case file == "":
+		return usage("-f FILE is required")
+	case output != "" && output != "json":
+		return usage("-o %q: the only output format is json", output)
+	case len(args) > 0:
+		return usage("unexpected argument %q", args[0])
+	}
+	return nil
+}
+
 func devCommand(code *int) *cobra.Command {
 	var kubeconfig string
 	var verbose bool
