@@ -12,14 +12,7 @@ import (
 
 // evaluation is an AgentEvaluation manifest named name whose spec is spec
 // (YAML indented two spaces).
-func evaluation(name, spec string) string {
-	return `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentEvaluation
-metadata: {name: ` + name + `}
-spec:
-` + spec
-}
+func evaluation(name, spec string) string { return manifest("AgentEvaluation", name, spec) }
 
 func TestAgentEvaluation_acceptsValidManifests(t *testing.T) {
 	cases := []struct{ name, manifest string }{

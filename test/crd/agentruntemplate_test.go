@@ -9,14 +9,7 @@ import (
 
 // tmpl is an AgentRunTemplate manifest named name whose spec is spec (YAML
 // indented two spaces).
-func tmpl(name, spec string) string {
-	return `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentRunTemplate
-metadata: {name: ` + name + `}
-spec:
-` + spec
-}
+func tmpl(name, spec string) string { return manifest("AgentRunTemplate", name, spec) }
 
 const tmplRun = `  run:
     goal: "Investigate $(params.ticket)."

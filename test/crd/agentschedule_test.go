@@ -9,14 +9,7 @@ import (
 
 // schedule is an AgentSchedule manifest named name whose spec is spec (YAML
 // indented two spaces).
-func schedule(name, spec string) string {
-	return `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: AgentSchedule
-metadata: {name: ` + name + `}
-spec:
-` + spec
-}
+func schedule(name, spec string) string { return manifest("AgentSchedule", name, spec) }
 
 func TestAgentSchedule_acceptsValidManifests(t *testing.T) {
 	cases := []struct{ name, manifest string }{

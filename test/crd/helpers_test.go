@@ -74,6 +74,17 @@ func columns(ctx context.Context, t *testing.T, resource, name string, priority 
 	return out
 }
 
+// manifest is a manifest of kind named name whose spec is spec (YAML
+// indented two spaces).
+func manifest(kind, name, spec string) string {
+	return `
+apiVersion: agents.agentrun.dev/v1alpha1
+kind: ` + kind + `
+metadata: {name: ` + name + `}
+spec:
+` + spec
+}
+
 // namedRun is the head of an AgentRun manifest up to its spec; %s is
 // its name. The manifests of the tests go on with the spec's lines.
 const namedRun = `

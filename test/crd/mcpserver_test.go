@@ -13,14 +13,7 @@ import (
 
 // mcpServer is an MCPServer manifest named name whose spec is spec (YAML
 // indented two spaces).
-func mcpServer(name, spec string) string {
-	return `
-apiVersion: agents.agentrun.dev/v1alpha1
-kind: MCPServer
-metadata: {name: ` + name + `}
-spec:
-` + spec
-}
+func mcpServer(name, spec string) string { return manifest("MCPServer", name, spec) }
 
 func TestMCPServer_validation(t *testing.T) {
 	for _, tc := range []struct {
