@@ -61,10 +61,7 @@ func (r *AgentRunReconciler) coverBudgets(ctx context.Context, sc *scope) (ctrl.
 		r.refuseStep(sc, fmt.Sprintf("AgentBudget %s, in which this run holds a lease, no longer exists: its limits cannot be checked, so the step is refused (a shared limit fails closed)", gone))
 		return ctrl.Result{}, nil
 	}
-	model := &run.Spec.Model
-	if sc.kit.Spec != nil {
-		model = &sc.kit.Spec.Model // as the platform's policies priced it
-	}
+	model := &sc.builtSpec().Model // as the platform's policies priced it
 	for i := range list {
 		// A call of a model without a price would count $0 against a
 		// dollar limit: refused before anything is leased or spent.

@@ -111,7 +111,11 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 				w.kit, w.err = r.Kits.Build(ctx, g.run, g.grant)
 				if w.kit != nil {
 					w.kit.Approvers = g.approvers
-					w.kit.Spec = &g.run.Spec
+					// The spec alone, so that the kit does not keep the
+					// rest of the run's copy (its status, managedFields)
+					// for the run's whole life.
+					spec := g.run.Spec
+					w.kit.Spec = &spec
 				}
 			})
 			sc.wait, sc.started = true, kitKey
@@ -132,6 +136,11 @@ func (r *AgentRunReconciler) loadKit(ctx context.Context, sc *scope) (ctrl.Resul
 			}
 		}
 		k = w.kit
+		if k != nil && k.Spec != nil && equality.Semantic.DeepEqual(*k.Spec, sc.run.Spec) {
+			// Built from the run's own spec, unchanged: the kit keeps no
+			// copy of it for the run's life (scope.builtSpec).
+			k.Spec = nil
+		}
 		if t := sc.run.Status.Template; w.template != nil && (t == nil || t.Goal == "") {
 			// A run resolved by an operator that kept no goal in status
 			// gets it here; the digest is the same (keptSpec checks it).
@@ -865,7 +874,7 @@ func (r *AgentRunReconciler) act(ctx context.Context, sc *scope) {
 				w.results = loop.ExecuteBatch(ctx, tools, calls, concurrent)
 			})
 		}
-		if mayEndAtOnce(kit.Spec, calls) {
+		if mayEndAtOnce(sc.builtSpec(), calls) {
 			sc.started = toolsKey(s)
 		}
 	}
@@ -912,7 +921,7 @@ func (r *AgentRunReconciler) readsFirst(sc *scope, answer string, eff loop.Effec
 // that dispatched it is saved: free reads (loop.Config.Rerunnable) that
 // may end at once.
 func (r *AgentRunReconciler) mayRunUnsaved(sc *scope, calls []loop.Invocation) bool {
-	return sc.kit.Engine.Config().Rerunnable(calls) && mayEndAtOnce(sc.kit.Spec, calls)
+	return sc.kit.Engine.Config().Rerunnable(calls) && mayEndAtOnce(sc.builtSpec(), calls)
 }
 
 // mayEndAtOnce reports whether a batch can end while its reconcile waits

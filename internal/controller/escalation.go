@@ -26,11 +26,7 @@ func escalationOwner(run *v1alpha1.AgentRun, spec *v1alpha1.AgentRunSpec) string
 // the spec its kit was built from (resolved and governed), or its own
 // before the kit is built.
 func ownerOf(sc *scope) string {
-	spec := &sc.run.Spec
-	if sc.kit != nil && sc.kit.Spec != nil {
-		spec = sc.kit.Spec
-	}
-	return escalationOwner(sc.run, spec)
+	return escalationOwner(sc.run, sc.builtSpec())
 }
 
 // escalate records the hand-off of a run that has just ended Escalated:

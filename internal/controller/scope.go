@@ -81,3 +81,13 @@ func asBuilt(sc *scope) *v1alpha1.AgentRun {
 	cp.Spec = *sc.kit.Spec
 	return &cp
 }
+
+// builtSpec is the spec the run's kit was built from (resolved from its
+// template, governed by the platform's policies), or the run's own when
+// that is what the kit was built from or before it is built.
+func (sc *scope) builtSpec() *v1alpha1.AgentRunSpec {
+	if sc.kit != nil && sc.kit.Spec != nil {
+		return sc.kit.Spec
+	}
+	return &sc.run.Spec
+}

@@ -37,7 +37,8 @@ type Kit struct {
 	// ServiceAccounts).
 	Approvers platform.Approvers
 	// Spec is the spec the kit was built from, as the platform's policies
-	// govern it; for a run made from a template, the resolved spec.
+	// govern it; for a run made from a template, the resolved spec. The
+	// operator drops it (nil) when it is the run's own spec, unchanged.
 	Spec *v1alpha1.AgentRunSpec
 }
 
