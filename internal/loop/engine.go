@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 )
 
 const systemPreamble = "You are an agent run by AgentRun. Work toward the goal given in the first user message, " +
@@ -103,6 +104,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.output != nil {
 		e.system += "\n\n" + outputInstructions + string(e.output.compact)
 	}
+	// Runs made from one manifest or template share one copy of it for
+	// as long as any of them lives.
+	e.system = unique.Make(e.system).Value()
 	e.goal = Message{Role: RoleUser, Content: cfg.Goal}
 	if cfg.FollowUp {
 		e.goal.Content = followUpOpening
