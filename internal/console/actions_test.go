@@ -21,8 +21,7 @@ func finished(t *testing.T, ns, name string) *v1alpha1.AgentRun {
 	run.Spec.Goal = "Which invoice of the customer was charged twice?"
 	run.Spec.Model.Script = []v1alpha1.ScriptStep{{Content: "Invoice in_9f21 was charged twice."}}
 	create(t, run)
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	return run
 }
 
@@ -60,8 +59,7 @@ func TestConsole_editorRerunsAFinishedRunAndLandsOnTheNewRun(t *testing.T) {
 	if got.Labels[v1alpha1.LabelRerunOf] != "charged-twice" {
 		t.Errorf("the re-run's labels are %v, want %s=charged-twice", got.Labels, v1alpha1.LabelRerunOf)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, again).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, again, v1alpha1.OutcomeCompleted)
 }
 
 // Issue 49, item 2: Cancel on the page of a run that waits for a person
@@ -71,8 +69,7 @@ func TestConsole_editorCancelsAWaitingRunAndItEnds(t *testing.T) {
 	ns := namespace(t, "console-cancel")
 	bind(t, "cody", "agentrun-editor", ns)
 	run := refundRun(ns, "refund-cancel")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "cody", ns)
@@ -85,8 +82,7 @@ func TestConsole_editorCancelsAWaitingRunAndItEnds(t *testing.T) {
 	if message := text(t, ctx, `.result`); !strings.Contains(message, "cancel requested") {
 		t.Errorf("after Cancel the page says %q", message)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeApprovalDenied))
+	endsWith(t, run, v1alpha1.OutcomeApprovalDenied)
 	got := get(t, run)
 	if !got.Spec.Cancel || len(got.Status.PendingApprovals) != 0 {
 		t.Errorf("after Cancel: spec.cancel %v, pending %v; want cancelled and nothing waiting", got.Spec.Cancel, got.Status.PendingApprovals)
@@ -103,8 +99,7 @@ func TestConsole_editorCancelsAWaitingRunAndItEnds(t *testing.T) {
 	// The runs page has a Cancel for each run that has not ended, and
 	// keeps its filter.
 	other := refundRun(ns, "refund-cancel-row")
-	create(t, other)
-	waiting(t, other)
+	createWaiting(t, other)
 	row := `tr[data-run="` + ns + `/refund-cancel-row"]`
 	do(t, ctx, chromedp.Navigate(srv.URL+"/?namespace="+ns), visible(row+` [data-cancel]`))
 	if eval[bool](t, ctx, `document.querySelector('tr[data-run="`+key+`"] [data-cancel]') !== null`) {
@@ -117,8 +112,7 @@ func TestConsole_editorCancelsAWaitingRunAndItEnds(t *testing.T) {
 	if filter := eval[string](t, ctx, `document.querySelector('.filter input[name="namespace"]').value`); filter != ns {
 		t.Errorf("after Cancel the runs page's namespace filter is %q, want %q", filter, ns)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, other).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeApprovalDenied))
+	endsWith(t, other, v1alpha1.OutcomeApprovalDenied)
 }
 
 // Issue 49, item 2: a viewer's Cancel and Re-run are refused by the API
@@ -127,8 +121,7 @@ func TestConsole_viewerCancelAndRerunAreRefusedWithTheAPIServersReason(t *testin
 	ns := namespace(t, "console-cancel-viewer")
 	bind(t, "vera", "agentrun-viewer", ns)
 	run := refundRun(ns, "refund-vera")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 	done := finished(t, ns, "done-vera")
 
 	ctx := tab(t)

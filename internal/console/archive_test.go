@@ -196,11 +196,7 @@ func (m memoryArchive) List(context.Context, archive.Filter) ([]archive.Summary,
 func TestConsole_refusesACrossSiteArchiveRerun(t *testing.T) {
 	ns := namespace(t, "console-archive-csrf")
 	rec := archivedRun(t, ns, "refund-1")
-	c, err := New(Options{Config: env.Config, Archive: memoryArchive{rec}}) // the cluster's admin: only the console can refuse
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, c)
+	c, srv := newConsole(t, Options{Config: env.Config, Archive: memoryArchive{rec}}) // the cluster's admin: only the console can refuse
 	for _, tc := range []struct {
 		name    string
 		headers map[string]string
@@ -211,18 +207,8 @@ func TestConsole_refusesACrossSiteArchiveRerun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"uid": {rec.UID}, "csrf": {tc.csrf}}
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/archive/rerun", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			for k, v := range tc.headers {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("got %d, want 403", resp.StatusCode)
+			if code := post(t, srv.URL+"/archive/rerun", form, tc.headers); code != http.StatusForbidden {
+				t.Errorf("got %d, want 403", code)
 			}
 			var runs v1alpha1.AgentRunList
 			if err := admin.List(context.Background(), &runs, client.InNamespace(ns)); err != nil {

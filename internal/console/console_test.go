@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -313,7 +314,7 @@ func consoleFor(t *testing.T, user, ns string) *httptest.Server {
 
 // serve serves h for the test. The pages' event streams stay open as long
 // as their tab: the server cuts them before it closes.
-func serve(t *testing.T, h http.Handler) *httptest.Server {
+func serve(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -354,6 +355,51 @@ func create(t *testing.T, obj client.Object) {
 	}
 }
 
+// post posts form to url with headers added, and returns the status.
+func post(t *testing.T, url string, form url.Values, headers map[string]string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// newConsole is New(o), served until the test ends.
+func newConsole(t testing.TB, o Options) (*Server, *httptest.Server) {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, serve(t, s)
+}
+
+// createWaiting creates run and waits until its first call waits for a
+// person; it returns the run as then read.
+func createWaiting(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	t.Helper()
+	create(t, run)
+	waiting(t, run)
+	return get(t, run)
+}
+
+// endsWith waits until run ends with outcome.
+func endsWith(t *testing.T, run *v1alpha1.AgentRun, outcome v1alpha1.Outcome) {
+	t.Helper()
+	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
+		Should(Equal(outcome))
+}
+
 // waiting waits until the run's first call waits for a person.
 func waiting(t *testing.T, run *v1alpha1.AgentRun) {
 	t.Helper()
@@ -364,10 +410,11 @@ func waiting(t *testing.T, run *v1alpha1.AgentRun) {
 	}, time.Minute, 100*time.Millisecond).Should(ContainElement(HaveField("CallID", "t1-c1")))
 }
 
-func get(t *testing.T, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+// get reads obj afresh, into a new object of its kind.
+func get[T client.Object](t *testing.T, obj T) T {
 	t.Helper()
-	got := &v1alpha1.AgentRun{}
-	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(run), got); err != nil {
+	got := reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -379,8 +426,7 @@ func TestConsole_runListShowsRunsAndUpdatesWhenOneEnds(t *testing.T) {
 	ns := namespace(t, "console-list")
 	bind(t, "lee", "agentrun-viewer", "")
 	run := refundRun(ns, "refund-live")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "lee", "")
@@ -415,8 +461,7 @@ func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
 	grant(t, "alice", ns, "events")
 	grant(t, "alice", ns, "secrets")
 	run := refundRun(ns, "refund-alice")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "alice", ns)
@@ -429,8 +474,7 @@ func TestConsole_approverApprovesFromTheInboxAndTheRunContinues(t *testing.T) {
 	if message := text(t, ctx, `.result`); !strings.Contains(message, "t1-c1 approved") {
 		t.Errorf("after Approve the page says %q", message)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	got := get(t, run).Status.Approvals
 	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalApprove {
 		t.Errorf("status.approvals = %+v, want t1-c1 approved by alice", got)
@@ -467,11 +511,9 @@ func TestConsole_editorContinuesAFinishedRun(t *testing.T) {
 	run.Spec.Goal = "Which invoice of the customer was charged twice?"
 	run.Spec.Model.Script = []v1alpha1.ScriptStep{{Content: "Invoice in_9f21 was charged twice."}}
 	create(t, run)
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	pending := refundRun(ns, "refund-pending")
-	create(t, pending)
-	waiting(t, pending)
+	createWaiting(t, pending)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "carol", ns)
@@ -589,8 +631,7 @@ func TestConsole_approverDeniesWithAReasonFromTheInbox(t *testing.T) {
 	grant(t, "alice", ns, "events")
 	grant(t, "alice", ns, "secrets")
 	run := refundRun(ns, "refund-deny")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "alice", ns)
@@ -603,8 +644,7 @@ func TestConsole_approverDeniesWithAReasonFromTheInbox(t *testing.T) {
 	// is fetched again, and the reason typed stays in its box.
 	before := eval[string](t, ctx, `document.getElementById("live").getAttribute("data-refreshed") || ""`)
 	other := refundRun(ns, "refund-other")
-	create(t, other)
-	waiting(t, other)
+	createWaiting(t, other)
 	do(t, ctx, visible(`[data-call="`+ns+`/refund-other/t1-c1"]`))
 	if after := eval[string](t, ctx, `document.getElementById("live").getAttribute("data-refreshed") || ""`); after == before {
 		t.Fatal("the inbox shows the other run's call without a live update")
@@ -617,8 +657,7 @@ func TestConsole_approverDeniesWithAReasonFromTheInbox(t *testing.T) {
 	if message, want := text(t, ctx, `.result`), "t1-c1 denied (reason: "+strconv.Quote(reason)+")"; !strings.Contains(message, want) {
 		t.Errorf("after Deny the page says %q, want %q", message, want)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	got := get(t, run).Status.Approvals
 	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalDeny || got[0].Reason != reason {
 		t.Errorf("status.approvals = %+v, want t1-c1 denied by alice with the reason %q", got, reason)
@@ -643,8 +682,7 @@ func TestConsole_approverApprovesWithChangesFromTheInbox(t *testing.T) {
 	grant(t, "alice", ns, "events")
 	grant(t, "alice", ns, "secrets")
 	run := refundRun(ns, "refund-edit")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "alice", ns)
@@ -655,8 +693,7 @@ func TestConsole_approverApprovesWithChangesFromTheInbox(t *testing.T) {
 	if message, want := text(t, ctx, `.result`), `t1-c1 approved with changes {"amount_minor":8000}`; !strings.Contains(message, want) {
 		t.Errorf("after Approve with changes the page says %q, want %q", message, want)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	got := get(t, run).Status.Approvals
 	if len(got) != 1 || got[0].By != "alice" || got[0].Edit == nil || got[0].Edit.Patch != `{"amount_minor":8000}` || got[0].Edit.Refused != "" {
 		t.Errorf("status.approvals = %+v, want t1-c1 approved by alice with the change {\"amount_minor\":8000}", got)
@@ -691,8 +728,7 @@ func TestConsole_aQuestionAnsweredFromTheInboxIsTheToolsResult(t *testing.T) {
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 4},
 			Tools:  []v1alpha1.ToolSpec{{Name: "ask_person", Builtin: v1alpha1.BuiltinAskPerson}},
 		}}}
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "alice", ns)
@@ -712,8 +748,7 @@ func TestConsole_aQuestionAnsweredFromTheInboxIsTheToolsResult(t *testing.T) {
 	if message, want := text(t, ctx, `.result`), `t1-c1 answered "in_8c04"`; !strings.Contains(message, want) {
 		t.Errorf("after the choice the page says %q, want %q", message, want)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	got := get(t, run).Status.Approvals
 	if len(got) != 1 || got[0].By != "alice" || got[0].Decision != v1alpha1.ApprovalReply || got[0].Reason != "in_8c04" {
 		t.Errorf("status.approvals = %+v, want t1-c1 answered in_8c04 by alice", got)
@@ -733,8 +768,7 @@ func TestConsole_theInboxShowsWhoHasApprovedATwoPersonCall(t *testing.T) {
 	grant(t, "alice", ns, "events")
 	run := refundRun(ns, "refund-two")
 	run.Spec.Policy.Rules[0].Approvals = ptr.To[int32](2)
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "alice", ns)
@@ -771,8 +805,7 @@ func TestConsole_theInboxSaysWhoseChildACallIs(t *testing.T) {
 	grant(t, "alice", ns, "events")
 	run := refundRun(ns, "refund-child")
 	run.Labels = map[string]string{v1alpha1.LabelParent: "triage"}
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "alice", ns)
@@ -792,8 +825,7 @@ func TestConsole_editorWithoutApproveSeesTheRefusalAndTheRunStillWaits(t *testin
 	ns := namespace(t, "console-refused")
 	bind(t, "bob", "agentrun-editor", ns)
 	run := refundRun(ns, "refund-bob")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	// bob may list runs only in his namespace, and no namespaces: the
@@ -842,8 +874,7 @@ func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
 		},
 		}}
 	create(t, run)
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "mallory-reader", ns)
@@ -888,15 +919,9 @@ func TestConsole_hostileOutputIsShownAsTextAndNothingRuns(t *testing.T) {
 func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 	ns := namespace(t, "console-csrf")
 	run := refundRun(ns, "refund-csrf")
-	create(t, run)
-	waiting(t, run)
-	shown := get(t, run)
+	shown := createWaiting(t, run)
 	// The cluster's admin: only the console can refuse.
-	s, err := New(Options{Config: env.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, s)
+	s, srv := newConsole(t, Options{Config: env.Config})
 	token := s.token(s.local)
 
 	for _, tc := range []struct {
@@ -916,18 +941,8 @@ func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"namespace": {ns}, "name": {"refund-csrf"}, "call": {"t1-c1"}, "decision": {"approve"},
 				"csrf": {tc.csrf}, "uid": {string(shown.UID)}, "digest": {shown.Status.PendingApprovals[0].ArgumentsDigest}}
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/answer", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			for k, v := range tc.headers {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("got %d, want 403", resp.StatusCode)
+			if code := post(t, srv.URL+"/answer", form, tc.headers); code != http.StatusForbidden {
+				t.Errorf("got %d, want 403", code)
 			}
 			if _, set := get(t, run).Annotations[v1alpha1.ApprovalAnnotationPrefix+"t1-c1"]; set {
 				t.Fatal("a refused request set the approval annotation")
@@ -960,18 +975,8 @@ func TestConsole_refusesCrossSiteRequestsAndForeignHosts(t *testing.T) {
 				for k, v := range action.form {
 					form[k] = v
 				}
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+action.path, strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				for k, v := range tc.headers {
-					req.Header.Set(k, v)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = resp.Body.Close()
-				if resp.StatusCode != http.StatusForbidden {
-					t.Errorf("got %d, want 403", resp.StatusCode)
+				if code := post(t, srv.URL+action.path, form, tc.headers); code != http.StatusForbidden {
+					t.Errorf("got %d, want 403", code)
 				}
 				runs := &v1alpha1.AgentRunList{}
 				if err := admin.List(context.Background(), runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 1 {
@@ -1121,11 +1126,7 @@ func TestServe_servesOnlyRequestsWithItsAccessToken(t *testing.T) {
 // The sign-in page sends a person on only to a path of the console's own:
 // whatever a link puts in then, the redirect stays on this host.
 func TestConsole_signInRedirectsOnlyToLocalPaths(t *testing.T) {
-	s, err := New(Options{Config: env.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, s)
+	_, srv := newConsole(t, Options{Config: env.Config})
 	for then, want := range map[string]string{
 		"/\t/evil.example/":             "/",
 		"//evil.example":                "/",
@@ -1168,11 +1169,7 @@ func TestConsole_inClusterActsWithEachRequestsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := New(Options{Config: rest.AnonymousClientConfig(env.Config), PerRequestToken: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, s)
+	s, srv := newConsole(t, Options{Config: rest.AnonymousClientConfig(env.Config), PerRequestToken: true})
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	fetch := func(path, token string) (int, string, string) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
@@ -1239,15 +1236,13 @@ func TestConsole_runsOfEveryNamespaceNewestFirst(t *testing.T) {
 	a, b := namespace(t, "console-every-a"), namespace(t, "console-every-b")
 	bind(t, "rita", "agentrun-viewer", "")
 	first := refundRun(a, "older")
-	create(t, first)
-	waiting(t, first)
+	createWaiting(t, first)
 	// Creation times are whole seconds: the second run is created in a
 	// later second than the first.
 	NewWithT(t).Eventually(func() bool { return time.Since(get(t, first).CreationTimestamp.Time) > time.Second },
 		5*time.Second, 100*time.Millisecond).Should(BeTrue())
 	second := refundRun(b, "newer")
-	create(t, second)
-	waiting(t, second)
+	createWaiting(t, second)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "rita", "")
@@ -1266,8 +1261,7 @@ func TestConsole_pagesReadWithoutJavaScript(t *testing.T) {
 	ns := namespace(t, "console-nojs")
 	bind(t, "noah", "agentrun-viewer", ns)
 	run := refundRun(ns, "plain")
-	create(t, run)
-	waiting(t, run)
+	createWaiting(t, run)
 
 	ctx := tab(t)
 	do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -1359,15 +1353,9 @@ func TestInClusterConfig_needsAPodsEnvironmentAndCA(t *testing.T) {
 func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *testing.T) {
 	ns := namespace(t, "console-stale")
 	run := refundRun(ns, "refund-stale")
-	create(t, run)
-	waiting(t, run)
-	first := get(t, run)
+	first := createWaiting(t, run)
 	shownDigest := first.Status.PendingApprovals[0].ArgumentsDigest
-	s, err := New(Options{Config: env.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, s)
+	s, srv := newConsole(t, Options{Config: env.Config})
 	answer := func(uid types.UID, digest string) (int, string) {
 		t.Helper()
 		form := url.Values{"namespace": {ns}, "name": {"refund-stale"}, "call": {"t1-c1"}, "decision": {"approve"},
@@ -1405,8 +1393,7 @@ func TestConsole_answerIsRefusedWhenTheRunOrItsArgumentsChangedSinceShown(t *tes
 	}, time.Minute, 100*time.Millisecond).Should(BeTrue())
 	again := refundRun(ns, "refund-stale")
 	again.Spec.Model.Script[0].ToolCalls[0].Arguments = raw(`{"invoice":"in_9f21","amount_minor":9999999}`)
-	create(t, again)
-	waiting(t, again)
+	createWaiting(t, again)
 	code, body = answer(first.UID, shownDigest)
 	if code != http.StatusConflict || !strings.Contains(body, "deleted and created again") {
 		t.Errorf("an answer to the run that was deleted: %d\n%s", code, body)
@@ -1460,8 +1447,7 @@ func TestConsole_runPageShowsTheGoalATemplatedRunWasGiven(t *testing.T) {
 		Spec: v1alpha1.AgentRunSpec{TemplateRef: &v1alpha1.TemplateRef{Name: "weather"},
 			Parameters: []v1alpha1.ParameterValue{{Name: "city", Value: "Oslo"}}}}
 	create(t, run)
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	bind(t, "noah", "agentrun-viewer", ns)
 	resp, body := fetch(t, consoleFor(t, "noah", ns).URL+"/runs/"+ns+"/oslo", "")
 	if want := `data-goal>Say how the weather is in Oslo.</pre>`; resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
@@ -1482,8 +1468,7 @@ func TestConsole_runPageMarksTranscriptTheOperatorDidNotSign(t *testing.T) {
 			Budget: v1alpha1.BudgetSpec{MaxTurns: 2},
 		}}}
 	create(t, run)
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	keys, err := operator.KeysSecret("")
 	if err != nil {
 		t.Fatal(err)

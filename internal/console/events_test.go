@@ -67,8 +67,7 @@ func TestConsole_theInboxStreamSpeaksOnlyOfTheRunsItShows(t *testing.T) {
 	ns := namespace(t, "console-inbox-stream")
 	bind(t, "iris", "agentrun-viewer", ns)
 	waits := refundRun(ns, "waits")
-	create(t, waits)
-	waiting(t, waits)
+	createWaiting(t, waits)
 	done := refundRun(ns, "done")
 	done.Spec.Model.Script = []v1alpha1.ScriptStep{{Content: "Nothing to refund."}}
 	create(t, done)

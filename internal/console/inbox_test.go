@@ -130,11 +130,7 @@ func TestConsole_inboxReadsOnlyTheRunsThatWaitOrEscalated(t *testing.T) {
 	counted := &listedRuns{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counted.rt = rt; return counted })
-	s, err := New(Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, s)
+	_, srv := newConsole(t, Options{Config: cfg})
 	for _, q := range []string{"?namespace=" + ns, ""} {
 		counted.items.Store(0)
 		resp, err := http.Get(srv.URL + "/inbox" + q)

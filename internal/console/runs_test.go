@@ -256,11 +256,7 @@ func TestRunsPage_outcomeAndPhaseFilterOnTheAPIServer(t *testing.T) {
 	const ns = "console-outcome-filter"
 	idleRuns(t, ns, pageSize+1, func(int) map[string]string { return nil })
 	ended(t, ns, fmt.Sprintf("run-%04d", pageSize), v1alpha1.OutcomeToolFailure)
-	s, err := New(Options{Config: env.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, s)
+	_, srv := newConsole(t, Options{Config: env.Config})
 	for _, q := range []string{"outcome=" + string(v1alpha1.OutcomeToolFailure), "phase=" + string(v1alpha1.PhaseFailed)} {
 		resp, err := http.Get(srv.URL + "/?namespace=" + ns + "&" + q)
 		if err != nil {

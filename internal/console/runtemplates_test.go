@@ -122,8 +122,7 @@ func TestConsole_templatesRunFormCreatesARunWithTheTypedParameters(t *testing.T)
 	if diff := cmp.Diff(wantParams, got.Spec.Parameters); diff != "" {
 		t.Errorf("the run's parameters (-want +got):\n%s", diff)
 	}
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 	do(t, ctx, visible(`[data-goal]`))
 	NewWithT(t).Eventually(func() string { return text(t, ctx, `[data-goal]`) }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal("Refund 82.40 of invoice in_9f21 (T-7)."))

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // nightlySchedule runs at 03:00 UTC, so no run of its own starts while a
@@ -34,15 +32,6 @@ func scheduledRun(ns, name, schedule string) *v1alpha1.AgentRun {
 		run.Labels = map[string]string{v1alpha1.LabelSchedule: schedule}
 	}
 	return run
-}
-
-func getSchedule(t *testing.T, s *v1alpha1.AgentSchedule) *v1alpha1.AgentSchedule {
-	t.Helper()
-	got := &v1alpha1.AgentSchedule{}
-	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(s), got); err != nil {
-		t.Fatal(err)
-	}
-	return got
 }
 
 // Issue 49, item 1: the schedules page lists a schedule with its cron
@@ -79,14 +68,14 @@ func TestConsole_editorSeesAScheduleWithItsRunsAndSuspendsAndResumesIt(t *testin
 	}
 
 	do(t, ctx, click(`[data-suspend]`), visible(`.result.ok`), visible(`[data-resume]`))
-	if got := getSchedule(t, s).Spec.Suspend; got == nil || !*got {
+	if got := get(t, s).Spec.Suspend; got == nil || !*got {
 		t.Fatalf("after Suspend spec.suspend is %v, want true", got)
 	}
 	if got := text(t, ctx, `[data-next]`); got != "none" {
 		t.Errorf("a suspended schedule's next run is %q, want none", got)
 	}
 	do(t, ctx, click(`[data-resume]`), visible(`[data-suspend]`))
-	if got := getSchedule(t, s).Spec.Suspend; got == nil || *got {
+	if got := get(t, s).Spec.Suspend; got == nil || *got {
 		t.Fatalf("after Resume spec.suspend is %v, want false", got)
 	}
 	if message := text(t, ctx, `.result`); !strings.Contains(message, "agentschedule/nightly resumed") {
@@ -110,7 +99,7 @@ func TestConsole_viewerSuspendingAScheduleSeesTheAPIServersRefusal(t *testing.T)
 	if message := text(t, ctx, `.result`); !strings.Contains(message, `cannot patch resource "agentschedules"`) {
 		t.Errorf("the refusal shown is %q, want the API server's", message)
 	}
-	if got := getSchedule(t, s).Spec.Suspend; got != nil && *got {
+	if got := get(t, s).Spec.Suspend; got != nil && *got {
 		t.Errorf("a refused Suspend suspended the schedule")
 	}
 }
@@ -121,13 +110,9 @@ func TestConsole_refusesACrossSiteSuspend(t *testing.T) {
 	ns := namespace(t, "console-schedules-csrf")
 	s := nightlySchedule(ns)
 	create(t, s)
-	shown := getSchedule(t, s)
+	shown := get(t, s)
 	// The cluster's admin: only the console can refuse.
-	c, err := New(Options{Config: env.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve(t, c)
+	c, srv := newConsole(t, Options{Config: env.Config})
 	for _, tc := range []struct {
 		name    string
 		headers map[string]string
@@ -138,20 +123,10 @@ func TestConsole_refusesACrossSiteSuspend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"namespace": {ns}, "name": {"nightly"}, "uid": {string(shown.UID)}, "suspend": {"true"}, "csrf": {tc.csrf}}
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/suspend", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			for k, v := range tc.headers {
-				req.Header.Set(k, v)
+			if code := post(t, srv.URL+"/suspend", form, tc.headers); code != http.StatusForbidden {
+				t.Errorf("got %d, want 403", code)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("got %d, want 403", resp.StatusCode)
-			}
-			if got := getSchedule(t, s).Spec.Suspend; got != nil && *got {
+			if got := get(t, s).Spec.Suspend; got != nil && *got {
 				t.Error("a refused Suspend suspended the schedule")
 			}
 		})

@@ -5,11 +5,9 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/chromedp/chromedp"
-	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -39,8 +37,7 @@ func TestConsole_timelineShowsEveryCallsRecordWithoutEvents(t *testing.T) {
 			Tools:  []v1alpha1.ToolSpec{{Name: "get_invoice", HTTP: &v1alpha1.HTTPTool{URL: api.URL + "/invoices/in_9f21"}}},
 		}}}
 	create(t, run)
-	NewWithT(t).Eventually(func() v1alpha1.Outcome { return get(t, run).Status.Outcome }, time.Minute, 100*time.Millisecond).
-		Should(Equal(v1alpha1.OutcomeCompleted))
+	endsWith(t, run, v1alpha1.OutcomeCompleted)
 
 	ctx := tab(t)
 	srv := consoleFor(t, "rio", ns)
