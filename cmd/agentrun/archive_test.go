@@ -36,14 +36,7 @@ func filledArchive(t *testing.T) string {
 	archiveNow = func() time.Time { return archiveClock }
 	t.Cleanup(func() { archiveNow = old })
 	dsn := pgtest.DSN(t)
-	if _, _, err := archive.Migrate(context.Background(), dsn); err != nil {
-		t.Fatal(err)
-	}
-	s, err := archive.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := pgtest.Open(t, dsn)
 	transcript := `[{"role":"user","content":"Refund order 1042 if it was charged twice."},` +
 		`{"role":"assistant","turn":1,"toolCalls":[{"id":"t1-c1","name":"get_order","arguments":{"order_id": "1042"}}]},` +
 		`{"role":"tool","turn":1,"callID":"t1-c1","tool":"get_order","content":"{\"charges\":2}"},` +

@@ -25,15 +25,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 func open(t testing.TB) (*archive.Postgres, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
-	if _, _, err := archive.Migrate(context.Background(), dsn); err != nil {
-		t.Fatal(err)
-	}
-	s, err := archive.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s, dsn
+	return pgtest.Open(t, dsn), dsn
 }
 
 // base is when the test runs finished; times are truncated to what

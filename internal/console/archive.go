@@ -26,8 +26,7 @@ import (
 // (an *archive.Postgres opened with archive.Open, which changes nothing
 // in the database: a role that may only SELECT is enough).
 type Archive interface {
-	Get(ctx context.Context, uid string) (*archive.Record, error)
-	Find(ctx context.Context, namespace, name string) ([]archive.Summary, error)
+	archived.Reader
 	List(ctx context.Context, f archive.Filter) ([]archive.Summary, error)
 }
 

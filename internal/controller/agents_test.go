@@ -90,6 +90,22 @@ func childrenOf(t *testing.T, parent *v1alpha1.AgentRun) []v1alpha1.AgentRun {
 	return l.Items
 }
 
+// completedWith waits for parent to end, fails the test unless it
+// completed with n children (any number when n < 0), and returns it and
+// them.
+func completedWith(t *testing.T, parent *v1alpha1.AgentRun, n int) (*v1alpha1.AgentRun, []v1alpha1.AgentRun) {
+	t.Helper()
+	done := waitOutcome(t, parent, 60*time.Second)
+	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
+		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
+	}
+	kids := childrenOf(t, done)
+	if n >= 0 && len(kids) != n {
+		t.Fatalf("%d children, want %d", len(kids), n)
+	}
+	return done, kids
+}
+
 // observations are the parent's tool results, in order.
 func observations(t *testing.T, run *v1alpha1.AgentRun) []string {
 	t.Helper()
@@ -120,14 +136,7 @@ func TestAgentTool_theParentReadsWhatItsChildEndedWith(t *testing.T) {
 		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
 		calls("investigate", `{"account":"acme"}`).answer("A refund is due.").create(t)
 
-	done := waitOutcome(t, parent, 60*time.Second)
-	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
-		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
-	}
-	kids := childrenOf(t, done)
-	if len(kids) != 1 {
-		t.Fatalf("%d children, want 1", len(kids))
-	}
+	done, kids := completedWith(t, parent, 1)
 	child := kids[0]
 	wantLabels := map[string]string{v1alpha1.LabelParent: "triage", v1alpha1.LabelRoot: "triage", v1alpha1.LabelDepth: "1"}
 	for k, v := range wantLabels {
@@ -389,11 +398,7 @@ func TestAgentTool_anAgentBudgetCountsEachRunOfTheTreeOnce(t *testing.T) {
 	pb := makeRun(ns, "triage").with(agentTool("investigate", "investigator", nil)).
 		calls("investigate", `{"account":"acme"}`).answer("done")
 	pb.r.Labels = map[string]string{"team": "a"}
-	done := waitOutcome(t, pb.create(t), 60*time.Second)
-	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
-		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
-	}
-	kids := childrenOf(t, done)
+	done, kids := completedWith(t, pb.create(t), -1)
 	if len(kids) != 1 || kids[0].Labels["team"] != "a" || !slices.Contains(kids[0].Status.AgentBudgets, "team") {
 		t.Fatalf("children %d; want one, labelled team=a and held by the budget", len(kids))
 	}
@@ -414,14 +419,7 @@ func TestAgentTool_theParentListsItsChildrenInStatus(t *testing.T) {
 		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
 		calls("investigate", `{"account":"acme"}`).calls("check", `{"account":"acme"}`).answer("done").create(t)
 
-	done := waitOutcome(t, parent, 60*time.Second)
-	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
-		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
-	}
-	kids := childrenOf(t, done)
-	if len(kids) != 2 {
-		t.Fatalf("%d children, want 2", len(kids))
-	}
+	done, kids := completedWith(t, parent, 2)
 	var want []v1alpha1.ChildRunStatus
 	for _, k := range kids {
 		call, _, _ := strings.Cut(k.Annotations[v1alpha1.AnnotationParentCall], "/")
@@ -455,14 +453,7 @@ func TestAgentTool_theChildsTraceNestsUnderTheParentsCall(t *testing.T) {
 	parent := makeRun(ns, "triage").with(agentTool("investigate", "investigator", nil)).
 		budget(func(b *v1alpha1.BudgetSpec) { b.MaxCostUSD = "2" }).
 		calls("investigate", `{"account":"acme"}`).answer("done").create(t)
-	done := waitOutcome(t, parent, 60*time.Second)
-	if done.Status.Outcome != v1alpha1.OutcomeCompleted {
-		t.Fatalf("the parent ended %s: %s", done.Status.Outcome, done.Status.Reason)
-	}
-	kids := childrenOf(t, done)
-	if len(kids) != 1 {
-		t.Fatalf("%d children, want 1", len(kids))
-	}
+	_, kids := completedWith(t, parent, 1)
 	child := kids[0]
 
 	span := func(name string) tracetest.SpanStub {

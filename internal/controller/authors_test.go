@@ -94,25 +94,11 @@ func TestSchedule_runsCarryTheSchedulesAuthor(t *testing.T) {
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}); err != nil {
 		t.Fatal(err)
 	}
-	var runs v1alpha1.AgentRunList
-	if err := k8sClient.List(ctx, &runs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}); err != nil {
-		t.Fatal(err)
-	}
-	if len(runs.Items) != 1 {
-		t.Fatalf("%d runs; want one", len(runs.Items))
-	}
-	run := &runs.Items[0]
+	run := onlyRun(t, ns, client.MatchingLabels{v1alpha1.LabelSchedule: s.Name})
 	if got := run.Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
 		t.Fatalf("the scheduled run's created-by is %q; want carol, the schedule's author", got)
 	}
-	NewWithT(t).Eventually(func() string {
-		err := patchAnnotations(ctx, carol, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
-		if err != nil {
-			return err.Error()
-		}
-		return ""
-	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring("carol created " + run.Name + " and may not answer its approvals (" +
-		v1alpha1.ApprovalAnnotationPrefix + "t1-c1): AgentRunPolicy " + p.Name + " says approval.selfApproval: Deny"))
+	mayNotApproveOwn(t, carol, run, p.Name)
 
 	// Only the operator names another author, and only for a run that a
 	// schedule controls; anyone else is recorded as who they are.
@@ -168,25 +154,11 @@ func TestEvaluation_runsCarryTheEvaluationsAuthor(t *testing.T) {
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(forged)}); err != nil {
 		t.Fatal(err)
 	}
-	var runs v1alpha1.AgentRunList
-	if err := k8sClient.List(ctx, &runs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelEvaluation: forged.Name}); err != nil {
-		t.Fatal(err)
-	}
-	if len(runs.Items) != 1 {
-		t.Fatalf("%d runs; want one", len(runs.Items))
-	}
-	run := &runs.Items[0]
+	run := onlyRun(t, ns, client.MatchingLabels{v1alpha1.LabelEvaluation: forged.Name})
 	if got := run.Annotations[v1alpha1.CreatedByAnnotation]; got != "carol" {
 		t.Fatalf("the evaluation's run's created-by is %q; want carol, the evaluation's author", got)
 	}
-	NewWithT(t).Eventually(func() string {
-		err := patchAnnotations(ctx, carol, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
-		if err != nil {
-			return err.Error()
-		}
-		return ""
-	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring("carol created " + run.Name + " and may not answer its approvals (" +
-		v1alpha1.ApprovalAnnotationPrefix + "t1-c1): AgentRunPolicy " + p.Name + " says approval.selfApproval: Deny"))
+	mayNotApproveOwn(t, carol, run, p.Name)
 
 	// carol cannot pass a run off as the evaluation's to name dave.
 	loose := makeRun(ns, "carols-forgery").answer("done").r
@@ -253,4 +225,33 @@ func TestPlatform_selfApprovalRefusesWhoeverMayActAsTheCreatingServiceAccount(t 
 	if err := answer(as(t, "dave"), "t1-c1"); err != nil {
 		t.Fatalf("an approver who may not act as the ServiceAccount was refused: %v", err)
 	}
+}
+
+// onlyRun is the one run of ns that sel matches; the test fails unless
+// there is exactly one.
+func onlyRun(t *testing.T, ns string, sel client.MatchingLabels) *v1alpha1.AgentRun {
+	t.Helper()
+	var runs v1alpha1.AgentRunList
+	if err := k8sClient.List(context.Background(), &runs, client.InNamespace(ns), sel); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Items) != 1 {
+		t.Fatalf("%d runs; want one", len(runs.Items))
+	}
+	return &runs.Items[0]
+}
+
+// mayNotApproveOwn waits until the API server refuses as (who created
+// run) an approval of its first call under the policy named policy,
+// whose approval.selfApproval is Deny.
+func mayNotApproveOwn(t *testing.T, as client.Client, run *v1alpha1.AgentRun, policy string) {
+	t.Helper()
+	NewWithT(t).Eventually(func() string {
+		err := patchAnnotations(context.Background(), as, run, map[string]any{v1alpha1.ApprovalAnnotationPrefix + "t1-c1": "approve"}, "kubectl-annotate")
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}, 20*time.Second, 50*time.Millisecond).Should(ContainSubstring(run.Annotations[v1alpha1.CreatedByAnnotation] + " created " + run.Name +
+		" and may not answer its approvals (" + v1alpha1.ApprovalAnnotationPrefix + "t1-c1): AgentRunPolicy " + policy + " says approval.selfApproval: Deny"))
 }

@@ -111,6 +111,17 @@ func followUp(earlier *v1alpha1.AgentRun, name string, edit func(*v1alpha1.Agent
 // Issue 47, item 3: a follow-up of a finished run sends the earlier
 // conversation, then its own goal, to the model; it is bounded by its own
 // ceilings; status and a label name the run it continues.
+// followUpSees is what a follow-up of "Why is the shop slow?" (one lookup,
+// then "The database is slow.") asking "How do I fix it?" sends first.
+var followUpSees = []string{
+	"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
+	"user: Why is the shop slow?",
+	`assistant:  [lookup {"name":"db"}]`,
+	`tool: {"ok":true,"call":"t1-c1"}`,
+	"assistant: The database is slow.",
+	"user: How do I fix it?",
+}
+
 func TestContinue_aFollowUpSendsTheEarlierConversationThenItsGoal(t *testing.T) {
 	ns := namespace(t)
 	log := newRequestLog()
@@ -130,15 +141,7 @@ func TestContinue_aFollowUpSendsTheEarlierConversationThenItsGoal(t *testing.T) 
 	if len(reqs) != 1 {
 		t.Fatalf("the follow-up made %d model calls, want 1", len(reqs))
 	}
-	want := []string{
-		"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
-		"user: Why is the shop slow?",
-		`assistant:  [lookup {"name":"db"}]`,
-		`tool: {"ok":true,"call":"t1-c1"}`,
-		"assistant: The database is slow.",
-		"user: How do I fix it?",
-	}
-	if diff := cmp.Diff(want, said(reqs[0])); diff != "" {
+	if diff := cmp.Diff(followUpSees, said(reqs[0])); diff != "" {
 		t.Errorf("the follow-up's request (-want +got):\n%s", diff)
 	}
 	wantFrom := &v1alpha1.ContinuedFromStatus{Name: first.Name, UID: string(first.UID), Outcome: v1alpha1.OutcomeCompleted}
@@ -153,7 +156,7 @@ func TestContinue_aFollowUpSendsTheEarlierConversationThenItsGoal(t *testing.T) 
 	third := followUp(done, "slow-shop-verify", func(s *v1alpha1.AgentRunSpec) { s.Goal = "Is it fixed?" }).create(t)
 	expectOutcome(t, waitOutcome(t, third, 20*time.Second), v1alpha1.OutcomeCompleted, "")
 	reqs = log.requests(third.Name)
-	want = append(want[:len(want):len(want)], "assistant: Add an index on orders.created_at.", "user: Is it fixed?")
+	want := append(followUpSees[:len(followUpSees):len(followUpSees)], "assistant: Add an index on orders.created_at.", "user: Is it fixed?")
 	if len(reqs) != 1 {
 		t.Fatalf("the second follow-up made %d model calls, want 1", len(reqs))
 	}
@@ -439,15 +442,7 @@ func TestContinue_aRunMadeFromATemplateIsContinuedWithItsOwnGoal(t *testing.T) {
 	if len(reqs) == 0 {
 		t.Fatal("the follow-up made no model call")
 	}
-	want := []string{
-		"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
-		"user: Why is the shop slow?",
-		`assistant:  [lookup {"name":"db"}]`,
-		`tool: {"ok":true,"call":"t1-c1"}`,
-		"assistant: The database is slow.",
-		"user: How do I fix it?",
-	}
-	if diff := cmp.Diff(want, said(reqs[0])); diff != "" {
+	if diff := cmp.Diff(followUpSees, said(reqs[0])); diff != "" {
 		t.Errorf("the follow-up's first request (-want +got):\n%s", diff)
 	}
 }

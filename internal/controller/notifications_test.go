@@ -187,25 +187,10 @@ func TestNotifications_aMessageLeftBeforeARestartIsDeliveredAfterItOnceAndSigned
 	if err := k8sClient.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	operator := func() (*notify.Notifier, func()) {
-		var n *notify.Notifier
-		_, stop := startWith(t, &kits{tools: newTools()}, managerSetup{config: func(c *Config) {
-			res := &notify.SecretResolver{Reader: c.APIReader, Default: notify.SecretKey{Namespace: ops, Name: "agentrun-webhook", Key: "url"},
-				Client: &http.Client{}}
-			n = notify.New(res.Resolve)
-			n.Attempts, n.Rescan = 1, 100*time.Millisecond
-			n.Pending, n.Delivered = PendingNotifications(c.Client, c.APIReader, c.Keys), RecordDelivered(c.Client)
-			c.Notifier = n
-		}})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = n.Start(ctx) }()
-		return n, func() { cancel(); <-done; stop() }
-	}
 	g := NewWithT(t)
 
 	// The first operator: the webhook is down when the run ends.
-	_, stop := operator()
+	stop := notifyingOperator(t, ops)
 	run := makeRun(ns, "nightly").answer("All done.").with(func(s *v1alpha1.AgentRunSpec) {
 		s.Notify = &v1alpha1.NotifySpec{Outcomes: []v1alpha1.Outcome{v1alpha1.OutcomeCompleted, v1alpha1.OutcomeError}}
 	}).create(t)
@@ -217,7 +202,7 @@ func TestNotifications_aMessageLeftBeforeARestartIsDeliveredAfterItOnceAndSigned
 	mu.Lock()
 	up = true
 	mu.Unlock()
-	_, stop = operator()
+	stop = notifyingOperator(t, ops)
 	defer stop()
 	g.Eventually(func() []notify.Message {
 		mu.Lock()

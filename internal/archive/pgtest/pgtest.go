@@ -344,9 +344,16 @@ func Role(t testing.TB, dsn string) (name, roleDSN string) {
 // archive opened on it (closed when the test ends), with the owner's DSN.
 func Archive(t testing.TB) (*archive.Postgres, string) {
 	t.Helper()
+	dsn := Own(t)
+	return Open(t, dsn), dsn
+}
+
+// Open migrates the database at dsn and opens the archive on it, closed
+// when the test ends.
+func Open(t testing.TB, dsn string) *archive.Postgres {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := Own(t)
 	if _, _, err := archive.Migrate(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
@@ -355,5 +362,5 @@ func Archive(t testing.TB) (*archive.Postgres, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	return store, dsn
+	return store
 }

@@ -304,6 +304,29 @@ func (b *evalBuilder) against(baseline string) *evalBuilder {
 	return b
 }
 
+// completeOnlyRun ends e's one run Completed with the answer "ok"; the
+// test fails unless e has made exactly one.
+func completeOnlyRun(t *testing.T, e *v1alpha1.AgentEvaluation) {
+	t.Helper()
+	runs := runsOf(t, e)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs; want 1", len(runs))
+	}
+	end(t, &runs[0], loop.Completed, "ok", "")
+}
+
+// baselineCompared reads e's status and its BaselineCompared condition,
+// which must be there.
+func baselineCompared(t *testing.T, e *v1alpha1.AgentEvaluation) (v1alpha1.AgentEvaluationStatus, *metav1.Condition) {
+	t.Helper()
+	st := get(t, e).Status
+	c := findCondition(st.Conditions, v1alpha1.EvaluationConditionBaselineCompared)
+	if c == nil {
+		t.Fatal("no BaselineCompared condition")
+	}
+	return st, c
+}
+
 // end ends a run as the AgentRun reconciler would: with outcome and
 // answer, in two turns, for a cent; a verdict ("" for a run without a
 // verifier) is the verifier's.
@@ -454,17 +477,9 @@ func TestEvaluation_aMissingBaselineIsACondition(t *testing.T) {
 	if c := findCondition(get(t, e).Status.Conditions, v1alpha1.EvaluationConditionBaselineCompared); c == nil || c.Status != metav1.ConditionUnknown {
 		t.Errorf("BaselineCompared while the run is unfinished: %+v; want Unknown", c)
 	}
-	runs := runsOf(t, e)
-	if len(runs) != 1 {
-		t.Fatalf("%d runs; want 1", len(runs))
-	}
-	end(t, &runs[0], loop.Completed, "ok", "")
+	completeOnlyRun(t, e)
 	reconcileOnce(t, r, e)
-	st := get(t, e).Status
-	c := findCondition(st.Conditions, v1alpha1.EvaluationConditionBaselineCompared)
-	if c == nil {
-		t.Fatal("no BaselineCompared condition")
-	}
+	st, c := baselineCompared(t, e)
 	got := []any{st.Phase, c.Status, c.Reason, c.Message, len(st.Regressions)}
 	want := []any{v1alpha1.EvaluationPassed, metav1.ConditionFalse, v1alpha1.ReasonBaselineNotFound,
 		"the baseline evaluation never-made does not exist in namespace " + ns + ": nothing was compared", 0}

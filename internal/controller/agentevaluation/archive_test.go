@@ -158,17 +158,9 @@ func TestEvaluation_aBaselineNeitherLiveNorArchived(t *testing.T) {
 	e := makeEval(ns, "orphan").answering("one", "ok").against("never-made").create(t)
 	r := NewReconciler(Config{Base: reconcilers.Base{Client: cluster.Client, APIReader: cluster.Client}, Archive: store})
 	reconcileOnce(t, r, e)
-	runs := runsOf(t, e)
-	if len(runs) != 1 {
-		t.Fatalf("%d runs; want 1", len(runs))
-	}
-	end(t, &runs[0], loop.Completed, "ok", "")
+	completeOnlyRun(t, e)
 	reconcileOnce(t, r, e)
-	st := get(t, e).Status
-	c := findCondition(st.Conditions, v1alpha1.EvaluationConditionBaselineCompared)
-	if c == nil {
-		t.Fatal("no BaselineCompared condition")
-	}
+	st, c := baselineCompared(t, e)
 	got := []any{st.Phase, c.Status, c.Reason, c.Message, apimeta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionArchived)}
 	want := []any{v1alpha1.EvaluationPassed, metav1.ConditionFalse, v1alpha1.ReasonBaselineNotFound,
 		"the baseline evaluation never-made is not in namespace " + ns + " or in the archive: nothing was compared", true}
@@ -201,11 +193,7 @@ func TestEvaluation_completedWhileTheArchiveIsDownIsArchivedLater(t *testing.T) 
 	e := makeEval(ns, "later").answering("one", "ok").create(t)
 	r := NewReconciler(Config{Base: reconcilers.Base{Client: cluster.Client, APIReader: cluster.Client}, Archive: store})
 	reconcileOnce(t, r, e)
-	runs := runsOf(t, e)
-	if len(runs) != 1 {
-		t.Fatalf("%d runs; want 1", len(runs))
-	}
-	end(t, &runs[0], loop.Completed, "ok", "")
+	completeOnlyRun(t, e)
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
 	if err != nil {
 		t.Fatal(err)

@@ -124,19 +124,6 @@ func readyOf(t *testing.T, s *v1alpha1.AgentSchedule) *metav1.Condition {
 	return c
 }
 
-// drained returns the events recorded so far.
-func drained(rec *events.FakeRecorder) string {
-	var b strings.Builder
-	for {
-		select {
-		case e := <-rec.Events:
-			b.WriteString(e + "\n")
-		default:
-			return b.String()
-		}
-	}
-}
-
 // finish ends a run as the AgentRun reconciler would have, at end.
 func finish(t *testing.T, run *v1alpha1.AgentRun, o loop.Outcome, end time.Time) {
 	t.Helper()
@@ -184,7 +171,7 @@ func TestSchedule_oneRunPerTimeAcrossRestarts(t *testing.T) {
 		got.Status.ActiveCount != 1 || got.Status.Active[0].Name != run.Name || got.Status.ObservedGeneration != got.Generation {
 		t.Fatalf("status %+v", got.Status)
 	}
-	if !strings.Contains(drained(rec), "Scheduled Created run "+run.Name) {
+	if !strings.Contains(testenv.Drain(rec), "Scheduled Created run "+run.Name) {
 		t.Fatal("no Scheduled event for the run")
 	}
 
@@ -233,7 +220,7 @@ func TestSchedule_forbidSkipsWhileARunIsActive(t *testing.T) {
 	if runs := scheduledRuns(t, s); len(runs) != 1 {
 		t.Fatalf("runs %v while the first is active, want only the first", runNames(runs))
 	}
-	if ev := drained(rec); !strings.Contains(ev, "SkippedConcurrent") || !strings.Contains(ev, nameAt(s, first)) {
+	if ev := testenv.Drain(rec); !strings.Contains(ev, "SkippedConcurrent") || !strings.Contains(ev, nameAt(s, first)) {
 		t.Fatalf("no SkippedConcurrent event naming the active run: %q", ev)
 	}
 	finish(t, &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nameAt(s, first)}}, loop.Completed, first.Add(time.Minute+5*time.Second))
@@ -282,7 +269,7 @@ func TestSchedule_replaceCancelsTheActiveRun(t *testing.T) {
 	if runs := scheduledRuns(t, s); len(runs) != 2 {
 		t.Fatalf("runs %v, want the cancelled one and its replacement", runNames(runs))
 	}
-	if !strings.Contains(drained(rec), "Replaced Cancelled run "+old.Name) {
+	if !strings.Contains(testenv.Drain(rec), "Replaced Cancelled run "+old.Name) {
 		t.Fatal("no Replaced event")
 	}
 }
@@ -355,7 +342,7 @@ func TestSchedule_historyLimitsDeleteOldestRunsAndSecrets(t *testing.T) {
 	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(stray), &v1alpha1.AgentRun{}); err != nil {
 		t.Errorf("the stray run was deleted: %v", err)
 	}
-	if ev := drained(rec); strings.Count(ev, "DeletedHistory") != 3 {
+	if ev := testenv.Drain(rec); strings.Count(ev, "DeletedHistory") != 3 {
 		t.Errorf("want 3 DeletedHistory events: %q", ev)
 	}
 	if st := get(t, s).Status; st.LastSuccessfulTime == nil || !st.LastSuccessfulTime.Time.Equal(first.Add(6*time.Minute)) {
@@ -385,7 +372,7 @@ func TestSchedule_missedTimes(t *testing.T) {
 	if st := get(t, s).Status; st.LastMissedTime == nil || !st.LastMissedTime.Time.Equal(first.Add(3*time.Minute)) {
 		t.Fatalf("lastMissedTime %v", st.LastMissedTime)
 	}
-	if !strings.Contains(drained(rec), "MissedSchedule") {
+	if !strings.Contains(testenv.Drain(rec), "MissedSchedule") {
 		t.Fatal("no MissedSchedule event")
 	}
 	clock.set(first.Add(4*time.Minute + 10*time.Second))

@@ -264,25 +264,13 @@ func TestReconcile_authentication(t *testing.T) {
 				}
 			}
 			all, _ := json.Marshal(got.Status)
-			evs := drain(rec)
+			evs := testenv.Drain(rec)
 			for _, secret := range []string{"s3cret", "guess-me", token} {
 				if strings.Contains(string(all), secret) || strings.Contains(evs, secret) {
 					t.Errorf("status or events hold %q:\n%s\n%s", secret, all, evs)
 				}
 			}
 		})
-	}
-}
-
-func drain(rec *events.FakeRecorder) string {
-	var b strings.Builder
-	for {
-		select {
-		case e := <-rec.Events:
-			b.WriteString(e + "\n")
-		default:
-			return b.String()
-		}
 	}
 }
 
@@ -308,11 +296,11 @@ func TestReconcile_unreachableServer(t *testing.T) {
 	if len(got.Status.Tools) != 2 {
 		t.Errorf("the last listing's tools were not kept: %v", toolNames(got))
 	}
-	if evs := drain(rec); strings.Count(evs, "Warning Unreachable") != 1 {
+	if evs := testenv.Drain(rec); strings.Count(evs, "Warning Unreachable") != 1 {
 		t.Errorf("events %q, want one Warning Unreachable", evs)
 	}
 	reconcile(t, r, s)
-	if evs := drain(rec); evs != "" {
+	if evs := testenv.Drain(rec); evs != "" {
 		t.Errorf("a second failure of the same kind recorded %q", evs)
 	}
 

@@ -19,16 +19,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func openStore(t *testing.T) *archive.Postgres {
 	t.Helper()
-	dsn := pgtest.DSN(t)
-	if _, _, err := archive.Migrate(context.Background(), dsn); err != nil {
-		t.Fatal(err)
-	}
-	s, err := archive.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return pgtest.Open(t, pgtest.DSN(t))
 }
 
 var start = time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
