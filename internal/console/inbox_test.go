@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -160,12 +159,7 @@ func TestConsole_inboxReadsOnlyTheRunsThatWaitOrEscalated(t *testing.T) {
 func BenchmarkInbox(b *testing.B) {
 	const ns, n = "console-bench", 5000
 	idleRuns(b, ns, n, func(int) map[string]string { return nil })
-	s, err := New(Options{Config: env.Config})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	defer hs.Close()
+	_, hs := newConsole(b, Options{Config: env.Config})
 	b.ReportAllocs()
 	for b.Loop() {
 		resp, err := http.Get(hs.URL + "/inbox?namespace=" + ns)

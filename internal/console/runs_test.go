@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -193,12 +192,7 @@ func TestConsole_runsPageFiltersByLabelAndOutcome(t *testing.T) {
 func BenchmarkRunsPage(b *testing.B) {
 	const ns, n = "console-bench", 5000
 	idleRuns(b, ns, n, func(int) map[string]string { return nil })
-	s, err := New(Options{Config: env.Config})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	defer hs.Close()
+	_, hs := newConsole(b, Options{Config: env.Config})
 	srv := hs.URL
 	for _, bc := range []struct{ name, query string }{{"namespace", "?namespace=" + ns}, {"cluster", ""}} {
 		b.Run(bc.name, func(b *testing.B) {

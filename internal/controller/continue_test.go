@@ -108,9 +108,6 @@ func followUp(earlier *v1alpha1.AgentRun, name string, edit func(*v1alpha1.Agent
 	return b
 }
 
-// Issue 47, item 3: a follow-up of a finished run sends the earlier
-// conversation, then its own goal, to the model; it is bounded by its own
-// ceilings; status and a label name the run it continues.
 // followUpSees is what a follow-up of "Why is the shop slow?" (one lookup,
 // then "The database is slow.") asking "How do I fix it?" sends first.
 var followUpSees = []string{
@@ -121,6 +118,10 @@ var followUpSees = []string{
 	"assistant: The database is slow.",
 	"user: How do I fix it?",
 }
+
+// Issue 47, item 3: a follow-up of a finished run sends the earlier
+// conversation, then its own goal, to the model; it is bounded by its own
+// ceilings; status and a label name the run it continues.
 
 func TestContinue_aFollowUpSendsTheEarlierConversationThenItsGoal(t *testing.T) {
 	ns := namespace(t)
@@ -400,15 +401,7 @@ func TestContinue_theModelServerReceivesTheEarlierConversation(t *testing.T) {
 		}
 		got = append(got, line)
 	}
-	want := []string{
-		"user: This run continues an earlier run: its conversation follows as it was, and your goal now is the last user message before your first reply.",
-		"user: Why is the shop slow?",
-		`assistant:  [lookup {"name":"db"}]`,
-		`tool: {"ok":true,"call":"t1-c1"}`,
-		"assistant: The database is slow.",
-		"user: How do I fix it?",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(followUpSees, got); diff != "" {
 		t.Errorf("the messages the model server received (-want +got):\n%s", diff)
 	}
 }

@@ -304,6 +304,28 @@ func (b *evalBuilder) against(baseline string) *evalBuilder {
 	return b
 }
 
+// refundCases gives b two cases, easy and hard, that both expect
+// "refund", run four at a time.
+func refundCases(b *evalBuilder) *evalBuilder {
+	return b.concurrency(4).answering("easy", "refund").answering("hard", "refund")
+}
+
+// evaluatedBefore creates the evaluation "before" of refundCases with two
+// variants, stable and change, of one agent, and ends its runs: each
+// completes verified but the hard case's first, which escalates
+// unverified.
+func evaluatedBefore(t *testing.T, ns string) *v1alpha1.AgentEvaluation {
+	t.Helper()
+	before := refundCases(makeEval(ns, "before").variants("stable", "refund-v1", "change", "refund-v1")).create(t)
+	endAll(t, before, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
+		if strings.HasSuffix(run, "-hard-1") {
+			return loop.Escalated, "", v1alpha1.VerdictNotVerified
+		}
+		return loop.Completed, "refund", v1alpha1.VerdictVerified
+	})
+	return before
+}
+
 // completeOnlyRun ends e's one run Completed with the answer "ok"; the
 // test fails unless e has made exactly one.
 func completeOnlyRun(t *testing.T, e *v1alpha1.AgentEvaluation) {
@@ -425,21 +447,12 @@ func TestEvaluation_variantsRunEachCaseAndAreCountedApart(t *testing.T) {
 func TestEvaluation_aVariantThatStopsVerifyingRegresses(t *testing.T) {
 	ns := testenv.Namespace(t, cluster.Client)
 	startEvaluator(t, ns)
-	cases := func(b *evalBuilder) *evalBuilder {
-		return b.concurrency(4).answering("easy", "refund").answering("hard", "refund")
-	}
-	before := cases(makeEval(ns, "before").variants("stable", "refund-v1", "change", "refund-v1")).create(t)
-	endAll(t, before, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
-		if strings.HasSuffix(run, "-hard-1") {
-			return loop.Escalated, "", v1alpha1.VerdictNotVerified
-		}
-		return loop.Completed, "refund", v1alpha1.VerdictVerified
-	})
+	before := evaluatedBefore(t, ns)
 	if st := completed(t, before).Status; st.Phase != v1alpha1.EvaluationFailed || st.Variants[1].Totals.VerifiedRate != "0.50" {
 		t.Fatalf("baseline: phase %s, variant change %+v; want Failed, verified rate 0.50", st.Phase, st.Variants[1].Totals)
 	}
 
-	after := cases(makeEval(ns, "after").variants("stable", "refund-v1", "change", "refund-unverified").against("before")).create(t)
+	after := refundCases(makeEval(ns, "after").variants("stable", "refund-v1", "change", "refund-unverified").against("before")).create(t)
 	endAll(t, after, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
 		switch {
 		case strings.HasPrefix(run, "after-change-"):

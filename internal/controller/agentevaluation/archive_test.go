@@ -72,16 +72,7 @@ func TestEvaluation_archivedOnceAndComparedWithWhenDeleted(t *testing.T) {
 	store := openArchive(t)
 	startArchivingEvaluator(t, ns, store)
 	ctx := context.Background()
-	cases := func(b *evalBuilder) *evalBuilder {
-		return b.concurrency(4).answering("easy", "refund").answering("hard", "refund")
-	}
-	before := cases(makeEval(ns, "before").variants("stable", "refund-v1", "change", "refund-v1")).create(t)
-	endAll(t, before, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
-		if strings.HasSuffix(run, "-hard-1") {
-			return loop.Escalated, "", v1alpha1.VerdictNotVerified
-		}
-		return loop.Completed, "refund", v1alpha1.VerdictVerified
-	})
+	before := evaluatedBefore(t, ns)
 	live := archived(t, before)
 	rec, err := store.NewestEvaluation(ctx, ns, "before")
 	if err != nil {
@@ -110,7 +101,7 @@ func TestEvaluation_archivedOnceAndComparedWithWhenDeleted(t *testing.T) {
 	// Two evaluations alike, against the live baseline and then, once it
 	// is deleted, the archived one.
 	against := func(name string) *v1alpha1.AgentEvaluation {
-		e := cases(makeEval(ns, name).variants("stable", "refund-v1", "change", "refund-unverified").against("before")).create(t)
+		e := refundCases(makeEval(ns, name).variants("stable", "refund-v1", "change", "refund-unverified").against("before")).create(t)
 		endAll(t, e, 4, func(run string) (loop.Outcome, string, v1alpha1.Verdict) {
 			switch {
 			case strings.HasPrefix(run, name+"-change-"):
