@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,26 @@ func scriptedWindow(t *testing.T, strategy loop.ContextStrategy, turns int) (*lo
 	return e, modeltest.Counting{Model: &loop.Scripted{Entries: script}}, tools
 }
 
+// sentWithoutTimes is req as JSON, with how long each call ran (the
+// wall clock's, which a busy machine changes between two runs) taken out.
+func sentWithoutTimes(t *testing.T, req *loop.Request) string {
+	t.Helper()
+	out := *req
+	out.Messages = slices.Clone(req.Messages)
+	for i, m := range out.Messages {
+		if m.Record != nil {
+			r := *m.Record
+			r.DurationMs = 0
+			out.Messages[i].Record = &r
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestContext_resumesExactlyAtEveryBoundary runs a compacting run once
 // straight through and once saved and reloaded (its State through JSON)
 // after every step: both send the same requests and end the same.
@@ -181,8 +202,7 @@ func TestContext_resumesExactlyAtEveryBoundary(t *testing.T) {
 					case loop.EffectFinish:
 						return sent, s
 					case loop.EffectCallModel:
-						b, _ := json.Marshal(eff.Request)
-						sent = append(sent, string(b))
+						sent = append(sent, sentWithoutTimes(t, eff.Request))
 						in.Reply, in.ModelErr = m.Complete(context.Background(), eff.Request)
 					case loop.EffectRunTools:
 						in.Results = loop.ExecuteBatch(context.Background(), tools, eff.Calls, eff.Concurrent)
