@@ -275,14 +275,21 @@ func EnforceRunSpec(ctx context.Context, c client.Client, namespace string) erro
 	}
 	defer func() { _ = c.Delete(context.WithoutCancel(ctx), probe) }()
 	last := "no attempt"
+	refused := func(err error) bool { return err != nil && strings.Contains(err.Error(), "cannot change once created") }
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := c.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"goal":"changed"}}`)))
 		if err == nil {
 			last = "a change of spec.goal was admitted"
 			// Put the goal back, so that the next probe changes it again.
-			return false, c.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"goal":"probe"}}`)))
+			// The policy may take effect between the two patches: then it
+			// refuses this one, and it is enforced.
+			err = c.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"goal":"probe"}}`)))
+			if refused(err) {
+				return true, nil
+			}
+			return false, err
 		}
-		return strings.Contains(err.Error(), "cannot change once created"), nil
+		return refused(err), nil
 	})
 	if err != nil {
 		return fmt.Errorf("the API server did not enforce %s within 30s (%s): %w", RunSpecPolicy, last, err)
