@@ -60,16 +60,10 @@ func oauthSSEServer(t *testing.T) (server, tokenURL string) {
 // makes the tool mutating and irreversible.
 func TestBuild_mcpToolOverSSEWithClientCredentials(t *testing.T) {
 	server, tokenURL := oauthSSEServer(t)
-	manifest := `
-metadata: {name: r}
-spec:
-  goal: g
-  model: {provider: scripted, script: [{content: ok}]}
-  budget: {maxTurns: 2}
-  tools:
+	manifest := withTools(`
   - name: void
     mcp: {url: '` + server + `', tool: void_invoice, transport: sse, oauth: {clientSecretRef: {name: ledger-client}, tokenURL: '` + tokenURL + `'}}
-`
+`)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -107,16 +101,10 @@ spec:
 // An unresolved serverRef (agentrun local reads no MCPServers) fails the
 // build saying so.
 func TestBuild_unresolvedServerRefFails(t *testing.T) {
-	manifest := `
-metadata: {name: r}
-spec:
-  goal: g
-  model: {provider: scripted, script: [{content: ok}]}
-  budget: {maxTurns: 2}
-  tools:
+	manifest := withTools(`
   - name: void
     mcp: {serverRef: {name: ledger}, tool: void_invoice}
-`
+`)
 	_, err := (&Builder{}).Build(context.Background(), parse(t, manifest), egress.Grant{})
 	want := `tools[0] (void): mcp.serverRef and mcp.tools are resolved before the run is built`
 	if err == nil || !strings.Contains(err.Error(), want) {

@@ -37,18 +37,24 @@ func mcpServerAt(name, url string, include ...string) *v1alpha1.MCPServer {
 			MCPConnection: v1alpha1.MCPConnection{Transport: v1alpha1.MCPSSE, Headers: []v1alpha1.HTTPHeader{{Name: "X-Tenant", Value: "a"}}}}}
 }
 
-// An entry with mcp.tools becomes one tool per name, <entry>__<tool>,
-// each with the server's settings and the entry's other settings, in the
-// entry's place; the same spec expands to the same tools every time (a
-// run built again after a restart has the same names).
-func TestResolveMCPServers_expandsAnEntrysTools(t *testing.T) {
-	run := parse(t, `
+// withTools is the manifest of a scripted run named r with tools, a YAML
+// list indented under spec.tools.
+func withTools(tools string) string {
+	return `
 metadata: {name: r}
 spec:
   goal: g
   model: {provider: scripted, script: [{content: ok}]}
   budget: {maxTurns: 2}
-  tools:
+  tools:` + tools
+}
+
+// An entry with mcp.tools becomes one tool per name, <entry>__<tool>,
+// each with the server's settings and the entry's other settings, in the
+// entry's place; the same spec expands to the same tools every time (a
+// run built again after a restart has the same names).
+func TestResolveMCPServers_expandsAnEntrysTools(t *testing.T) {
+	run := parse(t, withTools(`
   - name: first
     http: {url: "http://billing/"}
   - name: ledger
@@ -58,7 +64,7 @@ spec:
     mutates: true
   - name: last
     mcp: {serverRef: {name: ledger}, tool: lookup_invoice}
-`)
+`))
 	lookup := func() (*v1alpha1.AgentRun, error) {
 		return ResolveMCPServers(run, servers(mcpServerAt("ledger", "http://ledger:8080/sse")))
 	}
@@ -206,16 +212,10 @@ func TestBuild_listedToolsTakeTheServersDefinition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	build := func(tools string) (*Kit, error) {
-		run, err := ResolveMCPServers(parse(t, `
-metadata: {name: r}
-spec:
-  goal: g
-  model: {provider: scripted, script: [{content: ok}]}
-  budget: {maxTurns: 2}
-  tools:
+		run, err := ResolveMCPServers(parse(t, withTools(`
   - name: ledger
     mcp: {serverRef: {name: ledger}, tools: `+tools+`}
-`), servers(&v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "ledger"}, Spec: v1alpha1.MCPServerSpec{URL: url}}))
+`)), servers(&v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "ledger"}, Spec: v1alpha1.MCPServerSpec{URL: url}}))
 		if err != nil {
 			t.Fatal(err)
 		}
