@@ -124,11 +124,7 @@ func TestComplete_thoughtSignatureIsPassedBack(t *testing.T) {
 	if len(reply.Reasoning) != 1 || reply.Reasoning[0].Signature != "c2lnbmVkLXRob3VnaHQ=" || reply.Usage.OutputTokens != 940 {
 		t.Fatalf("reasoning %+v, usage %+v; want the signature and 940 output tokens", reply.Reasoning, reply.Usage)
 	}
-	next := provider.Request()
-	next.Messages = append(next.Messages,
-		loop.Message{Role: loop.RoleAssistant, Turn: 1, Reasoning: reply.Reasoning, ToolCalls: []loop.ToolCall{
-			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)}}},
-		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`})
+	next := modeltest.AnsweredIdentify(provider.Request(), reply.Reasoning)
 	if _, err := f.Model.Complete(context.Background(), next); err != nil {
 		t.Fatal(err)
 	}

@@ -156,12 +156,8 @@ func BillingRequest(modelName string) *loop.Request {
 // results. The results of turn 2 are recorded out of call order, as
 // concurrent calls may finish.
 func RoundTripRequest(modelName string) *loop.Request {
-	req := BillingRequest(modelName)
+	req := AnsweredIdentify(BillingRequest(modelName), nil)
 	req.Messages = append(req.Messages,
-		loop.Message{Role: loop.RoleAssistant, Turn: 1, ToolCalls: []loop.ToolCall{
-			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)},
-		}},
-		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`},
 		loop.Message{Role: loop.RoleAssistant, Turn: 2, Content: "Looking at both months.", ToolCalls: []loop.ToolCall{
 			{ID: "t2-c1", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-08"}`)},
 			{ID: "t2-c2", Name: "find_invoices", Arguments: json.RawMessage(`{"account_id":"acct_7731","month":"2025-07"}`)},
@@ -169,6 +165,17 @@ func RoundTripRequest(modelName string) *loop.Request {
 		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c2", Tool: "find_invoices", Status: "declined", Content: "a person declined this call"},
 		loop.Message{Role: loop.RoleTool, Turn: 2, CallID: "t2-c1", Tool: "find_invoices", Status: "ok", Content: `[{"id":"in_1","amount_minor":8240},{"id":"in_2","amount_minor":8240}]`},
 	)
+	return req
+}
+
+// AnsweredIdentify appends turn 1 of the example run to req, as the
+// engine builds the next request: the model's call of identify_account,
+// with the reasoning it returned (nil for none), and the call's result.
+func AnsweredIdentify(req *loop.Request, reasoning []loop.Reasoning) *loop.Request {
+	req.Messages = append(req.Messages,
+		loop.Message{Role: loop.RoleAssistant, Turn: 1, Reasoning: reasoning, ToolCalls: []loop.ToolCall{
+			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)}}},
+		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`})
 	return req
 }
 

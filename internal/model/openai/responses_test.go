@@ -45,11 +45,7 @@ func TestResponses_reasoningItemsComeBackAndArePassedOn(t *testing.T) {
 		t.Errorf("include = %s", got)
 	}
 
-	next := p.Request()
-	next.Messages = append(next.Messages,
-		loop.Message{Role: loop.RoleAssistant, Turn: 1, Reasoning: reply.Reasoning, ToolCalls: []loop.ToolCall{
-			{ID: "t1-c1", Name: "identify_account", Arguments: json.RawMessage(`{"email":"r.okafor@northwind.example"}`)}}},
-		loop.Message{Role: loop.RoleTool, Turn: 1, CallID: "t1-c1", Tool: "identify_account", Status: "ok", Content: `{"account_id":"acct_7731"}`})
+	next := modeltest.AnsweredIdentify(p.Request(), reply.Reasoning)
 	if _, err := f.Model.Complete(context.Background(), next); err != nil {
 		t.Fatal(err)
 	}
