@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -410,14 +409,10 @@ func waiting(t *testing.T, run *v1alpha1.AgentRun) {
 	}, time.Minute, 100*time.Millisecond).Should(ContainElement(HaveField("CallID", "t1-c1")))
 }
 
-// get reads obj afresh, into a new object of its kind.
+// get reads obj afresh, as the cluster's admin.
 func get[T client.Object](t *testing.T, obj T) T {
 	t.Helper()
-	got := reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
-	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return testenv.Get(t, admin, obj)
 }
 
 // The runs page lists the runs and follows them without a reload: a run

@@ -82,9 +82,14 @@ func agentTool(name, tpl string, f func(*v1alpha1.ToolSpec)) func(*v1alpha1.Agen
 // childrenOf lists the runs the parent's calls made.
 func childrenOf(t *testing.T, parent *v1alpha1.AgentRun) []v1alpha1.AgentRun {
 	t.Helper()
+	return runsMatching(t, parent.Namespace, client.MatchingLabels{v1alpha1.LabelParentUID: string(parent.UID)})
+}
+
+// runsMatching lists the runs of ns that sel matches.
+func runsMatching(t *testing.T, ns string, sel client.MatchingLabels) []v1alpha1.AgentRun {
+	t.Helper()
 	var l v1alpha1.AgentRunList
-	if err := k8sClient.List(context.Background(), &l, client.InNamespace(parent.Namespace),
-		client.MatchingLabels{v1alpha1.LabelParentUID: string(parent.UID)}); err != nil {
+	if err := k8sClient.List(context.Background(), &l, client.InNamespace(ns), sel); err != nil {
 		t.Fatal(err)
 	}
 	return l.Items

@@ -231,14 +231,11 @@ func TestPlatform_selfApprovalRefusesWhoeverMayActAsTheCreatingServiceAccount(t 
 // there is exactly one.
 func onlyRun(t *testing.T, ns string, sel client.MatchingLabels) *v1alpha1.AgentRun {
 	t.Helper()
-	var runs v1alpha1.AgentRunList
-	if err := k8sClient.List(context.Background(), &runs, client.InNamespace(ns), sel); err != nil {
-		t.Fatal(err)
+	runs := runsMatching(t, ns, sel)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs; want one", len(runs))
 	}
-	if len(runs.Items) != 1 {
-		t.Fatalf("%d runs; want one", len(runs.Items))
-	}
-	return &runs.Items[0]
+	return &runs[0]
 }
 
 // mayNotApproveOwn waits until the API server refuses as (who created
