@@ -74,11 +74,12 @@ type scope struct {
 // template names its model and ceilings only in the resolved spec, which
 // the metrics and the trace label it by.
 func asBuilt(sc *scope) *v1alpha1.AgentRun {
-	if sc.kit == nil || sc.kit.Spec == nil || sc.run.Spec.TemplateRef == nil {
+	spec := sc.builtSpec()
+	if spec == &sc.run.Spec || sc.run.Spec.TemplateRef == nil {
 		return sc.run
 	}
 	cp := *sc.run
-	cp.Spec = *sc.kit.Spec
+	cp.Spec = *spec
 	return &cp
 }
 
