@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/controller/agentruntemplate"
-	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -285,40 +283,5 @@ func TestTemplate_resolvedSpecIsValidatedByTheAPIServer(t *testing.T) {
 	var list v1alpha1.AgentRunList
 	if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
 		t.Errorf("the validation left runs behind: %d runs, %v", len(list.Items), err)
-	}
-}
-
-// readyHealthOf runs the shipped health checks of templates and schedules
-// on obj read back from the API server: Argo CD's, Flux's and kstatus'.
-func readyHealthOf(t *testing.T, obj client.Object, kind string) (argo, flux string, ks status.Status) {
-	t.Helper()
-	return controllertest.ReadyHealthOf(t, k8sClient, obj, kind)
-}
-
-func TestTemplate_gitOpsHealth(t *testing.T) {
-	ns := namespace(t)
-	startManager(t, &kits{tools: newTools()})
-	good := makeTemplate(t, ns, "good", makeRun(ns, "").with(func(s *v1alpha1.AgentRunSpec) { s.Goal = "Look at $(params.ticket)." }).answer("ok"), ticketParams...)
-	bad := makeTemplate(t, ns, "bad", makeRun(ns, "").with(func(s *v1alpha1.AgentRunSpec) { s.Goal = "Look at $(params.nothing)." }).answer("ok"))
-	for _, tc := range []struct {
-		tpl         *v1alpha1.AgentRunTemplate
-		argo, flux  string
-		ks          status.Status
-		readyStatus metav1.ConditionStatus
-	}{
-		{good, "Healthy", "Current", status.CurrentStatus, metav1.ConditionTrue},
-		{bad, "Degraded", "Failed", status.FailedStatus, metav1.ConditionFalse},
-	} {
-		NewWithT(t).Eventually(func() metav1.ConditionStatus {
-			c := apimeta.FindStatusCondition(get(t, tc.tpl).Status.Conditions, "Ready")
-			if c == nil {
-				return ""
-			}
-			return c.Status
-		}, 10*time.Second, 20*time.Millisecond).Should(Equal(tc.readyStatus))
-		argo, flux, ks := readyHealthOf(t, tc.tpl, "AgentRunTemplate")
-		if argo != tc.argo || flux != tc.flux || ks != tc.ks {
-			t.Errorf("%s: Argo CD %s, Flux %s, kstatus %s; want %s, %s, %s", tc.tpl.Name, argo, flux, ks, tc.argo, tc.flux, tc.ks)
-		}
 	}
 }
