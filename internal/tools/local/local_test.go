@@ -147,11 +147,21 @@ func helper(t *testing.T, mode string, opts ...Option) *Executor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(self, nil, []string{helperEnv + "=" + mode, "EXTRA=configured"}, "", opts...)
+	e, err := New(self, nil, append([]string{helperEnv + "=" + mode, "EXTRA=configured"}, coverEnv(t)...), "", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// coverEnv is what a coverage-instrumented test binary (go test -cover)
+// needs to run as a tool: a GOCOVERDIR for its counters, without which it
+// warns on stderr, which the tests read. Nothing in a plain test run.
+func coverEnv(t *testing.T) []string {
+	if testing.CoverMode() == "" {
+		return nil
+	}
+	return []string{"GOCOVERDIR=" + t.TempDir()}
 }
 
 func invocation(args string) loop.Invocation {
@@ -187,7 +197,7 @@ func TestExecute_passesArgumentsOnStdinAndInEnvAndPrintsResult(t *testing.T) {
 		t.Errorf("tool runs in process group %d, want its own (%d)", pgid, pid)
 	}
 	allowed := map[string]bool{"PATH": true, "HOME": true, "EXTRA": true, helperEnv: true,
-		EnvToolArgs: true, EnvIdempotencyKey: true}
+		EnvToolArgs: true, EnvIdempotencyKey: true, "GOCOVERDIR": testing.CoverMode() != ""}
 	for _, n := range names {
 		if !allowed[n] {
 			t.Errorf("tool environment has %s; want only PATH, HOME, configured and contract variables", n)
