@@ -34,9 +34,11 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// newRun creates a run named name in a namespace of the test's own, so
+// that the tests run again (-count) and in any order.
 func newRun(t *testing.T, name string) *v1alpha1.AgentRun {
 	t.Helper()
-	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1alpha1.AgentRunSpec{
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testenv.Namespace(t, c)}, Spec: v1alpha1.AgentRunSpec{
 		AgentSpec: v1alpha1.AgentSpec{
 			Goal: "g", Model: v1alpha1.ModelSpec{ModelEndpoint: v1alpha1.ModelEndpoint{Provider: "scripted"}, Script: []v1alpha1.ScriptStep{{Content: "x"}}}, Budget: v1alpha1.BudgetSpec{MaxTurns: 1},
 		}}}
@@ -187,16 +189,16 @@ func TestChunksSavedWithACheckpointAreReadAfterTheCountedOnesAndNeverReplaced(t 
 // name; a Secret in the way of a chunk is an error, not replaced.
 func TestSecretsTheRunDoesNotOwnAreNeverReplaced(t *testing.T) {
 	ctx := context.Background()
-	tenant := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "payments-transcript-0000", Namespace: "default"},
+	run := newRun(t, "payments")
+	tenant := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "payments-transcript-0000", Namespace: run.Namespace},
 		Data: map[string][]byte{"key": []byte("tenant")}}
 	if err := c.Create(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
-	run := newRun(t, "payments")
 	if err := Write(ctx, c, c, testKeys, run, 0, Chunk{Messages: []loop.Message{{Role: loop.RoleAssistant, Content: "a"}}}); err != nil {
 		t.Fatal(err)
 	}
-	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ChunkName(run.UID, 1), Namespace: "default"},
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ChunkName(run.UID, 1), Namespace: run.Namespace},
 		Data: map[string][]byte{"key": []byte("in the way")}}
 	if err := c.Create(ctx, in); err != nil {
 		t.Fatal(err)
@@ -272,8 +274,8 @@ func TestReadSealedRefusesForgedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ReadSealed(ctx, c, testKeys, run, 1)
-	if !errors.Is(err, ErrForged) || !strings.Contains(err.Error(), "default/"+forged.Name) {
-		t.Fatalf("a forged chunk after the counted ones: %v, want ErrForged naming default/%s", err, forged.Name)
+	if !errors.Is(err, ErrForged) || !strings.Contains(err.Error(), run.Namespace+"/"+forged.Name) {
+		t.Fatalf("a forged chunk after the counted ones: %v, want ErrForged naming %s/%s", err, run.Namespace, forged.Name)
 	}
 	if chunks, err := ReadChunks(ctx, c, run, 1); err != nil || len(chunks) != 2 {
 		t.Fatalf("ReadChunks, which checks no seal: %d chunks, %v", len(chunks), err)
