@@ -47,7 +47,7 @@ func expectCreate(ctx context.Context, t *testing.T, manifest string, wantErr []
 	}
 }
 
-// columns reads one object of resource in the test namespace as `kubectl
+// columns reads one object of resource in the test's namespace as `kubectl
 // get` does (a Table) and returns the cells of the columns of priority
 // by the columns' names: 0 are the default columns, 1 those -o wide adds.
 func columns(ctx context.Context, t *testing.T, resource, name string, priority int32) map[string]any {
@@ -56,7 +56,7 @@ func columns(ctx context.Context, t *testing.T, resource, name string, priority 
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := dc.RESTClient().Get().AbsPath("/apis/agents.agentrun.dev/v1alpha1/namespaces", namespace, resource, name).
+	body, err := dc.RESTClient().Get().AbsPath("/apis/agents.agentrun.dev/v1alpha1/namespaces", namespaceOf(ctx), resource, name).
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)

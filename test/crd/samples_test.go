@@ -18,6 +18,7 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 	if len(files) < 8 {
 		t.Fatalf("found %d sample files", len(files))
 	}
+	ctx := testContext(t)
 	runs := 0
 	for _, f := range files {
 		objs, err := testenv.ReadObjects(f)
@@ -27,13 +28,13 @@ func TestSamples_areAcceptedByTheAPIServer(t *testing.T) {
 		for _, obj := range objs {
 			switch obj.GetKind() {
 			case "AgentRun", "AgentRunTemplate", "AgentBudget", "AgentSchedule", "AgentEvaluation":
-				obj.SetNamespace(namespace)
+				obj.SetNamespace(namespaceOf(ctx))
 			case "AgentRunPolicy": // cluster-scoped
 			default:
 				continue
 			}
 			runs++
-			if err := k8sClient.Create(testContext(t), obj, client.DryRunAll); err != nil {
+			if err := k8sClient.Create(ctx, obj, client.DryRunAll); err != nil {
 				t.Errorf("%s: %s is rejected: %v", f, obj.GetName(), err)
 			}
 		}

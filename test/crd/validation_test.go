@@ -33,8 +33,11 @@ import (
 // repoRoot is where this package sits relative to the module root.
 const repoRoot = "../.."
 
-// namespace holds every object the tests create.
-const namespace = "default"
+// probeNamespace is where the suite checks, before the tests, that the
+// run-spec admission policy is enforced. Each test creates its objects in
+// a namespace of its own (testContext), so that the tests run again under
+// go test -count.
+const probeNamespace = "default"
 
 var (
 	k8sClient client.Client
@@ -53,7 +56,7 @@ func TestMain(m *testing.M) {
 		// tests of what may change after creation run against it.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return nil, testenv.EnforceRunSpec(ctx, k8sClient, namespace)
+		return nil, testenv.EnforceRunSpec(ctx, k8sClient, probeNamespace)
 	}))
 }
 
@@ -64,7 +67,7 @@ func create(ctx context.Context, manifest string) (*unstructured.Unstructured, e
 	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
 		return nil, fmt.Errorf("the test's manifest is not YAML: %w", err)
 	}
-	obj.SetNamespace(namespace)
+	obj.SetNamespace(namespaceOf(ctx))
 	return obj, k8sClient.Create(ctx, obj)
 }
 
@@ -75,7 +78,7 @@ func replace(ctx context.Context, manifest string) error {
 	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
 		return fmt.Errorf("the test's manifest is not YAML: %w", err)
 	}
-	obj.SetNamespace(namespace)
+	obj.SetNamespace(namespaceOf(ctx))
 	current := &unstructured.Unstructured{}
 	current.SetGroupVersionKind(obj.GroupVersionKind())
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
@@ -85,11 +88,18 @@ func replace(ctx context.Context, manifest string) error {
 	return k8sClient.Update(ctx, obj)
 }
 
+// testContext is a test's context: bounded, and naming a namespace of the
+// test's own, where create, replace and columns act.
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	return ctx
+	return context.WithValue(ctx, namespaceKey{}, testenv.Namespace(t, k8sClient))
 }
+
+type namespaceKey struct{}
+
+// namespaceOf is the namespace of a test's context.
+func namespaceOf(ctx context.Context) string { return ctx.Value(namespaceKey{}).(string) }
 
 // newLocalChecker is agentrun local's check of a run, built once for a
 // test's cases (it compiles the CRD).
@@ -1605,7 +1615,7 @@ func TestUpdate_statusDoesNotTouchTheSpec(t *testing.T) {
 		t.Fatalf("Cannot create the run: %v", err)
 	}
 	run := &agentsv1alpha1.AgentRun{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "with-status"}, run); err != nil {
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespaceOf(ctx), Name: "with-status"}, run); err != nil {
 		t.Fatal(err)
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
