@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,10 +44,14 @@ type flakyArchive struct {
 	down      atomic.Bool
 	failAfter atomic.Bool
 	puts      atomic.Int32
+	// refused counts the writes refused while down, by run name.
+	refused sync.Map
 }
 
 func (f *flakyArchive) Put(ctx context.Context, r *archive.Record) error {
 	if f.down.Load() {
+		n, _ := f.refused.LoadOrStore(r.Name, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
 		return errors.New("dial unix /run/postgresql: connect: connection refused")
 	}
 	if err := f.Postgres.Put(ctx, r); err != nil {
@@ -57,6 +62,15 @@ func (f *flakyArchive) Put(ctx context.Context, r *archive.Record) error {
 		return errors.New("the connection was lost after the write")
 	}
 	return nil
+}
+
+// refusedOf is how many writes of the run named name were refused.
+func (f *flakyArchive) refusedOf(name string) int32 {
+	n, ok := f.refused.Load(name)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int32).Load()
 }
 
 func withArchive(store archive.Store) func(*Config) {
@@ -199,6 +213,22 @@ func TestArchive_theRecordSaysWhenItsTranscriptIsMissingOrUnsealed(t *testing.T)
 		Type: chunk.Type, Data: map[string][]byte{"messages.json": forged}}); err != nil {
 		t.Fatal(err)
 	}
+	// An attempt that read the chunks before they changed may still be on
+	// its way to the archive. A run's attempts follow one another, so once
+	// each run has been refused twice more, every attempt still to come
+	// began after the changes, and reads them.
+	refused := map[string]int32{}
+	for name := range runs {
+		refused[name] = store.refusedOf(name)
+	}
+	NewWithT(t).Eventually(func() bool {
+		for name, n := range refused {
+			if store.refusedOf(name) < n+2 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "every run's archiving tried again twice while the archive is down")
 
 	store.down.Store(false)
 	got := map[string][2]string{}
