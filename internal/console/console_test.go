@@ -233,14 +233,15 @@ func visible(sel string) chromedp.Action[chromedp.Void] {
 
 func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 
-// namespace makes a namespace of the test's own.
+// namespace makes a namespace of the test's own, named name and a
+// suffix, so that the test may run again in the same process (-count).
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
 	if err := admin.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	return name
+	return ns.Name
 }
 
 // bind gives user a cluster role: in namespace ns, or everywhere when ns
@@ -258,7 +259,9 @@ func bind(t *testing.T, user, role, ns string) {
 	if ns != "" {
 		obj = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, RoleRef: ref, Subjects: subj}
 	}
-	if err := admin.Create(context.Background(), obj); err != nil {
+	// A binding of that name binds the same user to the same role: an
+	// earlier pass of the test made it (-count).
+	if err := admin.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	var cr rbacv1.ClusterRole

@@ -41,6 +41,13 @@ func idleRuns(tb testing.TB, ns string, n int, labels func(i int) map[string]str
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatal(err)
 	}
+	// Pages of every namespace read the runs in namespace order: left
+	// behind, these would fill another test's first page.
+	tb.Cleanup(func() {
+		if err := c.DeleteAllOf(context.Background(), &v1alpha1.AgentRun{}, client.InNamespace(ns)); err != nil {
+			tb.Errorf("deleting the idle runs of %s: %v", ns, err)
+		}
+	})
 	idx := make(chan int)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
