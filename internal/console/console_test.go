@@ -237,11 +237,7 @@ func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(ch
 // suffix, so that the test may run again in the same process (-count).
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
-	if err := admin.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return testenv.NamespaceNamed(t, admin, name)
 }
 
 // bind gives user a cluster role: in namespace ns, or everywhere when ns

@@ -40,7 +40,14 @@ func MainCluster(m interface{ Run() int }, c *Cluster) int {
 // returns its name.
 func Namespace(t TB, c client.Client) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ar-test-"}}
+	return NamespaceNamed(t, c, "ar-test")
+}
+
+// NamespaceNamed is Namespace with a name that starts with prefix, for a
+// test whose namespace shows in what it reads (a page, a URL).
+func NamespaceNamed(t TB, c client.Client, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := c.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
