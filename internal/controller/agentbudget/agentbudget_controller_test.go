@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/testenv"
 )
 
@@ -83,11 +83,8 @@ budget: {maxTurns: 3}
 	if usage == nil {
 		return run
 	}
-	runstatus.SetFromState(&run.Status, &loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: loop.Completed, Reason: "done"}, loop.Convergence{}, metav1.NewTime(t0))
-	run.Status.Usage, run.Status.ChildUsage = usage, children
-	if err := cluster.Client.Status().Update(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	controllertest.EndRun(t, cluster.Client, run, loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: loop.Completed, Reason: "done"}, loop.Convergence{}, t0,
+		func(st *v1alpha1.AgentRunStatus) { st.Usage, st.ChildUsage = usage, children })
 	return run
 }
 

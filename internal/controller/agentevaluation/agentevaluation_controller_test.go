@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/loop"
 	"github.com/agentrun/agentrun/internal/runstatus"
@@ -81,14 +82,7 @@ func unfinished(runs []v1alpha1.AgentRun) []string {
 // answer, in two turns, for a cent.
 func finish(t *testing.T, run *v1alpha1.AgentRun, answer string) {
 	t.Helper()
-	run = get(t, run)
-	now := metav1.Now()
-	runstatus.SetFromState(&run.Status, &loop.State{Turn: 2, Phase: loop.PhaseDone, Outcome: loop.Completed, Answer: answer,
-		Usage: loop.Usage{Turns: 2, Cost: loop.MustMoney("0.01")}}, loop.Convergence{TurnsToCompletion: 2}, now)
-	run.Status.ObservedGeneration = run.Generation
-	if err := cluster.Client.Status().Update(context.Background(), run); err != nil {
-		t.Fatal(err)
-	}
+	end(t, run, loop.Completed, answer, "")
 }
 
 // startEvaluator runs the evaluation reconciler alone in a manager for
@@ -354,17 +348,19 @@ func baselineCompared(t *testing.T, e *v1alpha1.AgentEvaluation) (v1alpha1.Agent
 // verifier) is the verifier's.
 func end(t *testing.T, run *v1alpha1.AgentRun, outcome loop.Outcome, answer string, verdict v1alpha1.Verdict) {
 	t.Helper()
-	run = get(t, run)
-	now := metav1.Now()
-	runstatus.SetFromState(&run.Status, &loop.State{Turn: 2, Phase: loop.PhaseDone, Outcome: outcome, Answer: answer,
-		Usage: loop.Usage{Turns: 2, Cost: loop.MustMoney("0.01")}}, loop.Convergence{TurnsToCompletion: 2}, now)
-	if verdict != "" {
-		run.Status.Verification = &v1alpha1.VerificationStatus{TrialsUsed: 1, LastVerdict: verdict}
-	}
-	run.Status.ObservedGeneration = run.Generation
-	if err := cluster.Client.Status().Update(context.Background(), run); err != nil {
-		t.Fatal(err)
-	}
+	controllertest.EndRun(t, cluster.Client, get(t, run), endedInTwoTurns(outcome, answer), loop.Convergence{TurnsToCompletion: 2}, time.Now(),
+		func(st *v1alpha1.AgentRunStatus) {
+			if verdict != "" {
+				st.Verification = &v1alpha1.VerificationStatus{TrialsUsed: 1, LastVerdict: verdict}
+			}
+		})
+}
+
+// endedInTwoTurns is the engine's state of a run that ended with outcome
+// and answer in two turns, for a cent.
+func endedInTwoTurns(outcome loop.Outcome, answer string) loop.State {
+	return loop.State{Turn: 2, Phase: loop.PhaseDone, Outcome: outcome, Answer: answer,
+		Usage: loop.Usage{Turns: 2, Cost: loop.MustMoney("0.01")}}
 }
 
 // endAll waits for the evaluation to have made want runs, all

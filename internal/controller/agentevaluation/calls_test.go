@@ -8,16 +8,15 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -40,13 +39,10 @@ func endCalling(t *testing.T, kr *seal.Keyring, run *v1alpha1.AgentRun, tool, ar
 	}
 	// One status write, as the operator's: the run ends with its
 	// transcript counted.
-	runstatus.SetFromState(&run.Status, &loop.State{Turn: 2, Phase: loop.PhaseDone, Outcome: loop.Completed, Answer: "Done.",
-		Usage: loop.Usage{Turns: 2, Cost: loop.MustMoney("0.01")}}, loop.Convergence{TurnsToCompletion: 2}, metav1.Now())
-	run.Status.Transcript = &v1alpha1.TranscriptStatus{Chunks: 1, Messages: int32(len(msgs))}
-	run.Status.ObservedGeneration = run.Generation
-	if err := cluster.Client.Status().Update(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	controllertest.EndRun(t, cluster.Client, run, endedInTwoTurns(loop.Completed, "Done."), loop.Convergence{TurnsToCompletion: 2}, time.Now(),
+		func(st *v1alpha1.AgentRunStatus) {
+			st.Transcript = &v1alpha1.TranscriptStatus{Chunks: 1, Messages: int32(len(msgs))}
+		})
 }
 
 // A case that expects calls is scored on the calls in the run's

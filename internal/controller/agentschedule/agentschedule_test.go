@@ -13,7 +13,6 @@ import (
 	"github.com/agentrun/agentrun/internal/controller/controllertest"
 	"github.com/agentrun/agentrun/internal/controller/reconcilers"
 	"github.com/agentrun/agentrun/internal/loop"
-	"github.com/agentrun/agentrun/internal/runstatus"
 	"github.com/agentrun/agentrun/internal/schedtime"
 	"github.com/agentrun/agentrun/internal/testenv"
 	"github.com/agentrun/agentrun/internal/transcript"
@@ -127,13 +126,8 @@ func readyOf(t *testing.T, s *v1alpha1.AgentSchedule) *metav1.Condition {
 // finish ends a run as the AgentRun reconciler would have, at end.
 func finish(t *testing.T, run *v1alpha1.AgentRun, o loop.Outcome, end time.Time) {
 	t.Helper()
-	run = get(t, run)
-	runstatus.SetFromState(&run.Status, &loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: o, Reason: "ended " + string(o)}, loop.Convergence{}, metav1.NewTime(end))
-	run.Status.CompletionTime = &metav1.Time{Time: end.Truncate(time.Second)}
-	run.Status.ObservedGeneration = run.Generation
-	if err := cluster.Client.Status().Update(context.Background(), run); err != nil {
-		t.Fatal(err)
-	}
+	controllertest.EndRun(t, cluster.Client, get(t, run), loop.State{Turn: 1, Phase: loop.PhaseDone, Outcome: o, Reason: "ended " + string(o)},
+		loop.Convergence{}, end, func(st *v1alpha1.AgentRunStatus) { st.CompletionTime = &metav1.Time{Time: end.Truncate(time.Second)} })
 }
 
 // A scheduled time gets one run, named after it, carrying the schedule's
