@@ -209,60 +209,53 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {
 		return leaseOutcome{holds: true} // a lease taken since the cache was read
 	}
-	for attempt := 0; attempt < budget.MaxAttempts; attempt++ {
+	var out *leaseOutcome
+	var d budget.Decision
+	var rolled bool
+	written, err := r.Ledgers.Write(ctx, r.Client, r.APIReader, fresh, "lease", r.Clock, func(fresh, work *v1alpha1.AgentBudget, roll bool) (bool, error) {
 		if !confirmed && budget.Find(fresh, req.UID) == nil {
 			if err := confirm(); err != nil {
-				return leaseOutcome{err: err}
+				return false, err
 			}
 			confirmed = true
 		}
-		now := r.Clock()
-		work := fresh.DeepCopy()
-		rolled, _ := budget.Roll(work, now)
-		d := budget.Lease(work, req)
+		d, rolled = budget.Lease(work, req), roll
+		held := budget.Find(fresh, req.UID) != nil
 		switch {
 		case d.Refused != "" && d.Share:
 			// The budget has room: only this run's share is full.
 			r.budgetRefusedEvent(fresh, req, d.Refused)
-			return leaseOutcome{refused: d.Refused, holds: budget.Find(fresh, req.UID) != nil}
+			out = &leaseOutcome{refused: d.Refused, holds: held}
 		case d.Refused != "":
 			r.markRefused(ctx, fresh, req, d.Refused)
-			return leaseOutcome{refused: d.Refused, holds: budget.Find(fresh, req.UID) != nil}
+			out = &leaseOutcome{refused: d.Refused, holds: held}
 		case d.Wait != "":
-			return leaseOutcome{wait: d.Wait, holds: budget.Find(fresh, req.UID) != nil}
+			out = &leaseOutcome{wait: d.Wait, holds: held}
 		case !d.Changed && !rolled:
-			return leaseOutcome{holds: true}
+			out = &leaseOutcome{holds: true}
 		}
-		err := r.Status().Update(ctx, work)
-		if err == nil {
-			r.Ledgers.Wrote("lease", work)
-			if r.Recorder != nil {
-				if rolled {
-					r.Recorder.Eventf(work, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
-						"A new window began at %s", work.Status.WindowStart.UTC().Format(time.RFC3339))
-				}
-				if d.New {
-					res := budget.Find(work, req.UID)
-					r.Recorder.Eventf(work, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetLeased, "Lease",
-						"Run %s took a lease of $%s and %d tokens", req.Run, budget.Leased(res).Cost, budget.Leased(res).Tokens)
-				}
-			}
-			return leaseOutcome{holds: true}
+		return out == nil, nil
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return leaseOutcome{refused: fmt.Sprintf("AgentBudget %s was deleted while this run leased from it: its limits cannot be checked, so the step is refused (a shared limit fails closed)", b.Name)}
+	case err != nil:
+		return leaseOutcome{err: err}
+	case out != nil:
+		return *out
+	}
+	if r.Recorder != nil {
+		if rolled {
+			r.Recorder.Eventf(written, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
+				"A new window began at %s", written.Status.WindowStart.UTC().Format(time.RFC3339))
 		}
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return leaseOutcome{err: fmt.Errorf("leasing from AgentBudget %s: %w", b.Name, err)}
-		}
-		r.Ledgers.Conflicted(key)
-		fresh = &v1alpha1.AgentBudget{}
-		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), fresh)
-		if apierrors.IsNotFound(err) {
-			return leaseOutcome{refused: fmt.Sprintf("AgentBudget %s was deleted while this run leased from it: its limits cannot be checked, so the step is refused (a shared limit fails closed)", b.Name)}
-		}
-		if err != nil {
-			return leaseOutcome{err: fmt.Errorf("reading AgentBudget %s: %w", b.Name, err)}
+		if d.New {
+			res := budget.Find(written, req.UID)
+			r.Recorder.Eventf(written, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetLeased, "Lease",
+				"Run %s took a lease of $%s and %d tokens", req.Run, budget.Leased(res).Cost, budget.Leased(res).Tokens)
 		}
 	}
-	return leaseOutcome{err: fmt.Errorf("AgentBudget %s changed under %d lease attempts in a row; retrying", b.Name, budget.MaxAttempts)}
+	return leaseOutcome{holds: true}
 }
 
 // markRefused records the refusal on the budget (Exhausted=True, once per

@@ -113,44 +113,29 @@ func (r *Reconciler) judgeLease(e *v1alpha1.AgentEvaluation) func(context.Contex
 	}
 }
 
-// writeBudget applies change to the budget and writes its status with a
-// compare-and-swap, through the operator's book of budget writes,
-// retried on a fresh read after each conflict. change reports whether to
-// write, or why not (then nothing is written).
+// writeBudget applies change to the budget and writes its status
+// (budget.Ledgers.Write). change reports whether it changed the budget, or
+// why it refuses (then nothing is written). A budget that does not exist
+// is a refusal too: a shared limit fails closed.
 func (r *Reconciler) writeBudget(ctx context.Context, key client.ObjectKey, kind string, change func(*v1alpha1.AgentBudget) (bool, string)) (string, error) {
 	defer r.Ledgers.Lock(key)()
 	read := &v1alpha1.AgentBudget{}
+	var why string
 	err := r.APIReader.Get(ctx, key, read)
-	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("AgentBudget %s does not exist: its limits cannot be checked (a shared limit fails closed)", key.Name), nil
-	}
 	if err != nil {
-		return "", fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
+		err = fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
+	} else {
+		_, err = r.Ledgers.Write(ctx, r.Client, r.APIReader, r.Ledgers.Latest(read), kind, r.Clock, func(_, work *v1alpha1.AgentBudget, rolled bool) (bool, error) {
+			var changed bool
+			changed, why = change(work)
+			return why == "" && (changed || rolled), nil
+		})
 	}
-	fresh := r.Ledgers.Latest(read)
-	for range budget.MaxAttempts {
-		work := fresh.DeepCopy()
-		rolled, _ := budget.Roll(work, r.Clock())
-		write, why := change(work)
-		if why != "" {
-			return why, nil
-		}
-		if !write && !rolled {
-			return "", nil
-		}
-		err := r.Status().Update(ctx, work)
-		if err == nil {
-			r.Ledgers.Wrote(kind, work)
-			return "", nil
-		}
-		if !apierrors.IsConflict(err) {
-			return "", fmt.Errorf("writing AgentBudget %s: %w", key.Name, err)
-		}
-		r.Ledgers.Conflicted(key)
-		fresh = &v1alpha1.AgentBudget{}
-		if err := r.APIReader.Get(ctx, key, fresh); err != nil {
-			return "", fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
-		}
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("AgentBudget %s does not exist: its limits cannot be checked (a shared limit fails closed)", key.Name), nil
+	case err != nil:
+		return "", err
 	}
-	return "", fmt.Errorf("AgentBudget %s changed under %d attempts in a row; retrying", key.Name, budget.MaxAttempts)
+	return why, nil
 }
