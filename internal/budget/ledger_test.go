@@ -370,9 +370,9 @@ func TestLedgers_countWritesAndConflicts(t *testing.T) {
 	l := NewLedgers()
 	b := makeBudget("10")
 	b.ResourceVersion, b.Generation = "2", 1
-	l.Wrote("lease", b)
-	l.Wrote("settle", b)
-	l.Wrote("lease", b)
+	l.Wrote("lease", "1", b)
+	l.Wrote("settle", "1", b)
+	l.Wrote("lease", "1", b)
 	read := b.DeepCopy()
 	read.ResourceVersion = "1"
 	if got := l.Latest(read); got.ResourceVersion != "2" {

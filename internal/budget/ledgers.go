@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
+	"github.com/agentrun/agentrun/internal/ownwrite"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -30,9 +31,10 @@ const MaxAttempts = 32
 type Ledgers struct {
 	mu    sync.Mutex
 	locks map[types.NamespacedName]*sync.Mutex
-	last  map[types.NamespacedName]*v1alpha1.AgentBudget
+	// writes is our last write of each budget (ownwrite).
+	writes *ownwrite.Writes[types.NamespacedName, *v1alpha1.AgentBudget]
 
-	writes    *prometheus.CounterVec
+	written   *prometheus.CounterVec
 	conflicts prometheus.Counter
 }
 
@@ -40,8 +42,8 @@ type Ledgers struct {
 // AgentBudget and the AgentRun reconciler write through; the operator
 // registers its Collectors.
 func NewLedgers() *Ledgers {
-	return &Ledgers{locks: map[types.NamespacedName]*sync.Mutex{}, last: map[types.NamespacedName]*v1alpha1.AgentBudget{},
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return &Ledgers{locks: map[types.NamespacedName]*sync.Mutex{}, writes: ownwrite.New[types.NamespacedName, *v1alpha1.AgentBudget](),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentrun", Subsystem: "budget", Name: "writes_total",
 			Help: "Status writes to AgentBudgets that the API server accepted, by what they did (lease: a run took or extended a lease; refused: a refusal was recorded; settle: the AgentBudget reconciler closed leases, expired them or rolled the window).",
 		}, []string{"kind"}),
@@ -55,7 +57,7 @@ func NewLedgers() *Ledgers {
 // Collectors is the book's metrics, for the operator to register with the
 // others it serves.
 func (l *Ledgers) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{l.writes, l.conflicts}
+	return []prometheus.Collector{l.written, l.conflicts}
 }
 
 // Lock takes the budget's lock and returns its unlock.
@@ -71,31 +73,20 @@ func (l *Ledgers) Lock(key types.NamespacedName) func() {
 	return m.Unlock
 }
 
-// Latest returns the newer of read (from the cache) and our last write of
-// the same object; the caller holds the budget's lock. Our last write is
-// newer unless the cache has caught up with it or someone else wrote
-// since, which the write's conflict will tell. A read of a later spec
-// (a higher generation) is newer than our write: our write succeeded, so
-// the spec changed after it. Without this check a step refused on our
-// write's older spec (a lower limit or share) writes nothing, so no
-// conflict would ever show the new one.
+// Latest returns our last write of the budget when read (from the cache)
+// is a version our writes replaced, else read (ownwrite); the caller
+// holds the budget's lock. Anything else is newer than our write: the
+// cache caught up, or someone else wrote since (a person's edit of the
+// spec, which a step must be judged on).
 func (l *Ledgers) Latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.last[keyOf(read)]
-	if w == nil || w.UID != read.UID || w.ResourceVersion == read.ResourceVersion || read.Generation > w.Generation {
-		return read
-	}
-	return w
+	return l.writes.Freshest(keyOf(read), read)
 }
 
-// Wrote records our write, which the API server accepted, and counts it
-// by kind (lease, refused, settle).
-func (l *Ledgers) Wrote(kind string, b *v1alpha1.AgentBudget) {
-	l.writes.WithLabelValues(kind).Inc()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.last[keyOf(b)] = b.DeepCopy()
+// Wrote records our write b, which the API server accepted over version
+// prev, and counts it by kind (lease, refused, settle).
+func (l *Ledgers) Wrote(kind, prev string, b *v1alpha1.AgentBudget) {
+	l.written.WithLabelValues(kind).Inc()
+	l.writes.Wrote(keyOf(b), prev, b)
 }
 
 // Conflicted counts a write refused on a changed budget and forgets our
@@ -107,9 +98,7 @@ func (l *Ledgers) Conflicted(key types.NamespacedName) {
 
 // Forget drops our last write of the budget (it is gone, or changed).
 func (l *Ledgers) Forget(key types.NamespacedName) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.last, key)
+	l.writes.Forget(key)
 }
 
 func keyOf(b *v1alpha1.AgentBudget) types.NamespacedName {

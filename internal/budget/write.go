@@ -34,7 +34,7 @@ func (l *Ledgers) Write(ctx context.Context, c client.Client, r client.Reader, f
 		}
 		err := c.Status().Update(ctx, work)
 		if err == nil {
-			l.Wrote(kind, work)
+			l.Wrote(kind, fresh.ResourceVersion, work)
 			return work, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {

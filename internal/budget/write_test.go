@@ -45,11 +45,13 @@ func budgetClient(t *testing.T, b *v1alpha1.AgentBudget, edits int, edit func(cl
 // counted, and change runs again on a fresh read, seeing the change.
 func TestWrite_retriesOnAFreshReadAfterAConflict(t *testing.T) {
 	b := makeBudget("100")
+	var edited *v1alpha1.AgentBudget
 	c := budgetClient(t, b, 1, func(c client.WithWatch, cur *v1alpha1.AgentBudget) {
 		cur.Status.SettledCostUSD = "40"
 		if err := c.Status().Update(context.Background(), cur); err != nil {
 			t.Fatal(err)
 		}
+		edited = cur
 	})
 	fresh := &v1alpha1.AgentBudget{}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(b), fresh); err != nil {
@@ -74,11 +76,16 @@ func TestWrite_retriesOnAFreshReadAfterAConflict(t *testing.T) {
 	if got := testutil.ToFloat64(l.conflicts); got != 1 {
 		t.Errorf("conflicts counted = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(l.writes.WithLabelValues("lease")); got != 1 {
+	if got := testutil.ToFloat64(l.written.WithLabelValues("lease")); got != 1 {
 		t.Errorf("lease writes counted = %v, want 1", got)
 	}
-	if got := l.Latest(fresh); got.ResourceVersion != written.ResourceVersion {
-		t.Errorf("Latest is version %s, want our write's %s", got.ResourceVersion, written.ResourceVersion)
+	// A cache still at the edit is behind our write; one still at the
+	// first read is not, since the edit came after it and not from us.
+	if got := l.Latest(edited); got.ResourceVersion != written.ResourceVersion {
+		t.Errorf("Latest of the edit is version %s, want our write's %s", got.ResourceVersion, written.ResourceVersion)
+	}
+	if got := l.Latest(fresh); got.ResourceVersion != fresh.ResourceVersion {
+		t.Errorf("Latest of the first read is version %s, want that read's %s", got.ResourceVersion, fresh.ResourceVersion)
 	}
 }
 
@@ -100,7 +107,7 @@ func TestWrite_writesOnlyWhatChangeAsks(t *testing.T) {
 	if !rolledSeen {
 		t.Error("change was not told that the window rolled")
 	}
-	if got := testutil.ToFloat64(l.writes.WithLabelValues("lease")); got != 0 {
+	if got := testutil.ToFloat64(l.written.WithLabelValues("lease")); got != 0 {
 		t.Errorf("writes counted = %v, want 0", got)
 	}
 	stop := errors.New("stop")

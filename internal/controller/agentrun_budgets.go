@@ -265,7 +265,7 @@ func (r *AgentRunReconciler) markRefused(ctx context.Context, b *v1alpha1.AgentB
 	work := b.DeepCopy()
 	if budget.MarkRefused(work, reason, r.Clock()) {
 		if err := r.Status().Update(ctx, work); err == nil {
-			r.Ledgers.Wrote("refused", work)
+			r.Ledgers.Wrote("refused", b.ResourceVersion, work)
 		} else {
 			ctrl.LoggerFrom(ctx).V(4).Info("Could not mark the AgentBudget exhausted", "budget", b.Name, "error", err.Error())
 		}

@@ -551,7 +551,7 @@ func heldFor(r *AgentRunReconciler, runs []*v1alpha1.AgentRun) map[string]int {
 	for _, run := range runs {
 		uid := run.UID
 		for kind, ok := range map[string]bool{"kits": m.kits[uid] != nil, "transcripts": m.saves[uid] != nil,
-			"writes": m.written[uid].obj != nil, "work": r.work.items[uid] != nil} {
+			"writes": m.writes.Has(uid), "work": r.work.items[uid] != nil} {
 			if ok {
 				out[kind]++
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/kit"
 	"github.com/agentrun/agentrun/internal/loop"
+	"github.com/agentrun/agentrun/internal/ownwrite"
 	"github.com/agentrun/agentrun/internal/transcript"
 )
 
@@ -31,11 +32,8 @@ type memory struct {
 	// deferred is each run's status as saved when its last saves did not
 	// write status (see persist).
 	deferred map[types.UID]*deferred
-	// written is our last status write of each run (see freshest).
-	written map[types.UID]written
-	// cached is the last version of each run the cache delivered that was
-	// not (yet) our remembered write (see caughtUp).
-	cached map[types.UID]string
+	// writes is our last status write of each run (see freshest).
+	writes *ownwrite.Writes[types.UID, *v1alpha1.AgentRun]
 	// names maps each run this process holds anything for to its UID, so
 	// that a run deleted while we held it is forgotten by name.
 	names map[types.NamespacedName]types.UID
@@ -51,8 +49,7 @@ func newMemory() *memory {
 		kits:     map[types.UID]*Kit{},
 		saves:    map[types.UID]*saved{},
 		deferred: map[types.UID]*deferred{},
-		written:  map[types.UID]written{},
-		cached:   map[types.UID]string{},
+		writes:   ownwrite.New[types.UID, *v1alpha1.AgentRun](),
 		names:    map[types.NamespacedName]types.UID{},
 		panics:   map[types.UID]int{},
 		highs:    map[types.UID]highWater{},
@@ -66,17 +63,6 @@ type saved struct {
 	messages []loop.Message
 	// observations are the stored results of the current turn's calls.
 	observations map[string]transcript.Observation
-}
-
-// written is the object as our last status patch left it, and every
-// resourceVersion our own writes went through since the cache last caught
-// up. The informer cache may not have seen our own writes yet when the
-// next reconcile starts (a model that answers in a millisecond wakes the
-// run at once); reading the object we wrote instead of the stale copy
-// saves a conflict and a round trip per turn.
-type written struct {
-	ours map[string]bool
-	obj  *v1alpha1.AgentRun
 }
 
 // kit returns the run's kit, if built.
@@ -142,56 +128,30 @@ func (m *memory) keepDeferred(uid types.UID, d *deferred) {
 	m.deferred[uid] = d
 }
 
-// freshest returns our own last write when the cache still holds the
-// version that write replaced; anything else in the cache is newer.
+// freshest returns our own last status write of the run when the cache
+// still holds a version that write replaced (ownwrite). The cache may not
+// have seen our own writes yet when the next reconcile starts (a model
+// that answers in a millisecond wakes the run at once); reading the
+// object we wrote instead of the stale copy saves a conflict and a round
+// trip per turn.
 func (m *memory) freshest(cached *v1alpha1.AgentRun) *v1alpha1.AgentRun {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w, ok := m.written[cached.UID]
-	if !ok {
-		return cached
-	}
-	if cached.ResourceVersion != w.obj.ResourceVersion && w.ours[cached.ResourceVersion] {
-		return w.obj.DeepCopy() // the cache is behind our own writes
-	}
-	delete(m.written, cached.UID) // the cache caught up, or someone wrote after us
-	return cached
+	return m.writes.Freshest(cached.UID, cached)
 }
 
 // caughtUp drops our last write of the run once the cache delivers it, and
 // reports whether the delivered version is that write. The watch may
-// deliver a write before its patch returns: the version is then noted, so
-// that remember keeps no copy of it.
+// deliver a write before its patch returns: for a run this process holds,
+// the version is then noted, so that remember keeps no copy of it.
 func (m *memory) caughtUp(key types.NamespacedName, uid types.UID, rv string) (ours bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if w, ok := m.written[uid]; ok && w.obj.ResourceVersion == rv {
-		delete(m.written, uid)
-		return true
-	}
-	if _, tracked := m.names[key]; tracked {
-		m.cached[uid] = rv
-	}
-	return false
+	_, tracked := m.names[key]
+	return m.writes.CaughtUp(uid, rv, tracked)
 }
 
 // remember records a successful status write that replaced prevRV.
 func (m *memory) remember(prevRV string, obj *v1alpha1.AgentRun) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cached[obj.UID] == obj.ResourceVersion {
-		// The cache already holds this write.
-		delete(m.cached, obj.UID)
-		delete(m.written, obj.UID)
-		return
-	}
-	w, ok := m.written[obj.UID]
-	if !ok || w.obj.ResourceVersion != prevRV {
-		w = written{ours: map[string]bool{}}
-	}
-	w.ours[prevRV] = true
-	w.obj = obj.DeepCopy()
-	m.written[obj.UID] = w
+	m.writes.Wrote(obj.UID, prevRV, obj)
 }
 
 // panicked counts a recovered panic of the run and returns how many it had.
@@ -234,8 +194,7 @@ func (m *memory) forget(uid types.UID) {
 	delete(m.kits, uid)
 	delete(m.saves, uid)
 	delete(m.deferred, uid)
-	delete(m.written, uid)
-	delete(m.cached, uid)
+	m.writes.Forget(uid)
 	delete(m.panics, uid)
 	delete(m.highs, uid)
 	for k, v := range m.names {
@@ -250,7 +209,7 @@ func (m *memory) forget(uid types.UID) {
 func (m *memory) size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.kits) + len(m.saves) + len(m.deferred) + len(m.written) + len(m.cached) + len(m.names) + len(m.panics) + len(m.highs)
+	return len(m.kits) + len(m.saves) + len(m.deferred) + m.writes.Len() + len(m.names) + len(m.panics) + len(m.highs)
 }
 
 // high returns the run's highest saved status, if this process has read

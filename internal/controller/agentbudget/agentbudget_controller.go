@@ -179,7 +179,7 @@ func (r *Reconciler) reconcileBudget(ctx context.Context, b *v1alpha1.AgentBudge
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		r.Ledgers.Wrote("settle", work)
+		r.Ledgers.Wrote("settle", b.ResourceVersion, work)
 		if r.Recorder != nil {
 			for _, e := range evs {
 				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", clip.Cut(e.msg, 1024, runstatus.CutMark))
