@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 //
 // Write returns the budget as written, or nil when change wrote nothing.
 // A read that finds the budget gone returns the API server's NotFound,
-// wrapped (apierrors.IsNotFound tells it).
+// wrapped (apierrors.IsNotFound tells it); giving up after MaxAttempts
+// returns ErrContended, wrapped.
 func (l *Ledgers) Write(ctx context.Context, c client.Client, r client.Reader, fresh *v1alpha1.AgentBudget, kind string, now func() time.Time,
 	change func(fresh, work *v1alpha1.AgentBudget, rolled bool) (bool, error)) (*v1alpha1.AgentBudget, error) {
 	key := keyOf(fresh)
@@ -46,5 +48,10 @@ func (l *Ledgers) Write(ctx context.Context, c client.Client, r client.Reader, f
 			return nil, fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
 		}
 	}
-	return nil, fmt.Errorf("AgentBudget %s changed under %d writes in a row; retrying", key.Name, MaxAttempts)
+	return nil, fmt.Errorf("%w: AgentBudget %s changed under %d writes in a row; retrying", ErrContended, key.Name, MaxAttempts)
 }
+
+// ErrContended is Write giving up for now: the budget changed under
+// MaxAttempts writes in a row. Nothing was lost; the writer tries again
+// later.
+var ErrContended = errors.New("contended")

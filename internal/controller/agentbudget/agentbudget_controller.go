@@ -121,41 +121,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	defer r.Ledgers.Lock(req.NamespacedName)()
-	b = r.Ledgers.Latest(b)
-	for attempt := 1; ; attempt++ {
-		res, err := r.reconcileBudget(ctx, b)
-		if !errors.Is(err, errConflict) {
-			return res, err
-		}
-		if attempt == budget.MaxAttempts {
-			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
-		}
-		r.Ledgers.Conflicted(req.NamespacedName)
-		b = &v1alpha1.AgentBudget{}
-		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+	now := r.Clock()
+	var evs []budgetEvent
+	var next time.Time
+	var open int
+	written, err := r.Ledgers.Write(ctx, r.Client, r.APIReader, r.Ledgers.Latest(b), "settle", func() time.Time { return now },
+		func(fresh, work *v1alpha1.AgentBudget, rolled bool) (bool, error) {
+			var err error
+			evs, next, err = r.settle(ctx, fresh, work, rolled, now)
+			open = len(work.Status.Reservations)
+			return err == nil && !equality.Semantic.DeepEqual(fresh.Status, work.Status), err
+		})
+	switch {
+	case apierrors.IsNotFound(err):
+		r.Ledgers.Forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	case errors.Is(err, budget.ErrContended):
+		// The runs' leases keep it busy: settle a moment later.
+		return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	if written != nil && r.Recorder != nil {
+		for _, e := range evs {
+			r.Recorder.Eventf(written, nil, e.typ, e.reason, e.action, "%s", clip.Cut(e.msg, 1024, runstatus.CutMark))
 		}
 	}
+	if open > 0 && now.Add(budgetRecheck).Before(next) {
+		next = now.Add(budgetRecheck)
+	}
+	return ctrl.Result{RequeueAfter: max(time.Second, next.Sub(now))}, nil
 }
-
-// errConflict: the budget changed since it was read; read it again.
-var errConflict = errors.New("the budget changed under us")
 
 type budgetEvent struct{ typ, reason, action, msg string }
 
-func (r *Reconciler) reconcileBudget(ctx context.Context, b *v1alpha1.AgentBudget) (ctrl.Result, error) {
-	now := r.Clock()
-	work := b.DeepCopy()
+// settle brings work, a copy of fresh rolled into the window current at
+// now, up to date: the leases of runs that ended are settled, those of
+// runs deleted long enough are expired, the conditions and soft-limit
+// warnings are set. It returns the events to record once work is
+// written, and when the budget next needs a look.
+func (r *Reconciler) settle(ctx context.Context, fresh, work *v1alpha1.AgentBudget, rolled bool, now time.Time) ([]budgetEvent, time.Time, error) {
 	var evs []budgetEvent
-	rolled, next := budget.Roll(work, now)
+	_, next := budget.Roll(work, now) // rolled already: when the window ends
 	if rolled {
 		evs = append(evs, budgetEvent{corev1.EventTypeNormal, v1alpha1.ReasonBudgetWindowReset, "Roll",
 			"A new window began at " + work.Status.WindowStart.UTC().Format(time.RFC3339)})
 	}
-	for _, res := range b.Status.Reservations {
+	for _, res := range fresh.Status.Reservations {
 		ev, at, err := r.closeIfDone(ctx, work, res, now)
 		if err != nil {
-			return ctrl.Result{}, err
+			return nil, next, err
 		}
 		if ev != nil {
 			evs = append(evs, *ev)
@@ -172,24 +187,7 @@ func (r *Reconciler) reconcileBudget(ctx context.Context, b *v1alpha1.AgentBudge
 	}
 	budget.SetConditions(work, now)
 	work.Status.ObservedGeneration = work.Generation
-	if !equality.Semantic.DeepEqual(b.Status, work.Status) {
-		if err := r.Status().Update(ctx, work); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{}, errConflict
-			}
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		r.Ledgers.Wrote("settle", b.ResourceVersion, work)
-		if r.Recorder != nil {
-			for _, e := range evs {
-				r.Recorder.Eventf(work, nil, e.typ, e.reason, e.action, "%s", clip.Cut(e.msg, 1024, runstatus.CutMark))
-			}
-		}
-	}
-	if len(work.Status.Reservations) > 0 && now.Add(budgetRecheck).Before(next) {
-		next = now.Add(budgetRecheck)
-	}
-	return ctrl.Result{RequeueAfter: max(time.Second, next.Sub(now))}, nil
+	return evs, next, nil
 }
 
 // budgetRecheck is how often a budget with open leases is looked at even
