@@ -148,7 +148,7 @@ func TestWrite_aBudgetGoneOrAlwaysChangingEndsTheAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := l.Write(context.Background(), c, c, fresh, "lease", func() time.Time { return t0 }, change)
-	if err == nil || !strings.Contains(err.Error(), "changed under 32 writes in a row") {
+	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), "changed under 32 writes in a row") {
 		t.Errorf("Write = %v, want it to give up after %d conflicts", err, MaxAttempts)
 	}
 }
