@@ -205,6 +205,12 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 	}
 	key := client.ObjectKeyFromObject(b)
 	defer r.Ledgers.Lock(key)()
+	// b was listed before the lock, and other runs may have leased since:
+	// the cache's copy now is either one of our writes behind the last
+	// (which Latest recognises) or newer than it.
+	if cur := (&v1alpha1.AgentBudget{}); r.Get(ctx, key, cur) == nil {
+		b = cur
+	}
 	fresh := r.Ledgers.Latest(b)
 	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {
 		return leaseOutcome{holds: true} // a lease taken since the cache was read

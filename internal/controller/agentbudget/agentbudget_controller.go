@@ -113,6 +113,9 @@ func (r *Reconciler) budgetsOfRun(ctx context.Context, obj client.Object) []reco
 // Reconcile brings one budget's ledger up to date. A write that conflicts
 // with a run's lease is redone on a fresh read.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read under the lock: a copy read before it may predate writes that
+	// runs made while this waited, which Latest could not place.
+	defer r.Ledgers.Lock(req.NamespacedName)()
 	b := &v1alpha1.AgentBudget{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -120,7 +123,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	defer r.Ledgers.Lock(req.NamespacedName)()
 	now := r.Clock()
 	var evs []budgetEvent
 	var next time.Time
