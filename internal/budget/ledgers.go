@@ -74,10 +74,13 @@ func (l *Ledgers) Lock(key types.NamespacedName) func() {
 }
 
 // Latest returns our last write of the budget when read (from the cache)
-// is a version our writes replaced, else read (ownwrite); the caller
-// holds the budget's lock. Anything else is newer than our write: the
-// cache caught up, or someone else wrote since (a person's edit of the
-// spec, which a step must be judged on).
+// is a version our writes replaced, else read (ownwrite). The caller
+// holds the budget's lock and read the cache after taking it: a copy read
+// before may predate the versions Latest remembers (they restart once the
+// cache catches up) and would be taken for newer, costing a conflict.
+// Anything else is newer than our write: the cache caught up, or someone
+// else wrote since (a person's edit of the spec, which a step must be
+// judged on).
 func (l *Ledgers) Latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
 	return l.writes.Freshest(keyOf(read), read)
 }
