@@ -21,11 +21,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// budgetWriteCounter counts the status writes to AgentBudgets the
-// operator makes (accepted or not).
+// budgetWrites counts the status writes to AgentBudgets the operator
+// makes: those the API server accepted, and those it refused (a conflict,
+// mostly).
+type budgetWrites struct{ accepted, failed atomic.Int64 }
+
 type budgetWriteCounter struct {
 	client.Client
-	writes *atomic.Int64
+	writes *budgetWrites
 }
 
 func (c budgetWriteCounter) Status() client.SubResourceWriter {
@@ -34,28 +37,33 @@ func (c budgetWriteCounter) Status() client.SubResourceWriter {
 
 type budgetStatusCounter struct {
 	client.SubResourceWriter
-	writes *atomic.Int64
+	writes *budgetWrites
 }
 
-// Update counts the writes the API server accepted; a conflict is
-// counted apart, in conflicts.
 func (s budgetStatusCounter) Update(ctx context.Context, o client.Object, opts ...client.SubResourceUpdateOption) error {
 	err := s.SubResourceWriter.Update(ctx, o, opts...)
 	if _, ok := o.(*v1alpha1.AgentBudget); ok {
 		if err == nil {
-			s.writes.Add(1)
+			s.writes.accepted.Add(1)
 		} else {
-			budgetConflictsSeen.Add(1)
+			s.writes.failed.Add(1)
 		}
 	}
 	return err
 }
 
-var budgetConflictsSeen atomic.Int64
-
-func countBudgetWrites(writes *atomic.Int64) managerSetup {
-	return managerSetup{workers: 8, wrap: func(c client.Client, _ func()) client.Client { return budgetWriteCounter{Client: c, writes: writes} }}
+func countBudgetWrites(w *budgetWrites) managerSetup {
+	return managerSetup{workers: 8, wrap: func(c client.Client, _ func()) client.Client { return budgetWriteCounter{Client: c, writes: w} }}
 }
+
+// maxFailedBudgetWrites bounds the refused budget writes of 100 runs at
+// once. The operator is the only writer of a budget's status and
+// serialises its own writes (budget.Ledgers), each from the newest copy
+// it knows, so none should conflict. A lease that works from a copy older
+// than our own last write conflicts: 75-79 refused writes in the 300-turn
+// test when leases read the budget before taking its lock (and 3-5 in the
+// storm, too few to tell).
+const maxFailedBudgetWrites = 5
 
 func makeBudget(t *testing.T, ns, name string, f func(*v1alpha1.AgentBudgetSpec)) *v1alpha1.AgentBudget {
 	t.Helper()
@@ -129,7 +137,7 @@ func TestAgentBudget_stormOfRunsNeverOverspendsAHardLimit(t *testing.T) {
 	ns := namespace(t)
 	const limit = "0.10"
 	b := makeBudget(t, ns, "storm", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = limit })
-	var writes atomic.Int64
+	var writes budgetWrites
 	startWith(t, &kits{tools: newTools()}, countBudgetWrites(&writes))
 
 	runs := make([]*v1alpha1.AgentRun, 100)
@@ -176,7 +184,10 @@ func TestAgentBudget_stormOfRunsNeverOverspendsAHardLimit(t *testing.T) {
 		t.Errorf("Exhausted condition %+v, want True, Refused", c)
 	}
 	t.Logf("100 runs: %d completed, %d refused, $%s spent of $%s, %d turns, %d AgentBudget writes (%.2f per turn), %d failed writes",
-		completed, refused, spent, limit, turns, writes.Load(), float64(writes.Load())/float64(max(turns, 1)), budgetConflictsSeen.Load())
+		completed, refused, spent, limit, turns, writes.accepted.Load(), float64(writes.accepted.Load())/float64(max(turns, 1)), writes.failed.Load())
+	if n := writes.failed.Load(); n > maxFailedBudgetWrites {
+		t.Errorf("%d AgentBudget writes were refused, want at most %d", n, maxFailedBudgetWrites)
+	}
 }
 
 // With room to spare, a run draws most turns from the lease it holds: the
@@ -185,7 +196,7 @@ func TestAgentBudget_stormOfRunsNeverOverspendsAHardLimit(t *testing.T) {
 func TestAgentBudget_leasesInChunksKeepWritesBelowOnePerTurn(t *testing.T) {
 	ns := namespace(t)
 	b := makeBudget(t, ns, "roomy", func(s *v1alpha1.AgentBudgetSpec) { s.MaxCostUSD = "100" })
-	var writes atomic.Int64
+	var writes budgetWrites
 	startWith(t, &kits{tools: newTools()}, countBudgetWrites(&writes))
 	runs := make([]*v1alpha1.AgentRun, 100)
 	for i := range runs {
@@ -200,8 +211,11 @@ func TestAgentBudget_leasesInChunksKeepWritesBelowOnePerTurn(t *testing.T) {
 		turns += int(r.Status.Usage.Turns)
 	}
 	expectSettled(t, b, runs, 0)
-	perTurn := float64(writes.Load()) / float64(turns)
-	t.Logf("100 runs, %d turns, %d AgentBudget writes: %.2f per turn (%d failed writes)", turns, writes.Load(), perTurn, budgetConflictsSeen.Load())
+	perTurn := float64(writes.accepted.Load()) / float64(turns)
+	t.Logf("100 runs, %d turns, %d AgentBudget writes: %.2f per turn (%d failed writes)", turns, writes.accepted.Load(), perTurn, writes.failed.Load())
+	if n := writes.failed.Load(); n > maxFailedBudgetWrites {
+		t.Errorf("%d AgentBudget writes were refused, want at most %d", n, maxFailedBudgetWrites)
+	}
 	// One lease per run and one settlement write shared by the runs that
 	// ended together: at most 2 writes per run of 3 turns.
 	if perTurn > 0.67 {
