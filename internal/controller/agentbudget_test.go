@@ -26,34 +26,19 @@ import (
 // mostly).
 type budgetWrites struct{ accepted, failed atomic.Int64 }
 
-type budgetWriteCounter struct {
-	client.Client
-	writes *budgetWrites
-}
-
-func (c budgetWriteCounter) Status() client.SubResourceWriter {
-	return budgetStatusCounter{SubResourceWriter: c.Client.Status(), writes: c.writes}
-}
-
-type budgetStatusCounter struct {
-	client.SubResourceWriter
-	writes *budgetWrites
-}
-
-func (s budgetStatusCounter) Update(ctx context.Context, o client.Object, opts ...client.SubResourceUpdateOption) error {
-	err := s.SubResourceWriter.Update(ctx, o, opts...)
-	if _, ok := o.(*v1alpha1.AgentBudget); ok {
-		if err == nil {
-			s.writes.accepted.Add(1)
-		} else {
-			s.writes.failed.Add(1)
-		}
-	}
-	return err
-}
-
 func countBudgetWrites(w *budgetWrites) managerSetup {
-	return managerSetup{workers: 8, wrap: func(c client.Client, _ func()) client.Client { return budgetWriteCounter{Client: c, writes: w} }}
+	return managerSetup{workers: 8, wrap: func(c client.Client, _ func()) client.Client {
+		return hookClient{Client: c, after: func(op string, obj client.Object, err error) {
+			if _, ok := obj.(*v1alpha1.AgentBudget); !ok || op != "status" {
+				return
+			}
+			if err == nil {
+				w.accepted.Add(1)
+			} else {
+				w.failed.Add(1)
+			}
+		}}
+	}}
 }
 
 // maxFailedBudgetWrites bounds the refused budget writes of 100 runs at

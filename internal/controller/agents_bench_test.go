@@ -38,7 +38,7 @@ func BenchmarkAgentChild(b *testing.B) {
 	kb := &kit.Builder{LocalJobs: true, LocalDir: b.TempDir()}
 	startWith(b, kb, managerSetup{
 		wrap: func(c client.Client, _ func()) client.Client {
-			c = countingClient{Client: c, writes: &writes}
+			c = countWrites(c, &writes)
 			kb.Agents = agent.Config{Client: c, Reader: k8sClient, Wakeups: w, PollInterval: time.Second}
 			return c
 		},
