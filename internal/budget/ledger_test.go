@@ -364,8 +364,9 @@ func TestUnpriced_refusesAModelWithoutAPriceUnderADollarLimit(t *testing.T) {
 }
 
 // Issue 28: both writers count their accepted writes by kind, and the
-// conflicts, through the one book; a conflict forgets our last write, so
-// the next reader starts from the API server's.
+// conflicts, through the one book. A conflict keeps our last write (a
+// cache still at a version it replaced is behind it); a budget gone is
+// forgotten.
 func TestLedgers_countWritesAndConflicts(t *testing.T) {
 	l := NewLedgers()
 	b := makeBudget("10")
@@ -378,9 +379,13 @@ func TestLedgers_countWritesAndConflicts(t *testing.T) {
 	if got := l.Latest(read); got.ResourceVersion != "2" {
 		t.Fatalf("latest is version %s, want our write, 2", got.ResourceVersion)
 	}
-	l.Conflicted(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+	l.Conflicted()
+	if got := l.Latest(read); got.ResourceVersion != "2" {
+		t.Fatalf("latest after a conflict is version %s, want our write, 2", got.ResourceVersion)
+	}
+	l.Forget(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
 	if got := l.Latest(read); got.ResourceVersion != "1" {
-		t.Fatalf("latest after a conflict is version %s, want the read, 1", got.ResourceVersion)
+		t.Fatalf("latest once forgotten is version %s, want the read, 1", got.ResourceVersion)
 	}
 	const want = `
 # HELP agentrun_budget_lease_conflicts_total Lease writes refused because the AgentBudget changed since it was read; each is retried on a fresh read.

@@ -92,11 +92,11 @@ func (l *Ledgers) Wrote(kind, prev string, b *v1alpha1.AgentBudget) {
 	l.writes.Wrote(keyOf(b), prev, b)
 }
 
-// Conflicted counts a write refused on a changed budget and forgets our
-// last write of it: the writer reads it again.
-func (l *Ledgers) Conflicted(key types.NamespacedName) {
+// Conflicted counts a write refused on a changed budget; the writer
+// reads it again. Our last write is kept: it is still newer than every
+// version it replaced, which a cache behind it may yet hold.
+func (l *Ledgers) Conflicted() {
 	l.conflicts.Inc()
-	l.Forget(key)
 }
 
 // Forget drops our last write of the budget (it is gone, or changed).

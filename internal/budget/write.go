@@ -12,7 +12,8 @@ import (
 )
 
 // Write is the one compare-and-swap of a budget's status, shared by every
-// writer that changes it in a loop (a run's lease, an evaluation's judge).
+// writer of it: a run's lease, an evaluation judge's lease and the
+// AgentBudget reconciler's settling.
 // The caller holds the budget's lock (Lock) and passes the freshest copy
 // it has (Latest). change is given that copy (fresh) and a copy of it
 // rolled into the window current at now (work, and whether the roll
@@ -28,7 +29,7 @@ import (
 func (l *Ledgers) Write(ctx context.Context, c client.Client, r client.Reader, fresh *v1alpha1.AgentBudget, kind string, now func() time.Time,
 	change func(fresh, work *v1alpha1.AgentBudget, rolled bool) (bool, error)) (*v1alpha1.AgentBudget, error) {
 	key := keyOf(fresh)
-	for range MaxAttempts {
+	for attempt := 1; ; attempt++ {
 		work := fresh.DeepCopy()
 		rolled, _ := Roll(work, now())
 		if write, err := change(fresh, work, rolled); err != nil || !write {
@@ -42,13 +43,15 @@ func (l *Ledgers) Write(ctx context.Context, c client.Client, r client.Reader, f
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("writing AgentBudget %s: %w", key.Name, err)
 		}
-		l.Conflicted(key)
+		l.Conflicted()
+		if attempt == MaxAttempts {
+			return nil, fmt.Errorf("%w: AgentBudget %s changed under %d writes in a row; retrying", ErrContended, key.Name, MaxAttempts)
+		}
 		fresh = &v1alpha1.AgentBudget{}
 		if err := r.Get(ctx, key, fresh); err != nil {
 			return nil, fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
 		}
 	}
-	return nil, fmt.Errorf("%w: AgentBudget %s changed under %d writes in a row; retrying", ErrContended, key.Name, MaxAttempts)
 }
 
 // ErrContended is Write giving up for now: the budget changed under

@@ -208,8 +208,13 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 	// b was listed before the lock, and other runs may have leased since:
 	// the cache's copy now is either one of our writes behind the last
 	// (which Latest recognises) or newer than it.
-	if cur := (&v1alpha1.AgentBudget{}); r.Get(ctx, key, cur) == nil {
+	cur := &v1alpha1.AgentBudget{}
+	switch err := r.Get(ctx, key, cur); {
+	case err == nil:
 		b = cur
+	case !apierrors.IsNotFound(err):
+		// Go on with the copy listed: at worst a conflict, read again.
+		ctrl.LoggerFrom(ctx).V(4).Info("Could not read the AgentBudget from the cache", "budget", b.Name, "error", err.Error())
 	}
 	fresh := r.Ledgers.Latest(b)
 	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {

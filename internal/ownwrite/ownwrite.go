@@ -34,8 +34,8 @@ type Writes[K comparable, T client.Object] struct {
 
 type written[T client.Object] struct {
 	obj T
-	// ours are the versions our writes replaced since the cache last
-	// caught up.
+	// ours are versions older than obj: those our writes replaced since
+	// the cache last caught up, and our own earlier writes.
 	ours map[string]bool
 }
 
@@ -45,8 +45,8 @@ func New[K comparable, T client.Object]() *Writes[K, T] {
 }
 
 // Freshest returns our last write of the object when read is a version
-// that write (or an earlier one of ours) replaced; else read, and our
-// write is forgotten. The write returned is a copy: callers may change
+// known to be older than it (one our writes replaced, or an earlier write
+// of ours); else read, and our write is forgotten. The write returned is a copy: callers may change
 // it.
 func (w *Writes[K, T]) Freshest(k K, read T) T {
 	w.mu.Lock()
@@ -65,6 +65,12 @@ func (w *Writes[K, T]) Freshest(k K, read T) T {
 // Wrote records a write that the API server accepted: obj as it returned,
 // which replaced version prev. When the cache has already delivered that
 // version (CaughtUp), nothing needs keeping.
+//
+// A write over a version that is not our last one (someone else wrote in
+// between, or we read the object from the API server, ahead of the cache)
+// keeps what is known of the same object: our last write was accepted
+// before prev was, so it and every version it replaced are older than
+// this write too.
 func (w *Writes[K, T]) Wrote(k K, prev string, obj T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -74,8 +80,11 @@ func (w *Writes[K, T]) Wrote(k K, prev string, obj T) {
 		return
 	}
 	e, ok := w.written[k]
-	if !ok || e.obj.GetUID() != obj.GetUID() || e.obj.GetResourceVersion() != prev {
+	switch {
+	case !ok || e.obj.GetUID() != obj.GetUID():
 		e = written[T]{ours: map[string]bool{}}
+	case e.obj.GetResourceVersion() != prev:
+		e.ours[e.obj.GetResourceVersion()] = true
 	}
 	e.ours[prev] = true
 	e.obj = obj.DeepCopyObject().(T)

@@ -41,17 +41,35 @@ func TestFreshest_followsTheChainOfOurWrites(t *testing.T) {
 }
 
 // An object deleted and made again under the same key is not ours,
-// whatever its version says; a break in the chain starts a new one.
-func TestWrote_aNewObjectOrABrokenChainStartsAfresh(t *testing.T) {
+// whatever its version says.
+func TestWrote_aNewObjectIsNotOurs(t *testing.T) {
 	w := New[types.NamespacedName, *corev1.ConfigMap]()
 	w.Wrote(key, "1", obj("u", "2", "old object"))
 	if got := w.Freshest(key, obj("v", "1", "new object")); got.GetUID() != "v" {
 		t.Errorf("a new object with our old version read our write of the old one")
 	}
 	w.Wrote(key, "1", obj("u", "2", ""))
-	w.Wrote(key, "5", obj("u", "6", "")) // someone else wrote 3..5
-	if got := w.Freshest(key, obj("u", "1", "")); got.ResourceVersion != "1" {
-		t.Errorf("version 1 was replaced by someone else's write, yet got our %s", got.ResourceVersion)
+	w.Wrote(key, "7", obj("v", "8", "")) // the object was made again
+	if got := w.Freshest(key, obj("v", "2", "")); got.ResourceVersion != "2" {
+		t.Errorf("a version of the old object counted for the new one: got %s", got.ResourceVersion)
+	}
+}
+
+// A write over a version that is not our last one (someone else wrote in
+// between, or it was read from the API server, ahead of the cache) keeps
+// what came before: our last write, and what it replaced, are older than
+// the new write, and a cache still at any of them is behind it.
+func TestWrote_aBrokenChainKeepsWhatIsOlder(t *testing.T) {
+	w := New[types.NamespacedName, *corev1.ConfigMap]()
+	w.Wrote(key, "1", obj("u", "2", ""))
+	w.Wrote(key, "5", obj("u", "6", "ours")) // someone else wrote 3..5
+	for _, rv := range []string{"1", "2", "5"} {
+		if got := w.Freshest(key, obj("u", rv, "")); got.ResourceVersion != "6" {
+			t.Errorf("a cache at %s: got %s, want our write 6", rv, got.ResourceVersion)
+		}
+	}
+	if got := w.Freshest(key, obj("u", "4", "theirs")); got.ResourceVersion != "4" {
+		t.Errorf("a version we never saw: got %s, want the read", got.ResourceVersion)
 	}
 }
 

@@ -125,7 +125,9 @@ func (r *Reconciler) writeBudget(ctx context.Context, key client.ObjectKey, kind
 	if err != nil {
 		err = fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
 	} else {
-		_, err = r.Ledgers.Write(ctx, r.Client, r.APIReader, r.Ledgers.Latest(read), kind, r.Clock, func(_, work *v1alpha1.AgentBudget, rolled bool) (bool, error) {
+		// Read from the API server: as new as it gets, so not passed
+		// through Latest (which places the cache's copies).
+		_, err = r.Ledgers.Write(ctx, r.Client, r.APIReader, read, kind, r.Clock, func(_, work *v1alpha1.AgentBudget, rolled bool) (bool, error) {
 			var changed bool
 			changed, why = change(work)
 			return why == "" && (changed || rolled), nil
