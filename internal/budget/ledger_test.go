@@ -376,15 +376,15 @@ func TestLedgers_countWritesAndConflicts(t *testing.T) {
 	l.Wrote("lease", "1", b)
 	read := b.DeepCopy()
 	read.ResourceVersion = "1"
-	if got := l.Latest(read); got.ResourceVersion != "2" {
+	if got := l.latest(read); got.ResourceVersion != "2" {
 		t.Fatalf("latest is version %s, want our write, 2", got.ResourceVersion)
 	}
 	l.Conflicted()
-	if got := l.Latest(read); got.ResourceVersion != "2" {
+	if got := l.latest(read); got.ResourceVersion != "2" {
 		t.Fatalf("latest after a conflict is version %s, want our write, 2", got.ResourceVersion)
 	}
 	l.Forget(types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
-	if got := l.Latest(read); got.ResourceVersion != "1" {
+	if got := l.latest(read); got.ResourceVersion != "1" {
 		t.Fatalf("latest once forgotten is version %s, want the read, 1", got.ResourceVersion)
 	}
 	const want = `

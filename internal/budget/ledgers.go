@@ -1,12 +1,14 @@
 package budget
 
 import (
+	"context"
 	"sync"
 
 	"github.com/agentrun/agentrun/api/v1alpha1"
 	"github.com/agentrun/agentrun/internal/ownwrite"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // MaxAttempts bounds the compare-and-swap retries of one write to a
@@ -73,15 +75,28 @@ func (l *Ledgers) Lock(key types.NamespacedName) func() {
 	return m.Unlock
 }
 
-// Latest returns our last write of the budget when read (from the cache)
-// is a version our writes replaced, else read (ownwrite). The caller
-// holds the budget's lock and read the cache after taking it: a copy read
-// before may predate the versions Latest remembers (they restart once the
-// cache catches up) and would be taken for newer, costing a conflict.
-// Anything else is newer than our write: the cache caught up, or someone
-// else wrote since (a person's edit of the spec, which a step must be
-// judged on).
-func (l *Ledgers) Latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
+// Open takes the budget's lock and returns the freshest copy of it this
+// process knows, and the lock's release (to call whatever the error). The
+// copy is read through cache after the lock is held, then placed by
+// latest: a copy read before the lock may predate the versions latest
+// remembers (they restart once the cache catches up) and would be taken
+// for newer, costing a conflict. A budget that does not exist is the
+// reader's NotFound.
+func (l *Ledgers) Open(ctx context.Context, cache client.Reader, key types.NamespacedName) (*v1alpha1.AgentBudget, func(), error) {
+	unlock := l.Lock(key)
+	read := &v1alpha1.AgentBudget{}
+	if err := cache.Get(ctx, key, read); err != nil {
+		return nil, unlock, err
+	}
+	return l.latest(read), unlock, nil
+}
+
+// latest returns our last write of the budget when read (from the cache)
+// is a version our writes replaced, else read (ownwrite); Open is the way
+// to call it. Anything else is newer than our write: the cache caught up,
+// or someone else wrote since (a person's edit of the spec, which a step
+// must be judged on).
+func (l *Ledgers) latest(read *v1alpha1.AgentBudget) *v1alpha1.AgentBudget {
 	return l.writes.Freshest(keyOf(read), read)
 }
 

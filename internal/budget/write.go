@@ -14,8 +14,8 @@ import (
 // Write is the one compare-and-swap of a budget's status, shared by every
 // writer of it: a run's lease, an evaluation judge's lease and the
 // AgentBudget reconciler's settling.
-// The caller holds the budget's lock (Lock) and passes the freshest copy
-// it has (Latest). change is given that copy (fresh) and a copy of it
+// The caller holds the budget's lock and passes the freshest copy it has
+// (Open, or a read from the API server made under the lock). change is given that copy (fresh) and a copy of it
 // rolled into the window current at now (work, and whether the roll
 // changed it); it edits work and says whether to write it. A write refused
 // because the budget changed or went (a person's edit, another operator

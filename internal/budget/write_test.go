@@ -81,11 +81,11 @@ func TestWrite_retriesOnAFreshReadAfterAConflict(t *testing.T) {
 	}
 	// A cache still at the edit is behind our write; one still at the
 	// first read is not, since the edit came after it and not from us.
-	if got := l.Latest(edited); got.ResourceVersion != written.ResourceVersion {
-		t.Errorf("Latest of the edit is version %s, want our write's %s", got.ResourceVersion, written.ResourceVersion)
+	if got := l.latest(edited); got.ResourceVersion != written.ResourceVersion {
+		t.Errorf("latest of the edit is version %s, want our write's %s", got.ResourceVersion, written.ResourceVersion)
 	}
-	if got := l.Latest(fresh); got.ResourceVersion != fresh.ResourceVersion {
-		t.Errorf("Latest of the first read is version %s, want that read's %s", got.ResourceVersion, fresh.ResourceVersion)
+	if got := l.latest(fresh); got.ResourceVersion != fresh.ResourceVersion {
+		t.Errorf("latest of the first read is version %s, want that read's %s", got.ResourceVersion, fresh.ResourceVersion)
 	}
 }
 
@@ -150,5 +150,47 @@ func TestWrite_aBudgetGoneOrAlwaysChangingEndsTheAttempts(t *testing.T) {
 	_, err := l.Write(context.Background(), c, c, fresh, "lease", func() time.Time { return t0 }, change)
 	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), "changed under 32 writes in a row") {
 		t.Errorf("Write = %v, want it to give up after %d conflicts", err, MaxAttempts)
+	}
+}
+
+// Open reads the budget under its lock and places the copy: a cache
+// behind our own write gets the write; a budget gone is NotFound, with
+// the lock still to release.
+func TestOpen_readsUnderTheLockAndPlacesTheCopy(t *testing.T) {
+	b := makeBudget("100")
+	c := budgetClient(t, b, 0, nil)
+	key := client.ObjectKeyFromObject(b)
+	cached := &v1alpha1.AgentBudget{}
+	if err := c.Get(context.Background(), key, cached); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedgers()
+	ours := cached.DeepCopy()
+	ours.ResourceVersion = "ours"
+	l.Wrote("lease", cached.ResourceVersion, ours)
+	got, unlock, err := l.Open(context.Background(), c, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != "ours" {
+		t.Errorf("Open with the cache behind our write = version %s, want ours", got.ResourceVersion)
+	}
+	locked := make(chan struct{})
+	go func() { defer l.Lock(key)(); close(locked) }()
+	select {
+	case <-locked:
+		t.Fatal("the budget's lock was free while Open's copy was in use")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlock()
+	<-locked
+
+	if err := c.Delete(context.Background(), cached); err != nil {
+		t.Fatal(err)
+	}
+	_, unlock, err = l.Open(context.Background(), c, key)
+	unlock()
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("Open of a deleted budget = %v, want NotFound", err)
 	}
 }

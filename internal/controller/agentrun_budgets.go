@@ -203,20 +203,16 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 	if res := budget.Find(b, req.UID); res != nil && budget.HardCovers(b, res, req.Exposure) {
 		return leaseOutcome{holds: true}
 	}
-	key := client.ObjectKeyFromObject(b)
-	defer r.Ledgers.Lock(key)()
 	// b was listed before the lock, and other runs may have leased since:
-	// the cache's copy now is either one of our writes behind the last
-	// (which Latest recognises) or newer than it.
-	cur := &v1alpha1.AgentBudget{}
-	switch err := r.Get(ctx, key, cur); {
-	case err == nil:
-		b = cur
-	case !apierrors.IsNotFound(err):
-		// Go on with the copy listed: at worst a conflict, read again.
-		ctrl.LoggerFrom(ctx).V(4).Info("Could not read the AgentBudget from the cache", "budget", b.Name, "error", err.Error())
+	// Open reads it again under the lock.
+	fresh, unlock, err := r.Ledgers.Open(ctx, r.Client, client.ObjectKeyFromObject(b))
+	defer unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		return leaseOutcome{refused: deletedWhileLeasing(b.Name)}
+	case err != nil:
+		return leaseOutcome{err: fmt.Errorf("reading AgentBudget %s: %w", b.Name, err)}
 	}
-	fresh := r.Ledgers.Latest(b)
 	if res := budget.Find(fresh, req.UID); res != nil && budget.HardCovers(fresh, res, req.Exposure) {
 		return leaseOutcome{holds: true} // a lease taken since the cache was read
 	}
@@ -249,7 +245,7 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 	})
 	switch {
 	case apierrors.IsNotFound(err):
-		return leaseOutcome{refused: fmt.Sprintf("AgentBudget %s was deleted while this run leased from it: its limits cannot be checked, so the step is refused (a shared limit fails closed)", b.Name)}
+		return leaseOutcome{refused: deletedWhileLeasing(b.Name)}
 	case err != nil:
 		return leaseOutcome{err: err}
 	case out != nil:
@@ -267,6 +263,12 @@ func (r *AgentRunReconciler) lease(ctx context.Context, b *v1alpha1.AgentBudget,
 		}
 	}
 	return leaseOutcome{holds: true}
+}
+
+// deletedWhileLeasing is the refusal of a step whose budget went while
+// the run leased from it.
+func deletedWhileLeasing(name string) string {
+	return fmt.Sprintf("AgentBudget %s was deleted while this run leased from it: its limits cannot be checked, so the step is refused (a shared limit fails closed)", name)
 }
 
 // markRefused records the refusal on the budget (Exhausted=True, once per

@@ -6,11 +6,13 @@
 // that answers in a millisecond, a burst of leases on one budget) can
 // read the cache before the cache has seen its write. Acting on that copy
 // costs a conflict and a round trip, or worse, acts on a state the object
-// has left. Writes keeps the object as our last write left it, with every
-// version our writes replaced since the cache last caught up: a read of
-// one of those versions is behind us, and the write is what to act on.
-// Any other version is newer than anything we wrote (the cache caught up,
-// or someone else wrote since), and the entry is dropped.
+// has left. Writes keeps the object as our last write left it, with the
+// versions known to be older than it (those our writes replaced since the
+// cache last caught up, and our own earlier writes): a read of one of
+// those is behind us, and the write is what to act on. Any other version
+// is taken as newer than anything we wrote (the cache caught up, or
+// someone else wrote since), and the entry is dropped; a wrong guess costs
+// a conflict, never a lost write.
 //
 // It is the one such cache of the operator: the AgentRun reconciler's
 // status writes and the budget ledgers' both use it.
@@ -46,8 +48,8 @@ func New[K comparable, T client.Object]() *Writes[K, T] {
 
 // Freshest returns our last write of the object when read is a version
 // known to be older than it (one our writes replaced, or an earlier write
-// of ours); else read, and our write is forgotten. The write returned is a copy: callers may change
-// it.
+// of ours); else read, and our write is forgotten. The write returned is
+// a copy: callers may change it.
 func (w *Writes[K, T]) Freshest(k K, read T) T {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -113,11 +113,9 @@ func (r *Reconciler) budgetsOfRun(ctx context.Context, obj client.Object) []reco
 // Reconcile brings one budget's ledger up to date. A write that conflicts
 // with a run's lease is redone on a fresh read.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	// Read under the lock: a copy read before it may predate writes that
-	// runs made while this waited, which Latest could not place.
-	defer r.Ledgers.Lock(req.NamespacedName)()
-	b := &v1alpha1.AgentBudget{}
-	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+	b, unlock, err := r.Ledgers.Open(ctx, r.Client, req.NamespacedName)
+	defer unlock()
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Ledgers.Forget(req.NamespacedName)
 		}
@@ -127,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var evs []budgetEvent
 	var next time.Time
 	var open int
-	written, err := r.Ledgers.Write(ctx, r.Client, r.APIReader, r.Ledgers.Latest(b), "settle", func() time.Time { return now },
+	written, err := r.Ledgers.Write(ctx, r.Client, r.APIReader, b, "settle", func() time.Time { return now },
 		func(fresh, work *v1alpha1.AgentBudget, rolled bool) (bool, error) {
 			var err error
 			evs, next, err = r.settle(ctx, fresh, work, rolled, now)

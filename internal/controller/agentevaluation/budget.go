@@ -125,8 +125,8 @@ func (r *Reconciler) writeBudget(ctx context.Context, key client.ObjectKey, kind
 	if err != nil {
 		err = fmt.Errorf("reading AgentBudget %s: %w", key.Name, err)
 	} else {
-		// Read from the API server: as new as it gets, so not passed
-		// through Latest (which places the cache's copies).
+		// Read from the API server, under the lock: as new as it gets
+		// (this reconciler keeps no cache of budgets, so not Open).
 		_, err = r.Ledgers.Write(ctx, r.Client, r.APIReader, read, kind, r.Clock, func(_, work *v1alpha1.AgentBudget, rolled bool) (bool, error) {
 			var changed bool
 			changed, why = change(work)
